@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh machine, then runs it.
+# Debian's kcat (a librdkafka 2.0 client) and Java 17 for PySpark come from apt;
+# Python packages (clients, pyspark, pyarrow) from PyPI via the [test] extra.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+need_apt=()
+command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+exec python3 -m pytest "$@"
