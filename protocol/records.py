@@ -1,0 +1,803 @@
+"""Message sets of magic 0 and magic 1: reading, building, append-side validation.
+
+A message set is a concatenation of *entries*, with no count and no framing around them::
+
+    entry     offset      int64    the offset of the message (of the wrapper: its last
+                                   inner message's offset)
+              size        int32    byte length of the message that follows
+    message   crc         uint32   CRC-32 (zlib's, IEEE) of every byte from magic to the end
+              magic       int8     0 or 1
+              attributes  int8     bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4),
+                                   bit 3 timestamp type (magic 1: 1 = LogAppendTime)
+              timestamp   int64    magic 1 only, milliseconds since the epoch, -1 if unknown
+              key         int32 length (-1 = null) + bytes
+              value       int32 length (-1 = null) + bytes
+
+The 12-byte ``offset size`` prefix is Kafka's *log overhead*; a message's size as Kafka
+limits it (``max.message.bytes``) includes it. A compressed *wrapper* message has a null key
+and, as its value, a whole inner message set compressed with its codec. Inner messages are
+never compressed themselves. In a magic 1 wrapper the inner offsets are relative (0..n-1)
+and the wrapper's offset is the absolute offset of the last one (KIP-31), so assigning
+offsets rewrites eight bytes and never recompresses; in a magic 0 wrapper they are absolute.
+
+Fetch responses may end in a truncated entry (the broker cuts at ``max_bytes``); the readers
+here (``iter_entries``, ``iter_records``, ``down_convert``, ``validate_given_offsets``) drop
+it silently. A produce request's set must be whole: ``validate_and_assign`` refuses a
+truncated tail with CORRUPT_MESSAGE.
+
+Every error in a message set raises ``RecordError`` with the Kafka code the partition
+answers with.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from protocol.compression import Codec, compress, decompress
+from protocol.errors import ErrorCode, RecordError
+
+__all__ = [
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
+    "NO_TIMESTAMP",
+    "NO_TIMESTAMP_TYPE",
+    "LOG_OVERHEAD",
+    "Codec",
+    "Entry",
+    "Record",
+    "ValidationConfig",
+    "ValidatedSet",
+    "iter_entries",
+    "iter_records",
+    "build_message_set",
+    "validate_and_assign",
+    "validate_given_offsets",
+    "down_convert",
+]
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+NO_TIMESTAMP_TYPE = -1  # timestamp type of magic 0 messages, which carry no timestamp
+NO_TIMESTAMP = -1
+
+LOG_OVERHEAD = 12  # offset int64 + size int32
+_CODEC_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+# Smallest message (crc .. value length, null key and value) per magic.
+_MIN_MESSAGE_SIZE = (14, 22)
+# Position of the key length field, relative to the entry start, per magic.
+_KEY_POSITION = (LOG_OVERHEAD + 6, LOG_OVERHEAD + 14)
+_CRC_POSITION = 12
+_MAGIC_POSITION = 16
+_ATTRIBUTES_POSITION = 17
+_TIMESTAMP_POSITION = 18
+
+# offset, size, crc, magic, attributes, and (for magic 1) the timestamp. An entry of either
+# magic is at least 26 bytes long, so unpacking all six fields never reads past a whole entry;
+# for magic 0 the sixth field is key/value length bytes and is ignored.
+_HEAD = struct.Struct(">qiIbbq")
+_SIZE = struct.Struct(">i")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
+_MIN_ENTRY_SIZE = _HEAD.size
+
+_CODECS: tuple[Codec | None, ...] = (Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4) + (None,) * 4
+
+_crc32 = zlib.crc32
+
+
+def _corrupt(message: str) -> RecordError:
+    return RecordError(ErrorCode.CORRUPT_MESSAGE, message)
+
+
+@dataclass(slots=True)
+class Entry:
+    """One shallow entry of a message set: a plain message, or a compressed wrapper.
+
+    ``position`` is where its 8-byte offset field starts in the buffer it was read from and
+    ``size`` its total length including the 12-byte log overhead. ``timestamp`` is -1 for
+    magic 0. Payload bytes are not copied: slice the buffer with ``position`` and ``size``.
+    """
+
+    offset: int
+    position: int
+    size: int
+    magic: int
+    attributes: int
+    timestamp: int
+    codec: Codec
+
+
+@dataclass(slots=True, frozen=True)
+class Record:
+    """One logical message, after deep iteration through compressed wrappers.
+
+    ``offset`` is absolute. ``timestamp_type`` is CREATE_TIME, LOG_APPEND_TIME, or
+    NO_TIMESTAMP_TYPE (-1) for magic 0, whose ``timestamp`` is always -1.
+    """
+
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    magic: int
+
+
+@dataclass(slots=True, frozen=True)
+class ValidationConfig:
+    """The topic settings that govern append validation (Kafka's topic-level names:
+    ``max.message.bytes``, ``message.timestamp.type``,
+    ``message.timestamp.difference.max.ms``)."""
+
+    max_message_bytes: int = 1048588
+    timestamp_type: int = CREATE_TIME
+    max_timestamp_difference_ms: int = 2**63 - 1
+
+
+@dataclass(slots=True)
+class ValidatedSet:
+    """A message set ready to append, and what the log needs to index it.
+
+    ``entries`` has one ``(position in buffer, last offset, max timestamp)`` tuple per
+    shallow entry, in order, so the offset and time indexes can be built without parsing
+    ``buffer`` again (max timestamp is -1 for magic 0 entries). ``max_timestamp`` is -1 and
+    ``offset_of_max_timestamp`` -1 when no message has a timestamp; for a compressed entry
+    the offset of the max timestamp is the wrapper's (last) offset, as Kafka indexes it.
+    ``log_append_time`` is the time stamped into the set under LogAppendTime, else -1.
+    ``record_count`` counts logical (inner) messages.
+    """
+
+    buffer: bytes
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    record_count: int
+    entries: list[tuple[int, int, int]]
+
+
+# ---------------------------------------------------------------------------------------
+# Parsing one message
+
+
+@dataclass(slots=True)
+class _Message:
+    """A parsed message inside some buffer (used off the uncompressed fast path)."""
+
+    offset: int
+    position: int
+    end: int
+    magic: int
+    attributes: int
+    timestamp: int
+    key_position: int
+    key_length: int
+    value_position: int
+    value_length: int
+
+
+def _parse_message(buf, position: int, limit: int, *, check_crc: bool = True) -> _Message:
+    """Parse and check the complete entry at ``position``; ``limit`` must be at or past its
+    end (the caller has established that the entry is whole)."""
+    offset, size, crc, magic, attributes, timestamp = _HEAD.unpack_from(buf, position)
+    end = position + LOG_OVERHEAD + size
+    if magic != 0 and magic != 1:
+        raise _corrupt(f"message at offset {offset} has unknown magic {magic}")
+    if size < _MIN_MESSAGE_SIZE[magic]:
+        raise _corrupt(f"message at offset {offset} has impossible size {size}")
+    if end > limit:
+        raise _corrupt(f"message at offset {offset} overruns its buffer")
+    if check_crc and _crc32(memoryview(buf)[position + _MAGIC_POSITION : end]) != crc:
+        raise _corrupt(f"message at offset {offset} fails its CRC check")
+    key_position = position + _KEY_POSITION[magic]
+    (key_length,) = _INT32.unpack_from(buf, key_position)
+    value_length_position = key_position + 4 + max(key_length, 0)
+    if key_length < -1 or value_length_position + 4 > end:
+        raise _corrupt(f"message at offset {offset} has a bad key length {key_length}")
+    (value_length,) = _INT32.unpack_from(buf, value_length_position)
+    if value_length < -1 or value_length_position + 4 + max(value_length, 0) != end:
+        raise _corrupt(f"message at offset {offset} has a bad value length {value_length}")
+    if magic == 0:
+        timestamp = NO_TIMESTAMP
+    return _Message(
+        offset,
+        position,
+        end,
+        magic,
+        attributes,
+        timestamp,
+        key_position + 4,
+        key_length,
+        value_length_position + 4,
+        value_length,
+    )
+
+
+def _whole_entry_end(buf, position: int, length: int) -> int:
+    """End of the entry at ``position`` if all of it is in the buffer, else -1.
+
+    Raises CORRUPT_MESSAGE for a size no message can have.
+    """
+    if length - position < LOG_OVERHEAD:
+        return -1
+    (size,) = _SIZE.unpack_from(buf, position + 8)
+    if size < _MIN_MESSAGE_SIZE[0]:
+        raise _corrupt(f"message at byte {position} has impossible size {size}")
+    end = position + LOG_OVERHEAD + size
+    return end if end <= length else -1
+
+
+def _bytes_or_none(buf, position: int, length: int) -> bytes | None:
+    return None if length < 0 else bytes(buf[position : position + length])
+
+
+def _inner_messages(wrapper: _Message, buf) -> tuple[bytes, list[_Message]]:
+    """Decompress a wrapper and parse (and CRC-check) every inner message.
+
+    Inner messages must be whole, uncompressed and of the wrapper's magic.
+    """
+    codec = _CODECS[wrapper.attributes & _CODEC_MASK]
+    if codec is None:
+        raise _corrupt(
+            f"message at offset {wrapper.offset} has unknown codec {wrapper.attributes & 7}"
+        )
+    if wrapper.value_length < 0:
+        raise _corrupt(f"compressed message at offset {wrapper.offset} has a null value")
+    payload = memoryview(buf)[wrapper.value_position : wrapper.value_position + wrapper.value_length]
+    inner = decompress(codec, payload, magic=wrapper.magic)
+    length = len(inner)
+    messages = []
+    position = 0
+    while position < length:
+        end = _whole_entry_end(inner, position, length)
+        if end < 0 or end - position < _MIN_ENTRY_SIZE:
+            raise _corrupt(f"compressed message at offset {wrapper.offset} has a truncated inner set")
+        message = _parse_message(inner, position, end)
+        if message.magic != wrapper.magic:
+            raise _corrupt(
+                f"compressed message at offset {wrapper.offset} (magic {wrapper.magic}) "
+                f"holds a magic {message.magic} message"
+            )
+        if message.attributes & _CODEC_MASK:
+            raise _corrupt(f"compressed message at offset {wrapper.offset} is nested compression")
+        messages.append(message)
+        position = end
+    if not messages:
+        raise _corrupt(f"compressed message at offset {wrapper.offset} holds no messages")
+    return inner, messages
+
+
+# ---------------------------------------------------------------------------------------
+# Readers
+
+
+def iter_entries(buf) -> Iterator[Entry]:
+    """Shallow entries of ``buf`` (plain messages and wrappers), without copying payloads.
+
+    Stops silently at a truncated last entry (legal at the end of a fetch); raises
+    CORRUPT_MESSAGE for an impossible size, magic or codec. CRCs are not checked here.
+    """
+    length = len(buf)
+    position = 0
+    while True:
+        end = _whole_entry_end(buf, position, length)
+        if end < 0:
+            return
+        if end - position < _MIN_ENTRY_SIZE:
+            raise _corrupt(f"message at byte {position} is too short")
+        offset, size, _crc, magic, attributes, timestamp = _HEAD.unpack_from(buf, position)
+        if magic == 0:
+            timestamp = NO_TIMESTAMP
+        elif magic != 1:
+            raise _corrupt(f"message at offset {offset} has unknown magic {magic}")
+        codec = _CODECS[attributes & _CODEC_MASK]
+        if codec is None:
+            raise _corrupt(f"message at offset {offset} has unknown codec {attributes & 7}")
+        yield Entry(offset, position, end - position, magic, attributes, timestamp, codec)
+        position = end
+
+
+def iter_records(buf) -> Iterator[Record]:
+    """Every logical message of ``buf``, through compressed wrappers, with absolute offsets.
+
+    Every CRC (outer and inner) is checked: CORRUPT_MESSAGE on a mismatch. A truncated last
+    entry is skipped. Inner messages of a LogAppendTime wrapper take the wrapper's timestamp.
+    """
+    length = len(buf)
+    position = 0
+    while True:
+        end = _whole_entry_end(buf, position, length)
+        if end < 0:
+            return
+        message = _parse_message(buf, position, end)
+        position = end
+        if not message.attributes & _CODEC_MASK:
+            yield _record(buf, message, message.offset, message.timestamp, _timestamp_type(message))
+            continue
+        inner, messages = _inner_messages(message, buf)
+        if message.magic == 0:
+            for item in messages:
+                yield _record(inner, item, item.offset, NO_TIMESTAMP, NO_TIMESTAMP_TYPE)
+            continue
+        base = message.offset - messages[-1].offset
+        if message.attributes & _TIMESTAMP_TYPE_BIT:
+            for item in messages:
+                yield _record(inner, item, base + item.offset, message.timestamp, LOG_APPEND_TIME)
+        else:
+            for item in messages:
+                yield _record(inner, item, base + item.offset, item.timestamp, CREATE_TIME)
+
+
+def _timestamp_type(message: _Message) -> int:
+    if message.magic == 0:
+        return NO_TIMESTAMP_TYPE
+    return LOG_APPEND_TIME if message.attributes & _TIMESTAMP_TYPE_BIT else CREATE_TIME
+
+
+def _record(buf, message: _Message, offset: int, timestamp: int, timestamp_type: int) -> Record:
+    return Record(
+        offset,
+        timestamp,
+        timestamp_type,
+        _bytes_or_none(buf, message.key_position, message.key_length),
+        _bytes_or_none(buf, message.value_position, message.value_length),
+        message.magic,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Building
+
+
+def _append_message(
+    out: bytearray,
+    offset: int,
+    magic: int,
+    attributes: int,
+    timestamp: int,
+    key,
+    value,
+) -> None:
+    """Append one entry (log overhead + message) to ``out``, CRC included."""
+    start = len(out)
+    key_length = -1 if key is None else len(key)
+    value_length = -1 if value is None else len(value)
+    size = _MIN_MESSAGE_SIZE[magic] + max(key_length, 0) + max(value_length, 0)
+    if magic == 0:
+        out += struct.pack(">qiIbb", offset, size, 0, 0, attributes)
+    else:
+        out += struct.pack(">qiIbbq", offset, size, 0, 1, attributes, timestamp)
+    out += _INT32.pack(key_length)
+    if key is not None:
+        out += key
+    out += _INT32.pack(value_length)
+    if value is not None:
+        out += value
+    crc = _crc32(memoryview(out)[start + _MAGIC_POSITION :])
+    _UINT32.pack_into(out, start + _CRC_POSITION, crc)
+
+
+def build_message_set(
+    records: Iterable[tuple[bytes | None, bytes | None, int]],
+    *,
+    magic: int = 1,
+    codec: Codec = Codec.NONE,
+    base_offset: int = 0,
+    timestamp_type: int = CREATE_TIME,
+) -> bytes:
+    """Encode ``(key, value, timestamp ms)`` tuples as a message set, the way a producer
+    (``base_offset`` 0) or a broker writes one.
+
+    Uncompressed: one message per record at ``base_offset + i``. Compressed: one wrapper
+    whose offset is ``base_offset + n - 1``, holding inner offsets 0..n-1 (magic 1) or the
+    absolute offsets (magic 0). Magic 0 drops timestamps. A magic 1 wrapper's timestamp is
+    the largest inner one; ``LOG_APPEND_TIME`` sets attribute bit 3 on the wrapper (or on
+    each uncompressed message). No records make an empty set.
+    """
+    if magic not in (0, 1):
+        raise ValueError(f"magic must be 0 or 1, not {magic}")
+    codec = Codec(codec)
+    type_bit = _TIMESTAMP_TYPE_BIT if magic == 1 and timestamp_type == LOG_APPEND_TIME else 0
+    out = bytearray()
+    if codec == Codec.NONE:
+        for index, (key, value, timestamp) in enumerate(records):
+            _append_message(out, base_offset + index, magic, type_bit, timestamp, key, value)
+        return bytes(out)
+    inner = bytearray()
+    max_timestamp = NO_TIMESTAMP
+    count = 0
+    for key, value, timestamp in records:
+        inner_offset = count if magic == 1 else base_offset + count
+        _append_message(inner, inner_offset, magic, 0, timestamp, key, value)
+        max_timestamp = max(max_timestamp, timestamp)
+        count += 1
+    if not count:
+        return b""
+    _append_message(
+        out,
+        base_offset + count - 1,
+        magic,
+        codec | type_bit,
+        max_timestamp,
+        None,
+        compress(codec, bytes(inner), magic=magic),
+    )
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------
+# Validation on append
+
+
+def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationConfig) -> ValidatedSet:
+    """Check a produced message set and assign offsets from ``next_offset`` (leader path).
+
+    Refuses the whole set with ``RecordError``:
+
+    * CORRUPT_MESSAGE: empty set, truncated tail, impossible size, bad CRC (of any message,
+      inner ones included), unknown magic or codec, magic differing between messages (or
+      between a wrapper and its inner messages), nested compression, a compressed message
+      with a null value or no inner messages, key/value lengths that do not add up.
+    * MESSAGE_TOO_LARGE: an entry (12-byte overhead included) over ``max_message_bytes``,
+      also checked again after recompression.
+    * INVALID_TIMESTAMP: under CreateTime a timestamp (other than -1) further than
+      ``max_timestamp_difference_ms`` from ``now_ms``; or a producer that set the
+      LogAppendTime attribute itself.
+
+    Offsets: each uncompressed message's offset field is overwritten in place. A magic 1
+    wrapper whose inner offsets are 0..n-1 only gets its own offset (the absolute offset of
+    its last inner message) and timestamp rewritten, never recompressed (KIP-31). A magic 0
+    wrapper, or a magic 1 wrapper with other inner offsets, is recompressed with the same
+    codec and inner offsets rewritten (absolute for magic 0, 0..n-1 for magic 1), as Kafka
+    0.10.2's LogValidator does. Messages keep their magic.
+
+    Timestamps: under CreateTime a magic 1 wrapper's timestamp becomes its largest inner
+    timestamp (the outer CRC is recomputed if that changes it). Under LogAppendTime each
+    magic 1 uncompressed message or wrapper gets timestamp ``now_ms`` and attribute bit 3,
+    and only its outer CRC is recomputed.
+    """
+    length = len(buf)
+    if length == 0:
+        raise _corrupt("empty message set")
+    out = bytearray(buf)
+    view = memoryview(out)
+    max_message_bytes = config.max_message_bytes
+    log_append_time = config.timestamp_type == LOG_APPEND_TIME
+    if log_append_time:
+        earliest = latest = None
+    else:
+        earliest = now_ms - config.max_timestamp_difference_ms
+        latest = now_ms + config.max_timestamp_difference_ms
+    unpack_head = _HEAD.unpack_from
+    unpack_int32 = _INT32.unpack_from
+    pack_offset = _INT64.pack_into
+    crc32 = _crc32
+    entries: list[tuple[int, int, int]] = []
+    append_entry = entries.append
+    replacements: dict[int, bytes] = {}
+    offset = next_offset
+    max_timestamp = NO_TIMESTAMP
+    offset_of_max_timestamp = -1
+    set_magic = out[_MAGIC_POSITION] if length > _MAGIC_POSITION else -1
+    if set_magic != 0 and set_magic != 1:
+        raise _corrupt(f"message set starts with unknown magic {set_magic} or is truncated")
+    key_position = _KEY_POSITION[set_magic]
+    min_size = _MIN_MESSAGE_SIZE[set_magic]
+    position = 0
+    while position < length:
+        if length - position < _MIN_ENTRY_SIZE:
+            raise _corrupt(f"message set ends in a truncated message at byte {position}")
+        _, size, crc, magic, attributes, timestamp = unpack_head(out, position)
+        end = position + LOG_OVERHEAD + size
+        if size < min_size or end > length:
+            if size < min_size:
+                raise _corrupt(f"message at byte {position} has impossible size {size}")
+            raise _corrupt(f"message set ends in a truncated message at byte {position}")
+        if size + LOG_OVERHEAD > max_message_bytes:
+            raise RecordError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"message of {size + LOG_OVERHEAD} bytes exceeds max.message.bytes "
+                f"{max_message_bytes}",
+            )
+        if magic != set_magic:
+            raise _corrupt(f"message set mixes magic {set_magic} and magic {magic}")
+        if crc32(view[position + _MAGIC_POSITION : end]) != crc:
+            raise _corrupt(f"message at byte {position} fails its CRC check")
+        (key_length,) = unpack_int32(out, position + key_position)
+        value_length_position = position + key_position + 4 + (key_length if key_length > 0 else 0)
+        if key_length < -1 or value_length_position + 4 > end:
+            raise _corrupt(f"message at byte {position} has a bad key length {key_length}")
+        (value_length,) = unpack_int32(out, value_length_position)
+        if value_length < -1 or value_length_position + 4 + (value_length if value_length > 0 else 0) != end:
+            raise _corrupt(f"message at byte {position} has a bad value length {value_length}")
+
+        if attributes & _CODEC_MASK:
+            offset, entry_timestamp, replacement = _assign_wrapper(
+                out, position, end, offset, now_ms, log_append_time, earliest, latest
+            )
+            if replacement is not None:
+                if len(replacement) > max_message_bytes:
+                    raise RecordError(
+                        ErrorCode.MESSAGE_TOO_LARGE,
+                        f"recompressed message of {len(replacement)} bytes exceeds "
+                        f"max.message.bytes {max_message_bytes}",
+                    )
+                replacements[position] = replacement
+            last_offset = offset - 1
+        else:
+            if magic == 0:
+                entry_timestamp = NO_TIMESTAMP
+            elif attributes & _TIMESTAMP_TYPE_BIT:
+                raise RecordError(
+                    ErrorCode.INVALID_TIMESTAMP,
+                    f"message at byte {position}: producers may not set the LogAppendTime type",
+                )
+            elif log_append_time:
+                entry_timestamp = now_ms
+                out[position + _ATTRIBUTES_POSITION] = attributes | _TIMESTAMP_TYPE_BIT
+                pack_offset(out, position + _TIMESTAMP_POSITION, now_ms)
+                _UINT32.pack_into(out, position + _CRC_POSITION, crc32(view[position + _MAGIC_POSITION : end]))
+            else:
+                entry_timestamp = timestamp
+                if timestamp != NO_TIMESTAMP and (timestamp < earliest or timestamp > latest):
+                    raise _invalid_timestamp(timestamp, now_ms)
+            pack_offset(out, position, offset)
+            last_offset = offset
+            offset += 1
+        if entry_timestamp > max_timestamp:
+            max_timestamp = entry_timestamp
+            offset_of_max_timestamp = last_offset
+        append_entry((position, last_offset, entry_timestamp))
+        position = end
+
+    view.release()
+    if replacements:
+        out, entries = _splice(out, entries, replacements)
+    return ValidatedSet(
+        buffer=bytes(out),
+        first_offset=next_offset,
+        last_offset=offset - 1,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max_timestamp,
+        log_append_time=now_ms if log_append_time else NO_TIMESTAMP,
+        record_count=offset - next_offset,
+        entries=entries,
+    )
+
+
+def _invalid_timestamp(timestamp: int, now_ms: int) -> RecordError:
+    return RecordError(
+        ErrorCode.INVALID_TIMESTAMP,
+        f"timestamp {timestamp} is out of the accepted range around {now_ms} "
+        "(message.timestamp.difference.max.ms)",
+    )
+
+
+def _assign_wrapper(
+    out: bytearray,
+    position: int,
+    end: int,
+    next_offset: int,
+    now_ms: int,
+    log_append_time: bool,
+    earliest: int | None,
+    latest: int | None,
+) -> tuple[int, int, bytes | None]:
+    """Validate the (outer-CRC-checked) wrapper at ``position`` and assign its offsets.
+
+    Returns the next free offset, the entry's max timestamp, and either None (rewritten in
+    place in ``out``) or the bytes of a recompressed replacement entry.
+    """
+    wrapper = _parse_message(out, position, end, check_crc=False)
+    if wrapper.magic == 1 and wrapper.attributes & _TIMESTAMP_TYPE_BIT:
+        raise RecordError(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"message at byte {position}: producers may not set the LogAppendTime type",
+        )
+    inner, messages = _inner_messages(wrapper, out)
+    count = len(messages)
+    last_offset = next_offset + count - 1
+    if wrapper.magic == 0:
+        replacement = _recompressed_wrapper(
+            inner, messages, [next_offset + index for index in range(count)], wrapper, last_offset, NO_TIMESTAMP
+        )
+        return last_offset + 1, NO_TIMESTAMP, replacement
+
+    max_timestamp = NO_TIMESTAMP
+    relative_offsets_ok = True
+    for index, message in enumerate(messages):
+        timestamp = message.timestamp
+        if not log_append_time and timestamp != NO_TIMESTAMP and (timestamp < earliest or timestamp > latest):
+            raise _invalid_timestamp(timestamp, now_ms)
+        if timestamp > max_timestamp:
+            max_timestamp = timestamp
+        if message.offset != index:
+            relative_offsets_ok = False
+    wrapper_timestamp = now_ms if log_append_time else max_timestamp
+    if not relative_offsets_ok:
+        replacement = _recompressed_wrapper(
+            inner, messages, list(range(count)), wrapper, last_offset, wrapper_timestamp,
+            log_append_time,
+        )
+        return last_offset + 1, wrapper_timestamp, replacement
+
+    _INT64.pack_into(out, position, last_offset)
+    if log_append_time or wrapper.timestamp != wrapper_timestamp:
+        if log_append_time:
+            out[position + _ATTRIBUTES_POSITION] = wrapper.attributes | _TIMESTAMP_TYPE_BIT
+        _INT64.pack_into(out, position + _TIMESTAMP_POSITION, wrapper_timestamp)
+        crc = _crc32(memoryview(out)[position + _MAGIC_POSITION : end])
+        _UINT32.pack_into(out, position + _CRC_POSITION, crc)
+    return last_offset + 1, wrapper_timestamp, None
+
+
+def _recompressed_wrapper(
+    inner: bytes,
+    messages: list[_Message],
+    inner_offsets: list[int],
+    wrapper: _Message,
+    wrapper_offset: int,
+    wrapper_timestamp: int,
+    log_append_time: bool = False,
+) -> bytes:
+    """A new wrapper entry holding ``messages`` (unchanged bytes) with new inner offsets."""
+    rewritten = bytearray(inner)
+    for message, inner_offset in zip(messages, inner_offsets):
+        _INT64.pack_into(rewritten, message.position, inner_offset)
+    codec = Codec(wrapper.attributes & _CODEC_MASK)
+    attributes = codec | (_TIMESTAMP_TYPE_BIT if log_append_time else 0)
+    out = bytearray()
+    _append_message(
+        out,
+        wrapper_offset,
+        wrapper.magic,
+        attributes,
+        wrapper_timestamp,
+        None,
+        compress(codec, bytes(rewritten), magic=wrapper.magic),
+    )
+    return bytes(out)
+
+
+def _splice(
+    out: bytearray, entries: list[tuple[int, int, int]], replacements: dict[int, bytes]
+) -> tuple[bytearray, list[tuple[int, int, int]]]:
+    """Rebuild ``out`` with the entries at the given positions replaced, fixing positions."""
+    spliced = bytearray()
+    new_entries = []
+    bounds = [position for position, _, _ in entries] + [len(out)]
+    for index, (position, last_offset, timestamp) in enumerate(entries):
+        new_entries.append((len(spliced), last_offset, timestamp))
+        replacement = replacements.get(position)
+        if replacement is None:
+            spliced += out[position : bounds[index + 1]]
+        else:
+            spliced += replacement
+    return spliced, new_entries
+
+
+def validate_given_offsets(buf, min_offset: int, config: ValidationConfig) -> ValidatedSet:
+    """Check a message set fetched from a leader and keep its offsets (follower path).
+
+    Every CRC (inner ones included) and size is checked as on the leader; offsets must be
+    strictly increasing across the set and the first must be ``>= min_offset``
+    (CORRUPT_MESSAGE otherwise). Timestamps are not judged: the leader already did. A
+    truncated tail is dropped (fetch responses end in one); a set with no whole entry gives
+    ``record_count`` 0, an empty ``buffer`` and offsets -1.
+    """
+    length = len(buf)
+    entries: list[tuple[int, int, int]] = []
+    max_timestamp = NO_TIMESTAMP
+    offset_of_max_timestamp = -1
+    first_offset = -1
+    previous_offset = min_offset - 1
+    record_count = 0
+    set_magic = -1
+    position = 0
+    while True:
+        end = _whole_entry_end(buf, position, length)
+        if end < 0:
+            break
+        if end - position > config.max_message_bytes:
+            raise RecordError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"message of {end - position} bytes exceeds max.message.bytes {config.max_message_bytes}",
+            )
+        message = _parse_message(buf, position, end)
+        if set_magic == -1:
+            set_magic = message.magic
+        elif message.magic != set_magic:
+            raise _corrupt(f"message set mixes magic {set_magic} and magic {message.magic}")
+        if message.attributes & _CODEC_MASK:
+            _, messages = _inner_messages(message, buf)
+            if message.magic == 0:
+                inner_offsets = [item.offset for item in messages]
+            else:
+                base = message.offset - messages[-1].offset
+                inner_offsets = [base + item.offset for item in messages]
+            count = len(messages)
+        else:
+            inner_offsets = [message.offset]
+            count = 1
+        for inner_offset in inner_offsets:
+            if inner_offset <= previous_offset:
+                raise _corrupt(
+                    f"offset {inner_offset} does not follow {previous_offset} "
+                    f"(minimum {min_offset})"
+                )
+            previous_offset = inner_offset
+        if inner_offsets[-1] != message.offset:
+            raise _corrupt(f"compressed message at offset {message.offset} holds later offsets")
+        if first_offset < 0:
+            first_offset = inner_offsets[0]
+        record_count += count
+        if message.timestamp > max_timestamp:
+            max_timestamp = message.timestamp
+            offset_of_max_timestamp = message.offset
+        entries.append((position, message.offset, message.timestamp))
+        position = end
+    return ValidatedSet(
+        buffer=bytes(buf[:position]),
+        first_offset=first_offset,
+        last_offset=previous_offset if record_count else -1,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max_timestamp,
+        log_append_time=NO_TIMESTAMP,
+        record_count=record_count,
+        entries=entries,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Down-conversion
+
+
+def down_convert(buf) -> bytes:
+    """``buf`` (magic 0 and/or 1) as magic 0 messages for Fetch v0/v1 consumers.
+
+    Offsets, keys and values are kept; timestamps and the timestamp-type bit are dropped.
+    Magic 0 entries are copied as they are; a magic 1 wrapper becomes a magic 0 wrapper with
+    the same codec and offset, its inner messages converted and given absolute offsets (lz4
+    with the legacy header checksum). A truncated last entry is dropped.
+    """
+    length = len(buf)
+    out = bytearray()
+    position = 0
+    while True:
+        end = _whole_entry_end(buf, position, length)
+        if end < 0:
+            return bytes(out)
+        message = _parse_message(buf, position, end)
+        if message.magic == 0:
+            out += buf[position:end]
+        elif not message.attributes & _CODEC_MASK:
+            _append_converted(out, buf, message, message.offset, 0)
+        else:
+            inner, messages = _inner_messages(message, buf)
+            base = message.offset - messages[-1].offset
+            converted = bytearray()
+            for item in messages:
+                _append_converted(converted, inner, item, base + item.offset, 0)
+            codec = Codec(message.attributes & _CODEC_MASK)
+            _append_message(
+                out, message.offset, 0, codec, NO_TIMESTAMP, None,
+                compress(codec, bytes(converted), magic=0),
+            )
+        position = end
+
+
+def _append_converted(out: bytearray, buf, message: _Message, offset: int, attributes: int) -> None:
+    view = memoryview(buf)
+    key = None if message.key_length < 0 else view[message.key_position : message.key_position + message.key_length]
+    value = (
+        None
+        if message.value_length < 0
+        else view[message.value_position : message.value_position + message.value_length]
+    )
+    _append_message(out, offset, 0, attributes, NO_TIMESTAMP, key, value)
