@@ -1,1 +1,49 @@
+"""Kafka's wire protocol, sans-I/O: framing, message schemas, message sets, codecs, errors.
 
+Nothing here touches sockets, trio or files. The broker feeds bytes into a
+:class:`ServerConnection`, gets :class:`Request` objects back, and turns response bodies
+(dicts or :class:`Struct`) into wire chunks with :meth:`ServerConnection.encode_response`.
+"""
+
+from protocol.apis import (
+    APIS,
+    ApiKey,
+    api_versions_fallback_response,
+    api_versions_response,
+    api_versions_table,
+)
+from protocol.errors import ErrorCode, ProtocolError, RecordError
+from protocol.framing import (
+    DEFAULT_MAX_FRAME_SIZE,
+    ClientConnection,
+    Request,
+    Response,
+    ServerConnection,
+    decode_response,
+    encode_request,
+    encode_response,
+    parse_request,
+)
+from protocol.schema import EncodeError, Struct
+
+__all__ = [
+    "APIS",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "ApiKey",
+    "ClientConnection",
+    "EncodeError",
+    "ErrorCode",
+    "ProtocolError",
+    "RecordError",
+    "Request",
+    "Response",
+    "ServerConnection",
+    "Struct",
+    "api_versions_fallback_response",
+    "api_versions_response",
+    "api_versions_table",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "parse_request",
+]

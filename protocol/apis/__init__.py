@@ -1,0 +1,111 @@
+"""The APIs this broker serves, one module per API, each a declaration of data.
+
+How to declare a message: a module builds one :class:`protocol.schema.Api` holding the API key,
+the served version range, the flexible versions (if any) and two tuples of
+:func:`protocol.schema.Field` declarations, the request's and the response's, in wire order::
+
+    PRODUCE = Api(
+        ApiKey.PRODUCE, "Produce", versions=(0, 2),
+        request=(
+            Field("acks", INT16),
+            Field("timeout_ms", INT32),
+            Field("topic_data", Array(
+                Field("name", STRING),
+                Field("partition_data", Array(
+                    Field("index", INT32),
+                    Field("records", RECORDS, nullable="0+", default=None),
+                )),
+            )),
+        ),
+        response=(..., Field("throttle_time_ms", INT32, "1+")),
+    )
+
+``Field(name, type, versions="0+", nullable=None, default=..., tag=None)``: names are Kafka's
+JSON schema names in snake_case; ``versions`` and ``nullable`` use Kafka's notation ("0+",
+"1-3", "2"); ``default`` is what a field holds when it is absent (from an older version, from a
+response dict that leaves it out); ``tag`` makes it a tagged field in flexible versions, written
+only when it differs from its default. ``Array(INT32)`` is an array of scalars,
+``Array(Field(...), ...)`` an array of structs. Add the new module's ``Api`` to ``APIS`` below;
+the ApiVersions table is derived from ``APIS``, so registering a version is advertising it.
+
+The table must stay a coherent Kafka 0.10.2 broker: clients pick features (idempotence,
+message format v2) from the versions they see.
+"""
+
+from __future__ import annotations
+
+from protocol.apis.api_versions import API_VERSIONS
+from protocol.apis.create_topics import CREATE_TOPICS
+from protocol.apis.delete_topics import DELETE_TOPICS
+from protocol.apis.describe_groups import DESCRIBE_GROUPS
+from protocol.apis.fetch import FETCH
+from protocol.apis.find_coordinator import FIND_COORDINATOR
+from protocol.apis.heartbeat import HEARTBEAT
+from protocol.apis.join_group import JOIN_GROUP
+from protocol.apis.keys import ApiKey
+from protocol.apis.leave_group import LEAVE_GROUP
+from protocol.apis.list_groups import LIST_GROUPS
+from protocol.apis.list_offsets import LIST_OFFSETS
+from protocol.apis.metadata import METADATA
+from protocol.apis.offset_commit import OFFSET_COMMIT
+from protocol.apis.offset_fetch import OFFSET_FETCH
+from protocol.apis.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
+from protocol.apis.produce import PRODUCE
+from protocol.apis.sync_group import SYNC_GROUP
+from protocol.errors import ErrorCode
+from protocol.schema import Api
+
+APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        PRODUCE,
+        FETCH,
+        LIST_OFFSETS,
+        METADATA,
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+        FIND_COORDINATOR,
+        JOIN_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        SYNC_GROUP,
+        DESCRIBE_GROUPS,
+        LIST_GROUPS,
+        API_VERSIONS,
+        CREATE_TOPICS,
+        DELETE_TOPICS,
+        OFFSET_FOR_LEADER_EPOCH,
+    )
+}
+
+
+def api_versions_table() -> list[tuple[int, int, int]]:
+    """``(api_key, min_version, max_version)`` for every registered API, by key."""
+    return [(int(key), api.min_version, api.max_version) for key, api in sorted(APIS.items())]
+
+
+def api_versions_response(error_code: int = ErrorCode.NONE) -> dict:
+    """The body of an ApiVersions response advertising our table."""
+    return {
+        "error_code": int(error_code),
+        "api_keys": [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, low, high in api_versions_table()
+        ],
+    }
+
+
+def api_versions_fallback_response() -> dict:
+    """Kafka's answer to an ApiVersions request at a version it does not serve: error
+    UNSUPPORTED_VERSION plus the full table, encoded in the v0 layout (the client then
+    retries at the highest version both sides know)."""
+    return api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
+
+
+__all__ = [
+    "APIS",
+    "ApiKey",
+    "api_versions_fallback_response",
+    "api_versions_response",
+    "api_versions_table",
+]

@@ -1,0 +1,36 @@
+"""ListOffsets (key 2), v0-v1. v0 returns up to ``max_num_offsets`` segment-boundary offsets
+("old style"); v1 returns exactly one (timestamp, offset) per partition (KIP-79).
+Timestamps -1 and -2 mean latest and earliest."""
+
+from protocol.apis.keys import ApiKey
+from protocol.schema import Api, Array, Field
+from protocol.types import INT16, INT32, INT64, STRING
+
+LIST_OFFSETS = Api(
+    ApiKey.LIST_OFFSETS,
+    "ListOffsets",
+    versions=(0, 1),
+    request=(
+        Field("replica_id", INT32, default=-1),
+        Field("topics", Array(
+            Field("name", STRING),
+            Field("partitions", Array(
+                Field("partition_index", INT32),
+                Field("timestamp", INT64),
+                Field("max_num_offsets", INT32, "0", default=1),
+            )),
+        )),
+    ),
+    response=(
+        Field("topics", Array(
+            Field("name", STRING),
+            Field("partitions", Array(
+                Field("partition_index", INT32),
+                Field("error_code", INT16),
+                Field("old_style_offsets", Array(INT64), "0"),
+                Field("timestamp", INT64, "1+", default=-1),
+                Field("offset", INT64, "1+", default=-1),
+            )),
+        )),
+    ),
+)

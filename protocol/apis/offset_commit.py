@@ -1,0 +1,37 @@
+"""OffsetCommit (key 8), v0-v2. v0 commits without a generation (stored in ZooKeeper by old
+brokers, in Kafka here); v1 adds generation, member and a per-partition commit timestamp;
+v2 replaces the timestamp with a request-wide retention time (-1 = broker default)."""
+
+from protocol.apis.keys import ApiKey
+from protocol.schema import Api, Array, Field
+from protocol.types import INT16, INT32, INT64, STRING
+
+OFFSET_COMMIT = Api(
+    ApiKey.OFFSET_COMMIT,
+    "OffsetCommit",
+    versions=(0, 2),
+    request=(
+        Field("group_id", STRING),
+        Field("generation_id_or_member_epoch", INT32, "1+", default=-1),
+        Field("member_id", STRING, "1+"),
+        Field("retention_time_ms", INT64, "2+", default=-1),
+        Field("topics", Array(
+            Field("name", STRING),
+            Field("partitions", Array(
+                Field("partition_index", INT32),
+                Field("committed_offset", INT64),
+                Field("commit_timestamp", INT64, "1", default=-1),
+                Field("committed_metadata", STRING, nullable="0+"),
+            )),
+        )),
+    ),
+    response=(
+        Field("topics", Array(
+            Field("name", STRING),
+            Field("partitions", Array(
+                Field("partition_index", INT32),
+                Field("error_code", INT16),
+            )),
+        )),
+    ),
+)

@@ -1,0 +1,36 @@
+"""Produce (key 0), v0-v2: message sets of magic 0 (v0, v1) or magic 0/1 (v2). v1 adds the
+throttle time, v2 the per-partition log append time (-1 under CreateTime). ``records`` is
+carried as opaque bytes (see ``protocol.records``)."""
+
+from protocol.apis.keys import ApiKey
+from protocol.schema import Api, Array, Field
+from protocol.types import INT16, INT32, INT64, RECORDS, STRING
+
+PRODUCE = Api(
+    ApiKey.PRODUCE,
+    "Produce",
+    versions=(0, 2),
+    request=(
+        Field("acks", INT16),
+        Field("timeout_ms", INT32),
+        Field("topic_data", Array(
+            Field("name", STRING),
+            Field("partition_data", Array(
+                Field("index", INT32),
+                Field("records", RECORDS, nullable="0+", default=None),
+            )),
+        )),
+    ),
+    response=(
+        Field("responses", Array(
+            Field("name", STRING),
+            Field("partition_responses", Array(
+                Field("index", INT32),
+                Field("error_code", INT16),
+                Field("base_offset", INT64),
+                Field("log_append_time_ms", INT64, "2+", default=-1),
+            )),
+        )),
+        Field("throttle_time_ms", INT32, "1+"),
+    ),
+)

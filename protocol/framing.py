@@ -1,0 +1,357 @@
+"""Request and response framing, sans-I/O: bytes in, requests out; responses in, chunks out.
+
+Every Kafka message travels as a size-prefixed frame::
+
+    frame           = size:int32  payload:size bytes
+    request payload = header body
+    request header  v1: api_key:int16 api_version:int16 correlation_id:int32 client_id:string
+                    v2: v1 + tagged fields            (flexible request versions, KIP-482)
+    response payload = header body
+    response header v0: correlation_id:int32
+                    v1: v0 + tagged fields            (flexible response versions)
+
+``client_id`` is a classic nullable int16-length string even in header v2. The ApiVersions
+response header is always v0, whatever the version, so that a client can read the answer
+before it knows what the broker speaks. (Header v0, without client_id, was only used by
+ControlledShutdown v0, which is not served.)
+
+:class:`ServerConnection` is the broker side (h11 style): feed it bytes with ``receive_data``,
+pull complete requests with ``next_request``, turn a response body into wire chunks with
+``encode_response``. :class:`ClientConnection` is the mirror image for tests, benchmarks and
+the replay tool. Bad bytes from the peer raise :class:`~protocol.errors.ProtocolError`, and
+nothing else, after which the connection is unusable and should be closed.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.apis import APIS, ApiKey, api_versions_table
+from protocol.errors import ProtocolError
+from protocol.schema import Struct
+from protocol.types import INT16_S, INT32_S, Writer, chunk_length, skip_tagged_fields
+
+DEFAULT_MAX_FRAME_SIZE = 104857600  # socket.request.max.bytes
+
+_REQUEST_HEADER = struct.Struct(">hhi")
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "ClientConnection",
+    "Request",
+    "ServerConnection",
+    "api_versions_table",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "parse_request",
+]
+
+
+@dataclass(slots=True)
+class Request:
+    """A decoded request: its header fields and its body.
+
+    ``unsupported_version`` is True only for an ApiVersions request at a version we do not
+    serve; its body is then ``None`` and the answer is
+    ``protocol.api_versions_fallback_response()``, which :func:`encode_response` lays out as v0.
+    """
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Struct | None
+    unsupported_version: bool = False
+
+
+class _FrameBuffer:
+    """Reassembles size-prefixed frames from arbitrary byte chunks.
+
+    The size is checked as soon as its four bytes are in: a negative size or one above
+    ``max_frame_size`` is refused before any of the body is kept, and once refused the buffer
+    stops accepting data.
+    """
+
+    __slots__ = ("_buf", "_start", "_max", "_error")
+
+    def __init__(self, max_frame_size: int) -> None:
+        self._buf = bytearray()
+        self._start = 0
+        self._max = max_frame_size
+        self._error: ProtocolError | None = None
+
+    def feed(self, data: bytes) -> None:
+        if self._error is not None:
+            return
+        self._buf += data
+        self._check_head()
+
+    def _check_head(self) -> None:
+        if len(self._buf) - self._start < 4:
+            return
+        (size,) = INT32_S.unpack_from(self._buf, self._start)
+        if size < 0:
+            self._fail(ProtocolError(f"negative frame size {size}"))
+        elif size > self._max:
+            self._fail(ProtocolError(
+                f"frame of {size} bytes exceeds the maximum of {self._max} (socket.request.max.bytes)"))
+
+    def _fail(self, error: ProtocolError) -> None:
+        self._error = error
+        self._buf = bytearray()
+        self._start = 0
+
+    def next_frame(self) -> bytes | None:
+        """The next complete payload (without its size prefix), or None if more is needed."""
+        if self._error is not None:
+            raise self._error
+        available = len(self._buf) - self._start
+        if available < 4:
+            return None
+        (size,) = INT32_S.unpack_from(self._buf, self._start)
+        if available < 4 + size:
+            return None
+        begin = self._start + 4
+        frame = bytes(self._buf[begin:begin + size])
+        self._start = begin + size
+        if self._start == len(self._buf):
+            self._buf = bytearray()
+            self._start = 0
+        elif self._start > 65536 and self._start * 2 > len(self._buf):
+            del self._buf[:self._start]
+            self._start = 0
+        self._check_head()
+        return frame
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._start
+
+
+def _read_header_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
+    (n,) = INT16_S.unpack_from(buf, pos)
+    pos += 2
+    if n == -1:
+        return None, pos
+    if n < 0 or pos + n > len(buf):
+        raise ProtocolError(f"invalid client_id length {n}")
+    try:
+        return str(buf[pos:pos + n], "utf-8"), pos + n
+    except UnicodeDecodeError:
+        raise ProtocolError("client_id is not valid UTF-8") from None
+
+
+def parse_request(frame: bytes) -> Request:
+    """Decode one request payload (the bytes after the size prefix).
+
+    The header is read first, so every error names the API key and correlation id. Unknown
+    API keys and unsupported versions (other than ApiVersions) raise ``ProtocolError``.
+    """
+    buf = memoryview(frame)
+    if len(buf) < 10:
+        raise ProtocolError(f"request of {len(buf)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _REQUEST_HEADER.unpack_from(buf, 0)
+    try:
+        client_id, pos = _read_header_string(buf, 8)
+    except struct.error:
+        raise ProtocolError("truncated request header") from None
+    where = f"(api key {api_key}, correlation id {correlation_id}, client {client_id!r})"
+    api = APIS.get(api_key)
+    if api is None:
+        raise ProtocolError(f"unknown api key {api_key} {where}")
+    if not api.supports(api_version):
+        if api_key == ApiKey.API_VERSIONS and api_version > api.max_version:
+            return Request(api_key, api_version, correlation_id, client_id, None, True)
+        raise ProtocolError(
+            f"{api.name} v{api_version} is not supported, we serve "
+            f"v{api.min_version}-v{api.max_version} {where}")
+    if api.is_flexible(api_version):
+        try:
+            pos = skip_tagged_fields(buf, pos)
+        except (IndexError, struct.error):
+            raise ProtocolError(f"truncated request header tagged fields {where}") from None
+    try:
+        body = api.request(api_version).decode(buf, pos)
+    except ProtocolError as exc:
+        raise ProtocolError(f"{exc} {where}") from None
+    return Request(api_key, api_version, correlation_id, client_id, body, False)
+
+
+def encode_response(request: Request, body: Any) -> list[Any]:
+    """Encode a complete response frame to the given request, as chunks.
+
+    Chunks are ``bytes`` except for file slices found in ``records`` fields, which are passed
+    through untouched; the first chunk starts with the size prefix and the lengths of all
+    chunks add up to the bytes on the wire.
+    """
+    api = APIS[request.api_key]
+    version = 0 if request.unsupported_version else request.api_version
+    w = Writer()
+    w.buf += INT32_S.pack(0)
+    w.buf += INT32_S.pack(request.correlation_id)
+    if api.is_flexible(version) and request.api_key != ApiKey.API_VERSIONS:
+        w.buf.append(0)  # response header v1: no tagged fields
+    api.response(version).encode(w, body)
+    chunks = w.finish()
+    total = sum(chunk_length(c) for c in chunks)
+    first = bytearray(chunks[0])
+    INT32_S.pack_into(first, 0, total - 4)
+    chunks[0] = bytes(first)
+    return chunks
+
+
+class ServerConnection:
+    """The broker side of one connection: bytes in, :class:`Request` objects out.
+
+    ``next_request`` returns ``None`` when it needs more bytes and raises ``ProtocolError``
+    for a frame it refuses (oversized, negative size, unknown API, unsupported version,
+    malformed body); the connection must then be closed.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self._frames = _FrameBuffer(max_frame_size)
+
+    def receive_data(self, data: bytes) -> None:
+        self._frames.feed(data)
+
+    def next_request(self) -> Request | None:
+        frame = self._frames.next_frame()
+        if frame is None:
+            return None
+        return parse_request(frame)
+
+    def encode_response(self, request: Request, body: Any) -> list[Any]:
+        return encode_response(request, body)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as requests."""
+        return self._frames.buffered
+
+
+# ---------------------------------------------------------------------------------------------
+# client side
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
+                   body: Any) -> bytes:
+    """A complete request frame (size prefix included). Versions are not limited to the ones we
+    serve only in that ApiVersions may be sent above them (to test the fallback) with an
+    empty body."""
+    api = APIS[api_key]
+    w = Writer()
+    w.buf += INT32_S.pack(0)
+    w.buf += _REQUEST_HEADER.pack(api_key, version, correlation_id)
+    if client_id is None:
+        w.buf += INT16_S.pack(-1)
+    else:
+        data = client_id.encode("utf-8")
+        w.buf += INT16_S.pack(len(data)) + data
+    if api.supports(version):
+        if api.is_flexible(version):
+            w.buf.append(0)
+        api.request(version).encode(w, body)
+    elif api_key == ApiKey.API_VERSIONS and version > api.max_version:
+        # v3+ layout: header tags, empty software name and version, body tags
+        w.buf += b"\x00\x01\x01\x00"
+    else:
+        raise ValueError(f"{api.name} v{version} has no schema")
+    frame = b"".join(_as_bytes(c) for c in w.finish())
+    return INT32_S.pack(len(frame) - 4) + frame[4:]
+
+
+def _as_bytes(chunk: Any) -> bytes:
+    if isinstance(chunk, (bytes, bytearray, memoryview)):
+        return bytes(chunk)
+    return chunk.read_bytes()
+
+
+def decode_response(api_key: int, version: int, frame: bytes) -> Struct:
+    """Decode a complete response frame (size prefix included) to a request sent at
+    ``version``. An ApiVersions error response is decoded in the v0 layout, as Kafka sends it."""
+    buf = memoryview(frame)
+    if len(buf) < 8:
+        raise ProtocolError(f"response frame of {len(buf)} bytes is too short")
+    (size,) = INT32_S.unpack_from(buf, 0)
+    if size != len(buf) - 4:
+        raise ProtocolError(f"size prefix says {size} bytes but the frame holds {len(buf) - 4}")
+    return _decode_response_payload(api_key, version, buf[4:])[1]
+
+
+def _decode_response_payload(api_key: int, version: int, buf: memoryview) -> tuple[int, Struct]:
+    api = APIS[api_key]
+    if len(buf) < 4:
+        raise ProtocolError("response shorter than its header")
+    (correlation_id,) = INT32_S.unpack_from(buf, 0)
+    pos = 4
+    if api_key == ApiKey.API_VERSIONS:
+        if len(buf) >= 6 and INT16_S.unpack_from(buf, 4)[0] != 0:
+            version = 0
+        version = min(version, api.max_version)
+    elif api.is_flexible(version):
+        try:
+            pos = skip_tagged_fields(buf, pos)
+        except (IndexError, struct.error):
+            raise ProtocolError("truncated response header") from None
+    if not api.supports(version):
+        raise ValueError(f"{api.name} v{version} has no schema")
+    return correlation_id, api.response(version).decode(buf, pos)
+
+
+@dataclass(slots=True)
+class Response:
+    """A decoded response, matched to the request it answers."""
+
+    correlation_id: int
+    api_key: int
+    api_version: int
+    body: Struct
+
+
+class ClientConnection:
+    """The client side of one connection: requests out, :class:`Response` objects in.
+
+    Correlation ids are assigned in order; responses must arrive in request order (Kafka
+    guarantees this per connection). Requests that expect no response (Produce with
+    ``acks=0``) are not tracked.
+    """
+
+    def __init__(self, client_id: str | None = "minikafka",
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.client_id = client_id
+        self._frames = _FrameBuffer(max_frame_size)
+        self._next_correlation_id = 0
+        self._pending: deque[tuple[int, int, int]] = deque()
+
+    def send_request(self, api_key: int, version: int, body: Any,
+                     expect_response: bool = True) -> tuple[int, bytes]:
+        """Encode a request; returns ``(correlation_id, frame bytes)``."""
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(api_key, version, correlation_id, self.client_id, body)
+        if expect_response:
+            self._pending.append((correlation_id, api_key, version))
+        return correlation_id, frame
+
+    def receive_data(self, data: bytes) -> None:
+        self._frames.feed(data)
+
+    def next_response(self) -> Response | None:
+        frame = self._frames.next_frame()
+        if frame is None:
+            return None
+        if not self._pending:
+            raise ProtocolError("response received while no request is outstanding")
+        correlation_id, api_key, version = self._pending.popleft()
+        got_id, body = _decode_response_payload(api_key, version, memoryview(frame))
+        if got_id != correlation_id:
+            raise ProtocolError(f"response correlation id {got_id}, expected {correlation_id}")
+        return Response(correlation_id, api_key, version, body)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
