@@ -1,0 +1,242 @@
+"""pytest fixtures that run a real minikafka broker for the duration of a test.
+
+Installed with minikafka (entry point ``pytest11: minikafka``), so any project that has
+minikafka installed gets them without a ``conftest.py``::
+
+    def test_roundtrip(minikafka_broker):
+        producer = KafkaProducer(bootstrap_servers=minikafka_broker.bootstrap)
+        ...
+
+    def test_small_messages(minikafka_broker_factory):
+        broker = minikafka_broker_factory(**{"message.max.bytes": "2000"})
+
+Each broker is a separate ``minikafka serve --port 0`` process with its own data directory
+under the test's ``tmp_path``, so tests never share state and the broker is exercised exactly
+as a user runs it. The process is always reaped, and when a test fails the broker's stderr is
+attached to the failure report.
+
+``MinikafkaBroker`` is also usable directly (it is a context manager) for fixtures of wider
+scope, e.g. one broker per module.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+__all__ = ["MinikafkaBroker", "BrokerStartError"]
+
+READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P<port>\d+) log\.dirs=(?P<log_dirs>.+)$")
+
+# The broker is started through its console-script entry point (broker.cli:main), run by the
+# same interpreter as the tests, so it works without the `minikafka` script on PATH.
+_LAUNCHER = "import sys; from broker.cli import main; sys.exit(main())"
+
+_LIVE_BROKERS: list["MinikafkaBroker"] = []
+
+
+class BrokerStartError(RuntimeError):
+    """The broker process exited or stayed silent before printing its ready line."""
+
+
+class MinikafkaBroker:
+    """One ``minikafka serve`` subprocess with a data directory that outlives restarts.
+
+    ``bootstrap`` is ``"127.0.0.1:PORT"``; ``log_dir`` is the broker's data directory.
+    ``stop()`` sends SIGTERM (clean shutdown), ``kill()`` SIGKILL (no shutdown at all);
+    ``restart()`` starts the process again on the same data directory and, if it is still free,
+    the same port, so connected clients find it again. The process's stdout and stderr go to
+    files next to the data directory (``stdout_path``, ``stderr_path``).
+    """
+
+    def __init__(
+        self,
+        work_dir: Path | str | None = None,
+        overrides: dict[str, str] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        start_timeout: float = 30.0,
+        stop_timeout: float = 15.0,
+    ) -> None:
+        self._own_work_dir = work_dir is None
+        self.work_dir = Path(tempfile.mkdtemp(prefix="minikafka-")) if work_dir is None else Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = self.work_dir / "data"
+        self.stdout_path = self.work_dir / "broker.stdout"
+        self.stderr_path = self.work_dir / "broker.stderr"
+        self.overrides = {str(k): str(v) for k, v in (overrides or {}).items()}
+        self.host = host
+        self.port = 0
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def command(self, port: int) -> list[str]:
+        cmd = [sys.executable, "-c", _LAUNCHER, "serve",
+               "--host", self.host, "--port", str(port), "--log-dir", str(self.log_dir)]
+        for key, value in self.overrides.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def start(self) -> "MinikafkaBroker":
+        """Start the process and block until it prints its ready line."""
+        if self.running:
+            raise RuntimeError("minikafka broker is already running")
+        if self.port:
+            try:
+                self._spawn(self.port)
+                return self
+            except BrokerStartError:
+                # The old port was taken in the meantime; any free one will do.
+                pass
+        self._spawn(0)
+        return self
+
+    def _spawn(self, port: int) -> None:
+        self.starts += 1
+        with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
+            start_of_stdout = out.tell()
+            err.write(f"--- minikafka start #{self.starts}: {' '.join(self.command(port))}\n".encode())
+            err.flush()
+            env = dict(os.environ, PYTHONUNBUFFERED="1")
+            self.process = subprocess.Popen(
+                self.command(port), stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+                cwd=self.work_dir,
+            )
+        _LIVE_BROKERS.append(self)
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            match = self._ready_match(start_of_stdout)
+            if match:
+                self.port = int(match["port"])
+                return
+            if self.process.poll() is not None:
+                self._reap()
+                raise BrokerStartError(
+                    f"minikafka exited with status {self.process.returncode} before it was ready:\n"
+                    + self.stderr_tail())
+            if time.monotonic() > deadline:
+                self.kill()
+                raise BrokerStartError(
+                    f"minikafka printed no ready line within {self.start_timeout}s:\n" + self.stderr_tail())
+            time.sleep(0.01)
+
+    def _ready_match(self, start: int) -> re.Match | None:
+        with open(self.stdout_path, "rb") as out:
+            out.seek(start)
+            for line in out.read().decode(errors="replace").splitlines():
+                match = READY_LINE.match(line.strip())
+                if match:
+                    return match
+        return None
+
+    def stop(self) -> int | None:
+        """SIGTERM and wait for a clean shutdown (SIGKILL after ``stop_timeout``)."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self._reap()
+
+    def kill(self) -> int | None:
+        """SIGKILL: the broker gets no chance to flush, checkpoint or mark a clean shutdown."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.kill()
+        return self._reap()
+
+    def restart(self, *, clean: bool = True) -> "MinikafkaBroker":
+        """Stop (SIGTERM, or SIGKILL when ``clean=False``) and start on the same data dir."""
+        if clean:
+            self.stop()
+        else:
+            self.kill()
+        return self.start()
+
+    def _reap(self) -> int | None:
+        returncode = self.process.wait() if self.process is not None else None
+        if self in _LIVE_BROKERS:
+            _LIVE_BROKERS.remove(self)
+        return returncode
+
+    def stderr_tail(self, max_chars: int = 20000) -> str:
+        try:
+            text = self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return text[-max_chars:]
+
+    def close(self) -> None:
+        """Stop the process and, if this object created it, remove the work directory."""
+        try:
+            self.stop()
+        finally:
+            if self._own_work_dir:
+                shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self) -> "MinikafkaBroker":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<MinikafkaBroker {self.bootstrap} {state} log_dir={self.log_dir}>"
+
+
+@pytest.fixture
+def minikafka_broker_factory(tmp_path_factory):
+    """Factory: ``minikafka_broker_factory(**{"message.max.bytes": "2000"})`` -> started broker.
+
+    Keyword arguments are Kafka broker config names with string values; every broker made is
+    stopped when the test ends.
+    """
+    brokers: list[MinikafkaBroker] = []
+
+    def make(**overrides: str) -> MinikafkaBroker:
+        broker = MinikafkaBroker(tmp_path_factory.mktemp("minikafka"), overrides)
+        brokers.append(broker)
+        return broker.start()
+
+    yield make
+    for broker in brokers:
+        broker.close()
+
+
+@pytest.fixture
+def minikafka_broker(minikafka_broker_factory) -> MinikafkaBroker:
+    """A running broker with default settings, on a free port, private to this test."""
+    return minikafka_broker_factory()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for broker in list(_LIVE_BROKERS):
+            report.sections.append((f"minikafka broker stderr ({broker.bootstrap})", broker.stderr_tail()))

@@ -1,0 +1,160 @@
+"""aiokafka, default configuration, against a real minikafka process.
+
+aiokafka runs on asyncio, so each test is a plain function that drives its own event loop
+(the suite's async tests run under trio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import InvalidTimestampError
+
+CODECS = [None, "gzip", "snappy", "lz4"]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+async def produce(bootstrap, topic, records, **config):
+    """Send (key, value[, timestamp_ms]) tuples, all in flight at once; RecordMetadata each."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **config)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, key=r[0], value=r[1], timestamp_ms=r[2] if len(r) > 2 else None)
+                   for r in records]
+        return list(await asyncio.gather(*futures))
+    finally:
+        await producer.stop()
+
+
+async def consume(bootstrap, topic, count, *, partition=0, offset=0, timeout=20.0):
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    tp = TopicPartition(topic, partition)
+    consumer.assign([tp])
+    await consumer.start()
+    try:
+        consumer.seek(tp, offset)
+        records = []
+        deadline = time.monotonic() + timeout
+        while len(records) < count and time.monotonic() < deadline:
+            batches = await consumer.getmany(tp, timeout_ms=500)
+            records.extend(batches.get(tp, []))
+        return records
+    finally:
+        await consumer.stop()
+
+
+def topic_errors(response) -> dict[str, int]:
+    """topic -> error code from a CreateTopics / DeleteTopics response of any version."""
+    body = response.to_object()
+    entries = body.get("topic_errors") or body.get("topic_error_codes") or body.get("topics") or body.get("responses")
+    return {e.get("topic", e.get("name")): e["error_code"] for e in entries}
+
+
+async def create_topic(bootstrap, topic, partitions=1, configs=None):
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        response = await admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs or {})])
+        assert topic_errors(response) == {topic: 0}
+    finally:
+        await admin.close()
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c or "none")
+def test_produce_consume_every_codec(broker, topic, sample_records, codec):
+    async def scenario():
+        metadata = await produce(broker.bootstrap, topic, sample_records, compression_type=codec)
+        assert [m.offset for m in metadata] == list(range(len(sample_records)))
+        records = await consume(broker.bootstrap, topic, len(sample_records))
+        assert [(r.key, r.value) for r in records] == sample_records
+        assert [r.offset for r in records] == list(range(len(sample_records)))
+        assert all(r.timestamp_type == 0 for r in records)
+    run(scenario())
+
+
+def test_log_append_time_topic_shows_the_broker_time(broker, topic):
+    async def scenario():
+        await create_topic(broker.bootstrap, topic, configs={"message.timestamp.type": "LogAppendTime"})
+        before = now_ms()
+        metadata = await produce(broker.bootstrap, topic, [(b"k", b"v", 1_000_000_000_000)])
+        after = now_ms()
+        assert metadata[0].timestamp_type == 1
+        assert before <= metadata[0].timestamp <= after
+        [record] = await consume(broker.bootstrap, topic, 1)
+        assert (record.timestamp_type, record.timestamp) == (1, metadata[0].timestamp)
+    run(scenario())
+
+
+def test_create_time_topic_refuses_a_stale_timestamp(broker, topic):
+    async def scenario():
+        await create_topic(broker.bootstrap, topic, configs={"message.timestamp.difference.max.ms": "60000"})
+        with pytest.raises(InvalidTimestampError):
+            await produce(broker.bootstrap, topic, [(None, b"stale", now_ms() - 3_600_000)])
+        fresh = now_ms()
+        [metadata] = await produce(broker.bootstrap, topic, [(None, b"fresh", fresh)])
+        assert metadata.offset == 0
+        [record] = await consume(broker.bootstrap, topic, 1)
+        assert (record.value, record.timestamp, record.timestamp_type) == (b"fresh", fresh, 0)
+    run(scenario())
+
+
+def test_offsets_for_times_earliest_and_latest(broker, topic):
+    async def scenario():
+        base = now_ms() - 10_000
+        await produce(broker.bootstrap, topic, [(None, f"m{i}".encode(), base + 1000 * i) for i in range(5)])
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap)
+        await consumer.start()
+        tp = TopicPartition(topic, 0)
+        try:
+            assert await consumer.beginning_offsets([tp]) == {tp: 0}
+            assert await consumer.end_offsets([tp]) == {tp: 5}
+            found = (await consumer.offsets_for_times({tp: base + 2500}))[tp]
+            assert (found.offset, found.timestamp) == (3, base + 3000)
+            assert (await consumer.offsets_for_times({tp: base + 60_000}))[tp] is None
+        finally:
+            await consumer.stop()
+    run(scenario())
+
+
+def test_topic_is_auto_created_on_first_produce(broker, topic):
+    async def scenario():
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            assert topic not in await admin.list_topics()
+            [metadata] = await produce(broker.bootstrap, topic, [(None, b"first")])
+            assert (metadata.partition, metadata.offset) == (0, 0)
+            assert topic in await admin.list_topics()
+        finally:
+            await admin.close()
+    run(scenario())
+
+
+def test_admin_creates_and_deletes_topics(broker, topic):
+    async def scenario():
+        await create_topic(broker.bootstrap, topic, partitions=2, configs={"retention.bytes": "10485760"})
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            [description] = await admin.describe_topics([topic])
+            assert description["error_code"] == 0
+            assert sorted(p["partition"] for p in description["partitions"]) == [0, 1]
+            assert (broker.log_dir / f"{topic}-1").is_dir()
+
+            assert topic_errors(await admin.delete_topics([topic])) == {topic: 0}
+            assert topic not in await admin.list_topics()
+            assert not (broker.log_dir / f"{topic}-1").exists()
+        finally:
+            await admin.close()
+    run(scenario())

@@ -1,0 +1,93 @@
+"""``message.max.bytes`` at its exact boundary, with each client in its default configuration.
+
+Kafka measures a magic 0/1 message as its log entry: the 12-byte offset+size prefix plus the
+message (crc 4, magic 1, attributes 1, timestamp 8 for magic 1, key and value each with a
+4-byte length). An uncompressed magic 1 message with a null key and an N-byte value therefore
+takes 34 + N bytes, and is accepted exactly when 34 + N <= message.max.bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+
+import pytest
+
+MAX_MESSAGE_BYTES = 2000
+ENTRY_OVERHEAD = 12 + 4 + 1 + 1 + 8 + 4 + 4
+LARGEST_VALUE = MAX_MESSAGE_BYTES - ENTRY_OVERHEAD
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    from broker.pytest_plugin import MinikafkaBroker
+    overrides = {"message.max.bytes": str(MAX_MESSAGE_BYTES)}
+    with MinikafkaBroker(tmp_path_factory.mktemp("minikafka-size"), overrides) as running:
+        yield running
+
+
+def test_kafka_python(broker, topic):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.errors import MessageSizeTooLargeError
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    try:
+        assert producer.send(topic, b"a" * LARGEST_VALUE).get(30).offset == 0
+        with pytest.raises(MessageSizeTooLargeError):
+            producer.send(topic, b"b" * (LARGEST_VALUE + 1)).get(30)
+        assert producer.send(topic, b"c").get(30).offset == 1
+    finally:
+        producer.close(10)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, consumer_timeout_ms=5000)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    try:
+        values = [r.value for _, r in zip(range(2), consumer)]
+    finally:
+        consumer.close()
+    assert values == [b"a" * LARGEST_VALUE, b"c"]
+
+
+def test_confluent_kafka(broker, topic):
+    from confluent_kafka import KafkaError, Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    reports = {}
+    for value in (b"a" * LARGEST_VALUE, b"b" * (LARGEST_VALUE + 1)):
+        producer.produce(topic, value, on_delivery=lambda err, msg: reports.__setitem__(msg.value()[:1], (err, msg)))
+        producer.flush(30)
+    err, msg = reports[b"a"]
+    assert err is None and msg.offset() == 0
+    err, _ = reports[b"b"]
+    assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+
+
+def test_aiokafka(broker, topic):
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import MessageSizeTooLargeError
+
+    async def scenario():
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        await producer.start()
+        try:
+            assert (await producer.send_and_wait(topic, b"a" * LARGEST_VALUE)).offset == 0
+            with pytest.raises(MessageSizeTooLargeError):
+                await producer.send_and_wait(topic, b"b" * (LARGEST_VALUE + 1))
+        finally:
+            await producer.stop()
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat(broker, topic):
+    def produce(value: str):
+        return subprocess.run(["kcat", "-P", "-b", broker.bootstrap, "-t", topic], input=value + "\n",
+                              capture_output=True, text=True, timeout=60)
+    accepted = produce("a" * LARGEST_VALUE)
+    assert accepted.returncode == 0 and "ERROR" not in accepted.stderr, accepted.stderr
+    refused = produce("b" * (LARGEST_VALUE + 1))
+    assert "Message size too large" in refused.stderr
+    consumed = subprocess.run(["kcat", "-C", "-b", broker.bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e"],
+                              capture_output=True, text=True, timeout=60)
+    assert consumed.stdout.splitlines() == ["a" * LARGEST_VALUE]
