@@ -79,6 +79,8 @@ _TIMESTAMP_POSITION = 18
 # magic is at least 26 bytes long, so unpacking all six fields never reads past a whole entry;
 # for magic 0 the sixth field is key/value length bytes and is ignored.
 _HEAD = struct.Struct(">qiIbbq")
+_KEY_VALUE_LENGTHS = struct.Struct(">ii")  # the value length is second only for a null key
+_ATTRIBUTES_TIMESTAMP = struct.Struct(">Bq")
 _SIZE = struct.Struct(">i")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -237,26 +239,31 @@ def _bytes_or_none(buf, position: int, length: int) -> bytes | None:
     return None if length < 0 else bytes(buf[position : position + length])
 
 
-def _inner_messages(wrapper: _Message, buf) -> tuple[bytes, list[_Message]]:
-    """Decompress a wrapper and parse (and CRC-check) every inner message.
-
-    Inner messages must be whole, uncompressed and of the wrapper's magic.
-    """
+def _decompressed_value(wrapper: _Message, buf) -> bytes:
+    """The inner message set of a compressed wrapper."""
     codec = _CODECS[wrapper.attributes & _CODEC_MASK]
     if codec is None:
         raise _corrupt(
-            f"message at offset {wrapper.offset} has unknown codec {wrapper.attributes & 7}"
+            f"message at offset {wrapper.offset} has unknown codec {wrapper.attributes & _CODEC_MASK}"
         )
     if wrapper.value_length < 0:
         raise _corrupt(f"compressed message at offset {wrapper.offset} has a null value")
     payload = memoryview(buf)[wrapper.value_position : wrapper.value_position + wrapper.value_length]
-    inner = decompress(codec, payload, magic=wrapper.magic)
+    return decompress(codec, payload, magic=wrapper.magic)
+
+
+def _inner_messages(wrapper: _Message, buf) -> tuple[bytes, list[_Message]]:
+    """Decompress a wrapper and parse (and CRC-check) every inner message, for readers.
+
+    Inner messages must be whole, uncompressed and of the wrapper's magic.
+    """
+    inner = _decompressed_value(wrapper, buf)
     length = len(inner)
     messages = []
     position = 0
     while position < length:
         end = _whole_entry_end(inner, position, length)
-        if end < 0 or end - position < _MIN_ENTRY_SIZE:
+        if end < 0:
             raise _corrupt(f"compressed message at offset {wrapper.offset} has a truncated inner set")
         message = _parse_message(inner, position, end)
         if message.magic != wrapper.magic:
@@ -265,7 +272,7 @@ def _inner_messages(wrapper: _Message, buf) -> tuple[bytes, list[_Message]]:
                 f"holds a magic {message.magic} message"
             )
         if message.attributes & _CODEC_MASK:
-            raise _corrupt(f"compressed message at offset {wrapper.offset} is nested compression")
+            raise _corrupt(f"compressed message at offset {wrapper.offset} nests compression")
         messages.append(message)
         position = end
     if not messages:
@@ -289,8 +296,6 @@ def iter_entries(buf) -> Iterator[Entry]:
         end = _whole_entry_end(buf, position, length)
         if end < 0:
             return
-        if end - position < _MIN_ENTRY_SIZE:
-            raise _corrupt(f"message at byte {position} is too short")
         offset, size, _crc, magic, attributes, timestamp = _HEAD.unpack_from(buf, position)
         if magic == 0:
             timestamp = NO_TIMESTAMP
@@ -467,16 +472,16 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
         raise _corrupt("empty message set")
     out = bytearray(buf)
     view = memoryview(out)
-    max_message_bytes = config.max_message_bytes
+    max_size = config.max_message_bytes - LOG_OVERHEAD
     log_append_time = config.timestamp_type == LOG_APPEND_TIME
-    if log_append_time:
-        earliest = latest = None
-    else:
-        earliest = now_ms - config.max_timestamp_difference_ms
-        latest = now_ms + config.max_timestamp_difference_ms
+    earliest = now_ms - config.max_timestamp_difference_ms
+    latest = now_ms + config.max_timestamp_difference_ms
     unpack_head = _HEAD.unpack_from
+    unpack_key_value = _KEY_VALUE_LENGTHS.unpack_from
     unpack_int32 = _INT32.unpack_from
     pack_offset = _INT64.pack_into
+    pack_crc = _UINT32.pack_into
+    pack_attributes_timestamp = _ATTRIBUTES_TIMESTAMP.pack_into
     crc32 = _crc32
     entries: list[tuple[int, int, int]] = []
     append_entry = entries.append
@@ -488,6 +493,7 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     if set_magic != 0 and set_magic != 1:
         raise _corrupt(f"message set starts with unknown magic {set_magic} or is truncated")
     key_position = _KEY_POSITION[set_magic]
+    value_position = key_position + 4
     min_size = _MIN_MESSAGE_SIZE[set_magic]
     position = 0
     while position < length:
@@ -499,22 +505,22 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
             if size < min_size:
                 raise _corrupt(f"message at byte {position} has impossible size {size}")
             raise _corrupt(f"message set ends in a truncated message at byte {position}")
-        if size + LOG_OVERHEAD > max_message_bytes:
-            raise RecordError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"message of {size + LOG_OVERHEAD} bytes exceeds max.message.bytes "
-                f"{max_message_bytes}",
-            )
+        if size > max_size:
+            raise _too_large(size + LOG_OVERHEAD, config.max_message_bytes)
         if magic != set_magic:
             raise _corrupt(f"message set mixes magic {set_magic} and magic {magic}")
         if crc32(view[position + _MAGIC_POSITION : end]) != crc:
             raise _corrupt(f"message at byte {position} fails its CRC check")
-        (key_length,) = unpack_int32(out, position + key_position)
-        value_length_position = position + key_position + 4 + (key_length if key_length > 0 else 0)
-        if key_length < -1 or value_length_position + 4 > end:
-            raise _corrupt(f"message at byte {position} has a bad key length {key_length}")
-        (value_length,) = unpack_int32(out, value_length_position)
-        if value_length < -1 or value_length_position + 4 + (value_length if value_length > 0 else 0) != end:
+        # Both lengths in one unpack when the key is null (the common case).
+        key_length, value_length = unpack_key_value(out, position + key_position)
+        if key_length != -1:
+            value_length_position = position + value_position + key_length
+            if key_length < -1 or value_length_position + 4 > end:
+                raise _corrupt(f"message at byte {position} has a bad key length {key_length}")
+            (value_length,) = unpack_int32(out, value_length_position)
+        else:
+            value_length_position = position + value_position
+        if value_length_position + 4 + (value_length if value_length > 0 else 0) != end or value_length < -1:
             raise _corrupt(f"message at byte {position} has a bad value length {value_length}")
 
         if attributes & _CODEC_MASK:
@@ -522,30 +528,24 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
                 out, position, end, offset, now_ms, log_append_time, earliest, latest
             )
             if replacement is not None:
-                if len(replacement) > max_message_bytes:
-                    raise RecordError(
-                        ErrorCode.MESSAGE_TOO_LARGE,
-                        f"recompressed message of {len(replacement)} bytes exceeds "
-                        f"max.message.bytes {max_message_bytes}",
-                    )
+                if len(replacement) > config.max_message_bytes:
+                    raise _too_large(len(replacement), config.max_message_bytes)
                 replacements[position] = replacement
             last_offset = offset - 1
         else:
             if magic == 0:
                 entry_timestamp = NO_TIMESTAMP
             elif attributes & _TIMESTAMP_TYPE_BIT:
-                raise RecordError(
-                    ErrorCode.INVALID_TIMESTAMP,
-                    f"message at byte {position}: producers may not set the LogAppendTime type",
-                )
+                raise _producer_log_append_time(position)
             elif log_append_time:
                 entry_timestamp = now_ms
-                out[position + _ATTRIBUTES_POSITION] = attributes | _TIMESTAMP_TYPE_BIT
-                pack_offset(out, position + _TIMESTAMP_POSITION, now_ms)
-                _UINT32.pack_into(out, position + _CRC_POSITION, crc32(view[position + _MAGIC_POSITION : end]))
+                pack_attributes_timestamp(
+                    out, position + _ATTRIBUTES_POSITION, (attributes | _TIMESTAMP_TYPE_BIT) & 0xFF, now_ms
+                )
+                pack_crc(out, position + _CRC_POSITION, crc32(view[position + _MAGIC_POSITION : end]))
             else:
                 entry_timestamp = timestamp
-                if timestamp != NO_TIMESTAMP and (timestamp < earliest or timestamp > latest):
+                if (timestamp < earliest or timestamp > latest) and timestamp != NO_TIMESTAMP:
                     raise _invalid_timestamp(timestamp, now_ms)
             pack_offset(out, position, offset)
             last_offset = offset
@@ -571,6 +571,21 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     )
 
 
+def _too_large(entry_size: int, max_message_bytes: int) -> RecordError:
+    return RecordError(
+        ErrorCode.MESSAGE_TOO_LARGE,
+        f"message of {entry_size} bytes (log overhead included) exceeds max.message.bytes "
+        f"{max_message_bytes}",
+    )
+
+
+def _producer_log_append_time(position: int) -> RecordError:
+    return RecordError(
+        ErrorCode.INVALID_TIMESTAMP,
+        f"message at byte {position} has the LogAppendTime type set; only brokers set it",
+    )
+
+
 def _invalid_timestamp(timestamp: int, now_ms: int) -> RecordError:
     return RecordError(
         ErrorCode.INVALID_TIMESTAMP,
@@ -586,70 +601,126 @@ def _assign_wrapper(
     next_offset: int,
     now_ms: int,
     log_append_time: bool,
-    earliest: int | None,
-    latest: int | None,
+    earliest: int,
+    latest: int,
 ) -> tuple[int, int, bytes | None]:
-    """Validate the (outer-CRC-checked) wrapper at ``position`` and assign its offsets.
+    """Validate the wrapper at ``position`` (its outer CRC and lengths already checked) and
+    assign its offsets.
 
     Returns the next free offset, the entry's max timestamp, and either None (rewritten in
     place in ``out``) or the bytes of a recompressed replacement entry.
     """
     wrapper = _parse_message(out, position, end, check_crc=False)
-    if wrapper.magic == 1 and wrapper.attributes & _TIMESTAMP_TYPE_BIT:
-        raise RecordError(
-            ErrorCode.INVALID_TIMESTAMP,
-            f"message at byte {position}: producers may not set the LogAppendTime type",
-        )
-    inner, messages = _inner_messages(wrapper, out)
-    count = len(messages)
+    magic = wrapper.magic
+    if magic == 1 and wrapper.attributes & _TIMESTAMP_TYPE_BIT:
+        raise _producer_log_append_time(position)
+    inner = _decompressed_value(wrapper, out)
+    count, max_timestamp, offsets_relative = _scan_inner(
+        inner, magic, wrapper.offset, now_ms, None if log_append_time else (earliest, latest)
+    )
     last_offset = next_offset + count - 1
-    if wrapper.magic == 0:
-        replacement = _recompressed_wrapper(
-            inner, messages, [next_offset + index for index in range(count)], wrapper, last_offset, NO_TIMESTAMP
-        )
-        return last_offset + 1, NO_TIMESTAMP, replacement
-
-    max_timestamp = NO_TIMESTAMP
-    relative_offsets_ok = True
-    for index, message in enumerate(messages):
-        timestamp = message.timestamp
-        if not log_append_time and timestamp != NO_TIMESTAMP and (timestamp < earliest or timestamp > latest):
-            raise _invalid_timestamp(timestamp, now_ms)
-        if timestamp > max_timestamp:
-            max_timestamp = timestamp
-        if message.offset != index:
-            relative_offsets_ok = False
+    if magic == 0:
+        entry = _recompressed_wrapper(inner, next_offset, wrapper, last_offset, NO_TIMESTAMP, False)
+        return last_offset + 1, NO_TIMESTAMP, entry
     wrapper_timestamp = now_ms if log_append_time else max_timestamp
-    if not relative_offsets_ok:
-        replacement = _recompressed_wrapper(
-            inner, messages, list(range(count)), wrapper, last_offset, wrapper_timestamp,
-            log_append_time,
-        )
-        return last_offset + 1, wrapper_timestamp, replacement
+    if not offsets_relative:
+        entry = _recompressed_wrapper(inner, 0, wrapper, last_offset, wrapper_timestamp, log_append_time)
+        return last_offset + 1, wrapper_timestamp, entry
 
     _INT64.pack_into(out, position, last_offset)
     if log_append_time or wrapper.timestamp != wrapper_timestamp:
-        if log_append_time:
-            out[position + _ATTRIBUTES_POSITION] = wrapper.attributes | _TIMESTAMP_TYPE_BIT
-        _INT64.pack_into(out, position + _TIMESTAMP_POSITION, wrapper_timestamp)
+        attributes = wrapper.attributes | (_TIMESTAMP_TYPE_BIT if log_append_time else 0)
+        _ATTRIBUTES_TIMESTAMP.pack_into(out, position + _ATTRIBUTES_POSITION, attributes & 0xFF, wrapper_timestamp)
         crc = _crc32(memoryview(out)[position + _MAGIC_POSITION : end])
         _UINT32.pack_into(out, position + _CRC_POSITION, crc)
     return last_offset + 1, wrapper_timestamp, None
 
 
+def _scan_inner(
+    inner: bytes, magic: int, wrapper_offset: int, now_ms: int, accepted: tuple[int, int] | None
+) -> tuple[int, int, bool]:
+    """Check every message of a decompressed inner set without building objects.
+
+    Checks what ``validate_and_assign`` checks of a plain message (whole, CRC, lengths,
+    magic) plus: not compressed, and, when ``accepted`` is given, timestamps in that range.
+    Returns the message count, the max timestamp, and whether the inner offsets are 0..n-1.
+    """
+    length = len(inner)
+    view = memoryview(inner)
+    unpack_head = _HEAD.unpack_from
+    unpack_key_value = _KEY_VALUE_LENGTHS.unpack_from
+    unpack_int32 = _INT32.unpack_from
+    crc32 = _crc32
+    min_size = _MIN_MESSAGE_SIZE[magic]
+    key_position = _KEY_POSITION[magic]
+    value_position = key_position + 4
+    earliest, latest = accepted if accepted is not None else (None, None)
+    count = 0
+    max_timestamp = NO_TIMESTAMP
+    offsets_relative = True
+    position = 0
+    while position < length:
+        if length - position < _MIN_ENTRY_SIZE:
+            raise _corrupt(f"compressed message at offset {wrapper_offset} has a truncated inner set")
+        inner_offset, size, crc, inner_magic, attributes, timestamp = unpack_head(inner, position)
+        end = position + LOG_OVERHEAD + size
+        if size < min_size or end > length:
+            raise _corrupt(
+                f"compressed message at offset {wrapper_offset} has an inner message of bad size {size}"
+            )
+        if inner_magic != magic:
+            raise _corrupt(
+                f"compressed message at offset {wrapper_offset} (magic {magic}) holds a magic "
+                f"{inner_magic} message"
+            )
+        if attributes & _CODEC_MASK:
+            raise _corrupt(f"compressed message at offset {wrapper_offset} nests compression")
+        if crc32(view[position + _MAGIC_POSITION : end]) != crc:
+            raise _corrupt(
+                f"inner message {count} of compressed message at offset {wrapper_offset} "
+                "fails its CRC check"
+            )
+        key_length, value_length = unpack_key_value(inner, position + key_position)
+        if key_length != -1:
+            value_length_position = position + value_position + key_length
+            if key_length < -1 or value_length_position + 4 > end:
+                raise _corrupt(f"inner message of offset {wrapper_offset} has a bad key length")
+            (value_length,) = unpack_int32(inner, value_length_position)
+        else:
+            value_length_position = position + value_position
+        if value_length_position + 4 + (value_length if value_length > 0 else 0) != end or value_length < -1:
+            raise _corrupt(f"inner message of offset {wrapper_offset} has a bad value length")
+        if magic == 1:
+            if earliest is not None and (timestamp < earliest or timestamp > latest) and timestamp != NO_TIMESTAMP:
+                raise _invalid_timestamp(timestamp, now_ms)
+            if timestamp > max_timestamp:
+                max_timestamp = timestamp
+        if inner_offset != count:
+            offsets_relative = False
+        count += 1
+        position = end
+    if not count:
+        raise _corrupt(f"compressed message at offset {wrapper_offset} holds no messages")
+    return count, max_timestamp, offsets_relative
+
+
 def _recompressed_wrapper(
     inner: bytes,
-    messages: list[_Message],
-    inner_offsets: list[int],
+    first_inner_offset: int,
     wrapper: _Message,
     wrapper_offset: int,
     wrapper_timestamp: int,
-    log_append_time: bool = False,
+    log_append_time: bool,
 ) -> bytes:
-    """A new wrapper entry holding ``messages`` (unchanged bytes) with new inner offsets."""
+    """A new wrapper entry holding the (validated) ``inner`` messages, bytes unchanged but
+    for their offsets, which become consecutive from ``first_inner_offset``."""
     rewritten = bytearray(inner)
-    for message, inner_offset in zip(messages, inner_offsets):
-        _INT64.pack_into(rewritten, message.position, inner_offset)
+    position = 0
+    inner_offset = first_inner_offset
+    while position < len(rewritten):
+        _INT64.pack_into(rewritten, position, inner_offset)
+        inner_offset += 1
+        position += LOG_OVERHEAD + _SIZE.unpack_from(rewritten, position + 8)[0]
     codec = Codec(wrapper.attributes & _CODEC_MASK)
     attributes = codec | (_TIMESTAMP_TYPE_BIT if log_append_time else 0)
     out = bytearray()
