@@ -1,0 +1,243 @@
+"""Produce and consume throughput of a real ``minikafka serve`` process, against a ceiling.
+
+    python3 bench/bench_broker.py            # full run, a few minutes
+    python3 bench/bench_broker.py --quick    # a tenth of the messages
+
+For each client (confluent-kafka, kafka-python), message size (100 B, 1 KiB) and codec (none,
+lz4) it produces N messages to a fresh topic in the clients' default configuration (plus the
+codec), waits for every acknowledgement, then consumes them all back from offset 0 with an
+assigned partition. Throughput counts message values only (MB = 10^6 bytes).
+
+The ceiling is what this machine does with no Kafka at all: the same value bytes pushed through
+a loopback TCP socket into a file by a minimal Python reader in another process (recv_into a
+1 MiB buffer, write). The broker/ceiling ratio says how much of that the broker keeps.
+
+It also reports the time from starting ``minikafka serve`` to the first message a consumer
+receives (start-up, ready line, topic auto-creation, one produce and one fetch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+
+MB = 1_000_000
+
+# (client, value size, codec, messages in a full run)
+WORKLOADS = [
+    ("confluent-kafka", 100, "none", 300_000),
+    ("confluent-kafka", 100, "lz4", 300_000),
+    ("confluent-kafka", 1024, "none", 100_000),
+    ("confluent-kafka", 1024, "lz4", 100_000),
+    ("kafka-python", 100, "none", 100_000),
+    ("kafka-python", 100, "lz4", 100_000),
+    ("kafka-python", 1024, "none", 40_000),
+    ("kafka-python", 1024, "lz4", 40_000),
+]
+
+READER = textwrap.dedent("""
+    import socket, sys, time
+    listener = socket.create_server(("127.0.0.1", 0))
+    print(listener.getsockname()[1], flush=True)
+    conn, _ = listener.accept()
+    buffer = bytearray(1 << 20)
+    view = memoryview(buffer)
+    total = 0
+    start = time.perf_counter()
+    with open(sys.argv[1], "wb") as out:
+        while True:
+            n = conn.recv_into(buffer)
+            if not n:
+                break
+            out.write(view[:n])
+            total += n
+    print(total, time.perf_counter() - start, flush=True)
+""")
+
+
+def make_values(count: int, size: int, seed: int = 7) -> list[bytes]:
+    """Log-like values: words from a small vocabulary and a counter, so lz4 has work to do
+    (about 2-3x) but nothing is trivially repetitive."""
+    rng = random.Random(seed)
+    words = [uuid.UUID(int=rng.getrandbits(128)).hex[: rng.randint(3, 10)] for _ in range(500)]
+    pool = []
+    for i in range(1000):
+        text = f"{i:08d} " + " ".join(rng.choice(words) for _ in range(size // 4))
+        pool.append(text.encode()[:size].ljust(size, b"."))
+    return [pool[i % len(pool)] for i in range(count)]
+
+
+def ceiling(values: list[bytes], directory: str) -> float:
+    """Seconds to push the concatenated values through loopback into a file."""
+    payload = b"".join(values)
+    target = os.path.join(directory, f"ceiling-{uuid.uuid4().hex}")
+    reader = subprocess.Popen([sys.executable, "-c", READER, target], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(reader.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            view = memoryview(payload)
+            for start in range(0, len(payload), 1 << 20):
+                sock.sendall(view[start:start + (1 << 20)])
+        total, seconds = reader.stdout.readline().split()
+        assert int(total) == len(payload)
+        return float(seconds)
+    finally:
+        reader.wait()
+        os.unlink(target)
+
+
+def confluent_produce(bootstrap, topic, values, codec) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec})
+    failures = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            failures.append(err)
+
+    start = time.perf_counter()
+    for value in values:
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.005)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    assert remaining == 0 and not failures, (remaining, failures[:3])
+    return elapsed
+
+
+def confluent_consume(bootstrap, topic, count) -> float:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    received = 0
+    start = time.perf_counter()
+    deadline = start + 300
+    while received < count and time.perf_counter() < deadline:
+        for msg in consumer.consume(10_000, 1.0):
+            if msg.error() is None:
+                received += 1
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    assert received == count, (received, count)
+    return elapsed
+
+
+def kafka_python_produce(bootstrap, topic, values, codec) -> float:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec)
+    start = time.perf_counter()
+    futures = [producer.send(topic, value) for value in values]
+    producer.flush(300)
+    elapsed = time.perf_counter() - start
+    assert all(f.succeeded() for f in futures)
+    producer.close(10)
+    return elapsed
+
+
+def kafka_python_consume(bootstrap, topic, count) -> float:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    tp = KafkaTopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek(tp, 0)
+    received = 0
+    start = time.perf_counter()
+    deadline = start + 300
+    while received < count and time.perf_counter() < deadline:
+        received += len(consumer.poll(timeout_ms=1000).get(tp, []))
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    assert received == count, (received, count)
+    return elapsed
+
+
+CLIENTS = {
+    "confluent-kafka": (confluent_produce, confluent_consume),
+    "kafka-python": (kafka_python_produce, kafka_python_consume),
+}
+
+
+def serve_command() -> list[str]:
+    script = shutil.which("minikafka")
+    if script:
+        return [script]
+    return [sys.executable, "-c", "import sys; from broker.cli import main; sys.exit(main())"]
+
+
+def start_broker(stderr) -> tuple[subprocess.Popen, str, float, float]:
+    """Start ``minikafka serve``; return (process, bootstrap, seconds to ready line, seconds
+    to the first consumed message)."""
+    start = time.perf_counter()
+    process = subprocess.Popen([*serve_command(), "serve", "--port", "0", "--ephemeral"],
+                               stdout=subprocess.PIPE, stderr=stderr, text=True)
+    line = process.stdout.readline().strip()
+    ready = time.perf_counter() - start
+    if not line.startswith("minikafka ready: "):
+        process.kill()
+        raise SystemExit(f"minikafka did not start: {line!r}")
+    bootstrap = line.split("bootstrap.servers=")[1].split()[0]
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce("first-message", b"hello")
+    producer.flush(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench"})
+    consumer.assign([TopicPartition("first-message", 0, 0)])
+    while True:
+        msg = consumer.poll(10)
+        if msg is not None and msg.error() is None:
+            break
+    first_message = time.perf_counter() - start
+    consumer.close()
+    return process, bootstrap, ready, first_message
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of the messages")
+    args = parser.parse_args()
+    scale = 0.1 if args.quick else 1.0
+
+    workdir = tempfile.mkdtemp(prefix="minikafka-bench-")
+    stderr = open(os.path.join(workdir, "broker.stderr"), "w")
+    process, bootstrap, ready, first_message = start_broker(stderr)
+    try:
+        print(f"minikafka serve -> ready line: {ready * 1000:.0f} ms; "
+              f"-> first consumed message: {first_message * 1000:.0f} ms")
+        print(f"{'client':16} {'size':>5} {'codec':5} {'msgs':>7} | "
+              f"{'produce MB/s':>12} {'msg/s':>9} {'ratio':>6} | "
+              f"{'consume MB/s':>12} {'msg/s':>9} {'ratio':>6} | {'ceiling MB/s':>12}")
+        for client, size, codec, full_count in WORKLOADS:
+            count = int(full_count * scale)
+            values = make_values(count, size)
+            megabytes = count * size / MB
+            ceiling_mbs = megabytes / ceiling(values, workdir)
+            produce, consume = CLIENTS[client]
+            topic = f"bench-{client}-{size}-{codec}-{uuid.uuid4().hex[:6]}"
+            produce_s = produce(bootstrap, topic, values, codec)
+            consume_s = consume(bootstrap, topic, count)
+            print(f"{client:16} {size:>5} {codec:5} {count:>7} | "
+                  f"{megabytes / produce_s:>12.1f} {count / produce_s:>9.0f} {megabytes / produce_s / ceiling_mbs:>6.3f} | "
+                  f"{megabytes / consume_s:>12.1f} {count / consume_s:>9.0f} {megabytes / consume_s / ceiling_mbs:>6.3f} | "
+                  f"{ceiling_mbs:>12.1f}", flush=True)
+    finally:
+        process.terminate()
+        process.wait(30)
+        stderr.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
