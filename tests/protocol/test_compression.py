@@ -1,0 +1,171 @@
+"""Codecs of magic 0/1 message sets, checked against kafka-python's codec functions and the
+lz4 / snappy libraries themselves."""
+
+import gzip
+import struct
+
+import kafka.codec
+import lz4.frame
+import pytest
+import snappy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.compression import XERIAL_MAGIC, Codec, compress, decompress, xxh32
+from protocol.errors import ErrorCode, RecordError
+
+PAYLOAD = b"".join(b"message %d with some repeated text, " % i for i in range(5000))
+CODECS = [Codec.GZIP, Codec.SNAPPY, Codec.LZ4]
+
+
+class _XxhashShim:
+    """Stands in for the optional ``xxhash`` package that kafka-python's legacy lz4 code
+    imports, so kafka-python's own KAFKA-3160 header logic can check ours."""
+
+    class _Digest:
+        def __init__(self, data):
+            self._value = xxh32(bytes(data))
+
+        def digest(self):
+            return struct.pack(">I", self._value)
+
+    def xxh32(self, data):
+        return self._Digest(data)
+
+
+@pytest.fixture
+def kafka_python_legacy_lz4(monkeypatch):
+    if kafka.codec.xxhash is None:
+        monkeypatch.setattr(kafka.codec, "xxhash", _XxhashShim())
+
+
+@pytest.mark.parametrize("data", [b"", b"a", b"abc", b"0123456789abcdef", b"Nobody inspects the spammish repetition"])
+def test_xxh32_matches_reference_vectors(data):
+    expected = {
+        b"": 0x02CC5D05,
+        b"a": 0x550D7456,
+        b"abc": 0x32D153FF,
+        b"0123456789abcdef": 0xC2C45B69,
+        b"Nobody inspects the spammish repetition": 0xE2293B2F,
+    }
+    assert xxh32(data) == expected[data]
+
+
+def test_xxh32_agrees_with_lz4_frame_header_checksums():
+    for store_size in (False, True):
+        frame = lz4.frame.compress(b"x" * 1000, store_size=store_size)
+        header_end = 14 if store_size else 6
+        assert frame[header_end] == (xxh32(frame[4:header_end]) >> 8) & 0xFF
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("magic", [0, 1])
+def test_round_trip(codec, magic):
+    assert decompress(codec, compress(codec, PAYLOAD, magic=magic), magic=magic) == PAYLOAD
+    assert decompress(codec, compress(codec, b"", magic=magic), magic=magic) == b""
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@given(data=st.binary(max_size=3000))
+@settings(max_examples=40, deadline=None)
+def test_round_trip_arbitrary_bytes(codec, data):
+    for magic in (0, 1):
+        assert decompress(codec, compress(codec, data, magic=magic), magic=magic) == data
+
+
+def test_gzip_is_a_standard_gzip_stream_and_multi_member_streams_are_read():
+    assert gzip.decompress(compress(Codec.GZIP, PAYLOAD, magic=1)) == PAYLOAD
+    two_members = gzip.compress(b"first ") + gzip.compress(b"second")
+    assert decompress(Codec.GZIP, two_members, magic=1) == b"first second"
+    assert decompress(Codec.GZIP, kafka.codec.gzip_encode(PAYLOAD), magic=0) == PAYLOAD
+
+
+def test_snappy_writes_xerial_framing_with_32k_blocks():
+    data = compress(Codec.SNAPPY, PAYLOAD, magic=1)
+    assert data[:8] == XERIAL_MAGIC
+    assert struct.unpack(">ii", data[8:16]) == (1, 1)
+    position, blocks, out = 16, 0, b""
+    while position < len(data):
+        (length,) = struct.unpack_from(">i", data, position)
+        out += snappy.decompress(data[position + 4 : position + 4 + length])
+        position += 4 + length
+        blocks += 1
+    assert out == PAYLOAD
+    assert blocks == -(-len(PAYLOAD) // 32768)
+    assert kafka.codec.snappy_decode(data) == PAYLOAD
+
+
+def test_snappy_reads_raw_blocks_and_kafka_python_xerial():
+    assert decompress(Codec.SNAPPY, snappy.compress(PAYLOAD), magic=1) == PAYLOAD
+    assert decompress(Codec.SNAPPY, kafka.codec.snappy_encode(PAYLOAD, xerial_compatible=False), magic=0) == PAYLOAD
+    assert decompress(Codec.SNAPPY, kafka.codec.snappy_encode(PAYLOAD), magic=1) == PAYLOAD
+
+
+def test_snappy_xerial_with_little_endian_version_fields_is_read():
+    # Some producers (redpanda) write version/compat little-endian; Kafka never checks them.
+    data = compress(Codec.SNAPPY, PAYLOAD, magic=1)
+    assert decompress(Codec.SNAPPY, data[:8] + struct.pack("<ii", 1, 1) + data[16:], magic=1) == PAYLOAD
+
+
+def test_lz4_magic_1_frame_has_the_correct_header_checksum_and_is_standard():
+    frame = compress(Codec.LZ4, PAYLOAD, magic=1)
+    assert lz4.frame.decompress(frame) == PAYLOAD
+    flg = frame[4]
+    assert flg & 0x20, "blocks must be independent for Kafka's reader"
+    assert not flg & 0x08 and not flg & 0x04, "no content size, no content checksum"
+    assert frame[6] == (xxh32(frame[4:6]) >> 8) & 0xFF
+    assert kafka.codec.lz4_decode(frame) == PAYLOAD
+
+
+def test_lz4_magic_0_frame_has_kafkas_legacy_header_checksum():
+    frame = compress(Codec.LZ4, PAYLOAD, magic=0)
+    # KAFKA-3160: the header checksum was computed over the frame magic bytes as well.
+    assert frame[6] == (xxh32(frame[0:6]) >> 8) & 0xFF
+    assert frame[6] != (xxh32(frame[4:6]) >> 8) & 0xFF
+    with pytest.raises(RuntimeError):
+        lz4.frame.decompress(frame)
+
+
+def test_lz4_legacy_frames_interoperate_with_kafka_python(kafka_python_legacy_lz4):
+    ours = compress(Codec.LZ4, PAYLOAD, magic=0)
+    assert kafka.codec.lz4_decode_old_kafka(ours) == PAYLOAD
+    theirs = kafka.codec.lz4_encode_old_kafka(PAYLOAD)
+    assert decompress(Codec.LZ4, theirs, magic=0) == PAYLOAD
+
+
+def test_lz4_magic_0_reader_ignores_the_header_checksum_like_kafka():
+    # Kafka reads magic 0 lz4 ignoring HC, so frames with the correct byte and frames that
+    # carry a content size are read too.
+    assert decompress(Codec.LZ4, lz4.frame.compress(PAYLOAD), magic=0) == PAYLOAD
+    assert decompress(Codec.LZ4, compress(Codec.LZ4, PAYLOAD, magic=1), magic=0) == PAYLOAD
+
+
+def test_lz4_magic_1_reader_rejects_the_legacy_header_checksum():
+    with pytest.raises(RecordError) as error:
+        decompress(Codec.LZ4, compress(Codec.LZ4, PAYLOAD, magic=0), magic=1)
+    assert error.value.code == ErrorCode.CORRUPT_MESSAGE
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize(
+    "garbage",
+    [b"\xff", b"not compressed at all, just text", XERIAL_MAGIC + b"\x00\x00\x00\x01" * 2 + b"\x00\x00\x10\x00abc"],
+)
+def test_garbage_is_corrupt_message(codec, garbage):
+    for magic in (0, 1):
+        with pytest.raises(RecordError) as error:
+            decompress(codec, garbage, magic=magic)
+        assert error.value.code == ErrorCode.CORRUPT_MESSAGE
+
+
+def test_truncated_compressed_payloads_are_corrupt_message():
+    for codec in CODECS:
+        data = compress(codec, PAYLOAD, magic=1)
+        with pytest.raises(RecordError) as error:
+            decompress(codec, data[: len(data) // 2], magic=1)
+        assert error.value.code == ErrorCode.CORRUPT_MESSAGE
+
+
+def test_unknown_codec_is_a_programming_error():
+    with pytest.raises(ValueError):
+        compress(Codec.NONE, b"x", magic=1)
