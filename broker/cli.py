@@ -1,0 +1,148 @@
+"""The ``minikafka`` command: ``serve`` here, ``export`` and ``replay`` from the export package.
+
+``minikafka serve`` runs one broker in the foreground. When it accepts connections it prints
+exactly one line to stdout::
+
+    minikafka ready: bootstrap.servers=HOST:PORT log.dirs=PATH
+
+SIGINT or SIGTERM shut it down cleanly (checkpoints and the clean-shutdown marker are written,
+so the next start needs no recovery). Anything that stops it from starting (a bad flag, a
+bad config key or value, a busy port, an unusable log dir) is reported as one line on stderr
+with a non-zero exit status, never a traceback. Logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+EXIT_USAGE = 2
+EXIT_STARTUP = 1
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a bad command line as one line (no usage dump)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _parse_override(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not key=value")
+    return key.strip(), value
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is out of range 0-65535")
+    return port
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(prog="minikafka",
+                             description="A Kafka-compatible mini-broker in Python.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                       parser_class=_ArgumentParser)
+    subparsers.required = True
+
+    serve = subparsers.add_parser(
+        "serve", help="run a broker in the foreground",
+        description="Run a broker. Config keys use Kafka's names (see README); precedence, "
+                    "lowest first: defaults, --config, --override, --host/--port/--log-dir.")
+    serve.add_argument("--host", help="listen address (default 127.0.0.1; '' for every interface)")
+    serve.add_argument("--port", type=_port, help="listen port (default 9092; 0 picks a free port)")
+    data = serve.add_mutually_exclusive_group()
+    data.add_argument("--log-dir", type=Path, help="data directory (default ./minikafka-data)")
+    data.add_argument("--ephemeral", action="store_true",
+                      help="keep data in a temporary directory removed on exit")
+    serve.add_argument("--config", type=Path, metavar="FILE",
+                       help="a server.properties-style file with Kafka config names")
+    serve.add_argument("--override", type=_parse_override, action="append", default=[],
+                       metavar="KEY=VALUE", help="set a config key (repeatable)")
+    serve.add_argument("--export-to", type=Path, metavar="DIR",
+                       help="hand closed segments to the Spark exporter in DIR "
+                            "(config key minikafka.export.dir)")
+    serve.add_argument("--log-level", default="INFO",
+                       choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
+    serve.set_defaults(func=_serve_command)
+
+    try:
+        from export.cli import register
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("export.cli", "export"):
+            raise
+    else:
+        register(subparsers)
+    return parser
+
+
+def _serve_command(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from broker.config import BrokerConfig, ConfigError
+    from broker.server import BrokerStartupError
+
+    ephemeral_dir = Path(tempfile.mkdtemp(prefix="minikafka-")) if args.ephemeral else None
+    try:
+        overrides = dict(args.override)
+        if args.export_to is not None:
+            overrides["minikafka.export.dir"] = str(args.export_to)
+        config = BrokerConfig.from_sources(
+            config_file=args.config, overrides=overrides, host=args.host, port=args.port,
+            log_dir=ephemeral_dir if ephemeral_dir is not None else args.log_dir)
+        import trio
+
+        trio.run(_run_until_signalled, config)
+    except ConfigError as exc:
+        print(f"minikafka: config error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokerStartupError as exc:
+        print(f"minikafka: {exc}", file=sys.stderr)
+        return EXIT_STARTUP
+    except OSError as exc:
+        print(f"minikafka: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}",
+              file=sys.stderr)
+        return EXIT_STARTUP
+    finally:
+        if ephemeral_dir is not None:
+            shutil.rmtree(ephemeral_dir, ignore_errors=True)
+    return 0
+
+
+async def _run_until_signalled(config) -> None:
+    import trio
+
+    from broker.server import Broker
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        broker = Broker(config)
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(broker.serve)
+            log_dirs = ",".join(str(path) for path in config.log_dirs)
+            print(f"minikafka ready: bootstrap.servers={host}:{port} log.dirs={log_dirs}", flush=True)
+            async for signum in signals:
+                logging.getLogger(__name__).info("%s received, shutting down",
+                                                 signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,455 @@
+"""Broker configuration under Kafka's own names, from a ``server.properties`` file and overrides.
+
+``CONFIG_KEYS`` is the table of every key the broker understands (name, type, default,
+description) as data: the CLI validates against it and README's table is generated from it.
+Keys that start with ``offsets.`` or ``group.`` and are not in the table are kept as raw
+strings for the group coordinator (``BrokerConfig.get``). Any other unknown key is an error,
+so a typo never silently falls back to a default.
+
+Precedence (lowest first): the built-in defaults, the ``--config`` file, ``--override``
+pairs, then the dedicated CLI flags (``--host``, ``--port``, ``--log-dir``).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from storage.config import LogConfig
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9092
+DEFAULT_LOG_DIR = "./minikafka-data"
+
+# Left unset in the table, these keys stand for "no limit" / "derive from another key".
+_UNSET = None
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message is one readable sentence."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    """One supported configuration key: Kafka's name, its value type, default and meaning.
+
+    ``type`` is one of ``int`` (32-bit), ``long`` (64-bit), ``bool``, ``string``, ``list``
+    (comma-separated) or ``enum`` (one of ``choices``). ``default`` is the typed value, or
+    ``None`` when the key is unset by default (its description says what that means).
+    """
+
+    name: str
+    type: str
+    default: Any
+    description: str
+    minimum: int | None = None
+    choices: tuple[str, ...] = ()
+
+
+CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("broker.id", "int", 0, "Node id this broker reports in Metadata.", minimum=0),
+    ConfigKey("listeners", "string", f"PLAINTEXT://{DEFAULT_HOST}:{DEFAULT_PORT}",
+              "The listener, PLAINTEXT://HOST:PORT (an empty HOST binds every interface; "
+              "port 0 picks a free port)."),
+    ConfigKey("advertised.listeners", "string", _UNSET,
+              "The address clients are told to connect to, PLAINTEXT://HOST:PORT; "
+              "defaults to the listener (with the bound port when the listener port is 0)."),
+    ConfigKey("log.dirs", "list", _UNSET, "Data directories (comma-separated); overrides log.dir."),
+    ConfigKey("log.dir", "string", DEFAULT_LOG_DIR, "Data directory used when log.dirs is unset."),
+    ConfigKey("num.partitions", "int", 1, "Partitions of an auto-created topic.", minimum=1),
+    ConfigKey("auto.create.topics.enable", "bool", True,
+              "Create unknown topics on Metadata and Produce requests."),
+    ConfigKey("message.max.bytes", "int", 1048588,
+              "Largest message set (after compression) a Produce may append to a partition; "
+              "topic-level max.message.bytes.", minimum=0),
+    ConfigKey("socket.request.max.bytes", "int", 104857600,
+              "Largest request frame accepted; a bigger size prefix closes the connection.",
+              minimum=1),
+    ConfigKey("connections.max.idle.ms", "long", 600000,
+              "Close a connection after this long without a request in flight or bytes received; "
+              "-1 never.", minimum=-1),
+    ConfigKey("log.segment.bytes", "int", 1073741824,
+              "Roll to a new segment when the active one reaches this size; topic-level "
+              "segment.bytes.", minimum=14),
+    ConfigKey("log.roll.ms", "long", _UNSET,
+              "Roll a segment this long after its first message; overrides log.roll.hours; "
+              "topic-level segment.ms.", minimum=1),
+    ConfigKey("log.roll.hours", "int", 168, "log.roll.ms in hours.", minimum=1),
+    ConfigKey("log.retention.ms", "long", _UNSET,
+              "Delete closed segments whose newest message is older than this; -1 keeps them "
+              "forever; overrides log.retention.minutes/hours; topic-level retention.ms.",
+              minimum=-1),
+    ConfigKey("log.retention.minutes", "int", _UNSET, "log.retention.ms in minutes.", minimum=-1),
+    ConfigKey("log.retention.hours", "int", 168, "log.retention.ms in hours.", minimum=-1),
+    ConfigKey("log.retention.bytes", "long", -1,
+              "Delete the oldest closed segments while a partition is larger than this; "
+              "-1 no size limit; topic-level retention.bytes.", minimum=-1),
+    ConfigKey("log.retention.check.interval.ms", "long", 300000,
+              "How often the retention pass runs.", minimum=1),
+    ConfigKey("log.flush.interval.messages", "long", INT64_MAX,
+              "fsync a partition after this many appended messages; topic-level "
+              "flush.messages.", minimum=1),
+    ConfigKey("log.flush.interval.ms", "long", _UNSET,
+              "fsync a partition when its oldest unflushed message is this old; unset leaves "
+              "flushing to the OS (Kafka's default); topic-level flush.ms.", minimum=0),
+    ConfigKey("log.flush.scheduler.interval.ms", "long", 1000,
+              "How often partitions are checked against log.flush.interval.ms.", minimum=1),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60000,
+              "How often the recovery-point and log-start-offset checkpoints are written.",
+              minimum=1),
+    ConfigKey("log.index.interval.bytes", "int", 4096,
+              "Bytes of messages between two offset/time index entries; topic-level "
+              "index.interval.bytes.", minimum=0),
+    ConfigKey("log.index.size.max.bytes", "int", 10485760,
+              "Largest offset or time index file; a full index rolls the segment; "
+              "topic-level segment.index.bytes.", minimum=12),
+    ConfigKey("log.segment.delete.delay.ms", "long", 60000,
+              "How long a segment removed by retention stays on disk (renamed .deleted) so "
+              "in-flight fetches can finish; topic-level file.delete.delay.ms.", minimum=0),
+    ConfigKey("log.message.timestamp.type", "enum", "CreateTime",
+              "CreateTime keeps the producer's timestamps, LogAppendTime stamps the broker's "
+              "clock; topic-level message.timestamp.type.",
+              choices=("CreateTime", "LogAppendTime")),
+    ConfigKey("log.message.timestamp.difference.max.ms", "long", INT64_MAX,
+              "Under CreateTime, refuse a message set with INVALID_TIMESTAMP when a timestamp "
+              "is further than this from the broker's clock; topic-level "
+              "message.timestamp.difference.max.ms.", minimum=0),
+    ConfigKey("group.initial.rebalance.delay.ms", "int", 3000,
+              "How long the coordinator waits for more members before the first rebalance "
+              "of an empty group.", minimum=0),
+    ConfigKey("minikafka.export.dir", "string", _UNSET,
+              "Hand closed segments to the Spark exporter in this directory "
+              "(same as `minikafka serve --export-to DIR`); segments are kept until exported."),
+)
+
+CONFIG_KEYS_BY_NAME: dict[str, ConfigKey] = {key.name: key for key in CONFIG_KEYS}
+
+# Unknown keys with these prefixes belong to the group coordinator, which reads them with
+# BrokerConfig.get(); they are kept as raw strings.
+PASSTHROUGH_PREFIXES = ("offsets.", "group.")
+
+_TRUE = {"true"}
+_FALSE = {"false"}
+
+
+def parse_value(key: ConfigKey, raw: str) -> Any:
+    """Convert ``raw`` (the text of a properties file or --override) to ``key``'s type."""
+    text = raw.strip()
+    if key.type in ("int", "long"):
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"{key.name}: {raw!r} is not an integer") from None
+        upper = INT32_MAX if key.type == "int" else INT64_MAX
+        if value > upper or value < -upper - 1:
+            raise ConfigError(f"{key.name}: {value} is out of range")
+        if key.minimum is not None and value < key.minimum:
+            raise ConfigError(f"{key.name}: {value} is below the minimum {key.minimum}")
+        return value
+    if key.type == "bool":
+        lowered = text.lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise ConfigError(f"{key.name}: {raw!r} is not true or false")
+    if key.type == "list":
+        return [item.strip() for item in text.split(",") if item.strip()]
+    if key.type == "enum":
+        if text not in key.choices:
+            raise ConfigError(f"{key.name}: {raw!r} is not one of {', '.join(key.choices)}")
+        return text
+    return text
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        char = match.group(1)
+        if char.startswith("u"):
+            return chr(int(char[1:], 16))
+        return _ESCAPES.get(char, char)
+
+    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", replace, text)
+
+
+def _logical_lines(text: str):
+    """Yield (line number, logical line) of a java.util.Properties text: comment lines
+    dropped, backslash-continued lines joined with the continuation's leading blanks removed."""
+    pending: str | None = None
+    start = 0
+    for number, physical in enumerate(text.splitlines(), start=1):
+        line = physical.lstrip() if pending is not None else physical.strip()
+        if pending is None:
+            if not line or line[0] in "#!":
+                continue
+            start = number
+        else:
+            line = pending + line
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending = line[:-1]
+            continue
+        pending = None
+        yield start, line.rstrip()
+    if pending is not None:
+        yield start, pending
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    """Split a logical line at the first unescaped ``=``, ``:`` or blank (Properties rules)."""
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char in "=:" or char.isspace():
+            break
+        index += 1
+    key, rest = line[:index], line[index:].lstrip()
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip()
+    return key, rest
+
+
+def parse_properties(text: str, *, source: str = "properties") -> dict[str, str]:
+    """Parse ``server.properties``-style text (java.util.Properties rules) into a dict.
+
+    ``key=value``, ``key: value`` and ``key value`` are accepted; ``#`` and ``!`` start
+    comment lines; a trailing backslash continues a line. Later duplicates win.
+    """
+    result: dict[str, str] = {}
+    for number, line in _logical_lines(text):
+        key_text, value_text = _split_key_value(line)
+        key = _unescape(key_text)
+        if not key:
+            raise ConfigError(f"{source}: line {number} has no key")
+        result[key] = _unescape(value_text)
+    return result
+
+
+def load_properties_file(path: Path) -> dict[str, str]:
+    """Read and parse a properties file; unreadable files raise ConfigError."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot read config file {path}: {reason}") from None
+    return parse_properties(text, source=str(path))
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """A PLAINTEXT listener address. ``host`` None means every interface."""
+
+    host: str | None
+    port: int
+
+    @classmethod
+    def parse(cls, name: str, text: str) -> "Listener":
+        entries = [entry.strip() for entry in text.split(",") if entry.strip()]
+        if len(entries) != 1:
+            raise ConfigError(f"{name}: exactly one listener is supported, got {text!r}")
+        match = re.fullmatch(r"(?:(?P<proto>[A-Za-z_]+)://)?(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)",
+                             entries[0])
+        if match is None:
+            raise ConfigError(f"{name}: {text!r} is not PLAINTEXT://HOST:PORT")
+        protocol = (match.group("proto") or "PLAINTEXT").upper()
+        if protocol != "PLAINTEXT":
+            raise ConfigError(f"{name}: only PLAINTEXT listeners are supported, got {protocol}")
+        port = int(match.group("port"))
+        if port > 65535:
+            raise ConfigError(f"{name}: port {port} is out of range")
+        host = match.group("host").strip("[]") or None
+        return cls(host, port)
+
+    def __str__(self) -> str:
+        host = self.host or ""
+        if ":" in host:
+            host = f"[{host}]"
+        return f"PLAINTEXT://{host}:{self.port}"
+
+
+class BrokerConfig:
+    """The broker's validated configuration: every key of ``CONFIG_KEYS`` with its typed value,
+    plus raw passthrough keys for the group coordinator.
+
+    Build it with ``BrokerConfig.from_sources`` (CLI) or ``BrokerConfig(props)`` where
+    ``props`` maps Kafka names to strings; invalid or unknown keys raise ``ConfigError``.
+    """
+
+    def __init__(self, properties: Mapping[str, str] | None = None) -> None:
+        values: dict[str, Any] = {key.name: key.default for key in CONFIG_KEYS}
+        self._explicit: set[str] = set()
+        self._passthrough: dict[str, str] = {}
+        for name, raw in (properties or {}).items():
+            key = CONFIG_KEYS_BY_NAME.get(name)
+            if key is None:
+                if name.startswith(PASSTHROUGH_PREFIXES):
+                    self._passthrough[name] = str(raw)
+                    continue
+                raise ConfigError(f"unknown config key {name!r}")
+            values[name] = parse_value(key, str(raw))
+            self._explicit.add(name)
+        self._values = values
+        # Parse the derived settings now so a bad value fails at startup, not later.
+        self.listener = Listener.parse("listeners", values["listeners"])
+        advertised = values["advertised.listeners"]
+        self.advertised_listener = Listener.parse("advertised.listeners", advertised) if advertised else None
+        if self.advertised_listener is not None and self.advertised_listener.host is None:
+            raise ConfigError("advertised.listeners: a host is required")
+        self.log_config()
+
+    @classmethod
+    def from_sources(
+        cls,
+        *,
+        config_file: Path | None = None,
+        overrides: Mapping[str, str] | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        log_dir: Path | None = None,
+    ) -> "BrokerConfig":
+        """Merge, in increasing precedence: ``config_file``, ``overrides``, then the flags."""
+        properties: dict[str, str] = {}
+        if config_file is not None:
+            properties.update(load_properties_file(config_file))
+        properties.update(overrides or {})
+        if host is not None or port is not None:
+            current = Listener.parse("listeners", properties.get("listeners", CONFIG_KEYS_BY_NAME["listeners"].default))
+            new_host = current.host if host is None else (host or None)
+            new_port = current.port if port is None else port
+            properties["listeners"] = str(Listener(new_host, new_port))
+        if log_dir is not None:
+            properties["log.dirs"] = str(log_dir)
+            properties.pop("log.dir", None)
+        return cls(properties)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The typed value of a table key; the raw string of a passthrough key; else ``default``.
+
+        A table key that was not set explicitly returns ``default`` when one is given and the
+        table's default is unset (None)."""
+        if name in self._values:
+            value = self._values[name]
+            return default if value is None else value
+        return self._passthrough.get(name, default)
+
+    def is_set(self, name: str) -> bool:
+        """Whether ``name`` was given explicitly (file, override or flag)."""
+        return name in self._explicit or name in self._passthrough
+
+    @property
+    def passthrough(self) -> dict[str, str]:
+        """Unknown ``offsets.*`` / ``group.*`` keys, raw, for the group coordinator."""
+        return dict(self._passthrough)
+
+    @property
+    def node_id(self) -> int:
+        return self._values["broker.id"]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self._values["log.dirs"] or [self._values["log.dir"]]
+        return [Path(d).expanduser().absolute() for d in dirs]
+
+    @property
+    def num_partitions(self) -> int:
+        return self._values["num.partitions"]
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return self._values["auto.create.topics.enable"]
+
+    @property
+    def message_max_bytes(self) -> int:
+        return self._values["message.max.bytes"]
+
+    @property
+    def socket_request_max_bytes(self) -> int:
+        return self._values["socket.request.max.bytes"]
+
+    @property
+    def connections_max_idle_ms(self) -> int:
+        return self._values["connections.max.idle.ms"]
+
+    @property
+    def retention_check_interval_ms(self) -> int:
+        return self._values["log.retention.check.interval.ms"]
+
+    @property
+    def flush_scheduler_interval_ms(self) -> int:
+        return self._values["log.flush.scheduler.interval.ms"]
+
+    @property
+    def checkpoint_interval_ms(self) -> int:
+        return self._values["log.flush.offset.checkpoint.interval.ms"]
+
+    @property
+    def export_dir(self) -> Path | None:
+        value = self._values["minikafka.export.dir"]
+        return Path(value).expanduser().absolute() if value else None
+
+    def advertised_address(self, bound_host: str, bound_port: int) -> tuple[str, int]:
+        """The (host, port) Metadata reports: advertised.listeners if set, else the listener,
+        with the port actually bound when the configured one is 0 and a reachable name when
+        the listener binds every interface."""
+        listener = self.advertised_listener or self.listener
+        host = listener.host
+        if host is None or host in ("0.0.0.0", "::"):
+            host = socket.getfqdn() if self.listener.host is None else bound_host
+            if host in ("0.0.0.0", "::"):
+                host = socket.getfqdn()
+        port = listener.port or bound_port
+        return host, port
+
+    def log_config(self) -> LogConfig:
+        """The broker-wide default topic configuration (what a topic without overrides gets)."""
+        v = self._values
+        retention_ms = v["log.retention.ms"]
+        if retention_ms is None and v["log.retention.minutes"] is not None:
+            retention_ms = v["log.retention.minutes"] * 60_000
+        if retention_ms is None:
+            retention_ms = v["log.retention.hours"] * 3_600_000
+        if retention_ms < 0:
+            retention_ms = -1
+        roll_ms = v["log.roll.ms"]
+        if roll_ms is None:
+            roll_ms = v["log.roll.hours"] * 3_600_000
+        flush_messages = v["log.flush.interval.messages"]
+        return LogConfig(
+            segment_bytes=v["log.segment.bytes"],
+            segment_ms=roll_ms,
+            segment_index_bytes=v["log.index.size.max.bytes"],
+            index_interval_bytes=v["log.index.interval.bytes"],
+            retention_ms=retention_ms,
+            retention_bytes=v["log.retention.bytes"],
+            flush_interval_messages=None if flush_messages == INT64_MAX else flush_messages,
+            flush_interval_ms=v["log.flush.interval.ms"],
+            file_delete_delay_ms=v["log.segment.delete.delay.ms"],
+            message_timestamp_type=v["log.message.timestamp.type"],
+            message_timestamp_difference_max_ms=v["log.message.timestamp.difference.max.ms"],
+            max_message_bytes=v["message.max.bytes"],
+        )
+
+
+def config_table() -> list[dict[str, str]]:
+    """The supported keys as rows (name, type, default, description) for documentation."""
+    rows = []
+    for key in CONFIG_KEYS:
+        default = "" if key.default is None else key.default
+        if isinstance(default, bool):
+            default = str(default).lower()
+        rows.append({"name": key.name, "type": key.type, "default": str(default),
+                     "description": key.description})
+    return rows
