@@ -1,0 +1,97 @@
+"""``minikafka export`` and ``minikafka replay``: subcommands added to the ``minikafka`` CLI.
+
+``broker.cli`` calls ``register(subparsers)``; each subcommand sets ``func`` (``args ->
+exit status``). Importing this module does not import pyspark: the JVM starts only when an
+export actually has segments to write. User mistakes (a missing log directory, an unknown
+topic, a busy output directory, an unreachable broker) print one line and exit with 2.
+
+``python -m export export ...`` runs the same commands (what the broker's hand-off spawns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["register", "main"]
+
+USAGE_ERROR = 2
+
+
+def register(subparsers) -> None:
+    """Add ``export`` and ``replay`` to an ``argparse`` subparsers object."""
+    export = subparsers.add_parser(
+        "export", help="export closed log segments to Parquet, exactly once (Secor layout)",
+        description="Read closed segments straight from the log directories with Spark and write "
+                    "OUT/<topic>/dt=<date>/<generation>_<partition>_<first offset>.parquet. "
+                    "Reruns skip what is exported; a crashed run is finished by the next one.")
+    export.add_argument("--log-dir", action="append", required=True, metavar="DIR",
+                        help="a broker log directory (repeatable)")
+    export.add_argument("--out", required=True, metavar="OUT", help="output directory")
+    export.add_argument("--topic", action="append", metavar="T",
+                        help="export only this topic (repeatable; default: all but internal topics)")
+    export.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
+    export.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    export.set_defaults(func=run_export)
+
+    replay = subparsers.add_parser(
+        "replay", help="produce exported records back into a broker (backfill)",
+        description="Read OUT/<topic>/ as written by `minikafka export` and produce every record, "
+                    "in offset order per partition, to the same partition of a broker, keeping "
+                    "keys and timestamps.")
+    replay.add_argument("--from", dest="source", required=True, metavar="OUT",
+                        help="an export output directory")
+    replay.add_argument("--topic", required=True, metavar="T", help="the exported topic to replay")
+    replay.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="bootstrap.servers")
+    replay.add_argument("--to-topic", metavar="T", help="produce into this topic (default: the same name)")
+    replay.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    replay.set_defaults(func=run_replay)
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"minikafka {command}: error: {message}", file=sys.stderr)
+    return USAGE_ERROR
+
+
+def run_export(args) -> int:
+    from export.console import summary_line
+    from export.exporter import export
+    from export.progress import ExportBusy
+
+    def spark():
+        from export.session import spark_session
+        return spark_session(args.master)
+
+    try:
+        summary = export(spark, args.log_dir, args.out, args.topic,
+                         progress=False if args.no_progress else None)
+    except (ValueError, ExportBusy, FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+        return _fail("export", str(exc))
+    print(summary_line("export", segments=summary.segments, records=summary.records,
+                       files=summary.files, bytes_read=summary.bytes_read,
+                       bytes_written=summary.bytes_written, seconds=summary.seconds),
+          file=sys.stderr, flush=True)
+    return 0
+
+
+def run_replay(args) -> int:
+    from export.console import summary_line
+    from export.replay import ReplayError, replay
+
+    try:
+        summary = replay(args.source, args.topic, args.bootstrap, to_topic=args.to_topic,
+                         progress=False if args.no_progress else None)
+    except (ReplayError, ValueError, FileNotFoundError) as exc:
+        return _fail("replay", str(exc))
+    print(summary_line("replay", files=summary.files, records=summary.records,
+                       bytes_sent=summary.bytes, seconds=summary.seconds),
+          file=sys.stderr, flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m export``."""
+    parser = argparse.ArgumentParser(prog="python -m export")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)

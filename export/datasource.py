@@ -1,0 +1,93 @@
+"""The ``minikafka`` Spark data source: read segment files directly, no broker in between.
+
+Usage (pyspark 4 Python Data Source API)::
+
+    from export.datasource import register
+    register(spark)
+    df = (spark.read.format("minikafka")
+          .option("topics", "clicks,views")          # default: every topic in the log dir
+          .option("partitions", "0,1")               # default: every partition
+          .option("startingOffsets", '{"clicks": {"0": 1000}}')   # default "earliest"
+          .option("endingOffsets", "latest")         # exclusive; default "latest"
+          .option("startingTimestamp", "1700000000000")           # ms, overrides startingOffsets
+          .option("includeActiveSegment", "false")   # default: closed segments only
+          .load("/var/lib/minikafka"))               # a broker's log.dirs (comma-separate several)
+
+Rows have Spark's Kafka source schema (``SCHEMA``): key binary, value binary, topic string,
+partition int, offset long, timestamp timestamp, timestampType int (0 CreateTime,
+1 LogAppendTime, -1 for magic 0 messages, which carry no timestamp and read as -1 ms).
+Offset options are described in ``export.planning``. Every segment is one Spark input
+partition, read as Arrow record batches by ``export.segment_reader``.
+
+Workers import this module by name, so the ``export`` package must be importable on them
+(installed, or on ``PYTHONPATH``); ``spark.sql.session.timeZone`` does not affect the data,
+only how timestamps are shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from export.planning import parse_options, plan_slices
+from export.segment_reader import read_segment
+
+__all__ = ["FORMAT", "SCHEMA", "MiniKafkaDataSource", "register"]
+
+FORMAT = "minikafka"
+SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
+          "timestamp timestamp, timestampType int")
+
+
+@dataclass
+class SegmentPartition(InputPartition):
+    """One Spark input partition: a range of offsets of one segment file."""
+
+    topic: str
+    partition: int
+    log_path: str
+    start_offset: int
+    end_offset: int
+    start_timestamp: int | None
+
+
+class MiniKafkaReader(DataSourceReader):
+    """Plans one input partition per segment (on the driver) and reads it (on a worker)."""
+
+    def __init__(self, options) -> None:
+        self._options = parse_options(options)
+
+    def partitions(self) -> list[SegmentPartition]:
+        slices = plan_slices(self._options)
+        return [SegmentPartition(s.topic, s.partition, s.log_path, s.start_offset, s.end_offset,
+                                 s.start_timestamp) for s in slices]
+
+    def read(self, partition: SegmentPartition) -> Iterator:
+        if not isinstance(partition, SegmentPartition):
+            return iter(())  # nothing planned: Spark still runs one task with a placeholder
+        return read_segment(
+            partition.log_path, partition.topic, partition.partition,
+            start_offset=partition.start_offset, end_offset=partition.end_offset,
+            start_timestamp=partition.start_timestamp,
+        )
+
+
+class MiniKafkaDataSource(DataSource):
+    """``format("minikafka")``: minikafka (or Kafka) segment files as a DataFrame."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema) -> MiniKafkaReader:
+        return MiniKafkaReader(self.options)
+
+
+def register(spark) -> None:
+    """Make ``spark.read.format("minikafka")`` available in this session."""
+    spark.dataSource.register(MiniKafkaDataSource)

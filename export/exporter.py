@@ -1,0 +1,246 @@
+"""Secor-style exactly-once export of closed segments to Parquet.
+
+Output layout (Secor's naming, seed 003)::
+
+    OUT/<topic>/dt=<YYYY-MM-DD>/<generation>_<partition>_<first offset, 20 digits>.parquet
+
+``dt`` is the UTC date of the record timestamps in the file; ``first offset`` is the smallest
+offset in the file, so a file name tells which Kafka partition and offsets it holds, and a
+record's file can be found from its offset. Rows have Spark's Kafka source schema, sorted by
+offset. ``GENERATION`` is bumped on incompatible changes of the output, to keep outputs apart.
+
+Exactly once, per topic-partition:
+
+1. Under the output directory's lock, plan the closed segments past the recorded progress
+   (``export.progress``); a partition's plan always starts and ends on segment boundaries.
+2. Spark reads them (one task per segment) and writes Parquet into a fresh staging directory,
+   one file per (segment, date). The file set for a segment depends only on the segment's
+   bytes, so any rerun produces the same names with the same contents.
+3. Each staged file is fsynced and renamed over its final name; the directories are fsynced.
+4. Only then is each partition's progress advanced to the end of its last exported segment.
+
+A crash before 3 leaves only staging garbage (removed by the next run). A crash during or
+after 3 but before 4 leaves final files whose progress is not recorded: the next run exports
+the same segments again and its renames replace those files with identical ones, never
+adding a second copy. A crash during 4 leaves each progress file old or new (atomic rename).
+So every record ends up in exactly one file. Segments at or below the recorded progress are
+skipped without starting Spark.
+
+Test hook: with ``MINIKAFKA_EXPORT_CRASH_AT`` set to ``after-write`` (staging written),
+``mid-rename`` (after the first final rename) or ``after-rename`` (all files in place, no
+progress recorded), the exporter SIGKILLs its own process at that point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from export.console import ProgressBar
+from export.planning import SegmentSlice, scan_log_dirs
+from export.progress import ExportProgress, fsync_dir
+
+__all__ = ["GENERATION", "ExportSummary", "export", "internal_topic", "output_name", "pending_slices"]
+
+GENERATION = 1
+CRASH_HOOK_ENV = "MINIKAFKA_EXPORT_CRASH_AT"
+
+
+@dataclass
+class ExportSummary:
+    """What one export run did."""
+
+    segments: int = 0
+    records: int = 0
+    files: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    seconds: float = 0.0
+    skipped_offsets: int = 0  # records lost to retention before they were exported
+
+
+def internal_topic(topic: str) -> bool:
+    """Kafka's internal topics (``__consumer_offsets``...) are not exported unless named."""
+    return topic.startswith("__")
+
+
+def output_name(partition: int, first_offset: int) -> str:
+    return f"{GENERATION}_{partition}_{first_offset:020d}.parquet"
+
+
+def _crash_point(name: str) -> None:
+    if os.environ.get(CRASH_HOOK_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def pending_slices(log_dirs, out_dir, topics=None) -> tuple[list[SegmentSlice], int]:
+    """Closed segments not yet exported, whole, in offset order; and the count of offsets
+    that retention removed before they could be exported."""
+    committed = ExportProgress(out_dir).committed()
+    segments_by_partition = scan_log_dirs(log_dirs)
+    if topics is not None:
+        known = {topic for topic, _ in segments_by_partition}
+        for topic in topics:
+            if topic not in known:
+                raise ValueError(f"topic {topic!r} not found in {', '.join(map(str, log_dirs))}")
+    slices = []
+    skipped = 0
+    for (topic, partition), segments in sorted(segments_by_partition.items()):
+        if (topic not in topics) if topics is not None else internal_topic(topic):
+            continue
+        done = committed.get((topic, partition))
+        for info in segments:
+            if not info.closed or (done is not None and info.next_offset <= done):
+                continue
+            if done is not None and info.base_offset > done:
+                skipped += info.base_offset - done
+            slices.append(SegmentSlice(topic, partition, str(info.log_path), info.base_offset,
+                                       info.base_offset, info.next_offset, None, info.size))
+            done = info.next_offset
+    return slices, skipped
+
+
+def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | None = None) -> ExportSummary:
+    """Export every closed, not yet exported segment of ``topics`` (default: all but internal).
+
+    ``spark_factory()`` returns the SparkSession; it is called only if there is work, so a
+    run with nothing to do costs no JVM. ``progress``: draw a bar (default: if stderr is a TTY).
+    Raises ``ValueError`` for a missing log dir or unknown topic, ``ExportBusy`` if another
+    export holds the output directory.
+    """
+    started = time.monotonic()
+    log_dirs = [Path(d) for d in log_dirs]
+    for log_dir in log_dirs:
+        if not log_dir.is_dir():
+            raise ValueError(f"log directory {str(log_dir)!r} does not exist")
+    out_dir = Path(out_dir)
+    store = ExportProgress(out_dir)
+    store.lock()
+    try:
+        shutil.rmtree(store.staging_dir, ignore_errors=True)  # a crashed run's leftovers
+        slices, skipped = pending_slices(log_dirs, out_dir, topics)
+        summary = ExportSummary(segments=len(slices), bytes_read=sum(s.size for s in slices),
+                                skipped_offsets=skipped)
+        if skipped:
+            print(f"minikafka export: warning: {skipped} offsets were deleted by retention before "
+                  "they were exported", file=sys.stderr)
+        if slices:
+            staging = store.staging_dir / uuid.uuid4().hex
+            _write_staging(spark_factory(), log_dirs, slices, staging, progress)
+            _crash_point("after-write")
+            _move_into_place(staging, out_dir, summary)
+            _crash_point("after-rename")
+            ends: dict[tuple[str, int], int] = {}
+            for s in slices:
+                ends[(s.topic, s.partition)] = max(ends.get((s.topic, s.partition), 0), s.end_offset)
+            for (topic, partition), end in sorted(ends.items()):
+                store.record(topic, partition, end)
+            shutil.rmtree(staging, ignore_errors=True)
+    finally:
+        store.unlock()
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, progress: bool | None) -> None:
+    from pyspark.sql import functions as F
+
+    from export.datasource import FORMAT
+
+    starting: dict[str, dict[str, int]] = defaultdict(dict)
+    ending: dict[str, dict[str, int]] = defaultdict(dict)
+    for s in slices:
+        partition_key = str(s.partition)
+        starting[s.topic].setdefault(partition_key, s.start_offset)
+        ending[s.topic][partition_key] = s.end_offset
+    df = (spark.read.format(FORMAT)
+          .option("topics", ",".join(sorted(starting)))
+          .option("startingOffsets", json.dumps(starting))
+          .option("endingOffsets", json.dumps(ending))
+          .load(",".join(str(d) for d in log_dirs)))
+    # UTC dates whatever the session's time zone: shift the instant so that formatting it
+    # in the session zone prints its UTC wall-clock date (the identity when that zone is UTC).
+    session_zone = spark.conf.get("spark.sql.session.timeZone")
+    dated = df.withColumn("dt", F.date_format(F.to_utc_timestamp("timestamp", session_zone), "yyyy-MM-dd"))
+    # Parquet's standard microsecond timestamps (not Spark's legacy INT96), so that pyarrow
+    # and other readers get timestamp[us, UTC] back.
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    group = f"minikafka-export-{uuid.uuid4().hex}"
+    sc = spark.sparkContext
+    sc.setJobGroup(group, "minikafka export")
+    bar = ProgressBar("export", len(slices), "segments", enabled=progress)
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_tasks, args=(sc, group, bar, stop), daemon=True)
+    watcher.start()
+    try:
+        # Rows in offset order within each file; no shuffle, so each task (one segment)
+        # writes its own file per date and nothing else.
+        (dated.sortWithinPartitions("dt", "offset").write
+         .option("maxRecordsPerFile", 0)
+         .partitionBy("dt")
+         .parquet(str(staging)))
+    finally:
+        stop.set()
+        watcher.join()
+        sc.setJobGroup("", "")
+    bar.update(len(slices))
+    bar.finish()
+
+
+def _watch_tasks(sc, group: str, bar: ProgressBar, stop: threading.Event) -> None:
+    tracker = sc.statusTracker()
+    while not stop.wait(0.2):
+        done = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in (job.stageIds if job else ()):
+                stage = tracker.getStageInfo(stage_id)
+                if stage:
+                    done += stage.numCompletedTasks
+        bar.update(done)
+
+
+def _move_into_place(staging: Path, out_dir: Path, summary: ExportSummary) -> None:
+    import pyarrow.parquet as pq
+
+    touched_dirs: set[Path] = set()
+    for staged in sorted(staging.glob("dt=*/*.parquet")):
+        parquet = pq.ParquetFile(staged)
+        first = next(parquet.iter_batches(batch_size=1, columns=["topic", "partition", "offset"]))
+        topic = first.column(0)[0].as_py()
+        partition = first.column(1)[0].as_py()
+        first_offset = first.column(2)[0].as_py()
+        summary.records += parquet.metadata.num_rows
+        summary.bytes_written += staged.stat().st_size
+        parquet.close()
+        with open(staged, "rb") as f:
+            os.fsync(f.fileno())
+        target_dir = out_dir / topic / staged.parent.name
+        _make_dirs_durably(target_dir)
+        os.replace(staged, target_dir / output_name(partition, first_offset))
+        touched_dirs.add(target_dir)
+        summary.files += 1
+        if summary.files == 1:
+            _crash_point("mid-rename")
+    for directory in touched_dirs:
+        fsync_dir(directory)
+
+
+def _make_dirs_durably(path: Path) -> None:
+    missing = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        directory.mkdir(exist_ok=True)
+        fsync_dir(directory.parent)

@@ -1,0 +1,171 @@
+"""Which bytes of which segment files a read covers: options in, segment slices out.
+
+Shared by the Spark data source (one Spark input partition per slice) and the exporter
+(which plans whole closed segments after its recorded progress). No pyspark here.
+
+Offset options follow Spark's Kafka source where they make sense for a batch read:
+
+``startingOffsets``  ``"earliest"`` (default) or JSON ``{"topic": {"0": 23, "1": -2}}``;
+                     -2 means earliest; partitions left out start at the earliest.
+``endingOffsets``    ``"latest"`` (default) or JSON ``{"topic": {"0": 50, "1": -1}}``;
+                     exclusive; -1 means latest; partitions left out end at the latest.
+``startingTimestamp`` milliseconds; per partition, reading starts at the first record whose
+                     timestamp is at least this (Kafka's offset-for-timestamp) and overrides
+                     ``startingOffsets``, as in Spark. A partition without such a record is
+                     read as empty.
+
+"Latest" is the end of the readable data: the end of the last closed segment, or of the
+active segment with ``includeActiveSegment``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage import list_segments
+
+__all__ = ["ReadOptions", "SegmentSlice", "parse_options", "plan_slices", "scan_log_dirs"]
+
+EARLIEST = -2
+LATEST = -1
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSlice:
+    """The records of one segment file to read: ``start_offset <= offset < end_offset``."""
+
+    topic: str
+    partition: int
+    log_path: str
+    base_offset: int
+    start_offset: int
+    end_offset: int
+    start_timestamp: int | None
+    size: int
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Parsed, validated data source options."""
+
+    log_dirs: tuple[Path, ...]
+    topics: tuple[str, ...] | None
+    partitions: tuple[int, ...] | None
+    starting: dict[tuple[str, int], int]
+    ending: dict[tuple[str, int], int]
+    starting_timestamp: int | None
+    include_active_segment: bool
+
+
+def _bool(name: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ValueError(f"option {name} must be true or false, not {text!r}")
+
+
+def _offsets(name: str, text: str | None, default_word: str, other_word: str) -> dict[tuple[str, int], int]:
+    if text is None or text.strip().lower() == default_word:
+        return {}
+    if text.strip().lower() == other_word:
+        raise ValueError(f"option {name}={other_word} is not allowed for a batch read")
+    try:
+        parsed = json.loads(text)
+        result = {}
+        for topic, partitions in parsed.items():
+            for partition, offset in partitions.items():
+                result[(str(topic), int(partition))] = int(offset)
+        return result
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ValueError(f"option {name} must be {default_word!r} or JSON like "
+                         f'{{"topic": {{"0": 42}}}}, not {text!r}') from exc
+
+
+def parse_options(options) -> ReadOptions:
+    """Validate data source options (a case-insensitive mapping, as Spark passes them)."""
+    path = options.get("path") or options.get("logDirs")
+    if not path:
+        raise ValueError('no log directory: use .load("/path/to/log.dir") (comma-separate several)')
+    log_dirs = tuple(Path(p.strip()) for p in str(path).split(",") if p.strip())
+    for log_dir in log_dirs:
+        if not log_dir.is_dir():
+            raise ValueError(f"log directory {str(log_dir)!r} does not exist")
+    topics_text = options.get("topics") or options.get("subscribe")
+    topics = tuple(t.strip() for t in topics_text.split(",") if t.strip()) if topics_text else None
+    partitions_text = options.get("partitions")
+    try:
+        partitions = (tuple(int(p) for p in partitions_text.split(",") if p.strip())
+                      if partitions_text else None)
+    except ValueError:
+        raise ValueError(f"option partitions must be comma-separated integers, not {partitions_text!r}") from None
+    timestamp_text = options.get("startingTimestamp")
+    try:
+        starting_timestamp = int(timestamp_text) if timestamp_text is not None else None
+    except ValueError:
+        raise ValueError(f"option startingTimestamp must be milliseconds since the epoch, not {timestamp_text!r}") from None
+    return ReadOptions(
+        log_dirs=log_dirs,
+        topics=topics,
+        partitions=partitions,
+        starting=_offsets("startingOffsets", options.get("startingOffsets"), "earliest", "latest"),
+        ending=_offsets("endingOffsets", options.get("endingOffsets"), "latest", "earliest"),
+        starting_timestamp=starting_timestamp,
+        include_active_segment=_bool("includeActiveSegment", options.get("includeActiveSegment") or "false"),
+    )
+
+
+def scan_log_dirs(log_dirs) -> dict[tuple[str, int], list]:
+    """Every partition's segments (``storage.SegmentInfo``), in offset order."""
+    by_partition: dict[tuple[str, int], list] = defaultdict(list)
+    for log_dir in log_dirs:
+        for info in list_segments(Path(log_dir)):
+            by_partition[(info.topic, info.partition)].append(info)
+    for segments in by_partition.values():
+        segments.sort(key=lambda info: info.base_offset)
+    return dict(by_partition)
+
+
+def plan_slices(opts: ReadOptions) -> list[SegmentSlice]:
+    """One slice per segment holding records in the requested range, in (topic, partition, offset) order."""
+    segments_by_partition = scan_log_dirs(opts.log_dirs)
+    known_topics = {topic for topic, _ in segments_by_partition}
+    if opts.topics is not None:
+        missing = [t for t in opts.topics if t not in known_topics]
+        if missing:
+            raise ValueError(f"topic {missing[0]!r} not found in {', '.join(map(str, opts.log_dirs))}")
+    slices = []
+    for (topic, partition), segments in sorted(segments_by_partition.items()):
+        if opts.topics is not None and topic not in opts.topics:
+            continue
+        if opts.partitions is not None and partition not in opts.partitions:
+            continue
+        readable = [s for s in segments if s.closed or opts.include_active_segment]
+        if not readable:
+            continue
+        start = opts.starting.get((topic, partition), EARLIEST)
+        end = opts.ending.get((topic, partition), LATEST)
+        if end == LATEST:
+            end = readable[-1].next_offset
+        start_timestamp = opts.starting_timestamp
+        if start_timestamp is not None:
+            # Kafka's offset-for-timestamp: the first segment whose largest timestamp reaches
+            # the target holds the first such record; earlier segments are skipped whole.
+            while readable and readable[0].max_timestamp < start_timestamp:
+                readable.pop(0)
+            start = EARLIEST
+        for position, info in enumerate(readable):
+            first = max(info.base_offset, start if start >= 0 else 0)
+            last = min(info.next_offset, end)
+            if first >= last:
+                continue
+            slices.append(SegmentSlice(
+                topic=topic, partition=partition, log_path=str(info.log_path),
+                base_offset=info.base_offset, start_offset=first, end_offset=last,
+                start_timestamp=start_timestamp if position == 0 else None, size=info.size,
+            ))
+    return slices

@@ -1,0 +1,183 @@
+"""Read exported Parquet back: as a Spark DataFrame, or produced into a broker (backfill).
+
+``read_exported(spark, OUT)`` gives a DataFrame with exactly the ``minikafka`` / Kafka source
+schema. ``replay(OUT, topic, bootstrap)`` produces a topic's exported records, with their keys
+and timestamps, into the same partitions of a broker, in offset order per partition.
+
+Order: a partition's records may be spread over several files (one per segment and date),
+whose offset ranges overlap when timestamps cross midnight out of order. Files are read in
+groups whose offset ranges overlap, each group sorted by offset, so memory stays bounded by
+about one segment. The producer (confluent-kafka) keeps at most one request in flight per
+connection, so a retry cannot reorder records. Only files of the current ``GENERATION`` are
+read. Records exported from magic 0 messages have no timestamp and get the broker's time.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from export.console import ProgressBar
+from export.exporter import GENERATION
+from export.segment_reader import ARROW_SCHEMA
+
+__all__ = ["ReplayError", "ReplaySummary", "exported_files", "read_exported", "replay", "partition_tables"]
+
+_FILE_NAME = re.compile(r"^(?P<generation>\d+)_(?P<partition>\d+)_(?P<offset>\d+)\.parquet$")
+COLUMNS = ARROW_SCHEMA.names
+
+
+class ReplayError(RuntimeError):
+    """Replay cannot proceed (no such export, broker unreachable, too few partitions...)."""
+
+
+@dataclass
+class ReplaySummary:
+    files: int = 0
+    records: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+
+def exported_files(out_dir: Path | str, topic: str) -> dict[int, list[Path]]:
+    """``partition -> [files]`` of one exported topic, sorted by first offset."""
+    topic_dir = Path(out_dir) / topic
+    if not topic_dir.is_dir():
+        raise ReplayError(f"no export of topic {topic!r} in {out_dir}")
+    by_partition: dict[int, list[tuple[int, Path]]] = defaultdict(list)
+    for path in topic_dir.glob("dt=*/*.parquet"):
+        match = _FILE_NAME.match(path.name)
+        if match and int(match["generation"]) == GENERATION:
+            by_partition[int(match["partition"])].append((int(match["offset"]), path))
+    return {p: [path for _, path in sorted(files)] for p, files in sorted(by_partition.items())}
+
+
+def partition_tables(files: list[Path]) -> Iterator:
+    """One partition's records as Arrow tables in offset order (groups of overlapping files)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    ranges = []
+    for path in files:
+        bounds = pc.min_max(pq.read_table(path, columns=["offset"]).column("offset"))
+        ranges.append((bounds["min"].as_py(), bounds["max"].as_py(), path))
+    ranges.sort(key=lambda r: r[0])
+    group: list[Path] = []
+    group_end = -1
+    for low, high, path in ranges:
+        if group and low > group_end:
+            yield _sorted_table(group)
+            group = []
+        group.append(path)
+        group_end = max(group_end, high)
+    if group:
+        yield _sorted_table(group)
+
+
+def _sorted_table(paths: list[Path]):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.concat_tables(pq.read_table(p, columns=COLUMNS).cast(ARROW_SCHEMA) for p in paths)
+    return table.sort_by("offset")
+
+
+def read_exported(spark, out_dir: Path | str, topics: list[str] | None = None):
+    """The exported records of ``topics`` (default: all) as a DataFrame with the Kafka schema."""
+    out_dir = Path(out_dir)
+    if topics is None:
+        topics = sorted(p.name for p in out_dir.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+    paths = [str(out_dir / t) for t in topics]
+    from export.datasource import SCHEMA
+
+    if not paths:
+        return spark.createDataFrame([], SCHEMA)
+    return spark.read.parquet(*paths).select(*COLUMNS)
+
+
+def replay(out_dir: Path | str, topic: str, bootstrap: str, *, to_topic: str | None = None,
+           progress: bool | None = None, timeout: float = 30.0) -> ReplaySummary:
+    """Produce every exported record of ``topic`` into ``to_topic`` (default: the same name)."""
+    import pyarrow.parquet as pq
+    from confluent_kafka import KafkaException, Producer
+
+    started = time.monotonic()
+    to_topic = to_topic or topic
+    files = exported_files(out_dir, topic)
+    summary = ReplaySummary(files=sum(len(f) for f in files.values()))
+    total = sum(pq.read_metadata(p).num_rows for paths in files.values() for p in paths)
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "linger.ms": 20,
+        "max.in.flight.requests.per.connection": 1,
+        "enable.idempotence": False,
+        "acks": "all",
+        "message.timeout.ms": int(timeout * 1000),
+    })
+    errors: list[str] = []
+
+    def delivered(err, msg) -> None:
+        if err is not None and not errors:
+            errors.append(f"producing to {msg.topic()}[{msg.partition()}] failed: {err}")
+
+    try:
+        _ensure_topic(bootstrap, producer, to_topic, max(files, default=-1) + 1, timeout)
+    except KafkaException as exc:
+        raise ReplayError(f"cannot reach a broker at {bootstrap}: {exc}") from None
+    bar = ProgressBar("replay", total, "records", enabled=progress)
+    for partition, paths in files.items():
+        for table in partition_tables(paths):
+            for key, value, millis in zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
+                                          table.column("timestamp").cast("int64").to_pylist()):
+                millis //= 1000
+                while True:
+                    try:
+                        producer.produce(to_topic, value=value, key=key, partition=partition,
+                                         timestamp=millis if millis > 0 else 0, on_delivery=delivered)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)  # local queue full: let deliveries drain
+                producer.poll(0)
+                summary.records += 1
+                summary.bytes += len(key or b"") + len(value or b"")
+                bar.advance()
+            if errors:
+                break
+    remaining = producer.flush(timeout)
+    bar.finish()
+    if errors:
+        raise ReplayError(errors[0])
+    if remaining:
+        raise ReplayError(f"{remaining} records were not acknowledged by {bootstrap} within {timeout:.0f} s")
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _ensure_topic(bootstrap: str, producer, topic: str, partitions: int, timeout: float) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    metadata = producer.list_topics(timeout=timeout)
+    existing = metadata.topics.get(topic)
+    if existing is not None and existing.error is None:
+        if len(existing.partitions) < partitions:
+            raise ReplayError(f"topic {topic!r} has {len(existing.partitions)} partitions, "
+                              f"the export has {partitions}")
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    future = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic]
+    try:
+        future.result(timeout)
+    except Exception as exc:  # TOPIC_ALREADY_EXISTS from a racing auto-create is fine
+        if "already exists" not in str(exc).lower():
+            raise ReplayError(f"cannot create topic {topic!r}: {exc}") from None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = producer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if info is not None and info.error is None and len(info.partitions) >= partitions:
+            return
+        time.sleep(0.1)
+    raise ReplayError(f"topic {topic!r} did not get {partitions} partitions on {bootstrap}")
