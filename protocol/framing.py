@@ -189,7 +189,12 @@ def encode_response(request: Request, body: Any) -> list[Any]:
     chunks add up to the bytes on the wire.
     """
     api = APIS[request.api_key]
-    version = 0 if request.unsupported_version else request.api_version
+    version = request.api_version
+    if request.api_key == ApiKey.API_VERSIONS and (
+            request.unsupported_version or _field(body, "error_code", 0) != 0):
+        # Clients read any ApiVersions error in the v0 layout (that is how they learn which
+        # versions to retry with), so Kafka sends every ApiVersions error that way.
+        version = 0
     w = Writer()
     w.buf += INT32_S.pack(0)
     w.buf += INT32_S.pack(request.correlation_id)
@@ -202,6 +207,12 @@ def encode_response(request: Request, body: Any) -> list[Any]:
     INT32_S.pack_into(first, 0, total - 4)
     chunks[0] = bytes(first)
     return chunks
+
+
+def _field(body: Any, name: str, default: Any) -> Any:
+    if isinstance(body, dict):
+        return body.get(name, default)
+    return getattr(body, name, default)
 
 
 class ServerConnection:

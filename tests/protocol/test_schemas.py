@@ -1,0 +1,344 @@
+"""Schemas: round trip of every message at every served version, and cross-checks against
+kafka-python's two independent implementations of the same messages (its JSON-schema driven
+classes and its hand-written ``kafka.protocol.old`` classes), in both directions."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from protocol import APIS, ApiKey, EncodeError, Struct
+from protocol.schema import ArrayType, FieldDecl, StructCodec
+from protocol.types import BOOLEAN, BYTES, RECORDS, STRING, FixedType, Writer
+
+import kafka.protocol.admin as kp_admin
+import kafka.protocol.consumer as kp_consumer
+import kafka.protocol.metadata as kp_metadata
+import kafka.protocol.producer as kp_producer
+from kafka.protocol.old import types as old_types
+
+ALL_VERSIONS = [
+    (api, version)
+    for api in APIS.values()
+    for version in range(api.min_version, api.max_version + 1)
+]
+IDS = [f"{api.name}-v{version}" for api, version in ALL_VERSIONS]
+
+
+# ------------------------------------------------------------------------------------------
+# values generated from the declarations
+
+
+def _present(fields: tuple[FieldDecl, ...], version: int, flexible: bool, tagged: bool):
+    for decl in fields:
+        is_tagged = flexible and decl.tag is not None and version in decl.tagged
+        if is_tagged and not tagged:
+            continue
+        if version in decl.versions:
+            yield decl
+
+
+def _scalar(ftype: Any) -> st.SearchStrategy:
+    if ftype is BOOLEAN:
+        return st.booleans()
+    if isinstance(ftype, FixedType):
+        return st.integers(ftype.lo, ftype.hi)
+    if ftype is STRING:
+        return st.text(max_size=12)
+    if ftype in (BYTES, RECORDS):
+        return st.binary(max_size=24)
+    raise AssertionError(ftype)
+
+
+def values_for(fields, version: int, flexible: bool, tagged: bool = True) -> st.SearchStrategy:
+    """Dicts holding a random value for every field present at ``version``."""
+    parts = {}
+    for decl in _present(fields, version, flexible, tagged):
+        if isinstance(decl.type, ArrayType):
+            if decl.type.of_structs:
+                element = values_for(decl.type.element, version, flexible, tagged)
+            else:
+                element = _scalar(decl.type.element)
+            strategy = st.lists(element, max_size=3)
+        else:
+            strategy = _scalar(decl.type)
+        if version in decl.nullable:
+            strategy = st.none() | strategy
+        parts[decl.name] = strategy
+    return st.fixed_dictionaries(parts)
+
+
+def encode(codec: StructCodec, value: Any) -> bytes:
+    w = Writer()
+    codec.encode(w, value)
+    return b"".join(w.finish())
+
+
+def assert_matches(decoded: Any, expected: Any) -> None:
+    """``decoded`` (Struct / list / scalar) holds every value of ``expected`` (dict / list)."""
+    if isinstance(expected, dict):
+        assert isinstance(decoded, Struct)
+        for name, value in expected.items():
+            assert_matches(getattr(decoded, name), value)
+    elif isinstance(expected, list):
+        assert isinstance(decoded, list) and len(decoded) == len(expected)
+        for got, want in zip(decoded, expected):
+            assert_matches(got, want)
+    else:
+        assert decoded == expected, (decoded, expected)
+
+
+def _all_fields(fields, version):
+    return {decl.name for decl in fields}
+
+
+# ------------------------------------------------------------------------------------------
+# round trips
+
+
+@pytest.mark.parametrize(("api", "version"), ALL_VERSIONS, ids=IDS)
+@pytest.mark.parametrize("direction", ["request", "response"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_round_trip(api, version, direction, data):
+    fields = api.request_fields if direction == "request" else api.response_fields
+    codec = api.request(version) if direction == "request" else api.response(version)
+    value = data.draw(values_for(fields, version, api.is_flexible(version)))
+    encoded = encode(codec, value)
+    decoded = codec.decode(memoryview(encoded))
+    assert_matches(decoded, value)
+    # Every declared field is readable, whatever the version.
+    assert set(vars(decoded)) == _all_fields(fields, version)
+    # Decoding is canonical: the decoded struct encodes to the same bytes.
+    assert encode(codec, decoded) == encoded
+
+
+def test_fields_left_out_take_their_defaults():
+    produce = APIS[ApiKey.PRODUCE]
+    encoded = encode(produce.response(2), {"responses": [{"name": "t", "partition_responses": [{"index": 3}]}]})
+    decoded = produce.response(2).decode(memoryview(encoded))
+    partition = decoded.responses[0].partition_responses[0]
+    assert (partition.index, partition.error_code, partition.base_offset, partition.log_append_time_ms) == (3, 0, 0, -1)
+    assert decoded.throttle_time_ms == 0
+
+
+def test_fields_outside_the_version_read_as_defaults():
+    fetch = APIS[ApiKey.FETCH]
+    body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "topics": []}
+    decoded = fetch.request(0).decode(memoryview(encode(fetch.request(0), body)))
+    assert decoded.max_bytes == 0x7FFFFFFF
+    offsets = APIS[ApiKey.LIST_OFFSETS]
+    body = {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}]}
+    decoded = offsets.request(1).decode(memoryview(encode(offsets.request(1), body)))
+    assert decoded.topics[0].partitions[0].max_num_offsets == 1
+
+
+def test_structs_and_objects_encode_like_dicts():
+    heartbeat = APIS[ApiKey.HEARTBEAT]
+
+    class Plain:
+        group_id = "g"
+        generation_id = 7
+        member_id = "m"
+
+    as_dict = encode(heartbeat.request(0), {"group_id": "g", "generation_id": 7, "member_id": "m"})
+    assert encode(heartbeat.request(0), Plain()) == as_dict
+    assert encode(heartbeat.request(0), Struct(group_id="g", generation_id=7, member_id="m")) == as_dict
+
+
+def test_encode_errors_name_the_field_path():
+    produce = APIS[ApiKey.PRODUCE]
+    bad = {"responses": [{"name": "t", "partition_responses": [{"index": 0}, {"index": 1, "base_offset": "x"}]}]}
+    with pytest.raises(EncodeError) as info:
+        encode(produce.response(2), bad)
+    assert "ProduceResponse v2: responses[0].partition_responses[1]" in str(info.value)
+    assert "base_offset" in str(info.value)
+    with pytest.raises(EncodeError, match=r"responses\[0\]\.name"):
+        encode(produce.response(0), {"responses": [{"name": None}]})
+
+
+def test_nullable_only_where_declared():
+    metadata = APIS[ApiKey.METADATA]
+    assert metadata.request(1).decode(memoryview(encode(metadata.request(1), {"topics": None}))).topics is None
+    with pytest.raises(EncodeError, match="topics"):
+        encode(metadata.request(0), {"topics": None})
+
+
+# ------------------------------------------------------------------------------------------
+# cross-checks against kafka-python
+
+
+def _kp_class(api, direction: str):
+    name = api.name + ("Request" if direction == "request" else "Response")
+    for module in (kp_producer, kp_consumer, kp_metadata, kp_admin):
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AssertionError(f"kafka-python has no {name}")
+
+
+def _kp_build(struct_field, value: dict):
+    """A kafka-python DataContainer (or message) from one of our plain values."""
+    kwargs = {}
+    for name, item in value.items():
+        field = struct_field.fields[name]
+        if field.is_struct_array() and item is not None:
+            item = [field.data_class(**_kp_build(field, element)) for element in item]
+        kwargs[name] = item
+    return kwargs
+
+
+def _kp_message(cls, version: int, value: dict):
+    return cls[version](**_kp_build(cls._struct, value))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize(("api", "version"), ALL_VERSIONS, ids=IDS)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_kafka_python_requests_decode_with_ours(api, version, data):
+    value = data.draw(values_for(api.request_fields, version, api.is_flexible(version)))
+    theirs = _kp_message(_kp_class(api, "request"), version, value).encode()
+    decoded = api.request(version).decode(memoryview(bytes(theirs)))
+    assert_matches(decoded, value)
+
+
+@pytest.mark.parametrize(("api", "version"), ALL_VERSIONS, ids=IDS)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_our_responses_decode_with_kafka_python(api, version, data):
+    value = data.draw(values_for(api.response_fields, version, api.is_flexible(version)))
+    if api.key == ApiKey.API_VERSIONS:
+        value["error_code"] = 0  # clients read an ApiVersions error as v0 (see test_framing)
+    ours = encode(api.response(version), value)
+    theirs = _kp_class(api, "response")[version].decode(ours)
+    assert _plain(theirs.to_dict(json=False)) == _plain(_with_defaults(api.response_fields, version,
+                                                                      api.is_flexible(version), value))
+
+
+def _with_defaults(fields, version, flexible, value):
+    """Our value as kafka-python's to_dict shows it: every field of the version present."""
+    out = {}
+    for decl in _present(fields, version, flexible, tagged=True):
+        item = value.get(decl.name, decl.default_value())
+        if isinstance(decl.type, ArrayType) and decl.type.of_structs and item is not None:
+            item = [_with_defaults(decl.type.element, version, flexible, e) for e in item]
+        out[decl.name] = item
+    return out
+
+
+# kafka-python's hand-written classes (kafka.protocol.old): positional, by version.
+
+_OLD_MODULES = {
+    ApiKey.API_VERSIONS: "api_versions", ApiKey.METADATA: "metadata", ApiKey.PRODUCE: "produce",
+    ApiKey.FETCH: "fetch", ApiKey.LIST_OFFSETS: "list_offsets", ApiKey.CREATE_TOPICS: "admin",
+    ApiKey.DELETE_TOPICS: "admin", ApiKey.LIST_GROUPS: "admin", ApiKey.DESCRIBE_GROUPS: "admin",
+    ApiKey.FIND_COORDINATOR: "find_coordinator", ApiKey.JOIN_GROUP: "group",
+    ApiKey.SYNC_GROUP: "group", ApiKey.HEARTBEAT: "group", ApiKey.LEAVE_GROUP: "group",
+    ApiKey.OFFSET_COMMIT: "commit", ApiKey.OFFSET_FETCH: "commit",
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch",
+}
+
+
+def _old_class(api, direction: str, version: int):
+    module = importlib.import_module(f"kafka.protocol.old.{_OLD_MODULES[api.key]}")
+    return getattr(module, f"{api.name}{'Request' if direction == 'request' else 'Response'}_v{version}")
+
+
+def _old_shape(fields, version, flexible, value, schema) -> tuple:
+    """Our value laid out as kafka-python's old classes hold it: tuples in schema order."""
+    out = []
+    ours = list(_present(fields, version, flexible, tagged=False))
+    theirs = [f for f in schema.fields if f is not old_types.TaggedFields]
+    assert len(ours) == len(theirs), (ours, schema.names)
+    for decl, old_field in zip(ours, theirs):
+        item = value.get(decl.name, decl.default_value())
+        if isinstance(decl.type, ArrayType) and decl.type.of_structs and item is not None:
+            element_schema = old_field.array_of
+            if isinstance(element_schema, old_types.Schema):
+                item = [_old_shape(decl.type.element, version, flexible, e, element_schema) for e in item]
+            else:  # a one-field struct in the JSON schemas is a bare scalar in the old classes
+                (only,) = decl.type.element
+                item = [e[only.name] for e in item]
+        out.append(item)
+    return tuple(out)
+
+
+def _old_values(obj_or_tuple, schema) -> Any:
+    values = obj_or_tuple if isinstance(obj_or_tuple, tuple) else tuple(
+        getattr(obj_or_tuple, n) for n in schema.names)
+    out = []
+    for old_field, item in zip(schema.fields, values):
+        if old_field is old_types.TaggedFields:
+            continue
+        if isinstance(old_field, old_types.Array) and isinstance(old_field.array_of, old_types.Schema) and item is not None:
+            item = [_old_values(e, old_field.array_of) for e in item]
+        out.append(item)
+    return tuple(out)
+
+
+@pytest.mark.parametrize(("api", "version"), ALL_VERSIONS, ids=IDS)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_old_kafka_python_requests_decode_with_ours(api, version, data):
+    flexible = api.is_flexible(version)
+    value = data.draw(values_for(api.request_fields, version, flexible, tagged=False))
+    cls = _old_class(api, "request", version)
+    theirs = cls(*_old_shape(api.request_fields, version, flexible, value, cls.SCHEMA)).encode()
+    assert_matches(api.request(version).decode(memoryview(bytes(theirs))), value)
+
+
+@pytest.mark.parametrize(("api", "version"), ALL_VERSIONS, ids=IDS)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_our_responses_decode_with_old_kafka_python(api, version, data):
+    flexible = api.is_flexible(version)
+    value = data.draw(values_for(api.response_fields, version, flexible, tagged=False))
+    if api.key == ApiKey.API_VERSIONS:
+        value["error_code"] = 0  # an ApiVersions error is read as v0 (see test_framing)
+    cls = _old_class(api, "response", version)
+    theirs = cls.decode(encode(api.response(version), value))
+    assert _plain(list(_old_values(theirs, cls.SCHEMA))) == _plain(
+        list(_old_shape(api.response_fields, version, flexible, value, cls.SCHEMA)))
+
+
+def test_every_served_api_is_registered_with_the_issue_versions():
+    assert {ApiKey(k).name: (lo, hi) for k, lo, hi in
+            [(api.key, api.min_version, api.max_version) for api in APIS.values()]} == {
+        "API_VERSIONS": (0, 3), "METADATA": (0, 2), "PRODUCE": (0, 2), "FETCH": (0, 3),
+        "LIST_OFFSETS": (0, 1), "CREATE_TOPICS": (0, 1), "DELETE_TOPICS": (0, 0),
+        "FIND_COORDINATOR": (0, 0), "JOIN_GROUP": (0, 1), "SYNC_GROUP": (0, 0),
+        "HEARTBEAT": (0, 0), "LEAVE_GROUP": (0, 0), "OFFSET_COMMIT": (0, 2),
+        "OFFSET_FETCH": (0, 2), "LIST_GROUPS": (0, 0), "DESCRIBE_GROUPS": (0, 0),
+        "OFFSET_FOR_LEADER_EPOCH": (0, 0),
+    }
+
+
+@pytest.mark.parametrize(("api", "version"), ALL_VERSIONS, ids=IDS)
+def test_field_names_are_kafkas(api, version):
+    """Our field names, per version, are exactly those of Kafka's JSON schemas."""
+    for direction, fields in (("request", api.request_fields), ("response", api.response_fields)):
+        theirs = _kp_class(api, direction)._struct
+        _assert_same_names(fields, theirs, version, api.is_flexible(version), f"{api.name} {direction}")
+
+
+def _assert_same_names(fields, kp_struct, version, flexible, where):
+    ours = [d.name for d in _present(fields, version, flexible, tagged=True)]
+    theirs = [f.name for f in kp_struct._fields if f.for_version_q(version)]
+    assert ours == theirs, where
+    for decl in _present(fields, version, flexible, tagged=True):
+        if isinstance(decl.type, ArrayType) and decl.type.of_structs:
+            _assert_same_names(decl.type.element, kp_struct.fields[decl.name], version, flexible,
+                               f"{where}.{decl.name}")
