@@ -1,23 +1,869 @@
-"""The group coordinator (work in progress: lifecycle only)."""
+"""The group coordinator: Kafka's consumer group protocol and committed offsets.
+
+Semantics follow Kafka's ``GroupCoordinator`` (0.10.2, with 0.11's
+``group.initial.rebalance.delay.ms`` and 2.x's heartbeat during CompletingRebalance):
+
+* JoinGroup adds a member (id ``client_id-UUID``) or updates one and starts a rebalance
+  (state PreparingRebalance). The rebalance completes as soon as every known member has
+  rejoined, or when the largest rebalance timeout of the members runs out (members that did
+  not rejoin are removed). Completing it bumps the generation, picks the protocol with the
+  most first-choice votes among those every member supports, and answers every waiting
+  JoinGroup; the leader's answer lists the members and their metadata. A lone consumer in a
+  new group is therefore answered at once (the initial delay defaults to 0 here).
+* SyncGroup: followers wait for the leader's; the leader's assignment is stored as a group
+  metadata event, then handed to every member (state Stable).
+* Heartbeat keeps a member's session; one that misses its session timeout is removed and
+  the group rebalances. LeaveGroup removes at once.
+* OffsetCommit from a member of the current generation, or with generation -1 for a group
+  without members ("simple" commits outside group management), appends offset events.
+  OffsetFetch reads the in-memory state.
+
+The coordinator is a synchronous state machine: each ``handle_*`` method takes a callback
+that receives the answer, possibly later (when a rebalance completes or a timer fires). The
+``async`` methods wrap that for request handlers. Time comes from ``broker.clock``; timers
+are fired by :meth:`GroupCoordinator.run` (or :meth:`poll` in tests).
+"""
 
 from __future__ import annotations
 
+import functools
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
 import trio
+
+from broker.groups.config import GroupConfig
+from broker.groups.group import GroupMetadata, GroupState, MemberMetadata
+from broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, decode_group_value,
+                                   decode_key, decode_offset_value, group_key, group_value,
+                                   offset_key, offset_value, partition_for)
+from broker.groups.store import LoadReport, OffsetsPartition, decode_snapshot, encode_snapshot
+from broker.groups.timers import TimerQueue
+from protocol.errors import ErrorCode, RecordError
+
+logger = logging.getLogger(__name__)
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+SNAPSHOT_DIR_NAME = "group-snapshots"
+
+_STATES = GroupState
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    """The answer to a JoinGroup; ``members`` (member id, metadata) only for the leader."""
+
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = -1
+    protocol: str = ""
+    leader_id: str = ""
+    members: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    error: ErrorCode
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCommit:
+    """One partition of an OffsetCommit; ``commit_timestamp`` -1 means "now"."""
+
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None
+    commit_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int
+    metadata: str
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSummary:
+    member_id: str
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """What DescribeGroups reports for one group."""
+
+    error: ErrorCode
+    group_id: str
+    state: str = GroupState.DEAD.value
+    protocol_type: str = ""
+    protocol: str = ""
+    members: tuple[MemberSummary, ...] = ()
+
+
+class _Reply:
+    """A one-shot slot a request handler waits on until the state machine answers."""
+
+    __slots__ = ("_event", "_value")
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._value = None
+
+    def set(self, value) -> None:
+        if not self._event.is_set():
+            self._value = value
+            self._event.set()
+
+    async def wait(self):
+        await self._event.wait()
+        return self._value
+
+
+# Errors of an append to __consumer_offsets, as the coordinator reports them to clients
+# (Kafka's GroupMetadataManager mapping).
+_STORE_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
 
 
 class GroupCoordinator:
-    """Coordinates consumer groups and stores committed offsets for one broker."""
+    """Coordinates every consumer group of this broker and stores their committed offsets.
+
+    Lifecycle: built in ``Broker.__init__``; :meth:`startup` after the log manager started
+    (creates ``__consumer_offsets`` if needed, loads snapshots, replays events);
+    :meth:`run` as a child of the broker nursery; :meth:`shutdown` before the log manager
+    shuts down. ``load_reports`` says what start-up loaded and replayed per partition.
+    """
 
     def __init__(self, broker) -> None:
         self.broker = broker
+        self.clock = broker.clock
+        self.config = GroupConfig.from_broker_config(broker.config)
+        self.timers = TimerQueue(on_earlier_deadline=self._wake)
+        self.partitions: list[OffsetsPartition] = []
+        self._groups: list[dict[str, GroupMetadata]] = []
+        self.load_reports: list[LoadReport] = []
+        self._active = False
+        self._wakeup: trio.Event | None = None
+        self._snapshots_due: set[int] = set()
+        self._snapshot_wakeup: trio.Event | None = None
+
+    # ================================================================ lifecycle
 
     def startup(self) -> None:
-        """Load the newest valid snapshot and replay the events after it."""
+        """Create ``__consumer_offsets`` if missing, then load every partition: newest valid
+        snapshot, then the events after it."""
+        log_manager = self.broker.log_manager
+        count = log_manager.topics().get(GROUP_METADATA_TOPIC)
+        if count is None:
+            count = self.config.offsets_topic_num_partitions
+            log_manager.create_topic(GROUP_METADATA_TOPIC, count, {
+                # Our events are removed by snapshots, never by time or size retention.
+                "retention.ms": "-1",
+                "retention.bytes": "-1",
+                "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+            })
+            logger.info("created %s with %d partition(s)", GROUP_METADATA_TOPIC, count)
+        self._partition_of.cache_clear()
+        self.partitions = []
+        self._groups = [{} for _ in range(count)]
+        self.load_reports = []
+        for index in range(count):
+            log = log_manager.get_log(GROUP_METADATA_TOPIC, index)
+            partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock)
+            self.partitions.append(partition)
+            self.load_reports.append(self._load(partition))
+        now = self.clock.time_ms()
+        for groups in self._groups:
+            for group in groups.values():
+                for member in group.members.values():
+                    self._schedule_heartbeat(group, member, now)
+        self._active = True
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Background duties: session expiry, rebalance timeouts, snapshots, offset expiry."""
-        task_status.started()
-        await trio.sleep_forever()
+        """Fire session and rebalance timers, expire offsets, write due snapshots."""
+        self._wakeup = trio.Event()
+        self._snapshot_wakeup = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._snapshot_writer)
+            task_status.started()
+            next_expiry = self.clock.time_ms()
+            while True:
+                now = self.clock.time_ms()
+                self.timers.run_due(now)
+                if now >= next_expiry:
+                    self.expire_offsets(now)
+                    next_expiry = now + self.config.offsets_retention_check_interval_ms
+                deadline = self.timers.next_deadline()
+                deadline = next_expiry if deadline is None else min(deadline, next_expiry)
+                with trio.move_on_after(max(0, deadline - self.clock.time_ms()) / 1000):
+                    await self._wakeup.wait()
+                self._wakeup = trio.Event()
+
+    def poll(self) -> int:
+        """Fire the timers due now (``run`` does this itself; for driving a fake clock)."""
+        return self.timers.run_due(self.clock.time_ms())
 
     def shutdown(self) -> None:
-        """Write a final snapshot; called before the log manager shuts down."""
+        """Stop answering and write a snapshot of every partition with events after its last
+        one, so the next start-up replays nothing."""
+        if not self._active:
+            return
+        self._active = False
+        for partition in self.partitions:
+            try:
+                self._snapshot_sync(partition)
+            except Exception:
+                logger.exception("%s-%d: snapshot at shutdown failed; start-up will replay the log",
+                                 GROUP_METADATA_TOPIC, partition.partition)
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    # ================================================================ lookup
+
+    @functools.lru_cache(maxsize=65536)
+    def _partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, len(self.partitions))
+
+    def partition_for(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition that holds ``group_id``."""
+        return self._partition_of(group_id)
+
+    def group(self, group_id: str) -> GroupMetadata | None:
+        if not self.partitions:
+            return None
+        return self._groups[self._partition_of(group_id)].get(group_id)
+
+    def _add_group(self, group_id: str) -> GroupMetadata:
+        group = GroupMetadata(group_id)
+        self._groups[self._partition_of(group_id)][group_id] = group
+        return group
+
+    def _check(self, group_id: str, *, validate_id: bool = True) -> ErrorCode:
+        """The coordinator-level error for a request about ``group_id`` (NONE if we serve it)."""
+        if not self._active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if validate_id and not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        return ErrorCode.NONE
+
+    def find_coordinator(self, group_id: str) -> ErrorCode:
+        """NONE when this broker coordinates ``group_id`` (a single broker coordinates all)."""
+        return ErrorCode.NONE if self._active else ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    # ================================================================ JoinGroup
+
+    async def join_group(self, group_id: str, member_id: str, client_id: str, client_host: str,
+                         rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                         protocols: list[tuple[str, bytes]]) -> JoinResult:
+        reply = _Reply()
+        self.handle_join_group(group_id, member_id, client_id, client_host, rebalance_timeout_ms,
+                               session_timeout_ms, protocol_type, protocols, reply.set)
+        return await reply.wait()
+
+    def handle_join_group(self, group_id: str, member_id: str, client_id: str, client_host: str,
+                          rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                          protocols: list[tuple[str, bytes]],
+                          respond: Callable[[JoinResult], None]) -> None:
+        error = self._check(group_id)
+        if error:
+            respond(JoinResult(error, member_id))
+            return
+        if not (self.config.min_session_timeout_ms <= session_timeout_ms
+                <= self.config.max_session_timeout_ms):
+            respond(JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id))
+            return
+        group = self.group(group_id)
+        if group is None:
+            if member_id:
+                respond(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+                return
+            group = self._add_group(group_id)
+        protocols = [(name, bytes(metadata)) for name, metadata in protocols]
+        if group.is_(_STATES.DEAD):
+            # Removed while this request was on its way: the client starts over.
+            respond(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+        elif (not protocol_type or not protocols
+              or (not group.is_(_STATES.EMPTY)
+                  and (group.protocol_type != protocol_type
+                       or not group.supports_protocols(name for name, _ in protocols)))):
+            respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
+        elif member_id and member_id not in group.members:
+            respond(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+        elif not member_id:
+            self._add_member_and_rebalance(group, client_id, client_host, rebalance_timeout_ms,
+                                           session_timeout_ms, protocol_type, protocols, respond)
+        else:
+            member = group.members[member_id]
+            if group.is_(_STATES.PREPARING_REBALANCE):
+                self._update_member_and_rebalance(group, member, protocols, respond)
+            elif group.is_(_STATES.COMPLETING_REBALANCE):
+                if member.matches(protocols):
+                    # A retry of a join whose answer was lost: answer it again.
+                    respond(self._join_result(group, member))
+                else:
+                    self._update_member_and_rebalance(group, member, protocols, respond)
+            elif member_id == group.leader_id or not member.matches(protocols):
+                # The leader rejoining (e.g. its subscription's topics changed) or a member
+                # with new metadata: everyone needs a new assignment.
+                self._update_member_and_rebalance(group, member, protocols, respond)
+            else:
+                # A follower rejoining with unchanged metadata keeps the current generation.
+                respond(JoinResult(ErrorCode.NONE, member_id, group.generation_id,
+                                   group.protocol or "", group.leader_id or ""))
+        if group.is_(_STATES.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
+        members: tuple[tuple[str, bytes], ...] = ()
+        if member.member_id == group.leader_id:
+            members = tuple((m.member_id, m.metadata(group.protocol)) for m in group.members.values())
+        return JoinResult(ErrorCode.NONE, member.member_id, group.generation_id, group.protocol or "",
+                          group.leader_id or "", members)
+
+    def _add_member_and_rebalance(self, group, client_id, client_host, rebalance_timeout_ms,
+                                  session_timeout_ms, protocol_type, protocols, respond) -> None:
+        member = MemberMetadata(f"{client_id}-{uuid.uuid4()}", client_id, client_host,
+                                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                                join_callback=respond)
+        if group.is_(_STATES.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        self._maybe_prepare_rebalance(group)
+
+    def _update_member_and_rebalance(self, group, member, protocols, respond) -> None:
+        member.protocols = protocols
+        member.join_callback = respond
+        self._maybe_prepare_rebalance(group)
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group)
+
+    def _prepare_rebalance(self, group: GroupMetadata) -> None:
+        if group.is_(_STATES.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        first_rebalance = group.is_(_STATES.EMPTY)
+        group.transition_to(_STATES.PREPARING_REBALANCE)
+        group.rebalance_epoch += 1
+        if group.rebalance_timer is not None:
+            group.rebalance_timer.cancel()
+        epoch = group.rebalance_epoch
+        now = self.clock.time_ms()
+        delay = self.config.initial_rebalance_delay_ms
+        if first_rebalance and delay > 0:
+            # Kafka's InitialDelayedJoin: wait for more members, in steps of the delay, while
+            # new ones keep arriving, for at most the rebalance timeout.
+            group.new_member_added = False
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            group.rebalance_timer = self.timers.schedule(
+                now + delay, lambda: self._on_initial_delay(group, epoch, remaining))
+            group.initial_delay_pending = True
+        else:
+            group.initial_delay_pending = False
+            group.rebalance_timer = self.timers.schedule(
+                now + group.rebalance_timeout_ms(), lambda: self._on_rebalance_deadline(group, epoch))
+        self._try_complete_join(group)
+        logger.info("group %s: preparing to rebalance (generation %d, %d member(s))",
+                    group.group_id, group.generation_id, len(group.members))
+
+    def _on_initial_delay(self, group: GroupMetadata, epoch: int, remaining: int) -> None:
+        if group.rebalance_epoch != epoch or not group.is_(_STATES.PREPARING_REBALANCE):
+            return
+        if group.new_member_added and remaining:
+            group.new_member_added = False
+            step = min(self.config.initial_rebalance_delay_ms, remaining)
+            left = max(remaining - self.config.initial_rebalance_delay_ms, 0)
+            group.rebalance_timer = self.timers.schedule(
+                self.clock.time_ms() + step, lambda: self._on_initial_delay(group, epoch, left))
+            return
+        group.initial_delay_pending = False
+        self._complete_join(group)
+
+    def _on_rebalance_deadline(self, group: GroupMetadata, epoch: int) -> None:
+        if group.rebalance_epoch == epoch and group.is_(_STATES.PREPARING_REBALANCE):
+            self._complete_join(group)
+
+    def _try_complete_join(self, group: GroupMetadata) -> None:
+        if (group.is_(_STATES.PREPARING_REBALANCE) and not group.initial_delay_pending
+                and not group.not_yet_rejoined()):
+            self._complete_join(group)
+
+    def _complete_join(self, group: GroupMetadata) -> None:
+        if group.rebalance_timer is not None:
+            group.rebalance_timer.cancel()
+            group.rebalance_timer = None
+        for member in group.not_yet_rejoined():
+            logger.info("group %s: removing member %s, which did not rejoin in time",
+                        group.group_id, member.member_id)
+            self._remove_member(group, member)
+        if group.is_(_STATES.DEAD):
+            return
+        group.generation_id += 1
+        group.rebalance_epoch += 1
+        if group.members:
+            group.protocol = group.select_protocol()
+            group.transition_to(_STATES.COMPLETING_REBALANCE)
+        else:
+            group.protocol = None
+            group.transition_to(_STATES.EMPTY)
+        logger.info("group %s: generation %d with %d member(s), protocol %s, leader %s",
+                    group.group_id, group.generation_id, len(group.members), group.protocol,
+                    group.leader_id)
+        if group.is_(_STATES.EMPTY):
+            error = self._store_group(group)
+            if error:
+                logger.warning("group %s: storing the empty group failed: %s", group.group_id, error.name)
+            return
+        now = self.clock.time_ms()
+        for member in list(group.members.values()):
+            callback = member.join_callback
+            if callback is None:
+                continue
+            member.join_callback = None
+            self._schedule_heartbeat(group, member, now)
+            callback(self._join_result(group, member))
+
+    # ================================================================ SyncGroup
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        reply = _Reply()
+        self.handle_sync_group(group_id, generation_id, member_id, assignments, reply.set)
+        return await reply.wait()
+
+    def handle_sync_group(self, group_id: str, generation_id: int, member_id: str,
+                          assignments: dict[str, bytes],
+                          respond: Callable[[SyncResult], None]) -> None:
+        error = self._check(group_id)
+        if error:
+            respond(SyncResult(error))
+            return
+        group = self.group(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is None:
+            respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        elif generation_id != group.generation_id:
+            respond(SyncResult(ErrorCode.ILLEGAL_GENERATION))
+        elif group.state in (_STATES.EMPTY, _STATES.DEAD):
+            respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        elif group.is_(_STATES.PREPARING_REBALANCE):
+            respond(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        elif group.is_(_STATES.STABLE):
+            self._schedule_heartbeat(group, member, self.clock.time_ms())
+            respond(SyncResult(ErrorCode.NONE, member.assignment))
+        else:
+            member.sync_callback = respond
+            if member_id == group.leader_id:
+                for each in group.members.values():
+                    each.assignment = bytes(assignments.get(each.member_id, b""))
+                error = self._store_group(group)
+                if error:
+                    self._reset_and_propagate_assignment_error(group, error)
+                    self._maybe_prepare_rebalance(group)
+                else:
+                    group.transition_to(_STATES.STABLE)
+                    self._propagate_assignment(group, ErrorCode.NONE)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
+        now = self.clock.time_ms()
+        for member in list(group.members.values()):
+            callback = member.sync_callback
+            if callback is None:
+                continue
+            member.sync_callback = None
+            # Kafka re-arms the session only on success: a member told to rejoin must do so
+            # within its session or be removed.
+            if not error:
+                self._schedule_heartbeat(group, member, now)
+            callback(SyncResult(error, member.assignment))
+
+    # ================================================================ Heartbeat / LeaveGroup
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+        error = self._check(group_id)
+        if error:
+            return error
+        group = self.group(group_id)
+        if group is None or group.state in (_STATES.EMPTY, _STATES.DEAD):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._schedule_heartbeat(group, member, self.clock.time_ms())
+        if group.is_(_STATES.PREPARING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        # Stable, or CompletingRebalance: a member may heartbeat between its JoinGroup answer
+        # and its SyncGroup (Kafka 2.x accepts this; 0.10.2's REBALANCE_IN_PROGRESS forced a
+        # needless second rebalance).
+        return ErrorCode.NONE
+
+    def leave_group(self, group_id: str, member_id: str) -> ErrorCode:
+        error = self._check(group_id)
+        if error:
+            return error
+        group = self.group(group_id)
+        if group is None or group.is_(_STATES.DEAD):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        logger.info("group %s: member %s leaves", group_id, member_id)
+        self._on_member_failure(group, member)
+        return ErrorCode.NONE
+
+    def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata, now: int) -> None:
+        member.last_heartbeat_ms = now
+        if member.heartbeat_timer is not None:
+            member.heartbeat_timer.cancel()
+        member.heartbeat_timer = self.timers.schedule(
+            now + member.session_timeout_ms, lambda: self._on_session_deadline(group, member))
+
+    def _on_session_deadline(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        if group.members.get(member.member_id) is not member:
+            return
+        if member.join_callback is not None or member.sync_callback is not None:
+            return   # waiting on the group, not on the client
+        if member.last_heartbeat_ms + member.session_timeout_ms > self.clock.time_ms():
+            return
+        logger.info("group %s: member %s missed its session timeout of %d ms",
+                    group.group_id, member.member_id, member.session_timeout_ms)
+        self._on_member_failure(group, member)
+
+    def _remove_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        if member.heartbeat_timer is not None:
+            member.heartbeat_timer.cancel()
+            member.heartbeat_timer = None
+        group.remove(member.member_id)
+
+    def _on_member_failure(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        self._remove_member(group, member)
+        if group.state in (_STATES.STABLE, _STATES.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group)
+        elif group.is_(_STATES.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    # ================================================================ offsets
+
+    def commit_offsets(self, group_id: str, member_id: str, generation_id: int,
+                       retention_ms: int, commits: list[PartitionCommit]) -> list[ErrorCode]:
+        """Store committed offsets; one error per commit, in order. ``retention_ms`` -1 means
+        ``offsets.retention.minutes``; ``generation_id`` -1 with an empty ``member_id`` is a
+        commit outside group management."""
+        error = self._check(group_id)
+        if error:
+            return [error] * len(commits)
+        group = self.group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # A member of a group we do not know: a stale generation.
+                return [ErrorCode.ILLEGAL_GENERATION] * len(commits)
+            group = self._add_group(group_id)
+        if group.is_(_STATES.DEAD):
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id < 0 and group.is_(_STATES.EMPTY):
+            error = ErrorCode.NONE
+        elif group.is_(_STATES.COMPLETING_REBALANCE):
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        elif member_id not in group.members:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        else:
+            self._schedule_heartbeat(group, group.members[member_id], self.clock.time_ms())
+        if error:
+            return [error] * len(commits)
+        return self._store_offsets(group, retention_ms, commits)
+
+    def _store_offsets(self, group: GroupMetadata, retention_ms: int,
+                       commits: list[PartitionCommit]) -> list[ErrorCode]:
+        now = self.clock.time_ms()
+        retention = self.config.offsets_retention_ms if retention_ms == -1 else retention_ms
+        errors: list[ErrorCode] = []
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for commit in commits:
+            metadata = commit.metadata if commit.metadata is not None else ""
+            if len(metadata) > self.config.offset_metadata_max_bytes:
+                errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            committed_at = now if commit.commit_timestamp == -1 else commit.commit_timestamp
+            accepted[(commit.topic, commit.partition)] = OffsetAndMetadata(
+                commit.offset, metadata, committed_at, committed_at + retention)
+            errors.append(ErrorCode.NONE)
+        if not accepted:
+            return errors
+        events = [(offset_key(group.group_id, topic, partition), offset_value(committed))
+                  for (topic, partition), committed in accepted.items()]
+        store_error = self._append(group.group_id, events)
+        if store_error:
+            return [store_error if e == ErrorCode.NONE else e for e in errors]
+        group.offsets.update(accepted)
+        return errors
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+                      ) -> tuple[ErrorCode, list[FetchedOffset]]:
+        """Committed offsets of ``partitions`` (None: every partition the group committed);
+        a partition without a commit gets offset -1 and no error, as in Kafka."""
+        error = self._check(group_id, validate_id=False)
+        if error:
+            return error, []
+        group = self.group(group_id)
+        offsets = group.offsets if group is not None and not group.is_(_STATES.DEAD) else {}
+        if partitions is None:
+            return ErrorCode.NONE, [FetchedOffset(topic, partition, committed.offset, committed.metadata)
+                                    for (topic, partition), committed in offsets.items()]
+        result = []
+        for topic, partition in partitions:
+            committed = offsets.get((topic, partition))
+            if committed is None:
+                result.append(FetchedOffset(topic, partition, -1, ""))
+            else:
+                result.append(FetchedOffset(topic, partition, committed.offset, committed.metadata))
+        return ErrorCode.NONE, result
+
+    def expire_offsets(self, now: int) -> int:
+        """Remove offsets whose expire timestamp passed (Kafka 0.10.2: in any group), and
+        groups left empty without offsets; tombstones go to the log. Returns offsets removed."""
+        if not self._active:
+            return 0
+        removed = 0
+        for groups in self._groups:
+            for group in list(groups.values()):
+                expired = [tp for tp, committed in group.offsets.items()
+                           if committed.expire_timestamp < now]
+                events = [(offset_key(group.group_id, topic, partition), None) for topic, partition in expired]
+                dead = group.is_(_STATES.EMPTY) and len(expired) == len(group.offsets)
+                if dead:
+                    events.append((group_key(group.group_id), None))
+                if not events:
+                    continue
+                if self._append(group.group_id, events):
+                    continue   # logged; the next pass retries
+                for tp in expired:
+                    del group.offsets[tp]
+                removed += len(expired)
+                if dead:
+                    group.transition_to(_STATES.DEAD)
+                    del groups[group.group_id]
+                    logger.info("group %s: removed (empty, no offsets left)", group.group_id)
+        if removed:
+            logger.info("expired %d committed offset(s)", removed)
+        return removed
+
+    # ================================================================ ListGroups / DescribeGroups
+
+    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str]]]:
+        if not self._active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        return ErrorCode.NONE, [(group.group_id, group.protocol_type or "")
+                                for groups in self._groups for group in groups.values()
+                                if not group.is_(_STATES.DEAD)]
+
+    def describe_group(self, group_id: str) -> GroupSummary:
+        error = self._check(group_id, validate_id=False)
+        if error:
+            return GroupSummary(error, group_id)
+        group = self.group(group_id)
+        if group is None:
+            return GroupSummary(ErrorCode.NONE, group_id)
+        if group.is_(_STATES.STABLE):
+            members = tuple(MemberSummary(m.member_id, m.client_id, m.client_host,
+                                          m.metadata(group.protocol), m.assignment)
+                            for m in group.members.values())
+            protocol = group.protocol or ""
+        else:
+            members = tuple(MemberSummary(m.member_id, m.client_id, m.client_host, b"", b"")
+                            for m in group.members.values())
+            protocol = ""
+        return GroupSummary(ErrorCode.NONE, group_id, group.state.value, group.protocol_type or "",
+                            protocol, members)
+
+    # ================================================================ persistence
+
+    def _store_group(self, group: GroupMetadata) -> ErrorCode:
+        value = group_value(group.stored())
+        error = self._append(group.group_id, [(group_key(group.group_id), value)])
+        if not error:
+            group.persisted = value
+        return error
+
+    def _append(self, group_id: str, events) -> ErrorCode:
+        index = self._partition_of(group_id)
+        partition = self.partitions[index]
+        try:
+            partition.append(events)
+        except RecordError as exc:
+            logger.warning("%s-%d: append refused: %s", GROUP_METADATA_TOPIC, index, exc)
+            return _STORE_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)
+        except OSError:
+            logger.exception("%s-%d: append failed", GROUP_METADATA_TOPIC, index)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self.broker.append_waiters.notify(GROUP_METADATA_TOPIC, index)
+        if partition.due_for_snapshot(self.config.snapshot_interval_events,
+                                      self.config.snapshot_interval_bytes):
+            self._snapshots_due.add(index)
+            if self._snapshot_wakeup is not None:
+                self._snapshot_wakeup.set()
+        return ErrorCode.NONE
+
+    def _apply_event(self, index: int, key: bytes, value: bytes | None) -> None:
+        """Fold one event (from a snapshot or the log) into the in-memory state."""
+        decoded = decode_key(key)
+        groups = self._groups[index]
+        group = groups.get(decoded.group_id)
+        if isinstance(decoded, GroupKey):
+            if value is None:
+                if group is not None:
+                    del groups[decoded.group_id]
+                return
+            stored = decode_group_value(value)
+            if group is None:
+                group = groups[decoded.group_id] = GroupMetadata(decoded.group_id)
+            group.protocol_type = stored.protocol_type
+            group.generation_id = stored.generation_id
+            group.protocol = stored.protocol
+            group.leader_id = stored.leader_id
+            group.members = {
+                m.member_id: MemberMetadata(m.member_id, m.client_id, m.client_host,
+                                            m.rebalance_timeout_ms, m.session_timeout_ms,
+                                            stored.protocol_type,
+                                            [(stored.protocol or "", m.subscription)],
+                                            assignment=m.assignment)
+                for m in stored.members}
+            group.state = _STATES.STABLE if group.members else _STATES.EMPTY
+            group.persisted = value
+            return
+        topic_partition = (decoded.topic, decoded.partition)
+        if value is None:
+            if group is not None:
+                group.offsets.pop(topic_partition, None)
+            return
+        committed = decode_offset_value(value)
+        if committed.expire_timestamp == -1:
+            committed = replace(committed, expire_timestamp=committed.commit_timestamp
+                                + self.config.offsets_retention_ms)
+        if group is None:
+            group = groups[decoded.group_id] = GroupMetadata(decoded.group_id)
+        group.offsets[topic_partition] = committed
+
+    def _load(self, partition: OffsetsPartition) -> LoadReport:
+        index = partition.partition
+        log = partition.log
+        snapshot = partition.latest_snapshot()
+        snapshot_offset = None
+        start = log.log_start_offset
+        if snapshot is not None:
+            snapshot_offset, data = snapshot
+            for key, value in decode_snapshot(index, snapshot_offset, data):
+                self._apply_event(index, key, value)
+            partition.snapshot_offsets = [snapshot_offset]
+            if snapshot_offset < start:
+                logger.error("%s-%d: snapshot at %d is older than the log start %d; events "
+                             "in between are lost", GROUP_METADATA_TOPIC, index, snapshot_offset, start)
+            start = max(start, snapshot_offset)
+        elif start > 0:
+            logger.error("%s-%d: no valid snapshot and the log starts at %d; events before it are lost",
+                         GROUP_METADATA_TOPIC, index, start)
+        replayed = 0
+        for offset, key, value in partition.read_events(start):
+            try:
+                self._apply_event(index, key, value)
+            except GroupRecordError as exc:
+                logger.error("%s-%d: skipping undecodable event at offset %d: %s",
+                             GROUP_METADATA_TOPIC, index, offset, exc)
+                continue
+            replayed += 1
+        end = log.log_end_offset
+        partition.events_since_snapshot = replayed
+        if snapshot_offset is not None and snapshot_offset > end:
+            # The log lost its tail (power loss before a flush) below a fsynced snapshot.
+            # Re-anchor the state at the log end, or later events would be taken for ones the
+            # snapshot already covers and skipped at the next start-up.
+            logger.warning("%s-%d: snapshot at %d is past the log end %d; rewriting it at %d",
+                           GROUP_METADATA_TOPIC, index, snapshot_offset, end, end)
+            partition.snapshot_offsets = []
+            self._snapshot_sync(partition, force=True)
+            partition.remove_snapshots_after(end)
+        report = LoadReport(index, snapshot_offset, start, end, replayed)
+        logger.info("loaded %s-%d: snapshot %s, replayed %d event(s) from offset %d to %d",
+                    GROUP_METADATA_TOPIC, index,
+                    "none" if snapshot_offset is None else f"at offset {snapshot_offset}",
+                    replayed, start, end)
+        return report
+
+    # ================================================================ snapshots
+
+    def _capture(self, partition: OffsetsPartition, *, force: bool = False):
+        """The snapshot offset and a copy of the partition's state, or None if nothing is new."""
+        offset = partition.begin_snapshot(force=force)
+        if offset is None:
+            return None
+        state = [(group.group_id, group.persisted, list(group.offsets.items()))
+                 for group in self._groups[partition.partition].values()]
+        return offset, state
+
+    @staticmethod
+    def _entries(state):
+        for group_id, persisted, offsets in state:
+            if persisted is not None:
+                yield group_key(group_id), persisted
+            for (topic, partition), committed in offsets:
+                yield offset_key(group_id, topic, partition), offset_value(committed)
+
+    def _snapshot_sync(self, partition: OffsetsPartition, *, force: bool = False) -> None:
+        captured = self._capture(partition, force=force)
+        if captured is None:
+            return
+        offset, state = captured
+        partition.write_snapshot(offset, encode_snapshot(partition.partition, offset, self._entries(state)))
+        partition.snapshot_written(offset)
+        logger.info("%s-%d: wrote snapshot at offset %d", GROUP_METADATA_TOPIC, partition.partition, offset)
+
+    async def _snapshot_writer(self) -> None:
+        """Write due snapshots: state captured on the event loop between appends, encoded and
+        written (fsync) in a worker thread, old data pruned back on the loop."""
+        while True:
+            await self._snapshot_wakeup.wait()
+            self._snapshot_wakeup = trio.Event()
+            while self._snapshots_due:
+                index = self._snapshots_due.pop()
+                partition = self.partitions[index]
+                captured = self._capture(partition)
+                if captured is None:
+                    continue
+                offset, state = captured
+                try:
+                    await trio.to_thread.run_sync(
+                        lambda: partition.write_snapshot(
+                            offset, encode_snapshot(index, offset, self._entries(state))))
+                except OSError:
+                    logger.exception("%s-%d: writing the snapshot at %d failed", GROUP_METADATA_TOPIC,
+                                     index, offset)
+                    continue
+                partition.snapshot_written(offset)
+                logger.info("%s-%d: wrote snapshot at offset %d", GROUP_METADATA_TOPIC, index, offset)

@@ -1,0 +1,183 @@
+"""In-memory state of one consumer group: its members, generation, leader and offsets.
+
+This is data plus the rules that only look at one group (state transitions, protocol
+selection, which members have rejoined). The decisions that involve time, persistence and
+answering requests live in :mod:`broker.groups.coordinator`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.groups.records import OffsetAndMetadata, StoredGroup, StoredMember
+from broker.groups.timers import Timer
+
+
+class GroupState(enum.Enum):
+    """Kafka's group states; the value is the name DescribeGroups reports.
+
+    Kafka 0.10.2 called COMPLETING_REBALANCE "AwaitingSync"; Kafka 2.0 renamed it and current
+    clients (librdkafka's ``ConsumerGroupState``, Kafka's admin tools) only know the new name.
+    """
+
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+# state -> the states it may be entered from (Kafka's GroupMetadata.validPreviousStates)
+_VALID_PREVIOUS = {
+    GroupState.DEAD: frozenset(GroupState),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset(
+        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+}
+
+
+@dataclass(eq=False)
+class MemberMetadata:
+    """One member of a group.
+
+    ``join_callback`` / ``sync_callback`` are set while the member's JoinGroup / SyncGroup
+    request waits for the rebalance to get far enough to answer it; a member with a pending
+    callback is never expired by its session timeout (its rebalance timeout bounds the wait).
+    """
+
+    member_id: str
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    join_callback: Callable[[Any], None] | None = None
+    sync_callback: Callable[[Any], None] | None = None
+    last_heartbeat_ms: int = 0
+    heartbeat_timer: Timer | None = None
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def metadata(self, protocol: str) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        raise KeyError(f"member {self.member_id} does not support protocol {protocol!r}")
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        """Whether a rejoin carries exactly the protocols (and metadata) we already have."""
+        return [(n, bytes(m)) for n, m in protocols] == [(n, bytes(m)) for n, m in self.protocols]
+
+    def vote(self, candidates: set[str]) -> str:
+        """This member's most preferred protocol among ``candidates``."""
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise ValueError(f"member {self.member_id} supports none of {sorted(candidates)}")
+
+
+@dataclass(eq=False)
+class GroupMetadata:
+    """One consumer group.
+
+    ``persisted`` is the group metadata value last appended to (or loaded from) the log: what
+    a snapshot holds for this group, which may lag the live state during a rebalance exactly
+    as Kafka's log does. ``rebalance_epoch`` numbers rebalances so a timer armed for an old
+    one recognises itself as stale. ``initial_delay_pending`` holds the first rebalance of a
+    new group open for ``group.initial.rebalance.delay.ms``; ``new_member_added`` extends it.
+    """
+
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    protocol_type: str | None = None
+    protocol: str | None = None
+    generation_id: int = 0
+    leader_id: str | None = None
+    members: dict[str, MemberMetadata] = field(default_factory=dict)
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    persisted: bytes | None = None
+    rebalance_epoch: int = 0
+    rebalance_timer: Timer | None = None
+    initial_delay_pending: bool = False
+    new_member_added: bool = False
+
+    def is_(self, state: GroupState) -> bool:
+        return self.state is state
+
+    def transition_to(self, state: GroupState) -> None:
+        if self.state not in _VALID_PREVIOUS[state]:
+            raise AssertionError(f"group {self.group_id}: illegal transition {self.state.value} -> {state.value}")
+        self.state = state
+
+    def add(self, member: MemberMetadata) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+
+    def remove(self, member_id: str) -> MemberMetadata | None:
+        member = self.members.pop(member_id, None)
+        if member_id == self.leader_id:
+            self.leader_id = next(iter(self.members), None)
+        return member
+
+    def can_rebalance(self) -> bool:
+        return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
+
+    def not_yet_rejoined(self) -> list[MemberMetadata]:
+        return [m for m in self.members.values() if m.join_callback is None]
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def candidate_protocols(self) -> set[str]:
+        """Protocols every member supports."""
+        members = iter(self.members.values())
+        first = next(members, None)
+        if first is None:
+            return set()
+        common = set(first.protocol_names())
+        for member in members:
+            common &= set(member.protocol_names())
+        return common
+
+    def supports_protocols(self, names: Iterable[str]) -> bool:
+        """Whether a member offering ``names`` can join: with no members any non-empty list
+        will do; otherwise it must share a protocol with everyone."""
+        names = set(names)
+        if not self.members:
+            return bool(names)
+        return bool(names & self.candidate_protocols())
+
+    def select_protocol(self) -> str:
+        """The protocol with most first-choice votes among the common ones; ties go to the
+        one the longest-standing member prefers, so the choice is deterministic."""
+        candidates = self.candidate_protocols()
+        votes = Counter(member.vote(candidates) for member in self.members.values())
+        best = max(votes.values())
+        for member in self.members.values():
+            choice = member.vote(candidates)
+            if votes[choice] == best:
+                return choice
+        raise AssertionError("unreachable: some member cast the winning vote")
+
+    def stored(self) -> StoredGroup:
+        """The group metadata value of the current generation (members with assignments)."""
+        members = tuple(
+            StoredMember(m.member_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                         m.session_timeout_ms,
+                         m.metadata(self.protocol) if self.protocol is not None else b"",
+                         m.assignment)
+            for m in self.members.values())
+        return StoredGroup(self.protocol_type or "", self.generation_id, self.protocol,
+                           self.leader_id, members)

@@ -1,0 +1,284 @@
+"""Keys and values of the ``__consumer_offsets`` events, in Kafka's own byte layouts.
+
+Every event is one message whose key says what it is about and whose value is the new state
+of that thing (a null value, a tombstone, says it is gone). These are the layouts Kafka's
+``GroupMetadataManager`` writes, so Kafka's tools (``kafka-console-consumer`` with the
+``OffsetsMessageFormatter`` / ``GroupMetadataMessageFormatter``) can read our log. All integers
+are big-endian; ``string`` is an int16 length then UTF-8 bytes; ``nullable string`` uses
+length -1 for null; ``bytes`` is an int32 length then the bytes.
+
+Offset commit key (key version 0 or 1; we write 1)::
+
+    int16 version | string group | string topic | int32 partition
+
+Offset commit value (value version 0 read, 1 written)::
+
+    v0: int16 version=0 | int64 offset | string metadata | int64 timestamp
+    v1: int16 version=1 | int64 offset | string metadata | int64 commit_timestamp
+        | int64 expire_timestamp
+
+Group metadata key (key version 2)::
+
+    int16 version=2 | string group
+
+Group metadata value (value version 0 read, 1 written)::
+
+    int16 version | string protocol_type | int32 generation | nullable string protocol
+    | nullable string leader | int32 member count | members...
+    member v0: string member_id | string client_id | string client_host
+               | int32 session_timeout | bytes subscription | bytes assignment
+    member v1: string member_id | string client_id | string client_host
+               | int32 rebalance_timeout | int32 session_timeout | bytes subscription
+               | bytes assignment
+
+The group's partition of ``__consumer_offsets`` is ``abs(groupId.hashCode()) % partitions``
+with Java's ``String.hashCode`` and Kafka's ``Utils.abs`` (which maps Integer.MIN_VALUE to 0),
+so a group lands on the same partition number as it would in Kafka.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+OFFSET_KEY_VERSION = 1
+GROUP_KEY_VERSION = 2
+OFFSET_VALUE_VERSION = 1
+GROUP_VALUE_VERSION = 1
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_OFFSET_VALUE_V1_HEAD = struct.Struct(">hqh")   # version, offset, metadata length
+_TWO_INT64 = struct.Struct(">qq")
+_INT64 = struct.Struct(">q")
+
+
+class GroupRecordError(ValueError):
+    """An event key or value that does not decode as any known version."""
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units,
+    as a signed 32-bit int."""
+    units = text.encode("utf-16-be")
+    value = 0
+    for index in range(0, len(units), 2):
+        value = (31 * value + ((units[index] << 8) | units[index + 1])) & 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def partition_for(group_id: str, partition_count: int) -> int:
+    """The ``__consumer_offsets`` partition of ``group_id``, as Kafka computes it."""
+    code = java_string_hash(group_id)
+    return (0 if code == -(1 << 31) else abs(code)) % partition_count
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    """A committed offset: what OffsetFetch returns, plus when it was committed and expires."""
+
+    offset: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMember:
+    """One member as written in a group metadata value."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredGroup:
+    """A group metadata value: the group as of its last completed rebalance."""
+
+    protocol_type: str
+    generation_id: int
+    protocol: str | None
+    leader_id: str | None
+    members: tuple[StoredMember, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    """Decoded offset commit key."""
+
+    group_id: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    """Decoded group metadata key."""
+
+    group_id: str
+
+
+# ---------------------------------------------------------------------------- encoding
+
+
+def _string(text: str) -> bytes:
+    data = text.encode("utf-8")
+    if len(data) > 0x7FFF:
+        raise GroupRecordError(f"string of {len(data)} bytes does not fit an int16 length")
+    return _INT16.pack(len(data)) + data
+
+
+def _nullable_string(text: str | None) -> bytes:
+    return _INT16.pack(-1) if text is None else _string(text)
+
+
+def _bytes(data: bytes) -> bytes:
+    return _INT32.pack(len(data)) + bytes(data)
+
+
+def offset_key(group_id: str, topic: str, partition: int) -> bytes:
+    return (_INT16.pack(OFFSET_KEY_VERSION) + _string(group_id) + _string(topic)
+            + _INT32.pack(partition))
+
+
+def group_key(group_id: str) -> bytes:
+    return _INT16.pack(GROUP_KEY_VERSION) + _string(group_id)
+
+
+def offset_value(committed: OffsetAndMetadata) -> bytes:
+    metadata = committed.metadata.encode("utf-8")
+    return (_OFFSET_VALUE_V1_HEAD.pack(OFFSET_VALUE_VERSION, committed.offset, len(metadata))
+            + metadata + _TWO_INT64.pack(committed.commit_timestamp, committed.expire_timestamp))
+
+
+def group_value(group: StoredGroup) -> bytes:
+    parts = [_INT16.pack(GROUP_VALUE_VERSION), _string(group.protocol_type),
+             _INT32.pack(group.generation_id), _nullable_string(group.protocol),
+             _nullable_string(group.leader_id), _INT32.pack(len(group.members))]
+    for member in group.members:
+        parts += [_string(member.member_id), _string(member.client_id),
+                  _string(member.client_host), _INT32.pack(member.rebalance_timeout_ms),
+                  _INT32.pack(member.session_timeout_ms), _bytes(member.subscription),
+                  _bytes(member.assignment)]
+    return b"".join(parts)
+
+
+# ---------------------------------------------------------------------------- decoding
+
+
+class _Reader:
+    """Cursor over one key or value; every read checks bounds."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _take(self, size: int) -> bytes:
+        end = self.pos + size
+        if size < 0 or end > len(self.data):
+            raise GroupRecordError("truncated group coordinator record")
+        chunk = self.data[self.pos:end]
+        self.pos = end
+        return bytes(chunk)
+
+    def int16(self) -> int:
+        return _INT16.unpack(self._take(2))[0]
+
+    def int32(self) -> int:
+        return _INT32.unpack(self._take(4))[0]
+
+    def int64(self) -> int:
+        return _INT64.unpack(self._take(8))[0]
+
+    def string(self) -> str:
+        size = self.int16()
+        if size < 0:
+            raise GroupRecordError("null where a string is required")
+        return self._decode(self._take(size))
+
+    def nullable_string(self) -> str | None:
+        size = self.int16()
+        return None if size == -1 else self._decode(self._take(size))
+
+    def bytes_(self) -> bytes:
+        size = self.int32()
+        if size < 0:
+            raise GroupRecordError("null where bytes are required")
+        return self._take(size)
+
+    @staticmethod
+    def _decode(raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise GroupRecordError(f"string is not UTF-8: {exc}") from None
+
+    def finish(self) -> None:
+        if self.pos != len(self.data):
+            raise GroupRecordError(f"{len(self.data) - self.pos} trailing bytes in record")
+
+
+def decode_key(key: bytes) -> OffsetKey | GroupKey:
+    """Decode an event key; raises GroupRecordError for unknown versions or bad bytes."""
+    reader = _Reader(key)
+    version = reader.int16()
+    if version in (0, 1):
+        decoded: OffsetKey | GroupKey = OffsetKey(reader.string(), reader.string(), reader.int32())
+    elif version == 2:
+        decoded = GroupKey(reader.string())
+    else:
+        raise GroupRecordError(f"unknown key version {version}")
+    reader.finish()
+    return decoded
+
+
+def decode_offset_value(value: bytes) -> OffsetAndMetadata:
+    """Decode an offset commit value (v0 or v1). A v0 value carries no expire timestamp:
+    it decodes with ``expire_timestamp`` -1 and the loader applies the default retention."""
+    reader = _Reader(value)
+    version = reader.int16()
+    if version == 0:
+        offset, metadata, timestamp = reader.int64(), reader.string(), reader.int64()
+        reader.finish()
+        return OffsetAndMetadata(offset, metadata, timestamp, -1)
+    if version == 1:
+        decoded = OffsetAndMetadata(reader.int64(), reader.string(), reader.int64(), reader.int64())
+        reader.finish()
+        return decoded
+    raise GroupRecordError(f"unknown offset value version {version}")
+
+
+def decode_group_value(value: bytes) -> StoredGroup:
+    """Decode a group metadata value (v0 or v1; v0 members' rebalance timeout is their
+    session timeout)."""
+    reader = _Reader(value)
+    version = reader.int16()
+    if version not in (0, 1):
+        raise GroupRecordError(f"unknown group metadata value version {version}")
+    protocol_type = reader.string()
+    generation_id = reader.int32()
+    protocol = reader.nullable_string()
+    leader_id = reader.nullable_string()
+    count = reader.int32()
+    if count < 0:
+        raise GroupRecordError("negative member count")
+    members = []
+    for _ in range(count):
+        member_id, client_id, client_host = reader.string(), reader.string(), reader.string()
+        if version == 0:
+            session_timeout = reader.int32()
+            rebalance_timeout = session_timeout
+        else:
+            rebalance_timeout = reader.int32()
+            session_timeout = reader.int32()
+        members.append(StoredMember(member_id, client_id, client_host, rebalance_timeout,
+                                    session_timeout, reader.bytes_(), reader.bytes_()))
+    reader.finish()
+    return StoredGroup(protocol_type, generation_id, protocol, leader_id, tuple(members))

@@ -1,0 +1,210 @@
+"""One partition of ``__consumer_offsets``: its event log and its snapshots (KIP-630).
+
+The coordinator's state is a fold over events (see :mod:`broker.groups.records`): offset
+commits, group metadata after each completed rebalance, tombstones for expired offsets and
+removed groups. Events are appended to the partition's log on our own storage; the state
+lives in memory. Every ``offsets.snapshot.interval.events`` events or
+``offsets.snapshot.interval.bytes`` bytes, the partition's state is written as a snapshot named
+by the log offset it covers (every event below that offset is in it). Start-up loads the newest
+valid snapshot and replays only the events from its offset on.
+
+Why a committed offset is never lost
+-------------------------------------
+* An OffsetCommit is answered only after its event is in the log (page cache: survives a
+  killed process, like any Kafka append; ``log.flush.*`` settings decide fsync).
+* A snapshot is written to a temporary file, fsynced, then renamed (``SnapshotStore``), so it
+  is either whole or absent; a file damaged later fails its checksum and is skipped.
+* When a snapshot is taken the log is rolled, so the events it covers end exactly at a
+  segment boundary.
+* The two newest snapshots are kept. Log segments are deleted, and older snapshots removed,
+  only up to the offset of the OLDER of the two. So if the newest snapshot turns out damaged,
+  the older one plus the log after it still holds every event: start-up falls back to it
+  and replays more. Before the second snapshot exists nothing is deleted, so the fallback for
+  a damaged first snapshot is a full replay.
+* Losing everything would take both retained snapshots damaged at once.
+
+Snapshot payload (inside the checksummed file of :class:`storage.snapshot.SnapshotStore`)::
+
+    4 bytes magic "MKGS" | int16 format version (1) | int32 partition | int64 covered offset
+    | int32 entry count | entries...
+    entry: int32 key length | key | int32 value length | value
+
+Each entry is exactly the key and value of the newest event for one key (what log
+compaction would keep), so loading a snapshot and replaying the log share one code path.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.records import build_message_set, iter_records
+from storage.snapshot import SNAPSHOT_SUFFIX, SnapshotStore
+
+logger = logging.getLogger(__name__)
+
+SNAPSHOT_MAGIC = b"MKGS"
+SNAPSHOT_VERSION = 1
+SNAPSHOTS_KEPT = 2
+_HEADER = struct.Struct(">4shiqi")
+_LENGTH = struct.Struct(">i")
+REPLAY_READ_BYTES = 8 * 1024 * 1024
+
+Event = tuple[bytes, bytes | None]
+
+
+class SnapshotFormatError(ValueError):
+    """A snapshot that passed its checksum but does not hold what its name says."""
+
+
+def encode_snapshot(partition: int, offset: int, entries: Iterable[tuple[bytes, bytes]]) -> bytes:
+    body = bytearray()
+    count = 0
+    for key, value in entries:
+        body += _LENGTH.pack(len(key))
+        body += key
+        body += _LENGTH.pack(len(value))
+        body += value
+        count += 1
+    return _HEADER.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, partition, offset, count) + bytes(body)
+
+
+def decode_snapshot(partition: int, offset: int, data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """Yield the (key, value) entries of a snapshot written by :func:`encode_snapshot`."""
+    if len(data) < _HEADER.size:
+        raise SnapshotFormatError("snapshot shorter than its header")
+    magic, version, stored_partition, stored_offset, count = _HEADER.unpack_from(data)
+    if magic != SNAPSHOT_MAGIC or version != SNAPSHOT_VERSION:
+        raise SnapshotFormatError(f"not a group snapshot (magic {magic!r}, version {version})")
+    if stored_partition != partition or stored_offset != offset:
+        raise SnapshotFormatError(
+            f"snapshot says partition {stored_partition} offset {stored_offset}, "
+            f"expected partition {partition} offset {offset}")
+    view = memoryview(data)
+    pos = _HEADER.size
+    for _ in range(count):
+        key_size = _LENGTH.unpack_from(data, pos)[0]
+        pos += 4
+        key = bytes(view[pos:pos + key_size])
+        pos += key_size
+        value_size = _LENGTH.unpack_from(data, pos)[0]
+        pos += 4
+        value = bytes(view[pos:pos + value_size])
+        pos += value_size
+        if key_size < 0 or value_size < 0 or pos > len(data):
+            raise SnapshotFormatError("snapshot entry runs past the end")
+        yield key, value
+    if pos != len(data):
+        raise SnapshotFormatError(f"{len(data) - pos} bytes after the last snapshot entry")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    """What start-up did for one partition: the snapshot it used (None: full replay from
+    the log start), and the events it replayed from the log after it."""
+
+    partition: int
+    snapshot_offset: int | None
+    replay_start_offset: int
+    replay_end_offset: int
+    events_replayed: int
+
+
+class OffsetsPartition:
+    """One ``__consumer_offsets`` partition: append events, read them back, keep snapshots.
+
+    ``snapshot_offsets`` lists the retained snapshots this process knows to be valid (the
+    one loaded at start-up, then every one written), oldest first.
+    """
+
+    def __init__(self, partition: int, log, snapshot_dir: Path, clock) -> None:
+        self.partition = partition
+        self.log = log
+        self.snapshots = SnapshotStore(snapshot_dir)
+        self.clock = clock
+        self.snapshot_offsets: list[int] = []
+        self.events_since_snapshot = 0
+        self.bytes_since_snapshot = 0
+
+    # ------------------------------------------------------------------ events
+
+    def append(self, events: list[Event]) -> None:
+        """Append events as one magic-1 message set (all or nothing); raises what the log
+        raises (RecordError, OSError)."""
+        now = self.clock.time_ms()
+        message_set = build_message_set([(key, value, now) for key, value in events], magic=1)
+        self.log.append_as_leader(message_set)
+        self.events_since_snapshot += len(events)
+        self.bytes_since_snapshot += len(message_set)
+
+    def read_events(self, start_offset: int) -> Iterator[tuple[int, bytes, bytes | None]]:
+        """Yield (offset, key, value) of every event from ``start_offset`` to the log end."""
+        offset = start_offset
+        end = self.log.log_end_offset
+        while offset < end:
+            chunk = self.log.read(offset, REPLAY_READ_BYTES).read_bytes()
+            if not chunk:
+                break
+            next_offset = offset
+            for record in iter_records(chunk):
+                if record.offset < offset:
+                    continue   # inner messages of a wrapper that straddles start_offset
+                next_offset = record.offset + 1
+                if record.key is not None:
+                    yield record.offset, record.key, record.value
+            if next_offset == offset:
+                raise RuntimeError(f"__consumer_offsets-{self.partition}: no progress reading at offset {offset}")
+            offset = next_offset
+
+    # --------------------------------------------------------------- snapshots
+
+    def latest_snapshot(self) -> tuple[int, bytes] | None:
+        return self.snapshots.latest()
+
+    def due_for_snapshot(self, interval_events: int, interval_bytes: int) -> bool:
+        return (self.events_since_snapshot >= interval_events
+                or self.bytes_since_snapshot >= interval_bytes)
+
+    def begin_snapshot(self, *, force: bool = False) -> int | None:
+        """Mark the current log end as the next snapshot's offset and roll the log there.
+
+        Must run on the thread that appends, between appends, together with capturing the
+        state (so the state is exactly the fold of the events below the returned offset).
+        Returns None when no event arrived since the last snapshot (unless ``force``)."""
+        if not force and not self.events_since_snapshot:
+            return None
+        offset = self.log.log_end_offset
+        if self.events_since_snapshot:
+            # The covered events then end at a segment boundary, so the segments below a
+            # snapshot can later be deleted whole.
+            self.log.roll()
+        self.events_since_snapshot = 0
+        self.bytes_since_snapshot = 0
+        return offset
+
+    def remove_snapshots_after(self, offset: int) -> None:
+        """Delete snapshot files above ``offset`` (named as ``storage.snapshot`` documents)."""
+        for newer in self.snapshots.offsets():
+            if newer > offset:
+                (self.snapshots.directory / f"{newer:020d}{SNAPSHOT_SUFFIX}").unlink(missing_ok=True)
+
+    def write_snapshot(self, offset: int, data: bytes) -> None:
+        """Write the snapshot file (tmp + fsync + rename). Safe to run in a worker thread."""
+        self.snapshots.write(offset, data)
+
+    def snapshot_written(self, offset: int) -> None:
+        """Record a durable snapshot and drop what the retained snapshots make redundant:
+        older snapshots, and log segments wholly below the OLDER retained snapshot."""
+        self.snapshot_offsets.append(offset)
+        if len(self.snapshot_offsets) < SNAPSHOTS_KEPT:
+            return
+        del self.snapshot_offsets[:-SNAPSHOTS_KEPT]
+        keep_from = self.snapshot_offsets[0]
+        self.snapshots.remove_older_than(keep_from)
+        deleted = self.log.delete_expired_segments(lambda segment: segment.next_offset <= keep_from)
+        if deleted:
+            logger.info("__consumer_offsets-%d: removed %d segment(s) below offset %d, covered by snapshots %s",
+                        self.partition, deleted, keep_from, self.snapshot_offsets)

@@ -1,0 +1,24 @@
+"""DescribeGroups (key 15), v0: state, protocol and members of groups.
+
+A group the broker does not know is reported as state ``Dead`` without an error, as Kafka
+does. Member metadata and assignments are filled in only for a Stable group.
+"""
+
+from __future__ import annotations
+
+from protocol.apis import ApiKey
+
+API_KEY = ApiKey.DESCRIBE_GROUPS
+
+
+async def handle(broker, request) -> dict:
+    described = []
+    for group_id in request.body.groups:
+        summary = broker.group_coordinator.describe_group(group_id)
+        described.append({
+            "error_code": summary.error, "group_id": group_id, "group_state": summary.state,
+            "protocol_type": summary.protocol_type, "protocol_data": summary.protocol,
+            "members": [{"member_id": m.member_id, "client_id": m.client_id,
+                         "client_host": m.client_host, "member_metadata": m.metadata,
+                         "member_assignment": m.assignment} for m in summary.members]})
+    return {"groups": described}

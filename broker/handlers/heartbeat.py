@@ -1,0 +1,13 @@
+"""Heartbeat (key 12), v0: keep a member's session; REBALANCE_IN_PROGRESS tells it to rejoin."""
+
+from __future__ import annotations
+
+from protocol.apis import ApiKey
+
+API_KEY = ApiKey.HEARTBEAT
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    return {"error_code": broker.group_coordinator.heartbeat(body.group_id, body.member_id,
+                                                             body.generation_id)}

@@ -1,0 +1,32 @@
+"""JoinGroup (key 11), v0-v1: join a group or rejoin it for a rebalance.
+
+The answer waits until the rebalance completes (see ``broker.groups.coordinator``). v0 has
+no rebalance timeout; the session timeout stands in for it, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from protocol.apis import ApiKey
+
+API_KEY = ApiKey.JOIN_GROUP
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    rebalance_timeout_ms = body.session_timeout_ms if request.api_version == 0 else body.rebalance_timeout_ms
+    result = await broker.group_coordinator.join_group(
+        body.group_id, body.member_id, request.client_id or "", client_host(request),
+        rebalance_timeout_ms, body.session_timeout_ms, body.protocol_type,
+        [(protocol.name, bytes(protocol.metadata)) for protocol in body.protocols])
+    return {"error_code": result.error, "generation_id": result.generation_id,
+            "protocol_name": result.protocol, "leader": result.leader_id,
+            "member_id": result.member_id,
+            "members": [{"member_id": member_id, "metadata": metadata}
+                        for member_id, metadata in result.members]}
+
+
+def client_host(request) -> str:
+    """The member's address as Kafka shows it (``/127.0.0.1``), when the connection set
+    ``request.client_host``; empty otherwise."""
+    host = getattr(request, "client_host", None)
+    return f"/{host}" if host else ""

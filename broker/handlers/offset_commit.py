@@ -1,0 +1,48 @@
+"""OffsetCommit (key 8), v0-v2: store a group's committed offsets.
+
+v0 carries no generation or member (a commit outside group management, generation -1);
+v1 adds them and a per-partition commit timestamp (-1: now); v2 replaces the timestamp with
+a request-wide retention time (-1: ``offsets.retention.minutes``). Offsets of topics the
+broker does not have fail with UNKNOWN_TOPIC_OR_PARTITION, as in Kafka; the rest go to the
+coordinator in one append.
+"""
+
+from __future__ import annotations
+
+from broker.groups.coordinator import PartitionCommit
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+API_KEY = ApiKey.OFFSET_COMMIT
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    version = request.api_version
+    generation_id = body.generation_id_or_member_epoch if version >= 1 else -1
+    member_id = body.member_id if version >= 1 else ""
+    retention_ms = body.retention_time_ms if version >= 2 else -1
+    topics = broker.topics()
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    commits: list[PartitionCommit] = []
+    for topic in body.topics:
+        count = topics.get(topic.name)
+        for partition in topic.partitions:
+            if count is None or not 0 <= partition.partition_index < count:
+                errors[(topic.name, partition.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            commits.append(PartitionCommit(
+                topic.name, partition.partition_index, partition.committed_offset,
+                partition.committed_metadata,
+                partition.commit_timestamp if version == 1 else -1))
+    if commits:
+        results = broker.group_coordinator.commit_offsets(body.group_id, member_id, generation_id,
+                                                          retention_ms, commits)
+        for commit, error in zip(commits, results):
+            errors[(commit.topic, commit.partition)] = error
+    return {"topics": [
+        {"name": topic.name,
+         "partitions": [{"partition_index": p.partition_index,
+                         "error_code": errors[(topic.name, p.partition_index)]}
+                        for p in topic.partitions]}
+        for topic in body.topics]}

@@ -1,0 +1,18 @@
+"""SyncGroup (key 14), v0: the leader hands in the assignment, every member gets its part.
+
+A follower's answer waits for the leader's SyncGroup of the same generation.
+"""
+
+from __future__ import annotations
+
+from protocol.apis import ApiKey
+
+API_KEY = ApiKey.SYNC_GROUP
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    assignments = {entry.member_id: bytes(entry.assignment) for entry in body.assignments}
+    result = await broker.group_coordinator.sync_group(body.group_id, body.generation_id,
+                                                       body.member_id, assignments)
+    return {"error_code": result.error, "assignment": result.assignment}
