@@ -1,0 +1,507 @@
+"""Framing: request reassembly from any chunking, frame limits, header versions, version
+negotiation as real clients do it, response chunks with file slices, and robustness against
+arbitrary bytes (only ProtocolError may escape)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from protocol import (
+    ApiKey,
+    ClientConnection,
+    ErrorCode,
+    ProtocolError,
+    Request,
+    ServerConnection,
+    api_versions_fallback_response,
+    api_versions_response,
+    api_versions_table,
+    decode_response,
+    encode_request,
+    encode_response,
+)
+
+import kafka.protocol.consumer as kp_consumer
+import kafka.protocol.metadata as kp_metadata
+import kafka.protocol.producer as kp_producer
+from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+
+GOLDEN = Path(__file__).parent / "golden"
+
+PRODUCE_V2 = {
+    "acks": -1,
+    "timeout_ms": 1500,
+    "topic_data": [{"name": "orders", "partition_data": [{"index": 0, "records": b"\x00" * 30},
+                                                         {"index": 1, "records": None}]}],
+}
+FETCH_V3 = {
+    "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20,
+    "topics": [{"topic": "orders", "partitions": [{"partition": 0, "fetch_offset": 42,
+                                                    "partition_max_bytes": 65536}]}],
+}
+
+
+def sample_frames() -> list[bytes]:
+    """Valid request frames of several shapes (header v1 and v2, nested arrays, nulls)."""
+    return [
+        encode_request(ApiKey.PRODUCE, 2, 1, "producer-1", PRODUCE_V2),
+        encode_request(ApiKey.FETCH, 3, 2, None, FETCH_V3),
+        encode_request(ApiKey.METADATA, 1, 3, "c", {"topics": None}),
+        encode_request(ApiKey.API_VERSIONS, 3, 4, "c", {"client_software_name": "x",
+                                                        "client_software_version": "1"}),
+        encode_request(ApiKey.HEARTBEAT, 0, 5, "", {"group_id": "g", "generation_id": 3,
+                                                    "member_id": "m"}),
+        (GOLDEN / "produce_v2_lz4_request.bin").read_bytes(),
+        (GOLDEN / "apiversions_v3_request.bin").read_bytes(),
+    ]
+
+
+def drain(conn: ServerConnection) -> list[Request]:
+    out = []
+    while (request := conn.next_request()) is not None:
+        out.append(request)
+    return out
+
+
+def _key(request: Request) -> tuple:
+    return (request.api_key, request.api_version, request.correlation_id, request.client_id,
+            request.body)
+
+
+# ------------------------------------------------------------------------------------------
+# reassembly
+
+
+def test_whole_buffer_of_pipelined_requests():
+    frames = sample_frames()
+    conn = ServerConnection()
+    conn.receive_data(b"".join(frames))
+    requests = drain(conn)
+    assert [r.correlation_id for r in requests[:5]] == [1, 2, 3, 4, 5]
+    assert len(requests) == len(frames)
+    assert requests[0].body.topic_data[0].partition_data[0].records == b"\x00" * 30
+    assert requests[0].body.topic_data[0].partition_data[1].records is None
+    assert requests[1].client_id is None and requests[1].body.max_bytes == 1 << 20
+    assert requests[2].body.topics is None
+    assert requests[3].body.client_software_name == "x"
+    assert conn.buffered == 0
+
+
+def test_one_byte_at_a_time():
+    frames = sample_frames()
+    expected = [_key(r) for r in _parse_all(b"".join(frames))]
+    conn = ServerConnection()
+    got = []
+    for byte in b"".join(frames):
+        conn.receive_data(bytes([byte]))
+        got.extend(_key(r) for r in drain(conn))
+    assert got == expected
+
+
+def _parse_all(data: bytes) -> list[Request]:
+    conn = ServerConnection()
+    conn.receive_data(data)
+    return drain(conn)
+
+
+@settings(max_examples=50, deadline=None)
+@given(cuts=st.lists(st.integers(0, 2000), max_size=12))
+def test_any_chunking_gives_the_same_requests(cuts):
+    data = b"".join(sample_frames())
+    expected = [_key(r) for r in _parse_all(data)]
+    conn = ServerConnection()
+    got = []
+    previous = 0
+    for cut in sorted({c % (len(data) + 1) for c in cuts}) + [len(data)]:
+        conn.receive_data(data[previous:cut])
+        previous = cut
+        got.extend(_key(r) for r in drain(conn))
+    assert got == expected
+
+
+def test_trailing_partial_frame_waits_for_the_rest():
+    first, second = sample_frames()[:2]
+    conn = ServerConnection()
+    conn.receive_data(first + second[:7])
+    assert conn.next_request().correlation_id == 1
+    assert conn.next_request() is None
+    assert conn.buffered == 7
+    conn.receive_data(second[7:])
+    assert conn.next_request().correlation_id == 2
+    assert conn.next_request() is None
+
+
+@pytest.mark.parametrize("index", range(7))
+def test_truncated_frame_bodies_are_protocol_errors(index):
+    payload = sample_frames()[index][4:]
+    for size in range(len(payload)):
+        conn = ServerConnection()
+        conn.receive_data(struct.pack(">i", size) + payload[:size])
+        with pytest.raises(ProtocolError):
+            conn.next_request()
+
+
+@pytest.mark.parametrize("index", range(7))
+def test_bytes_after_the_body_are_protocol_errors(index):
+    payload = sample_frames()[index][4:] + b"\x00"
+    conn = ServerConnection()
+    conn.receive_data(struct.pack(">i", len(payload)) + payload)
+    with pytest.raises(ProtocolError, match="unexpected bytes"):
+        conn.next_request()
+
+
+# ------------------------------------------------------------------------------------------
+# frame limits
+
+
+def test_oversized_frame_refused_before_the_body_is_buffered():
+    conn = ServerConnection(max_frame_size=1000)
+    conn.receive_data(struct.pack(">i", 1001) + b"\x00" * 10)
+    assert conn.buffered == 0
+    conn.receive_data(b"\x00" * 5000)
+    assert conn.buffered == 0  # refused data is not kept
+    with pytest.raises(ProtocolError, match="1001 bytes exceeds the maximum of 1000"):
+        conn.next_request()
+    with pytest.raises(ProtocolError):  # and the connection stays failed
+        conn.next_request()
+
+
+def test_default_limit_is_100_mib():
+    conn = ServerConnection()
+    conn.receive_data(struct.pack(">i", 104857600 + 1))
+    with pytest.raises(ProtocolError, match="socket.request.max.bytes"):
+        conn.next_request()
+    at_limit = ServerConnection()
+    at_limit.receive_data(struct.pack(">i", 104857600))
+    assert at_limit.next_request() is None
+
+
+def test_oversized_second_frame_refused_as_soon_as_its_size_arrives():
+    frame = sample_frames()[4]
+    conn = ServerConnection(max_frame_size=len(frame))
+    conn.receive_data(frame + struct.pack(">i", len(frame) + 1))
+    assert conn.next_request().api_key == ApiKey.HEARTBEAT
+    with pytest.raises(ProtocolError, match="exceeds"):
+        conn.next_request()
+
+
+@pytest.mark.parametrize("size", [-1, -2, -(2**31)])
+def test_negative_sizes_refused(size):
+    conn = ServerConnection()
+    conn.receive_data(struct.pack(">i", size))
+    with pytest.raises(ProtocolError, match="negative frame size"):
+        conn.next_request()
+
+
+# ------------------------------------------------------------------------------------------
+# headers, unknown APIs and versions
+
+
+def test_unknown_api_key_names_the_key_after_parsing_the_header():
+    payload = struct.pack(">hhih", 99, 0, 77, 3) + b"cli"
+    conn = ServerConnection()
+    conn.receive_data(struct.pack(">i", len(payload)) + payload)
+    with pytest.raises(ProtocolError, match=r"unknown api key 99 \(api key 99, correlation id 77, client 'cli'\)"):
+        conn.next_request()
+
+
+@pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 3), (ApiKey.METADATA, 4),
+                                                  (ApiKey.FETCH, 4), (ApiKey.OFFSET_FETCH, 3),
+                                                  (ApiKey.PRODUCE, -1)])
+def test_unsupported_versions_of_other_apis_are_refused(api_key, version):
+    payload = struct.pack(">hhih", api_key, version, 5, -1) + b"\x00" * 20
+    conn = ServerConnection()
+    conn.receive_data(struct.pack(">i", len(payload)) + payload)
+    with pytest.raises(ProtocolError, match=rf"v{version} is not supported.*api key {int(api_key)}"):
+        conn.next_request()
+
+
+def test_malformed_body_error_names_the_request():
+    frame = encode_request(ApiKey.HEARTBEAT, 0, 9, "c", {"group_id": "g", "member_id": "m"})
+    conn = ServerConnection()
+    conn.receive_data(frame[:-3] + b"\xff\xff\xff")  # member_id length becomes huge
+    conn.receive_data(b"")
+    with pytest.raises(ProtocolError, match=r"HeartbeatRequest v0.*correlation id 9"):
+        conn.next_request()
+
+
+@pytest.mark.parametrize(("cls", "version", "body"), [
+    (kp_producer.ProduceRequest, 2, PRODUCE_V2),
+    (kp_consumer.FetchRequest, 3, FETCH_V3),
+    (kp_metadata.MetadataRequest, 0, {"topics": []}),
+    (kp_metadata.ApiVersionsRequest, 3, {"client_software_name": "kafka-python",
+                                         "client_software_version": "3.0.12"}),
+    (kp_metadata.ApiVersionsRequest, 0, {}),
+])
+def test_kafka_python_framed_requests_with_headers(cls, version, body):
+    def build(struct_field, value):
+        kwargs = {}
+        for name, item in value.items():
+            field = struct_field.fields[name]
+            if field.is_struct_array() and item is not None:
+                item = [field.data_class(**build(field, e)) for e in item]
+            kwargs[name] = item
+        return kwargs
+
+    message = cls[version](**build(cls._struct, body))
+    message.with_header(correlation_id=31, client_id="kp-client")
+    conn = ServerConnection()
+    conn.receive_data(bytes(message.encode(header=True, framed=True)))
+    request = conn.next_request()
+    assert (request.api_version, request.correlation_id, request.client_id) == (version, 31, "kp-client")
+    assert request.body == _parse_all(encode_request(cls.API_KEY, version, 31, "kp-client", body))[0].body
+
+
+def test_response_header_v0_for_api_versions_even_at_v3():
+    request = Request(ApiKey.API_VERSIONS, 3, 12, "c", None)
+    frame = b"".join(encode_response(request, api_versions_response()))
+    assert struct.unpack_from(">iih", frame) == (len(frame) - 4, 12, 0)  # no tag byte after the id
+    theirs = kp_metadata.ApiVersionsResponse[3].decode(frame, header=True, framed=True)
+    assert theirs.header.correlation_id == 12 and theirs.error_code == 0
+    assert {(k.api_key, k.min_version, k.max_version) for k in theirs.api_keys} == set(api_versions_table())
+
+
+def test_tagged_fields_with_default_values_are_not_written():
+    request = Request(ApiKey.API_VERSIONS, 3, 1, "c", None)
+    plain = b"".join(encode_response(request, api_versions_response()))
+    assert plain.endswith(b"\x00\x00\x00\x00" + b"\x00")  # throttle_time_ms, then zero tags
+    assert b"".join(encode_response(request, {**api_versions_response(), "finalized_features_epoch": -1,
+                                             "zk_migration_ready": False, "supported_features": []})) == plain
+    tagged = b"".join(encode_response(request, {**api_versions_response(), "finalized_features_epoch": 5}))
+    assert tagged.endswith(b"\x01" + b"\x01\x08" + struct.pack(">q", 5))
+    assert decode_response(ApiKey.API_VERSIONS, 3, tagged).finalized_features_epoch == 5
+
+
+def test_api_versions_at_an_unsupported_version_gets_a_v0_error_with_our_table():
+    # kafka-python 3 opens with ApiVersions v4, which we do not serve.
+    message = kp_metadata.ApiVersionsRequest[4](client_software_name="kafka-python",
+                                                client_software_version="3.0.12")
+    message.with_header(correlation_id=1, client_id="kp")
+    conn = ServerConnection()
+    conn.receive_data(bytes(message.encode(header=True, framed=True)))
+    request = conn.next_request()
+    assert request.unsupported_version and request.body is None and request.api_version == 4
+    frame = b"".join(conn.encode_response(request, api_versions_fallback_response()))
+    # v0 layout: header, error_code, api_keys, and nothing else (no throttle time, no tags)
+    assert len(frame) == 4 + 4 + 2 + 4 + 6 * len(api_versions_table())
+    theirs = kp_metadata.ApiVersionsResponse[4].decode(frame, header=True, framed=True)
+    assert theirs.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert {k.api_key: (k.min_version, k.max_version) for k in theirs.api_keys}[18] == (0, 3)
+    ours = decode_response(ApiKey.API_VERSIONS, 4, frame)
+    assert ours.error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_served_table_reads_as_kafka_0_10_2():
+    table = {key: (low, high) for key, low, high in api_versions_table()}
+    assert infer_broker_version_from_api_versions(table) == (0, 10, 2)
+    # No message format v2 / idempotence APIs: Produce v3+, Fetch v4+, Metadata v4+ absent.
+    assert table[ApiKey.PRODUCE][1] == 2 and table[ApiKey.FETCH][1] == 3 and table[ApiKey.METADATA][1] == 2
+
+
+class LoopbackBroker:
+    """A minimal broker on a real socket that answers ApiVersions and Metadata with our
+    encoder; enough for a real client to connect and negotiate."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.seen: list[tuple[int, int, bool]] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        conn = ServerConnection()
+        with client:
+            while data := client.recv(65536):
+                conn.receive_data(data)
+                while (request := conn.next_request()) is not None:
+                    self.seen.append((request.api_key, request.api_version, request.unsupported_version))
+                    if request.api_key == ApiKey.API_VERSIONS:
+                        body = (api_versions_fallback_response() if request.unsupported_version
+                                else api_versions_response())
+                    else:
+                        body = {"brokers": [{"node_id": 0, "host": "127.0.0.1", "port": self.port}],
+                                "controller_id": 0, "topics": []}
+                    client.sendall(b"".join(conn.encode_response(request, body)))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_kafka_python_negotiates_down_and_sees_0_10_2_without_idempotence():
+    from kafka import KafkaProducer
+
+    broker = LoopbackBroker()
+    try:
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.port}")
+        try:
+            assert producer.config["api_version"] == (0, 10, 2)
+            assert producer.config["enable_idempotence"] is False
+        finally:
+            producer.close(timeout=1)
+    finally:
+        broker.close()
+    assert broker.seen[:2] == [(ApiKey.API_VERSIONS, 4, True), (ApiKey.API_VERSIONS, 3, False)]
+
+
+# ------------------------------------------------------------------------------------------
+# responses: chunks and file slices
+
+
+@dataclass(frozen=True)
+class FakeFileSlice:
+    """Shaped like storage's FileSlice: not bytes-like, an int ``length``, readable bytes."""
+
+    data: bytes
+
+    @property
+    def length(self) -> int:
+        return len(self.data)
+
+    def read_bytes(self) -> bytes:
+        return self.data
+
+
+def _fetch_response_body(records_a, records_b):
+    return {"responses": [{"topic": "orders", "partitions": [
+        {"partition_index": 0, "high_watermark": 10, "records": records_a},
+        {"partition_index": 1, "error_code": ErrorCode.OFFSET_OUT_OF_RANGE, "high_watermark": -1,
+         "records": records_b},
+    ]}]}
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_file_slices_become_their_own_chunks(version):
+    slice_a, slice_b = FakeFileSlice(os.urandom(300)), FakeFileSlice(b"")
+    request = Request(ApiKey.FETCH, version, 99, "c", None)
+    chunks = encode_response(request, _fetch_response_body(slice_a, slice_b))
+    assert [type(c) for c in chunks] == [bytes, FakeFileSlice, bytes]  # the empty slice is inlined
+    assert chunks[1] is slice_a
+    total = sum(len(c) if isinstance(c, bytes) else c.length for c in chunks)
+    assert struct.unpack_from(">i", chunks[0])[0] == total - 4
+    wire = b"".join(c if isinstance(c, bytes) else c.read_bytes() for c in chunks)
+    assert wire == b"".join(encode_response(request, _fetch_response_body(slice_a.data, b"")))
+    decoded = decode_response(ApiKey.FETCH, version, wire)
+    assert decoded.responses[0].partitions[0].records == slice_a.data
+    theirs = kp_consumer.FetchResponse[version].decode(wire, header=True, framed=True)
+    assert theirs.header.correlation_id == 99
+    assert bytes(theirs.responses[0].partitions[0].records.buffer()
+                 if hasattr(theirs.responses[0].partitions[0].records, "buffer")
+                 else theirs.responses[0].partitions[0].records) == slice_a.data
+
+
+def test_large_in_memory_records_are_not_copied_into_the_header_chunk():
+    big = os.urandom(100_000)
+    chunks = encode_response(Request(ApiKey.FETCH, 2, 1, "c", None), _fetch_response_body(big, None))
+    assert any(c is big for c in chunks)
+    assert decode_response(ApiKey.FETCH, 2, b"".join(chunks)).responses[0].partitions[0].records == big
+
+
+def test_client_and_server_connections_pipeline():
+    client = ClientConnection(client_id="t")
+    server = ServerConnection()
+    _, first = client.send_request(ApiKey.METADATA, 2, {"topics": [{"name": "a"}]})
+    _, second = client.send_request(ApiKey.PRODUCE, 0, {"acks": 0, "topic_data": []}, expect_response=False)
+    _, third = client.send_request(ApiKey.LIST_GROUPS, 0, {})
+    server.receive_data(first + second + third)
+    requests = drain(server)
+    assert [r.api_key for r in requests] == [ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.LIST_GROUPS]
+    out = b"".join(server.encode_response(requests[0], {"cluster_id": "x", "topics": [{"name": "a"}]}))
+    out += b"".join(server.encode_response(requests[2], {"groups": [{"group_id": "g", "protocol_type": "consumer"}]}))
+    for byte in out:
+        client.receive_data(bytes([byte]))
+    metadata, groups = client.next_response(), client.next_response()
+    assert client.next_response() is None and client.pending == 0
+    assert (metadata.correlation_id, metadata.body.cluster_id, metadata.body.topics[0].name) == (0, "x", "a")
+    assert (groups.correlation_id, groups.body.groups[0].group_id) == (2, "g")
+
+
+# ------------------------------------------------------------------------------------------
+# robustness: only ProtocolError escapes
+
+
+def _feed_and_drain(chunks: list[bytes], max_frame_size: int = 1 << 20) -> None:
+    conn = ServerConnection(max_frame_size=max_frame_size)
+    try:
+        for chunk in chunks:
+            conn.receive_data(chunk)
+            while conn.next_request() is not None:
+                pass
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=300))
+def test_random_bytes(data):
+    _feed_and_drain([data])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(header=st.tuples(st.sampled_from([int(k) for k in ApiKey] + [99, -1]), st.integers(-1, 5),
+                        st.integers(-(2**31), 2**31 - 1)),
+       rest=st.binary(max_size=200))
+def test_random_bodies_behind_valid_headers(header, rest):
+    payload = struct.pack(">hhi", *header) + rest
+    _feed_and_drain([struct.pack(">i", len(payload)) + payload])
+
+
+_MUTATION = st.one_of(
+    st.tuples(st.just("set"), st.integers(0, 10_000), st.integers(0, 255)),
+    st.tuples(st.just("insert"), st.integers(0, 10_000), st.integers(0, 255)),
+    st.tuples(st.just("delete"), st.integers(0, 10_000), st.just(0)),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(index=st.integers(0, 6), mutations=st.lists(_MUTATION, min_size=1, max_size=6),
+       keep_size=st.booleans(), cuts=st.lists(st.integers(0, 400), max_size=4))
+def test_mutated_frames(index, mutations, keep_size, cuts):
+    frame = bytearray(sample_frames()[index])
+    payload = frame[4:]
+    for kind, position, value in mutations:
+        position %= len(payload) + 1
+        if kind == "set" and position < len(payload):
+            payload[position] = value
+        elif kind == "insert":
+            payload.insert(position, value)
+        elif kind == "delete" and position < len(payload):
+            del payload[position]
+    # Either keep the size prefix consistent (exercises the body decoders) or not (framing).
+    prefix = struct.pack(">i", len(payload)) if keep_size else bytes(frame[:4])
+    data = prefix + bytes(payload) + sample_frames()[0]
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    chunks = [data[a:b] for a, b in zip([0] + points, points + [len(data)])]
+    _feed_and_drain(chunks)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(api_key=st.sampled_from(list(ApiKey)), data=st.binary(max_size=120))
+def test_random_response_bytes_on_the_client_side(api_key, data):
+    client = ClientConnection()
+    client.send_request(ApiKey.API_VERSIONS, 0, {})
+    try:
+        decode_response(api_key, 0, struct.pack(">i", len(data)) + data)
+    except ProtocolError:
+        pass
+    client.receive_data(struct.pack(">i", len(data)) + data)
+    try:
+        client.next_response()
+    except ProtocolError:
+        pass
