@@ -25,8 +25,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage import list_segments
-
 __all__ = ["ReadOptions", "SegmentSlice", "parse_options", "plan_slices", "scan_log_dirs"]
 
 EARLIEST = -2
@@ -121,6 +119,8 @@ def parse_options(options) -> ReadOptions:
 
 def scan_log_dirs(log_dirs) -> dict[tuple[str, int], list]:
     """Every partition's segments (``storage.SegmentInfo``), in offset order."""
+    from storage import list_segments  # on the driver only: workers never scan directories
+
     by_partition: dict[tuple[str, int], list] = defaultdict(list)
     for log_dir in log_dirs:
         for info in list_segments(Path(log_dir)):

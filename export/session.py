@@ -40,6 +40,7 @@ def spark_session(master: str = "local[*]", app_name: str = "minikafka export"):
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
     if master.startswith("local"):
         builder = (builder.config("spark.driver.host", "127.0.0.1")
