@@ -30,6 +30,7 @@ from protocol.records import (  # noqa: E402
     ValidationConfig,
     build_message_set,
     iter_entries,
+    validate_and_assign,
 )
 
 SET_BYTES = 1 << 20
@@ -80,8 +81,6 @@ def main() -> None:
             crc_seconds = _best_seconds(lambda: zlib.crc32(data), args.seconds)
             for timestamp_type, type_name in ((CREATE_TIME, "CreateTime"), (LOG_APPEND_TIME, "LogAppendTime")):
                 config = ValidationConfig(max_message_bytes=2 * SET_BYTES, timestamp_type=timestamp_type)
-                from protocol.records import validate_and_assign
-
                 seconds = _best_seconds(lambda: validate_and_assign(data, 1000, now_ms, config), args.seconds)
                 case = f"{value_size} B values, {codec.name.lower()}, {type_name}"
                 print(

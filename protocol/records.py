@@ -27,6 +27,21 @@ truncated tail with CORRUPT_MESSAGE.
 
 Every error in a message set raises ``RecordError`` with the Kafka code the partition
 answers with.
+
+Where this module departs from Kafka 0.10.2's ``LogValidator`` / ``Log.append``, and why:
+
+* Messages keep the magic they were produced with; Kafka converts them to the topic's
+  ``message.format.version``. Consequently a set mixing magic 0 and magic 1 (which no client
+  produces) is refused with CORRUPT_MESSAGE rather than converted.
+* Each compressed wrapper is handled on its own: one with inner offsets 0..n-1 is updated in
+  place even when the set holds other entries. Kafka 0.10.2 counts inner offsets across all
+  wrappers of a set, so any set with two wrappers is merged and recompressed there.
+* A truncated last message in a produce request is CORRUPT_MESSAGE; Kafka drops it silently,
+  which acknowledges records that were never written.
+* An empty produce set is CORRUPT_MESSAGE; Kafka answers NONE with base offset -1. Refusing
+  it means the log never sees a zero-record append.
+* RECORD_LIST_TOO_LARGE, which Kafka returns for a set larger than a whole segment, is the
+  log's check: it knows ``segment.bytes``.
 """
 
 from __future__ import annotations
