@@ -23,13 +23,14 @@ with the codec named by the low three bits of its attributes. The byte formats:
   the subset every Kafka LZ4 reader accepts.
 
 Bad compressed bytes raise ``RecordError(CORRUPT_MESSAGE)``: they arrive in produce
-requests, and the partition answers with that code.
+requests, and the partition answers with that code. A payload that would inflate past
+``MAX_DECOMPRESSED_BYTES`` raises ``RecordError(MESSAGE_TOO_LARGE)`` before the memory is
+allocated (Kafka streams inner messages instead; we decompress whole sets).
 """
 
 from __future__ import annotations
 
 import enum
-import gzip
 import struct
 import zlib
 
@@ -56,6 +57,9 @@ _INT32 = struct.Struct(">i")
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_FLG_CONTENT_SIZE = 0x08
 _LZ4_FLG_DICT_ID = 0x01
+# Refuse inner sets that would inflate past this: a 1 MiB produce request must not make the
+# broker allocate gigabytes. Real producers' batches are far smaller.
+MAX_DECOMPRESSED_BYTES = 128 * 1024 * 1024
 _GZIP_LEVEL = 6  # java.util.zip.Deflater's default, what Kafka's Java producer uses
 
 
@@ -80,22 +84,25 @@ def compress(codec: Codec, data: bytes, *, magic: int) -> bytes:
     raise ValueError(f"not a compression codec: {codec!r}")
 
 
-def decompress(codec: Codec, data: bytes, *, magic: int) -> bytes:
+def decompress(codec: Codec, data: bytes, *, magic: int, max_size: int | None = None) -> bytes:
     """Decompress the value of a wrapper message of the given ``magic``.
 
-    Raises ``RecordError(CORRUPT_MESSAGE)`` when ``data`` is not valid for ``codec``.
+    Raises ``RecordError(CORRUPT_MESSAGE)`` when ``data`` is not valid for ``codec``, and
+    ``RecordError(MESSAGE_TOO_LARGE)`` when it would decompress to more than ``max_size``
+    bytes (default ``MAX_DECOMPRESSED_BYTES``), found out before that much is allocated.
     """
+    limit = MAX_DECOMPRESSED_BYTES if max_size is None else max_size
     try:
         if codec == Codec.GZIP:
-            return gzip.decompress(data)
+            return _gunzip(data, limit)
         if codec == Codec.SNAPPY:
             if bytes(data[:8]) == XERIAL_MAGIC:
-                return _xerial_decompress(data)
-            return snappy.decompress(bytes(data))
+                return _xerial_decompress(data, limit)
+            return _snappy_block(data, limit)
         if codec == Codec.LZ4:
             if magic == 0:
                 data = _with_header_checksum(bytes(data), legacy=False)
-            return lz4.frame.decompress(data)
+            return _lz4_decompress(data, limit)
     except RecordError:
         raise
     except Exception as exc:  # each library raises its own types for bad input
@@ -103,6 +110,54 @@ def decompress(codec: Codec, data: bytes, *, magic: int) -> bytes:
             ErrorCode.CORRUPT_MESSAGE, f"cannot decompress {Codec(codec).name} payload: {exc}"
         ) from None
     raise ValueError(f"not a compression codec: {codec!r}")
+
+
+def _too_large(limit: int) -> RecordError:
+    return RecordError(
+        ErrorCode.MESSAGE_TOO_LARGE, f"compressed message set decompresses to more than {limit} bytes"
+    )
+
+
+def _gunzip(data, limit: int) -> bytes:
+    parts = []
+    total = 0
+    remaining = bytes(data)
+    while True:
+        member = zlib.decompressobj(31)
+        part = member.decompress(remaining, limit + 1 - total)
+        total += len(part)
+        if total > limit:
+            raise _too_large(limit)
+        if not member.eof:
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "gzip payload is truncated")
+        parts.append(part)
+        remaining = member.unused_data
+        # Like gzip.GzipFile, accept further members and trailing zero padding.
+        if not remaining.strip(b"\x00"):
+            return b"".join(parts)
+
+
+def _lz4_decompress(data, limit: int) -> bytes:
+    decompressor = lz4.frame.LZ4FrameDecompressor()
+    out = decompressor.decompress(data, max_length=limit + 1)
+    if len(out) > limit:
+        raise _too_large(limit)
+    if not decompressor.eof:
+        raise RecordError(ErrorCode.CORRUPT_MESSAGE, "LZ4 frame is truncated")
+    return out
+
+
+def _snappy_block(block, limit: int) -> bytes:
+    """One raw snappy block, its declared length (a leading varint) checked first."""
+    declared = 0
+    for index in range(min(5, len(block))):
+        byte = block[index]
+        declared |= (byte & 0x7F) << (7 * index)
+        if not byte & 0x80:
+            break
+    if declared > limit:
+        raise _too_large(limit)
+    return snappy.decompress(bytes(block))
 
 
 def _xerial_compress(data: bytes) -> bytes:
@@ -115,12 +170,13 @@ def _xerial_compress(data: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _xerial_decompress(data: bytes) -> bytes:
+def _xerial_decompress(data: bytes, limit: int) -> bytes:
     view = memoryview(data)
     position = len(_XERIAL_HEADER)
     if len(view) < position:
         raise RecordError(ErrorCode.CORRUPT_MESSAGE, "xerial snappy header is truncated")
     parts = []
+    total = 0
     while position < len(view):
         if len(view) - position < 4:
             raise RecordError(ErrorCode.CORRUPT_MESSAGE, "xerial snappy block length truncated")
@@ -130,7 +186,9 @@ def _xerial_decompress(data: bytes) -> bytes:
             raise RecordError(
                 ErrorCode.CORRUPT_MESSAGE, f"xerial snappy block of {length} bytes overruns data"
             )
-        parts.append(snappy.decompress(bytes(view[position : position + length])))
+        block = _snappy_block(view[position : position + length], limit - total)
+        total += len(block)
+        parts.append(block)
         position += length
     return b"".join(parts)
 

@@ -169,3 +169,39 @@ def test_truncated_compressed_payloads_are_corrupt_message():
 def test_unknown_codec_is_a_programming_error():
     with pytest.raises(ValueError):
         compress(Codec.NONE, b"x", magic=1)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("magic", [0, 1])
+def test_decompressed_size_is_capped_before_allocation(codec, magic):
+    data = compress(codec, PAYLOAD, magic=magic)
+    assert decompress(codec, data, magic=magic, max_size=len(PAYLOAD)) == PAYLOAD
+    with pytest.raises(RecordError) as error:
+        decompress(codec, data, magic=magic, max_size=len(PAYLOAD) - 1)
+    assert error.value.code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_raw_snappy_block_declaring_a_huge_length_is_refused_unread():
+    bomb = b"\xff\xff\xff\xff\x0f" + b"\x00" * 10  # declares 4 GiB - 1
+    with pytest.raises(RecordError) as error:
+        decompress(Codec.SNAPPY, bomb, magic=1)
+    assert error.value.code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_gzip_bomb_is_refused_by_the_default_cap(monkeypatch):
+    import protocol.compression
+
+    monkeypatch.setattr(protocol.compression, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    bomb = compress(Codec.GZIP, bytes(8 << 20), magic=1)
+    assert len(bomb) < 20_000
+    with pytest.raises(RecordError) as error:
+        decompress(Codec.GZIP, bomb, magic=1)
+    assert error.value.code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_gzip_trailing_zero_padding_is_accepted_and_trailing_garbage_is_not():
+    data = compress(Codec.GZIP, PAYLOAD, magic=1)
+    assert decompress(Codec.GZIP, data + bytes(8), magic=1) == PAYLOAD
+    with pytest.raises(RecordError) as error:
+        decompress(Codec.GZIP, data + b"garbage", magic=1)
+    assert error.value.code == ErrorCode.CORRUPT_MESSAGE

@@ -455,3 +455,12 @@ def test_mutated_sets_are_refused_with_record_error_or_stay_readable(records, co
         except RecordError:
             continue
         assert len(list(iter_records(result.buffer))) == result.record_count
+
+
+def test_inner_set_inflating_past_the_cap_is_message_too_large(monkeypatch):
+    import protocol.compression
+
+    monkeypatch.setattr(protocol.compression, "MAX_DECOMPRESSED_BYTES", 4096)
+    data = build_message_set([(None, b"z" * 1000, NOW)] * 10, magic=1, codec=Codec.GZIP)
+    assert len(data) < 4096
+    refused(ErrorCode.MESSAGE_TOO_LARGE, validate_and_assign, data, 0, NOW, CREATE)
