@@ -1,0 +1,95 @@
+"""Durable small files: atomic replace, and Kafka's offset checkpoint text format.
+
+Every checkpoint is written to ``<name>.tmp``, fsynced, renamed over ``<name>``, and the
+directory fsynced, so a crash leaves either the old or the new file, never a torn one.
+
+Offset checkpoint layout (``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint``, ``replication-offset-checkpoint``), UTF-8 text, one item
+per line::
+
+    0                       <- format version
+    2                       <- number of entries
+    orders 0 1200           <- topic partition offset
+    orders 1 977
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CHECKPOINT_VERSION = 0
+
+
+class CorruptCheckpoint(ValueError):
+    """A checkpoint file that does not parse; callers fall back to safe defaults."""
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make renames and new files in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def parse_versioned_lines(text: str, path: Path, fields: int) -> list[list[str]]:
+    """Split Kafka's ``version / count / entries`` text into entries of ``fields`` words."""
+    lines = text.splitlines()
+    if len(lines) < 2 or lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CorruptCheckpoint(f"{path}: missing or unknown version line")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise CorruptCheckpoint(f"{path}: bad entry count {lines[1]!r}") from None
+    entries = [line.split() for line in lines[2:] if line.strip()]
+    if count != len(entries) or any(len(words) != fields for words in entries):
+        raise CorruptCheckpoint(f"{path}: expected {count} entries of {fields} fields")
+    return entries
+
+
+def format_versioned_lines(entries: list[str]) -> bytes:
+    return "".join(f"{line}\n" for line in [str(CHECKPOINT_VERSION), str(len(entries)), *entries]).encode()
+
+
+class OffsetCheckpointFile:
+    """One per-log-dir offset checkpoint: ``{(topic, partition): offset}`` in Kafka's format."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, offsets: dict[tuple[str, int], int]) -> None:
+        lines = [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
+        write_atomically(self.path, format_versioned_lines(lines))
+
+    def read(self) -> dict[tuple[str, int], int]:
+        """The stored offsets; {} if the file does not exist. Raises CorruptCheckpoint."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except UnicodeDecodeError:
+            raise CorruptCheckpoint(f"{self.path}: not UTF-8 text") from None
+        offsets = {}
+        for topic, partition, offset in parse_versioned_lines(text, self.path, 3):
+            try:
+                offsets[(topic, int(partition))] = int(offset)
+            except ValueError:
+                raise CorruptCheckpoint(f"{self.path}: bad entry {topic} {partition} {offset}") from None
+        return offsets

@@ -1,0 +1,264 @@
+"""The two sparse per-segment indexes, memory-mapped like Kafka's.
+
+Both hold offsets relative to the segment's base offset, carry no checksum, and are rebuilt
+from the ``.log`` file whenever they are missing or fail the cheap sanity check at load.
+
+``<base>.index`` (:class:`OffsetIndex`), 8-byte big-endian entries::
+
+    relative_offset  int32   last offset of the indexed message-set entry, minus base
+    position         int32   byte position of that entry in the .log file
+
+``<base>.timeindex`` (:class:`TimeIndex`), 12-byte big-endian entries, timestamps strictly
+increasing::
+
+    timestamp        int64   the largest timestamp in the segment up to this point
+    relative_offset  int32   last offset of the entry where that timestamp first appeared
+
+Size policy (as Kafka): the active segment's index files are preallocated (sparse) to
+``segment.index.bytes`` rounded down to whole entries and mapped read/write; when the segment
+rolls or the log closes they are truncated to their real entry count. A full index rolls the
+segment; the time index keeps one slot spare for the entry written at roll. Closed segments'
+indexes are mapped read-only on first lookup. After a crash an active index still has its
+preallocated length, so its entry count is wrong; the sanity check notices (the zero-filled
+last entry fails it) and recovery rebuilds the index anyway.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import ClassVar
+
+
+class CorruptIndex(Exception):
+    """An index file failed its sanity check; the segment must rebuild it."""
+
+
+class _MappedIndex:
+    """Shared mechanics: entry count, preallocation, mapping, trimming, binary search."""
+
+    ENTRY: ClassVar[struct.Struct]
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        entry_size = self.ENTRY.size
+        self.max_entries = max(max_index_size // entry_size, 2)
+        self._mm: mmap.mmap | None = None
+        self._writable = False
+        try:
+            self._file_length = path.stat().st_size
+        except FileNotFoundError:
+            path.touch()
+            self._file_length = 0
+        self.entries = self._file_length // entry_size
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def open_for_append(self) -> None:
+        """Preallocate to the maximum size and map read/write (active segment)."""
+        if self._writable:
+            return
+        self._unmap()
+        length = max(self.max_entries, self.entries) * self.ENTRY.size
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, length)
+            self._mm = mmap.mmap(fd, length)
+        finally:
+            os.close(fd)
+        self._file_length = length
+        self._writable = True
+
+    def reset(self) -> None:
+        """Forget every entry (before a rebuild); leaves the index writable."""
+        self.open_for_append()
+        self.entries = 0
+
+    def trim(self) -> None:
+        """Shrink the file to its entries and map it read-only from now on (segment closed)."""
+        if self._writable:
+            self._mm.flush()
+            self._unmap()
+            os.truncate(self.path, self.entries * self.ENTRY.size)
+            self._file_length = self.entries * self.ENTRY.size
+            self._writable = False
+
+    def flush(self) -> None:
+        if self._writable and self._mm is not None:
+            self._mm.flush()
+
+    def close(self) -> None:
+        self.trim()
+        self._unmap()
+
+    def rename(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        self._unmap()
+        self._writable = False
+        self.path.unlink(missing_ok=True)
+
+    def _unmap(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+
+    def _view(self) -> mmap.mmap:
+        if self._mm is None:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                self._mm = mmap.mmap(fd, self.entries * self.ENTRY.size, access=mmap.ACCESS_READ)
+            finally:
+                os.close(fd)
+        return self._mm
+
+    # -- entries -----------------------------------------------------------------------------
+
+    @property
+    def writable(self) -> bool:
+        return self._writable
+
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def entry(self, i: int) -> tuple[int, int]:
+        return self.ENTRY.unpack_from(self._view(), i * self.ENTRY.size)
+
+    def _write(self, *fields: int) -> None:
+        if not self._writable:
+            raise RuntimeError(f"{self.path.name} is closed for appends")
+        self.ENTRY.pack_into(self._mm, self.entries * self.ENTRY.size, *fields)
+        self.entries += 1
+
+    def _largest_at_most(self, key_field: int, target: int) -> int:
+        """Index of the last entry whose ``key_field`` is <= target, or -1."""
+        low, high = 0, self.entries - 1
+        found = -1
+        view, size, unpack = self._view() if self.entries else None, self.ENTRY.size, self.ENTRY.unpack_from
+        while low <= high:
+            mid = (low + high) // 2
+            if unpack(view, mid * size)[key_field] <= target:
+                found, low = mid, mid + 1
+            else:
+                high = mid - 1
+        return found
+
+    def _read_file_entry(self, fd: int, i: int) -> tuple[int, int]:
+        raw = os.pread(fd, self.ENTRY.size, i * self.ENTRY.size)
+        if len(raw) != self.ENTRY.size:
+            raise CorruptIndex(f"{self.path.name}: short read")
+        return self.ENTRY.unpack(raw)
+
+    def _check_length(self) -> None:
+        if self._file_length % self.ENTRY.size:
+            raise CorruptIndex(f"{self.path.name}: length {self._file_length} is not a multiple "
+                               f"of the {self.ENTRY.size}-byte entry size")
+
+
+class OffsetIndex(_MappedIndex):
+    """Sparse map from offset to file position (see the module docstring for the layout)."""
+
+    ENTRY = struct.Struct(">iI")
+
+    def append(self, offset: int, position: int) -> None:
+        relative = offset - self.base_offset
+        if self.entries and relative <= self.entry(self.entries - 1)[0]:
+            raise ValueError(f"offset index entries must increase: {offset} after {self.last_entry()[0]}")
+        self._write(relative, position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """``(offset, position)`` of the last entry at or below ``offset``; (base, 0) if none."""
+        i = self._largest_at_most(0, offset - self.base_offset)
+        if i < 0:
+            return self.base_offset, 0
+        relative, position = self.entry(i)
+        return self.base_offset + relative, position
+
+    def last_entry(self) -> tuple[int, int]:
+        if not self.entries:
+            return self.base_offset, 0
+        relative, position = self.entry(self.entries - 1)
+        return self.base_offset + relative, position
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= ``offset``."""
+        self.entries = self._largest_at_most(0, offset - self.base_offset - 1) + 1
+
+    def sanity_check(self, log_fd: int, log_size: int) -> None:
+        """Cheap check that the index matches its log (Kafka's sanityCheck, plus one peek).
+
+        The first and last entries must point inside the log at a message whose offset field
+        is the indexed offset, and relative offsets must be positive and increasing.
+        """
+        self._check_length()
+        if not self.entries:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            first = self._read_file_entry(fd, 0)
+            last = self._read_file_entry(fd, self.entries - 1)
+        finally:
+            os.close(fd)
+        if first[0] <= 0 or last[0] < first[0] or (self.entries > 1 and last[0] == first[0]):
+            raise CorruptIndex(f"{self.path.name}: relative offsets not positive and increasing")
+        for relative, position in (first, last):
+            prefix = os.pread(log_fd, 8, position) if position + 8 <= log_size else b""
+            if len(prefix) != 8 or int.from_bytes(prefix, "big", signed=True) != self.base_offset + relative:
+                raise CorruptIndex(f"{self.path.name}: entry for offset {self.base_offset + relative} "
+                                   f"does not point at that message")
+
+
+class TimeIndex(_MappedIndex):
+    """Sparse map from timestamp to offset (see the module docstring for the layout)."""
+
+    ENTRY = struct.Struct(">qi")
+
+    def is_full(self) -> bool:
+        # The last slot is kept for the entry written when the segment rolls.
+        return self.entries >= self.max_entries - 1
+
+    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
+        """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's."""
+        if timestamp < 0 or (self.entries and timestamp <= self.entry(self.entries - 1)[0]):
+            return
+        if self.entries >= self.max_entries or (self.is_full() and not skip_full_check):
+            return
+        self._write(timestamp, offset - self.base_offset)
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """``(timestamp, offset)`` of the last entry at or below ``timestamp``; (-1, base) if none."""
+        i = self._largest_at_most(0, timestamp)
+        if i < 0:
+            return -1, self.base_offset
+        ts, relative = self.entry(i)
+        return ts, self.base_offset + relative
+
+    def last_entry(self) -> tuple[int, int]:
+        if not self.entries:
+            return -1, self.base_offset
+        ts, relative = self.entry(self.entries - 1)
+        return ts, self.base_offset + relative
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= ``offset`` (offsets increase with timestamps)."""
+        self.entries = self._largest_at_most(1, offset - self.base_offset - 1) + 1
+
+    def sanity_check(self) -> None:
+        """Timestamps of the first and last entries non-negative and ordered, offsets sane."""
+        self._check_length()
+        if not self.entries:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            first_ts, first_rel = self._read_file_entry(fd, 0)
+            last_ts, last_rel = self._read_file_entry(fd, self.entries - 1)
+        finally:
+            os.close(fd)
+        if first_ts < 0 or first_rel < 0 or last_rel < first_rel or (
+                self.entries > 1 and (last_ts <= first_ts or last_rel == first_rel)):
+            raise CorruptIndex(f"{self.path.name}: entries out of order")

@@ -1,0 +1,457 @@
+"""One partition's log: an ordered list of segments in ``<log dir>/<topic>-<partition>/``.
+
+Directory contents::
+
+    00000000000000000000.log        segments, named by base offset (see storage.segment)
+    00000000000000000000.index
+    00000000000000000000.timeindex
+    00000000000000052138.log ...
+    leader-epoch-checkpoint         see storage.leader_epoch
+    topic-config.properties         topic overrides, written by the LogManager
+    *.deleted                       segments on their way out (file.delete.delay.ms)
+
+Only the last segment (the *active* one) is appended to. A segment rolls by size, by
+``segment.ms`` between message timestamps (KIP-33), on a full index, or when offsets would
+not fit 4 relative bytes; rolling fsyncs it and reports it to ``on_segment_closed``.
+Retention judges a segment by its largest message timestamp, never by file times, so a
+restart or a copied directory changes nothing. Every public method takes the log's lock:
+the broker may run storage calls in worker threads.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Callable
+
+from protocol.errors import ErrorCode, RecordError
+from protocol.records import ValidatedSet, validate_and_assign, validate_given_offsets
+from storage.checkpoint import fsync_dir
+from storage.clock import Clock
+from storage.config import LogConfig
+from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpointFile
+from storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from storage.types import AppendResult, FileSlice, OffsetOutOfRange, SegmentInfo
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+logger = logging.getLogger(__name__)
+
+
+def _segment_base(name: str, suffix: str) -> int | None:
+    stem = name[: -len(suffix)]
+    if name.endswith(suffix) and len(stem) == 20 and stem.isascii() and stem.isdigit():
+        return int(stem)
+    return None
+
+
+class Log:
+    """A partition's segments, offsets, retention and recovery (see the module docstring).
+
+    Opening a ``Log`` loads an existing directory (or starts an empty one): stray files of
+    interrupted deletions are removed, indexes that are missing or fail their sanity check
+    are rebuilt, and with ``needs_recovery`` (no clean-shutdown marker) every segment from
+    the one holding ``recovery_point`` on is scanned and cut at its first invalid entry.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        needs_recovery: bool = False,
+    ) -> None:
+        self.dir = Path(directory)
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.on_segment_closed: Callable[[SegmentInfo], None] | None = None
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._validation_config = config.validation_config()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._load(recovery_point, log_start_offset, needs_recovery)
+        self.leader_epoch_cache = LeaderEpochCache(
+            LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT), lambda: self.log_end_offset
+        )
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        self._last_flush_ms = clock.time_ms()
+
+    @classmethod
+    def create(cls, directory: Path, topic: str, partition: int, config: LogConfig, clock: Clock) -> "Log":
+        """A new, empty partition: epoch 0 starts at offset 0."""
+        log = cls(directory, topic, partition, config, clock)
+        log.leader_epoch_cache.assign(0, 0)
+        fsync_dir(log.dir.parent)
+        return log
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def _load(self, recovery_point: int, log_start_offset: int, needs_recovery: bool) -> None:
+        bases = self._clean_directory()
+        if not bases:
+            segment = LogSegment(self.dir, log_start_offset, self.config, create=True)
+            segment.open_for_append()
+            self._set_segments([segment])
+            self.log_start_offset = self.recovery_point = log_start_offset
+            return
+        segments = [LogSegment(self.dir, base, self.config, create=False) for base in bases]
+        recovered: dict[int, int] = {}  # segment position -> bytes its recovery truncated
+        for i, segment in enumerate(segments):
+            if not segment.indexes_look_sane():
+                logger.warning("%s-%d: rebuilding indexes of segment %d", self.topic, self.partition,
+                               segment.base_offset)
+                recovered[i] = segment.recover()
+        if needs_recovery:
+            first = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+            for i in range(first, len(segments)):
+                if i not in recovered:
+                    recovered[i] = segments[i].recover()
+                if recovered[i]:
+                    logger.warning("%s-%d: recovery truncated %d invalid bytes from segment %d",
+                                   self.topic, self.partition, recovered[i], segments[i].base_offset)
+                    for doomed in segments[i + 1:]:
+                        doomed.close()
+                        doomed.delete_files()
+                    del segments[i + 1:]
+                    break
+        for i, segment in enumerate(segments[:-1]):
+            if i in recovered:
+                segment.finish()
+            else:
+                segment.next_offset = segments[i + 1].base_offset
+        active = segments[-1]
+        if len(segments) - 1 not in recovered:
+            active.load_tail_state()
+        active.open_for_append()
+        self._set_segments(segments)
+        end = self.log_end_offset
+        self.recovery_point = min(recovery_point, end) if needs_recovery else end
+        self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), end)
+
+    def _clean_directory(self) -> list[int]:
+        """Remove leftovers of interrupted work; return the base offsets of the segments."""
+        names = os.listdir(self.dir)
+        logs = {base for name in names if (base := _segment_base(name, LOG_SUFFIX)) is not None}
+        for name in names:
+            path = self.dir / name
+            orphan_index = any(
+                (base := _segment_base(name, suffix)) is not None and base not in logs
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            )
+            if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp") or orphan_index:
+                path.unlink(missing_ok=True)
+        return sorted(logs)
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        self._segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+
+    # -- appending ---------------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes, leader_epoch: int = 0) -> AppendResult:
+        """Validate a produced set, assign its offsets from the log end, append it.
+
+        Raises ``RecordError`` (nothing is written) for any invalid set.
+        """
+        with self._lock:
+            now = self._clock.time_ms()
+            validated = validate_and_assign(records, self.log_end_offset, now, self._validation_config)
+            self._check_set_size(validated)
+            self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
+            return self._append(validated, now)
+
+    def append_as_follower(self, records: bytes) -> AppendResult:
+        """Append a leader's set keeping its offsets (strictly increasing, >= log end)."""
+        with self._lock:
+            validated = validate_given_offsets(records, self.log_end_offset, self._validation_config)
+            if not validated.record_count:
+                end = self.log_end_offset
+                return AppendResult(end, end - 1, -1, 0)
+            self._check_set_size(validated)
+            return self._append(validated, self._clock.time_ms())
+
+    def _check_set_size(self, validated: ValidatedSet) -> None:
+        if len(validated.buffer) > self.config.segment_bytes:
+            raise RecordError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"message set of {len(validated.buffer)} bytes exceeds segment.bytes {self.config.segment_bytes}",
+            )
+
+    def _append(self, validated: ValidatedSet, now: int) -> AppendResult:
+        segment = self._segments[-1]
+        if segment.should_roll(len(validated.buffer), validated.max_timestamp, validated.last_offset):
+            segment = self._roll(now)
+        segment.append(validated.buffer, validated.entries, validated.last_offset)
+        every = self.config.flush_interval_messages
+        if every is not None and self.log_end_offset - self.recovery_point >= every:
+            self._flush(now)
+        return AppendResult(validated.first_offset, validated.last_offset, validated.log_append_time,
+                            validated.record_count)
+
+    def roll(self) -> None:
+        """Close the active segment now (no-op if it is empty)."""
+        with self._lock:
+            self._roll(self._clock.time_ms())
+
+    def _roll(self, now: int) -> LogSegment:
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        active.finish()
+        segment = LogSegment(self.dir, active.next_offset, self.config, create=True)
+        segment.open_for_append()
+        fsync_dir(self.dir)
+        self._set_segments(self._segments + [segment])
+        self.recovery_point = max(self.recovery_point, segment.base_offset)
+        self._last_flush_ms = now
+        if self.on_segment_closed is not None:
+            try:
+                self.on_segment_closed(active.info(self.topic, self.partition, closed=True))
+            except Exception:
+                logger.exception("%s-%d: on_segment_closed failed", self.topic, self.partition)
+        return segment
+
+    # -- durability --------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync everything appended so far; the recovery point moves to the log end."""
+        with self._lock:
+            self._flush(self._clock.time_ms())
+
+    def flush_if_due(self) -> bool:
+        """Flush if ``flush.ms`` has passed since the last flush with data unflushed."""
+        with self._lock:
+            interval = self.config.flush_interval_ms
+            now = self._clock.time_ms()
+            if interval is None or self.log_end_offset <= self.recovery_point or now - self._last_flush_ms < interval:
+                return False
+            self._flush(now)
+            return True
+
+    def _flush(self, now: int) -> None:
+        self._segments[-1].flush()
+        self.recovery_point = self.log_end_offset
+        self._last_flush_ms = now
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FileSlice:
+        """Stored bytes from the entry holding ``offset`` (a compressed wrapper's start if the
+        offset is inside one), at most ``max_bytes`` (but the whole first entry with
+        ``min_one_message``), ending before the entry holding ``max_offset`` (the high
+        watermark). Length 0 at the log end. The slice may end inside an entry, as Kafka's
+        fetch responses may. Raises OffsetOutOfRange outside [log start, log end].
+        """
+        with self._lock:
+            end = self.log_end_offset
+            active = self._segments[-1]
+            if offset == end:
+                return FileSlice(active.file, active.size, 0)
+            if offset < self.log_start_offset or offset > end:
+                raise OffsetOutOfRange(
+                    f"offset {offset} is outside [{self.log_start_offset}, {end}] of {self.topic}-{self.partition}"
+                )
+            i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+            for segment in self._segments[i:]:
+                found = segment.read(offset, max_bytes, max_offset, min_one_message)
+                if found is not None:
+                    return found
+            return FileSlice(active.file, active.size, 0)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first message whose timestamp is >= ``timestamp``
+        (KIP-33: no later message is older than the target); None if none is.
+
+        ListOffsets' special values: -1 (latest) gives ``(log end, -1)``, -2 (earliest)
+        ``(log start, -1)``.
+        """
+        with self._lock:
+            if timestamp == LATEST_TIMESTAMP:
+                return self.log_end_offset, -1
+            if timestamp == EARLIEST_TIMESTAMP:
+                return self.log_start_offset, -1
+            for segment in self._segments:
+                if segment.max_timestamp >= timestamp and segment.next_offset > self.log_start_offset:
+                    found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                    if found is not None:
+                        return found
+            return None
+
+    def closed_segments(self) -> list[SegmentInfo]:
+        with self._lock:
+            return [s.info(self.topic, self.partition, closed=True) for s in self._segments[:-1]]
+
+    def segments(self) -> list[SegmentInfo]:
+        """Every segment, the active one last (``closed=False``)."""
+        with self._lock:
+            return self.closed_segments() + [self._segments[-1].info(self.topic, self.partition, closed=False)]
+
+    # -- truncation --------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every message at or above ``offset`` (follower truncation)."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully_and_start_at(offset)
+                return
+            now = self._clock.time_ms()
+            keep = [s for s in self._segments if s.base_offset <= offset]
+            doomed = [s for s in self._segments if s.base_offset > offset]
+            self._set_segments(keep)
+            self._schedule_deletion(doomed, now)
+            active = keep[-1]
+            if not active.truncate_to(offset):
+                active.load_tail_state()
+            active.open_for_append()
+            self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything; the log restarts empty at ``offset`` (a follower far behind)."""
+        if offset < 0:
+            raise ValueError(f"cannot start a log at negative offset {offset}")
+        with self._lock:
+            self._truncate_fully_and_start_at(offset)
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        if offset in self._bases:  # a segment already has that name: empty it and keep it
+            segment = self._segments[self._bases.index(offset)]
+            doomed = [s for s in self._segments if s is not segment]
+            segment.truncate_to(offset)
+        else:
+            segment = LogSegment(self.dir, offset, self.config, create=True)
+            doomed = self._segments
+        segment.open_for_append()
+        self._set_segments([segment])
+        self._schedule_deletion(doomed, self._clock.time_ms())
+        self.log_start_offset = offset
+        self.leader_epoch_cache.clear_and_flush()
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        end = self.log_end_offset
+        self.recovery_point = min(self.recovery_point, end)
+        self.high_watermark = min(self.high_watermark, end)
+        self.log_start_offset = min(self.log_start_offset, end)
+        self.leader_epoch_cache.truncate_from_end(end)
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def delete_expired_segments(self, may_delete: Callable[[SegmentInfo], bool] | None = None) -> int:
+        """Apply retention.ms and retention.bytes; returns the number of segments deleted.
+
+        A segment expires when ``now - its largest message timestamp > retention.ms`` (a
+        segment with no timestamps, i.e. only magic-0 messages, never expires by time). The
+        active segment is never deleted, but once all of it is past retention it is rolled,
+        so a quiet topic still expires on the next pass. Deletion takes the oldest segments
+        in order and stops at the first one that is not due or that ``may_delete`` (the
+        export hand-off) refuses. Deleted segments are renamed to ``.deleted`` and unlinked
+        ``file.delete.delay.ms`` later by a later pass, so reads in flight finish.
+        """
+        with self._lock:
+            now = self._clock.time_ms()
+            self._purge_deleted(now)
+            if not self.config.deletes_old_segments:
+                return 0
+            retention_ms = self.config.retention_ms
+            deleted = 0
+            if retention_ms >= 0:
+                active = self._segments[-1]
+                if active.size and active.max_timestamp >= 0 and now - active.max_timestamp > retention_ms:
+                    self._roll(now)
+                deleted += self._delete_oldest(
+                    lambda s: s.max_timestamp >= 0 and now - s.max_timestamp > retention_ms, may_delete, now
+                )
+            if self.config.retention_bytes >= 0:
+                excess = self.size_in_bytes - self.config.retention_bytes
+
+                def over_size(segment: LogSegment) -> bool:
+                    nonlocal excess
+                    if excess - segment.size < 0:
+                        return False
+                    excess -= segment.size
+                    return True
+
+                deleted += self._delete_oldest(over_size, may_delete, now)
+            return deleted
+
+    def _delete_oldest(self, due: Callable[[LogSegment], bool],
+                       may_delete: Callable[[SegmentInfo], bool] | None, now: int) -> int:
+        count = 0
+        for segment in self._segments[:-1]:
+            if not due(segment):
+                break
+            if may_delete is not None and not may_delete(segment.info(self.topic, self.partition, closed=True)):
+                break
+            count += 1
+        if count:
+            doomed = self._segments[:count]
+            self._set_segments(self._segments[count:])
+            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            self._schedule_deletion(doomed, now)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        return count
+
+    def _schedule_deletion(self, segments: list[LogSegment], now: int) -> None:
+        for segment in segments:
+            segment.rename_to_deleted()
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+
+    def _purge_deleted(self, now: int) -> None:
+        keep = []
+        for due, segment in self._pending_deletes:
+            if due <= now:
+                segment.delete_files()
+            else:
+                keep.append((due, segment))
+        self._pending_deletes = keep
+
+    # -- closing -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Clean close: indexes trimmed and finished, files released, pending deletions done."""
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+            for _, segment in self._pending_deletes:
+                segment.delete_files()
+            self._pending_deletes = []
+
+    def delete(self) -> None:
+        """Remove the partition's directory and everything in it."""
+        with self._lock:
+            for segment in self._segments + [s for _, s in self._pending_deletes]:
+                segment.delete_files()
+            self._pending_deletes = []
+            shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,58 @@
+"""Topic names and partition directory names.
+
+A topic name becomes a path component (``<log dir>/<topic>-<partition>``), so it is checked
+before anything touches the filesystem: only ``[a-zA-Z0-9._-]``, at most 249 characters
+(Kafka's limit, which leaves room for ``-<partition>`` and suffixes within 255), and never
+``.`` or ``..``. With that alphabet no name can contain a path separator, so nothing a client
+sends can address a file outside the log dirs.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+class InvalidTopicName(ValueError):
+    """A topic name Kafka would refuse (maps to INVALID_TOPIC_EXCEPTION)."""
+
+
+def validate_topic_name(name: str) -> None:
+    """Raise :class:`InvalidTopicName` unless ``name`` is a legal Kafka topic name."""
+    if not isinstance(name, str) or not name:
+        raise InvalidTopicName("topic name must be a non-empty string")
+    if name in (".", ".."):
+        raise InvalidTopicName(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicName(
+            f"topic name is {len(name)} characters long; the maximum is {MAX_TOPIC_NAME_LENGTH}"
+        )
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise InvalidTopicName(
+            f"topic name {name!r} contains characters other than ASCII letters, digits, '.', '_' and '-'"
+        )
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>``; the topic must already be valid."""
+    if not isinstance(partition, int) or partition < 0:
+        raise ValueError(f"partition must be a non-negative int, not {partition!r}")
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` for a directory named ``<topic>-<partition>``, else None.
+
+    Directories that are not partitions (a topic deletion in progress ``...-delete``, Kafka's
+    ``.deleted`` leftovers, anything foreign) give None so start-up can skip them.
+    """
+    topic, sep, number = name.rpartition("-")
+    if not sep or not (number.isascii() and number.isdigit()) or (len(number) > 1 and number[0] == "0"):
+        return None
+    try:
+        validate_topic_name(topic)
+    except InvalidTopicName:
+        return None
+    return topic, int(number)

@@ -1,0 +1,372 @@
+"""One log segment: a ``.log`` file of message sets plus its offset and time indexes.
+
+``<base offset, 20 digits>.log`` holds entries exactly as on the wire (magic 0/1)::
+
+    offset     int64    the message's offset (a compressed wrapper's: its last inner offset)
+    size       int32    length of the message that follows
+    crc        uint32   CRC-32 of magic..end of message
+    magic      int8
+    attributes int8
+    timestamp  int64    magic 1 only
+    key, value          int32-length-prefixed bytes
+
+The segment keeps in memory what Kafka keeps: its size, next offset, largest timestamp (and
+the offset where it first appeared), and the position of its last offset-index entry, from
+which the next index entry is due after ``index.interval.bytes``. Index entries point at
+shallow entries by their *last* offset, so a fetch offset inside a compressed wrapper finds
+that wrapper.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import Iterator, NamedTuple
+
+from protocol.errors import RecordError
+from protocol.records import iter_entries, iter_records
+from storage.config import LogConfig
+from storage.index import CorruptIndex, OffsetIndex, TimeIndex
+from storage.types import FileSlice, SegmentFile, SegmentInfo
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+
+LOG_OVERHEAD = 12
+MAX_RELATIVE_OFFSET = 2**31 - 1
+# Enough of an entry to read offset, size, crc, magic, attributes and (magic 1) timestamp;
+# also the smallest possible entry (12-byte overhead + 14-byte magic-0 message).
+_HEAD = struct.Struct(">qiIbbq")
+_MIN_MESSAGE_SIZE = 14
+_HEADER_WINDOW = 16 * 1024
+_RECOVERY_CHUNK = 8 * 1024 * 1024
+
+
+def segment_file_stem(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class EntryHeader(NamedTuple):
+    """The fixed head of one shallow entry in a segment file."""
+
+    position: int
+    offset: int
+    size: int  # including the 12-byte log overhead
+    codec: int
+    timestamp: int  # -1 for magic 0
+
+
+def iter_headers(fd: int, start: int, end: int) -> Iterator[EntryHeader]:
+    """Shallow entry heads in ``[start, end)`` of an already-validated file, read in windows.
+
+    Stops at the first entry that does not fit before ``end``.
+    """
+    window = b""
+    window_start = start
+    position = start
+    while position + _HEAD.size <= end:
+        relative = position - window_start
+        if relative + _HEAD.size > len(window):
+            window = os.pread(fd, min(_HEADER_WINDOW, end - position), position)
+            window_start, relative = position, 0
+            if len(window) < _HEAD.size:
+                return
+        offset, size, _crc, magic, attributes, timestamp = _HEAD.unpack_from(window, relative)
+        if size < _MIN_MESSAGE_SIZE or position + LOG_OVERHEAD + size > end:
+            return
+        yield EntryHeader(position, offset, LOG_OVERHEAD + size, attributes & 7, timestamp if magic else -1)
+        position += LOG_OVERHEAD + size
+
+
+def _crc_ok(buf, position: int, size: int) -> bool:
+    stored = int.from_bytes(buf[position + 12:position + 16], "big")
+    return zlib.crc32(buf[position + 16:position + size]) == stored
+
+
+class LogSegment:
+    """A segment file and its two indexes (see the module docstring)."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, *, create: bool) -> None:
+        self.base_offset = base_offset
+        self.config = config
+        stem = directory / segment_file_stem(base_offset)
+        self.log_path = stem.with_name(stem.name + LOG_SUFFIX)
+        if create:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                stem.with_name(stem.name + suffix).unlink(missing_ok=True)
+        self.file = SegmentFile(self.log_path, "w+" if create else "r+")
+        self.size = os.fstat(self.file.fileno()).st_size
+        self.indexes_missing = not (stem.with_name(stem.name + INDEX_SUFFIX).exists()
+                                    and stem.with_name(stem.name + TIME_INDEX_SUFFIX).exists())
+        self.offset_index = OffsetIndex(stem.with_name(stem.name + INDEX_SUFFIX), base_offset,
+                                        config.segment_index_bytes)
+        self.time_index = TimeIndex(stem.with_name(stem.name + TIME_INDEX_SUFFIX), base_offset,
+                                    config.segment_index_bytes)
+        self.next_offset = base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
+        self._index_anchor = 0
+        self._rolling_base_timestamp: int | None = None
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def indexes_look_sane(self) -> bool:
+        """Cheap check of both index files against the log, reading a few entry heads.
+
+        Beyond Kafka's sanityCheck: the first and last offset-index entries must point at
+        their messages; the first and last time-index entries must name an entry carrying
+        exactly that timestamp; an empty offset index is only right if no entry starts past
+        ``index.interval.bytes``; an empty time index only if those entries carry none.
+        """
+        if self.indexes_missing:
+            return False
+        try:
+            self.offset_index.sanity_check(self.file.fileno(), self.size)
+            self.time_index.sanity_check()
+        except CorruptIndex:
+            return False
+        for i in {0, self.time_index.entries - 1} if self.time_index.entries else ():
+            timestamp, relative = self.time_index.entry(i)
+            head = self.translate_offset(self.base_offset + relative)
+            if head is None or head.offset != self.base_offset + relative or head.timestamp != timestamp:
+                return False
+        if not self.offset_index.entries:
+            for head in iter_headers(self.file.fileno(), 0, self.size):
+                if head.position > self.config.index_interval_bytes:
+                    return False
+                if head.timestamp >= 0 and not self.time_index.entries:
+                    return False
+        elif not self.time_index.entries:
+            head = self.translate_offset(self.offset_index.last_entry()[0])
+            if head is None or head.timestamp >= 0:
+                return False
+        return True
+
+    def load_tail_state(self) -> None:
+        """Set next offset and largest timestamp of a segment loaded from disk without a
+        full scan: start from the last time-index entry and read entry heads to the end."""
+        max_timestamp, offset_of_max = self.time_index.last_entry()
+        start = self.offset_index.lookup(offset_of_max)[1] if self.time_index.entries else 0
+        last_offset = None
+        for head in iter_headers(self.file.fileno(), start, self.size):
+            if head.timestamp > max_timestamp:
+                max_timestamp, offset_of_max = head.timestamp, head.offset
+            last_offset = head.offset
+        self.next_offset = self.base_offset if last_offset is None else last_offset + 1
+        self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._index_anchor = self.offset_index.last_entry()[1]
+        self._rolling_base_timestamp = None
+
+    def recover(self) -> int:
+        """Rebuild both indexes from the log, checking every entry's size and CRC and that
+        offsets increase; truncate the first bad or partial entry and all after it.
+
+        Returns the number of bytes truncated.
+        """
+        fd = self.file.fileno()
+        file_size = os.fstat(fd).st_size
+        self.offset_index.reset()
+        self.time_index.reset()
+        max_timestamp, offset_of_max = -1, self.base_offset
+        last_offset = self.base_offset - 1
+        anchor = 0
+        interval = self.config.index_interval_bytes
+        position = 0
+        read_size = _RECOVERY_CHUNK
+        while position < file_size:
+            chunk = os.pread(fd, min(read_size, file_size - position), position)
+            consumed = 0
+            valid = True
+            try:
+                for entry in iter_entries(chunk):
+                    if entry.offset <= last_offset or not _crc_ok(chunk, entry.position, entry.size):
+                        valid = False
+                        break
+                    file_position = position + entry.position
+                    if entry.timestamp > max_timestamp:
+                        max_timestamp, offset_of_max = entry.timestamp, entry.offset
+                    if file_position - anchor > interval:
+                        if not self.offset_index.is_full():
+                            self.offset_index.append(entry.offset, file_position)
+                            self.time_index.maybe_append(max_timestamp, offset_of_max)
+                        anchor = file_position
+                    last_offset = entry.offset
+                    consumed = entry.position + entry.size
+            except RecordError:
+                valid = False
+            position += consumed
+            if not valid:
+                break
+            if consumed:
+                read_size = _RECOVERY_CHUNK
+                continue
+            # No whole entry in the chunk: one larger than the chunk, or a partial tail.
+            if len(chunk) < LOG_OVERHEAD or read_size > _RECOVERY_CHUNK:
+                break
+            needed = LOG_OVERHEAD + int.from_bytes(chunk[8:12], "big", signed=True)
+            if needed <= len(chunk) or position + needed > file_size:
+                break
+            read_size = needed
+        truncated = file_size - position
+        if truncated:
+            os.ftruncate(fd, position)
+        self.size = position
+        self.next_offset = last_offset + 1 if last_offset >= self.base_offset else self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._index_anchor = anchor
+        self._rolling_base_timestamp = None
+        return truncated
+
+    # -- appending ---------------------------------------------------------------------------
+
+    def open_for_append(self) -> None:
+        self.offset_index.open_for_append()
+        self.time_index.open_for_append()
+
+    def rolling_base_timestamp(self) -> int:
+        """Timestamp of the segment's first message (KIP-33 roll basis); -1 if it has none."""
+        if self._rolling_base_timestamp is None:
+            first = next(iter_headers(self.file.fileno(), 0, self.size), None)
+            self._rolling_base_timestamp = first.timestamp if first else -1
+        return self._rolling_base_timestamp
+
+    def should_roll(self, set_size: int, set_max_timestamp: int, set_last_offset: int) -> bool:
+        """Kafka's roll rule, with time measured between message timestamps (KIP-33):
+        full by bytes, the incoming set's largest timestamp more than ``segment.ms`` past the
+        first message's, an index full, or offsets that would not fit 4 relative bytes."""
+        if self.size == 0:
+            return False
+        config = self.config
+        if self.size + set_size > config.segment_bytes:
+            return True
+        if self.offset_index.is_full() or self.time_index.is_full():
+            return True
+        if set_last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            return True
+        base_timestamp = self.rolling_base_timestamp()
+        return base_timestamp >= 0 and set_max_timestamp - base_timestamp > config.segment_ms
+
+    def append(self, buffer: bytes, entries: list[tuple[int, int, int]], last_offset: int) -> None:
+        """Write a validated set and index it from its per-entry ``(position, last offset,
+        max timestamp)`` list, without parsing the bytes again."""
+        start = self.size
+        fd = self.file.fileno()
+        view = memoryview(buffer)
+        written = 0
+        while written < len(buffer):
+            written += os.pwrite(fd, view[written:], start + written)
+        if start == 0 and entries:
+            self._rolling_base_timestamp = entries[0][2]
+        max_timestamp, offset_of_max = self.max_timestamp, self.offset_of_max_timestamp
+        threshold = self._index_anchor + self.config.index_interval_bytes - start
+        offset_index, time_index = self.offset_index, self.time_index
+        for position, entry_last_offset, entry_max_timestamp in entries:
+            if entry_max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = entry_max_timestamp, entry_last_offset
+            if position > threshold and not offset_index.is_full():
+                offset_index.append(entry_last_offset, start + position)
+                time_index.maybe_append(max_timestamp, offset_of_max)
+                threshold = position + self.config.index_interval_bytes
+                self._index_anchor = start + position
+        self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
+        self.size = start + len(buffer)
+        self.next_offset = last_offset + 1
+
+    def finish(self) -> None:
+        """The segment stops being active: record its largest timestamp as the last
+        time-index entry (retention reads it there), trim the indexes and fsync."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.trim()
+        self.time_index.trim()
+        os.fsync(self.file.fileno())
+
+    def flush(self) -> None:
+        os.fsync(self.file.fileno())
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> EntryHeader | None:
+        """The first entry at or after ``start_position`` whose (last) offset is >= ``offset``."""
+        position = max(start_position, self.offset_index.lookup(offset)[1])
+        for head in iter_headers(self.file.fileno(), position, self.size):
+            if head.offset >= offset:
+                return head
+        return None
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> FileSlice | None:
+        """Entries from the one holding ``offset``; None if the segment has none that far."""
+        first = self.translate_offset(offset)
+        if first is None:
+            return None
+        limit = max(max_bytes, first.size) if min_one_message else max_bytes
+        end = self.size
+        if max_offset is not None:
+            if max_offset < offset:
+                return FileSlice(self.file, first.position, 0)
+            bound = self.translate_offset(max_offset, first.position)
+            if bound is not None:
+                end = bound.position
+        return FileSlice(self.file, first.position, max(0, min(end - first.position, limit)))
+
+    def find_offset_by_timestamp(self, timestamp: int, min_offset: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first message at or after ``min_offset`` whose
+        timestamp is >= ``timestamp`` (KIP-33), found from the time index and a short scan."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(indexed_offset, min_offset))[1]
+        fd = self.file.fileno()
+        for head in iter_headers(fd, position, self.size):
+            if head.timestamp < timestamp or head.offset < min_offset:
+                continue
+            if not head.codec:
+                return head.offset, head.timestamp
+            for record in iter_records(os.pread(fd, head.size, head.position)):
+                if record.timestamp >= timestamp and record.offset >= min_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    # -- truncation and removal --------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every entry whose last offset is >= ``offset``; returns bytes removed."""
+        first_removed = self.translate_offset(offset)
+        if first_removed is None:
+            return 0
+        removed = self.size - first_removed.position
+        self.open_for_append()
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        os.ftruncate(self.file.fileno(), first_removed.position)
+        self.size = first_removed.position
+        self.load_tail_state()
+        return removed
+
+    def info(self, topic: str, partition: int, *, closed: bool) -> SegmentInfo:
+        return SegmentInfo(topic, partition, self.base_offset, self.next_offset, self.log_path,
+                           self.size, self.max_timestamp, closed)
+
+    def close(self) -> None:
+        """Clean close (shutdown): finish the indexes like a roll, then release the files."""
+        if self.time_index.writable:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.close()
+        self.time_index.close()
+        self.file.close()
+
+    def rename_to_deleted(self) -> None:
+        """First step of deletion: readers holding the file keep reading it."""
+        new_log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        os.replace(self.log_path, new_log_path)
+        self.log_path = new_log_path
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def delete_files(self) -> None:
+        """Unlink the files; the open log file closes when its last reader lets go."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.log_path.unlink(missing_ok=True)

@@ -1,0 +1,90 @@
+"""Values storage hands to the layers above: file slices, append results, segment facts, errors."""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class OffsetOutOfRange(Exception):
+    """A read asked for an offset outside [log start offset, log end offset]."""
+
+
+class TopicAlreadyExists(Exception):
+    """create_topic for a topic that already has partitions (TOPIC_ALREADY_EXISTS)."""
+
+
+class UnknownTopic(KeyError):
+    """An operation on a topic this broker does not hold (UNKNOWN_TOPIC_OR_PARTITION)."""
+
+
+class SegmentFile(io.FileIO):
+    """A segment's ``.log`` file, opened read/write, shared by the segment and its readers.
+
+    Retention may unlink the file while a fetch still holds a :class:`FileSlice` of it; the
+    descriptor stays valid until the last reference goes, so such a file is closed by its last
+    owner rather than by the log (no ResourceWarning: dropping it is the intended close).
+    """
+
+    def __del__(self) -> None:
+        self.close()
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """``length`` bytes of ``file`` from ``position``: message sets exactly as stored.
+
+    The broker sends it with ``os.sendfile(sock, slice.fileno(), position, length)``; paths
+    that must convert the bytes call :meth:`read_bytes`. Neither moves the file position.
+    """
+
+    file: io.FileIO
+    position: int
+    length: int
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def read_bytes(self) -> bytes:
+        fd = self.file.fileno()
+        parts = []
+        position, remaining = self.position, self.length
+        while remaining > 0:
+            chunk = os.pread(fd, remaining, position)
+            if not chunk:  # truncated under us (follower truncation): return what exists
+                break
+            parts.append(chunk)
+            position += len(chunk)
+            remaining -= len(chunk)
+        return b"".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where an appended set landed. ``log_append_time`` is -1 under CreateTime."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    record_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """What the export path needs to know about one segment.
+
+    ``next_offset`` is one past the segment's last offset; ``max_timestamp`` its largest
+    message timestamp (-1 if it holds only magic-0 messages); ``closed`` is False only for the
+    active segment, which may still grow.
+    """
+
+    topic: str
+    partition: int
+    base_offset: int
+    next_offset: int
+    log_path: Path
+    size: int
+    max_timestamp: int
+    closed: bool
