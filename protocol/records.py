@@ -96,11 +96,10 @@ _TIMESTAMP_POSITION = 18
 _HEAD = struct.Struct(">qiIbbq")
 _KEY_VALUE_LENGTHS = struct.Struct(">ii")  # the value length is second only for a null key
 _ATTRIBUTES_TIMESTAMP = struct.Struct(">Bq")
-_SIZE = struct.Struct(">i")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
-_MIN_ENTRY_SIZE = _HEAD.size
+_MIN_ENTRY_SIZE = _HEAD.size  # the smallest whole entry: a magic 0 message, null key and value
 
 _CODECS: tuple[Codec | None, ...] = (Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4) + (None,) * 4
 
@@ -243,7 +242,7 @@ def _whole_entry_end(buf, position: int, length: int) -> int:
     """
     if length - position < LOG_OVERHEAD:
         return -1
-    (size,) = _SIZE.unpack_from(buf, position + 8)
+    (size,) = _INT32.unpack_from(buf, position + 8)
     if size < _MIN_MESSAGE_SIZE[0]:
         raise _corrupt(f"message at byte {position} has impossible size {size}")
     end = position + LOG_OVERHEAD + size
@@ -316,6 +315,8 @@ def iter_entries(buf) -> Iterator[Entry]:
             timestamp = NO_TIMESTAMP
         elif magic != 1:
             raise _corrupt(f"message at offset {offset} has unknown magic {magic}")
+        elif size < _MIN_MESSAGE_SIZE[1]:
+            raise _corrupt(f"message at offset {offset} has impossible size {size}")
         codec = _CODECS[attributes & _CODEC_MASK]
         if codec is None:
             raise _corrupt(f"message at offset {offset} has unknown codec {attributes & 7}")
@@ -735,7 +736,7 @@ def _recompressed_wrapper(
     while position < len(rewritten):
         _INT64.pack_into(rewritten, position, inner_offset)
         inner_offset += 1
-        position += LOG_OVERHEAD + _SIZE.unpack_from(rewritten, position + 8)[0]
+        position += LOG_OVERHEAD + _INT32.unpack_from(rewritten, position + 8)[0]
     codec = Codec(wrapper.attributes & _CODEC_MASK)
     attributes = codec | (_TIMESTAMP_TYPE_BIT if log_append_time else 0)
     out = bytearray()

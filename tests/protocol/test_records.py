@@ -120,9 +120,9 @@ def test_iter_entries_stops_silently_at_a_truncated_tail():
     assert list(iter_entries(data[:5])) == []
 
 
-@pytest.mark.parametrize("size", [-1, 0, 13])
-def test_iter_entries_refuses_impossible_sizes(size):
-    data = bytearray(build_message_set(RECORDS[:2], magic=0))
+@pytest.mark.parametrize("magic,size", [(0, -1), (0, 0), (0, 13), (1, 13), (1, 21)])
+def test_iter_entries_refuses_impossible_sizes(magic, size):
+    data = bytearray(build_message_set(RECORDS[:2], magic=magic))
     struct.pack_into(">i", data, 8, size)
     with pytest.raises(RecordError) as error:
         list(iter_entries(data))

@@ -464,3 +464,24 @@ def test_inner_set_inflating_past_the_cap_is_message_too_large(monkeypatch):
     data = build_message_set([(None, b"z" * 1000, NOW)] * 10, magic=1, codec=Codec.GZIP)
     assert len(data) < 4096
     refused(ErrorCode.MESSAGE_TOO_LARGE, validate_and_assign, data, 0, NOW, CREATE)
+
+
+# --- aiokafka's (Cython) legacy record code: a third implementation --------------------------
+
+AIOKAFKA_FORMATS = [(0, Codec.NONE), (0, Codec.GZIP), (0, Codec.SNAPPY)] + [(1, codec) for codec in Codec]
+
+
+@pytest.mark.parametrize("magic,codec", AIOKAFKA_FORMATS)
+def test_aiokafka_sets_validate_and_our_output_reads_in_aiokafka(magic, codec):
+    from aiokafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
+
+    builder = LegacyRecordBatchBuilder(magic, codec, 1 << 30)
+    for index, (key, value, timestamp) in enumerate(RECORDS):
+        assert builder.append(index, timestamp if magic else None, key, value) is not None
+    result = validate_and_assign(bytes(builder.build()), 60, NOW, APPEND_TIME if magic else CREATE)
+    read = []
+    for entry in iter_entries(result.buffer):
+        batch = LegacyRecordBatch(result.buffer[entry.position : entry.position + entry.size], magic)
+        assert batch.validate_crc()
+        read.extend((r.offset, r.timestamp, r.key, r.value) for r in batch)
+    assert read == [(60 + i, NOW if magic else None, k, v) for i, (k, v, _) in enumerate(RECORDS)]
