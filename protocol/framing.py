@@ -202,11 +202,8 @@ def encode_response(request: Request, body: Any) -> list[Any]:
         w.buf.append(0)  # response header v1: no tagged fields
     api.response(version).encode(w, body)
     chunks = w.finish()
-    total = sum(chunk_length(c) for c in chunks)
-    first = bytearray(chunks[0])
-    INT32_S.pack_into(first, 0, total - 4)
-    chunks[0] = bytes(first)
-    return chunks
+    INT32_S.pack_into(chunks[0], 0, sum(chunk_length(c) for c in chunks) - 4)
+    return [bytes(c) if isinstance(c, bytearray) else c for c in chunks]
 
 
 def _field(body: Any, name: str, default: Any) -> Any:
@@ -271,13 +268,14 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
         w.buf += b"\x00\x01\x01\x00"
     else:
         raise ValueError(f"{api.name} v{version} has no schema")
-    frame = b"".join(_as_bytes(c) for c in w.finish())
-    return INT32_S.pack(len(frame) - 4) + frame[4:]
+    frame = bytearray().join(_as_bytes(c) for c in w.finish())
+    INT32_S.pack_into(frame, 0, len(frame) - 4)
+    return bytes(frame)
 
 
-def _as_bytes(chunk: Any) -> bytes:
+def _as_bytes(chunk: Any) -> Any:
     if isinstance(chunk, (bytes, bytearray, memoryview)):
-        return bytes(chunk)
+        return chunk
     return chunk.read_bytes()
 
 

@@ -28,6 +28,8 @@ from typing import Any, Callable, Iterable
 
 from protocol.errors import ProtocolError
 from protocol.types import (
+    INT16_S,
+    STRING,
     FixedType,
     PrimitiveType,
     Reader,
@@ -184,29 +186,45 @@ def _getter(value: Any) -> Callable[[str, Any], Any]:
     return lambda name, default: getattr(value, name, default)
 
 
-_Step = Callable[[memoryview, int, dict], int]
-_WriteStep = Callable[[Writer, Callable[[str, Any], Any]], None]
+class _Item:
+    """One step of a compiled struct: a run of adjacent fixed-width fields, or one field."""
+
+    __slots__ = ("decls", "packer", "reader", "writer", "checked_writer")
+
+    def __init__(self, decls: list[FieldDecl], packer: struct.Struct | None = None,
+                 reader: Reader | None = None, writer: Any = None, checked_writer: Any = None) -> None:
+        self.decls = decls
+        self.packer = packer
+        self.reader = reader
+        self.writer = writer
+        self.checked_writer = checked_writer
 
 
 class StructCodec:
     """The compiled reader and writer of one struct (message body or array element) at one
-    version: fields in wire order, adjacent fixed-width fields merged into one ``struct``."""
+    version.
 
-    __slots__ = ("path", "flexible", "_read_steps", "_absent", "_tagged_by_tag", "_write_steps",
+    Compilation turns the declaration into straight-line Python (one function to read, one to
+    write) in which adjacent fixed-width fields are a single ``struct`` call and classic
+    strings are decoded inline; nested arrays call their element's compiled functions. The
+    generated writer does no per-field error handling: when it fails, the value is encoded
+    again by a slower checked path that reports which field is wrong.
+    """
+
+    __slots__ = ("path", "flexible", "read", "write", "_items", "_absent", "_tagged_by_tag",
                  "_tagged_writes")
 
     def __init__(self, fields: Iterable[FieldDecl], version: int, flexible: bool, path: str) -> None:
         self.path = path
         self.flexible = flexible
-        self._read_steps: list[_Step] = []
-        self._write_steps: list[tuple[str, _WriteStep]] = []
+        self._items: list[_Item] = []
         self._absent: list[FieldDecl] = []
         self._tagged_by_tag: dict[int, tuple[str, Reader]] = {}
         self._tagged_writes: list[tuple[int, str, Any, Callable[[Writer, Any], None]]] = []
         run: list[FieldDecl] = []
         for decl in fields:
             if flexible and decl.tag is not None and version in decl.tagged:
-                reader, writer = self._field_codec(decl, version)
+                reader, writer, _ = self._field_codec(decl, version)
                 self._tagged_by_tag[decl.tag] = (decl.name, reader)
                 self._tagged_writes.append((decl.tag, decl.name, decl.default_value(), writer))
                 self._absent.append(decl)
@@ -217,93 +235,106 @@ class StructCodec:
             else:
                 self._flush_run(run)
                 run = []
-                self._add_single(decl, version)
+                reader, writer, checked = self._field_codec(decl, version)
+                self._items.append(_Item([decl], None, reader, writer, checked))
         self._flush_run(run)
         self._tagged_writes.sort(key=lambda t: t[0])
+        self.read = self._compile_reader(version)
+        self.write = self._compile_writer()
 
-    # -- compilation ---------------------------------------------------------------------------
+    def _flush_run(self, run: list[FieldDecl]) -> None:
+        if run:
+            packer = struct.Struct(">" + "".join(d.type.fmt for d in run))  # type: ignore[union-attr]
+            self._items.append(_Item(list(run), packer))
 
-    def _field_codec(self, decl: FieldDecl, version: int) -> tuple[Reader, Callable[[Writer, Any], None]]:
+    def _field_codec(self, decl: FieldDecl, version: int) -> tuple[Reader, Any, Any]:
+        """(reader, fast writer, checked writer) of one non-run field."""
         nullable = version in decl.nullable
         ftype = decl.type
         if isinstance(ftype, ArrayType):
             if ftype.of_structs:
                 element = StructCodec(ftype.element, version, self.flexible, f"{self.path}.{decl.name}[]")  # type: ignore[arg-type]
-                return element.array_reader(nullable), element.array_writer(nullable)
-            return (
-                primitive_array_reader(ftype.element, self.flexible, nullable),  # type: ignore[arg-type]
-                primitive_array_writer(ftype.element, self.flexible, nullable),  # type: ignore[arg-type]
-            )
-        return ftype.reader(self.flexible, nullable), ftype.writer(self.flexible, nullable)
+                return (element.array_reader(nullable), element.array_writer(nullable, checked=False),
+                        element.array_writer(nullable, checked=True))
+            writer = primitive_array_writer(ftype.element, self.flexible, nullable)  # type: ignore[arg-type]
+            return primitive_array_reader(ftype.element, self.flexible, nullable), writer, writer  # type: ignore[arg-type]
+        writer = ftype.writer(self.flexible, nullable)
+        return ftype.reader(self.flexible, nullable), writer, writer
 
-    def _add_single(self, decl: FieldDecl, version: int) -> None:
-        reader, writer = self._field_codec(decl, version)
-        name = decl.name
-        default = decl.default
-        is_array = isinstance(decl.type, ArrayType)
+    # -- code generation -----------------------------------------------------------------------
 
-        def read_step(buf: memoryview, pos: int, out: dict) -> int:
-            out[name], pos = reader(buf, pos)
-            return pos
+    def _compile_reader(self, version: int) -> Callable[[memoryview, int], tuple[Struct, int]]:
+        ns: dict[str, Any] = {"_new": Struct.__new__, "_Struct": Struct, "_str": str,
+                              "_len": len, "_i16": INT16_S.unpack_from, "_Error": ProtocolError,
+                              "_tagged": self._read_tagged}
+        lines = ["def read(buf, pos):"]
+        entries = []
+        for i, item in enumerate(self._items):
+            if item.packer is not None:
+                names = [f"v{i}_{j}" for j in range(len(item.decls))]
+                ns[f"_u{i}"] = item.packer.unpack_from
+                lines.append(f"    {', '.join(names)}, = _u{i}(buf, pos)")
+                lines.append(f"    pos += {item.packer.size}")
+                entries += [f"{d.name!r}: {n}" for d, n in zip(item.decls, names)]
+                continue
+            (decl,) = item.decls
+            entries.append(f"{decl.name!r}: v{i}")
+            if decl.type is STRING and not self.flexible:
+                null = "None" if version in decl.nullable else f"_bad({decl.name!r}, n)"
+                ns["_bad"] = _bad_length
+                lines += [
+                    "    n, = _i16(buf, pos)",
+                    "    pos += 2",
+                    "    if n < 0:",
+                    f"        v{i} = {null} if n == -1 else _bad({decl.name!r}, n)",
+                    "    else:",
+                    "        end = pos + n",
+                    "        if end > _len(buf):",
+                    f"            raise _Error('string {decl.name} runs past the end of the frame')",
+                    f"        v{i} = _str(buf[pos:end], 'utf-8')",
+                    "        pos = end",
+                ]
+            else:
+                ns[f"_r{i}"] = item.reader
+                lines.append(f"    v{i}, pos = _r{i}(buf, pos)")
+        for k, decl in enumerate(self._absent):
+            if isinstance(decl.type, ArrayType) and decl.default is MISSING:
+                entries.append(f"{decl.name!r}: []")
+            else:
+                ns[f"_d{k}"] = decl.default_value()
+                entries.append(f"{decl.name!r}: _d{k}")
+        lines.append(f"    d = {{{', '.join(entries)}}}")
+        if self.flexible:
+            lines.append("    pos = _tagged(buf, pos, d)")
+        lines += ["    o = _new(_Struct)", "    o.__dict__ = d", "    return o, pos"]
+        exec("\n".join(lines), ns)  # noqa: S102 - source built above from the declaration only
+        return ns["read"]
 
-        if default is MISSING and is_array:
-            def write_step(w: Writer, get: Callable[[str, Any], Any]) -> None:
-                value = get(name, MISSING)
-                writer(w, [] if value is MISSING else value)
-        else:
-            value_default = decl.default_value()
-
-            def write_step(w: Writer, get: Callable[[str, Any], Any]) -> None:
-                writer(w, get(name, value_default))
-
-        self._read_steps.append(read_step)
-        self._write_steps.append((name, write_step))
-
-    def _flush_run(self, run: list[FieldDecl]) -> None:
-        if not run:
-            return
-        packer = struct.Struct(">" + "".join(d.type.fmt for d in run))  # type: ignore[union-attr]
-        names = tuple(d.name for d in run)
-        defaults = tuple(d.default_value() for d in run)
-        named_defaults = tuple(zip(names, defaults))
-        unpack = packer.unpack_from
-        size = packer.size
-        pack = packer.pack
-
-        if len(run) == 1:
-            name = names[0]
-
-            def read_one(buf: memoryview, pos: int, out: dict) -> int:
-                out[name] = unpack(buf, pos)[0]
-                return pos + size
-
-            self._read_steps.append(read_one)
-        else:
-
-            def read_run(buf: memoryview, pos: int, out: dict) -> int:
-                out.update(zip(names, unpack(buf, pos)))
-                return pos + size
-
-            self._read_steps.append(read_run)
-
-        def write_run(w: Writer, get: Callable[[str, Any], Any]) -> None:
-            w.buf += pack(*[get(n, d) for n, d in named_defaults])
-
-        self._write_steps.append(("/".join(names), write_run))
+    def _compile_writer(self) -> Callable[[Writer, Any], None]:
+        ns: dict[str, Any] = {"_getter": _getter, "_dict": dict, "_type": type,
+                              "_tagged": self._write_tagged}
+        lines = ["def write(w, value):",
+                 "    get = value.get if _type(value) is _dict else _getter(value)"]
+        for i, item in enumerate(self._items):
+            defaults = []
+            for j, decl in enumerate(item.decls):
+                ns[f"_d{i}_{j}"] = () if isinstance(decl.type, ArrayType) and decl.default is MISSING \
+                    else decl.default_value()
+                defaults.append(f"get({decl.name!r}, _d{i}_{j})")
+            if item.packer is not None:
+                ns[f"_p{i}"] = item.packer.pack
+                lines.append(f"    w.buf += _p{i}({', '.join(defaults)})")
+            else:
+                ns[f"_w{i}"] = item.writer
+                lines.append(f"    _w{i}(w, {defaults[0]})")
+        if self.flexible:
+            lines.append("    _tagged(w, get)")
+        if len(lines) == 2:
+            lines.append("    pass")
+        exec("\n".join(lines), ns)  # noqa: S102 - source built above from the declaration only
+        return ns["write"]
 
     # -- reading -------------------------------------------------------------------------------
-
-    def read(self, buf: memoryview, pos: int) -> tuple[Struct, int]:
-        values: dict[str, Any] = {}
-        for decl in self._absent:
-            values[decl.name] = decl.default_value()
-        for step in self._read_steps:
-            pos = step(buf, pos, values)
-        if self.flexible:
-            pos = self._read_tagged(buf, pos, values)
-        result = Struct.__new__(Struct)
-        result.__dict__ = values
-        return result, pos
 
     def _read_tagged(self, buf: memoryview, pos: int, values: dict) -> int:
         count, pos = read_uvarint(buf, pos)
@@ -329,15 +360,16 @@ class StructCodec:
     def array_reader(self, nullable: bool) -> Reader:
         read_len = array_length_reader(self.flexible)
         read_element = self.read
+        path = self.path
 
         def read(buf: memoryview, pos: int) -> tuple[list | None, int]:
             n, pos = read_len(buf, pos)
             if n < 0:
                 if n == -1 and nullable:
                     return None, pos
-                raise ProtocolError(f"{self.path}: invalid array length {n}")
+                raise ProtocolError(f"{path}: invalid array length {n}")
             if n > len(buf) - pos:
-                raise ProtocolError(f"{self.path}: array of {n} elements cannot fit in the frame")
+                raise ProtocolError(f"{path}: array of {n} elements cannot fit in the frame")
             items = []
             append = items.append
             for _ in range(n):
@@ -349,15 +381,22 @@ class StructCodec:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def write(self, w: Writer, value: Any) -> None:
+    def write_checked(self, w: Writer, value: Any) -> None:
+        """Like ``write``, field by field, raising :class:`EncodeError` naming the bad field."""
         get = _getter(value)
-        for name, step in self._write_steps:
+        for item in self._items:
+            label = "/".join(d.name for d in item.decls)
             try:
-                step(w, get)
+                if item.packer is not None:
+                    w.buf += item.packer.pack(*[
+                        get(d.name, d.default_value()) for d in item.decls])
+                else:
+                    (decl,) = item.decls
+                    item.checked_writer(w, get(decl.name, decl.default_value()))
             except EncodeError as exc:
-                raise exc.under(name) from exc.__cause__
+                raise exc.under(label) from exc.__cause__
             except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:
-                raise EncodeError(name, str(exc)) from exc
+                raise EncodeError(label, str(exc)) from exc
         if self.flexible:
             self._write_tagged(w, get)
 
@@ -377,9 +416,9 @@ class StructCodec:
             write_uvarint(w.buf, len(data))
             w.buf += data
 
-    def array_writer(self, nullable: bool) -> Callable[[Writer, Any], None]:
+    def array_writer(self, nullable: bool, checked: bool) -> Callable[[Writer, Any], None]:
         write_len = array_length_writer(self.flexible)
-        write_element = self.write
+        write_element = self.write_checked if checked else self.write
 
         def write(w: Writer, items: Any) -> None:
             if items is None:
@@ -388,6 +427,10 @@ class StructCodec:
                 write_len(w.buf, -1)
                 return
             write_len(w.buf, len(items))
+            if not checked:
+                for item in items:
+                    write_element(w, item)
+                return
             for index, item in enumerate(items):
                 try:
                     write_element(w, item)
@@ -411,10 +454,22 @@ class StructCodec:
         return value
 
     def encode(self, w: Writer, value: Any) -> None:
+        """Append ``value`` to ``w``; a bad value raises :class:`EncodeError` naming the field
+        (``w`` then holds a partial encoding and must be discarded)."""
         try:
             self.write(w, value)
+            return
+        except Exception as exc:  # noqa: BLE001 - re-diagnosed just below
+            failure = exc
+        try:
+            self.write_checked(Writer(), value)
         except EncodeError as exc:
             raise EncodeError(f"{self.path}: {exc.path}", exc.reason) from exc.__cause__
+        raise EncodeError(self.path, repr(failure)) from failure
+
+
+def _bad_length(name: str, n: int) -> None:
+    raise ProtocolError(f"invalid length {n} for string {name}")
 
 
 class Api:

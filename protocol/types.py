@@ -63,13 +63,14 @@ class Writer:
 
     def pass_through(self, chunk: Any) -> None:
         if self.buf:
-            self.chunks.append(bytes(self.buf))
+            self.chunks.append(self.buf)
             self.buf = bytearray()
         self.chunks.append(chunk)
 
     def finish(self) -> list[Any]:
+        """The chunks: bytearrays for what was written here, passed-through objects as given."""
         if self.buf or not self.chunks:
-            self.chunks.append(bytes(self.buf))
+            self.chunks.append(self.buf)
             self.buf = bytearray()
         return self.chunks
 
@@ -250,6 +251,20 @@ class BytesType(PrimitiveType):
         self.pass_through = pass_through
 
     def reader(self, flexible: bool, nullable: bool) -> Reader:
+        if not flexible:
+            unpack = INT32_S.unpack_from
+
+            def read_classic(buf: memoryview, pos: int) -> tuple[bytes | None, int]:
+                (n,) = unpack(buf, pos)
+                pos += 4
+                end = pos + n
+                if n >= 0 and end <= len(buf):
+                    return bytes(buf[pos:end]), end
+                if n == -1 and nullable:
+                    return None, pos
+                raise ProtocolError(f"invalid {self.name} length {n} at byte {pos - 4}")
+
+            return read_classic
         read_len = _length_prefix_reader(flexible, wide=True)
 
         def read(buf: memoryview, pos: int) -> tuple[bytes | None, int]:
@@ -340,6 +355,18 @@ def primitive_array_reader(element: PrimitiveType, flexible: bool, nullable: boo
 
 def primitive_array_writer(element: PrimitiveType, flexible: bool, nullable: bool) -> WriterFn:
     write_len = _write_length(flexible, wide=True)
+    if element.fmt is not None and not flexible:
+        counted = ">i{}" + element.fmt
+
+        def write_classic(w: Writer, items: Any) -> None:
+            if items is None:
+                if not nullable:
+                    raise ValueError("null given for a non-nullable array")
+                w.buf += INT32_S.pack(-1)
+            else:
+                w.buf += struct.pack(counted.format(len(items)), len(items), *items)
+
+        return write_classic
     if element.fmt is not None:
         fmt = element.fmt
 
