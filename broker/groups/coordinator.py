@@ -174,9 +174,9 @@ class GroupCoordinator:
         if count is None:
             count = self.config.offsets_topic_num_partitions
             log_manager.create_topic(GROUP_METADATA_TOPIC, count, {
-                # Our events are removed by snapshots, never by time or size retention.
-                "retention.ms": "-1",
-                "retention.bytes": "-1",
+                # As in Kafka, retention never deletes from this topic; segments go only
+                # once snapshots cover them (store.OffsetsPartition.snapshot_written).
+                "cleanup.policy": "compact",
                 "segment.bytes": str(self.config.offsets_topic_segment_bytes),
             })
             logger.info("created %s with %d partition(s)", GROUP_METADATA_TOPIC, count)

@@ -1,0 +1,239 @@
+"""The group state machine driven directly, on real storage with a fake clock."""
+
+from __future__ import annotations
+
+from broker.groups.coordinator import PartitionCommit
+from broker.groups.group import GroupState
+from protocol.errors import ErrorCode
+
+PROTOCOLS = [("range", b"range-meta"), ("roundrobin", b"rr-meta")]
+SESSION = 10000
+REBALANCE = 30000
+
+
+def join(harness, *args, **kwargs):
+    return harness.join(*args, **kwargs)
+
+
+def sync(harness, *args):
+    return harness.sync(*args)
+
+
+def form_group(harness, group, count):
+    return harness.form_group(group, count)
+
+
+def generation(harness, group):
+    return harness.coordinator.group(group).generation_id
+
+
+def state(harness, group):
+    found = harness.coordinator.group(group)
+    return found.state if found is not None else None
+
+
+def test_lone_member_is_answered_at_once_as_leader(harness):
+    answers = join(harness, "g")
+    assert len(answers) == 1
+    answer = answers[0]
+    assert answer.error == ErrorCode.NONE
+    assert answer.member_id.startswith("client-")
+    assert answer.leader_id == answer.member_id
+    assert answer.generation_id == 1
+    assert answer.protocol == "range"
+    assert answer.members == ((answer.member_id, b"range-meta"),)
+    assert state(harness, "g") is GroupState.COMPLETING_REBALANCE
+    synced = sync(harness, "g", 1, answer.member_id, {answer.member_id: b"all"})
+    assert synced[0].error == ErrorCode.NONE and synced[0].assignment == b"all"
+    assert state(harness, "g") is GroupState.STABLE
+
+
+def test_second_member_triggers_rebalance_and_both_get_the_new_generation(harness):
+    leader = form_group(harness, "g", 1)[0]
+    newcomer = join(harness, "g")
+    assert newcomer == []                                   # waits for the leader to rejoin
+    assert state(harness, "g") is GroupState.PREPARING_REBALANCE
+    assert harness.coordinator.heartbeat("g", leader, 1) == ErrorCode.REBALANCE_IN_PROGRESS
+    rejoin = join(harness, "g", leader)
+    assert rejoin[0].error == newcomer[0].error == ErrorCode.NONE
+    assert rejoin[0].generation_id == newcomer[0].generation_id == 2
+    assert rejoin[0].leader_id == leader
+    assert {m for m, _ in rejoin[0].members} == {leader, newcomer[0].member_id}
+    assert newcomer[0].members == ()
+
+
+def test_protocol_selection_by_votes_among_common_protocols(harness):
+    first = join(harness, "g", protocols=[("a", b""), ("b", b""), ("c", b"")])[0]
+    second = join(harness, "g", protocols=[("c", b""), ("b", b"")])
+    third = join(harness, "g", protocols=[("b", b""), ("c", b"")])
+    join(harness, "g", first.member_id, protocols=[("a", b""), ("b", b""), ("c", b"")])
+    # Common: b, c. First choices among them: member 1 -> b, member 2 -> c, member 3 -> b.
+    assert second[0].protocol == third[0].protocol == "b"
+
+
+def test_inconsistent_protocols_and_bad_requests(harness):
+    form_group(harness, "g", 1)
+    assert join(harness, "g", protocols=[("other", b"")])[0].error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert join(harness, "g", protocol_type="connect")[0].error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert join(harness, "new", protocols=[])[0].error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert join(harness, "g", session=5999)[0].error == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert join(harness, "g", session=300001)[0].error == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert join(harness, "g", "nobody")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert join(harness, "unknown-group", "nobody")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert join(harness, "")[0].error == ErrorCode.INVALID_GROUP_ID
+
+
+def test_heartbeat_and_sync_errors(harness):
+    leader = form_group(harness, "g", 1)[0]
+    assert harness.coordinator.heartbeat("g", leader, 1) == ErrorCode.NONE
+    assert harness.coordinator.heartbeat("g", leader, 0) == ErrorCode.ILLEGAL_GENERATION
+    assert harness.coordinator.heartbeat("g", "nobody", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert harness.coordinator.heartbeat("none", leader, 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert sync(harness, "g", 7, leader)[0].error == ErrorCode.ILLEGAL_GENERATION
+    assert sync(harness, "g", 1, "nobody")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
+    # A stable group answers a repeated SyncGroup with the stored assignment.
+    assert sync(harness, "g", 1, leader)[0].assignment == leader.encode()
+    join(harness, "g")
+    assert sync(harness, "g", 1, leader)[0].error == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_follower_rejoining_unchanged_keeps_the_generation(harness):
+    leader, follower = form_group(harness, "g", 2)
+    answer = join(harness, "g", follower)[0]
+    assert answer.error == ErrorCode.NONE and answer.generation_id == 2
+    assert state(harness, "g") is GroupState.STABLE
+
+
+def test_leave_rebalances_the_rest(harness):
+    leader, follower = form_group(harness, "g", 2)
+    assert harness.coordinator.leave_group("g", leader) == ErrorCode.NONE
+    assert harness.coordinator.leave_group("g", leader) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert harness.coordinator.heartbeat("g", follower, 2) == ErrorCode.REBALANCE_IN_PROGRESS
+    answer = join(harness, "g", follower)[0]
+    assert answer.generation_id == 3 and answer.leader_id == follower
+    assert harness.coordinator.leave_group("g", follower) == ErrorCode.NONE
+    assert state(harness, "g") is GroupState.EMPTY and generation(harness, "g") == 4
+    sync_answer = sync(harness, "g", 3, follower)
+    assert sync_answer[0].error == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_last_member_leaving_empties_the_group(harness):
+    [leader] = form_group(harness, "g", 1)
+    assert harness.coordinator.leave_group("g", leader) == ErrorCode.NONE
+    assert state(harness, "g") is GroupState.EMPTY
+    assert generation(harness, "g") == 2
+
+
+def test_session_expiry_removes_member_and_rebalances(harness):
+    leader, follower = form_group(harness, "g", 2)
+    harness.advance(SESSION - 1000)
+    assert harness.coordinator.heartbeat("g", leader, 2) == ErrorCode.NONE
+    harness.advance(1000)                                   # follower's session is over
+    assert list(harness.coordinator.group("g").members) == [leader]
+    assert harness.coordinator.heartbeat("g", leader, 2) == ErrorCode.REBALANCE_IN_PROGRESS
+    answer = join(harness, "g", leader)[0]
+    assert answer.generation_id == 3 and answer.members == ((leader, b"range-meta"),)
+
+
+def test_rebalance_timeout_removes_members_that_did_not_rejoin(harness):
+    leader, follower = form_group(harness, "g", 2)
+    newcomer = join(harness, "g")
+    rejoined = join(harness, "g", leader)
+    assert newcomer == rejoined == []
+    # The follower keeps heartbeating but never rejoins: the rebalance timeout removes it.
+    for _ in range(REBALANCE // 5000):
+        harness.advance(5000)
+        harness.coordinator.heartbeat("g", follower, 2)
+    assert rejoined[0].error == newcomer[0].error == ErrorCode.NONE
+    assert rejoined[0].generation_id == 3
+    assert follower not in harness.coordinator.group("g").members
+
+
+def test_new_join_during_sync_restarts_the_rebalance(harness):
+    leader, follower = form_group(harness, "g", 2)
+    join(harness, "g", follower, protocols=[("range", b"changed"), ("roundrobin", b"")])
+    waiting = join(harness, "g", leader)
+    gen = generation(harness, "g")
+    follower_sync = sync(harness, "g", gen, follower)
+    assert follower_sync == []
+    join(harness, "g")                                       # a third member arrives
+    assert follower_sync[0].error == ErrorCode.REBALANCE_IN_PROGRESS
+    assert waiting[0].generation_id == gen
+
+
+def test_initial_rebalance_delay_waits_for_more_members(harness_factory):
+    harness = harness_factory(**{"group.initial.rebalance.delay.ms": "3000"})
+    first = join(harness, "g")
+    harness.advance(2000)
+    second = join(harness, "g")
+    harness.advance(1000)                                   # a member arrived: wait another step
+    assert first == second == []
+    harness.advance(3000)
+    assert first[0].generation_id == second[0].generation_id == 1
+    assert {m for m, _ in first[0].members} == {first[0].member_id, second[0].member_id}
+
+
+def test_commit_and_fetch_inside_and_outside_the_group(harness):
+    [leader] = form_group(harness, "g", 1)
+    commit = [PartitionCommit("t", 0, 10, "m0"), PartitionCommit("t", 1, 20, None)]
+    assert harness.coordinator.commit_offsets("g", leader, 1, -1, commit) == [ErrorCode.NONE] * 2
+    assert harness.coordinator.commit_offsets("g", leader, 0, -1, commit) == [ErrorCode.ILLEGAL_GENERATION] * 2
+    assert harness.coordinator.commit_offsets("g", "x", 1, -1, commit) == [ErrorCode.UNKNOWN_MEMBER_ID] * 2
+    assert harness.coordinator.commit_offsets("g", "", -1, -1, commit) == [ErrorCode.UNKNOWN_MEMBER_ID] * 2
+    error, fetched = harness.coordinator.fetch_offsets("g", [("t", 0), ("t", 1), ("t", 2)])
+    assert error == ErrorCode.NONE
+    assert [(f.offset, f.metadata) for f in fetched] == [(10, "m0"), (20, ""), (-1, "")]
+    # Outside group management: generation -1 creates an empty group holding offsets.
+    assert harness.coordinator.commit_offsets("solo", "", -1, -1, commit[:1]) == [ErrorCode.NONE]
+    assert harness.coordinator.fetch_offsets("solo", None)[1][0].offset == 10
+    assert harness.coordinator.commit_offsets("ghost", "m", 3, -1, commit) == [ErrorCode.ILLEGAL_GENERATION] * 2
+    too_long = PartitionCommit("t", 0, 1, "x" * 4097)
+    assert harness.coordinator.commit_offsets("solo", "", -1, -1, [too_long, commit[1]]) == \
+        [ErrorCode.OFFSET_METADATA_TOO_LARGE, ErrorCode.NONE]
+
+
+def test_commit_during_completing_rebalance_is_refused(harness):
+    leader, follower = form_group(harness, "g", 2)
+    join(harness, "g")
+    join(harness, "g", follower)
+    # Still preparing (leader has not rejoined): a member of the current generation may commit.
+    assert harness.coordinator.commit_offsets("g", leader, 2, -1, [PartitionCommit("t", 0, 5, "")]) == [ErrorCode.NONE]
+    join(harness, "g", leader)
+    assert state(harness, "g") is GroupState.COMPLETING_REBALANCE
+    assert harness.coordinator.commit_offsets("g", leader, 3, -1, [PartitionCommit("t", 0, 6, "")]) == \
+        [ErrorCode.REBALANCE_IN_PROGRESS]
+
+
+def test_offsets_expire_by_retention_and_empty_groups_go(harness):
+    coordinator = harness.coordinator
+    coordinator.commit_offsets("short", "", -1, 60_000, [PartitionCommit("t", 0, 1, "")])
+    coordinator.commit_offsets("long", "", -1, -1, [PartitionCommit("t", 0, 2, "")])
+    [member] = form_group(harness, "active", 1)
+    coordinator.commit_offsets("active", member, 1, 60_000, [PartitionCommit("t", 0, 3, "")])
+    harness.clock.advance(60_001)
+    coordinator.heartbeat("active", member, 1)
+    assert coordinator.expire_offsets(harness.clock.time_ms()) == 2
+    assert coordinator.group("short") is None
+    assert coordinator.group("active").offsets == {}               # 0.10.2: any group's offsets
+    assert coordinator.group("active").is_(GroupState.STABLE)
+    assert coordinator.fetch_offsets("long", [("t", 0)])[1][0].offset == 2
+    harness.clock.advance(24 * 3600 * 1000)
+    assert coordinator.expire_offsets(harness.clock.time_ms()) == 1
+    assert coordinator.group("long") is None
+    assert [g for g, _ in coordinator.list_groups()[1]] == ["active"]
+    harness.restart(clean=False)
+    assert harness.coordinator.group("short") is None and harness.coordinator.group("long") is None
+
+
+def test_describe_and_list(harness):
+    leader, follower = form_group(harness, "g", 2)
+    summary = harness.coordinator.describe_group("g")
+    assert summary.state == "Stable" and summary.protocol == "range" and summary.protocol_type == "consumer"
+    assert {(m.member_id, m.assignment) for m in summary.members} == {(leader, leader.encode()),
+                                                                     (follower, follower.encode())}
+    assert harness.coordinator.describe_group("nope").state == "Dead"
+    join(harness, "g")
+    summary = harness.coordinator.describe_group("g")
+    assert summary.state == "PreparingRebalance" and summary.protocol == ""
+    assert all(m.metadata == b"" and m.assignment == b"" for m in summary.members)
+    assert harness.coordinator.list_groups() == (ErrorCode.NONE, [("g", "consumer")])

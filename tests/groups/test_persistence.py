@@ -1,0 +1,173 @@
+"""Committed offsets and groups survive restarts: event log, snapshots, fallback (KIP-630)."""
+
+from __future__ import annotations
+
+import trio
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from broker.groups.coordinator import GROUP_METADATA_TOPIC, PartitionCommit
+from broker.groups.group import GroupState
+from protocol.errors import ErrorCode
+
+ONE_PARTITION = {"offsets.topic.num.partitions": "1"}
+
+
+def commit(harness, group, partition, offset, member="", generation=-1):
+    errors = harness.coordinator.commit_offsets(group, member, generation, -1,
+                                                [PartitionCommit("t", partition, offset, f"m{offset}")])
+    assert errors == [ErrorCode.NONE]
+
+
+def committed(harness, group):
+    error, fetched = harness.coordinator.fetch_offsets(group, None)
+    assert error == ErrorCode.NONE
+    return {(f.topic, f.partition): (f.offset, f.metadata) for f in fetched}
+
+
+def test_clean_restart_brings_back_offsets_and_group_from_a_snapshot(harness):
+    leader, follower = harness.form_group("g", 2)
+    commit(harness, "g", 0, 11, leader, 2)
+    commit(harness, "g", 1, 22, follower, 2)
+    commit(harness, "solo", 0, 5)
+    harness.restart(clean=True)
+    coordinator = harness.coordinator
+    assert committed(harness, "g") == {("t", 0): (11, "m11"), ("t", 1): (22, "m22")}
+    assert committed(harness, "solo") == {("t", 0): (5, "m5")}
+    group = coordinator.group("g")
+    assert group.is_(GroupState.STABLE) and group.generation_id == 2 and group.leader_id == leader
+    assert {m.member_id: m.assignment for m in group.members.values()} == \
+        {leader: leader.encode(), follower: follower.encode()}
+    # Its members carry on without a rebalance...
+    assert coordinator.heartbeat("g", leader, 2) == ErrorCode.NONE
+    assert coordinator.heartbeat("g", follower, 2) == ErrorCode.NONE
+    # ...and the shutdown snapshot covered everything: nothing was replayed.
+    assert sum(r.events_replayed for r in coordinator.load_reports) == 0
+    assert all(r.snapshot_offset is not None for r in coordinator.load_reports
+               if r.replay_end_offset > 0)
+
+
+def test_members_that_do_not_come_back_after_a_restart_expire(harness):
+    leader, follower = harness.form_group("g", 2)
+    harness.restart(clean=True)
+    harness.advance(5000)
+    assert harness.coordinator.heartbeat("g", leader, 2) == ErrorCode.NONE
+    harness.advance(6000)
+    assert list(harness.coordinator.group("g").members) == [leader]
+
+
+def test_crash_restart_replays_the_whole_log(harness_factory):
+    harness = harness_factory(**ONE_PARTITION)
+    for offset in range(7):
+        commit(harness, "g", offset % 3, offset)
+    harness.restart(clean=False)
+    [report] = harness.coordinator.load_reports
+    assert report.snapshot_offset is None
+    assert (report.replay_start_offset, report.replay_end_offset, report.events_replayed) == (0, 7, 7)
+    assert committed(harness, "g") == {("t", 0): (6, "m6"), ("t", 1): (4, "m4"), ("t", 2): (5, "m5")}
+
+
+async def wait_for_snapshot(partition, offset):
+    with trio.fail_after(10):
+        while offset not in partition.snapshot_offsets:
+            await trio.sleep(0.01)
+
+
+async def test_snapshots_bound_the_replay_and_fall_back_when_damaged(harness_factory):
+    harness = harness_factory(**ONE_PARTITION, **{"offsets.snapshot.interval.events": "10"})
+    partition = harness.coordinator.partitions[0]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(harness.coordinator.run)
+        for offset in range(10):
+            commit(harness, "g", offset % 4, offset)
+        await wait_for_snapshot(partition, 10)
+        for offset in range(10, 20):
+            commit(harness, "g", offset % 4, offset)
+        await wait_for_snapshot(partition, 20)
+        for offset in range(20, 25):
+            commit(harness, "g", offset % 4, offset)
+        nursery.cancel_scope.cancel()
+    expected = committed(harness, "g")
+    assert expected == {("t", p): (o, f"m{o}") for p, o in [(0, 24), (1, 21), (2, 22), (3, 23)]}
+    # Two snapshots are kept; the log below the older one is gone.
+    assert partition.snapshots.offsets() == [10, 20]
+    assert partition.log.log_start_offset == 10
+
+    harness.restart(clean=False)
+    [report] = harness.coordinator.load_reports
+    assert (report.snapshot_offset, report.replay_start_offset, report.events_replayed) == (20, 20, 5)
+    assert committed(harness, "g") == expected
+
+    # The newest snapshot is cut short: start-up falls back to the older one and replays more.
+    newest = sorted(harness.coordinator.partitions[0].snapshots.directory.glob("*.snapshot"))[-1]
+    newest.write_bytes(newest.read_bytes()[:-7])
+    harness.restart(clean=False)
+    [report] = harness.coordinator.load_reports
+    assert (report.snapshot_offset, report.replay_start_offset, report.events_replayed) == (10, 10, 15)
+    assert committed(harness, "g") == expected
+
+
+def test_snapshot_of_a_log_without_snapshots_and_a_damaged_one_falls_back_to_full_replay(harness_factory):
+    harness = harness_factory(**ONE_PARTITION)
+    for offset in range(5):
+        commit(harness, "g", 0, offset)
+    harness.restart(clean=True)                          # first snapshot, at 5; log kept whole
+    partition = harness.coordinator.partitions[0]
+    assert partition.snapshots.offsets() == [5] and partition.log.log_start_offset == 0
+    [snapshot] = partition.snapshots.directory.glob("*.snapshot")
+    snapshot.write_bytes(b"")
+    harness.restart(clean=False)
+    [report] = harness.coordinator.load_reports
+    assert (report.snapshot_offset, report.events_replayed) == (None, 5)
+    assert committed(harness, "g") == {("t", 0): (4, "m4")}
+
+
+def state_of(coordinator):
+    result = {}
+    for groups in coordinator._groups:
+        for group in groups.values():
+            result[group.group_id] = (
+                group.state, group.generation_id, group.protocol, group.leader_id,
+                sorted((m.member_id, m.assignment) for m in group.members.values()),
+                dict(group.offsets))
+    return result
+
+
+operations = st.lists(st.one_of(
+    st.tuples(st.just("commit"), st.sampled_from("abcde"), st.integers(0, 3), st.integers(0, 1000)),
+    st.tuples(st.just("expire"), st.integers(1, 3)),
+    st.tuples(st.just("restart"), st.booleans()),
+    st.tuples(st.just("join"), st.sampled_from("xy")),
+), max_size=30)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations)
+def test_snapshot_plus_replay_equals_the_state_before_restart(harness_factory, ops):
+    harness = harness_factory(**{"offsets.topic.num.partitions": "2",
+                                 "offsets.snapshot.interval.events": "1000"})
+    for op in ops:
+        if op[0] == "commit":
+            _, group, partition, offset = op
+            harness.coordinator.commit_offsets(group, "", -1, 3_600_000 * (1 + partition), [
+                PartitionCommit("t", partition, offset, "")])
+        elif op[0] == "expire":
+            harness.clock.advance(op[1] * 3_600_000)
+            harness.coordinator.expire_offsets(harness.clock.time_ms())
+        elif op[0] == "join":
+            group = harness.coordinator.group(op[1])
+            if group is None or group.is_(GroupState.EMPTY):
+                harness.form_group(op[1], 1)
+        else:
+            before = state_of(harness.coordinator)
+            harness.restart(clean=op[1])
+            assert state_of(harness.coordinator) == before
+    before = state_of(harness.coordinator)
+    harness.restart(clean=False)
+    assert state_of(harness.coordinator) == before
+    harness.close()
+
+
+def test_consumer_offsets_topic_is_created_with_the_configured_partitions(harness_factory):
+    harness = harness_factory(**{"offsets.topic.num.partitions": "3"})
+    assert harness.broker.log_manager.topics()[GROUP_METADATA_TOPIC] == 3
+    assert harness.coordinator.partition_for("hello") == 99162322 % 3
