@@ -1,5 +1,9 @@
 """aiokafka, default configuration, against a real minikafka process.
 
+aiokafka 0.14 can only produce magic 2 record batches, which this broker (magic 0/1, Kafka
+0.10's message format) refuses; the consuming, offset-lookup and admin paths are tested with
+messages written by kafka-python, and aiokafka's own produce path is a strict xfail.
+
 aiokafka runs on asyncio, so each test is a plain function that drives its own event loop
 (the suite's async tests run under trio).
 """
@@ -12,7 +16,8 @@ import time
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import InvalidTimestampError
+from aiokafka.errors import CorruptRecordException
+from kafka import KafkaProducer
 
 CODECS = [None, "gzip", "snappy", "lz4"]
 
@@ -54,6 +59,17 @@ async def consume(bootstrap, topic, count, *, partition=0, offset=0, timeout=20.
         await consumer.stop()
 
 
+def kafka_python_produce(bootstrap, topic, records, **config):
+    """Write (key, value[, timestamp_ms]) tuples as magic 1 messages, with kafka-python."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **config)
+    try:
+        futures = [producer.send(topic, key=r[0], value=r[1], timestamp_ms=r[2] if len(r) > 2 else None)
+                   for r in records]
+        return [f.get(30) for f in futures]
+    finally:
+        producer.close(10)
+
+
 def topic_errors(response) -> dict[str, int]:
     """topic -> error code from a CreateTopics / DeleteTopics response of any version."""
     body = response.to_object()
@@ -71,6 +87,13 @@ async def create_topic(bootstrap, topic, partitions=1, configs=None):
         await admin.close()
 
 
+# aiokafka 0.14 writes every batch as a magic 2 RecordBatch (its MessageAccumulator always
+# builds DefaultRecordBatchBuilder(magic=2)), even in Produce v2, which may only carry magic
+# 0/1 message sets. minikafka stores magic 0/1 (Kafka 0.10's format), so, like a Kafka 0.10
+# broker, it refuses those batches with CORRUPT_MESSAGE and writes nothing. Strict xfail:
+# this starts failing (XPASS) the day the broker accepts magic 2 batches.
+@pytest.mark.xfail(strict=True, raises=CorruptRecordException,
+                   reason="aiokafka 0.14 produces magic 2 batches only; the broker stores magic 0/1")
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c or "none")
 def test_produce_consume_every_codec(broker, topic, sample_records, codec):
     async def scenario():
@@ -78,41 +101,53 @@ def test_produce_consume_every_codec(broker, topic, sample_records, codec):
         assert [m.offset for m in metadata] == list(range(len(sample_records)))
         records = await consume(broker.bootstrap, topic, len(sample_records))
         assert [(r.key, r.value) for r in records] == sample_records
+    run(scenario())
+
+
+def test_refused_magic_2_batch_writes_nothing(broker, topic):
+    kafka_python_produce(broker.bootstrap, topic, [(None, b"before")])
+
+    async def scenario():
+        with pytest.raises(CorruptRecordException):
+            await produce(broker.bootstrap, topic, [(b"k", b"magic 2")])
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap)
+        await consumer.start()
+        try:
+            assert await consumer.end_offsets([TopicPartition(topic, 0)]) == {TopicPartition(topic, 0): 1}
+        finally:
+            await consumer.stop()
+    run(scenario())
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c or "none")
+def test_consume_every_codec(broker, topic, sample_records, codec):
+    kafka_python_produce(broker.bootstrap, topic, sample_records, compression_type=codec)
+
+    async def scenario():
+        records = await consume(broker.bootstrap, topic, len(sample_records))
+        assert [(r.key, r.value) for r in records] == sample_records
         assert [r.offset for r in records] == list(range(len(sample_records)))
         assert all(r.timestamp_type == 0 for r in records)
+        middle = await consume(broker.bootstrap, topic, len(sample_records) - 7, offset=7)
+        assert [r.offset for r in middle] == list(range(7, len(sample_records)))
     run(scenario())
 
 
 def test_log_append_time_topic_shows_the_broker_time(broker, topic):
-    async def scenario():
-        await create_topic(broker.bootstrap, topic, configs={"message.timestamp.type": "LogAppendTime"})
-        before = now_ms()
-        metadata = await produce(broker.bootstrap, topic, [(b"k", b"v", 1_000_000_000_000)])
-        after = now_ms()
-        assert metadata[0].timestamp_type == 1
-        assert before <= metadata[0].timestamp <= after
-        [record] = await consume(broker.bootstrap, topic, 1)
-        assert (record.timestamp_type, record.timestamp) == (1, metadata[0].timestamp)
-    run(scenario())
-
-
-def test_create_time_topic_refuses_a_stale_timestamp(broker, topic):
-    async def scenario():
-        await create_topic(broker.bootstrap, topic, configs={"message.timestamp.difference.max.ms": "60000"})
-        with pytest.raises(InvalidTimestampError):
-            await produce(broker.bootstrap, topic, [(None, b"stale", now_ms() - 3_600_000)])
-        fresh = now_ms()
-        [metadata] = await produce(broker.bootstrap, topic, [(None, b"fresh", fresh)])
-        assert metadata.offset == 0
-        [record] = await consume(broker.bootstrap, topic, 1)
-        assert (record.value, record.timestamp, record.timestamp_type) == (b"fresh", fresh, 0)
-    run(scenario())
+    run(create_topic(broker.bootstrap, topic, configs={"message.timestamp.type": "LogAppendTime"}))
+    before = now_ms()
+    kafka_python_produce(broker.bootstrap, topic, [(b"k", b"v", 1_000_000_000_000)])
+    after = now_ms()
+    [record] = run(consume(broker.bootstrap, topic, 1))
+    assert record.timestamp_type == 1
+    assert before <= record.timestamp <= after
 
 
 def test_offsets_for_times_earliest_and_latest(broker, topic):
+    base = now_ms() - 10_000
+    kafka_python_produce(broker.bootstrap, topic, [(None, f"m{i}".encode(), base + 1000 * i) for i in range(5)])
+
     async def scenario():
-        base = now_ms() - 10_000
-        await produce(broker.bootstrap, topic, [(None, f"m{i}".encode(), base + 1000 * i) for i in range(5)])
         consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap)
         await consumer.start()
         tp = TopicPartition(topic, 0)
@@ -127,16 +162,18 @@ def test_offsets_for_times_earliest_and_latest(broker, topic):
     run(scenario())
 
 
-def test_topic_is_auto_created_on_first_produce(broker, topic):
+def test_topic_is_auto_created_by_a_metadata_request(broker, topic):
     async def scenario():
         admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
         await admin.start()
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        await producer.start()
         try:
             assert topic not in await admin.list_topics()
-            [metadata] = await produce(broker.bootstrap, topic, [(None, b"first")])
-            assert (metadata.partition, metadata.offset) == (0, 0)
+            assert await producer.partitions_for(topic) == {0}
             assert topic in await admin.list_topics()
         finally:
+            await producer.stop()
             await admin.close()
     run(scenario())
 

@@ -137,10 +137,12 @@ def test_admin_creates_and_deletes_topics(broker, topic):
         admin.create_topics([NewTopic(topic, 3, 1, topic_configs={"retention.ms": "3600000"})])
         assert topic in admin.list_topics()
         [description] = admin.describe_topics([topic])
-        assert sorted(p["partition"] for p in description["partitions"]) == [0, 1, 2]
+        assert sorted(p["partition_index"] for p in description["partitions"]) == [0, 1, 2]
 
-        metadata = produce(broker.bootstrap, topic, [(b"k", b"v")], partitioner=lambda *_: 2)
-        assert (metadata[0].partition, metadata[0].offset) == (2, 0)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        metadata = producer.send(topic, b"v", key=b"k", partition=2).get(30)
+        producer.close(10)
+        assert (metadata.partition, metadata.offset) == (2, 0)
         assert (broker.log_dir / f"{topic}-2").is_dir()
 
         admin.delete_topics([topic])

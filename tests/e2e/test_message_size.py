@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 import pytest
+from aiokafka.errors import CorruptRecordException
 
 MAX_MESSAGE_BYTES = 2000
 ENTRY_OVERHEAD = 12 + 4 + 1 + 1 + 8 + 4 + 4
@@ -63,6 +64,8 @@ def test_confluent_kafka(broker, topic):
     assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
 
 
+@pytest.mark.xfail(strict=True, raises=CorruptRecordException,
+                   reason="aiokafka 0.14 produces magic 2 batches only; the broker stores magic 0/1")
 def test_aiokafka(broker, topic):
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import MessageSizeTooLargeError
