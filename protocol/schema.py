@@ -8,9 +8,9 @@ is an array of scalars.
 
 :class:`Api` ties the request and response declarations of one API key together with its
 served version range and its flexible versions, and compiles one :class:`StructCodec` per
-(direction, version) up front. A codec's reader walks a precomputed list of steps (runs of
-adjacent fixed-width fields are unpacked by a single ``struct`` call); decoding a request never
-looks at the declaration again.
+(direction, version) up front. A codec is generated straight-line Python (runs of adjacent
+fixed-width fields are one ``struct`` call, classic strings are decoded inline); decoding a
+request never looks at the declaration again.
 
 Decoded values are :class:`Struct` objects whose attributes are the field names; every field
 the declaration knows is present, those outside the decoded version holding their default.

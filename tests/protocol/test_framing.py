@@ -4,9 +4,12 @@ arbitrary bytes (only ProtocolError may escape)."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
 import struct
+import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -337,7 +340,10 @@ class LoopbackBroker:
                                 else api_versions_response())
                     else:
                         body = {"brokers": [{"node_id": 0, "host": "127.0.0.1", "port": self.port}],
-                                "controller_id": 0, "topics": []}
+                                "cluster_id": "loopback", "controller_id": 0,
+                                "topics": [{"name": "orders", "partitions": [
+                                    {"partition_index": p, "leader_id": 0, "replica_nodes": [0],
+                                     "isr_nodes": [0]} for p in range(2)]}]}
                     client.sendall(b"".join(conn.encode_response(request, body)))
 
     def close(self) -> None:
@@ -358,6 +364,35 @@ def test_kafka_python_negotiates_down_and_sees_0_10_2_without_idempotence():
     finally:
         broker.close()
     assert broker.seen[:2] == [(ApiKey.API_VERSIONS, 4, True), (ApiKey.API_VERSIONS, 3, False)]
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat (Debian, librdkafka 2.0) not installed")
+def test_kcat_on_librdkafka_2_0_reads_our_api_versions_v3_and_metadata():
+    broker = LoopbackBroker()
+    try:
+        result = subprocess.run(["kcat", "-L", "-J", "-b", f"127.0.0.1:{broker.port}", "-m", "10"],
+                                capture_output=True, text=True, timeout=60)
+    finally:
+        broker.close()
+    assert result.returncode == 0, result.stderr
+    listing = json.loads(result.stdout)
+    assert listing["brokers"] == [{"id": 0, "name": f"127.0.0.1:{broker.port}"}]
+    assert [(t["topic"], len(t["partitions"])) for t in listing["topics"]] == [("orders", 2)]
+    assert broker.seen[0] == (ApiKey.API_VERSIONS, 3, False)
+    assert ApiKey.API_VERSIONS not in [key for key, _, _ in broker.seen[1:]]  # no retry needed
+
+
+def test_confluent_kafka_lists_topics():
+    from confluent_kafka.admin import AdminClient
+
+    broker = LoopbackBroker()
+    try:
+        metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"}).list_topics(timeout=20)
+    finally:
+        broker.close()
+    assert metadata.cluster_id == "loopback" and metadata.controller_id == 0
+    assert sorted(metadata.topics["orders"].partitions) == [0, 1]
+    assert broker.seen[0] == (ApiKey.API_VERSIONS, 3, False)
 
 
 # ------------------------------------------------------------------------------------------
