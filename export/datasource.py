@@ -7,6 +7,7 @@ Usage (pyspark 4 Python Data Source API)::
     df = (spark.read.format("minikafka")
           .option("topics", "clicks,views")          # default: every topic in the log dir
           .option("partitions", "0,1")               # default: every partition
+          # or .option("assign", '{"clicks": [0, 1]}')   exact topic-partitions
           .option("startingOffsets", '{"clicks": {"0": 1000}}')   # default "earliest"
           .option("endingOffsets", "latest")         # exclusive; default "latest"
           .option("startingTimestamp", "1700000000000")           # ms, overrides startingOffsets

@@ -163,7 +163,7 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
         starting[s.topic].setdefault(partition_key, s.start_offset)
         ending[s.topic][partition_key] = s.end_offset
     df = (spark.read.format(FORMAT)
-          .option("topics", ",".join(sorted(starting)))
+          .option("assign", json.dumps({t: sorted(map(int, ps)) for t, ps in starting.items()}))
           .option("startingOffsets", json.dumps(starting))
           .option("endingOffsets", json.dumps(ending))
           .load(",".join(str(d) for d in log_dirs)))

@@ -3,6 +3,10 @@
 Shared by the Spark data source (one Spark input partition per slice) and the exporter
 (which plans whole closed segments after its recorded progress). No pyspark here.
 
+Selection: ``topics`` (comma-separated; Spark's name ``subscribe`` works too), ``partitions``
+(comma-separated numbers, for every selected topic) or Spark's ``assign``, JSON
+``{"topic": [0, 1]}`` naming exact topic-partitions.
+
 Offset options follow Spark's Kafka source where they make sense for a batch read:
 
 ``startingOffsets``  ``"earliest"`` (default) or JSON ``{"topic": {"0": 23, "1": -2}}``;
@@ -52,6 +56,7 @@ class ReadOptions:
     log_dirs: tuple[Path, ...]
     topics: tuple[str, ...] | None
     partitions: tuple[int, ...] | None
+    assign: frozenset[tuple[str, int]] | None
     starting: dict[tuple[str, int], int]
     ending: dict[tuple[str, int], int]
     starting_timestamp: int | None
@@ -101,6 +106,14 @@ def parse_options(options) -> ReadOptions:
                       if partitions_text else None)
     except ValueError:
         raise ValueError(f"option partitions must be comma-separated integers, not {partitions_text!r}") from None
+    assign_text = options.get("assign")
+    assign = None
+    if assign_text:
+        try:
+            assign = frozenset((str(t), int(p)) for t, ps in json.loads(assign_text).items() for p in ps)
+        except (ValueError, AttributeError, TypeError):
+            raise ValueError(f'option assign must be JSON like {{"topic": [0, 1]}}, not {assign_text!r}') from None
+        topics = tuple(sorted({t for t, _ in assign}))
     timestamp_text = options.get("startingTimestamp")
     try:
         starting_timestamp = int(timestamp_text) if timestamp_text is not None else None
@@ -110,6 +123,7 @@ def parse_options(options) -> ReadOptions:
         log_dirs=log_dirs,
         topics=topics,
         partitions=partitions,
+        assign=assign,
         starting=_offsets("startingOffsets", options.get("startingOffsets"), "earliest", "latest"),
         ending=_offsets("endingOffsets", options.get("endingOffsets"), "latest", "earliest"),
         starting_timestamp=starting_timestamp,
@@ -143,6 +157,8 @@ def plan_slices(opts: ReadOptions) -> list[SegmentSlice]:
         if opts.topics is not None and topic not in opts.topics:
             continue
         if opts.partitions is not None and partition not in opts.partitions:
+            continue
+        if opts.assign is not None and (topic, partition) not in opts.assign:
             continue
         readable = [s for s in segments if s.closed or opts.include_active_segment]
         if not readable:

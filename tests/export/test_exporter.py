@@ -1,0 +1,166 @@
+"""The Secor-style exporter: layout, skipping, and exactly once across real crashes (SIGKILL)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from export.exporter import CRASH_HOOK_ENV, export
+from export.progress import ExportProgress
+from protocol.records import Codec, build_message_set, iter_records
+
+from .conftest import write_segments
+
+REPO = Path(__file__).resolve().parents[2]
+MIDNIGHT = 1_763_769_600_000  # 2025-11-22T00:00:00Z
+LAUNCHER = "import sys; from broker.cli import main; sys.exit(main())"
+
+
+def segment(first: int, count: int, *, codec=Codec.NONE) -> tuple[int, bytes]:
+    """Records around midnight UTC, timestamps going back and forth across it."""
+    sets = []
+    for offset in range(first, first + count):
+        ts = MIDNIGHT + (-1 if offset % 3 == 0 else 1) * (offset * 1000)
+        sets.append([(b"k%d" % offset if offset % 5 else None, b"v%d" % offset, ts)])
+    if codec == Codec.NONE:
+        return first, b"".join(build_message_set(s, base_offset=first + i) for i, s in enumerate(sets))
+    return first, build_message_set([s[0] for s in sets], codec=codec, base_offset=first)
+
+
+def make_log(log_dir: Path) -> dict[tuple[str, int], list]:
+    """Topic ``a`` (2 partitions, 3 closed segments in all) and ``__consumer_offsets``."""
+    write_segments(log_dir, "a", 0, [segment(0, 10), segment(10, 10, codec=Codec.GZIP), segment(20, 3)])
+    write_segments(log_dir, "a", 1, [segment(0, 7, codec=Codec.SNAPPY), segment(7, 2)])
+    write_segments(log_dir, "__consumer_offsets", 0, [segment(0, 3), segment(3, 1)])
+    return closed_records(log_dir)
+
+
+def closed_records(log_dir: Path) -> dict[tuple[str, int], list]:
+    """Records of the closed segments (all but the last file of each partition)."""
+    out = {}
+    for part_dir in sorted(log_dir.iterdir()):
+        topic, _, partition = part_dir.name.rpartition("-")
+        files = sorted(part_dir.glob("*.log"))[:-1]
+        out[(topic, int(partition))] = [r for f in files for r in iter_records(f.read_bytes())]
+    return out
+
+
+def exported(out: Path) -> list[tuple]:
+    """Every row of every final output file, with the file it is in."""
+    rows = []
+    for path in sorted(out.glob("*/dt=*/*.parquet")):
+        table = pq.read_table(path)
+        for row in table.to_pylist():
+            rows.append((path.relative_to(out).as_posix(), row))
+    return rows
+
+
+def assert_exactly_once(out: Path, records: dict[tuple[str, int], list]) -> None:
+    rows = exported(out)
+    seen = [(r["topic"], r["partition"], r["offset"]) for _, r in rows]
+    assert len(seen) == len(set(seen)), "a record was exported twice"
+    want = {(t, p, r.offset): r for (t, p), rs in records.items() if not t.startswith("__") for r in rs}
+    assert set(seen) == set(want)
+    for name, row in rows:
+        record = want[(row["topic"], row["partition"], row["offset"])]
+        assert (row["key"], row["value"]) == (record.key, record.value)
+        millis = int(row["timestamp"].timestamp() * 1000)
+        assert millis == record.timestamp
+        # Secor naming: OUT/<topic>/dt=<UTC date>/<generation>_<partition>_<first offset>.parquet
+        date = datetime.datetime.fromtimestamp(millis / 1000, datetime.timezone.utc).date().isoformat()
+        topic, dt, file_name = name.split("/")
+        generation, partition, first_offset = file_name.removesuffix(".parquet").split("_")
+        assert (topic, dt, int(partition)) == (row["topic"], f"dt={date}", row["partition"])
+        assert generation == "1" and len(first_offset) == 20 and int(first_offset) <= row["offset"]
+
+
+def test_layout_progress_and_skipping(spark, tmp_path):
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    records = make_log(log_dir)
+    summary = export(lambda: spark, [log_dir], out)
+    assert (summary.segments, summary.records) == (3, 27)
+    assert_exactly_once(out, records)
+    assert ExportProgress(out).committed() == {("a", 0): 20, ("a", 1): 7}
+    # Each segment is split by date (offsets divisible by 3 fall before midnight); a file is
+    # named by its first offset.
+    names = sorted(p.relative_to(out).as_posix() for p in out.glob("a/dt=*/*.parquet"))
+    assert names == sorted(f"a/dt=2025-11-{day}/1_{p}_{o:020d}.parquet" for day, p, o in [
+        (22, 0, 0), (21, 0, 3), (22, 0, 10), (21, 0, 12), (22, 1, 0), (21, 1, 3)])
+    # Nothing new: no work, no Spark.
+    again = export(lambda: pytest.fail("Spark was started with nothing to export"), [log_dir], out)
+    assert (again.segments, again.records) == (0, 0)
+    # The active segment of a-1 closes when a new one starts: only it is exported next.
+    write_segments(log_dir, "a", 1, [segment(9, 4)])
+    summary = export(lambda: spark, [log_dir], out)
+    assert (summary.segments, summary.records) == (1, 2)
+    assert_exactly_once(out, closed_records(log_dir))
+    assert ExportProgress(out).committed()[("a", 1)] == 9
+
+
+def run_cli(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-c", LAUNCHER, *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=300)
+
+
+def test_killed_at_every_step_then_rerun_exports_each_record_once(spark, tmp_path):
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    records = make_log(log_dir)
+    command = ["export", "--log-dir", str(log_dir), "--out", str(out), "--master", "local[1]"]
+
+    killed = run_cli(*command, env_extra={CRASH_HOOK_ENV: "after-write"})
+    assert killed.returncode == -9, killed.stderr
+    assert exported(out) == [] and ExportProgress(out).committed() == {}
+
+    killed = run_cli(*command, env_extra={CRASH_HOOK_ENV: "mid-rename"})
+    assert killed.returncode == -9, killed.stderr
+    assert len(list(out.glob("a/dt=*/*.parquet"))) == 1 and ExportProgress(out).committed() == {}
+
+    killed = run_cli(*command, env_extra={CRASH_HOOK_ENV: "after-rename"})
+    assert killed.returncode == -9, killed.stderr
+    assert len(list(out.glob("a/dt=*/*.parquet"))) == 6 and ExportProgress(out).committed() == {}
+
+    summary = export(lambda: spark, [log_dir], out)
+    assert summary.segments == 3
+    assert_exactly_once(out, records)
+    assert not any((out / "_minikafka" / "staging").iterdir())
+    assert ExportProgress(out).committed() == {("a", 0): 20, ("a", 1): 7}
+
+
+def test_cli_summary_line_and_user_errors(tmp_path):
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    make_log(log_dir)
+    ExportProgress(out).record("a", 0, 20)
+    ExportProgress(out).record("a", 1, 7)
+    done = run_cli("export", "--log-dir", str(log_dir), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("minikafka export: 0 segments, 0 records")
+
+    missing = run_cli("export", "--log-dir", str(tmp_path / "nope"), "--out", str(out))
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == f"minikafka export: error: log directory '{tmp_path / 'nope'}' does not exist"
+
+    bad_topic = run_cli("export", "--log-dir", str(log_dir), "--out", str(out), "--topic", "zzz")
+    assert bad_topic.returncode == 2
+    assert bad_topic.stderr.strip() == f"minikafka export: error: topic 'zzz' not found in {log_dir}"
+
+
+def test_busy_output_directory(tmp_path):
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    make_log(log_dir)
+    holder = ExportProgress(out)
+    holder.lock()
+    try:
+        busy = run_cli("export", "--log-dir", str(log_dir), "--out", str(out))
+    finally:
+        holder.unlock()
+    assert busy.returncode == 2
+    assert "another export is running" in busy.stderr
