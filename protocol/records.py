@@ -198,10 +198,10 @@ class _Message:
     value_length: int
 
 
-def _parse_message(buf, position: int, limit: int, *, check_crc: bool = True) -> _Message:
-    """Parse and check the complete entry at ``position``; ``limit`` must be at or past its
-    end (the caller has established that the entry is whole)."""
-    offset, size, crc, magic, attributes, timestamp = _HEAD.unpack_from(buf, position)
+def _parse_message(view: memoryview, position: int, limit: int, *, check_crc: bool = True) -> _Message:
+    """Parse and check the entry at ``position`` of ``view``, which must not end before
+    ``limit``; the entry must end by ``limit``."""
+    offset, size, crc, magic, attributes, timestamp = _HEAD.unpack_from(view, position)
     end = position + LOG_OVERHEAD + size
     if magic != 0 and magic != 1:
         raise _corrupt(f"message at offset {offset} has unknown magic {magic}")
@@ -209,15 +209,15 @@ def _parse_message(buf, position: int, limit: int, *, check_crc: bool = True) ->
         raise _corrupt(f"message at offset {offset} has impossible size {size}")
     if end > limit:
         raise _corrupt(f"message at offset {offset} overruns its buffer")
-    if check_crc and _crc32(memoryview(buf)[position + _MAGIC_POSITION : end]) != crc:
+    if check_crc and _crc32(view[position + _MAGIC_POSITION : end]) != crc:
         raise _corrupt(f"message at offset {offset} fails its CRC check")
     key_position = position + _KEY_POSITION[magic]
-    (key_length,) = _INT32.unpack_from(buf, key_position)
-    value_length_position = key_position + 4 + max(key_length, 0)
+    (key_length,) = _INT32.unpack_from(view, key_position)
+    value_length_position = key_position + 4 + (key_length if key_length > 0 else 0)
     if key_length < -1 or value_length_position + 4 > end:
         raise _corrupt(f"message at offset {offset} has a bad key length {key_length}")
-    (value_length,) = _INT32.unpack_from(buf, value_length_position)
-    if value_length < -1 or value_length_position + 4 + max(value_length, 0) != end:
+    (value_length,) = _INT32.unpack_from(view, value_length_position)
+    if value_length < -1 or value_length_position + 4 + (value_length if value_length > 0 else 0) != end:
         raise _corrupt(f"message at offset {offset} has a bad value length {value_length}")
     if magic == 0:
         timestamp = NO_TIMESTAMP
@@ -249,11 +249,11 @@ def _whole_entry_end(buf, position: int, length: int) -> int:
     return end if end <= length else -1
 
 
-def _bytes_or_none(buf, position: int, length: int) -> bytes | None:
-    return None if length < 0 else bytes(buf[position : position + length])
+def _bytes_or_none(view: memoryview, position: int, length: int) -> bytes | None:
+    return None if length < 0 else view[position : position + length].tobytes()
 
 
-def _decompressed_value(wrapper: _Message, buf) -> bytes:
+def _decompressed_value(wrapper: _Message, view: memoryview) -> bytes:
     """The inner message set of a compressed wrapper."""
     codec = _CODECS[wrapper.attributes & _CODEC_MASK]
     if codec is None:
@@ -262,16 +262,16 @@ def _decompressed_value(wrapper: _Message, buf) -> bytes:
         )
     if wrapper.value_length < 0:
         raise _corrupt(f"compressed message at offset {wrapper.offset} has a null value")
-    payload = memoryview(buf)[wrapper.value_position : wrapper.value_position + wrapper.value_length]
+    payload = view[wrapper.value_position : wrapper.value_position + wrapper.value_length]
     return decompress(codec, payload, magic=wrapper.magic)
 
 
-def _inner_messages(wrapper: _Message, buf) -> tuple[bytes, list[_Message]]:
+def _inner_messages(wrapper: _Message, view: memoryview) -> tuple[memoryview, list[_Message]]:
     """Decompress a wrapper and parse (and CRC-check) every inner message, for readers.
 
     Inner messages must be whole, uncompressed and of the wrapper's magic.
     """
-    inner = _decompressed_value(wrapper, buf)
+    inner = memoryview(_decompressed_value(wrapper, view))
     length = len(inner)
     messages = []
     position = 0
@@ -330,18 +330,19 @@ def iter_records(buf) -> Iterator[Record]:
     Every CRC (outer and inner) is checked: CORRUPT_MESSAGE on a mismatch. A truncated last
     entry is skipped. Inner messages of a LogAppendTime wrapper take the wrapper's timestamp.
     """
-    length = len(buf)
+    view = memoryview(buf)
+    length = len(view)
     position = 0
     while True:
-        end = _whole_entry_end(buf, position, length)
+        end = _whole_entry_end(view, position, length)
         if end < 0:
             return
-        message = _parse_message(buf, position, end)
+        message = _parse_message(view, position, end)
         position = end
         if not message.attributes & _CODEC_MASK:
-            yield _record(buf, message, message.offset, message.timestamp, _timestamp_type(message))
+            yield _record(view, message, message.offset, message.timestamp, _timestamp_type(message))
             continue
-        inner, messages = _inner_messages(message, buf)
+        inner, messages = _inner_messages(message, view)
         if message.magic == 0:
             for item in messages:
                 yield _record(inner, item, item.offset, NO_TIMESTAMP, NO_TIMESTAMP_TYPE)
@@ -361,13 +362,13 @@ def _timestamp_type(message: _Message) -> int:
     return LOG_APPEND_TIME if message.attributes & _TIMESTAMP_TYPE_BIT else CREATE_TIME
 
 
-def _record(buf, message: _Message, offset: int, timestamp: int, timestamp_type: int) -> Record:
+def _record(view: memoryview, message: _Message, offset: int, timestamp: int, timestamp_type: int) -> Record:
     return Record(
         offset,
         timestamp,
         timestamp_type,
-        _bytes_or_none(buf, message.key_position, message.key_length),
-        _bytes_or_none(buf, message.value_position, message.value_length),
+        _bytes_or_none(view, message.key_position, message.key_length),
+        _bytes_or_none(view, message.value_position, message.value_length),
         message.magic,
     )
 
@@ -626,11 +627,12 @@ def _assign_wrapper(
     Returns the next free offset, the entry's max timestamp, and either None (rewritten in
     place in ``out``) or the bytes of a recompressed replacement entry.
     """
-    wrapper = _parse_message(out, position, end, check_crc=False)
+    view = memoryview(out)
+    wrapper = _parse_message(view, position, end, check_crc=False)
     magic = wrapper.magic
     if magic == 1 and wrapper.attributes & _TIMESTAMP_TYPE_BIT:
         raise _producer_log_append_time(position)
-    inner = _decompressed_value(wrapper, out)
+    inner = _decompressed_value(wrapper, view)
     count, max_timestamp, offsets_relative = _scan_inner(
         inner, magic, wrapper.offset, now_ms, None if log_append_time else (earliest, latest)
     )
@@ -778,7 +780,8 @@ def validate_given_offsets(buf, min_offset: int, config: ValidationConfig) -> Va
     truncated tail is dropped (fetch responses end in one); a set with no whole entry gives
     ``record_count`` 0, an empty ``buffer`` and offsets -1.
     """
-    length = len(buf)
+    view = memoryview(buf)
+    length = len(view)
     entries: list[tuple[int, int, int]] = []
     max_timestamp = NO_TIMESTAMP
     offset_of_max_timestamp = -1
@@ -788,7 +791,7 @@ def validate_given_offsets(buf, min_offset: int, config: ValidationConfig) -> Va
     set_magic = -1
     position = 0
     while True:
-        end = _whole_entry_end(buf, position, length)
+        end = _whole_entry_end(view, position, length)
         if end < 0:
             break
         if end - position > config.max_message_bytes:
@@ -796,13 +799,13 @@ def validate_given_offsets(buf, min_offset: int, config: ValidationConfig) -> Va
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"message of {end - position} bytes exceeds max.message.bytes {config.max_message_bytes}",
             )
-        message = _parse_message(buf, position, end)
+        message = _parse_message(view, position, end)
         if set_magic == -1:
             set_magic = message.magic
         elif message.magic != set_magic:
             raise _corrupt(f"message set mixes magic {set_magic} and magic {message.magic}")
         if message.attributes & _CODEC_MASK:
-            _, messages = _inner_messages(message, buf)
+            _, messages = _inner_messages(message, view)
             if message.magic == 0:
                 inner_offsets = [item.offset for item in messages]
             else:
@@ -830,7 +833,7 @@ def validate_given_offsets(buf, min_offset: int, config: ValidationConfig) -> Va
         entries.append((position, message.offset, message.timestamp))
         position = end
     return ValidatedSet(
-        buffer=bytes(buf[:position]),
+        buffer=view[:position].tobytes(),
         first_offset=first_offset,
         last_offset=previous_offset if record_count else -1,
         max_timestamp=max_timestamp,
@@ -853,24 +856,25 @@ def down_convert(buf) -> bytes:
     the same codec and offset, its inner messages converted and given absolute offsets (lz4
     with the legacy header checksum). A truncated last entry is dropped.
     """
-    length = len(buf)
+    view = memoryview(buf)
+    length = len(view)
     out = bytearray()
     position = 0
     while True:
-        end = _whole_entry_end(buf, position, length)
+        end = _whole_entry_end(view, position, length)
         if end < 0:
             return bytes(out)
-        message = _parse_message(buf, position, end)
+        message = _parse_message(view, position, end)
         if message.magic == 0:
-            out += buf[position:end]
+            out += view[position:end]
         elif not message.attributes & _CODEC_MASK:
-            _append_converted(out, buf, message, message.offset, 0)
+            _append_converted(out, view, message, message.offset)
         else:
-            inner, messages = _inner_messages(message, buf)
+            inner, messages = _inner_messages(message, view)
             base = message.offset - messages[-1].offset
             converted = bytearray()
             for item in messages:
-                _append_converted(converted, inner, item, base + item.offset, 0)
+                _append_converted(converted, inner, item, base + item.offset)
             codec = Codec(message.attributes & _CODEC_MASK)
             _append_message(
                 out, message.offset, 0, codec, NO_TIMESTAMP, None,
@@ -879,12 +883,12 @@ def down_convert(buf) -> bytes:
         position = end
 
 
-def _append_converted(out: bytearray, buf, message: _Message, offset: int, attributes: int) -> None:
-    view = memoryview(buf)
+def _append_converted(out: bytearray, view: memoryview, message: _Message, offset: int) -> None:
+    """Append ``message`` as a plain magic 0 message at ``offset``."""
     key = None if message.key_length < 0 else view[message.key_position : message.key_position + message.key_length]
     value = (
         None
         if message.value_length < 0
         else view[message.value_position : message.value_position + message.value_length]
     )
-    _append_message(out, offset, 0, attributes, NO_TIMESTAMP, key, value)
+    _append_message(out, offset, 0, 0, NO_TIMESTAMP, key, value)
