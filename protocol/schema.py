@@ -475,7 +475,8 @@ def _bad_length(name: str, n: int) -> None:
 class Api:
     """One Kafka API: its key, the versions we serve, and its request and response schemas.
 
-    Codecs for every served version are compiled when the API is declared.
+    The codec of a (direction, version) is compiled the first time it is used and kept, so
+    importing the registry stays cheap; the test suite compiles every one of them.
     """
 
     def __init__(
@@ -496,10 +497,6 @@ class Api:
         self.response_fields = response
         self._requests: dict[int, StructCodec] = {}
         self._responses: dict[int, StructCodec] = {}
-        for version in range(self.min_version, self.max_version + 1):
-            flex = version in self.flexible_versions
-            self._requests[version] = StructCodec(request, version, flex, f"{name}Request v{version}")
-            self._responses[version] = StructCodec(response, version, flex, f"{name}Response v{version}")
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -508,10 +505,21 @@ class Api:
         return version in self.flexible_versions
 
     def request(self, version: int) -> StructCodec:
-        return self._requests[version]
+        codec = self._requests.get(version)
+        if codec is None:
+            codec = self._requests[version] = self._compile(self.request_fields, version, "Request")
+        return codec
 
     def response(self, version: int) -> StructCodec:
-        return self._responses[version]
+        codec = self._responses.get(version)
+        if codec is None:
+            codec = self._responses[version] = self._compile(self.response_fields, version, "Response")
+        return codec
+
+    def _compile(self, fields: tuple[FieldDecl, ...], version: int, kind: str) -> StructCodec:
+        if not self.supports(version):
+            raise KeyError(f"{self.name} v{version} is not served")
+        return StructCodec(fields, version, self.is_flexible(version), f"{self.name}{kind} v{version}")
 
     def __repr__(self) -> str:
         return f"Api({self.name}, key={self.key}, v{self.min_version}-v{self.max_version})"

@@ -241,7 +241,8 @@ class BytesType(PrimitiveType):
     """Opaque bytes with an int32 (or compact varint) length; decoded as ``bytes``.
 
     ``records`` is the same layout; its writer additionally accepts a file slice (an object
-    with an int ``length`` that is not bytes-like) and emits it as a separate chunk.
+    with an int ``length`` that is not bytes-like) and emits it as a separate chunk (an empty
+    slice is written as its length alone, with no chunk).
     """
 
     default = b""

@@ -6,6 +6,8 @@ import enum
 
 
 class ApiKey(enum.IntEnum):
+    """The int16 ``api_key`` of a request header, for each API registered in ``APIS``."""
+
     PRODUCE = 0
     FETCH = 1
     LIST_OFFSETS = 2
