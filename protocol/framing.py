@@ -247,9 +247,8 @@ class ServerConnection:
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
                    body: Any) -> bytes:
-    """A complete request frame (size prefix included). Versions are not limited to the ones we
-    serve only in that ApiVersions may be sent above them (to test the fallback) with an
-    empty body."""
+    """A complete request frame (size prefix included) at a version we serve. ApiVersions may
+    also be sent above our range, with an empty v3-layout body, as newer clients open with."""
     api = APIS[api_key]
     w = Writer()
     w.buf += INT32_S.pack(0)
