@@ -121,19 +121,49 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Under CreateTime, refuse a message set with INVALID_TIMESTAMP when a timestamp "
               "is further than this from the broker's clock; topic-level "
               "message.timestamp.difference.max.ms.", minimum=0),
-    ConfigKey("group.initial.rebalance.delay.ms", "int", 3000,
-              "How long the coordinator waits for more members before the first rebalance "
-              "of an empty group.", minimum=0),
     ConfigKey("minikafka.export.dir", "string", _UNSET,
               "Hand closed segments to the Spark exporter in this directory "
               "(same as `minikafka serve --export-to DIR`); segments are kept until exported."),
 )
 
+_GROUP_KEY_DESCRIPTIONS = {
+    "group.min.session.timeout.ms": "Smallest session timeout a consumer may ask for.",
+    "group.max.session.timeout.ms": "Largest session timeout a consumer may ask for.",
+    "group.initial.rebalance.delay.ms":
+        "How long the coordinator waits for more members before the first rebalance of an "
+        "empty group (Kafka's default is 3000; a test broker wants a lone consumer assigned at once).",
+    "offsets.topic.num.partitions": "Partitions of __consumer_offsets when it is created.",
+    "offsets.topic.segment.bytes": "Segment size of __consumer_offsets.",
+    "offsets.retention.minutes": "Committed offsets expire this long after their commit.",
+    "offsets.retention.check.interval.ms": "How often expired committed offsets are removed.",
+    "offset.metadata.max.bytes": "Longest metadata string of an offset commit.",
+    "offsets.snapshot.interval.events":
+        "Snapshot a __consumer_offsets partition after this many events since the last snapshot.",
+    "offsets.snapshot.interval.bytes":
+        "Snapshot a __consumer_offsets partition after this many bytes of events since the last one.",
+}
+
+
+def _group_coordinator_keys() -> tuple[ConfigKey, ...]:
+    """The group coordinator's keys, with the coordinator's own defaults (it reads them with
+    ``BrokerConfig.is_set`` / ``get``)."""
+    from broker.groups.config import GroupConfig
+
+    defaults = GroupConfig()
+    return tuple(
+        ConfigKey(name, "long", getattr(defaults, field) // unit,
+                  _GROUP_KEY_DESCRIPTIONS.get(name, "Group coordinator setting."), minimum=minimum)
+        for name, field, minimum, unit in GroupConfig._KEYS
+    )
+
+
+CONFIG_KEYS = CONFIG_KEYS + _group_coordinator_keys()
+
 CONFIG_KEYS_BY_NAME: dict[str, ConfigKey] = {key.name: key for key in CONFIG_KEYS}
 
-# Unknown keys with these prefixes belong to the group coordinator, which reads them with
-# BrokerConfig.get(); they are kept as raw strings.
-PASSTHROUGH_PREFIXES = ("offsets.", "group.")
+# Other keys with these prefixes are kept as raw strings (BrokerConfig.get) for the group
+# coordinator, so a setting it learns later needs no change here.
+PASSTHROUGH_PREFIXES = ("offsets.", "offset.", "group.")
 
 _TRUE = {"true"}
 _FALSE = {"false"}

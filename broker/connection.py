@@ -1,0 +1,199 @@
+"""One client connection: decode requests, run their handlers in order, write the responses.
+
+Three tasks share a connection, linked by two bounded queues::
+
+    socket --reader--> [decoded requests] --executor--> [encoded responses] --writer--> socket
+
+* The **reader** feeds received bytes to a sans-I/O ``ServerConnection`` and queues every
+  complete request, so a client may pipeline many requests before it reads anything.
+* The **executor** runs the handlers one at a time in request order. Kafka handles the
+  requests of one connection in order, and producers with several requests in flight rely on
+  it (two pipelined Produce requests to one partition must append in the order sent). A
+  long-polling Fetch therefore delays the requests behind it on the same connection, exactly
+  as in Kafka, but never the reading of them nor any other connection.
+* The **writer** sends the responses in that same order: bytes chunks with ``send``, stored
+  message sets (storage ``FileSlice`` chunks) with ``os.sendfile`` from the segment file, so
+  fetched bytes never pass through Python.
+
+The queues are bounded, so a client that sends without reading stops being read from.
+Produce with ``acks=0`` gets no response. Bytes that do not decode (``ProtocolError``) stop
+the reading; the requests decoded before them are answered, then the connection closes. An
+unexpected exception in a handler is logged and closes this connection only. A connection
+with nothing in flight and nothing received for ``connections.max.idle.ms`` is closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+
+import trio
+
+from broker.handlers import HANDLERS, CloseConnection
+from protocol.errors import ProtocolError
+from protocol.framing import Request, ServerConnection
+
+logger = logging.getLogger(__name__)
+
+RECEIVE_SIZE = 65536
+# Decoded requests waiting for the executor; beyond this the reader stops reading.
+MAX_QUEUED_REQUESTS = 32
+# Encoded responses waiting for the writer.
+MAX_QUEUED_RESPONSES = 8
+
+_MSG_MORE = getattr(socket, "MSG_MORE", 0)
+
+
+class Connection:
+    """The broker side of one TCP connection (see the module docstring for the pipeline)."""
+
+    def __init__(self, broker, stream: trio.SocketStream) -> None:
+        self.broker = broker
+        self.stream = stream
+        self.socket = stream.socket
+        try:
+            peer = self.socket.getpeername()
+            self.peer = f"{peer[0]}:{peer[1]}"
+        except OSError:
+            self.peer = "?"
+        self.protocol = ServerConnection(max_frame_size=broker.config.socket_request_max_bytes)
+        idle_ms = broker.config.connections_max_idle_ms
+        self._idle_seconds = math.inf if idle_ms < 0 else idle_ms / 1000
+        self._idle_scope = trio.CancelScope()
+        self._in_flight = 0
+
+    async def run(self) -> None:
+        """Serve the connection until the peer leaves, misbehaves or idles out; never raises
+        (except cancellation, when the broker shuts down)."""
+        logger.debug("connection from %s", self.peer)
+        try:
+            with self._idle_scope:
+                self._touch()
+                requests_in, requests_out = trio.open_memory_channel(MAX_QUEUED_REQUESTS)
+                responses_in, responses_out = trio.open_memory_channel(MAX_QUEUED_RESPONSES)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._read, requests_in)
+                    nursery.start_soon(self._execute, requests_out, responses_in)
+                    nursery.start_soon(self._write, responses_out)
+            if self._idle_scope.cancelled_caught:
+                logger.info("closing idle connection from %s", self.peer)
+        except CloseConnection as exc:
+            logger.info("closing connection from %s: %s", self.peer, exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            logger.debug("connection from %s lost", self.peer)
+        except Exception:
+            logger.exception("closing connection from %s after an unexpected error", self.peer)
+        finally:
+            await trio.aclose_forcefully(self.stream)
+            logger.debug("connection from %s closed", self.peer)
+
+    def _touch(self) -> None:
+        """Restart the idle clock, or stop it while a request is in flight."""
+        if self._in_flight:
+            self._idle_scope.deadline = math.inf
+        else:
+            self._idle_scope.deadline = trio.current_time() + self._idle_seconds
+
+    def _finished_one(self) -> None:
+        self._in_flight -= 1
+        self._touch()
+
+    async def _read(self, requests: trio.MemorySendChannel) -> None:
+        async with requests:
+            while True:
+                data = await self.stream.receive_some(RECEIVE_SIZE)
+                if not data:
+                    return
+                self._touch()
+                self.protocol.receive_data(data)
+                while True:
+                    try:
+                        request = self.protocol.next_request()
+                    except ProtocolError as exc:
+                        logger.warning("bad request from %s, closing the connection after the "
+                                       "requests before it: %s", self.peer, exc)
+                        return
+                    if request is None:
+                        break
+                    self._in_flight += 1
+                    self._touch()
+                    await requests.send(request)
+
+    async def _execute(self, requests: trio.MemoryReceiveChannel,
+                       responses: trio.MemorySendChannel) -> None:
+        async with requests, responses:
+            async for request in requests:
+                body = await self._dispatch(request)
+                if body is None:
+                    self._finished_one()
+                    continue
+                await responses.send(self.protocol.encode_response(request, body))
+
+    async def _dispatch(self, request: Request):
+        if request.unsupported_version:
+            from protocol.apis import api_versions_fallback_response
+
+            return api_versions_fallback_response()
+        handler = HANDLERS.get(request.api_key)
+        if handler is None:
+            raise CloseConnection(f"no handler for api key {request.api_key}")
+        try:
+            return await handler(self.broker, request)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            raise RuntimeError(
+                f"handler for api key {request.api_key} v{request.api_version} "
+                f"(correlation id {request.correlation_id}, client {request.client_id!r}) failed"
+            ) from exc
+
+    async def _write(self, responses: trio.MemoryReceiveChannel) -> None:
+        async with responses:
+            async for chunks in responses:
+                await self._send_chunks(chunks)
+                self._finished_one()
+
+    async def _send_chunks(self, chunks: list) -> None:
+        """Send one response frame: runs of bytes chunks joined into one send, file slices
+        with sendfile. ``MSG_MORE`` keeps a header and the file bytes after it in the same
+        TCP segments."""
+        pending: list[bytes] = []
+        for chunk in chunks:
+            if isinstance(chunk, (bytes, bytearray, memoryview)):
+                pending.append(chunk)
+                continue
+            if chunk.length == 0:
+                continue
+            if pending:
+                await self._send_bytes(b"".join(pending), _MSG_MORE)
+                pending.clear()
+            await self._sendfile(chunk)
+        if pending:
+            await self._send_bytes(b"".join(pending), 0)
+
+    async def _send_bytes(self, data: bytes, flags: int) -> None:
+        view = memoryview(data)
+        while view:
+            sent = await self.socket.send(view, flags)
+            view = view[sent:]
+
+    async def _sendfile(self, file_slice) -> None:
+        out_fd = self.socket.fileno()
+        in_fd = file_slice.fileno()
+        position = file_slice.position
+        remaining = file_slice.length
+        while remaining:
+            try:
+                sent = os.sendfile(out_fd, in_fd, position, remaining)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(self.socket)
+                continue
+            if sent == 0:
+                # The frame's size prefix already promised these bytes; a short file cannot be
+                # patched up, so the connection has to go.
+                raise CloseConnection(f"segment file ended {remaining} bytes short of a fetched slice")
+            position += sent
+            remaining -= sent
+        await trio.lowlevel.checkpoint()

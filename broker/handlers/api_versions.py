@@ -1,0 +1,28 @@
+"""ApiVersions (key 18): the APIs this broker serves and their version ranges.
+
+The table is the protocol layer's registry restricted to the APIs that have a handler here,
+so the broker never advertises something it would refuse. A request above our highest
+version never reaches this module: the connection answers it with UNSUPPORTED_VERSION and the
+table in the v0 layout (``protocol.api_versions_fallback_response``).
+"""
+
+from __future__ import annotations
+
+from protocol.apis import ApiKey, api_versions_table
+from protocol.errors import ErrorCode
+
+API_KEY = ApiKey.API_VERSIONS
+
+
+async def handle(broker, request) -> dict:
+    from broker.handlers import HANDLERS
+
+    return {
+        "error_code": ErrorCode.NONE,
+        "api_keys": [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, low, high in api_versions_table()
+            if key in HANDLERS
+        ],
+        "throttle_time_ms": 0,
+    }

@@ -1,0 +1,46 @@
+"""CreateTopics (key 19), v0-v1: create topics with partitions and per-topic configs.
+
+Kafka's rules on a one-broker cluster: the replication factor must be 1 (-1 takes the
+default, as do -1 partitions, since clients such as kafka-python send -1 for "broker
+default"), explicit replica assignments may only name this broker, topic configs use Kafka's
+topic-level names (``retention.ms``, ``segment.bytes``, ``message.timestamp.type``, ...) and a
+bad one fails with INVALID_CONFIG. A topic named twice in one request fails with
+INVALID_REQUEST. ``validate_only`` (v1) runs every check and creates nothing. v1 responses
+carry a readable error message.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.server import TopicError
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+API_KEY = ApiKey.CREATE_TOPICS
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    counts = Counter(topic.name for topic in body.topics)
+    results = []
+    reported = set()
+    for topic in body.topics:
+        if topic.name in reported:
+            continue
+        reported.add(topic.name)
+        if counts[topic.name] > 1:
+            results.append({"name": topic.name, "error_code": ErrorCode.INVALID_REQUEST,
+                            "error_message": "Create topics request from client contains "
+                                             f"multiple entries for topic {topic.name}."})
+            continue
+        assignments = {entry.partition_index: list(entry.broker_ids) for entry in topic.assignments}
+        configs = {entry.name: entry.value for entry in topic.configs}
+        try:
+            broker.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
+                                assignments, configs, validate_only=body.validate_only)
+        except TopicError as exc:
+            results.append({"name": topic.name, "error_code": exc.code, "error_message": str(exc)})
+        else:
+            results.append({"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None})
+    return {"topics": results}

@@ -1,0 +1,30 @@
+"""DeleteTopics (key 20), v0: remove topics and their data from disk.
+
+Per topic: UNKNOWN_TOPIC_OR_PARTITION if it does not exist, INVALID_TOPIC_EXCEPTION for an
+internal topic; committed consumer group offsets are not touched (Kafka keeps them until
+they expire). Deletion is synchronous, so ``timeout_ms`` never runs out.
+"""
+
+from __future__ import annotations
+
+from broker.server import TopicError
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+API_KEY = ApiKey.DELETE_TOPICS
+
+
+async def handle(broker, request) -> dict:
+    responses = []
+    seen = set()
+    for name in request.body.topic_names:
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            broker.delete_topic(name)
+        except TopicError as exc:
+            responses.append({"name": name, "error_code": exc.code})
+        else:
+            responses.append({"name": name, "error_code": ErrorCode.NONE})
+    return {"responses": responses}

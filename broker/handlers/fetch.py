@@ -1,0 +1,89 @@
+"""Fetch (key 1), v0-v3: read message sets, long-polling until enough bytes are there.
+
+The request waits up to ``max_wait_ms`` until at least ``min_bytes`` can be returned; it is
+woken by appends to the partitions it reads (``Broker.append_waiters``), never by a timer
+loop, and returns at once when any partition has an error. Each partition returns at most
+``partition_max_bytes``; v3 also caps the whole response at ``max_bytes`` (KIP-74: partitions
+in request order, the first message of the first non-empty partition is returned whole even
+if it is larger, so a consumer can always progress). Before v3 a limit may cut a message
+short, as in Kafka 0.10.
+
+v2/v3 responses carry the stored bytes as file slices that the connection sends with
+sendfile, unparsed. v0/v1 consumers only understand magic 0, so their bytes are read and
+down-converted. Errors: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE (high watermark -1,
+as Kafka answers).
+"""
+
+from __future__ import annotations
+
+import trio
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from protocol.records import down_convert
+from storage.types import OffsetOutOfRange
+
+API_KEY = ApiKey.FETCH
+NO_RESPONSE_LIMIT = 0x7FFFFFFF
+
+
+def _read_partitions(broker, body, version: int) -> tuple[list[dict], int, bool]:
+    """One pass over the requested partitions: (response topics, bytes found, any error)."""
+    response_limit = body.max_bytes if version >= 3 else NO_RESPONSE_LIMIT
+    remaining = max(response_limit, 0)
+    # KIP-74 (v3): only until the first partition returns data may a message exceed the limits.
+    min_one_message = version >= 3
+    total = 0
+    any_error = False
+    topics = []
+    for topic in body.topics:
+        partitions = []
+        for request in topic.partitions:
+            log = broker.get_log(topic.topic, request.partition)
+            if log is None:
+                any_error = True
+                partitions.append({"partition_index": request.partition,
+                                   "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                   "high_watermark": -1, "records": b""})
+                continue
+            high_watermark = broker.high_watermark(log)
+            limit = max(min(request.partition_max_bytes, remaining), 0)
+            try:
+                records = log.read(request.fetch_offset, limit, max_offset=high_watermark,
+                                   min_one_message=min_one_message)
+            except OffsetOutOfRange:
+                any_error = True
+                partitions.append({"partition_index": request.partition,
+                                   "error_code": ErrorCode.OFFSET_OUT_OF_RANGE,
+                                   "high_watermark": -1, "records": b""})
+                continue
+            if records.length:
+                min_one_message = False
+                total += records.length
+                remaining -= records.length
+            partitions.append({"partition_index": request.partition, "error_code": ErrorCode.NONE,
+                               "high_watermark": high_watermark,
+                               "records": records if records.length else b""})
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return topics, total, any_error
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    version = request.api_version
+    watched = {(topic.topic, p.partition) for topic in body.topics for p in topic.partitions}
+    deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+    while True:
+        with broker.append_waiters.watch(watched) as appended:
+            topics, total, any_error = _read_partitions(broker, body, version)
+            if total >= body.min_bytes or any_error or trio.current_time() >= deadline:
+                break
+            with trio.move_on_at(deadline):
+                await appended.wait()
+    if version < 2:
+        for topic in topics:
+            for partition in topic["partitions"]:
+                records = partition["records"]
+                if not isinstance(records, bytes):
+                    partition["records"] = down_convert(records.read_bytes())
+    return {"throttle_time_ms": 0, "responses": topics}

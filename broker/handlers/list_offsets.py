@@ -1,0 +1,84 @@
+"""ListOffsets (key 2), v0-v1: offsets for times, the earliest and the latest offset.
+
+Timestamp -1 means the latest offset (the log end offset, i.e. the next offset to be
+written) and -2 the earliest (the log start offset).
+
+v1 (KIP-79) answers one ``(timestamp, offset)`` per partition: for a real timestamp, the
+first message whose timestamp is at or after it, found through the time index (-1/-1 when
+there is none); for -1/-2 the offset with timestamp -1.
+
+v0 answers Kafka 0.10.2's "old style" list of up to ``max_num_offsets`` offsets, newest
+first, taken from segment boundaries: the base offset of every segment plus the log end
+offset when the active segment holds data. -1 starts the list at the log end offset, -2
+returns the first segment's base offset only; a timestamp returns the bases of the segments
+last written at or before it (a segment's time is its largest message timestamp, or the
+file's modification time when it holds only magic 0 messages).
+"""
+
+from __future__ import annotations
+
+import os
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+API_KEY = ApiKey.LIST_OFFSETS
+LATEST = -1
+EARLIEST = -2
+
+
+def _segment_time(info) -> int:
+    if info.max_timestamp >= 0:
+        return info.max_timestamp
+    try:
+        return int(os.stat(info.log_path).st_mtime * 1000)
+    except OSError:
+        return -1
+
+
+def old_style_offsets(broker, log, timestamp: int, max_num_offsets: int) -> list[int]:
+    """Kafka 0.10.2's ``fetchOffsetsBefore`` over this log's segments."""
+    infos = log.segments()
+    segments = [(info.base_offset, _segment_time(info)) for info in infos]
+    if infos[-1].size > 0:
+        segments.append((log.log_end_offset, broker.clock.time_ms()))
+    if timestamp == LATEST:
+        start = len(segments) - 1
+    elif timestamp == EARLIEST:
+        start = 0
+    else:
+        start = len(segments) - 1
+        while start >= 0 and segments[start][1] > timestamp:
+            start -= 1
+    count = max(min(max_num_offsets, start + 1), 0)
+    return [segments[start - i][0] for i in range(count)]
+
+
+def _partition_answer(broker, topic: str, request, version: int) -> dict:
+    log = broker.get_log(topic, request.partition_index)
+    if log is None:
+        return {"partition_index": request.partition_index,
+                "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "old_style_offsets": []}
+    if version == 0:
+        return {"partition_index": request.partition_index, "error_code": ErrorCode.NONE,
+                "old_style_offsets": old_style_offsets(broker, log, request.timestamp,
+                                                       request.max_num_offsets)}
+    if request.timestamp == LATEST:
+        timestamp, offset = -1, log.log_end_offset
+    elif request.timestamp == EARLIEST:
+        timestamp, offset = -1, log.log_start_offset
+    else:
+        found = log.offset_for_timestamp(request.timestamp)
+        offset, timestamp = found if found is not None else (-1, -1)
+    return {"partition_index": request.partition_index, "error_code": ErrorCode.NONE,
+            "timestamp": timestamp, "offset": offset}
+
+
+async def handle(broker, request) -> dict:
+    version = request.api_version
+    return {"topics": [
+        {"name": topic.name,
+         "partitions": [_partition_answer(broker, topic.name, partition, version)
+                        for partition in topic.partitions]}
+        for topic in request.body.topics
+    ]}

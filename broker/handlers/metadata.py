@@ -1,0 +1,60 @@
+"""Metadata (key 3), v0-v2: this broker, the controller (itself) and topic/partition leaders.
+
+Follows Kafka 0.10.2: v0 asks for every topic with an empty list, v1+ with null (an empty
+list then means none). Requested topics that do not exist are created when
+``auto.create.topics.enable`` is on (the ``allow_auto_topic_creation`` flag only arrives in
+v4); otherwise they answer UNKNOWN_TOPIC_OR_PARTITION, and names Kafka would refuse answer
+INVALID_TOPIC_EXCEPTION. Internal topics (``__consumer_offsets``) appear only when asked for
+by name. Every partition is led by this broker with itself as the only replica and ISR.
+"""
+
+from __future__ import annotations
+
+from broker.server import TopicError
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+API_KEY = ApiKey.METADATA
+
+
+def _topic_metadata(broker, name: str, partitions: int) -> dict:
+    node = broker.node_id
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": name,
+        "is_internal": broker.is_internal(name),
+        "partitions": [
+            {"error_code": ErrorCode.NONE, "partition_index": index, "leader_id": node,
+             "replica_nodes": [node], "isr_nodes": [node]}
+            for index in range(partitions)
+        ],
+    }
+
+
+async def handle(broker, request) -> dict:
+    requested = request.body.topics
+    if requested is None or (request.api_version == 0 and not requested):
+        topics = [_topic_metadata(broker, name, count)
+                  for name, count in sorted(broker.topics().items())
+                  if not broker.is_internal(name)]
+    else:
+        topics = []
+        seen = set()
+        for entry in requested:
+            name = entry.name
+            if name in seen:
+                continue
+            seen.add(name)
+            try:
+                count = broker.ensure_topic(name)
+            except TopicError as exc:
+                topics.append({"error_code": exc.code, "name": name, "partitions": []})
+                continue
+            topics.append(_topic_metadata(broker, name, count))
+    return {
+        "brokers": [{"node_id": broker.node_id, "host": broker.advertised_host,
+                     "port": broker.advertised_port, "rack": None}],
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+    }

@@ -1,0 +1,31 @@
+"""OffsetForLeaderEpoch (key 23), v0 (KIP-101): the end offset of a leader epoch.
+
+A follower asks where the leader's log for ``leader_epoch`` ends, to truncate its own log to
+the point both agree on. On a single broker the answer comes straight from the partition's
+leader epoch cache: the start offset of the next higher epoch, or the log end offset for the
+latest epoch, or -1 (UNDEFINED_EPOCH_OFFSET) for an epoch older than any the cache holds.
+"""
+
+from __future__ import annotations
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
+
+
+async def handle(broker, request) -> dict:
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for entry in topic.partitions:
+            log = broker.get_log(topic.topic, entry.partition)
+            if log is None:
+                partitions.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                   "partition": entry.partition, "end_offset": -1})
+                continue
+            _epoch, end_offset = log.leader_epoch_cache.end_offset_for(entry.leader_epoch)
+            partitions.append({"error_code": ErrorCode.NONE, "partition": entry.partition,
+                               "end_offset": end_offset})
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return {"topics": topics}

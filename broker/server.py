@@ -1,0 +1,401 @@
+"""The broker: storage, topics, the TCP listener and background duties under one trio nursery.
+
+``Broker(config)`` owns the :class:`~storage.log_manager.LogManager`, the group coordinator and
+(with ``minikafka.export.dir``) the export hand-off. ``await nursery.start(broker.serve)``
+opens the listener, loads every partition, starts the background tasks and reports the bound
+``(host, port)``; cancelling it shuts down cleanly (checkpoints and the clean-shutdown marker),
+so the next start needs no recovery.
+
+Handlers stay thin: the topic and partition operations they need (create, delete, append with
+fetch wake-ups, offsets) are methods here, on top of storage.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import fcntl
+import logging
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from broker.config import BrokerConfig, ConfigError
+from broker.groups import GroupCoordinator
+from protocol.errors import ErrorCode, RecordError
+from storage.clock import Clock, SystemClock
+from storage.config import AppendResult, LogConfig
+from storage.log import Log
+from storage.log_manager import LogManager
+from storage.names import InvalidTopicName, validate_topic_name
+
+logger = logging.getLogger(__name__)
+
+# Topics that belong to the broker itself: clients may read them but not write them, and
+# they are listed in Metadata only when asked for by name.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
+META_PROPERTIES = "meta.properties"
+# Kafka's lock file: an exclusive flock keeps a second broker off the same log dir.
+LOCK_FILE = ".lock"
+
+
+class BrokerStartupError(Exception):
+    """The broker cannot start (log dir unusable, port busy); the message is one sentence."""
+
+
+class TopicError(Exception):
+    """A topic-level request refused with a Kafka error code and a readable message."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = ErrorCode(code)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+
+class AppendWaiters:
+    """Wakes long-polling fetches when a partition they watch gets new messages.
+
+    A fetch registers one ``trio.Event`` under every partition it reads; an append (or the
+    deletion of the topic) sets and forgets every event registered for that partition, so a
+    waiting fetch is woken exactly when there may be something new to read, without polling.
+    """
+
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], set[trio.Event]] = {}
+
+    @contextmanager
+    def watch(self, partitions: Iterable[tuple[str, int]]) -> Iterator[trio.Event]:
+        """Register a fresh event for ``partitions`` for the duration of the block."""
+        event = trio.Event()
+        keys = list(partitions)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(event)
+        try:
+            yield event
+        finally:
+            for key in keys:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(event)
+                    if not waiters:
+                        del self._waiters[key]
+
+    def notify(self, topic: str, partition: int) -> None:
+        for event in self._waiters.pop((topic, partition), ()):
+            event.set()
+
+
+def _new_cluster_id() -> str:
+    """Kafka's cluster id form: a random UUID as 22 characters of unpadded URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+class Broker:
+    """A single Kafka broker (node ``config.node_id``) serving one PLAINTEXT listener.
+
+    Attributes the handlers and the group coordinator use: ``config``, ``clock``,
+    ``node_id``, ``log_manager``, ``group_coordinator``, ``cluster_id``, ``advertised_host``,
+    ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``.
+    """
+
+    def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock if clock is not None else SystemClock()
+        self.node_id = config.node_id
+        self.default_log_config: LogConfig = config.log_config()
+        self.cluster_id: str | None = None
+        self.host: str | None = None
+        self.port: int | None = None
+        self.advertised_host: str | None = None
+        self.advertised_port: int | None = None
+        self.append_waiters = AppendWaiters()
+        self._dir_locks: list = []
+        self.export_handoff = None
+        segment_hooks = {}
+        if config.export_dir is not None:
+            from export.handoff import ExportHandoff
+
+            self.export_handoff = ExportHandoff(out_dir=config.export_dir, log_dirs=config.log_dirs)
+            segment_hooks = {"on_segment_closed": self.export_handoff.segment_closed,
+                             "may_delete_segment": self.export_handoff.may_delete}
+        self.log_manager = LogManager(config.log_dirs, self.default_log_config, self.clock, **segment_hooks)
+        try:
+            self.group_coordinator = GroupCoordinator(self)
+        except ValueError as exc:  # a group.* / offsets.* setting the coordinator refuses
+            raise ConfigError(str(exc)) from None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Run the broker until cancelled; ``task_status.started((host, port))`` once ready."""
+        from broker.connection import Connection
+
+        listeners = await self._open_listeners()
+        storage_started = False
+        try:
+            await trio.to_thread.run_sync(self._start_storage)
+            storage_started = True
+            self.group_coordinator.startup()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._every, self.config.retention_check_interval_ms,
+                                   self._retention_pass, "retention")
+                nursery.start_soon(self._every, self.config.flush_scheduler_interval_ms,
+                                   self.log_manager.flush_due, "flush")
+                nursery.start_soon(self._every, self.config.checkpoint_interval_ms,
+                                   self.log_manager.checkpoint, "checkpoint")
+                nursery.start_soon(self.group_coordinator.run)
+                if self.export_handoff is not None:
+                    nursery.start_soon(self.export_handoff.run)
+
+                async def handle(stream: trio.SocketStream) -> None:
+                    await Connection(self, stream).run()
+
+                nursery.start_soon(trio.serve_listeners, handle, listeners)
+                logger.info("serving on %s:%s (advertised %s:%s), log dirs %s", self.host, self.port,
+                            self.advertised_host, self.advertised_port,
+                            ",".join(map(str, self.config.log_dirs)))
+                task_status.started((self.advertised_host, self.advertised_port))
+        finally:
+            with trio.CancelScope(shield=True):
+                for listener in listeners:
+                    await trio.aclose_forcefully(listener)
+                if storage_started:
+                    await trio.to_thread.run_sync(self._stop_storage)
+                else:
+                    self._release_dir_locks()
+
+    async def _open_listeners(self) -> list[trio.SocketListener]:
+        listener = self.config.listener
+        try:
+            listeners = await trio.open_tcp_listeners(listener.port, host=listener.host)
+        except OSError as exc:
+            where = f"{listener.host or '*'}:{listener.port}"
+            reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+            raise BrokerStartupError(f"cannot listen on {where}: {reason}") from None
+        sockname = listeners[0].socket.getsockname()
+        self.host, self.port = sockname[0], sockname[1]
+        self.advertised_host, self.advertised_port = self.config.advertised_address(self.host, self.port)
+        return listeners
+
+    def _start_storage(self) -> None:
+        for log_dir in self.config.log_dirs:
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                lock = open(log_dir / LOCK_FILE, "a+b")
+            except OSError as exc:
+                raise BrokerStartupError(
+                    f"cannot use log dir {log_dir}: {exc.strerror or exc}") from None
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                raise BrokerStartupError(
+                    f"cannot use log dir {log_dir}: another broker is using it") from None
+            self._dir_locks.append(lock)
+        self.cluster_id = self._load_or_create_cluster_id()
+        try:
+            self.log_manager.startup()
+        except OSError as exc:
+            raise BrokerStartupError(
+                f"cannot load logs from {exc.filename or 'the log dirs'}: {exc.strerror or exc}") from None
+
+    def _stop_storage(self) -> None:
+        try:
+            self.group_coordinator.shutdown()
+        except Exception:
+            logger.exception("group coordinator shutdown failed")
+        self.log_manager.shutdown()
+        if self.export_handoff is not None:
+            self.export_handoff.close()
+        self._release_dir_locks()
+        logger.info("shut down cleanly")
+
+    def _release_dir_locks(self) -> None:
+        for lock in self._dir_locks:
+            lock.close()  # closing the descriptor releases the flock
+        self._dir_locks.clear()
+
+    def _load_or_create_cluster_id(self) -> str:
+        """Read ``cluster.id`` from ``meta.properties`` (Kafka's file) or create one; every log
+        dir gets the file, so the id stays stable for the data directory."""
+        from broker.config import parse_properties
+
+        cluster_id = None
+        for log_dir in self.config.log_dirs:
+            path = log_dir / META_PROPERTIES
+            if path.exists():
+                props = parse_properties(path.read_text(encoding="utf-8"), source=str(path))
+                cluster_id = cluster_id or props.get("cluster.id")
+        cluster_id = cluster_id or _new_cluster_id()
+        for log_dir in self.config.log_dirs:
+            path = log_dir / META_PROPERTIES
+            if not path.exists():
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(f"version=0\nbroker.id={self.node_id}\ncluster.id={cluster_id}\n",
+                               encoding="utf-8")
+                os.replace(tmp, path)
+        return cluster_id
+
+    async def _every(self, interval_ms: int, duty, name: str) -> None:
+        """Run ``duty()`` every ``interval_ms`` in a worker thread (it may fsync or unlink;
+        storage is thread-safe); a failure is logged and retried next time."""
+        while True:
+            await trio.sleep(interval_ms / 1000)
+            try:
+                await trio.to_thread.run_sync(duty)
+            except Exception:
+                logger.exception("background %s failed", name)
+
+    def _retention_pass(self) -> None:
+        deleted = self.log_manager.cleanup()
+        if deleted:
+            logger.info("retention removed %d segment(s)", deleted)
+
+    # ------------------------------------------------------------------ topics
+
+    @staticmethod
+    def is_internal(topic: str) -> bool:
+        return topic in INTERNAL_TOPICS
+
+    def topics(self) -> dict[str, int]:
+        """Every topic (internal ones included) with its partition count."""
+        return self.log_manager.topics()
+
+    def partition_count(self, topic: str) -> int | None:
+        return self.log_manager.topics().get(topic)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.log_manager.get_log(topic, partition)
+
+    def check_topic_name(self, topic: str) -> None:
+        """Raise TopicError(INVALID_TOPIC_EXCEPTION) for a name Kafka would refuse."""
+        try:
+            validate_topic_name(topic)
+        except InvalidTopicName as exc:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
+
+    def ensure_topic(self, topic: str) -> int:
+        """The partition count of ``topic``, creating it (``num.partitions``) if it does not
+        exist and ``auto.create.topics.enable`` is on.
+
+        Raises TopicError: INVALID_TOPIC_EXCEPTION for a bad name,
+        UNKNOWN_TOPIC_OR_PARTITION when it does not exist and may not be created.
+        """
+        count = self.partition_count(topic)
+        if count is not None:
+            return count
+        self.check_topic_name(topic)
+        if not self.config.auto_create_topics or self.is_internal(topic):
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+        self.log_manager.create_topic(topic, self.config.num_partitions, {})
+        logger.info("auto-created topic %r with %d partition(s)", topic, self.config.num_partitions)
+        return self.config.num_partitions
+
+    def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
+                     assignments: dict[int, list[int]], configs: dict[str, str | None],
+                     *, validate_only: bool = False) -> None:
+        """Create a topic as CreateTopics asks (Kafka's AdminManager rules on one broker).
+
+        ``num_partitions`` / ``replication_factor`` of -1 take the broker defaults
+        (``num.partitions``, 1), as Kafka does since KIP-464; with explicit ``assignments``
+        both must be -1. Raises TopicError with INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
+        INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
+        INVALID_REQUEST or INVALID_CONFIG.
+        """
+        self.check_topic_name(topic)
+        if self.partition_count(topic) is not None:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
+        if self.is_internal(topic):
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic '{topic}' is internal to the broker.")
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 "Both numPartitions and replicationFactor must be -1 when "
+                                 "replica assignments are given.")
+            if sorted(assignments) != list(range(len(assignments))):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "Partitions must be numbered 0 to n-1 without gaps.")
+            for partition, replicas in sorted(assignments.items()):
+                if list(replicas) != [self.node_id]:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Partition {partition} assigned to {list(replicas)}; the only "
+                                     f"broker is {self.node_id}.")
+            num_partitions = len(assignments)
+        else:
+            if num_partitions == -1:
+                num_partitions = self.config.num_partitions
+            if num_partitions <= 0:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Number of partitions must be larger than 0, got {num_partitions}.")
+            if replication_factor == -1:
+                replication_factor = 1
+            if replication_factor <= 0:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Replication factor must be larger than 0, got {replication_factor}.")
+            if replication_factor > 1:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Replication factor: {replication_factor} larger than available "
+                                 f"brokers: 1.")
+        overrides = {}
+        for name, value in configs.items():
+            if value is None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config '{name}'.")
+            overrides[name] = value
+        try:
+            LogConfig.from_topic_configs(self.default_log_config, overrides)
+        except ValueError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if validate_only:
+            return
+        self.log_manager.create_topic(topic, num_partitions, overrides)
+        logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
+                    f", configs {overrides}" if overrides else "")
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete a topic and its data. Raises TopicError(UNKNOWN_TOPIC_OR_PARTITION /
+        INVALID_TOPIC_EXCEPTION). Committed group offsets are left alone, as in Kafka."""
+        count = self.partition_count(topic)
+        if count is None:
+            self.check_topic_name(topic)
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+        if self.is_internal(topic):
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {topic!r} is internal")
+        self.log_manager.delete_topic(topic)
+        for partition in range(count):
+            self.append_waiters.notify(topic, partition)
+        logger.info("deleted topic %r", topic)
+
+    # ------------------------------------------------------------------ partitions
+
+    def append(self, topic: str, partition: int, records: bytes) -> AppendResult:
+        """Append a producer's message set as leader and wake the fetches waiting on it.
+
+        Raises RecordError (the set is refused and nothing is written) or
+        TopicError(UNKNOWN_TOPIC_OR_PARTITION)."""
+        log = self.log_manager.get_log(topic, partition)
+        if log is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"{topic}-{partition} does not exist")
+        if records is None:
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
+        result = log.append_as_leader(bytes(records))
+        # The leader is the whole ISR: what it appended is committed (and checkpointed so).
+        log.high_watermark = log.log_end_offset
+        self.append_waiters.notify(topic, partition)
+        return result
+
+    def high_watermark(self, log: Log) -> int:
+        """On a single broker every appended message is fully replicated at once."""
+        return log.log_end_offset
+

@@ -1,0 +1,130 @@
+"""BrokerConfig: properties files, precedence, validation and the derived log defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import (
+    CONFIG_KEYS,
+    BrokerConfig,
+    ConfigError,
+    Listener,
+    config_table,
+    parse_properties,
+)
+
+
+def test_properties_syntax_follows_java_properties():
+    text = (
+        "# comment\n"
+        "! also a comment\n"
+        "\n"
+        "num.partitions=3\n"
+        "  log.dirs : /a,/b\n"
+        "listeners PLAINTEXT://127.0.0.1:9000\n"
+        "log.retention.ms = 1000 \\\n"
+        "    \n"
+        "key\\=with\\:escapes=v\\u0041\n"
+        "empty\n"
+    )
+    assert parse_properties(text) == {
+        "num.partitions": "3",
+        "log.dirs": "/a,/b",
+        "listeners": "PLAINTEXT://127.0.0.1:9000",
+        "log.retention.ms": "1000",  # trailing blanks dropped (friendlier than Java)
+        "key=with:escapes": "vA",
+        "empty": "",
+    }
+
+
+def test_defaults():
+    config = BrokerConfig()
+    assert config.listener == Listener("127.0.0.1", 9092)
+    assert config.num_partitions == 1
+    assert config.auto_create_topics is True
+    assert config.connections_max_idle_ms == 600000
+    assert config.log_dirs[0].name == "minikafka-data"
+    log = config.log_config()
+    assert log.retention_ms == 168 * 3600 * 1000
+    assert log.segment_bytes == 1 << 30
+    assert log.max_message_bytes == config.message_max_bytes == 1048588
+
+
+def test_file_then_overrides_then_flags(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("num.partitions=2\nlisteners=PLAINTEXT://0.0.0.0:9093\nlog.dirs=/from/file\n")
+    config = BrokerConfig.from_sources(config_file=path, overrides={"num.partitions": "4"},
+                                       port=0, log_dir=tmp_path / "flag")
+    assert config.num_partitions == 4
+    assert config.listener == Listener("0.0.0.0", 0)
+    assert config.log_dirs == [(tmp_path / "flag").absolute()]
+    config = BrokerConfig.from_sources(config_file=path, host="127.0.0.2")
+    assert config.listener == Listener("127.0.0.2", 9093)
+
+
+def test_retention_and_roll_precedence():
+    assert BrokerConfig({"log.retention.hours": "1"}).log_config().retention_ms == 3_600_000
+    assert BrokerConfig({"log.retention.hours": "1", "log.retention.minutes": "2"}).log_config().retention_ms == 120_000
+    assert BrokerConfig({"log.retention.minutes": "2", "log.retention.ms": "5"}).log_config().retention_ms == 5
+    assert BrokerConfig({"log.retention.ms": "-1"}).log_config().retention_ms == -1
+    assert BrokerConfig({"log.roll.hours": "2"}).log_config().segment_ms == 7_200_000
+    assert BrokerConfig({"log.roll.hours": "2", "log.roll.ms": "10"}).log_config().segment_ms == 10
+
+
+def test_log_dir_fallback_and_list(tmp_path):
+    assert BrokerConfig({"log.dir": str(tmp_path / "x")}).log_dirs == [tmp_path / "x"]
+    config = BrokerConfig({"log.dir": "/ignored", "log.dirs": f"{tmp_path}/a, {tmp_path}/b"})
+    assert config.log_dirs == [tmp_path / "a", tmp_path / "b"]
+
+
+@pytest.mark.parametrize("properties, message", [
+    ({"no.such.key": "1"}, "unknown config key 'no.such.key'"),
+    ({"num.partitions": "many"}, "num.partitions: 'many' is not an integer"),
+    ({"num.partitions": "0"}, "num.partitions: 0 is below the minimum 1"),
+    ({"message.max.bytes": str(2**31)}, "message.max.bytes: 2147483648 is out of range"),
+    ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable: 'yes' is not true or false"),
+    ({"log.message.timestamp.type": "Now"}, "log.message.timestamp.type: 'Now' is not one of CreateTime, LogAppendTime"),
+    ({"listeners": "SSL://host:9093"}, "listeners: only PLAINTEXT listeners are supported, got SSL"),
+    ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "listeners: exactly one listener is supported"),
+    ({"listeners": "localhost"}, "listeners: 'localhost' is not PLAINTEXT://HOST:PORT"),
+    ({"advertised.listeners": "PLAINTEXT://:9092"}, "advertised.listeners: a host is required"),
+])
+def test_bad_values_are_one_readable_sentence(properties, message):
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig(properties)
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_group_coordinator_keys_are_typed_and_unknown_ones_pass_through():
+    config = BrokerConfig({"offsets.retention.minutes": "5", "group.initial.rebalance.delay.ms": "0",
+                           "offsets.some.future.key": "x", "group.other": "y"})
+    assert config.get("offsets.retention.minutes") == 5
+    assert config.is_set("group.initial.rebalance.delay.ms") and config.get("group.initial.rebalance.delay.ms") == 0
+    assert not config.is_set("group.max.session.timeout.ms")
+    assert config.get("offsets.some.future.key") == "x"
+    assert config.get("offsets.missing", 50) == 50
+    assert config.passthrough == {"offsets.some.future.key": "x", "group.other": "y"}
+    with pytest.raises(ConfigError, match="offsets.retention.minutes"):
+        BrokerConfig({"offsets.retention.minutes": "0"})
+
+
+def test_advertised_address():
+    config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"})
+    assert config.advertised_address("127.0.0.1", 45678) == ("127.0.0.1", 45678)
+    config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0",
+                           "advertised.listeners": "PLAINTEXT://kafka.example:19092"})
+    assert config.advertised_address("127.0.0.1", 45678) == ("kafka.example", 19092)
+    config = BrokerConfig({"listeners": "PLAINTEXT://[::1]:0"})
+    assert config.listener == Listener("::1", 0)
+    assert str(config.listener) == "PLAINTEXT://[::1]:0"
+
+
+def test_every_key_has_a_description_and_a_valid_default():
+    rows = config_table()
+    assert [row["name"] for row in rows] == [key.name for key in CONFIG_KEYS]
+    for key in CONFIG_KEYS:
+        assert key.description.strip()
+        if key.default is not None:
+            text = str(key.default).lower() if isinstance(key.default, bool) else str(key.default)
+            BrokerConfig({key.name: text})

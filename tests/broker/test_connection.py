@@ -1,0 +1,168 @@
+"""The connection loop over real sockets: pipelining, acks=0, bad bytes, idle timeout."""
+
+from __future__ import annotations
+
+import struct
+
+import trio
+
+from broker.handlers import HANDLERS
+from protocol.apis import ApiKey
+from protocol.framing import encode_request
+
+
+async def produce_and_consume_work(client, topic: str, message_set) -> None:
+    """The healthy connection's job while another connection misbehaves."""
+    result = await client.produce(topic, 0, message_set(b"still-alive"))
+    assert result.error_code == 0
+    fetched = await client.fetch(topic, 0, result.base_offset)
+    assert fetched.error_code == 0
+    assert b"still-alive" in bytes(fetched.records)
+
+
+async def test_pipelined_requests_are_answered_in_order(client, message_set):
+    """Many requests sent before reading anything, a long-polling Fetch among them: every
+    response comes back in request order."""
+    topic = "pipelined"
+    await client.produce(topic, 0, message_set(b"first"))
+    sent = []
+    sent.append(await client.send(ApiKey.FETCH, 2, {
+        "replica_id": -1, "max_wait_ms": 300, "min_bytes": 1 << 20,
+        "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}))
+    for i in range(20):
+        sent.append(await client.send(ApiKey.API_VERSIONS, i % 2, {}))
+        sent.append(await client.send(ApiKey.METADATA, 1, {"topics": [{"name": topic}]}))
+    received = [await client.receive() for _ in sent]
+    assert [r.correlation_id for r in received] == sent
+    assert received[0].api_key == ApiKey.FETCH
+    assert bytes(received[0].body.responses[0].partitions[0].records)  # waited, then returned data
+
+
+async def test_pipelined_produces_append_in_order(client, message_set):
+    topic = "ordered"
+    ids = []
+    for i in range(30):
+        ids.append(await client.send(ApiKey.PRODUCE, 2, {
+            "acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": message_set(b"%d" % i)}]}]}))
+    offsets = [(await client.receive()).body.responses[0].partition_responses[0].base_offset for _ in ids]
+    assert offsets == list(range(30))
+
+
+async def test_acks_zero_gets_no_response(client, message_set):
+    topic = "fire-and-forget"
+    await client.produce(topic, 0, message_set(b"a"), acks=1)
+    for value in (b"b", b"c"):
+        assert await client.produce(topic, 0, message_set(value), acks=0) is None
+    # The next response on the connection is the ListOffsets, not a produce acknowledgement.
+    offsets = await client.request(ApiKey.LIST_OFFSETS, 1, {
+        "replica_id": -1, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    assert offsets.topics[0].partitions[0].offset == 3
+
+
+async def test_failed_acks_zero_produce_closes_the_connection(broker, client, connect, message_set):
+    await client.produce("acks0-refused", 0, b"\x00garbage-not-a-message-set", acks=0)
+    assert await client.closed_by_peer()
+    await produce_and_consume_work(await connect(), "after-acks0", message_set)
+
+
+async def _assert_closed_while_other_works(connect, message_set, payload: bytes, name: str) -> None:
+    healthy = await connect(client_id="healthy")
+    await produce_and_consume_work(healthy, f"{name}-before", message_set)
+    bad = await connect(client_id="bad")
+    await bad.send_raw(payload)
+    with trio.fail_after(10):
+        assert await bad.closed_by_peer()
+    await produce_and_consume_work(healthy, f"{name}-after", message_set)
+
+
+async def test_garbage_closes_only_that_connection(broker, connect, message_set):
+    await _assert_closed_while_other_works(connect, message_set, b"\x00\x00\x00\x10" + b"\xff" * 16, "garbage")
+
+
+async def test_huge_size_prefix_closes_only_that_connection(broker, connect, message_set):
+    await _assert_closed_while_other_works(connect, message_set, struct.pack(">i", 2**31 - 1) + b"x" * 100, "huge")
+
+
+async def test_negative_size_prefix_closes_only_that_connection(broker, connect, message_set):
+    await _assert_closed_while_other_works(connect, message_set, struct.pack(">i", -5), "negative")
+
+
+async def test_unknown_api_key_closes_only_that_connection(broker, connect, message_set):
+    frame = struct.pack(">hhih", 999, 0, 7, 4) + b"test"
+    await _assert_closed_while_other_works(connect, message_set, struct.pack(">i", len(frame)) + frame, "unknown-key")
+
+
+async def test_unsupported_version_closes_only_that_connection(broker, connect, message_set):
+    frame = struct.pack(">hhih", ApiKey.FETCH, 99, 7, 4) + b"test"
+    await _assert_closed_while_other_works(connect, message_set, struct.pack(">i", len(frame)) + frame, "bad-version")
+
+
+async def test_well_framed_broken_body_closes_only_that_connection(broker, connect, message_set):
+    good = encode_request(ApiKey.METADATA, 1, 1, "bad", {"topics": [{"name": "x"}]})
+    # claim 1000 topics in an otherwise well-framed request
+    header_end = 4 + 2 + 2 + 4 + 2 + len(b"bad")
+    body = struct.pack(">i", 1000) + good[header_end + 4:]
+    frame = good[4:header_end] + body
+    await _assert_closed_while_other_works(connect, message_set, struct.pack(">i", len(frame)) + frame, "broken-body")
+
+
+async def test_truncated_request_then_eof_closes_only_that_connection(broker, connect, message_set):
+    frame = encode_request(ApiKey.METADATA, 1, 1, "bad", {"topics": [{"name": "x"}]})
+    healthy = await connect()
+    bad = await connect()
+    await bad.send_raw(frame[: len(frame) // 2])
+    await bad.stream.send_eof()
+    with trio.fail_after(10):
+        assert await bad.closed_by_peer()
+    await produce_and_consume_work(healthy, "truncated", message_set)
+
+
+async def test_requests_before_bad_bytes_are_answered(client):
+    good = encode_request(ApiKey.API_VERSIONS, 0, 41, "c", {})
+    await client.send_raw(good + b"\x00\x00\x00\x05hello")
+    data = b""
+    with trio.fail_after(10):
+        while True:
+            chunk = await client.stream.receive_some(65536)
+            if not chunk:
+                break
+            data += chunk
+    size, correlation_id = struct.unpack_from(">ii", data)
+    assert correlation_id == 41 and len(data) == 4 + size
+
+
+async def test_handler_crash_closes_only_that_connection(broker, connect, message_set, monkeypatch):
+    async def crash(broker, request):
+        raise ZeroDivisionError("handler bug")
+
+    healthy = await connect()
+    monkeypatch.setitem(HANDLERS, ApiKey.OFFSET_FOR_LEADER_EPOCH, crash)
+    bad = await connect()
+    await bad.send(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, {"topics": []})
+    with trio.fail_after(10):
+        assert await bad.closed_by_peer()
+    await produce_and_consume_work(healthy, "after-crash", message_set)
+
+
+async def test_idle_connection_is_closed(start_broker, connect):
+    broker = await start_broker(connections_max_idle_ms=200)
+    idle = await connect(broker)
+    await idle.request(ApiKey.API_VERSIONS, 0, {})
+    with trio.fail_after(10):
+        assert await idle.closed_by_peer()
+
+
+async def test_connection_waiting_on_a_long_poll_is_not_idle(start_broker, connect):
+    broker = await start_broker(connections_max_idle_ms=100)
+    client = await connect(broker)
+    await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "long-poll-idle"}]})
+    response = await client.fetch("long-poll-idle", 0, 0, max_wait_ms=500, min_bytes=1)
+    assert response.error_code == 0
+
+
+async def test_unsupported_api_versions_version_gets_the_v0_fallback(client):
+    await client.send(ApiKey.API_VERSIONS, 9, {})
+    response = (await client.receive()).body
+    assert response.error_code == 35  # UNSUPPORTED_VERSION
+    assert any(entry.api_key == ApiKey.FETCH for entry in response.api_keys)

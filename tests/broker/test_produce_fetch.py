@@ -1,0 +1,198 @@
+"""Produce and Fetch over real sockets: acks, per-partition errors, long polls, limits,
+sendfile'd bytes and down-conversion for v0/v1 consumers."""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from protocol.records import LOG_APPEND_TIME, Codec, build_message_set, iter_entries, iter_records
+
+
+def values(records: bytes) -> list[bytes]:
+    return [record.value for record in iter_records(bytes(records))]
+
+
+async def test_produce_acks_one_and_all_then_fetch(client, message_set):
+    first = await client.produce("basic", 0, message_set(b"a", b"b"), acks=1)
+    second = await client.produce("basic", 0, message_set(b"c"), acks=-1)
+    assert (first.error_code, first.base_offset) == (0, 0)
+    assert (second.error_code, second.base_offset) == (0, 2)
+    assert first.log_append_time_ms == -1  # CreateTime topic
+    fetched = await client.fetch("basic", 0, 0)
+    assert fetched.error_code == 0 and fetched.high_watermark == 3
+    assert values(fetched.records) == [b"a", b"b", b"c"]
+    from_middle = await client.fetch("basic", 0, 2)
+    assert values(from_middle.records) == [b"c"]
+
+
+async def test_fetch_v2_returns_the_stored_bytes_unchanged(broker, client):
+    stored = build_message_set([(b"k", b"v" * 100, 1234), (None, None, 1235)], codec=Codec.GZIP)
+    await client.produce("verbatim", 0, stored)
+    fetched = await client.fetch("verbatim", 0, 0)
+    log = broker.get_log("verbatim", 0)
+    on_disk = log.read(0, 1 << 20).read_bytes()
+    assert bytes(fetched.records) == on_disk
+    assert [(r.key, r.value, r.timestamp) for r in iter_records(bytes(fetched.records))] == [
+        (b"k", b"v" * 100, 1234), (None, None, 1235)]
+
+
+async def test_invalid_acks(client, message_set):
+    result = await client.produce("acks", 0, message_set(b"x"), acks=2)
+    assert result.error_code == ErrorCode.INVALID_REQUIRED_ACKS
+    assert (await client.fetch("acks", 0, 0)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_refused_sets_write_nothing(start_broker, connect, message_set):
+    broker = await start_broker(message_max_bytes=300, log_message_timestamp_difference_max_ms=60_000)
+    client = await connect(broker)
+    ok = await client.produce("refusals", 0, message_set(b"ok"))
+    assert ok.error_code == 0
+    too_large = await client.produce("refusals", 0, message_set(b"x" * 400))
+    assert too_large.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    corrupt = bytearray(message_set(b"crc"))
+    corrupt[-1] ^= 0xFF
+    assert (await client.produce("refusals", 0, bytes(corrupt))).error_code == ErrorCode.CORRUPT_MESSAGE
+    stale = message_set(b"old", timestamp=int(time.time() * 1000) - 3_600_000)
+    assert (await client.produce("refusals", 0, stale)).error_code == ErrorCode.INVALID_TIMESTAMP
+    assert (await client.produce("refusals", 0, None)).error_code == ErrorCode.CORRUPT_MESSAGE
+    fetched = await client.fetch("refusals", 0, 0)
+    assert fetched.high_watermark == 1
+    assert values(fetched.records) == [b"ok"]
+
+
+async def test_per_partition_and_per_topic_errors(start_broker, connect, message_set):
+    broker = await start_broker(auto_create_topics_enable="false")
+    client = await connect(broker)
+    response = await client.request(ApiKey.PRODUCE, 2, {"acks": 1, "timeout_ms": 1000, "topic_data": [
+        {"name": "missing", "partition_data": [{"index": 0, "records": message_set(b"x")}]},
+        {"name": "bad/name", "partition_data": [{"index": 0, "records": message_set(b"x")}]},
+        {"name": "__consumer_offsets", "partition_data": [{"index": 0, "records": message_set(b"x")}]},
+    ]})
+    codes = {t.name: [p.error_code for p in t.partition_responses] for t in response.responses}
+    assert codes == {"missing": [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION],
+                     "bad/name": [ErrorCode.INVALID_TOPIC_EXCEPTION],
+                     "__consumer_offsets": [ErrorCode.INVALID_TOPIC_EXCEPTION]}
+
+
+async def test_produce_auto_creates_and_refuses_unknown_partitions(start_broker, connect, message_set):
+    broker = await start_broker(num_partitions=2)
+    client = await connect(broker)
+    response = await client.request(ApiKey.PRODUCE, 2, {"acks": 1, "timeout_ms": 1000, "topic_data": [
+        {"name": "auto", "partition_data": [{"index": i, "records": message_set(b"%d" % i)} for i in range(3)]}]})
+    codes = [p.error_code for p in response.responses[0].partition_responses]
+    assert codes == [0, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert broker.partition_count("auto") == 2
+
+
+async def test_log_append_time_topic_reports_the_broker_time(broker, client, message_set):
+    broker.create_topic("appendtime", 1, 1, {}, {"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    result = await client.produce("appendtime", 0, message_set(b"x", timestamp=5))
+    after = int(time.time() * 1000)
+    assert result.error_code == 0
+    assert before <= result.log_append_time_ms <= after
+    record = next(iter_records(bytes((await client.fetch("appendtime", 0, 0)).records)))
+    assert record.timestamp == result.log_append_time_ms and record.timestamp_type == LOG_APPEND_TIME
+
+
+async def test_long_poll_is_woken_by_an_append(broker, connect, message_set):
+    consumer = await connect()
+    producer = await connect()
+    await producer.produce("wake", 0, message_set(b"before"))
+    result = {}
+
+    async def poll():
+        result["fetch"] = await consumer.fetch("wake", 0, 1, max_wait_ms=60_000, min_bytes=1)
+
+    with trio.fail_after(30):  # far below max_wait_ms: only the append can end the poll
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poll)
+            await trio.sleep(0.2)
+            assert "fetch" not in result
+            await producer.produce("wake", 0, message_set(b"after"))
+    assert values(result["fetch"].records) == [b"after"]
+
+
+async def test_long_poll_times_out_empty(client, message_set):
+    await client.produce("timeout", 0, message_set(b"x"))
+    fetched = await client.fetch("timeout", 0, 1, max_wait_ms=100, min_bytes=1)
+    assert fetched.error_code == 0 and bytes(fetched.records) == b"" and fetched.high_watermark == 1
+
+
+async def test_long_poll_waits_for_min_bytes(broker, connect, message_set):
+    consumer = await connect()
+    producer = await connect()
+    one = message_set(b"x" * 50)
+    await producer.produce("minbytes", 0, one)
+    got = {}
+
+    async def poll():
+        got["fetch"] = await consumer.fetch("minbytes", 0, 0, max_wait_ms=60_000, min_bytes=3 * len(one))
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poll)
+            await producer.produce("minbytes", 0, one)
+            await trio.sleep(0.1)
+            assert "fetch" not in got  # two sets are not enough yet
+            await producer.produce("minbytes", 0, one)
+    assert len(values(got["fetch"].records)) == 3
+
+
+async def test_partition_max_bytes_and_v3_response_max_bytes(client, message_set, fetch_body):
+    for i in range(10):
+        await client.produce("limits", 0, message_set(b"%03d" % i + b"." * 100))
+    size = len(message_set(b"000" + b"." * 100))
+    fetched = await client.fetch("limits", 0, 0, partition_max_bytes=3 * size)
+    assert len(values(fetched.records)) == 3
+    # v3: a message larger than every limit still comes back whole (KIP-74)...
+    fetched = await client.fetch("limits", 0, 0, version=3, partition_max_bytes=10, max_bytes=10)
+    assert len(values(fetched.records)) == 1
+    # ...and the response limit is shared across partitions in request order.
+    await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "limits2"}]})
+    for i in range(5):
+        await client.produce("limits2", 0, message_set(b"%03d" % i + b"." * 100))
+    response = await client.request(ApiKey.FETCH, 3, fetch_body(
+        [("limits", 0, 0, 1 << 20), ("limits2", 0, 0, 1 << 20)], max_bytes=4 * size))
+    counts = [len(values(t.partitions[0].records)) for t in response.responses]
+    assert counts == [4, 0]
+
+
+async def test_offset_out_of_range_and_unknown_partition(client, message_set):
+    await client.produce("range", 0, message_set(b"x"))
+    assert (await client.fetch("range", 0, 1)).error_code == 0  # the log end offset is in range
+    beyond = await client.fetch("range", 0, 2)
+    assert beyond.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and beyond.high_watermark == -1
+    assert (await client.fetch("range", 5, 0)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # an error answers at once, whatever max_wait_ms says
+    with trio.fail_after(10):
+        assert (await client.fetch("range", 0, 99, max_wait_ms=60_000, min_bytes=1)).error_code == 1
+
+
+async def test_fetch_v0_v1_down_convert_to_magic_0(client):
+    now = int(time.time() * 1000)
+    plain = build_message_set([(b"k1", b"v1", now), (None, b"v2", now)])
+    compressed = build_message_set([(b"k3", b"v3", now), (b"k4", None, now)], codec=Codec.SNAPPY)
+    await client.produce("convert", 0, plain)
+    await client.produce("convert", 0, compressed)
+    for version in (0, 1):
+        fetched = await client.fetch("convert", 0, 0, version=version)
+        raw = bytes(fetched.records)
+        assert {entry.magic for entry in iter_entries(raw)} == {0}
+        records = list(iter_records(raw))
+        assert [(r.offset, r.key, r.value) for r in records] == [
+            (0, b"k1", b"v1"), (1, None, b"v2"), (2, b"k3", b"v3"), (3, b"k4", None)]
+    v2 = await client.fetch("convert", 0, 0, version=2)
+    assert {entry.magic for entry in iter_entries(bytes(v2.records))} == {1}
+
+
+async def test_produce_v0_and_magic_0_sets(client):
+    magic0 = build_message_set([(None, b"old", -1)], magic=0)
+    result = await client.produce("v0", 0, magic0, version=0)
+    assert (result.error_code, result.base_offset) == (0, 0)
+    record = next(iter_records(bytes((await client.fetch("v0", 0, 0)).records)))
+    assert (record.value, record.magic, record.timestamp) == (b"old", 0, -1)  # stored as sent

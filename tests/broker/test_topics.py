@@ -1,0 +1,191 @@
+"""Metadata, CreateTopics, DeleteTopics, ListOffsets, OffsetForLeaderEpoch and ApiVersions
+over real sockets, with every error answer."""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from broker.handlers import HANDLERS
+from broker.server import Broker
+from protocol.apis import ApiKey, api_versions_table
+from protocol.errors import ErrorCode
+
+
+def user_topics(broker) -> dict[str, int]:
+    return {name: count for name, count in broker.topics().items() if not broker.is_internal(name)}
+
+
+def create_body(*topics: dict, validate_only: bool = False) -> dict:
+    return {"topics": [{"num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": [], **t}
+                       for t in topics], "timeout_ms": 1000, "validate_only": validate_only}
+
+
+async def test_api_versions_advertises_exactly_the_served_apis(client):
+    for version in (0, 1, 2, 3):
+        response = await client.request(ApiKey.API_VERSIONS, version, {})
+        assert response.error_code == 0
+        advertised = {(e.api_key, e.min_version, e.max_version) for e in response.api_keys}
+        assert advertised == {row for row in api_versions_table() if row[0] in HANDLERS}
+        assert {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA, ApiKey.LIST_OFFSETS} <= {e.api_key for e in response.api_keys}
+
+
+async def test_metadata_describes_the_broker_and_auto_creates(start_broker, connect):
+    broker = await start_broker(num_partitions=3)
+    client = await connect(broker)
+    response = await client.request(ApiKey.METADATA, 2, {"topics": [{"name": "auto"}]})
+    assert [(b.node_id, b.host, b.port, b.rack) for b in response.brokers] == [
+        (0, "127.0.0.1", broker.advertised_port, None)]
+    assert response.controller_id == 0
+    assert response.cluster_id and len(response.cluster_id) == 22
+    [topic] = response.topics
+    assert (topic.error_code, topic.name, topic.is_internal) == (0, "auto", False)
+    assert [(p.error_code, p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+            for p in topic.partitions] == [(0, i, 0, [0], [0]) for i in range(3)]
+    # v0: an empty list means every topic; v1+: null means every topic, empty means none
+    assert [t.name for t in (await client.request(ApiKey.METADATA, 0, {"topics": []})).topics] == ["auto"]
+    assert [t.name for t in (await client.request(ApiKey.METADATA, 1, {"topics": None})).topics] == ["auto"]
+    assert (await client.request(ApiKey.METADATA, 1, {"topics": []})).topics == []
+
+
+async def test_metadata_errors_without_auto_create(start_broker, connect):
+    broker = await start_broker(auto_create_topics_enable="false")
+    client = await connect(broker)
+    response = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "nope"}, {"name": "bad name!"}]})
+    assert [(t.name, t.error_code, list(t.partitions)) for t in response.topics] == [
+        ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []), ("bad name!", ErrorCode.INVALID_TOPIC_EXCEPTION, [])]
+    assert user_topics(broker) == {}
+
+
+async def test_internal_topics_are_listed_only_by_name(broker, client):
+    assert "__consumer_offsets" in broker.topics()  # the group coordinator's
+    broker.create_topic("visible", 1, 1, {}, {})
+    everything = await client.request(ApiKey.METADATA, 1, {"topics": None})
+    assert [t.name for t in everything.topics] == ["visible"]
+    by_name = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "__consumer_offsets"}]})
+    assert [(t.name, t.error_code, t.is_internal) for t in by_name.topics] == [("__consumer_offsets", 0, True)]
+    assert by_name.topics[0].partitions
+
+
+async def test_cluster_id_is_stable_per_data_dir(broker_config):
+    ids = []
+    for _ in range(2):
+        broker = Broker(broker_config())
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.serve)
+            ids.append(broker.cluster_id)
+            nursery.cancel_scope.cancel()
+    assert ids[0] == ids[1]
+
+
+async def test_create_topics_and_every_error(broker, client):
+    response = await client.request(ApiKey.CREATE_TOPICS, 1, create_body(
+        {"name": "created", "num_partitions": 4, "configs": [{"name": "retention.ms", "value": "1000"}]},
+        {"name": "defaults", "num_partitions": -1, "replication_factor": -1},
+        {"name": "assigned", "num_partitions": -1, "replication_factor": -1,
+         "assignments": [{"partition_index": 0, "broker_ids": [0]}, {"partition_index": 1, "broker_ids": [0]}]},
+        {"name": "rf3", "replication_factor": 3},
+        {"name": "rf0", "replication_factor": 0},
+        {"name": "p0", "num_partitions": 0},
+        {"name": "bad config", "num_partitions": 1},
+        {"name": "badconfig", "configs": [{"name": "retention.ms", "value": "soon"}]},
+        {"name": "unknownconfig", "configs": [{"name": "no.such.config", "value": "1"}]},
+        {"name": "elsewhere", "num_partitions": -1, "replication_factor": -1,
+         "assignments": [{"partition_index": 0, "broker_ids": [1]}]},
+        {"name": "twice"}, {"name": "twice"},
+    ))
+    codes = {t.name: t.error_code for t in response.topics}
+    assert codes == {
+        "created": 0, "defaults": 0, "assigned": 0,
+        "rf3": ErrorCode.INVALID_REPLICATION_FACTOR, "rf0": ErrorCode.INVALID_REPLICATION_FACTOR,
+        "p0": ErrorCode.INVALID_PARTITIONS, "bad config": ErrorCode.INVALID_TOPIC_EXCEPTION,
+        "badconfig": ErrorCode.INVALID_CONFIG, "unknownconfig": ErrorCode.INVALID_CONFIG,
+        "elsewhere": ErrorCode.INVALID_REPLICA_ASSIGNMENT, "twice": ErrorCode.INVALID_REQUEST,
+    }
+    messages = {t.name: t.error_message for t in response.topics}
+    assert messages["created"] is None and "larger than available brokers" in messages["rf3"]
+    assert user_topics(broker) == {"created": 4, "defaults": 1, "assigned": 2}
+    assert broker.get_log("created", 3).config.retention_ms == 1000
+    again = await client.request(ApiKey.CREATE_TOPICS, 0, create_body({"name": "created"}))
+    assert [(t.name, t.error_code) for t in again.topics] == [("created", ErrorCode.TOPIC_ALREADY_EXISTS)]
+
+
+async def test_create_topics_validate_only_creates_nothing(broker, client):
+    response = await client.request(ApiKey.CREATE_TOPICS, 1, create_body(
+        {"name": "dry", "num_partitions": 2}, {"name": "dry-bad", "replication_factor": 2}, validate_only=True))
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("dry", 0), ("dry-bad", ErrorCode.INVALID_REPLICATION_FACTOR)]
+    assert user_topics(broker) == {}
+
+
+async def test_delete_topics_removes_data(broker, client, message_set):
+    await client.produce("doomed", 0, message_set(b"x"))
+    partition_dir = broker.get_log("doomed", 0).dir
+    assert partition_dir.exists()
+    response = await client.request(ApiKey.DELETE_TOPICS, 0, {
+        "topic_names": ["doomed", "never-existed", "__consumer_offsets"], "timeout_ms": 1000})
+    assert [(r.name, r.error_code) for r in response.responses] == [
+        ("doomed", 0), ("never-existed", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ("__consumer_offsets", ErrorCode.INVALID_TOPIC_EXCEPTION)]
+    assert not partition_dir.exists()
+    assert "doomed" not in broker.topics()
+    assert (await client.fetch("doomed", 0, 0)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # the name is free again
+    recreated = await client.produce("doomed", 0, message_set(b"y"))
+    assert (recreated.error_code, recreated.base_offset) == (0, 0)
+
+
+async def test_list_offsets_v1_earliest_latest_and_by_time(client, message_set):
+    base = int(time.time() * 1000) - 10_000
+    for i in range(5):
+        await client.produce("times", 0, message_set(b"%d" % i, timestamp=base + 1000 * i))
+
+    async def lookup(timestamp: int):
+        response = await client.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
+            {"name": "times", "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]})
+        p = response.topics[0].partitions[0]
+        return p.error_code, p.timestamp, p.offset
+
+    assert await lookup(-2) == (0, -1, 0)
+    assert await lookup(-1) == (0, -1, 5)
+    assert await lookup(base + 2000) == (0, base + 2000, 2)
+    assert await lookup(base + 2500) == (0, base + 3000, 3)
+    assert await lookup(base) == (0, base, 0)
+    assert await lookup(base + 60_000) == (0, -1, -1)
+    missing = await client.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
+        {"name": "times", "partitions": [{"partition_index": 7, "timestamp": -1}]}]})
+    assert missing.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_list_offsets_v0_old_style(start_broker, connect, message_set):
+    broker = await start_broker(log_segment_bytes=200)
+    client = await connect(broker)
+    for i in range(6):
+        await client.produce("old", 0, message_set(b"%d" % i + b"." * 60))
+    segment_bases = sorted(s.base_offset for s in broker.get_log("old", 0).closed_segments())
+    assert len(segment_bases) >= 2
+
+    async def lookup(timestamp: int, max_num_offsets: int):
+        response = await client.request(ApiKey.LIST_OFFSETS, 0, {"replica_id": -1, "topics": [
+            {"name": "old", "partitions": [{"partition_index": 0, "timestamp": timestamp,
+                                            "max_num_offsets": max_num_offsets}]}]})
+        p = response.topics[0].partitions[0]
+        assert p.error_code == 0
+        return list(p.old_style_offsets)
+
+    assert await lookup(-1, 1) == [6]
+    assert await lookup(-2, 1) == [0]
+    everything = await lookup(-1, 100)
+    assert everything[0] == 6 and everything == sorted(everything, reverse=True)
+    assert set(segment_bases) <= set(everything)
+    assert await lookup(0, 10) == []  # nothing that old
+
+
+async def test_offset_for_leader_epoch(client, message_set):
+    await client.produce("epochs", 0, message_set(b"a", b"b", b"c"))
+    response = await client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, {"topics": [
+        {"topic": "epochs", "partitions": [{"partition": 0, "leader_epoch": 0}, {"partition": 4, "leader_epoch": 0}]}]})
+    partitions = response.topics[0].partitions
+    assert (partitions[0].error_code, partitions[0].end_offset) == (0, 3)
+    assert (partitions[1].error_code, partitions[1].end_offset) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
