@@ -1,0 +1,227 @@
+"""Start-up after clean and unclean stops: recovery, index rebuilds, the clean marker."""
+
+import os
+import random
+import shutil
+
+import pytest
+
+from protocol.records import Codec, iter_entries, iter_records
+from storage import FakeClock, Log, LogConfig, LogManager
+from storage.log_manager import CLEAN_SHUTDOWN_FILE
+
+from .conftest import START_MS, all_records, message_set, open_log
+
+SMALL_INDEX = dict(segment_index_bytes=4096, index_interval_bytes=64)
+
+
+def _reopen(directory, clock, recovery_point=0, **settings):
+    """Open a log as after an unclean stop: everything from ``recovery_point`` is scanned."""
+    config = LogConfig(**{**SMALL_INDEX, **settings})
+    return Log(directory, "t", 0, config, clock, recovery_point=recovery_point, needs_recovery=True)
+
+
+def _build(directory, clock, last_codec=Codec.NONE):
+    """Eleven appends, the last one possibly compressed; left open, as at a crash."""
+    log = open_log(directory, clock, **SMALL_INDEX)
+    for i in range(10):
+        log.append_as_leader(message_set(2, START_MS + i, tag=f"m{i}-"))
+    log.append_as_leader(message_set(3, START_MS + 10, codec=last_codec, tag="last-"))
+    return log
+
+
+def _check_consistent(log, expected_records):
+    assert [(r.offset, r.value) for r in all_records(log)] == expected_records
+    for offset in range(log.log_start_offset, log.log_end_offset):
+        assert any(r.offset == offset for r in iter_records(log.read(offset, 1).read_bytes()))
+    # The log takes appends right where it ends.
+    end = log.log_end_offset
+    assert log.append_as_leader(message_set(1, START_MS + 99)).first_offset == end
+
+
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.GZIP])
+def test_cut_at_every_byte_inside_the_last_message(tmp_path, clock, codec):
+    source = tmp_path / "source" / "t-0"
+    log = _build(source, clock, codec)
+    everything = [(r.offset, r.value) for r in all_records(log)]
+    data = (source / "00000000000000000000.log").read_bytes()
+    last = list(iter_entries(data))[-1]
+    whole_before_last = [(r.offset, r.value) for r in iter_records(data[:last.position])]
+    end_before_last = whole_before_last[-1][0] + 1
+    for cut in range(last.position, last.position + last.size):
+        target = tmp_path / f"cut{cut}" / "t-0"
+        shutil.copytree(source, target)
+        os.truncate(target / "00000000000000000000.log", cut)
+        recovered = _reopen(target, clock)
+        assert recovered.log_end_offset == end_before_last, cut
+        assert os.path.getsize(target / "00000000000000000000.log") == last.position
+        _check_consistent(recovered, whole_before_last)
+        recovered.close()
+        shutil.rmtree(target.parent)
+    # Cutting exactly at the end loses nothing.
+    intact = _reopen(source, clock)
+    assert [(r.offset, r.value) for r in all_records(intact)] == everything
+
+
+def test_garbage_tail_is_truncated(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    log = _build(directory, clock)
+    expected = [(r.offset, r.value) for r in all_records(log)]
+    size = os.path.getsize(directory / "00000000000000000000.log")
+    rng = random.Random(7)
+    with open(directory / "00000000000000000000.log", "ab") as f:
+        f.write(bytes(rng.randrange(256) for _ in range(3000)))
+    recovered = _reopen(directory, clock)
+    assert os.path.getsize(directory / "00000000000000000000.log") == size
+    _check_consistent(recovered, expected)
+
+
+def test_plausible_tail_with_bad_crc_is_truncated(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    log = _build(directory, clock)
+    expected = [(r.offset, r.value) for r in all_records(log)]
+    forged = bytearray(message_set(1, START_MS))
+    forged[0:8] = (23).to_bytes(8, "big")  # the right next offset, a well-formed size...
+    forged[-1] ^= 1  # ...and a payload that does not match its CRC
+    with open(directory / "00000000000000000000.log", "ab") as f:
+        f.write(forged)
+    _check_consistent(_reopen(directory, clock), expected)
+
+
+def test_zeroed_tail_is_truncated(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    log = _build(directory, clock)
+    expected = [(r.offset, r.value) for r in all_records(log)]
+    size = os.path.getsize(directory / "00000000000000000000.log")
+    os.truncate(directory / "00000000000000000000.log", size + 8192)  # filesystem zero-fill
+    recovered = _reopen(directory, clock)
+    assert os.path.getsize(directory / "00000000000000000000.log") == size
+    _check_consistent(recovered, expected)
+
+
+def test_corruption_in_the_middle_cuts_everything_after_it(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    log = open_log(directory, clock, segment_bytes=300, **SMALL_INDEX)
+    for i in range(30):
+        log.append_as_leader(message_set(1, START_MS + i, tag=f"{i}-"))
+    segments = log.segments()
+    assert len(segments) >= 4
+    victim = segments[1]
+    data = bytearray(victim.log_path.read_bytes())
+    third = list(iter_entries(bytes(data)))[2]
+    data[third.position + third.size - 1] ^= 0xFF
+    victim.log_path.write_bytes(bytes(data))
+    recovered = _reopen(directory, clock, recovery_point=victim.base_offset)
+    assert recovered.log_end_offset == victim.base_offset + 2
+    assert [s.base_offset for s in recovered.segments()] == [segments[0].base_offset, victim.base_offset]
+    assert not (directory / f"{segments[2].base_offset:020d}.log").exists()
+    _check_consistent(recovered, [(r.offset, r.value) for r in all_records(recovered)])
+
+
+def test_segments_below_the_recovery_point_are_not_scanned(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    log = open_log(directory, clock, segment_bytes=600, **SMALL_INDEX)
+    for i in range(30):
+        log.append_as_leader(message_set(1, START_MS + i))
+    recovery_point = log.segments()[-1].base_offset
+    assert log.recovery_point == recovery_point  # rolls fsync and move it
+    first = log.segments()[0].log_path
+    data = bytearray(first.read_bytes())
+    data[-1] ^= 0xFF  # damage a byte that only a CRC scan would notice
+    first.write_bytes(bytes(data))
+    fast = _reopen(directory, clock, recovery_point=recovery_point)
+    assert fast.log_end_offset == 30
+    assert os.path.getsize(first) == len(data)  # not scanned, not truncated
+    fast.close()
+    slow = _reopen(directory, clock, recovery_point=0)
+    assert os.path.getsize(first) < len(data)
+    assert slow.log_end_offset < 30
+
+
+def _index_files(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.suffix in (".index", ".timeindex")}
+
+
+def _brute_force_offset_for_timestamp(log, target):
+    return next(((r.offset, r.timestamp) for r in all_records(log) if r.timestamp >= target), None)
+
+
+@pytest.mark.parametrize("damage", ["delete", "garbage", "zeros", "odd-length", "empty"])
+def test_deleted_or_corrupt_indexes_are_rebuilt(tmp_path, clock, damage):
+    directory = tmp_path / "t-0"
+    log = open_log(directory, clock, segment_bytes=1200, **SMALL_INDEX)
+    rng = random.Random(3)
+    for i in range(60):
+        codec = Codec.GZIP if i % 3 == 0 else Codec.NONE
+        log.append_as_leader(message_set(rng.randrange(1, 4), START_MS + rng.randrange(-500, 500), codec=codec))
+    log.close()
+    originals = _index_files(directory)
+    assert sum(1 for content in originals.values() if content) >= 6
+    for name in originals:
+        path = directory / name
+        if damage == "delete":
+            path.unlink()
+        elif damage == "garbage":
+            path.write_bytes(bytes(rng.randrange(256) for _ in range(len(originals[name]))))
+        elif damage == "zeros":
+            path.write_bytes(bytes(len(originals[name])))
+        elif damage == "odd-length":
+            path.write_bytes(originals[name][:-3])
+        else:
+            path.write_bytes(b"")
+    # A clean start (no recovery) still notices and rebuilds every damaged index.
+    reopened = Log(directory, "t", 0, LogConfig(segment_bytes=1200, **SMALL_INDEX), clock,
+                   recovery_point=10**9)
+    reopened.close()
+    assert _index_files(directory) == originals
+    reopened = Log(directory, "t", 0, LogConfig(segment_bytes=1200, **SMALL_INDEX), clock)
+    _check_consistent(reopened, [(r.offset, r.value) for r in all_records(reopened)])
+    for target in range(START_MS - 600, START_MS + 600, 37):
+        assert reopened.offset_for_timestamp(target) == _brute_force_offset_for_timestamp(reopened, target)
+
+
+def test_active_index_preallocated_at_crash_is_rebuilt(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    log = open_log(directory, clock, **SMALL_INDEX)
+    for i in range(40):
+        log.append_as_leader(message_set(1, START_MS + i))
+    assert os.path.getsize(directory / "00000000000000000000.index") == 4096  # preallocated
+    expected = [(r.offset, r.value) for r in all_records(log)]
+    # Crash: no close. A start that believes it was clean still rejects the stale index.
+    reopened = Log(directory, "t", 0, LogConfig(**SMALL_INDEX), clock, recovery_point=40)
+    _check_consistent(reopened, expected + [])
+    reopened.close()
+    assert os.path.getsize(directory / "00000000000000000000.index") % 8 == 0
+    assert os.path.getsize(directory / "00000000000000000000.index") < 4096
+
+
+def test_manager_clean_and_unclean_restarts(tmp_path, clock):
+    config = LogConfig(segment_bytes=1000, **SMALL_INDEX)
+    manager = LogManager([tmp_path], config, clock)
+    manager.startup()
+    log = manager.create_topic("t", 1, {})[0]
+    for i in range(30):
+        log.append_as_leader(message_set(1, START_MS + i))
+    manager.checkpoint()
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == f"0\n1\nt 0 {log.recovery_point}\n"
+    expected = [(r.offset, r.value) for r in all_records(log)]
+    with open(log.segments()[-1].log_path, "ab") as f:  # a torn write at the crash
+        f.write(message_set(1, START_MS)[:20])
+
+    # Unclean: no marker, recovery from the checkpointed recovery point.
+    crashed = LogManager([tmp_path], config, FakeClock(START_MS))
+    crashed.startup()
+    recovered = crashed.get_log("t", 0)
+    assert [(r.offset, r.value) for r in all_records(recovered)] == expected
+    recovered.append_as_leader(message_set(1, START_MS))
+    crashed.shutdown()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+    clean = LogManager([tmp_path], config, FakeClock(START_MS))
+    clean.startup()
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()  # consumed: a crash now is unclean
+    reloaded = clean.get_log("t", 0)
+    assert reloaded.log_end_offset == 31
+    assert reloaded.recovery_point == 31
+    assert reloaded.segments()[-1].max_timestamp == START_MS + 29
+    clean.shutdown()
