@@ -381,9 +381,9 @@ class GroupCoordinator:
             group.initial_delay_pending = False
             group.rebalance_timer = self.timers.schedule(
                 now + group.rebalance_timeout_ms(), lambda: self._on_rebalance_deadline(group, epoch))
-        self._try_complete_join(group)
         logger.info("group %s: preparing to rebalance (generation %d, %d member(s))",
                     group.group_id, group.generation_id, len(group.members))
+        self._try_complete_join(group)
 
     def _on_initial_delay(self, group: GroupMetadata, epoch: int, remaining: int) -> None:
         if group.rebalance_epoch != epoch or not group.is_(_STATES.PREPARING_REBALANCE):
