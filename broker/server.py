@@ -31,7 +31,7 @@ from protocol.errors import ErrorCode, RecordError
 from storage.clock import Clock, SystemClock
 from storage.config import AppendResult, LogConfig
 from storage.log import Log
-from storage.log_manager import LogManager
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from storage.names import InvalidTopicName, validate_topic_name
 
 logger = logging.getLogger(__name__)
@@ -204,6 +204,10 @@ class Broker:
                     f"cannot use log dir {log_dir}: another broker is using it") from None
             self._dir_locks.append(lock)
         self.cluster_id = self._load_or_create_cluster_id()
+        for log_dir in self.config.log_dirs:
+            has_partitions = any(entry.is_dir() and not entry.name.startswith(".") for entry in os.scandir(log_dir))
+            if has_partitions and not (log_dir / CLEAN_SHUTDOWN_FILE).exists():
+                logger.warning("log dir %s was not shut down cleanly: recovering its logs", log_dir)
         try:
             self.log_manager.startup()
         except OSError as exc:

@@ -99,16 +99,35 @@ def test_ready_line_then_sigterm_shuts_down_cleanly_and_restart_needs_no_recover
     assert server.log_dirs == str(data)
     with socket.create_connection((server.host, server.port)):
         pass
+    assert not (data / ".kafka_cleanshutdown").exists()
     code, err = server.stop(signal.SIGTERM)
     assert code == 0, err
     assert "Traceback" not in err
     assert "shut down cleanly" in err
-    assert (data / "meta.properties").exists()
+    assert (data / ".kafka_cleanshutdown").exists()
+    assert (data / "recovery-point-offset-checkpoint").exists()
 
     again = ServeProcess("--port", "0", "--log-dir", str(data))
     code, err = again.stop(signal.SIGINT)
     assert code == 0, err
-    assert "recover" not in err.lower(), err
+    assert "not shut down cleanly" not in err and "rebuilding" not in err, err
+
+    killed = ServeProcess("--port", "0", "--log-dir", str(data))
+    killed.process.kill()
+    killed.process.wait()
+    after_kill = ServeProcess("--port", "0", "--log-dir", str(data))
+    code, err = after_kill.stop()
+    assert code == 0, err
+    assert "was not shut down cleanly: recovering" in err
+
+
+def test_second_broker_on_the_same_log_dir_is_refused(tmp_path):
+    server = ServeProcess("--port", "0", "--log-dir", str(tmp_path))
+    try:
+        result = run_cli("serve", "--port", "0", "--log-dir", str(tmp_path))
+        assert_one_line_error(result, "another broker is using it")
+    finally:
+        server.stop()
 
 
 def test_ephemeral_data_is_removed_on_exit():
