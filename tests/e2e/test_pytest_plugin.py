@@ -1,0 +1,84 @@
+"""The pytest plugin users get with minikafka: fixtures, restarts, overrides, failure reports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from broker.pytest_plugin import BrokerStartError, MinikafkaBroker
+
+
+def produce(bootstrap, topic, value, **config):
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **config)
+    try:
+        return producer.send(topic, value).get(30)
+    finally:
+        producer.close(10)
+
+
+def test_fixture_gives_a_private_running_broker(minikafka_broker, topic):
+    host, port = minikafka_broker.bootstrap.split(":")
+    assert host == "127.0.0.1" and int(port) > 0
+    assert minikafka_broker.running
+    assert produce(minikafka_broker.bootstrap, topic, b"hello").offset == 0
+    assert (minikafka_broker.log_dir / f"{topic}-0").is_dir()
+
+
+def test_restart_keeps_the_port_and_the_data(minikafka_broker, topic):
+    produce(minikafka_broker.bootstrap, topic, b"before")
+    bootstrap = minikafka_broker.bootstrap
+    minikafka_broker.restart()
+    assert minikafka_broker.bootstrap == bootstrap
+    assert produce(bootstrap, topic, b"after").offset == 1
+
+
+def test_kill_then_start_recovers(minikafka_broker, topic):
+    produce(minikafka_broker.bootstrap, topic, b"before")
+    assert minikafka_broker.kill() == -9
+    assert not minikafka_broker.running
+    minikafka_broker.start()
+    consumer = KafkaConsumer(bootstrap_servers=minikafka_broker.bootstrap)
+    try:
+        assert consumer.end_offsets([TopicPartition(topic, 0)]) == {TopicPartition(topic, 0): 1}
+    finally:
+        consumer.close()
+
+
+def test_factory_passes_config_overrides(minikafka_broker_factory, topic):
+    broker = minikafka_broker_factory(**{"num.partitions": "3"})
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    try:
+        produce(broker.bootstrap, topic, b"x")
+        assert consumer.partitions_for_topic(topic) == {0, 1, 2}
+    finally:
+        consumer.close()
+
+
+def test_stop_is_a_clean_shutdown(minikafka_broker):
+    assert minikafka_broker.stop() == 0  # SIGTERM honoured: exit status 0, not SIGKILL's -9
+    assert not minikafka_broker.running
+
+
+def test_a_broker_that_cannot_start_raises_with_its_stderr(tmp_path):
+    broker = MinikafkaBroker(tmp_path, {"no.such.key": "1"})
+    with pytest.raises(BrokerStartError, match="no.such.key"):
+        broker.start()
+    assert not broker.running
+
+
+def test_failing_test_report_carries_the_broker_stderr(tmp_path):
+    (tmp_path / "test_user.py").write_text(textwrap.dedent("""
+        def test_fails(minikafka_broker):
+            assert minikafka_broker.running
+            assert False, "user test failed"
+    """))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "user test failed" in result.stdout
+    assert "minikafka broker stderr" in result.stdout
+    assert "minikafka start #1" in result.stdout
