@@ -1,0 +1,147 @@
+"""LogManager: topics from directories, persisted overrides, deletion, foreign dirs."""
+
+import os
+
+import pytest
+
+from storage import FakeClock, LogConfig, LogManager, TopicAlreadyExists, UnknownTopic
+
+from .conftest import START_MS, all_records, message_set
+
+
+def _manager(dirs, clock=None, **kwargs):
+    manager = LogManager(dirs, LogConfig(), clock or FakeClock(START_MS), **kwargs)
+    manager.startup()
+    return manager
+
+
+def test_create_topics_and_reload_them(tmp_path):
+    manager = _manager([tmp_path])
+    logs = manager.create_topic("orders", 3, {"retention.ms": "1000", "segment.bytes": "2048"})
+    assert [(log.topic, log.partition) for log in logs] == [("orders", 0), ("orders", 1), ("orders", 2)]
+    assert logs[0].config.retention_ms == 1000 and logs[0].config.segment_bytes == 2048
+    manager.create_topic("plain", 1, {})
+    logs[2].append_as_leader(message_set(4, START_MS))
+    assert manager.topics() == {"orders": 3, "plain": 1}
+    assert sorted(os.listdir(tmp_path / "orders-1")) == [
+        "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
+        "leader-epoch-checkpoint", "topic-config.properties"]
+    assert (tmp_path / "orders-0" / "topic-config.properties").read_text() == "retention.ms=1000\nsegment.bytes=2048\n"
+    assert (tmp_path / "orders-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    manager.shutdown()
+
+    again = _manager([tmp_path])
+    assert again.topics() == {"orders": 3, "plain": 1}
+    assert again.topic_overrides("orders") == {"retention.ms": "1000", "segment.bytes": "2048"}
+    assert again.topic_overrides("plain") == {}
+    assert again.get_log("orders", 1).config.segment_bytes == 2048
+    assert again.get_log("orders", 2).log_end_offset == 4
+    assert again.get_log("orders", 3) is None
+    with pytest.raises(UnknownTopic):
+        again.topic_overrides("nope")
+
+
+def test_create_refuses_bad_requests_without_side_effects(tmp_path):
+    manager = _manager([tmp_path])
+    manager.create_topic("t", 1, {})
+    with pytest.raises(TopicAlreadyExists):
+        manager.create_topic("t", 2, {})
+    with pytest.raises(ValueError):
+        manager.create_topic("u", 0, {})
+    with pytest.raises(ValueError):
+        manager.create_topic("u", 1, {"no.such.config": "1"})
+    with pytest.raises(ValueError):
+        manager.create_topic("u", 1, {"retention.ms": "soon"})
+    assert manager.topics() == {"t": 1}
+    assert not (tmp_path / "u-0").exists()
+
+
+def test_delete_topic_removes_data(tmp_path):
+    manager = _manager([tmp_path])
+    log = manager.create_topic("gone", 2, {})[0]
+    log.append_as_leader(message_set(3, START_MS))
+    in_flight = log.read(0, 1000)
+    manager.delete_topic("gone")
+    assert manager.topics() == {}
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("gone")]
+    assert len(in_flight.read_bytes()) == in_flight.length  # a fetch in flight still completes
+    with pytest.raises(UnknownTopic):
+        manager.delete_topic("gone")
+    recreated = manager.create_topic("gone", 1, {})[0]
+    assert recreated.log_end_offset == 0
+
+
+def test_foreign_and_half_deleted_directories_are_skipped(tmp_path):
+    manager = _manager([tmp_path])
+    manager.create_topic("t", 1, {})
+    manager.shutdown()
+    (tmp_path / "t-1.5f1b-delete").mkdir()  # a deletion cut short by a crash
+    (tmp_path / "t-1.5f1b-delete" / "00000000000000000000.log").write_bytes(b"")
+    (tmp_path / "lost+found").mkdir()
+    (tmp_path / "not-a-partition-x").mkdir()
+    (tmp_path / "t-2.deleted").mkdir()
+    (tmp_path / "stray-file").write_text("hello")
+    again = _manager([tmp_path])
+    assert again.topics() == {"t": 1}
+    assert not (tmp_path / "t-1.5f1b-delete").exists()
+    assert (tmp_path / "lost+found").exists()
+
+
+def test_several_log_dirs_balance_and_checkpoint_separately(tmp_path):
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = _manager(dirs)
+    logs = manager.create_topic("t", 4, {})
+    assert sorted(log.dir.parent.name for log in logs) == ["a", "a", "b", "b"]
+    for log in logs:
+        log.append_as_leader(message_set(log.partition + 1, START_MS))
+    manager.shutdown()
+    for d in dirs:
+        assert (d / ".kafka_cleanshutdown").exists()
+        lines = (d / "recovery-point-offset-checkpoint").read_text().splitlines()
+        assert lines[:2] == ["0", "2"]
+        for line in lines[2:]:
+            topic, partition, offset = line.split()
+            assert (d / f"{topic}-{partition}").is_dir() and int(offset) == int(partition) + 1
+    again = _manager(dirs)
+    assert again.topics() == {"t": 4}
+    assert [again.get_log("t", p).log_end_offset for p in range(4)] == [1, 2, 3, 4]
+
+
+def test_cleanup_callbacks_and_flush_due(tmp_path):
+    clock = FakeClock(START_MS)
+    closed, asked = [], []
+    manager = _manager([tmp_path], clock, on_segment_closed=closed.append,
+                       may_delete_segment=lambda info: asked.append(info) or True)
+    log = manager.create_topic("t", 1, {"retention.ms": "1000", "flush.ms": "500"})[0]
+    log.append_as_leader(message_set(2, START_MS))
+    clock.advance(500)
+    manager.flush_due()
+    assert log.recovery_point == 2
+    clock.advance(1000)
+    assert manager.cleanup() == 1
+    assert [c.base_offset for c in closed] == [0]
+    assert [a.base_offset for a in asked] == [0]
+    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
+
+
+def test_high_watermark_is_checkpointed_and_clamped(tmp_path):
+    manager = _manager([tmp_path])
+    log = manager.create_topic("t", 1, {})[0]
+    log.append_as_leader(message_set(5, START_MS))
+    log.high_watermark = 4
+    manager.checkpoint()
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n1\nt 0 4\n"
+    manager.shutdown()
+    assert _manager([tmp_path]).get_log("t", 0).high_watermark == 4
+    (tmp_path / "replication-offset-checkpoint").write_text("0\n1\nt 0 99\n")
+    assert _manager([tmp_path]).get_log("t", 0).high_watermark == 5
+
+
+def test_unreadable_checkpoints_fall_back_to_safe_values(tmp_path):
+    manager = _manager([tmp_path])
+    log = manager.create_topic("t", 1, {})[0]
+    log.append_as_leader(message_set(3, START_MS))
+    manager.checkpoint()
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("garbage")
+    again = _manager([tmp_path])  # unclean + unreadable: recover everything
+    assert [r.offset for r in all_records(again.get_log("t", 0))] == [0, 1, 2]

@@ -1,0 +1,63 @@
+"""KIP-33's guarantee, checked against a brute-force scan on random logs."""
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from protocol.records import Codec, build_message_set
+from storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FakeClock, Log, LogConfig
+
+from .conftest import START_MS, all_records
+
+appends = st.lists(
+    st.tuples(
+        st.lists(st.integers(min_value=0, max_value=2000), min_size=1, max_size=6),  # timestamps
+        st.sampled_from([Codec.NONE, Codec.GZIP, Codec.LZ4]),
+        st.integers(0, 3).map(lambda n: n == 0),  # roll after this append (1 in 4)
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def _brute_force(records, target):
+    """The first message (in offset order) whose timestamp is >= target."""
+    return next(((r.offset, r.timestamp) for r in records if r.timestamp >= target), None)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(appends=appends, targets=st.lists(st.integers(min_value=-5, max_value=2010), min_size=1, max_size=15),
+       interval=st.sampled_from([0, 40, 4096]), restart=st.booleans())
+def test_offset_for_timestamp_matches_brute_force(appends, targets, interval, restart):
+    clock = FakeClock(START_MS)
+    config = LogConfig(index_interval_bytes=interval, segment_ms=10**12)
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "t-0"
+        log = Log(directory, "t", 0, config, clock)
+        for timestamps, codec, roll in appends:
+            log.append_as_leader(build_message_set(
+                [(None, b"v", START_MS + ts) for ts in timestamps], codec=codec))
+            if roll:
+                log.roll()
+        if restart:  # answers come from the files, not from memory
+            log.close()
+            log = Log(directory, "t", 0, config, clock, recovery_point=log.log_end_offset)
+        records = all_records(log)
+        for target in targets:
+            assert log.offset_for_timestamp(START_MS + target) == _brute_force(records, START_MS + target)
+        assert log.offset_for_timestamp(LATEST_TIMESTAMP) == (log.log_end_offset, -1)
+        assert log.offset_for_timestamp(EARLIEST_TIMESTAMP) == (0, -1)
+        log.close()
+
+
+def test_offset_for_timestamp_after_retention_skips_deleted_segments(tmp_path):
+    clock = FakeClock(START_MS)
+    log = Log(tmp_path / "t-0", "t", 0, LogConfig(retention_ms=1000), clock)
+    log.append_as_leader(build_message_set([(None, b"a", START_MS - 5000)]))
+    log.roll()
+    log.append_as_leader(build_message_set([(None, b"b", START_MS)]))
+    assert log.delete_expired_segments() == 1
+    assert log.offset_for_timestamp(0) == (1, START_MS)
+    assert log.offset_for_timestamp(START_MS + 1) is None
