@@ -150,3 +150,35 @@ def test_admin_creates_and_deletes_topics(broker, topic):
         assert not (broker.log_dir / f"{topic}-2").exists()
     finally:
         admin.close()
+
+
+def test_acks_0_messages_arrive_without_responses(broker, topic):
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=0)
+    try:
+        for i in range(100):
+            producer.send(topic, f"fire-and-forget-{i}".encode())
+        producer.flush(30)
+    finally:
+        producer.close(10)
+    records = consume(broker.bootstrap, topic, 100)
+    assert [r.value for r in records] == [f"fire-and-forget-{i}".encode() for i in range(100)]
+
+
+def test_a_waiting_consumer_is_woken_by_a_produce(broker, topic):
+    produce(broker.bootstrap, topic, [(None, b"first")])
+    # The broker may hold a fetch for 25 s; the record must arrive well before that, because
+    # the append wakes the parked fetch rather than the fetch timing out.
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, fetch_max_wait_ms=25_000)
+    tp = TopicPartition(topic, 0)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 1)
+        assert consumer.poll(timeout_ms=300) == {}  # a long poll is now parked in the broker
+        produce(broker.bootstrap, topic, [(None, b"second")])
+        records = []
+        deadline = time.monotonic() + 8
+        while not records and time.monotonic() < deadline:
+            records = consumer.poll(timeout_ms=1000).get(tp, [])
+        assert [r.value for r in records] == [b"second"]
+    finally:
+        consumer.close()
