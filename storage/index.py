@@ -80,15 +80,21 @@ class _MappedIndex:
     def trim(self) -> None:
         """Shrink the file to its entries and map it read-only from now on (segment closed)."""
         if self._writable:
-            self._mm.flush()
             self._unmap()
             os.truncate(self.path, self.entries * self.ENTRY.size)
             self._file_length = self.entries * self.ENTRY.size
             self._writable = False
 
     def flush(self) -> None:
+        """Make the entries durable (msync while mapped for appends, else fsync)."""
         if self._writable and self._mm is not None:
             self._mm.flush()
+        else:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
         self.trim()
@@ -129,11 +135,15 @@ class _MappedIndex:
     def entry(self, i: int) -> tuple[int, int]:
         return self.ENTRY.unpack_from(self._view(), i * self.ENTRY.size)
 
-    def _write(self, *fields: int) -> None:
+    def _write(self, rows: list[tuple[int, int]]) -> None:
+        """Store already-checked entries (fields as on disk) after the last one."""
         if not self._writable:
             raise RuntimeError(f"{self.path.name} is closed for appends")
-        self.ENTRY.pack_into(self._mm, self.entries * self.ENTRY.size, *fields)
-        self.entries += 1
+        start = self.entries * self.ENTRY.size
+        pack = self.ENTRY.pack
+        data = b"".join([pack(*row) for row in rows])
+        self._mm[start:start + len(data)] = data
+        self.entries += len(rows)
 
     def _largest_at_most(self, key_field: int, target: int) -> int:
         """Index of the last entry whose ``key_field`` is <= target, or -1."""
@@ -166,10 +176,22 @@ class OffsetIndex(_MappedIndex):
     ENTRY = struct.Struct(">iI")
 
     def append(self, offset: int, position: int) -> None:
-        relative = offset - self.base_offset
-        if self.entries and relative <= self.entry(self.entries - 1)[0]:
-            raise ValueError(f"offset index entries must increase: {offset} after {self.last_entry()[0]}")
-        self._write(relative, position)
+        self.append_many([(offset, position)])
+
+    def append_many(self, entries: list[tuple[int, int]]) -> int:
+        """Add ``(offset, position)`` entries with increasing offsets, as many as fit;
+        returns how many were added."""
+        previous = self.entry(self.entries - 1)[0] if self.entries else -1
+        rows = []
+        for offset, position in entries[: self.max_entries - self.entries]:
+            relative = offset - self.base_offset
+            if relative <= previous:
+                raise ValueError(f"offset index entries must increase: {offset} after {self.base_offset + previous}")
+            rows.append((relative, position))
+            previous = relative
+        if rows:
+            self._write(rows)
+        return len(rows)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """``(offset, position)`` of the last entry at or below ``offset``; (base, 0) if none."""
@@ -223,12 +245,24 @@ class TimeIndex(_MappedIndex):
         return self.entries >= self.max_entries - 1
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
-        """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's."""
-        if timestamp < 0 or (self.entries and timestamp <= self.entry(self.entries - 1)[0]):
-            return
-        if self.entries >= self.max_entries or (self.is_full() and not skip_full_check):
-            return
-        self._write(timestamp, offset - self.base_offset)
+        """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's (the roll's
+        final entry passes ``skip_full_check`` to use the spare slot)."""
+        self.append_many([(timestamp, offset)], limit=self.max_entries if skip_full_check else None)
+
+    def append_many(self, entries: list[tuple[int, int]], *, limit: int | None = None) -> None:
+        """Add those ``(timestamp, offset)`` entries whose timestamp exceeds every earlier
+        one, while there is room (``limit`` entries; default: all but the spare slot)."""
+        room = (self.max_entries - 1 if limit is None else limit) - self.entries
+        last = self.entry(self.entries - 1)[0] if self.entries else -1
+        rows = []
+        for timestamp, offset in entries:
+            if timestamp > last:
+                if len(rows) >= room:
+                    break
+                rows.append((timestamp, offset - self.base_offset))
+                last = timestamp
+        if rows:
+            self._write(rows)
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """``(timestamp, offset)`` of the last entry at or below ``timestamp``; (-1, base) if none."""

@@ -122,17 +122,18 @@ class Log:
             self.log_start_offset = self.recovery_point = log_start_offset
             return
         segments = [LogSegment(self.dir, base, self.config, create=False) for base in bases]
+        # With needs_recovery, segments from the one holding the recovery point are rebuilt
+        # by the scan anyway; the others only get the cheap index check.
+        first_unflushed = max(bisect.bisect_right(bases, recovery_point) - 1, 0) if needs_recovery else len(bases)
         recovered: dict[int, int] = {}  # segment position -> bytes its recovery truncated
-        for i, segment in enumerate(segments):
+        for i, segment in enumerate(segments[:first_unflushed]):
             if not segment.indexes_look_sane():
                 logger.warning("%s-%d: rebuilding indexes of segment %d", self.topic, self.partition,
                                segment.base_offset)
                 recovered[i] = segment.recover()
         if needs_recovery:
-            first = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
-            for i in range(first, len(segments)):
-                if i not in recovered:
-                    recovered[i] = segments[i].recover()
+            for i in range(first_unflushed, len(segments)):
+                recovered[i] = segments[i].recover()
                 if recovered[i]:
                     logger.warning("%s-%d: recovery truncated %d invalid bytes from segment %d",
                                    self.topic, self.partition, recovered[i], segments[i].base_offset)
@@ -143,7 +144,7 @@ class Log:
                     break
         for i, segment in enumerate(segments[:-1]):
             if i in recovered:
-                segment.finish()
+                segment.finish(durable=False)  # the recovery point stays put: no fsync needed
             else:
                 segment.next_offset = segments[i + 1].base_offset
         active = segments[-1]

@@ -176,6 +176,8 @@ class LogSegment:
         interval = self.config.index_interval_bytes
         position = 0
         read_size = _RECOVERY_CHUNK
+        offset_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
         while position < file_size:
             chunk = os.pread(fd, min(read_size, file_size - position), position)
             consumed = 0
@@ -189,15 +191,18 @@ class LogSegment:
                     if entry.timestamp > max_timestamp:
                         max_timestamp, offset_of_max = entry.timestamp, entry.offset
                     if file_position - anchor > interval:
-                        if not self.offset_index.is_full():
-                            self.offset_index.append(entry.offset, file_position)
-                            self.time_index.maybe_append(max_timestamp, offset_of_max)
+                        offset_entries.append((entry.offset, file_position))
+                        time_entries.append((max_timestamp, offset_of_max))
                         anchor = file_position
                     last_offset = entry.offset
                     consumed = entry.position + entry.size
             except RecordError:
                 valid = False
             position += consumed
+            added = self.offset_index.append_many(offset_entries)
+            self.time_index.append_many(time_entries[:added])
+            offset_entries.clear()
+            time_entries.clear()
             if not valid:
                 break
             if consumed:
@@ -261,27 +266,36 @@ class LogSegment:
         if start == 0 and entries:
             self._rolling_base_timestamp = entries[0][2]
         max_timestamp, offset_of_max = self.max_timestamp, self.offset_of_max_timestamp
-        threshold = self._index_anchor + self.config.index_interval_bytes - start
-        offset_index, time_index = self.offset_index, self.time_index
+        interval = self.config.index_interval_bytes
+        threshold = self._index_anchor + interval - start
+        offset_entries, time_entries = [], []
         for position, entry_last_offset, entry_max_timestamp in entries:
             if entry_max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max = entry_max_timestamp, entry_last_offset
-            if position > threshold and not offset_index.is_full():
-                offset_index.append(entry_last_offset, start + position)
-                time_index.maybe_append(max_timestamp, offset_of_max)
-                threshold = position + self.config.index_interval_bytes
-                self._index_anchor = start + position
+            if position > threshold:
+                offset_entries.append((entry_last_offset, start + position))
+                time_entries.append((max_timestamp, offset_of_max))
+                threshold = position + interval
+        if offset_entries:
+            added = self.offset_index.append_many(offset_entries)
+            if added:
+                self.time_index.append_many(time_entries[:added])
+                self._index_anchor = offset_entries[added - 1][1]
         self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
         self.size = start + len(buffer)
         self.next_offset = last_offset + 1
 
-    def finish(self) -> None:
+    def finish(self, *, durable: bool = True) -> None:
         """The segment stops being active: record its largest timestamp as the last
-        time-index entry (retention reads it there), trim the indexes and fsync."""
+        time-index entry (retention reads it there), trim the indexes, and (``durable``, as
+        on roll) fsync the log and both indexes."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
         self.offset_index.trim()
         self.time_index.trim()
-        os.fsync(self.file.fileno())
+        if durable:
+            os.fsync(self.file.fileno())
+            self.offset_index.flush()
+            self.time_index.flush()
 
     def flush(self) -> None:
         os.fsync(self.file.fileno())
