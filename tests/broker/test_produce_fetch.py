@@ -196,3 +196,19 @@ async def test_produce_v0_and_magic_0_sets(client):
     assert (result.error_code, result.base_offset) == (0, 0)
     record = next(iter_records(bytes((await client.fetch("v0", 0, 0)).records)))
     assert (record.value, record.magic, record.timestamp) == (b"old", 0, -1)  # stored as sent
+
+
+async def test_fetch_v2_hands_the_connection_a_file_slice_not_bytes(broker, client, message_set):
+    """v2+ responses carry the segment bytes as a storage FileSlice (sent with sendfile);
+    v0/v1 get converted bytes."""
+    from broker.handlers import HANDLERS
+    from protocol.framing import encode_request, parse_request
+    from storage.types import FileSlice
+
+    await client.produce("sliced", 0, message_set(b"a", b"b"))
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "topics": [
+        {"topic": "sliced", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    for version, kind in ((0, bytes), (1, bytes), (2, FileSlice), (3, FileSlice)):
+        request = parse_request(encode_request(ApiKey.FETCH, version, 1, "t", body)[4:])
+        response = await HANDLERS[ApiKey.FETCH](broker, request)
+        assert isinstance(response["responses"][0]["partitions"][0]["records"], kind)
