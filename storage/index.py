@@ -100,6 +100,11 @@ class _MappedIndex:
         self.trim()
         self._unmap()
 
+    def release(self) -> None:
+        """Drop a read-only mapping (it holds a descriptor); the next lookup maps again."""
+        if not self._writable:
+            self._unmap()
+
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)
         self.path = path

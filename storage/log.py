@@ -147,6 +147,7 @@ class Log:
                 segment.finish(durable=False)  # the recovery point stays put: no fsync needed
             else:
                 segment.next_offset = segments[i + 1].base_offset
+            segment.release_index_maps()
         active = segments[-1]
         if len(segments) - 1 not in recovered:
             active.load_tail_state()

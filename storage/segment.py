@@ -231,6 +231,11 @@ class LogSegment:
         self.offset_index.open_for_append()
         self.time_index.open_for_append()
 
+    def release_index_maps(self) -> None:
+        """Unmap a closed segment's indexes until a read needs them (saves descriptors)."""
+        self.offset_index.release()
+        self.time_index.release()
+
     def rolling_base_timestamp(self) -> int:
         """Timestamp of the segment's first message (KIP-33 roll basis); -1 if it has none."""
         if self._rolling_base_timestamp is None:
