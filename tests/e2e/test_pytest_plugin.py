@@ -82,3 +82,15 @@ def test_failing_test_report_carries_the_broker_stderr(tmp_path):
     assert "user test failed" in result.stdout
     assert "minikafka broker stderr" in result.stdout
     assert "minikafka start #1" in result.stdout
+
+
+def test_restart_moves_to_a_free_port_when_the_old_one_is_taken(minikafka_broker, topic):
+    import socket
+
+    produce(minikafka_broker.bootstrap, topic, b"kept")
+    old_port = minikafka_broker.port
+    minikafka_broker.stop()
+    with socket.create_server(("127.0.0.1", old_port)):
+        minikafka_broker.start()
+        assert minikafka_broker.port != old_port
+        assert produce(minikafka_broker.bootstrap, topic, b"new").offset == 1

@@ -1,6 +1,9 @@
-"""README.md stays true: its config table is generated from ``broker.config.CONFIG_KEYS``.
+"""README.md stays true: its tables are generated from the code they describe.
 
-Regenerate the table after changing the config keys with::
+- the config table from ``broker.config.config_table()`` (the broker's key table, as data);
+- the API table from ``protocol.framing.api_versions_table()`` (what ApiVersions reports).
+
+Regenerate both after changing either with::
 
     python3 tests/e2e/test_readme.py
 """
@@ -11,31 +14,62 @@ import sys
 from pathlib import Path
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-BEGIN = "<!-- config-table:begin (generated from broker/config.py by tests/e2e/test_readme.py) -->"
-END = "<!-- config-table:end -->"
+BLOCKS = {
+    "config-table": "generated from broker/config.py by tests/e2e/test_readme.py",
+    "api-table": "generated from protocol.framing.api_versions_table by tests/e2e/test_readme.py",
+}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def render_config_table() -> str:
     from broker.config import config_table
 
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
     lines = ["| Key | Type | Default | Meaning |", "|---|---|---|---|"]
     for row in config_table():
         default = f"`{row['default']}`" if row["default"] != "" else "(unset)"
-        lines.append(f"| `{row['name']}` | {row['type']} | {cell(default)} | {cell(row['description'])} |")
+        lines.append(f"| `{row['name']}` | {row['type']} | {_cell(default)} | {_cell(row['description'])} |")
     return "\n".join(lines)
 
 
-def readme_table(text: str) -> str:
-    start = text.index(BEGIN) + len(BEGIN)
-    return text[start:text.index(END, start)].strip()
+def render_api_table() -> str:
+    from protocol.apis.keys import ApiKey
+    from protocol.framing import api_versions_table
+
+    lines = ["| API | Key | Versions |", "|---|---|---|"]
+    for api_key, min_version, max_version in sorted(api_versions_table()):
+        name = "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
+        lines.append(f"| {name} | {api_key} | {min_version}–{max_version} |")
+    return "\n".join(lines)
+
+
+RENDERERS = {"config-table": render_config_table, "api-table": render_api_table}
+
+
+def _markers(block: str) -> tuple[str, str]:
+    return f"<!-- {block}:begin ({BLOCKS[block]}) -->", f"<!-- {block}:end -->"
+
+
+def _span(text: str, block: str) -> tuple[int, int]:
+    begin, end = _markers(block)
+    start = text.index(begin) + len(begin)
+    return start, text.index(end, start)
 
 
 def test_readme_config_table_matches_broker_config():
-    assert readme_table(README.read_text()) == render_config_table(), (
+    text = README.read_text()
+    start, end = _span(text, "config-table")
+    assert text[start:end].strip() == render_config_table(), (
         "README.md's config table is stale: run python3 tests/e2e/test_readme.py")
+
+
+def test_readme_api_table_matches_the_served_versions():
+    text = README.read_text()
+    start, end = _span(text, "api-table")
+    assert text[start:end].strip() == render_api_table(), (
+        "README.md's API table is stale: run python3 tests/e2e/test_readme.py")
 
 
 def test_readme_gives_the_run_and_test_commands():
@@ -44,10 +78,15 @@ def test_readme_gives_the_run_and_test_commands():
     assert "bash tests/run.sh" in text
 
 
+def regenerate() -> None:
+    text = README.read_text()
+    for block, render in RENDERERS.items():
+        start, end = _span(text, block)
+        text = text[:start] + "\n" + render() + "\n" + text[end:]
+    README.write_text(text)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(README.parent))
-    text = README.read_text()
-    start = text.index(BEGIN) + len(BEGIN)
-    end = text.index(END, start)
-    README.write_text(text[:start] + "\n" + render_config_table() + "\n" + text[end:])
+    regenerate()
     print(f"updated {README}")
