@@ -43,7 +43,6 @@ MAX_QUEUED_REQUESTS = 32
 MAX_QUEUED_RESPONSES = 8
 
 
-
 class Connection:
     """The broker side of one TCP connection (see the module docstring for the pipeline)."""
 
@@ -133,10 +132,6 @@ class Connection:
                 await responses.send(self.protocol.encode_response(request, body))
 
     async def _dispatch(self, request: Request):
-        if request.unsupported_version:
-            from protocol.apis import api_versions_fallback_response
-
-            return api_versions_fallback_response()
         handler = HANDLERS.get(request.api_key)
         if handler is None:
             raise CloseConnection(f"no handler for api key {request.api_key}")

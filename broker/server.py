@@ -20,8 +20,6 @@ import os
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
 import trio
 
@@ -55,12 +53,6 @@ class TopicError(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = ErrorCode(code)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicPartition:
-    topic: str
-    partition: int
 
 
 class AppendWaiters:
@@ -213,6 +205,8 @@ class Broker:
         except OSError as exc:
             raise BrokerStartupError(
                 f"cannot load logs from {exc.filename or 'the log dirs'}: {exc.strerror or exc}") from None
+        except RuntimeError as exc:  # e.g. one partition in two log dirs
+            raise BrokerStartupError(f"cannot load logs: {exc}") from None
 
     def _stop_storage(self) -> None:
         try:

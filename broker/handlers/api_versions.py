@@ -2,8 +2,9 @@
 
 The table is the protocol layer's registry restricted to the APIs that have a handler here,
 so the broker never advertises something it would refuse. A request above our highest
-version never reaches this module: the connection answers it with UNSUPPORTED_VERSION and the
-table in the v0 layout (``protocol.api_versions_fallback_response``).
+version (``request.unsupported_version``, no body) is answered with UNSUPPORTED_VERSION and
+the same table, which the protocol layer lays out as v0 so that any client can read it and
+retry at a version both sides know.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ async def handle(broker, request) -> dict:
     from broker.handlers import HANDLERS
 
     return {
-        "error_code": ErrorCode.NONE,
+        "error_code": ErrorCode.UNSUPPORTED_VERSION if request.unsupported_version else ErrorCode.NONE,
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
             for key, low, high in api_versions_table()
