@@ -51,3 +51,17 @@ def sample_records() -> list[tuple[bytes | None, bytes | None]]:
         (b"\x00\xff binary key", bytes(range(256))),
         (b"", b""),
     ] + [(f"key-{i}".encode(), f"value-{i}-".encode() * 20) for i in range(5, 60)]
+
+
+@pytest.fixture
+def stored_codecs(broker):
+    """``stored_codecs(topic)`` -> the codec names of the message-set entries in the topic's
+    partition 0 segment files, i.e. what the broker wrote to disk (it never recompresses)."""
+    from protocol.records import iter_entries
+
+    def codecs(topic: str) -> set[str]:
+        found = set()
+        for segment in sorted((broker.log_dir / f"{topic}-0").glob("*.log")):
+            found |= {entry.codec.name.lower() for entry in iter_entries(segment.read_bytes())}
+        return found
+    return codecs

@@ -75,7 +75,7 @@ def create_topic(bootstrap, topic, partitions=1, config=None):
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_produce_consume_every_codec(broker, topic, sample_records, codec):
+def test_produce_consume_every_codec(broker, topic, stored_codecs, sample_records, codec):
     delivered = produce_ok(broker.bootstrap, topic, sample_records, **{"compression.type": codec})
     assert sorted(m.offset() for m in delivered) == list(range(len(sample_records)))
 
@@ -83,6 +83,7 @@ def test_produce_consume_every_codec(broker, topic, sample_records, codec):
     assert [(m.key(), m.value()) for m in messages] == sample_records
     assert [m.offset() for m in messages] == list(range(len(sample_records)))
     assert all(m.timestamp()[0] == TIMESTAMP_CREATE_TIME for m in messages)
+    assert stored_codecs(topic) == {codec}
 
 
 def test_log_append_time_topic_shows_the_broker_time(broker, topic):

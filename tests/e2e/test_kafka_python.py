@@ -45,7 +45,7 @@ def consume(bootstrap, topic, count, *, partition=0, offset=0, timeout=20.0):
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c or "none")
-def test_produce_consume_every_codec(broker, topic, sample_records, codec):
+def test_produce_consume_every_codec(broker, topic, stored_codecs, sample_records, codec):
     # kafka-python refuses a record whose key and value are both None; every other shape goes.
     metadata = produce(broker.bootstrap, topic, sample_records, compression_type=codec)
     assert [m.offset for m in metadata] == list(range(len(sample_records)))
@@ -54,6 +54,7 @@ def test_produce_consume_every_codec(broker, topic, sample_records, codec):
     assert [(r.key, r.value) for r in records] == sample_records
     assert [r.offset for r in records] == list(range(len(sample_records)))
     assert all(r.timestamp_type == 0 for r in records)
+    assert stored_codecs(topic) == {(codec or "none")}
 
 
 def test_consume_from_the_middle_of_a_compressed_batch(broker, topic, sample_records):

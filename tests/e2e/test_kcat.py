@@ -50,12 +50,13 @@ EXPECTED = [("key-0", "value-0"), (None, "value without a key"), ("key-with-null
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_produce_consume_every_codec(broker, topic, codec):
+def test_produce_consume_every_codec(broker, topic, stored_codecs, codec):
     kcat_produce(broker.bootstrap, topic, LINES, "-z", codec)
     messages = kcat_consume(broker.bootstrap, topic)
     assert [(m["key"], m["payload"]) for m in messages] == EXPECTED
     assert [m["offset"] for m in messages] == list(range(len(EXPECTED)))
     assert {m["tstype"] for m in messages} == {"create"}
+    assert stored_codecs(topic) == {codec}
 
 
 def test_log_append_time_topic_shows_the_broker_time(broker, topic):
