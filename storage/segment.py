@@ -82,9 +82,10 @@ def iter_headers(fd: int, start: int, end: int) -> Iterator[EntryHeader]:
         position += LOG_OVERHEAD + size
 
 
-def _crc_ok(buf, position: int, size: int) -> bool:
-    stored = int.from_bytes(buf[position + 12:position + 16], "big")
-    return zlib.crc32(buf[position + 16:position + size]) == stored
+def _crc_ok(view: memoryview, position: int, size: int) -> bool:
+    """The entry's CRC-32 (over magic..end) matches its crc field."""
+    stored = int.from_bytes(view[position + 12:position + 16], "big")
+    return zlib.crc32(view[position + 16:position + size]) == stored
 
 
 class LogSegment:
@@ -180,11 +181,12 @@ class LogSegment:
         time_entries: list[tuple[int, int]] = []
         while position < file_size:
             chunk = os.pread(fd, min(read_size, file_size - position), position)
+            view = memoryview(chunk)
             consumed = 0
             valid = True
             try:
                 for entry in iter_entries(chunk):
-                    if entry.offset <= last_offset or not _crc_ok(chunk, entry.position, entry.size):
+                    if entry.offset <= last_offset or not _crc_ok(view, entry.position, entry.size):
                         valid = False
                         break
                     file_position = position + entry.position
