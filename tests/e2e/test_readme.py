@@ -1,7 +1,8 @@
 """README.md stays true: its tables are generated from the code they describe.
 
 - the config table from ``broker.config.config_table()`` (the broker's key table, as data);
-- the API table from ``protocol.framing.api_versions_table()`` (what ApiVersions reports).
+- the API table from ``protocol.framing.api_versions_table()`` restricted to the APIs that
+  ``broker.handlers.HANDLERS`` serves (exactly what ApiVersions reports).
 
 Regenerate both after changing either with::
 
@@ -35,11 +36,16 @@ def render_config_table() -> str:
 
 
 def render_api_table() -> str:
+    """The table ApiVersions answers with: the protocol registry, restricted to the APIs the
+    broker has a handler for (broker/handlers/api_versions.py)."""
+    from broker.handlers import HANDLERS
     from protocol.apis.keys import ApiKey
     from protocol.framing import api_versions_table
 
     lines = ["| API | Key | Versions |", "|---|---|---|"]
     for api_key, min_version, max_version in sorted(api_versions_table()):
+        if api_key not in HANDLERS:
+            continue
         name = "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
         lines.append(f"| {name} | {api_key} | {min_version}–{max_version} |")
     return "\n".join(lines)
