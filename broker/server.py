@@ -113,6 +113,9 @@ class Broker:
         self.advertised_port: int | None = None
         self.append_waiters = AppendWaiters()
         self._dir_locks: list = []
+        # Topic creation and deletion touch the disk in a worker thread; one at a time, so
+        # "does it exist?" and "create it" cannot interleave with another request's.
+        self._topic_admin = trio.Lock()
         self.export_handoff = None
         segment_hooks = {}
         if config.export_dir is not None:
@@ -283,26 +286,32 @@ class Broker:
         except InvalidTopicName as exc:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
 
-    def ensure_topic(self, topic: str) -> int:
-        """The partition count of ``topic``, creating it (``num.partitions``) if it does not
-        exist and ``auto.create.topics.enable`` is on.
+    def topic_exists(self, topic: str) -> bool:
+        # Partition 0 is created first and deleted with the rest: a cheap existence test.
+        return self.log_manager.get_log(topic, 0) is not None
+
+    async def ensure_topic(self, topic: str) -> None:
+        """Make sure ``topic`` exists, creating it with ``num.partitions`` partitions when
+        ``auto.create.topics.enable`` is on.
 
         Raises TopicError: INVALID_TOPIC_EXCEPTION for a bad name,
         UNKNOWN_TOPIC_OR_PARTITION when it does not exist and may not be created.
         """
-        count = self.partition_count(topic)
-        if count is not None:
-            return count
+        if self.topic_exists(topic):
+            return
         self.check_topic_name(topic)
         if not self.config.auto_create_topics or self.is_internal(topic):
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
-        self.log_manager.create_topic(topic, self.config.num_partitions, {})
+        async with self._topic_admin:
+            if self.topic_exists(topic):  # created by another request while we waited
+                return
+            await trio.to_thread.run_sync(self.log_manager.create_topic, topic,
+                                          self.config.num_partitions, {})
         logger.info("auto-created topic %r with %d partition(s)", topic, self.config.num_partitions)
-        return self.config.num_partitions
 
-    def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
-                     assignments: dict[int, list[int]], configs: dict[str, str | None],
-                     *, validate_only: bool = False) -> None:
+    async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
+                           assignments: dict[int, list[int]], configs: dict[str, str | None],
+                           *, validate_only: bool = False) -> None:
         """Create a topic as CreateTopics asks (Kafka's AdminManager rules on one broker).
 
         ``num_partitions`` / ``replication_factor`` of -1 take the broker defaults
@@ -312,8 +321,6 @@ class Broker:
         INVALID_REQUEST or INVALID_CONFIG.
         """
         self.check_topic_name(topic)
-        if self.partition_count(topic) is not None:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
         if self.is_internal(topic):
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic '{topic}' is internal to the broker.")
         if assignments:
@@ -354,22 +361,26 @@ class Broker:
             LogConfig.from_topic_configs(self.default_log_config, overrides)
         except ValueError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        if validate_only:
-            return
-        self.log_manager.create_topic(topic, num_partitions, overrides)
+        async with self._topic_admin:
+            if self.topic_exists(topic):
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
+            if validate_only:
+                return
+            await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, overrides)
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
                     f", configs {overrides}" if overrides else "")
 
-    def delete_topic(self, topic: str) -> None:
+    async def delete_topic(self, topic: str) -> None:
         """Delete a topic and its data. Raises TopicError(UNKNOWN_TOPIC_OR_PARTITION /
         INVALID_TOPIC_EXCEPTION). Committed group offsets are left alone, as in Kafka."""
-        count = self.partition_count(topic)
-        if count is None:
-            self.check_topic_name(topic)
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
-        if self.is_internal(topic):
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {topic!r} is internal")
-        self.log_manager.delete_topic(topic)
+        async with self._topic_admin:
+            count = self.partition_count(topic)
+            if count is None:
+                self.check_topic_name(topic)
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+            if self.is_internal(topic):
+                raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {topic!r} is internal")
+            await trio.to_thread.run_sync(self.log_manager.delete_topic, topic)
         for partition in range(count):
             self.append_waiters.notify(topic, partition)
         logger.info("deleted topic %r", topic)

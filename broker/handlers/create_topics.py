@@ -37,7 +37,7 @@ async def handle(broker, request) -> dict:
         assignments = {entry.partition_index: list(entry.broker_ids) for entry in topic.assignments}
         configs = {entry.name: entry.value for entry in topic.configs}
         try:
-            broker.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
+            await broker.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
                                 assignments, configs, validate_only=body.validate_only)
         except TopicError as exc:
             results.append({"name": topic.name, "error_code": exc.code, "error_message": str(exc)})

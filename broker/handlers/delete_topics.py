@@ -22,7 +22,7 @@ async def handle(broker, request) -> dict:
             continue
         seen.add(name)
         try:
-            broker.delete_topic(name)
+            await broker.delete_topic(name)
         except TopicError as exc:
             responses.append({"name": name, "error_code": exc.code})
         else:

@@ -46,9 +46,14 @@ async def handle(broker, request) -> dict:
                 continue
             seen.add(name)
             try:
-                count = broker.ensure_topic(name)
+                await broker.ensure_topic(name)
             except TopicError as exc:
                 topics.append({"error_code": exc.code, "name": name, "partitions": []})
+                continue
+            count = broker.partition_count(name)
+            if count is None:  # deleted by another request meanwhile
+                topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                               "partitions": []})
                 continue
             topics.append(_topic_metadata(broker, name, count))
     return {

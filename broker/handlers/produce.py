@@ -28,13 +28,13 @@ def _failed(index: int, code: ErrorCode) -> dict:
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1}
 
 
-def _produce_topic(broker, name: str, partition_data, acks: int) -> list[dict]:
+async def _produce_topic(broker, name: str, partition_data, acks: int) -> list[dict]:
     if acks not in VALID_ACKS:
         return [_failed(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in partition_data]
     try:
         if broker.is_internal(name):
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {name!r}")
-        broker.ensure_topic(name)
+        await broker.ensure_topic(name)
     except TopicError as exc:
         return [_failed(p.index, exc.code) for p in partition_data]
     results = []
@@ -55,7 +55,7 @@ async def handle(broker, request) -> dict | None:
     body = request.body
     responses = [
         {"name": topic.name,
-         "partition_responses": _produce_topic(broker, topic.name, topic.partition_data, body.acks)}
+         "partition_responses": await _produce_topic(broker, topic.name, topic.partition_data, body.acks)}
         for topic in body.topic_data
     ]
     if body.acks == 0:

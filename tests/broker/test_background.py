@@ -17,7 +17,7 @@ async def wait_until(condition, timeout: float = 20.0) -> None:
 
 async def test_retention_pass_deletes_expired_segments(start_broker, connect, message_set):
     broker = await start_broker(log_retention_check_interval_ms=50)
-    broker.create_topic("expiring", 1, 1, {}, {"retention.ms": "60000", "segment.bytes": "200"})
+    await broker.create_topic("expiring", 1, 1, {}, {"retention.ms": "60000", "segment.bytes": "200"})
     client = await connect(broker)
     an_hour_ago = int(time.time() * 1000) - 3_600_000
     for i in range(3):  # one set per segment: two do not fit in 200 bytes

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pytest
 
 READY = re.compile(r"^minikafka ready: bootstrap\.servers=(\S+):(\d+) log\.dirs=(.+)$")
 LAUNCH = [sys.executable, "-m", "broker"]

@@ -89,7 +89,7 @@ async def test_produce_auto_creates_and_refuses_unknown_partitions(start_broker,
 
 
 async def test_log_append_time_topic_reports_the_broker_time(broker, client, message_set):
-    broker.create_topic("appendtime", 1, 1, {}, {"message.timestamp.type": "LogAppendTime"})
+    await broker.create_topic("appendtime", 1, 1, {}, {"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)
     result = await client.produce("appendtime", 0, message_set(b"x", timestamp=5))
     after = int(time.time() * 1000)

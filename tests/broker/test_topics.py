@@ -60,7 +60,7 @@ async def test_metadata_errors_without_auto_create(start_broker, connect):
 
 async def test_internal_topics_are_listed_only_by_name(broker, client):
     assert "__consumer_offsets" in broker.topics()  # the group coordinator's
-    broker.create_topic("visible", 1, 1, {}, {})
+    await broker.create_topic("visible", 1, 1, {}, {})
     everything = await client.request(ApiKey.METADATA, 1, {"topics": None})
     assert [t.name for t in everything.topics] == ["visible"]
     by_name = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "__consumer_offsets"}]})
@@ -189,3 +189,23 @@ async def test_offset_for_leader_epoch(client, message_set):
     partitions = response.topics[0].partitions
     assert (partitions[0].error_code, partitions[0].end_offset) == (0, 3)
     assert (partitions[1].error_code, partitions[1].end_offset) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+
+
+async def test_concurrent_auto_creation_creates_once(start_broker, connect, message_set):
+    broker = await start_broker(num_partitions=3)
+    clients = [await connect(broker) for _ in range(8)]
+    answers = []
+
+    async def ask(client):
+        answers.append(await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "racy"}]}))
+        answers.append(await client.request(ApiKey.PRODUCE, 2, {"acks": 1, "timeout_ms": 1000, "topic_data": [
+            {"name": "racy", "partition_data": [{"index": 2, "records": message_set(b"x")}]}]}))
+
+    async with trio.open_nursery() as nursery:
+        for client in clients:
+            nursery.start_soon(ask, client)
+    metadata = [a for a in answers if hasattr(a, "brokers")]
+    produced = [a for a in answers if hasattr(a, "responses")]
+    assert {(t.error_code, len(t.partitions)) for a in metadata for t in a.topics} == {(0, 3)}
+    assert sorted(a.responses[0].partition_responses[0].base_offset for a in produced) == list(range(8))
+    assert broker.get_log("racy", 2).log_end_offset == 8
