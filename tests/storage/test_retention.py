@@ -220,3 +220,16 @@ def test_log_start_offset_is_checkpointed(tmp_path, clock):
     again = LogManager([tmp_path], config, FakeClock(START_MS))
     again.startup()
     assert again.get_log("t", 0).log_start_offset == 2
+
+
+def test_old_create_time_backlog_rolls_and_expires_by_its_timestamps(tmp_path, clock):
+    """A backlog replayed today with month-old CreateTime timestamps rolls by those
+    timestamps and expires on the next pass, although every file was written just now."""
+    log = open_log(tmp_path / "t-0", clock, segment_ms=DAY, retention_ms=7 * DAY)
+    month_ago = START_MS - 30 * DAY
+    for hour in range(0, 72, 6):  # three days of backlog, one message every 6 hours
+        log.append_as_leader(message_set(1, month_ago + hour * HOUR))
+    log.append_as_leader(message_set(1, START_MS))  # live traffic resumes
+    assert [s.base_offset for s in log.segments()] == [0, 5, 10, 12]  # > 24h between first and new
+    assert log.delete_expired_segments() == 3
+    assert [r.offset for r in all_records(log)] == [12]
