@@ -51,16 +51,17 @@ def _partition_segments(directory: Path, topic: str, partition: int) -> list[Seg
         closed = i + 1 < len(bases)
         with open(log_path, "rb") as file:
             size = os.fstat(file.fileno()).st_size
-            next_offset, max_timestamp = _scan_facts(file.fileno(), stem, base, size)
-        if closed:
-            next_offset = bases[i + 1]
+            scanned_next, max_timestamp = _scan_facts(file.fileno(), stem, base, size, closed=closed)
+        # A segment rolls at the log end, so a closed one ends where the next one starts.
+        next_offset = bases[i + 1] if closed else scanned_next
         infos.append(SegmentInfo(topic, partition, base, next_offset, log_path, size, max_timestamp, closed))
     return infos
 
 
-def _scan_facts(fd: int, stem: Path, base: int, size: int) -> tuple[int, int]:
+def _scan_facts(fd: int, stem: Path, base: int, size: int, *, closed: bool) -> tuple[int | None, int]:
     """(next offset, largest timestamp): from the indexes plus the tail when they look
-    sane, else from every entry head."""
+    sane, else from every entry head (the next offset is None when not scanned). A closed segment's last time-index entry is its
+    largest timestamp (written at roll), so its tail is only read for the active one."""
     start, max_timestamp, offset_of_max = 0, -1, base
     offset_index_path = stem.with_name(stem.name + INDEX_SUFFIX)
     time_index_path = stem.with_name(stem.name + TIME_INDEX_SUFFIX)
@@ -72,6 +73,8 @@ def _scan_facts(fd: int, stem: Path, base: int, size: int) -> tuple[int, int]:
             time_index.sanity_check()
             if time_index.entries:
                 max_timestamp, offset_of_max = time_index.last_entry()
+                if closed:
+                    return None, max_timestamp
                 start = offset_index.lookup(offset_of_max)[1]
         except CorruptIndex:
             start, max_timestamp = 0, -1
