@@ -80,7 +80,7 @@ def make_values(count: int, size: int, seed: int = 7) -> list[bytes]:
     return [pool[i % len(pool)] for i in range(count)]
 
 
-def ceiling(values: list[bytes], directory: str, attempts: int = 3) -> float:
+def ceiling(values: list[bytes], directory: str, attempts: int = 5) -> float:
     """Seconds to push the concatenated values through loopback into a file: the best of
     ``attempts`` runs, since a ceiling is what the machine can do when nothing interferes."""
     payload = b"".join(values)
@@ -169,6 +169,24 @@ def kafka_python_consume(bootstrap, topic, count) -> float:
     return elapsed
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(pid: int, run, *args) -> tuple[float, float]:
+    """(wall seconds, broker CPU share of that time) of ``run(*args)``, which returns its own
+    wall time so client set-up outside the measured loop is not counted."""
+    cpu_before = cpu_seconds(pid)
+    elapsed = run(*args)
+    return elapsed, (cpu_seconds(pid) - cpu_before) / elapsed
+
+
 CLIENTS = {
     "confluent-kafka": (confluent_produce, confluent_consume),
     "kafka-python": (kafka_python_produce, kafka_python_consume),
@@ -221,9 +239,10 @@ def main() -> None:
     try:
         print(f"minikafka serve -> ready line: {ready * 1000:.0f} ms; "
               f"-> first consumed message: {first_message * 1000:.0f} ms")
+        print("ratio = broker MB/s / ceiling MB/s; cpu = broker process CPU time / wall time")
         print(f"{'client':16} {'size':>5} {'codec':5} {'msgs':>7} | "
-              f"{'produce MB/s':>12} {'msg/s':>9} {'ratio':>6} | "
-              f"{'consume MB/s':>12} {'msg/s':>9} {'ratio':>6} | {'ceiling MB/s':>12}")
+              f"{'produce MB/s':>12} {'msg/s':>9} {'ratio':>6} {'cpu':>4} | "
+              f"{'consume MB/s':>12} {'msg/s':>9} {'ratio':>6} {'cpu':>4} | {'ceiling MB/s':>12}")
         for client, size, codec, full_count in WORKLOADS:
             count = int(full_count * scale)
             values = make_values(count, size)
@@ -231,11 +250,13 @@ def main() -> None:
             ceiling_mbs = megabytes / ceiling(values, workdir)
             produce, consume = CLIENTS[client]
             topic = f"bench-{client}-{size}-{codec}-{uuid.uuid4().hex[:6]}"
-            produce_s = produce(bootstrap, topic, values, codec)
-            consume_s = consume(bootstrap, topic, count)
+            produce_s, produce_cpu = timed(process.pid, produce, bootstrap, topic, values, codec)
+            consume_s, consume_cpu = timed(process.pid, consume, bootstrap, topic, count)
             print(f"{client:16} {size:>5} {codec:5} {count:>7} | "
-                  f"{megabytes / produce_s:>12.1f} {count / produce_s:>9.0f} {megabytes / produce_s / ceiling_mbs:>6.3f} | "
-                  f"{megabytes / consume_s:>12.1f} {count / consume_s:>9.0f} {megabytes / consume_s / ceiling_mbs:>6.3f} | "
+                  f"{megabytes / produce_s:>12.1f} {count / produce_s:>9.0f} "
+                  f"{megabytes / produce_s / ceiling_mbs:>6.3f} {produce_cpu:>4.0%} | "
+                  f"{megabytes / consume_s:>12.1f} {count / consume_s:>9.0f} "
+                  f"{megabytes / consume_s / ceiling_mbs:>6.3f} {consume_cpu:>4.0%} | "
                   f"{ceiling_mbs:>12.1f}", flush=True)
     finally:
         process.terminate()
