@@ -11,8 +11,8 @@ minikafka installed gets them without a ``conftest.py``::
         broker = minikafka_broker_factory(**{"message.max.bytes": "2000"})
 
 Each broker is a separate ``minikafka serve --port 0`` process with its own data directory
-under the test's ``tmp_path``, so tests never share state and the broker is exercised exactly
-as a user runs it. The process is always reaped, and when a test fails the broker's stderr is
+(a fresh directory from pytest's ``tmp_path_factory``), so tests never share state and the
+broker is exercised exactly as a user runs it. The process is always reaped, and when a test fails the broker's stderr is
 attached to the failure report.
 
 ``MinikafkaBroker`` is also usable directly (it is a context manager) for fixtures of wider
