@@ -119,7 +119,10 @@ class Broker:
         self.export_handoff = None
         segment_hooks = {}
         if config.export_dir is not None:
-            from export.handoff import ExportHandoff
+            try:
+                from export.handoff import ExportHandoff
+            except ModuleNotFoundError as exc:
+                raise ConfigError(f"minikafka.export.dir: the export package is not available ({exc})") from None
 
             self.export_handoff = ExportHandoff(out_dir=config.export_dir, log_dirs=config.log_dirs)
             segment_hooks = {"on_segment_closed": self.export_handoff.segment_closed,
@@ -185,6 +188,8 @@ class Broker:
 
     def _start_storage(self) -> None:
         for log_dir in self.config.log_dirs:
+            if log_dir.exists() and not log_dir.is_dir():
+                raise BrokerStartupError(f"cannot use log dir {log_dir}: it is not a directory")
             try:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 lock = open(log_dir / LOCK_FILE, "a+b")

@@ -84,7 +84,7 @@ def test_unusable_log_dir_is_one_line(tmp_path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("I am a file")
     result = run_cli("serve", "--port", "0", "--log-dir", str(not_a_dir))
-    assert_one_line_error(result, "log dir", str(not_a_dir))
+    assert_one_line_error(result, f"cannot use log dir {not_a_dir}: it is not a directory")
 
 
 def test_ready_line_then_sigterm_shuts_down_cleanly_and_restart_needs_no_recovery(tmp_path):
