@@ -83,7 +83,10 @@ def test_produce_consume_every_codec(broker, topic, stored_codecs, sample_record
     assert [(m.key(), m.value()) for m in messages] == sample_records
     assert [m.offset() for m in messages] == list(range(len(sample_records)))
     assert all(m.timestamp()[0] == TIMESTAMP_CREATE_TIME for m in messages)
-    assert stored_codecs(topic) == {codec}
+    # librdkafka sends a batch uncompressed when compressing would not make it smaller (a
+    # lone short message), so plain entries may sit next to the compressed ones.
+    stored = stored_codecs(topic)
+    assert codec in stored and stored <= {codec, "none"}
 
 
 def test_log_append_time_topic_shows_the_broker_time(broker, topic):
