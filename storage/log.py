@@ -364,8 +364,8 @@ class Log:
     def _after_truncation(self) -> None:
         end = self.log_end_offset
         self.recovery_point = min(self.recovery_point, end)
-        self.high_watermark = min(self.high_watermark, end)
         self.log_start_offset = min(self.log_start_offset, end)
+        self.high_watermark = min(max(self.high_watermark, self.log_start_offset), end)
         self.leader_epoch_cache.truncate_from_end(end)
 
     # -- retention ---------------------------------------------------------------------------
