@@ -21,12 +21,13 @@ the broker may run storage calls in worker threads.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import shutil
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from protocol.errors import ErrorCode, RecordError
 from protocol.records import ValidatedSet, validate_and_assign, validate_given_offsets
@@ -35,7 +36,7 @@ from storage.clock import Clock
 from storage.config import LogConfig
 from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpointFile
 from storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
-from storage.types import AppendResult, FileSlice, OffsetOutOfRange, SegmentInfo
+from storage.types import AppendResult, FileSlice, OffsetOutOfRange, SegmentInfo, UnknownTopic
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -81,6 +82,7 @@ class Log:
         self._lock = threading.RLock()
         self._validation_config = config.validation_config()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._closed = False
         self.dir.mkdir(parents=True, exist_ok=True)
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -171,6 +173,14 @@ class Log:
                 path.unlink(missing_ok=True)
         return sorted(logs)
 
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[None]:
+        """The log's lock, for a log that is neither closed nor deleted."""
+        with self._lock:
+            if self._closed:
+                raise UnknownTopic(f"{self.topic}-{self.partition} is closed or deleted")
+            yield
+
     def _set_segments(self, segments: list[LogSegment]) -> None:
         self._segments = segments
         self._bases = [segment.base_offset for segment in segments]
@@ -182,7 +192,7 @@ class Log:
 
         Raises ``RecordError`` (nothing is written) for any invalid set.
         """
-        with self._lock:
+        with self._open():
             now = self._clock.time_ms()
             validated = validate_and_assign(records, self.log_end_offset, now, self._validation_config)
             self._check_set_size(validated)
@@ -191,7 +201,7 @@ class Log:
 
     def append_as_follower(self, records: bytes) -> AppendResult:
         """Append a leader's set keeping its offsets (strictly increasing, >= log end)."""
-        with self._lock:
+        with self._open():
             validated = validate_given_offsets(records, self.log_end_offset, self._validation_config)
             if not validated.record_count:
                 end = self.log_end_offset
@@ -219,7 +229,7 @@ class Log:
 
     def roll(self) -> None:
         """Close the active segment now (no-op if it is empty)."""
-        with self._lock:
+        with self._open():
             self._roll(self._clock.time_ms())
 
     def _roll(self, now: int) -> LogSegment:
@@ -244,12 +254,14 @@ class Log:
 
     def flush(self) -> None:
         """fsync everything appended so far; the recovery point moves to the log end."""
-        with self._lock:
+        with self._open():
             self._flush(self._clock.time_ms())
 
     def flush_if_due(self) -> bool:
         """Flush if ``flush.ms`` has passed since the last flush with data unflushed."""
         with self._lock:
+            if self._closed:
+                return False
             interval = self.config.flush_interval_ms
             now = self._clock.time_ms()
             if interval is None or self.log_end_offset <= self.recovery_point or now - self._last_flush_ms < interval:
@@ -272,7 +284,7 @@ class Log:
         watermark). Length 0 at the log end. The slice may end inside an entry, as Kafka's
         fetch responses may. Raises OffsetOutOfRange outside [log start, log end].
         """
-        with self._lock:
+        with self._open():
             end = self.log_end_offset
             active = self._segments[-1]
             if offset == end:
@@ -295,7 +307,7 @@ class Log:
         ListOffsets' special values: -1 (latest) gives ``(log end, -1)``, -2 (earliest)
         ``(log start, -1)``.
         """
-        with self._lock:
+        with self._open():
             if timestamp == LATEST_TIMESTAMP:
                 return self.log_end_offset, -1
             if timestamp == EARLIEST_TIMESTAMP:
@@ -308,12 +320,12 @@ class Log:
             return None
 
     def closed_segments(self) -> list[SegmentInfo]:
-        with self._lock:
+        with self._open():
             return [s.info(self.topic, self.partition, closed=True) for s in self._segments[:-1]]
 
     def segments(self) -> list[SegmentInfo]:
         """Every segment, the active one last (``closed=False``)."""
-        with self._lock:
+        with self._open():
             return self.closed_segments() + [self._segments[-1].info(self.topic, self.partition, closed=False)]
 
     # -- truncation --------------------------------------------------------------------------
@@ -322,7 +334,7 @@ class Log:
         """Remove every message at or above ``offset`` (follower truncation)."""
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
-        with self._lock:
+        with self._open():
             if offset >= self.log_end_offset:
                 return
             if offset < self._segments[0].base_offset:
@@ -343,7 +355,7 @@ class Log:
         """Drop everything; the log restarts empty at ``offset`` (a follower far behind)."""
         if offset < 0:
             raise ValueError(f"cannot start a log at negative offset {offset}")
-        with self._lock:
+        with self._open():
             self._truncate_fully_and_start_at(offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
@@ -382,6 +394,8 @@ class Log:
         ``file.delete.delay.ms`` later by a later pass, so reads in flight finish.
         """
         with self._lock:
+            if self._closed:
+                return 0
             now = self._clock.time_ms()
             self._purge_deleted(now)
             if not self.config.deletes_old_segments:
@@ -444,6 +458,9 @@ class Log:
     def close(self) -> None:
         """Clean close: indexes trimmed and finished, files released, pending deletions done."""
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             for segment in self._segments:
                 segment.close()
             for _, segment in self._pending_deletes:
@@ -453,6 +470,7 @@ class Log:
     def delete(self) -> None:
         """Remove the partition's directory and everything in it."""
         with self._lock:
+            self._closed = True
             for segment in self._segments + [s for _, s in self._pending_deletes]:
                 segment.delete_files()
             self._pending_deletes = []

@@ -6,7 +6,7 @@ import pytest
 
 from protocol.errors import ErrorCode, RecordError
 from protocol.records import Codec, build_message_set, iter_entries, iter_records
-from storage import Log, LogConfig, OffsetOutOfRange
+from storage import Log, LogConfig, OffsetOutOfRange, UnknownTopic
 
 from .conftest import START_MS, all_records, message_set, open_log
 
@@ -314,3 +314,18 @@ def test_leader_epoch_recorded_on_append(tmp_path, clock):
     assert log.leader_epoch_cache.end_offset_for(0) == (0, 3)
     assert log.leader_epoch_cache.end_offset_for(4) == (4, 6)
     assert (log.dir / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n4 3\n"
+
+
+def test_closed_or_deleted_log_refuses_work_and_background_jobs_skip_it(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(message_set(1, START_MS))
+    log.delete()
+    assert not (tmp_path / "t-0").exists()
+    with pytest.raises(UnknownTopic):
+        log.append_as_leader(message_set(1, START_MS))
+    with pytest.raises(UnknownTopic):
+        log.read(0, 100)
+    assert log.delete_expired_segments() == 0
+    assert not log.flush_if_due()
+    log.close()  # idempotent
+    assert not (tmp_path / "t-0").exists()
