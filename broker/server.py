@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 import trio
 
-from broker.config import BrokerConfig, ConfigError
+from broker.config import BrokerConfig, ConfigError, parse_properties
 from broker.groups import GroupCoordinator
 from protocol.errors import ErrorCode, RecordError
 from storage.clock import Clock, SystemClock
@@ -218,13 +218,15 @@ class Broker:
 
     def _stop_storage(self) -> None:
         try:
-            self.group_coordinator.shutdown()
-        except Exception:
-            logger.exception("group coordinator shutdown failed")
-        self.log_manager.shutdown()
-        if self.export_handoff is not None:
-            self.export_handoff.close()
-        self._release_dir_locks()
+            try:
+                self.group_coordinator.shutdown()
+            except Exception:
+                logger.exception("group coordinator shutdown failed")
+            self.log_manager.shutdown()
+            if self.export_handoff is not None:
+                self.export_handoff.close()
+        finally:
+            self._release_dir_locks()
         logger.info("shut down cleanly")
 
     def _release_dir_locks(self) -> None:
@@ -233,10 +235,15 @@ class Broker:
         self._dir_locks.clear()
 
     def _load_or_create_cluster_id(self) -> str:
-        """Read ``cluster.id`` from ``meta.properties`` (Kafka's file) or create one; every log
-        dir gets the file, so the id stays stable for the data directory."""
-        from broker.config import parse_properties
+        """Read ``cluster.id`` from ``meta.properties`` or create one; every log dir gets the
+        file, so the id stays stable for the data directory.
 
+        ``meta.properties`` is Kafka's file, in properties syntax::
+
+            version=0
+            broker.id=<node id>
+            cluster.id=<22 characters of unpadded URL-safe base64>
+        """
         cluster_id = None
         for log_dir in self.config.log_dirs:
             path = log_dir / META_PROPERTIES
