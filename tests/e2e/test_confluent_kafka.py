@@ -168,3 +168,25 @@ def test_admin_creates_and_deletes_topics(broker, topic):
     with pytest.raises(Exception) as refused:
         futures[topic].result(30)
     assert refused.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def test_admin_create_topics_errors_and_validate_only(broker, new_topic):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def error_of(new):
+        try:
+            admin.create_topics([new])[new.topic].result(30)
+        except Exception as exc:  # confluent raises KafkaException carrying a KafkaError
+            return exc.args[0].code()
+        return None
+
+    assert error_of(NewTopic(new_topic(), num_partitions=1, replication_factor=2)) == KafkaError.INVALID_REPLICATION_FACTOR
+    assert error_of(NewTopic(new_topic(), num_partitions=1, replication_factor=1,
+                             config={"no.such.config": "1"})) == KafkaError.INVALID_CONFIG
+    assert error_of(NewTopic("bad/name", num_partitions=1, replication_factor=1)) == KafkaError.TOPIC_EXCEPTION
+
+    dry_run = new_topic()
+    admin.create_topics([NewTopic(dry_run, num_partitions=2, replication_factor=1)],
+                        validate_only=True)[dry_run].result(30)
+    assert dry_run not in admin.list_topics(timeout=10).topics
+    assert not (broker.log_dir / f"{dry_run}-0").exists()
