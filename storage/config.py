@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
+from protocol import records
+
 # Re-exported: the storage contract lists these value types beside LogConfig.
 from storage.types import AppendResult, FileSlice, OffsetOutOfRange, SegmentInfo  # noqa: F401
 
@@ -66,14 +68,12 @@ class LogConfig:
                 config.segment_ms = _long(relevant[name], name, minimum=1) * unit
         return config
 
-    def validation_config(self):
+    def validation_config(self) -> records.ValidationConfig:
         """The protocol layer's ValidationConfig for appends to this log."""
-        from protocol.records import CREATE_TIME as PROTO_CREATE, LOG_APPEND_TIME as PROTO_APPEND
-        from protocol.records import ValidationConfig
-
-        return ValidationConfig(
+        return records.ValidationConfig(
             max_message_bytes=self.max_message_bytes,
-            timestamp_type=PROTO_APPEND if self.message_timestamp_type == LOG_APPEND_TIME else PROTO_CREATE,
+            timestamp_type=(records.LOG_APPEND_TIME if self.message_timestamp_type == LOG_APPEND_TIME
+                            else records.CREATE_TIME),
             max_timestamp_difference_ms=self.message_timestamp_difference_max_ms,
         )
 

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, fsync_dir, write_atomically
+from storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, write_atomically
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.log import Log
