@@ -129,6 +129,15 @@ def test_unknown_api_key_closes_the_connection_or_gets_an_error(broker, healthy_
     healthy_client()
 
 
+def test_unsupported_version_of_another_api_closes_the_connection_or_gets_an_error(broker, healthy_client):
+    with connect(broker) as sock:
+        sock.sendall(frame(header(0, 99, 43) + b"\x00" * 16))  # Produce v99
+        response = read_response(sock)
+        if response is not None:
+            assert struct.unpack_from(">i", response)[0] == 43
+    healthy_client()
+
+
 def test_unsupported_api_versions_version_gets_unsupported_version(broker, healthy_client):
     with connect(broker) as sock:
         sock.sendall(frame(header(18, 99, 5)))
