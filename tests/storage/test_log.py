@@ -329,3 +329,15 @@ def test_closed_or_deleted_log_refuses_work_and_background_jobs_skip_it(tmp_path
     assert not log.flush_if_due()
     log.close()  # idempotent
     assert not (tmp_path / "t-0").exists()
+
+
+def test_topic_limits_reach_validation(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, message_timestamp_difference_max_ms=1000, max_message_bytes=200)
+    with pytest.raises(RecordError) as info:
+        log.append_as_leader(message_set(1, START_MS - 5000))
+    assert info.value.code == ErrorCode.INVALID_TIMESTAMP
+    with pytest.raises(RecordError) as info:
+        log.append_as_leader(message_set(1, START_MS, value_size=500))
+    assert info.value.code == ErrorCode.MESSAGE_TOO_LARGE
+    assert log.log_end_offset == 0
+    assert log.append_as_leader(message_set(1, START_MS - 999)).first_offset == 0
