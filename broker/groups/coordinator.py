@@ -26,11 +26,10 @@ are fired by :meth:`GroupCoordinator.run` (or :meth:`poll` in tests).
 
 from __future__ import annotations
 
-import functools
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import trio
 
@@ -163,6 +162,7 @@ class GroupCoordinator:
         self._wakeup: trio.Event | None = None
         self._snapshots_due: set[int] = set()
         self._snapshot_wakeup: trio.Event | None = None
+        self._partition_cache: dict[str, int] = {}
 
     # ================================================================ lifecycle
 
@@ -180,7 +180,7 @@ class GroupCoordinator:
                 "segment.bytes": str(self.config.offsets_topic_segment_bytes),
             })
             logger.info("created %s with %d partition(s)", GROUP_METADATA_TOPIC, count)
-        self._partition_of.cache_clear()
+        self._partition_cache.clear()
         self.partitions = []
         self._groups = [{} for _ in range(count)]
         self.load_reports = []
@@ -208,7 +208,10 @@ class GroupCoordinator:
                 now = self.clock.time_ms()
                 self.timers.run_due(now)
                 if now >= next_expiry:
-                    self.expire_offsets(now)
+                    try:
+                        self.expire_offsets(now)
+                    except Exception:
+                        logger.exception("expiring committed offsets failed; retrying next interval")
                     next_expiry = now + self.config.offsets_retention_check_interval_ms
                 deadline = self.timers.next_deadline()
                 deadline = next_expiry if deadline is None else min(deadline, next_expiry)
@@ -239,9 +242,13 @@ class GroupCoordinator:
 
     # ================================================================ lookup
 
-    @functools.lru_cache(maxsize=65536)
     def _partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, len(self.partitions))
+        index = self._partition_cache.get(group_id)
+        if index is None:
+            if len(self._partition_cache) > 100_000:
+                self._partition_cache.clear()
+            index = self._partition_cache[group_id] = partition_for(group_id, len(self.partitions))
+        return index
 
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition that holds ``group_id``."""
@@ -560,6 +567,14 @@ class GroupCoordinator:
             member.heartbeat_timer.cancel()
             member.heartbeat_timer = None
         group.remove(member.member_id)
+        # A request of the member still waiting (its LeaveGroup came on another connection)
+        # is answered rather than left hanging.
+        join_callback, member.join_callback = member.join_callback, None
+        sync_callback, member.sync_callback = member.sync_callback, None
+        if join_callback is not None:
+            join_callback(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+        if sync_callback is not None:
+            sync_callback(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
 
     def _on_member_failure(self, group: GroupMetadata, member: MemberMetadata) -> None:
         self._remove_member(group, member)
@@ -765,8 +780,8 @@ class GroupCoordinator:
             return
         committed = decode_offset_value(value)
         if committed.expire_timestamp == -1:
-            committed = replace(committed, expire_timestamp=committed.commit_timestamp
-                                + self.config.offsets_retention_ms)
+            committed = OffsetAndMetadata(committed.offset, committed.metadata, committed.commit_timestamp,
+                                          committed.commit_timestamp + self.config.offsets_retention_ms)
         if group is None:
             group = groups[decoded.group_id] = GroupMetadata(decoded.group_id)
         group.offsets[topic_partition] = committed
@@ -861,7 +876,7 @@ class GroupCoordinator:
                     await trio.to_thread.run_sync(
                         lambda: partition.write_snapshot(
                             offset, encode_snapshot(index, offset, self._entries(state))))
-                except OSError:
+                except Exception:
                     logger.exception("%s-%d: writing the snapshot at %d failed", GROUP_METADATA_TOPIC,
                                      index, offset)
                     continue

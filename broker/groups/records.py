@@ -47,6 +47,7 @@ OFFSET_VALUE_VERSION = 1
 GROUP_VALUE_VERSION = 1
 
 _INT16 = struct.Struct(">h")
+_TWO_INT16 = struct.Struct(">hh")
 _INT32 = struct.Struct(">i")
 _OFFSET_VALUE_V1_HEAD = struct.Struct(">hqh")   # version, offset, metadata length
 _TWO_INT64 = struct.Struct(">qq")
@@ -225,8 +226,29 @@ class _Reader:
             raise GroupRecordError(f"{len(self.data) - self.pos} trailing bytes in record")
 
 
+def _fast_offset_key(key: bytes) -> OffsetKey | None:
+    """The common case without a cursor object (start-up replays millions of these); None
+    for anything unusual, which the careful path then decodes or refuses."""
+    try:
+        version, group_size = _TWO_INT16.unpack_from(key, 0)
+        if version not in (0, 1) or group_size < 0:
+            return None
+        group_end = 4 + group_size
+        topic_size = _INT16.unpack_from(key, group_end)[0]
+        topic_end = group_end + 2 + topic_size
+        if topic_size < 0 or topic_end + 4 != len(key):
+            return None
+        return OffsetKey(key[4:group_end].decode("utf-8"), key[group_end + 2:topic_end].decode("utf-8"),
+                         _INT32.unpack_from(key, topic_end)[0])
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
 def decode_key(key: bytes) -> OffsetKey | GroupKey:
     """Decode an event key; raises GroupRecordError for unknown versions or bad bytes."""
+    fast = _fast_offset_key(key)
+    if fast is not None:
+        return fast
     reader = _Reader(key)
     version = reader.int16()
     if version in (0, 1):
@@ -242,6 +264,15 @@ def decode_key(key: bytes) -> OffsetKey | GroupKey:
 def decode_offset_value(value: bytes) -> OffsetAndMetadata:
     """Decode an offset commit value (v0 or v1). A v0 value carries no expire timestamp:
     it decodes with ``expire_timestamp`` -1 and the loader applies the default retention."""
+    try:
+        version, offset, metadata_size = _OFFSET_VALUE_V1_HEAD.unpack_from(value, 0)
+        metadata_end = 12 + metadata_size
+        if version == 1 and metadata_size >= 0 and metadata_end + 16 == len(value):
+            commit_timestamp, expire_timestamp = _TWO_INT64.unpack_from(value, metadata_end)
+            return OffsetAndMetadata(offset, value[12:metadata_end].decode("utf-8"),
+                                     commit_timestamp, expire_timestamp)
+    except (struct.error, UnicodeDecodeError):
+        pass
     reader = _Reader(value)
     version = reader.int16()
     if version == 0:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
 
 
 class Timer:
@@ -62,7 +65,11 @@ class TimerQueue:
             if timer.cancelled:
                 continue
             timer.cancelled = True
-            timer.callback()
+            try:
+                timer.callback()
+            except Exception:
+                # One broken timer must not stop the others (or the broker).
+                logger.exception("timer callback failed")
             fired += 1
         return fired
 

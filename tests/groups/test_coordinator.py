@@ -237,3 +237,22 @@ def test_describe_and_list(harness):
     assert summary.state == "PreparingRebalance" and summary.protocol == ""
     assert all(m.metadata == b"" and m.assignment == b"" for m in summary.members)
     assert harness.coordinator.list_groups() == (ErrorCode.NONE, [("g", "consumer")])
+
+
+def test_member_removed_while_its_join_waits_gets_an_answer(harness):
+    leader, follower = form_group(harness, "g", 2)
+    waiting = join(harness, "g", follower, protocols=[("range", b"new"), ("roundrobin", b"")])
+    assert waiting == []                                   # the leader has not rejoined yet
+    assert harness.coordinator.leave_group("g", follower) == ErrorCode.NONE
+    assert waiting[0].error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert join(harness, "g", leader)[0].members == ((leader, b"range-meta"),)
+
+
+def test_coordinator_not_available_before_startup_and_after_shutdown(harness):
+    harness.coordinator.shutdown()
+    assert join(harness, "g")[0].error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert harness.coordinator.heartbeat("g", "m", 1) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert harness.coordinator.fetch_offsets("g", None)[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert harness.coordinator.find_coordinator("g") == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert harness.coordinator.commit_offsets("g", "", -1, -1, [PartitionCommit("t", 0, 1, "")]) == \
+        [ErrorCode.COORDINATOR_NOT_AVAILABLE]

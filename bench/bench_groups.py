@@ -1,0 +1,257 @@
+"""Consumer group figures: time to a first assignment, and coordinator start-up with 1M events.
+
+    python3 bench/bench_groups.py            # full run (1,000,000 offset-commit events)
+    python3 bench/bench_groups.py --quick    # 100,000 events
+
+1. Time from subscribe to first assigned partition, per client library, against a real
+   ``minikafka serve`` process with default settings, each run on a new group of a 6-partition
+   topic: a single member; and three members started together, until all three hold a share
+   of the partitions (the group has settled). Clients run with their default configuration.
+   kcat is a separate process: its figure is from process start to the first consumed
+   message (a message is waiting in every partition).
+2. Broker start-up (process start to its ready line) on a data directory holding N
+   committed-offset events in ``__consumer_offsets`` (1000 groups x 100 partitions, each
+   committed N/100000 times), once with no snapshot (the whole log is replayed) and once
+   after a clean shutdown (a snapshot covers the log; nothing is replayed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from broker.config import BrokerConfig  # noqa: E402
+from broker.groups.coordinator import PartitionCommit  # noqa: E402
+from broker.pytest_plugin import MinikafkaBroker  # noqa: E402
+from broker.server import Broker  # noqa: E402
+
+PARTITIONS = 6
+RUNS = 3
+
+
+def kafka_python_members(bootstrap, topic, group, count):
+    from kafka import KafkaConsumer
+
+    consumers = []
+    done = threading.Event()
+
+    def member():
+        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
+        consumers.append(consumer)
+        while not done.is_set():
+            # kafka-python 3.0.12 can drop a SyncGroup answer that arrives while a very short
+            # poll() gives up on the join (its "timeout in ensure_active_group"); 500 ms
+            # polls avoid that client race without slowing the join itself.
+            consumer.poll(500)
+
+    threads = [threading.Thread(target=member, daemon=True) for _ in range(count)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    wait_split(lambda: [c.assignment() for c in list(consumers)], count)
+    elapsed = time.perf_counter() - start
+    done.set()
+    for thread in threads:
+        thread.join()
+    for consumer in consumers:
+        consumer.close()
+    return elapsed
+
+
+def confluent_members(bootstrap, topic, group, count):
+    from confluent_kafka import Consumer
+
+    assignments = [set() for _ in range(count)]
+    consumers = []
+    done = threading.Event()
+
+    def member(index):
+        def on_assign(consumer, partitions):
+            assignments[index] = {p.partition for p in partitions}
+
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        consumers.append(consumer)
+        consumer.subscribe([topic], on_assign=on_assign)
+        while not done.is_set():
+            consumer.poll(0.02)
+
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(count)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    wait_split(lambda: assignments, count)
+    elapsed = time.perf_counter() - start
+    done.set()
+    for thread in threads:
+        thread.join()
+    for consumer in consumers:
+        consumer.close()
+    return elapsed
+
+
+def aiokafka_members(bootstrap, topic, group, count):
+    from aiokafka import AIOKafkaConsumer
+
+    async def run():
+        consumers = [AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
+                     for _ in range(count)]
+        start = time.perf_counter()
+        await asyncio.gather(*(c.start() for c in consumers))
+        while not split_done([c.assignment() for c in consumers], count):
+            await asyncio.gather(*(c.getmany(timeout_ms=20) for c in consumers))
+        elapsed = time.perf_counter() - start
+        await asyncio.gather(*(c.stop() for c in consumers))
+        return elapsed
+
+    return asyncio.run(run())
+
+
+def kcat_members(bootstrap, topic, group, count):
+    command = ["kcat", "-b", bootstrap, "-G", group, "-f", "%p\n", "-u", "-q",
+               "-X", "auto.offset.reset=earliest", topic]
+    start = time.perf_counter()
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                 for _ in range(count)]
+    seen = [set() for _ in range(count)]
+
+    def read(index):
+        for line in processes[index].stdout:
+            seen[index].add(int(line))
+
+    readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(count)]
+    for reader in readers:
+        reader.start()
+    wait_split(lambda: seen, count)
+    elapsed = time.perf_counter() - start
+    for process in processes:
+        process.terminate()
+        process.wait(30)
+    return elapsed
+
+
+def split_done(assignments, count) -> bool:
+    """Every member holds partitions, and together they hold each partition exactly once."""
+    sets = [set(a) for a in assignments]
+    if len(sets) != count or not all(sets):
+        return False
+    return sum(map(len, sets)) == len(set().union(*sets)) == PARTITIONS
+
+
+def wait_split(get, count, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while not split_done(list(get()), count):
+        if time.monotonic() > deadline:
+            raise TimeoutError("group did not settle")
+        time.sleep(0.002)
+
+
+CLIENTS = {"kafka-python": kafka_python_members, "confluent-kafka": confluent_members,
+           "aiokafka": aiokafka_members, "kcat": kcat_members}
+
+
+def bench_assignment() -> None:
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    with MinikafkaBroker() as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic("bench", PARTITIONS, 1)])
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        for partition in range(PARTITIONS):
+            producer.send("bench", b"x", partition=partition)
+        producer.flush()
+        producer.close()
+        admin.close()
+        print(f"subscribe -> first assignment, new group, {PARTITIONS}-partition topic, "
+              f"default client settings (best / median of {RUNS}):")
+        for name, members in CLIENTS.items():
+            if name == "kcat" and shutil.which("kcat") is None:
+                continue
+            for count in (1, 3):
+                times = sorted(members(broker.bootstrap, "bench", f"bench-{uuid.uuid4()}", count)
+                               for _ in range(RUNS))
+                print(f"  {name:16} {count} member(s): best {times[0] * 1000:8.1f} ms   "
+                      f"median {times[len(times) // 2] * 1000:8.1f} ms", flush=True)
+
+
+def fill_offsets_log(data_dir: Path, events: int) -> None:
+    """Append ``events`` offset-commit events through the coordinator, without snapshots."""
+    config = BrokerConfig({"log.dirs": str(data_dir), "offsets.snapshot.interval.events": str(events + 1),
+                           "offsets.snapshot.interval.bytes": str(2**62)})
+    broker = Broker(config)
+    broker.log_manager.startup()
+    coordinator = broker.group_coordinator
+    coordinator.startup()
+    groups, partitions = 1000, 100
+    written = 0
+    round_ = 0
+    while written < events:
+        for group in range(groups):
+            commits = [PartitionCommit("topic", p, round_ * 1000 + p, "") for p in range(partitions)]
+            coordinator.commit_offsets(f"group-{group}", "", -1, -1, commits)
+            written += partitions
+            if written >= events:
+                break
+        round_ += 1
+    # A crash-like stop: logs flushed and closed, but no shutdown snapshot.
+    for topic, count in broker.log_manager.topics().items():
+        for partition in range(count):
+            broker.log_manager.get_log(topic, partition).flush()
+    broker.log_manager.shutdown()
+
+
+def time_start(work_dir: Path) -> float:
+    """Seconds from starting ``minikafka serve`` on ``work_dir``/data to its ready line."""
+    broker = MinikafkaBroker(work_dir)
+    start = time.perf_counter()
+    broker.start()
+    elapsed = time.perf_counter() - start
+    broker.stop()
+    return elapsed
+
+
+def bench_startup(events: int) -> None:
+    work = Path(tempfile.mkdtemp(prefix="bench-groups-"))
+    try:
+        data_dir = work / "data"
+        started = time.perf_counter()
+        fill_offsets_log(data_dir, events)
+        print(f"\nwrote {events:,} offset-commit events in {time.perf_counter() - started:.1f} s")
+        for snapshot_dir in data_dir.glob("__consumer_offsets-*/group-snapshots"):
+            shutil.rmtree(snapshot_dir)
+        # MinikafkaBroker stops with SIGTERM: a clean shutdown, which writes snapshots. The
+        # first start is the full replay; the second loads those snapshots.
+        without = time_start(work)
+        with_snapshot = time_start(work)
+        print(f"broker start-up with {events:,} committed-offset events:")
+        print(f"  no snapshot (full replay):  {without:7.2f} s")
+        print(f"  with snapshot:              {with_snapshot:7.2f} s")
+        print(f"  empty data dir, for scale:  {time_start(work / 'empty'):7.2f} s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="100,000 events instead of 1,000,000")
+    parser.add_argument("--skip-assignment", action="store_true")
+    parser.add_argument("--skip-startup", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_assignment:
+        bench_assignment()
+    if not args.skip_startup:
+        bench_startup(100_000 if args.quick else 1_000_000)
+
+
+if __name__ == "__main__":
+    main()
