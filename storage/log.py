@@ -422,6 +422,17 @@ class Log:
                 deleted += self._delete_oldest(over_size, may_delete, now)
             return deleted
 
+    def delete_segments_below(self, offset: int) -> int:
+        """Delete the closed segments that end at or below ``offset`` and advance the log
+        start offset past them (Kafka's log-start-offset breach; used for logs whose
+        history is covered by snapshots, whatever their retention settings)."""
+        with self._lock:
+            if self._closed:
+                return 0
+            now = self._clock.time_ms()
+            self._purge_deleted(now)
+            return self._delete_oldest(lambda segment: segment.next_offset <= offset, None, now)
+
     def _delete_oldest(self, due: Callable[[LogSegment], bool],
                        may_delete: Callable[[SegmentInfo], bool] | None, now: int) -> int:
         count = 0

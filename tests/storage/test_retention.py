@@ -233,3 +233,15 @@ def test_old_create_time_backlog_rolls_and_expires_by_its_timestamps(tmp_path, c
     assert [s.base_offset for s in log.segments()] == [0, 5, 10, 12]  # > 24h between first and new
     assert log.delete_expired_segments() == 3
     assert [r.offset for r in all_records(log)] == [12]
+
+
+def test_delete_segments_below_ignores_retention_settings(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, retention_ms=-1, cleanup_policy="compact")
+    for _ in range(3):
+        log.append_as_leader(message_set(2, START_MS))
+        log.roll()
+    log.append_as_leader(message_set(1, START_MS))
+    assert log.delete_segments_below(3) == 1  # [0, 2) ends below 3; [2, 4) does not
+    assert log.log_start_offset == 2
+    assert log.delete_segments_below(100) == 2  # never the active segment
+    assert (log.log_start_offset, log.log_end_offset) == (6, 7)
