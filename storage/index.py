@@ -50,8 +50,7 @@ class _MappedIndex:
         self._writable = False
         try:
             self._file_length = path.stat().st_size
-        except FileNotFoundError:
-            path.touch()
+        except FileNotFoundError:  # created by open_for_append; readers never create files
             self._file_length = 0
         self.entries = self._file_length // entry_size
 

@@ -40,8 +40,13 @@ def list_segments(log_dir: Path) -> list[SegmentInfo]:
 
 
 def _partition_segments(directory: Path, topic: str, partition: int) -> list[SegmentInfo]:
+    """The partition's segments; ones a running broker deletes meanwhile are left out."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:  # the topic is being deleted
+        return []
     bases = sorted(
-        int(name[:20]) for name in os.listdir(directory)
+        int(name[:20]) for name in names
         if name.endswith(LOG_SUFFIX) and len(name) == 20 + len(LOG_SUFFIX) and name[:20].isdigit()
     )
     infos = []
@@ -49,7 +54,11 @@ def _partition_segments(directory: Path, topic: str, partition: int) -> list[Seg
         stem = directory / segment_file_stem(base)
         log_path = stem.with_name(stem.name + LOG_SUFFIX)
         closed = i + 1 < len(bases)
-        with open(log_path, "rb") as file:
+        try:
+            file = open(log_path, "rb")
+        except FileNotFoundError:  # retention renamed it to .deleted
+            continue
+        with file:
             size = os.fstat(file.fileno()).st_size
             scanned_next, max_timestamp = _scan_facts(file.fileno(), stem, base, size, closed=closed)
         # A segment rolls at the log end, so a closed one ends where the next one starts.
