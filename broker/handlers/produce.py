@@ -6,7 +6,8 @@ way Kafka has to tell such a producer. Any other acks value fails every partitio
 INVALID_REQUIRED_ACKS. Errors are per partition, with Kafka's codes: a refused set
 (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, ...) writes nothing. Unknown topics
 are created when ``auto.create.topics.enable`` is on; internal topics refuse client writes
-with INVALID_TOPIC_EXCEPTION. v2 reports the log append time (-1 under CreateTime).
+with INVALID_TOPIC_EXCEPTION. A disk error fails the partition with KAFKA_STORAGE_ERROR.
+v2 reports the log append time (-1 under CreateTime).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ async def _produce_topic(broker, name: str, partition_data, acks: int) -> list[d
         except (RecordError, TopicError) as exc:
             logger.debug("produce to %s-%d refused: %s", name, partition.index, exc)
             results.append(_failed(partition.index, exc.code))
+            continue
+        except OSError:  # the disk, not the request: the partition fails, the connection stays
+            logger.exception("append to %s-%d failed", name, partition.index)
+            results.append(_failed(partition.index, ErrorCode.KAFKA_STORAGE_ERROR))
             continue
         results.append({"index": partition.index, "error_code": ErrorCode.NONE,
                         "base_offset": appended.first_offset,
