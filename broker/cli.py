@@ -121,6 +121,7 @@ def _serve_command(args: argparse.Namespace) -> int:
 
 
 async def _run_until_signalled(config) -> None:
+    """Serve until SIGINT/SIGTERM, which may also arrive during startup (a long recovery)."""
     import trio
 
     from broker.server import Broker
@@ -128,14 +129,18 @@ async def _run_until_signalled(config) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         broker = Broker(config)
         async with trio.open_nursery() as nursery:
+
+            async def stop_on_signal() -> None:
+                async for signum in signals:
+                    logging.getLogger(__name__).info("%s received, shutting down",
+                                                     signal.Signals(signum).name)
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(stop_on_signal)
             host, port = await nursery.start(broker.serve)
             log_dirs = ",".join(str(path) for path in config.log_dirs)
             print(f"minikafka ready: bootstrap.servers={host}:{port} log.dirs={log_dirs}", flush=True)
-            async for signum in signals:
-                logging.getLogger(__name__).info("%s received, shutting down",
-                                                 signal.Signals(signum).name)
-                nursery.cancel_scope.cancel()
-                break
 
 
 def main(argv: list[str] | None = None) -> int:
