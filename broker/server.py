@@ -334,6 +334,8 @@ class Broker:
         """
         self.check_topic_name(topic)
         if self.is_internal(topic):
+            if self.topic_exists(topic):
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic '{topic}' is internal to the broker.")
         if assignments:
             if num_partitions != -1 or replication_factor != -1:

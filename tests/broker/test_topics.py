@@ -94,6 +94,7 @@ async def test_create_topics_and_every_error(broker, client):
         {"name": "elsewhere", "num_partitions": -1, "replication_factor": -1,
          "assignments": [{"partition_index": 0, "broker_ids": [1]}]},
         {"name": "twice"}, {"name": "twice"},
+        {"name": "__consumer_offsets"},
     ))
     codes = {t.name: t.error_code for t in response.topics}
     assert codes == {
@@ -102,6 +103,7 @@ async def test_create_topics_and_every_error(broker, client):
         "p0": ErrorCode.INVALID_PARTITIONS, "bad config": ErrorCode.INVALID_TOPIC_EXCEPTION,
         "badconfig": ErrorCode.INVALID_CONFIG, "unknownconfig": ErrorCode.INVALID_CONFIG,
         "elsewhere": ErrorCode.INVALID_REPLICA_ASSIGNMENT, "twice": ErrorCode.INVALID_REQUEST,
+        "__consumer_offsets": ErrorCode.TOPIC_ALREADY_EXISTS,
     }
     messages = {t.name: t.error_message for t in response.topics}
     assert messages["created"] is None and "larger than available brokers" in messages["rf3"]
