@@ -7,8 +7,8 @@
    ``minikafka serve`` process with default settings, each run on a new group of a 6-partition
    topic: a single member; and three members started together, until all three hold a share
    of the partitions (the group has settled). Clients run with their default configuration.
-   kcat is a separate process: its figure is from process start to the first consumed
-   message (a message is waiting in every partition).
+   kcat is a separate process: its figure is from process start to the assignment it
+   reports on stderr.
 2. Broker start-up (process start to its ready line) on a data directory holding N
    committed-offset events in ``__consumer_offsets`` (1000 groups x 100 partitions, each
    committed N/100000 times), once with no snapshot (the whole log is replayed) and once
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import shutil
 import subprocess
 import sys
@@ -117,21 +118,25 @@ def aiokafka_members(bootstrap, topic, group, count):
 
 
 def kcat_members(bootstrap, topic, group, count):
-    command = ["kcat", "-b", bootstrap, "-G", group, "-f", "%p\n", "-u", "-q",
-               "-X", "auto.offset.reset=earliest", topic]
+    """kcat reports its rebalances on stderr: ``% Group G rebalanced (memberid M): assigned:
+    T [0], T [1]`` and ``... revoked: ...``."""
+    command = ["kcat", "-b", bootstrap, "-G", group, "-f", "%p\n", "-u", topic]
     start = time.perf_counter()
-    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    processes = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                  for _ in range(count)]
-    seen = [set() for _ in range(count)]
+    assigned = [set() for _ in range(count)]
 
     def read(index):
-        for line in processes[index].stdout:
-            seen[index].add(int(line))
+        for line in processes[index].stderr:
+            if "rebalanced" in line and "assigned:" in line:
+                assigned[index] = {int(p) for p in re.findall(r"\[(\d+)\]", line.split("assigned:")[1])}
+            elif "rebalanced" in line and "revoked:" in line:
+                assigned[index] = set()
 
     readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(count)]
     for reader in readers:
         reader.start()
-    wait_split(lambda: seen, count)
+    wait_split(lambda: assigned, count)
     elapsed = time.perf_counter() - start
     for process in processes:
         process.terminate()
@@ -159,11 +164,12 @@ CLIENTS = {"kafka-python": kafka_python_members, "confluent-kafka": confluent_me
            "aiokafka": aiokafka_members, "kcat": kcat_members}
 
 
-def bench_assignment() -> None:
+def bench_assignment(initial_delay_ms: int | None) -> None:
     from kafka import KafkaProducer
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    with MinikafkaBroker() as broker:
+    overrides = {} if initial_delay_ms is None else {"group.initial.rebalance.delay.ms": str(initial_delay_ms)}
+    with MinikafkaBroker(overrides=overrides) as broker:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         admin.create_topics([NewTopic("bench", PARTITIONS, 1)])
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
@@ -172,8 +178,10 @@ def bench_assignment() -> None:
         producer.flush()
         producer.close()
         admin.close()
+        delay = "default (0)" if initial_delay_ms is None else initial_delay_ms
         print(f"subscribe -> first assignment, new group, {PARTITIONS}-partition topic, "
-              f"default client settings (best / median of {RUNS}):")
+              f"default client settings, group.initial.rebalance.delay.ms {delay} "
+              f"(best / median of {RUNS}):")
         for name, members in CLIENTS.items():
             if name == "kcat" and shutil.which("kcat") is None:
                 continue
@@ -246,9 +254,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100,000 events instead of 1,000,000")
     parser.add_argument("--skip-assignment", action="store_true")
     parser.add_argument("--skip-startup", action="store_true")
+    parser.add_argument("--initial-delay-ms", type=int, default=None,
+                        help="run the broker with this group.initial.rebalance.delay.ms")
     args = parser.parse_args()
     if not args.skip_assignment:
-        bench_assignment()
+        bench_assignment(args.initial_delay_ms)
     if not args.skip_startup:
         bench_startup(100_000 if args.quick else 1_000_000)
 
