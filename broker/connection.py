@@ -17,9 +17,11 @@ Three tasks share a connection, linked by two bounded queues::
 
 The queues are bounded, so a client that sends without reading stops being read from.
 Produce with ``acks=0`` gets no response. Bytes that do not decode (``ProtocolError``) stop
-the reading; the requests decoded before them are answered, then the connection closes. An
-unexpected exception in a handler is logged and closes this connection only. A connection
-with nothing in flight and nothing received for ``connections.max.idle.ms`` is closed.
+the reading; the requests decoded before them are answered, then the connection closes. When
+the client closes its end the connection goes at once, requests in flight included (a
+long-polling Fetch does not outlive its client), as in Kafka. An unexpected exception in a
+handler is logged and closes this connection only. A connection with nothing in flight and
+nothing received for ``connections.max.idle.ms`` is closed.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ RECEIVE_SIZE = 65536
 MAX_QUEUED_REQUESTS = 32
 # Encoded responses waiting for the writer.
 MAX_QUEUED_RESPONSES = 8
+
+
+class _PeerClosed(Exception):
+    """The client closed its end: like Kafka, drop the connection and whatever is in flight."""
 
 
 class Connection:
@@ -78,7 +84,7 @@ class Connection:
                 logger.info("closing idle connection from %s", self.peer)
         except CloseConnection as exc:
             logger.info("closing connection from %s: %s", self.peer, exc)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        except (_PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             logger.debug("connection from %s lost", self.peer)
         except Exception:
             logger.exception("closing connection from %s after an unexpected error", self.peer)
@@ -102,7 +108,7 @@ class Connection:
             while True:
                 data = await self.stream.receive_some(RECEIVE_SIZE)
                 if not data:
-                    return
+                    raise _PeerClosed
                 self._touch()
                 self.protocol.receive_data(data)
                 while True:

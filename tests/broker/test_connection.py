@@ -165,3 +165,16 @@ async def test_unsupported_api_versions_version_gets_the_v0_fallback(client):
     response = (await client.receive()).body
     assert response.error_code == 35  # UNSUPPORTED_VERSION
     assert any(entry.api_key == ApiKey.FETCH for entry in response.api_keys)
+
+
+async def test_closing_the_client_ends_its_long_poll(broker, client):
+    await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "abandoned"}]})
+    await client.send(ApiKey.FETCH, 2, {
+        "replica_id": -1, "max_wait_ms": 600_000, "min_bytes": 1,
+        "topics": [{"topic": "abandoned", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}]}]})
+    with trio.fail_after(10):
+        while not broker.append_waiters._waiters:
+            await trio.sleep(0.01)
+        await client.stream.aclose()
+        while broker.append_waiters._waiters:  # the fetch was cancelled with its connection
+            await trio.sleep(0.01)
