@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["MinikafkaBroker", "BrokerStartError"]
+__all__ = ["MinikafkaBroker", "BrokerStartError", "BrokerCrashed"]
 
 READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P<port>\d+) log\.dirs=(?P<log_dirs>.+)$")
 
@@ -48,6 +48,10 @@ class BrokerStartError(RuntimeError):
     """The broker process exited or stayed silent before printing its ready line."""
 
 
+class BrokerCrashed(RuntimeError):
+    """The broker process exited while running without being told to stop."""
+
+
 class MinikafkaBroker:
     """One ``minikafka serve`` subprocess with a data directory that outlives restarts.
 
@@ -56,6 +60,10 @@ class MinikafkaBroker:
     ``restart()`` starts the process again on the same data directory and, if it is still free,
     the same port, so connected clients find it again. The process's stdout and stderr go to
     files next to the data directory (``stdout_path``, ``stderr_path``).
+
+    A process that exits without being told to is a crash: its status is kept in
+    ``unexpected_exits`` and ``close()`` raises ``BrokerCrashed`` after cleaning up, so a test
+    whose broker died fails even if the test itself did not notice.
     """
 
     def __init__(
@@ -80,6 +88,7 @@ class MinikafkaBroker:
         self.stop_timeout = stop_timeout
         self.process: subprocess.Popen | None = None
         self.starts = 0
+        self.unexpected_exits: list[int] = []
 
     @property
     def bootstrap(self) -> str:
@@ -100,6 +109,7 @@ class MinikafkaBroker:
         """Start the process and block until it prints its ready line."""
         if self.running:
             raise RuntimeError("minikafka broker is already running")
+        self._note_crash()
         if self.port:
             try:
                 self._spawn(self.port)
@@ -152,6 +162,7 @@ class MinikafkaBroker:
         """SIGTERM and wait for a clean shutdown (SIGKILL after ``stop_timeout``)."""
         if self.process is None:
             return None
+        self._note_crash()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -164,6 +175,7 @@ class MinikafkaBroker:
         """SIGKILL: the broker gets no chance to flush, checkpoint or mark a clean shutdown."""
         if self.process is None:
             return None
+        self._note_crash()
         if self.process.poll() is None:
             self.process.kill()
         return self._reap()
@@ -175,6 +187,12 @@ class MinikafkaBroker:
         else:
             self.kill()
         return self.start()
+
+    def _note_crash(self) -> None:
+        """Record and reap a started process that has exited without being asked to."""
+        if self.process is not None and self in _LIVE_BROKERS and self.process.poll() is not None:
+            self.unexpected_exits.append(self.process.returncode)
+            self._reap()
 
     def _reap(self) -> int | None:
         returncode = self.process.wait() if self.process is not None else None
@@ -190,12 +208,18 @@ class MinikafkaBroker:
         return text[-max_chars:]
 
     def close(self) -> None:
-        """Stop the process and, if this object created it, remove the work directory."""
+        """Stop the process and, if this object created it, remove the work directory.
+        Raises ``BrokerCrashed`` if the process ever exited on its own."""
         try:
             self.stop()
+            crash_report = self.stderr_tail() if self.unexpected_exits else ""
         finally:
             if self._own_work_dir:
                 shutil.rmtree(self.work_dir, ignore_errors=True)
+        if self.unexpected_exits:
+            raise BrokerCrashed(
+                f"minikafka exited on its own (status {', '.join(map(str, self.unexpected_exits))}):\n"
+                + crash_report)
 
     def __enter__(self) -> "MinikafkaBroker":
         return self.start()
@@ -223,8 +247,14 @@ def minikafka_broker_factory(tmp_path_factory):
         return broker.start()
 
     yield make
+    crashes = []
     for broker in brokers:
-        broker.close()
+        try:
+            broker.close()
+        except BrokerCrashed as crash:
+            crashes.append(crash)
+    if crashes:
+        raise crashes[0]
 
 
 @pytest.fixture

@@ -94,3 +94,18 @@ def test_restart_moves_to_a_free_port_when_the_old_one_is_taken(minikafka_broker
         minikafka_broker.start()
         assert minikafka_broker.port != old_port
         assert produce(minikafka_broker.bootstrap, topic, b"new").offset == 1
+
+
+def test_a_broker_that_dies_on_its_own_is_reported_as_a_crash(tmp_path):
+    import os
+    import signal
+
+    from broker.pytest_plugin import BrokerCrashed
+
+    broker = MinikafkaBroker(tmp_path)
+    broker.start()
+    os.kill(broker.process.pid, signal.SIGKILL)  # not through broker.kill(): a "crash"
+    broker.process.wait()
+    with pytest.raises(BrokerCrashed, match="status -9"):
+        broker.close()
+    assert broker.unexpected_exits == [-9]
