@@ -430,18 +430,15 @@ class BrokerConfig:
         value = self._values["minikafka.export.dir"]
         return Path(value).expanduser().absolute() if value else None
 
-    def advertised_address(self, bound_host: str, bound_port: int) -> tuple[str, int]:
+    def advertised_address(self, bound_port: int) -> tuple[str, int]:
         """The (host, port) Metadata reports: advertised.listeners if set, else the listener,
-        with the port actually bound when the configured one is 0 and a reachable name when
-        the listener binds every interface."""
+        with the port actually bound when the configured one is 0, and this machine's name
+        when the listener binds every interface."""
         listener = self.advertised_listener or self.listener
         host = listener.host
         if host is None or host in ("0.0.0.0", "::"):
-            host = socket.getfqdn() if self.listener.host is None else bound_host
-            if host in ("0.0.0.0", "::"):
-                host = socket.getfqdn()
-        port = listener.port or bound_port
-        return host, port
+            host = socket.getfqdn()
+        return host, listener.port or bound_port
 
     def log_config(self) -> LogConfig:
         """The broker-wide default topic configuration (what a topic without overrides gets)."""

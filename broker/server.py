@@ -183,7 +183,7 @@ class Broker:
             raise BrokerStartupError(f"cannot listen on {where}: {reason}") from None
         sockname = listeners[0].socket.getsockname()
         self.host, self.port = sockname[0], sockname[1]
-        self.advertised_host, self.advertised_port = self.config.advertised_address(self.host, self.port)
+        self.advertised_host, self.advertised_port = self.config.advertised_address(self.port)
         return listeners
 
     def _start_storage(self) -> None:

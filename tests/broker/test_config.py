@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from broker.config import (
@@ -111,10 +113,12 @@ def test_group_coordinator_keys_are_typed_and_unknown_ones_pass_through():
 
 def test_advertised_address():
     config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"})
-    assert config.advertised_address("127.0.0.1", 45678) == ("127.0.0.1", 45678)
+    assert config.advertised_address(45678) == ("127.0.0.1", 45678)
     config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0",
                            "advertised.listeners": "PLAINTEXT://kafka.example:19092"})
-    assert config.advertised_address("127.0.0.1", 45678) == ("kafka.example", 19092)
+    assert config.advertised_address(45678) == ("kafka.example", 19092)
+    config = BrokerConfig({"listeners": "PLAINTEXT://0.0.0.0:9092"})
+    assert config.advertised_address(9092) == (socket.getfqdn(), 9092)
     config = BrokerConfig({"listeners": "PLAINTEXT://[::1]:0"})
     assert config.listener == Listener("::1", 0)
     assert str(config.listener) == "PLAINTEXT://[::1]:0"
