@@ -182,6 +182,8 @@ async def test_list_offsets_v0_old_style(start_broker, connect, message_set):
     assert everything[0] == 6 and everything == sorted(everything, reverse=True)
     assert set(segment_bases) <= set(everything)
     assert await lookup(0, 10) == []  # nothing that old
+    assert await lookup(2**62, 100) == everything  # every segment was written before then
+    assert await lookup(2**62, 2) == everything[:2]
 
 
 async def test_offset_for_leader_epoch(client, message_set):
