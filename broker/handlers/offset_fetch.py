@@ -14,11 +14,9 @@ API_KEY = ApiKey.OFFSET_FETCH
 
 async def handle(broker, request) -> dict:
     body = request.body
-    requested = None
+    requested = None   # v2's null: every partition the group committed
     if body.topics is not None:
         requested = [(topic.name, index) for topic in body.topics for index in topic.partition_indexes]
-    elif request.api_version < 2:
-        requested = []
     error, fetched = broker.group_coordinator.fetch_offsets(body.group_id, requested)
     topics: dict[str, list[dict]] = {}
     if error and requested:

@@ -1,0 +1,120 @@
+"""The group APIs at the versions old clients use, over a raw socket to a real broker."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from protocol.framing import decode_response, encode_request
+
+
+class RawClient:
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        self.correlation_id = 0
+
+    def call(self, api_key: ApiKey, version: int, body: dict):
+        self.correlation_id += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation_id, "raw", body))
+        size = struct.unpack(">i", self._read(4))[0]
+        return decode_response(api_key, version, struct.pack(">i", size) + self._read(size))
+
+    def _read(self, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = self.sock.recv(size - len(data))
+            assert chunk, "broker closed the connection"
+            data += chunk
+        return data
+
+
+@pytest.fixture
+def client(minikafka_broker):
+    admin = KafkaAdminClient(bootstrap_servers=minikafka_broker.bootstrap)
+    admin.create_topics([NewTopic("t", 2, 1)])
+    admin.close()
+    raw = RawClient(minikafka_broker.bootstrap)
+    yield raw
+    raw.sock.close()
+
+
+def commit_body(group, offset, metadata="", **extra):
+    return {"group_id": group, **extra,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                      "committed_metadata": metadata}]}]}
+
+
+def test_find_coordinator_is_this_broker(client, minikafka_broker):
+    answer = client.call(ApiKey.FIND_COORDINATOR, 0, {"key": "g"})
+    assert answer.error_code == 0 and answer.node_id == 0
+    assert f"{answer.host}:{answer.port}" == minikafka_broker.bootstrap
+
+
+def test_offset_commit_v0_v1_v2_and_fetch_v0_v2(client):
+    assert client.call(ApiKey.OFFSET_COMMIT, 0, commit_body("g", 5, "v0")).topics[0].partitions[0].error_code == 0
+    fetched = client.call(ApiKey.OFFSET_FETCH, 0, {"group_id": "g", "topics": [
+        {"name": "t", "partition_indexes": [0, 1]}]})
+    assert [(p.partition_index, p.committed_offset, p.metadata, p.error_code)
+            for p in fetched.topics[0].partitions] == [(0, 5, "v0", 0), (1, -1, "", 0)]
+    body = commit_body("g", 6, "v1", generation_id_or_member_epoch=-1, member_id="")
+    body["topics"][0]["partitions"][0]["commit_timestamp"] = 1234
+    assert client.call(ApiKey.OFFSET_COMMIT, 1, body).topics[0].partitions[0].error_code == 0
+    body = commit_body("g", 7, None, generation_id_or_member_epoch=-1, member_id="", retention_time_ms=60000)
+    assert client.call(ApiKey.OFFSET_COMMIT, 2, body).topics[0].partitions[0].error_code == 0
+    everything = client.call(ApiKey.OFFSET_FETCH, 2, {"group_id": "g", "topics": None})
+    assert everything.error_code == 0
+    assert [(t.name, p.partition_index, p.committed_offset, p.metadata)
+            for t in everything.topics for p in t.partitions] == [("t", 0, 7, "")]
+
+
+def test_commit_errors(client):
+    unknown = commit_body("g", 1)
+    unknown["topics"][0]["name"] = "missing"
+    assert client.call(ApiKey.OFFSET_COMMIT, 0, unknown).topics[0].partitions[0].error_code == \
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    too_big = commit_body("g", 1, "x" * 5000)
+    assert client.call(ApiKey.OFFSET_COMMIT, 0, too_big).topics[0].partitions[0].error_code == \
+        ErrorCode.OFFSET_METADATA_TOO_LARGE
+    stale = commit_body("ghost", 1, generation_id_or_member_epoch=4, member_id="m", retention_time_ms=-1)
+    assert client.call(ApiKey.OFFSET_COMMIT, 2, stale).topics[0].partitions[0].error_code == \
+        ErrorCode.ILLEGAL_GENERATION
+    assert client.call(ApiKey.OFFSET_COMMIT, 0, commit_body("g", 1)).topics[0].partitions[0].error_code == 0
+    stranger = commit_body("g", 1, generation_id_or_member_epoch=4, member_id="m", retention_time_ms=-1)
+    assert client.call(ApiKey.OFFSET_COMMIT, 2, stranger).topics[0].partitions[0].error_code == \
+        ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_join_v0_sync_heartbeat_leave_describe_list(client):
+    join = {"group_id": "g", "session_timeout_ms": 10000, "member_id": "", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"meta"}]}
+    assert client.call(ApiKey.JOIN_GROUP, 0, {**join, "session_timeout_ms": 1000}).error_code == \
+        ErrorCode.INVALID_SESSION_TIMEOUT
+    joined = client.call(ApiKey.JOIN_GROUP, 0, join)
+    assert joined.error_code == 0 and joined.generation_id == 1 and joined.leader == joined.member_id
+    assert joined.member_id.startswith("raw-")
+    assert [(m.member_id, m.metadata) for m in joined.members] == [(joined.member_id, b"meta")]
+    member = joined.member_id
+    synced = client.call(ApiKey.SYNC_GROUP, 0, {"group_id": "g", "generation_id": 1, "member_id": member,
+                                                "assignments": [{"member_id": member, "assignment": b"mine"}]})
+    assert synced.error_code == 0 and synced.assignment == b"mine"
+    assert client.call(ApiKey.HEARTBEAT, 0, {"group_id": "g", "generation_id": 1, "member_id": member}).error_code == 0
+    assert client.call(ApiKey.HEARTBEAT, 0, {"group_id": "g", "generation_id": 2, "member_id": member}).error_code == \
+        ErrorCode.ILLEGAL_GENERATION
+    described = client.call(ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["g", "nobody"]}).groups
+    assert (described[0].group_state, described[0].protocol_type, described[0].protocol_data) == \
+        ("Stable", "consumer", "range")
+    assert [(m.member_id, m.client_id, m.member_metadata, m.member_assignment) for m in described[0].members] == \
+        [(member, "raw", b"meta", b"mine")]
+    assert (described[1].error_code, described[1].group_state) == (0, "Dead")
+    listed = client.call(ApiKey.LIST_GROUPS, 0, {})
+    assert listed.error_code == 0 and [(g.group_id, g.protocol_type) for g in listed.groups] == [("g", "consumer")]
+    assert client.call(ApiKey.LEAVE_GROUP, 0, {"group_id": "g", "member_id": member}).error_code == 0
+    assert client.call(ApiKey.LEAVE_GROUP, 0, {"group_id": "g", "member_id": member}).error_code == \
+        ErrorCode.UNKNOWN_MEMBER_ID
+    assert client.call(ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["g"]}).groups[0].group_state == "Empty"
