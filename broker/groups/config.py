@@ -21,9 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from broker.config import ConfigError
 
-class GroupConfigError(ValueError):
-    """A group coordinator setting with an unusable value."""
+
+class GroupConfigError(ConfigError):
+    """A group coordinator setting with an unusable value (a ``ConfigError``, so the CLI
+    reports it like any other bad setting)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,22 @@ Semantics follow Kafka's ``GroupCoordinator`` (0.10.2, with 0.11's
   without members ("simple" commits outside group management), appends offset events.
   OffsetFetch reads the in-memory state.
 
+Where this departs from Kafka 0.10.2, and why:
+
+* OffsetCommit v0 is stored here like v1/v2 (Kafka 0.10.2 wrote v0 commits to ZooKeeper).
+* DescribeGroups names the state between JoinGroup and SyncGroup "CompletingRebalance"
+  (Kafka 2.0's name; current clients do not know "AwaitingSync").
+* A Heartbeat in CompletingRebalance from a member of the generation is accepted (Kafka 2.x);
+  0.10.2 answered REBALANCE_IN_PROGRESS and so forced a second rebalance.
+* A member removed while its JoinGroup/SyncGroup waits gets UNKNOWN_MEMBER_ID instead of
+  no answer.
+* One broker coordinates every group, and ``__consumer_offsets`` is loaded before the
+  listener serves anything, so NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS never
+  arise; before start-up and from shutdown on the answer is COORDINATOR_NOT_AVAILABLE.
+* As in 0.10.2, OffsetCommit is refused (REBALANCE_IN_PROGRESS) only in CompletingRebalance:
+  during PreparingRebalance a member of the current generation may still commit, which is
+  what consumers do just before they rejoin.
+
 The coordinator is a synchronous state machine: each ``handle_*`` method takes a callback
 that receives the answer, possibly later (when a rebalance completes or a timer fires). The
 ``async`` methods wrap that for request handlers. Time comes from ``broker.clock``; timers
