@@ -54,7 +54,8 @@ from broker.groups.group import GroupMetadata, GroupState, MemberMetadata
 from broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, decode_group_value,
                                    decode_key, decode_offset_value, group_key, group_value,
                                    offset_key, offset_value, partition_for)
-from broker.groups.store import LoadReport, OffsetsPartition, decode_snapshot, encode_snapshot
+from broker.groups.store import (LoadReport, OffsetsPartition, SnapshotFormatError, decode_snapshot,
+                                 encode_snapshot)
 from broker.groups.timers import TimerQueue
 from protocol.errors import ErrorCode, RecordError
 
@@ -810,8 +811,17 @@ class GroupCoordinator:
         start = log.log_start_offset
         if snapshot is not None:
             snapshot_offset, data = snapshot
-            for key, value in decode_snapshot(index, snapshot_offset, data):
-                self._apply_event(index, key, value)
+            try:
+                for key, value in decode_snapshot(index, snapshot_offset, data):
+                    self._apply_event(index, key, value)
+            except (SnapshotFormatError, GroupRecordError) as exc:
+                # Its checksum held, so this is not damage but a snapshot we cannot read (a
+                # format we do not know): the log is the only source left.
+                logger.error("%s-%d: snapshot at %d is unreadable (%s); replaying the log instead",
+                             GROUP_METADATA_TOPIC, index, snapshot_offset, exc)
+                self._groups[index] = {}
+                snapshot_offset = None
+        if snapshot_offset is not None:
             partition.snapshot_offsets = [snapshot_offset]
             if snapshot_offset < start:
                 logger.error("%s-%d: snapshot at %d is older than the log start %d; events "

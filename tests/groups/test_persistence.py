@@ -171,3 +171,14 @@ def test_consumer_offsets_topic_is_created_with_the_configured_partitions(harnes
     harness = harness_factory(**{"offsets.topic.num.partitions": "3"})
     assert harness.broker.log_manager.topics()[GROUP_METADATA_TOPIC] == 3
     assert harness.coordinator.partition_for("hello") == 99162322 % 3
+
+
+def test_a_snapshot_with_a_good_checksum_but_unknown_format_is_ignored(harness_factory):
+    harness = harness_factory(**ONE_PARTITION)
+    for offset in range(3):
+        commit(harness, "g", 0, offset)
+    harness.coordinator.partitions[0].snapshots.write(3, b"MKGS\x00\x63 from a future version")
+    harness.restart(clean=False)
+    [report] = harness.coordinator.load_reports
+    assert (report.snapshot_offset, report.events_replayed) == (None, 3)
+    assert committed(harness, "g") == {("t", 0): (2, "m2")}
