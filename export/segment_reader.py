@@ -73,6 +73,8 @@ _CODEC_MASK = 0x07
 _HEAD = struct.Struct(">qiI")       # offset, message_size, crc
 _V0 = struct.Struct(">bbi")         # magic, attributes, key_length
 _V1 = struct.Struct(">bbqi")        # magic, attributes, timestamp, key_length
+_HEAD_V0 = struct.Struct(">qiIbbi")     # offset .. key_length, magic 0
+_HEAD_V1 = struct.Struct(">qiIbbqi")    # offset .. key_length, magic 1
 _INT32 = struct.Struct(">i")
 _LOG_OVERHEAD = 12                  # offset + message_size
 _MIN_MESSAGE_SIZE = 14              # crc + magic + attributes + key_length + value_length
@@ -85,28 +87,25 @@ class SegmentCorrupt(ValueError):
 
 
 class _Columns:
-    """Column lists of one batch; byte ranges index into the batch's data buffers.
+    """Column lists of one batch, all of whose keys and values live in one data buffer.
 
-    Keys and values of uncompressed messages live in the memory-mapped file (source A);
-    those of inner messages of compressed wrappers in ``side`` (source B). Index lists hold
-    ``2*j`` for the j-th range of source A, ``~(2*j)`` for source B, ``None`` for null.
+    ``ranges`` holds four byte positions per record, ``[key start, key end, value start,
+    value end]`` (a null is an empty range, marked in ``null_keys`` / ``null_values``), so the
+    buffer read as a ``BinaryArray`` over ``ranges`` has record i's key at element 4i and its
+    value at 4i+2. The buffer is the segment file (uncompressed messages) or ``side``, the
+    decompressed inner sets; a batch never mixes the two.
     """
 
-    __slots__ = ("offsets", "timestamps", "types", "key_index", "value_index",
-                 "ranges_a", "ranges_b", "side")
+    __slots__ = ("offsets", "timestamps", "types", "ranges", "null_keys", "null_values", "side")
 
-    def __init__(self) -> None:
+    def __init__(self, side: bytearray | None = None) -> None:
         self.offsets: list[int] = []
         self.timestamps: list[int] = []
         self.types: list[int] = []
-        self.key_index: list[int | None] = []
-        self.value_index: list[int | None] = []
-        self.ranges_a: list[int] = []
-        self.ranges_b: list[int] = []
-        self.side = bytearray()
-
-    def __len__(self) -> int:
-        return len(self.offsets)
+        self.ranges: list[int] = []
+        self.null_keys: list[int] = []
+        self.null_values: list[int] = []
+        self.side = side
 
 
 def read_segment(
@@ -147,8 +146,8 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
     view = memoryview(data)
     size = len(view)
     head = _HEAD.unpack_from
-    v0 = _V0.unpack_from
-    v1 = _V1.unpack_from
+    head_v1 = _HEAD_V1.unpack_from
+    head_v0 = _HEAD_V0.unpack_from
     int32 = _INT32.unpack_from
     crc32 = zlib.crc32
     seeking_timestamp = start_timestamp is not None
@@ -157,13 +156,25 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
     offsets_append = cols.offsets.append
     timestamps_append = cols.timestamps.append
     types_append = cols.types.append
-    key_index_append = cols.key_index.append
-    value_index_append = cols.value_index.append
-    ranges = cols.ranges_a
-    ranges_append = ranges.append
+    ranges_extend = cols.ranges.extend
+    count = 0
     pos = 0
-    while pos + _LOG_OVERHEAD <= size:
-        offset, message_size, crc = head(view, pos)
+    while pos + _LOG_OVERHEAD + _MIN_MESSAGE_SIZE <= size:
+        magic = view[pos + 16]
+        if magic == 1 and pos + 30 <= size:
+            offset, message_size, crc, _, attributes, timestamp, key_length = head_v1(view, pos)
+            key_start = pos + 30
+            timestamp_type = _LOG_APPEND_TIME if attributes & _TIMESTAMP_TYPE_BIT else _CREATE_TIME
+        elif magic == 0:
+            offset, message_size, crc, _, attributes, key_length = head_v0(view, pos)
+            key_start = pos + 22
+            timestamp = -1
+            timestamp_type = NO_TIMESTAMP_TYPE
+        else:
+            offset, message_size, crc = head(view, pos)
+            if pos + _LOG_OVERHEAD + message_size > size:
+                break  # truncated tail
+            raise SegmentCorrupt(f"{path}: message at byte {pos} has unknown magic {magic}")
         end = pos + _LOG_OVERHEAD + message_size
         if message_size < _MIN_MESSAGE_SIZE:
             raise SegmentCorrupt(f"{path}: message at byte {pos} has impossible size {message_size}")
@@ -171,105 +182,91 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
             break  # truncated tail: the writer has not finished this message
         if crc32(view[pos + 16:end]) != crc:
             raise SegmentCorrupt(f"{path}: CRC mismatch in message at byte {pos} (offset {offset})")
-        magic = view[pos + 16]
-        if magic == 1:
-            _, attributes, timestamp, key_length = v1(view, pos + 16)
-            key_start = pos + 30
-            timestamp_type = _LOG_APPEND_TIME if attributes & _TIMESTAMP_TYPE_BIT else _CREATE_TIME
-        elif magic == 0:
-            _, attributes, key_length = v0(view, pos + 16)
-            key_start = pos + 22
-            timestamp = -1
-            timestamp_type = NO_TIMESTAMP_TYPE
-        else:
-            raise SegmentCorrupt(f"{path}: message at byte {pos} has unknown magic {magic}")
-        value_length_at = key_start + (key_length if key_length > 0 else 0)
-        value_length = int32(view, value_length_at)[0]
-        value_start = value_length_at + 4
-        if value_start + (value_length if value_length > 0 else 0) != end or min(key_length, value_length) < -1:
+        key_end = key_start + key_length if key_length > 0 else key_start
+        if key_length < -1 or key_end + 4 > end:
+            raise SegmentCorrupt(f"{path}: message at byte {pos} has an impossible key length")
+        value_length = int32(view, key_end)[0]
+        value_start = key_end + 4
+        if value_start + (value_length if value_length > 0 else 0) != end or value_length < -1:
             raise SegmentCorrupt(f"{path}: message at byte {pos} has inconsistent key/value lengths")
         pos = end
         if attributes & _CODEC_MASK:
-            if offset < start_offset:
-                continue  # a wrapper's offset is its last inner offset: all of it is before
-            inner = _inner_messages(path, view, value_start, value_length, offset, magic,
-                                    attributes, timestamp)
-            base = len(cols.side)
-            cols.side += inner[0]
-            for inner_offset, inner_timestamp, inner_type, key_range, value_range in inner[1]:
-                if inner_offset < start_offset:
-                    continue
-                if inner_offset >= end_offset:
-                    break
-                if seeking_timestamp:
-                    if inner_timestamp < start_timestamp:
+            if offset >= start_offset:  # else: a wrapper's offset is its last inner offset
+                if cols.side is None:
+                    if count:
+                        yield _to_batch(cols, data, topic, partition)
+                        count = 0
+                    cols = _Columns(bytearray())
+                    offsets_append = cols.offsets.append
+                    timestamps_append = cols.timestamps.append
+                    types_append = cols.types.append
+                    ranges_extend = cols.ranges.extend
+                inner, messages = _inner_messages(path, view, value_start, value_length, offset, magic,
+                                                  attributes, timestamp)
+                base = len(cols.side)
+                cols.side += inner
+                for (inner_offset, inner_timestamp, inner_type, key_from, key_to, value_from, value_to,
+                     key_is_null, value_is_null) in messages:
+                    if inner_offset < start_offset:
                         continue
-                    seeking_timestamp = False
-                _append_side(cols, base, inner_offset, inner_timestamp, inner_type, key_range, value_range)
-        else:
-            if offset < start_offset:
-                continue
-            if offset >= end_offset:
-                break
+                    if inner_offset >= end_offset:
+                        break
+                    if seeking_timestamp:
+                        if inner_timestamp < start_timestamp:
+                            continue
+                        seeking_timestamp = False
+                    offsets_append(inner_offset)
+                    timestamps_append(inner_timestamp)
+                    types_append(inner_type)
+                    if key_is_null:
+                        cols.null_keys.append(count)
+                    if value_is_null:
+                        cols.null_values.append(count)
+                    ranges_extend((base + key_from, base + key_to, base + value_from, base + value_to))
+                    count += 1
+        elif start_offset <= offset < end_offset:
             if seeking_timestamp:
                 if timestamp < start_timestamp:
                     continue
                 seeking_timestamp = False
+            if cols.side is not None:
+                if count:
+                    yield _to_batch(cols, data, topic, partition)
+                    count = 0
+                cols = _Columns()
+                offsets_append = cols.offsets.append
+                timestamps_append = cols.timestamps.append
+                types_append = cols.types.append
+                ranges_extend = cols.ranges.extend
             offsets_append(offset)
             timestamps_append(timestamp)
             types_append(timestamp_type)
-            if key_length >= 0:
-                key_index_append(len(ranges))
-                ranges_append(key_start)
-                ranges_append(key_start + key_length)
-            else:
-                key_index_append(None)
-            if value_length >= 0:
-                value_index_append(len(ranges))
-                ranges_append(value_start)
-                ranges_append(end)
-            else:
-                value_index_append(None)
+            if key_length < 0:
+                cols.null_keys.append(count)
+            if value_length < 0:
+                cols.null_values.append(count)
+            ranges_extend((key_start, key_end, value_start, end))
+            count += 1
         if offset >= end_offset - 1:
             break  # offsets only grow: everything after this message is past the end
-        if len(cols) >= batch_records:
+        if count >= batch_records:
             yield _to_batch(cols, data, topic, partition)
+            count = 0
             cols = _Columns()
             offsets_append = cols.offsets.append
             timestamps_append = cols.timestamps.append
             types_append = cols.types.append
-            key_index_append = cols.key_index.append
-            value_index_append = cols.value_index.append
-            ranges = cols.ranges_a
-            ranges_append = ranges.append
-    if len(cols):
+            ranges_extend = cols.ranges.extend
+    if count:
         yield _to_batch(cols, data, topic, partition)
-
-
-def _append_side(cols: _Columns, base: int, offset: int, timestamp: int, timestamp_type: int,
-                 key_range: tuple[int, int] | None, value_range: tuple[int, int] | None) -> None:
-    cols.offsets.append(offset)
-    cols.timestamps.append(timestamp)
-    cols.types.append(timestamp_type)
-    ranges = cols.ranges_b
-    if key_range is None:
-        cols.key_index.append(None)
-    else:
-        cols.key_index.append(~len(ranges))
-        ranges.append(base + key_range[0])
-        ranges.append(base + key_range[1])
-    if value_range is None:
-        cols.value_index.append(None)
-    else:
-        cols.value_index.append(~len(ranges))
-        ranges.append(base + value_range[0])
-        ranges.append(base + value_range[1])
 
 
 def _inner_messages(path: Path, view: memoryview, value_start: int, value_length: int,
                     wrapper_offset: int, wrapper_magic: int, wrapper_attributes: int,
                     wrapper_timestamp: int):
-    """Decompress a wrapper; return (inner bytes, [(offset, ts, type, key range, value range)])."""
+    """Decompress a wrapper; return its inner bytes and, per inner message, ``[offset,
+    timestamp, timestamp type, key start, key end, value start, value end, key is null,
+    value is null]`` (positions in the inner bytes)."""
     if value_length < 0:
         raise SegmentCorrupt(f"{path}: compressed wrapper at offset {wrapper_offset} has a null value")
     codec = wrapper_attributes & _CODEC_MASK
@@ -303,15 +300,15 @@ def _inner_messages(path: Path, view: memoryview, value_start: int, value_length
             raise SegmentCorrupt(f"{path}: nested compression in wrapper at offset {wrapper_offset}")
         value_length_at = key_start + max(key_length, 0)
         inner_value_length = _INT32.unpack_from(inner, value_length_at)[0]
-        key_range = None if key_length < 0 else (key_start, key_start + key_length)
-        value_range = None if inner_value_length < 0 else (value_length_at + 4, end)
+        key_end = key_start + max(key_length, 0)
         if wrapper_magic == 0:
             timestamp_type = NO_TIMESTAMP_TYPE
         elif log_append:
             timestamp, timestamp_type = wrapper_timestamp, _LOG_APPEND_TIME
         else:
             timestamp_type = _CREATE_TIME
-        messages.append([offset, timestamp, timestamp_type, key_range, value_range])
+        messages.append([offset, timestamp, timestamp_type, key_start, key_end, value_length_at + 4, end,
+                         key_length < 0, inner_value_length < 0])
         pos = end
     if wrapper_magic == 1 and messages:
         shift = wrapper_offset - messages[-1][0]
@@ -320,40 +317,36 @@ def _inner_messages(path: Path, view: memoryview, value_start: int, value_length
     return inner, messages
 
 
-def _binary_column(index: list[int | None], ranges_a: list[int], data_a: pa.Buffer,
-                   ranges_b: list[int], data_b: pa.Buffer) -> pa.Array:
-    """Gather the byte ranges named by ``index`` into one compact ``binary`` column."""
-    sources = []
-    if ranges_a:
-        sources.append(_interleaved(ranges_a, data_a))
-    if ranges_b:
-        sources.append(_interleaved(ranges_b, pa.py_buffer(data_b)))
-    indices = pa.array(index, pa.int64())
-    if not sources:  # every entry is null
-        return pa.nulls(len(index), pa.binary())
-    if ranges_a and ranges_b:
-        from_b = pc.less(indices, 0)
-        indices = pc.if_else(from_b, pc.add(pc.bit_wise_not(indices), len(sources[0])), indices)
-        return pa.concat_arrays(sources).take(indices)
-    if ranges_b:
-        indices = pc.bit_wise_not(indices)
-    return sources[0].take(indices)
+def _binary_columns(cols: _Columns, data: pa.Buffer) -> tuple[pa.Array, pa.Array]:
+    """Gather keys (elements 4i) and values (4i+2) into two compact ``binary`` columns."""
+    count = len(cols.offsets)
+    buffer = pa.py_buffer(cols.side) if cols.side is not None else data
+    offsets = pa.array(cols.ranges, pa.int32()).buffers()[1]
+    spans = pa.Array.from_buffers(pa.binary(), 4 * count - 1, [None, offsets, buffer])
+    key_index = pa.array(range(0, 4 * count, 4), pa.int64())
+    value_index = pa.array(range(2, 4 * count, 4), pa.int64())
+    return (spans.take(_with_nulls(key_index, cols.null_keys, count)),
+            spans.take(_with_nulls(value_index, cols.null_values, count)))
 
 
-def _interleaved(ranges: list[int], data: pa.Buffer) -> pa.Array:
-    offsets = pa.array(ranges, pa.int32()).buffers()[1]
-    return pa.Array.from_buffers(pa.binary(), len(ranges) - 1, [None, offsets, data])
+def _with_nulls(index: pa.Array, nulls: list[int], count: int) -> pa.Array:
+    if not nulls:
+        return index
+    is_null = [False] * count
+    for position in nulls:
+        is_null[position] = True
+    return pc.if_else(pa.array(is_null, pa.bool_()), pa.scalar(None, pa.int64()), index)
 
 
 def _to_batch(cols: _Columns, data: pa.Buffer, topic: str, partition: int) -> pa.RecordBatch:
-    count = len(cols)
-    side = pa.py_buffer(cols.side)
+    count = len(cols.offsets)
     millis = pa.array(cols.timestamps, pa.int64())
     micros = pc.multiply_checked(millis, 1000).view(pa.timestamp("us", tz="UTC"))
+    keys, values = _binary_columns(cols, data)
     return pa.RecordBatch.from_arrays(
         [
-            _binary_column(cols.key_index, cols.ranges_a, data, cols.ranges_b, side),
-            _binary_column(cols.value_index, cols.ranges_a, data, cols.ranges_b, side),
+            keys,
+            values,
             pa.repeat(pa.scalar(topic, pa.string()), count),
             pa.repeat(pa.scalar(partition, pa.int32()), count),
             pa.array(cols.offsets, pa.int64()),
