@@ -217,6 +217,12 @@ class GroupCoordinator:
         """Fire session and rebalance timers, expire offsets, write due snapshots."""
         self._wakeup = trio.Event()
         self._snapshot_wakeup = trio.Event()
+        # A long replay at start-up is snapshotted at once, so the next start is quick.
+        for partition in self.partitions:
+            if partition.due_for_snapshot(self.config.snapshot_interval_events,
+                                          self.config.snapshot_interval_bytes):
+                self._snapshots_due.add(partition.partition)
+                self._snapshot_wakeup.set()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._snapshot_writer)
             task_status.started()
