@@ -1,0 +1,100 @@
+"""ExportHandoff without a broker (veto, queueing from threads, the exporter process loop),
+the progress bar and summary line, and replay's user errors."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import trio
+
+from export.console import ProgressBar, summary_line
+from export.handoff import ExportHandoff
+from export.progress import ExportProgress
+from storage import SegmentInfo
+
+from .conftest import plain_segment, write_segments
+
+REPO = Path(__file__).resolve().parents[2]
+LAUNCHER = "import sys; from broker.cli import main; sys.exit(main())"
+
+
+def info(topic: str, base: int, next_offset: int) -> SegmentInfo:
+    return SegmentInfo(topic, 0, base, next_offset, Path(f"/nowhere/{base:020d}.log"), 100, -1, True)
+
+
+def test_retention_veto_follows_recorded_progress(tmp_path):
+    ExportProgress(tmp_path).record("t", 0, 10)
+    handoff = ExportHandoff(tmp_path, [tmp_path / "log"])
+    assert handoff.may_delete(info("t", 0, 10))
+    assert not handoff.may_delete(info("t", 10, 20))
+    assert not handoff.may_delete(info("other", 0, 5))  # never exported
+    assert handoff.may_delete(info("__consumer_offsets", 0, 5))  # internal: not exported, not held
+
+
+def test_segment_closed_from_threads_does_not_block(tmp_path):
+    handoff = ExportHandoff(tmp_path, [tmp_path / "log"])
+    threads = [threading.Thread(target=handoff.segment_closed, args=(info("t", i, i + 1),)) for i in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert not any(t.is_alive() for t in threads)
+    assert len(handoff._pending) == 20
+
+
+async def test_run_spawns_the_exporter_and_reloads_progress(tmp_path):
+    """Nothing is closed yet, so the exporter process starts no Spark and records nothing;
+    after a segment closes and is recorded elsewhere, the veto lifts on the next run."""
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    write_segments(log_dir, "t", 0, [plain_segment(0, 3)])
+    handoff = ExportHandoff(out, [log_dir], batch_delay=0.05)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(handoff.run)
+        with trio.fail_after(60):
+            while handoff.runs < 1:
+                await trio.sleep(0.05)
+        assert not handoff.may_delete(info("t", 0, 3))
+        ExportProgress(out).record("t", 0, 3)
+        handoff.segment_closed(info("t", 0, 3))
+        with trio.fail_after(60):
+            while handoff.runs < 2:
+                await trio.sleep(0.05)
+        assert handoff.may_delete(info("t", 0, 3))
+        handoff.close()
+    assert handoff.runs == 2
+
+
+def test_progress_bar_draws_only_when_enabled():
+    shown = io.StringIO()
+    bar = ProgressBar("export", 4, "segments", stream=shown, enabled=True)
+    bar.update(2)
+    bar.finish()
+    assert "[###############---------------] 2/4 segments" in shown.getvalue()
+    assert shown.getvalue().endswith("4/4 segments\n")
+    hidden = io.StringIO()  # not a TTY: no bar by default
+    quiet = ProgressBar("export", 4, "segments", stream=hidden)
+    quiet.update(3)
+    quiet.finish()
+    assert hidden.getvalue() == ""
+
+
+def test_summary_line():
+    assert summary_line("export", segments=3, records=10, bytes_read=1_200_000, seconds=4.04) == \
+        "minikafka export: 3 segments, 10 records, 1.2 MB read, 4.0 s"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    return subprocess.run([sys.executable, "-c", LAUNCHER, *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_replay_user_errors(tmp_path):
+    missing = run_cli("replay", "--from", str(tmp_path), "--topic", "t", "--bootstrap", "127.0.0.1:1")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == f"minikafka replay: error: no export of topic 't' in {tmp_path}"
