@@ -21,12 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker.config import ConfigError
 
-
-class GroupConfigError(ConfigError):
-    """A group coordinator setting with an unusable value (a ``ConfigError``, so the CLI
-    reports it like any other bad setting)."""
+class GroupConfigError(ValueError):
+    """A group coordinator setting with an unusable value. (``broker.config`` builds its key
+    table from ``GroupConfig._KEYS`` and validates these keys first, so this module must not
+    import it.)"""
 
 
 @dataclass(frozen=True, slots=True)
