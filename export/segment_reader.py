@@ -21,13 +21,14 @@ LogAppendTime they all take the wrapper's timestamp. Magic 0 inner messages carr
 offsets and no timestamp (Spark's Kafka source reports those as timestamp -1 ms and
 timestampType -1, Kafka's ``NO_TIMESTAMP_TYPE``; so do we).
 
-Speed: the only per-message Python work is reading the fixed-size header with ``struct``
-and appending a handful of ints to lists. Keys and values are never sliced into Python
-``bytes``: their byte ranges become the offsets buffer of an Arrow ``BinaryArray`` laid over
-the memory-mapped file (``[key0 start, key0 end, key1 start, key1 end, ...]`` is monotonic, so
-even elements are the keys and odd ones the headers between them), and an Arrow ``take`` of
-the even elements copies them into a compact column in C. Decompressed inner sets are
-gathered in one side buffer per batch and handled the same way.
+Speed: the only per-message Python work is one ``struct`` unpack of the fixed-size header
+(plus the value length), a CRC in C, and appending a few ints to lists. Keys and values are
+never sliced into Python ``bytes``: per record the four positions ``key start, key end,
+value start, value end`` go into one monotonic list, which becomes the offsets buffer of an
+Arrow ``BinaryArray`` laid over the memory-mapped file (element 4i is record i's key, 4i+2
+its value, the others the headers in between), and an Arrow ``take`` of those elements copies
+them into compact columns in C. Decompressed inner sets are gathered in one side buffer per
+batch and handled the same way; a batch holds records of one kind only.
 
 CRCs are checked (``zlib.crc32`` runs in C): the export is the durable copy of the log, and a
 bit flip on disk must stop it with a clear error rather than be exported.
@@ -80,6 +81,9 @@ _LOG_OVERHEAD = 12                  # offset + message_size
 _MIN_MESSAGE_SIZE = 14              # crc + magic + attributes + key_length + value_length
 
 DEFAULT_BATCH_RECORDS = 65536
+# Bounds a batch's keys + values (and its side buffer, whose positions are int32) whatever
+# the record size.
+_MAX_BATCH_BYTES = 64 << 20
 
 
 class SegmentCorrupt(ValueError):
@@ -249,7 +253,7 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
             count += 1
         if offset >= end_offset - 1:
             break  # offsets only grow: everything after this message is past the end
-        if count >= batch_records:
+        if count >= batch_records or (count and cols.ranges[-1] - cols.ranges[0] >= _MAX_BATCH_BYTES):
             yield _to_batch(cols, data, topic, partition)
             count = 0
             cols = _Columns()

@@ -124,3 +124,15 @@ def test_any_message_sets(tmp_path_factory, sets):
     path = tmp_path_factory.mktemp("seg") / "s.log"
     path.write_bytes(bytes(out))
     assert rows(path, batch_records=3) == expected(bytes(out))
+
+
+def test_batches_are_bounded_in_bytes(tmp_path, monkeypatch):
+    import export.segment_reader as segment_reader
+
+    monkeypatch.setattr(segment_reader, "_MAX_BATCH_BYTES", 1000)
+    data = mixed_segment(6, sets=60)
+    path = tmp_path / "s.log"
+    path.write_bytes(data)
+    batches = list(read_segment(path, "t", 7))
+    assert len(batches) > 5
+    assert rows(path) == expected(data)
