@@ -3,8 +3,11 @@
     python group_consumer.py CLIENT BOOTSTRAP TOPIC GROUP [SESSION_TIMEOUT_MS]
 
 CLIENT is kafka-python, confluent or aiokafka. The member subscribes to TOPIC in GROUP,
-starting from the earliest offset when the group has no commit, and after every batch it
-prints ``{"consumed": [[partition, offset], ...]}`` on stdout and commits synchronously.
+starting from the earliest offset when the group has no commit. After every batch it prints
+``{"consumed": [[partition, offset], ...], "t": TIME}`` on stdout, commits synchronously,
+and prints ``{"committed": [[partition, next offset], ...], "t": TIME}`` once the commit
+succeeded. A commit refused because the group is rebalancing is reported on stderr and the
+member carries on, as an application would (those messages may be consumed again).
 SIGTERM makes it close the consumer properly (LeaveGroup); SIGKILL is a crash. Without
 SESSION_TIMEOUT_MS the client's default session timeout is used.
 """
@@ -15,13 +18,26 @@ import asyncio
 import json
 import signal
 import sys
+import time
 
 stopping = False
 
 
 def emit(pairs) -> None:
     if pairs:
-        print(json.dumps({"consumed": sorted(pairs)}), flush=True)
+        print(json.dumps({"consumed": sorted(pairs), "t": time.time()}), flush=True)
+
+
+def emit_committed(pairs) -> None:
+    """``pairs``: (partition, last consumed offset) of the batch just committed."""
+    latest: dict[int, int] = {}
+    for partition, offset in pairs:
+        latest[partition] = max(latest.get(partition, -1), offset + 1)
+    print(json.dumps({"committed": sorted(latest.items()), "t": time.time()}), flush=True)
+
+
+def commit_failed(exc) -> None:
+    print(f"commit failed: {exc!r}", file=sys.stderr, flush=True)
 
 
 def on_sigterm(*_) -> None:
@@ -35,11 +51,19 @@ def run_kafka_python(bootstrap, topic, group, session_ms) -> None:
     extra = {"session_timeout_ms": session_ms, "heartbeat_interval_ms": session_ms // 3} if session_ms else {}
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                              auto_offset_reset="earliest", enable_auto_commit=False, **extra)
+    from kafka.errors import CommitFailedError, RebalanceInProgressError
+
     while not stopping:
         batch = consumer.poll(200)
-        emit([(tp.partition, m.offset) for tp, messages in batch.items() for m in messages])
-        if batch:
-            consumer.commit()
+        pairs = [(tp.partition, m.offset) for tp, messages in batch.items() for m in messages]
+        emit(pairs)
+        if pairs:
+            try:
+                consumer.commit()
+            except (CommitFailedError, RebalanceInProgressError) as exc:
+                commit_failed(exc)
+            else:
+                emit_committed(pairs)
     consumer.close()
 
 
@@ -52,11 +76,19 @@ def run_confluent(bootstrap, topic, group, session_ms) -> None:
         config.update({"session.timeout.ms": session_ms, "heartbeat.interval.ms": session_ms // 3})
     consumer = Consumer(config)
     consumer.subscribe([topic])
+    from confluent_kafka import KafkaException
+
     while not stopping:
         messages = [m for m in consumer.consume(100, 0.2) if m.error() is None]
-        emit([(m.partition(), m.offset()) for m in messages])
-        if messages:
-            consumer.commit(asynchronous=False)
+        pairs = [(m.partition(), m.offset()) for m in messages]
+        emit(pairs)
+        if pairs:
+            try:
+                consumer.commit(asynchronous=False)
+            except KafkaException as exc:
+                commit_failed(exc)
+            else:
+                emit_committed(pairs)
     consumer.close()
 
 
@@ -69,11 +101,19 @@ async def run_aiokafka(bootstrap, topic, group, session_ms) -> None:
                                 auto_offset_reset="earliest", enable_auto_commit=False, **extra)
     await consumer.start()
     try:
+        from aiokafka.errors import CommitFailedError, IllegalStateError, RebalanceInProgressError
+
         while not stopping:
             batch = await consumer.getmany(timeout_ms=200)
-            emit([(tp.partition, m.offset) for tp, messages in batch.items() for m in messages])
-            if batch:
-                await consumer.commit()
+            pairs = [(tp.partition, m.offset) for tp, messages in batch.items() for m in messages]
+            emit(pairs)
+            if pairs:
+                try:
+                    await consumer.commit()
+                except (CommitFailedError, IllegalStateError, RebalanceInProgressError) as exc:
+                    commit_failed(exc)
+                else:
+                    emit_committed(pairs)
     finally:
         await consumer.stop()
 

@@ -53,6 +53,8 @@ class Member:
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         stdin=subprocess.DEVNULL, text=True)
         self.consumed: list[tuple[int, int]] = []
+        self.consumed_at: list[tuple[float, int, int]] = []      # (time, partition, offset)
+        self.commits: list[tuple[float, int, int]] = []          # (time, partition, next offset)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -65,7 +67,12 @@ class Member:
                 partition, offset = line.split()
                 self.consumed.append((int(partition), int(offset)))
             else:
-                self.consumed.extend(tuple(pair) for pair in json.loads(line)["consumed"])
+                event = json.loads(line)
+                for partition, offset in event.get("consumed", ()):
+                    self.consumed.append((partition, offset))
+                    self.consumed_at.append((event["t"], partition, offset))
+                for partition, offset in event.get("committed", ()):
+                    self.commits.append((event["t"], partition, offset))
 
     def leave(self) -> None:
         self.process.send_signal(signal.SIGTERM)
@@ -161,12 +168,25 @@ def cluster_factory():
         cluster.close()
 
 
-def assert_exactly_once(all_members: list[Member], end: int) -> None:
+def assert_nothing_committed_is_consumed_again(all_members: list[Member], end: int) -> None:
+    """Every message was consumed, and none was consumed after a commit covering it.
+
+    The Python members report each successful commit (with its time), so a message consumed
+    again because its first consumer's commit was refused in a rebalance is allowed, as
+    Kafka's at-least-once delivery allows it. kcat commits on its own timer without telling
+    us, and its members are only stopped once everything is committed: for kcat every
+    message must be consumed exactly once."""
     counts = Counter(pair for member in all_members for pair in member.consumed)
     expected = {(p, o) for p in range(PARTITIONS) for o in range(end)}
     assert set(counts) == expected
-    duplicates = {pair: n for pair, n in counts.items() if n > 1}
-    assert not duplicates, f"consumed more than once: {sorted(duplicates)[:10]}"
+    if all_members[0].client == "kcat":
+        duplicates = {pair: n for pair, n in counts.items() if n > 1}
+        assert not duplicates, f"consumed more than once: {sorted(duplicates)[:10]}"
+        return
+    commits = [commit for member in all_members for commit in member.commits]
+    again = [(p, o) for member in all_members for t, p, o in member.consumed_at
+             if any(ct < t and cp == p and cn > o for ct, cp, cn in commits)]
+    assert not again, f"committed, then consumed again: {sorted(again)[:10]}"
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -177,19 +197,18 @@ def test_two_members_split_partitions_and_one_leaving_hands_over(client, minikaf
     for _ in range(2):
         members.append(Member(client, minikafka_broker.bootstrap, cluster.topic, group))
     described = cluster.wait_stable(group, 2)
+    split = [set(m["member_assignment"]["assigned_partitions"][0]["partitions"]) for m in described["members"]]
+    assert all(split) and not split[0] & split[1] and split[0] | split[1] == set(range(PARTITIONS))
     cluster.produce_round()
     cluster.wait_committed_to_end(group)
     first, second = members
     assert first.partitions() and second.partitions()
-    assert not first.partitions() & second.partitions()
-    assert first.partitions() | second.partitions() == set(range(PARTITIONS))
-    assert {m["client_id"] for m in described["members"]}
 
     first.leave()
     cluster.produce_round()
     cluster.wait_committed_to_end(group)
     assert second.partitions() == set(range(PARTITIONS))
-    assert_exactly_once(members, cluster.end)
+    assert_nothing_committed_is_consumed_again(members, cluster.end)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -200,11 +219,12 @@ def test_three_members_one_leaves_one_crashes_the_last_takes_over(client, minika
     group = f"three-{client}"
     for _ in range(3):
         members.append(Member(client, broker.bootstrap, cluster.topic, group, SESSION_MS))
-    cluster.wait_stable(group, 3)
+    described = cluster.wait_stable(group, 3)
+    split = [set(m["member_assignment"]["assigned_partitions"][0]["partitions"]) for m in described["members"]]
+    assert all(split) and sum(map(len, split)) == len(set().union(*split)) == PARTITIONS
     cluster.produce_round()
     cluster.wait_committed_to_end(group)
-    owned = [member.partitions() for member in members]
-    assert all(owned) and sum(map(len, owned)) == PARTITIONS   # a split, no overlap
+    assert all(member.partitions() for member in members)
 
     leaver, crasher, survivor = members
     leaver.leave()
@@ -212,7 +232,7 @@ def test_three_members_one_leaves_one_crashes_the_last_takes_over(client, minika
     cluster.produce_round()
     cluster.wait_committed_to_end(group)
     assert {p for p, o in survivor.consumed if o >= PER_PARTITION} == set(range(PARTITIONS))
-    assert_exactly_once(members, cluster.end)
+    assert_nothing_committed_is_consumed_again(members, cluster.end)
     assert len(cluster.describe(group)["members"]) == 1
 
 
@@ -230,7 +250,7 @@ def test_stop_and_start_resumes_at_the_committed_offset(client, minikafka_broker
     members.append(Member(client, minikafka_broker.bootstrap, cluster.topic, group))
     cluster.wait_committed_to_end(group)
     assert min(o for _, o in members[1].consumed) == PER_PARTITION
-    assert_exactly_once(members, cluster.end)
+    assert_nothing_committed_is_consumed_again(members, cluster.end)
 
 
 def test_kafka_python_and_confluent_share_one_group(minikafka_broker_factory, cluster_factory, members):
@@ -248,4 +268,4 @@ def test_kafka_python_and_confluent_share_one_group(minikafka_broker_factory, cl
     members[1].crash()
     cluster.produce_round()
     cluster.wait_committed_to_end(group)
-    assert_exactly_once(members, cluster.end)
+    assert_nothing_committed_is_consumed_again(members, cluster.end)
