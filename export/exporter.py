@@ -173,6 +173,7 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     dated = df.withColumn("dt", F.date_format(F.to_utc_timestamp("timestamp", session_zone), "yyyy-MM-dd"))
     # Parquet's standard microsecond timestamps (not Spark's legacy INT96), so that pyarrow
     # and other readers get timestamp[us, UTC] back.
+    previous_timestamp_type = spark.conf.get("spark.sql.parquet.outputTimestampType")
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     group = f"minikafka-export-{uuid.uuid4().hex}"
     sc = spark.sparkContext
@@ -191,7 +192,9 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     finally:
         stop.set()
         watcher.join()
-        sc.setJobGroup("", "")
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+        spark.conf.set("spark.sql.parquet.outputTimestampType", previous_timestamp_type)
     bar.update(len(slices))
     bar.finish()
 
@@ -210,15 +213,19 @@ def _watch_tasks(sc, group: str, bar: ProgressBar, stop: threading.Event) -> Non
 
 
 def _move_into_place(staging: Path, out_dir: Path, summary: ExportSummary) -> None:
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     touched_dirs: set[Path] = set()
     for staged in sorted(staging.glob("dt=*/*.parquet")):
         parquet = pq.ParquetFile(staged)
-        first = next(parquet.iter_batches(batch_size=1, columns=["topic", "partition", "offset"]))
-        topic = first.column(0)[0].as_py()
-        partition = first.column(1)[0].as_py()
-        first_offset = first.column(2)[0].as_py()
+        origin = parquet.read(columns=["topic", "partition", "offset"])
+        # The exactly-once argument needs one segment per file: check, never assume.
+        if len(origin.column("topic").unique()) != 1 or len(origin.column("partition").unique()) != 1:
+            raise RuntimeError(f"{staged} mixes topic-partitions; nothing was renamed into place")
+        topic = origin.column("topic")[0].as_py()
+        partition = origin.column("partition")[0].as_py()
+        first_offset = pc.min(origin.column("offset")).as_py()
         summary.records += parquet.metadata.num_rows
         summary.bytes_written += staged.stat().st_size
         parquet.close()
