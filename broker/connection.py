@@ -59,8 +59,10 @@ class Connection:
         try:
             peer = self.socket.getpeername()
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.peer_host = peer[0]
         except OSError:
             self.peer = "?"
+            self.peer_host = ""
         self.protocol = ServerConnection(max_frame_size=broker.config.socket_request_max_bytes)
         idle_ms = broker.config.connections_max_idle_ms
         self._idle_seconds = math.inf if idle_ms < 0 else idle_ms / 1000
@@ -120,6 +122,7 @@ class Connection:
                         return
                     if request is None:
                         break
+                    request.client_host = self.peer_host
                     self._in_flight += 1
                     self._touch()
                     await requests.send(request)

@@ -66,6 +66,9 @@ class Request:
     client_id: str | None
     body: Struct | None
     unsupported_version: bool = False
+    # The peer's address, filled in by the server side's I/O layer (the sans-I/O decoder never
+    # sees a socket); the group coordinator shows it as each member's client host.
+    client_host: str = ""
 
 
 class _FrameBuffer:

@@ -56,19 +56,6 @@ REPLAY_READ_BYTES = 8 * 1024 * 1024
 Event = tuple[bytes, bytes | None]
 
 
-def delete_segments_below(log, offset: int) -> int:
-    """Delete the log's closed segments that end at or below ``offset`` and advance its log
-    start offset (Kafka's "delete segments below the log start offset").
-
-    ``__consumer_offsets`` is ``cleanup.policy=compact`` so the broker's retention pass never
-    deletes from it; this is the only way its segments go. storage has no public call for
-    it yet, so this uses ``Log._delete_oldest`` under the log's lock (see the report).
-    """
-    with log._lock:
-        return log._delete_oldest(lambda segment: segment.next_offset <= offset, None,
-                                  log._clock.time_ms())
-
-
 class SnapshotFormatError(ValueError):
     """A snapshot that passed its checksum but does not hold what its name says."""
 
@@ -217,7 +204,7 @@ class OffsetsPartition:
         del self.snapshot_offsets[:-SNAPSHOTS_KEPT]
         keep_from = self.snapshot_offsets[0]
         self.snapshots.remove_older_than(keep_from)
-        deleted = delete_segments_below(self.log, keep_from)
+        deleted = self.log.delete_segments_below(keep_from)
         if deleted:
             logger.info("__consumer_offsets-%d: removed %d segment(s) below offset %d, covered by snapshots %s",
                         self.partition, deleted, keep_from, self.snapshot_offsets)

@@ -26,7 +26,5 @@ async def handle(broker, request) -> dict:
 
 
 def client_host(request) -> str:
-    """The member's address as Kafka shows it (``/127.0.0.1``), when the connection set
-    ``request.client_host``; empty otherwise."""
-    host = getattr(request, "client_host", None)
-    return f"/{host}" if host else ""
+    """The member's address as Kafka shows it (``/127.0.0.1``); empty when unknown."""
+    return f"/{request.client_host}" if request.client_host else ""

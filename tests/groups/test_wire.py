@@ -109,8 +109,8 @@ def test_join_v0_sync_heartbeat_leave_describe_list(client):
     described = client.call(ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["g", "nobody"]}).groups
     assert (described[0].group_state, described[0].protocol_type, described[0].protocol_data) == \
         ("Stable", "consumer", "range")
-    assert [(m.member_id, m.client_id, m.member_metadata, m.member_assignment) for m in described[0].members] == \
-        [(member, "raw", b"meta", b"mine")]
+    assert [(m.member_id, m.client_id, m.client_host, m.member_metadata, m.member_assignment)
+            for m in described[0].members] == [(member, "raw", "/127.0.0.1", b"meta", b"mine")]
     assert (described[1].error_code, described[1].group_state) == (0, "Dead")
     listed = client.call(ApiKey.LIST_GROUPS, 0, {})
     assert listed.error_code == 0 and [(g.group_id, g.protocol_type) for g in listed.groups] == [("g", "consumer")]
