@@ -12,6 +12,11 @@ The ceiling is what this machine does with no Kafka at all: the same value bytes
 a loopback TCP socket into a file by a minimal Python reader in another process (recv_into a
 1 MiB buffer, write). The broker/ceiling ratio says how much of that the broker keeps.
 
+A third "client", ``raw``, takes client libraries out of the picture: it sends Produce v2
+requests holding ready-made 1 MB message sets and reads the partition back with Fetch v3, one
+request at a time over one connection, using this repository's own protocol codecs. Its figures
+are close to what the broker itself can do.
+
 It also reports the time from starting ``minikafka serve`` to the first message a consumer
 receives (start-up, ready line, topic auto-creation, one produce and one fetch).
 """
@@ -46,6 +51,10 @@ WORKLOADS = [
     ("kafka-python", 100, "lz4", 100_000),
     ("kafka-python", 1024, "none", 40_000),
     ("kafka-python", 1024, "lz4", 40_000),
+    ("raw", 100, "none", 300_000),
+    ("raw", 100, "lz4", 300_000),
+    ("raw", 1024, "none", 100_000),
+    ("raw", 1024, "lz4", 100_000),
 ]
 
 READER = textwrap.dedent("""
@@ -187,9 +196,82 @@ def timed(pid: int, run, *args) -> tuple[float, float]:
     return elapsed, (cpu_seconds(pid) - cpu_before) / elapsed
 
 
+class RawConnection:
+    """One blocking connection speaking requests built by ``protocol.framing``."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)))
+        self.correlation_id = 0
+
+    def call(self, api_key: int, version: int, body: dict):
+        from protocol.framing import decode_response, encode_request
+
+        self.correlation_id += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation_id, "bench-raw", body))
+        size = self._read(4)
+        return decode_response(api_key, version, size + self._read(int.from_bytes(size, "big")))
+
+    def _read(self, n: int) -> bytes:
+        buffer = bytearray(n)
+        view = memoryview(buffer)
+        got = 0
+        while got < n:
+            read = self.sock.recv_into(view[got:])
+            if not read:
+                raise ConnectionError("broker closed the connection")
+            got += read
+        return bytes(buffer)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def raw_produce(bootstrap, topic, values, codec) -> float:
+    from protocol.records import Codec, build_message_set
+
+    connection = RawConnection(bootstrap)
+    connection.call(3, 1, {"topics": [{"name": topic}]})  # auto-creates the topic
+    per_set = max(1, MB // len(values[0]))
+    now = int(time.time() * 1000)
+    sets = [build_message_set([(None, v, now) for v in values[i:i + per_set]], codec=Codec[codec.upper()])
+            for i in range(0, len(values), per_set)]
+    start = time.perf_counter()
+    for message_set in sets:
+        response = connection.call(0, 2, {"acks": 1, "timeout_ms": 30000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": message_set}]}]})
+        assert response.responses[0].partition_responses[0].error_code == 0
+    elapsed = time.perf_counter() - start
+    connection.close()
+    return elapsed
+
+
+def raw_consume(bootstrap, topic, count) -> float:
+    from protocol.records import iter_entries
+
+    connection = RawConnection(bootstrap)
+    offset = 0
+    start = time.perf_counter()
+    while offset < count:
+        response = connection.call(1, 3, {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1,
+                                          "max_bytes": 52428800, "topics": [{"topic": topic, "partitions": [
+                                              {"partition": 0, "fetch_offset": offset,
+                                               "partition_max_bytes": 1048576}]}]})
+        partition = response.responses[0].partitions[0]
+        assert partition.error_code == 0
+        last = None
+        for entry in iter_entries(partition.records or b""):
+            last = entry.offset  # a compressed wrapper's offset is its last inner message's
+        offset = offset if last is None else last + 1
+    elapsed = time.perf_counter() - start
+    connection.close()
+    return elapsed
+
+
 CLIENTS = {
     "confluent-kafka": (confluent_produce, confluent_consume),
     "kafka-python": (kafka_python_produce, kafka_python_consume),
+    "raw": (raw_produce, raw_consume),
 }
 
 
