@@ -12,6 +12,8 @@ pairs, then the dedicated CLI flags (``--host``, ``--port``, ``--log-dir``).
 
 from __future__ import annotations
 
+import difflib
+import logging
 import re
 import socket
 from collections.abc import Mapping
@@ -310,6 +312,30 @@ class Listener:
         return f"PLAINTEXT://{host}:{self.port}"
 
 
+logger = logging.getLogger(__name__)
+
+# Kafka broker settings with no meaning for one Python process on one listener (threads,
+# socket buffers, ZooKeeper/KRaft quorum, replication factors, security, the cleaner). They
+# are accepted with a warning so a server.properties written for Kafka starts as it is; any
+# other unknown key is a mistake and is refused.
+IGNORED_KAFKA_KEYS = frozenset({
+    "num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir",
+    "num.replica.fetchers", "background.threads", "queued.max.requests",
+    "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+    "zookeeper.connect", "zookeeper.connection.timeout.ms", "zookeeper.session.timeout.ms",
+    "zookeeper.set.acl", "process.roles", "node.id", "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers", "controller.listener.names",
+    "inter.broker.listener.name", "listener.security.protocol.map",
+    "security.inter.broker.protocol", "inter.broker.protocol.version",
+    "log.message.format.version", "delete.topic.enable", "default.replication.factor",
+    "min.insync.replicas", "unclean.leader.election.enable", "auto.leader.rebalance.enable",
+    "offsets.topic.replication.factor", "offsets.commit.required.acks",
+    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+    "log.cleaner.enable", "log.cleaner.threads", "log.cleanup.policy", "compression.type",
+    "replica.lag.time.max.ms", "controlled.shutdown.enable", "metric.reporters",
+})
+
+
 class BrokerConfig:
     """The broker's validated configuration: every key of ``CONFIG_KEYS`` with its typed value,
     plus raw passthrough keys for the group coordinator.
@@ -325,10 +351,15 @@ class BrokerConfig:
         for name, raw in (properties or {}).items():
             key = CONFIG_KEYS_BY_NAME.get(name)
             if key is None:
+                if name in IGNORED_KAFKA_KEYS:
+                    logger.warning("config key %r has no effect in minikafka; ignored", name)
+                    continue
                 if name.startswith(PASSTHROUGH_PREFIXES):
                     self._passthrough[name] = str(raw)
                     continue
-                raise ConfigError(f"unknown config key {name!r}")
+                close = difflib.get_close_matches(name, CONFIG_KEYS_BY_NAME, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"unknown config key {name!r}{hint}")
             values[name] = parse_value(key, str(raw))
             self._explicit.add(name)
         self._values = values

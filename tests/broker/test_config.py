@@ -12,6 +12,7 @@ from broker.config import (
     ConfigError,
     Listener,
     config_table,
+    load_properties_file,
     parse_properties,
 )
 
@@ -132,3 +133,25 @@ def test_every_key_has_a_description_and_a_valid_default():
         if key.default is not None:
             text = str(key.default).lower() if isinstance(key.default, bool) else str(key.default)
             BrokerConfig({key.name: text})
+
+
+def test_a_server_properties_written_for_kafka_is_accepted(tmp_path):
+    """Kafka's stock config/server.properties carries thread counts, socket buffers and a
+    ZooKeeper address: those have no meaning here and are ignored, the rest applies."""
+    stock = tmp_path / "server.properties"
+    stock.write_text(
+        "broker.id=0\nnum.network.threads=3\nnum.io.threads=8\nsocket.send.buffer.bytes=102400\n"
+        "socket.receive.buffer.bytes=102400\nsocket.request.max.bytes=104857600\n"
+        f"log.dirs={tmp_path}/kafka-logs\nnum.partitions=3\nnum.recovery.threads.per.data.dir=1\n"
+        "offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
+        "transaction.state.log.min.isr=1\nlog.retention.hours=168\nlog.segment.bytes=1073741824\n"
+        "log.retention.check.interval.ms=300000\nzookeeper.connect=localhost:2181\n"
+        "zookeeper.connection.timeout.ms=18000\ngroup.initial.rebalance.delay.ms=0\n")
+    config = BrokerConfig(load_properties_file(stock))
+    assert config.num_partitions == 3
+    assert config.log_dirs == [tmp_path / "kafka-logs"]
+
+
+def test_a_misspelt_key_is_refused_with_a_suggestion():
+    with pytest.raises(ConfigError, match="did you mean 'log.retention.ms'"):
+        BrokerConfig({"log.retension.ms": "5"})
