@@ -53,6 +53,7 @@ from typing import Iterable, Iterator
 
 from protocol.compression import Codec, compress, decompress
 from protocol.errors import ErrorCode, RecordError
+from protocol.record_batch import RECORD_BATCH_MAGIC, magic_1_conversion
 
 __all__ = [
     "CREATE_TIME",
@@ -483,10 +484,17 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     timestamp (the outer CRC is recomputed if that changes it). Under LogAppendTime each
     magic 1 uncompressed message or wrapper gets timestamp ``now_ms`` and attribute bit 3,
     and only its outer CRC is recomputed.
+
+    Magic 2 record batches (a set whose first entry has magic 2 at byte 16) are first
+    converted to magic 1, as Kafka converts them to an older log format, then validated as
+    above: see ``protocol.record_batch`` for what is refused there and with which code.
     """
     length = len(buf)
     if length == 0:
         raise _corrupt("empty message set")
+    if length > _MAGIC_POSITION and buf[_MAGIC_POSITION] == RECORD_BATCH_MAGIC:
+        buf = _magic_1_from_record_batches(buf, config.max_message_bytes)
+        length = len(buf)
     out = bytearray(buf)
     view = memoryview(out)
     max_size = config.max_message_bytes - LOG_OVERHEAD
@@ -585,6 +593,17 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
         log_append_time=now_ms if log_append_time else NO_TIMESTAMP,
         record_count=offset - next_offset,
         entries=entries,
+    )
+
+
+def _magic_1_from_record_batches(buf, max_message_bytes: int) -> bytes:
+    """Magic 2 record batches (aiokafka sends nothing else) as the magic 1 message set
+    Kafka's LogValidator converts them to for a log of this format: per batch, plain
+    messages if it is uncompressed, else one wrapper with its codec and inner offsets
+    0..n-1. The checks and refusals are ``protocol.record_batch.magic_1_conversion``'s."""
+    return b"".join(
+        build_message_set(records, magic=1, codec=codec, timestamp_type=timestamp_type)
+        for codec, timestamp_type, records in magic_1_conversion(buf, max_message_bytes)
     )
 
 

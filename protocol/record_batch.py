@@ -1,0 +1,373 @@
+"""Kafka's magic 2 RecordBatch format (KIP-98): a strict reader, and its conversion input
+for this broker's magic 1 log.
+
+Why this exists: aiokafka 0.14, one of the clients minikafka serves in its default
+configuration, always builds magic 2 batches (its MessageAccumulator uses
+DefaultRecordBatchBuilder) and sends them even in Produce v2, which is specified to carry
+magic 0/1 message sets only. minikafka stores Kafka 0.10's message format (magic 0/1). A
+real Kafka broker whose log has an older ``message.format.version`` than an incoming batch
+converts the batch down to the log's format in its LogValidator
+(``convertAndAssignOffsetsNonCompressed``, and ``validateMessagesAndAssignOffsetsCompressed``
+with a target magic); ``protocol.records.validate_and_assign`` does the same with what this
+module reads, and refuses what the old format cannot hold, with the codes Kafka uses:
+
+* records with headers, transactional or idempotent batches (producerId != -1), control
+  batches: UNSUPPORTED_FOR_MESSAGE_FORMAT;
+* zstd (codec 4, which magic 0/1 cannot carry): UNSUPPORTED_COMPRESSION_TYPE;
+* a batch over ``max.message.bytes`` as received (log overhead included): MESSAGE_TOO_LARGE;
+* anything malformed (bad CRC-32C, sizes, varints, counts, unknown codec, a set mixing
+  magic 2 with magic 0/1): CORRUPT_MESSAGE.
+
+Any bad input raises ``RecordError``; no other exception escapes.
+
+A set is one or more batches back to back, each::
+
+    batch     baseOffset            int64   offset of the first record (0 from producers)
+              batchLength           int32   bytes from partitionLeaderEpoch to the end
+              partitionLeaderEpoch  int32
+              magic                 int8    2 (byte 16 of the batch, where magic 0/1 has it)
+              crc                   uint32  CRC-32C (Castagnoli) from attributes to the end
+              attributes            int16   bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4,
+                                            4 zstd), bit 3 timestamp type (1 LogAppendTime),
+                                            bit 4 transactional, bit 5 control
+              lastOffsetDelta       int32
+              baseTimestamp         int64   first record's timestamp
+              maxTimestamp          int64
+              producerId            int64   -1 unless idempotent / transactional
+              producerEpoch         int16
+              baseSequence          int32
+              recordCount           int32
+              records               the records, compressed as a whole when codec != 0
+    record    length                varint  bytes from attributes to the end of headers
+              attributes            int8    unused
+              timestampDelta        varlong from baseTimestamp
+              offsetDelta           varint  from baseOffset
+              keyLength             varint  -1 = null key
+              key
+              valueLength           varint  -1 = null value
+              value
+              headersCount          varint
+              headers               keyLength varint, key (UTF-8), valueLength varint
+                                    (-1 = null), value; headersCount times
+
+Varints are zigzag-encoded base-128 little-endian groups (protobuf's sint32 / sint64), at
+most 5 bytes (varint) or 10 bytes (varlong). Compressed record sections use the codecs of
+``protocol.compression`` (gzip; snappy with xerial framing or a raw block; lz4 as a standard
+frame with the correct header checksum).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+import crcmod.predefined
+
+from protocol.compression import Codec, decompress
+from protocol.errors import ErrorCode, RecordError
+
+__all__ = [
+    "RECORD_BATCH_MAGIC",
+    "BATCH_OVERHEAD",
+    "MAGIC_POSITION",
+    "NO_PRODUCER_ID",
+    "RecordBatch",
+    "BatchRecord",
+    "iter_batches",
+    "batch_records",
+    "magic_1_conversion",
+]
+
+RECORD_BATCH_MAGIC = 2
+MAGIC_POSITION = 16  # of the magic byte in a batch, as in a magic 0/1 entry
+NO_PRODUCER_ID = -1
+_ZSTD = 4
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+BATCH_OVERHEAD = _HEADER.size  # 61: everything before the records
+_LOG_OVERHEAD = 12  # baseOffset + batchLength, outside what batchLength counts
+_CRC_START = 21  # attributes
+_CODEC_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = 0x10
+_CONTROL_BIT = 0x20
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_NO_HEADERS: tuple = ()
+
+# crcmod builds this on its C extension when present (it is, in this project's environment),
+# which is what makes CRC-32C of a megabyte cost about as much as zlib's CRC-32.
+_crc32c = crcmod.predefined.mkCrcFun("crc-32c")
+
+
+def _corrupt(message: str) -> RecordError:
+    return RecordError(ErrorCode.CORRUPT_MESSAGE, message)
+
+
+def _unsupported(message: str) -> RecordError:
+    return RecordError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, message)
+
+
+@dataclass(slots=True)
+class RecordBatch:
+    """The header of one magic 2 batch in a buffer (its CRC-32C already checked).
+
+    ``position`` is where its baseOffset field starts and ``size`` its total length, log
+    overhead included (``batchLength + 12``), the size ``max.message.bytes`` limits.
+    """
+
+    base_offset: int
+    position: int
+    size: int
+    partition_leader_epoch: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def codec(self) -> int:
+        """Compression codec number (4 is zstd, which ``Codec`` does not name)."""
+        return self.attributes & _CODEC_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 CreateTime, 1 LogAppendTime."""
+        return 1 if self.attributes & _TIMESTAMP_TYPE_BIT else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_BIT)
+
+
+@dataclass(slots=True, frozen=True)
+class BatchRecord:
+    """One record of a magic 2 batch.
+
+    ``offset`` is baseOffset + offsetDelta. ``timestamp`` is baseTimestamp +
+    timestampDelta under CreateTime and the batch's maxTimestamp under LogAppendTime
+    (Kafka's rule). ``headers`` are (UTF-8 key, value or None) pairs.
+    """
+
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+def iter_batches(buf, max_message_bytes: int | None = None) -> Iterator[RecordBatch]:
+    """The batches of a produced set, each checked before it is yielded.
+
+    The set must be whole (a truncated tail is CORRUPT_MESSAGE: this reader serves the
+    produce path, not fetch responses). Checked per batch: magic 2 (anything else means a
+    set mixing formats), size within ``max_message_bytes`` when given (log overhead
+    included, MESSAGE_TOO_LARGE, before the CRC is computed, as in Kafka's Log.append),
+    sane batchLength, CRC-32C, a known codec (zstd included), and recordCount >= 1.
+    Records are not parsed here: see ``batch_records``.
+    """
+    view = memoryview(buf)
+    length = len(view)
+    if length == 0:
+        raise _corrupt("empty record batch set")
+    position = 0
+    unpack = _HEADER.unpack_from
+    while position < length:
+        if length - position < BATCH_OVERHEAD:
+            if length - position > MAGIC_POSITION and view[position + MAGIC_POSITION] != RECORD_BATCH_MAGIC:
+                raise _corrupt(f"set mixes magic 2 and magic {view[position + MAGIC_POSITION]} at byte {position}")
+            raise _corrupt(f"record batch set ends in a truncated batch at byte {position}")
+        (base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
+         base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+         record_count) = unpack(view, position)
+        if magic != RECORD_BATCH_MAGIC:
+            raise _corrupt(f"set mixes magic 2 and magic {magic} at byte {position}")
+        end = position + _LOG_OVERHEAD + batch_length
+        if max_message_bytes is not None and end - position > max_message_bytes:
+            raise RecordError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"record batch of {end - position} bytes (log overhead included) exceeds "
+                f"max.message.bytes {max_message_bytes}",
+            )
+        if batch_length < BATCH_OVERHEAD - _LOG_OVERHEAD or end > length:
+            raise _corrupt(f"record batch at byte {position} has impossible length {batch_length}")
+        if _crc32c(view[position + _CRC_START : end]) != crc:
+            raise _corrupt(f"record batch at byte {position} fails its CRC-32C check")
+        if attributes & _CODEC_MASK > _ZSTD:
+            raise _corrupt(f"record batch at byte {position} has unknown codec {attributes & _CODEC_MASK}")
+        if record_count < 1:
+            raise _corrupt(f"record batch at byte {position} has record count {record_count}")
+        yield RecordBatch(
+            base_offset, position, end - position, leader_epoch, attributes, last_offset_delta,
+            base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count,
+        )
+        position = end
+
+
+def batch_records(buf, batch: RecordBatch) -> list[BatchRecord]:
+    """Every record of ``batch`` (read from ``buf`` by ``iter_batches``), decompressed.
+
+    CORRUPT_MESSAGE when the records do not parse, overrun their section, leave bytes over,
+    or do not number ``recordCount``; UNSUPPORTED_COMPRESSION_TYPE for zstd, which this
+    broker cannot decompress.
+    """
+    log_append_time = batch.timestamp_type == 1
+    records = []
+    for offset_delta, timestamp_delta, key, value, headers in _parse_records(_records_section(buf, batch), batch):
+        timestamp = batch.max_timestamp if log_append_time else _timestamp(batch, timestamp_delta)
+        records.append(BatchRecord(
+            batch.base_offset + offset_delta,
+            timestamp,
+            batch.timestamp_type,
+            None if key is None else key.tobytes(),
+            None if value is None else value.tobytes(),
+            headers,
+        ))
+    return records
+
+
+def magic_1_conversion(buf, max_message_bytes: int) -> Iterator[tuple[Codec, int, list[tuple]]]:
+    """What each batch of ``buf`` becomes in a magic 1 log, for ``protocol.records``.
+
+    Yields, per batch, ``(codec, timestamp type, [(key, value, timestamp), ...])``: the
+    records to build one magic 1 wrapper with ``codec`` from (or plain messages for
+    ``Codec.NONE``); keys and values are memoryviews into ``buf`` or the decompressed
+    section. Timestamps are baseTimestamp + delta (CreateTime) or maxTimestamp
+    (LogAppendTime). Raises, per batch and in Kafka's order: MESSAGE_TOO_LARGE (size as
+    received), the checks of ``iter_batches``, UNSUPPORTED_FOR_MESSAGE_FORMAT for control,
+    transactional and idempotent batches, UNSUPPORTED_COMPRESSION_TYPE for zstd, and
+    UNSUPPORTED_FOR_MESSAGE_FORMAT for a record with headers.
+    """
+    for batch in iter_batches(buf, max_message_bytes):
+        if batch.is_control:
+            raise _unsupported(f"control batch at byte {batch.position} cannot be written in magic 1")
+        if batch.is_transactional or batch.producer_id != NO_PRODUCER_ID:
+            raise _unsupported(
+                f"transactional or idempotent batch (producer id {batch.producer_id}) at byte "
+                f"{batch.position} cannot be written in magic 1"
+            )
+        log_append_time = batch.timestamp_type == 1
+        converted = []
+        for _, timestamp_delta, key, value, headers in _parse_records(_records_section(buf, batch), batch):
+            if headers:
+                raise _unsupported(f"record with headers in batch at byte {batch.position} cannot be written in magic 1")
+            converted.append(
+                (key, value, batch.max_timestamp if log_append_time else _timestamp(batch, timestamp_delta))
+            )
+        yield Codec(batch.codec), batch.timestamp_type, converted
+
+
+def _timestamp(batch: RecordBatch, delta: int) -> int:
+    timestamp = batch.base_timestamp + delta
+    if not _INT64_MIN <= timestamp <= _INT64_MAX:
+        raise _corrupt(f"record in batch at byte {batch.position} has a timestamp beyond int64")
+    return timestamp
+
+
+def _records_section(buf, batch: RecordBatch) -> memoryview:
+    section = memoryview(buf)[batch.position + BATCH_OVERHEAD : batch.position + batch.size]
+    codec = batch.codec
+    if codec == 0:
+        return section
+    if codec == _ZSTD:
+        raise RecordError(
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            f"record batch at byte {batch.position} is zstd-compressed, which magic 1 cannot hold",
+        )
+    return memoryview(decompress(Codec(codec), section, magic=RECORD_BATCH_MAGIC))
+
+
+def _varint(data: memoryview, position: int, max_bytes: int) -> tuple[int, int]:
+    """The zigzag varint at ``position`` and the position after it (IndexError past the
+    end of ``data``, which the caller turns into CORRUPT_MESSAGE)."""
+    result = 0
+    shift = 0
+    for _ in range(max_bytes):
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), position
+        shift += 7
+    raise _corrupt(f"varint longer than {max_bytes} bytes")
+
+
+def _parse_records(data: memoryview, batch: RecordBatch) -> list[tuple]:
+    """``(offsetDelta, timestampDelta, key, value, headers)`` per record of a records
+    section; key and value are memoryviews into ``data`` or None."""
+    where = f"record batch at byte {batch.position}"
+    end = len(data)
+    records = []
+    append = records.append
+    varint = _varint
+    position = 0
+    try:
+        for _ in range(batch.record_count):
+            size, position = varint(data, position, 5)
+            record_end = position + size
+            if size < 0 or record_end > end:
+                raise _corrupt(f"{where} has a record of impossible length {size}")
+            timestamp_delta, position = varint(data, position + 1, 10)  # past attributes
+            offset_delta, position = varint(data, position, 5)
+            key_length, position = varint(data, position, 5)
+            if key_length < 0:
+                if key_length != -1:
+                    raise _corrupt(f"{where} has a record with key length {key_length}")
+                key = None
+            else:
+                key = data[position : position + key_length]
+                position += key_length
+            value_length, position = varint(data, position, 5)
+            if value_length < 0:
+                if value_length != -1:
+                    raise _corrupt(f"{where} has a record with value length {value_length}")
+                value = None
+            else:
+                value = data[position : position + value_length]
+                position += value_length
+            header_count, position = varint(data, position, 5)
+            if header_count:
+                headers, position = _parse_headers(data, position, record_end, header_count, where)
+            else:
+                headers = _NO_HEADERS
+            if position != record_end:
+                raise _corrupt(f"{where} has a record whose fields do not add up to its length")
+            append((offset_delta, timestamp_delta, key, value, headers))
+    except IndexError:
+        raise _corrupt(f"{where} ends inside a record") from None
+    if position != end:
+        raise _corrupt(f"{where} holds bytes beyond its {batch.record_count} records")
+    return records
+
+
+def _parse_headers(data: memoryview, position: int, record_end: int, count: int, where: str):
+    # Each header takes at least two bytes, which bounds a forged count before looping.
+    if count < 0 or count * 2 > record_end - position:
+        raise _corrupt(f"{where} has a record with header count {count}")
+    headers = []
+    for _ in range(count):
+        key_length, position = _varint(data, position, 5)
+        if key_length < 0 or position + key_length > record_end:
+            raise _corrupt(f"{where} has a header with key length {key_length}")
+        try:
+            key = str(data[position : position + key_length], "utf-8")
+        except UnicodeDecodeError:
+            raise _corrupt(f"{where} has a header key that is not UTF-8") from None
+        position += key_length
+        value_length, position = _varint(data, position, 5)
+        if value_length < -1 or position + max(value_length, 0) > record_end:
+            raise _corrupt(f"{where} has a header with value length {value_length}")
+        value = None if value_length == -1 else data[position : position + value_length].tobytes()
+        position += max(value_length, 0)
+        headers.append((key, value))
+    return tuple(headers), position
