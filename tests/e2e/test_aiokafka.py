@@ -1,8 +1,11 @@
 """aiokafka, default configuration, against a real minikafka process.
 
-aiokafka 0.14 can only produce magic 2 record batches, which this broker (magic 0/1, Kafka
-0.10's message format) refuses; the consuming, offset-lookup and admin paths are tested with
-messages written by kafka-python, and aiokafka's own produce path is a strict xfail.
+aiokafka 0.14 produces magic 2 record batches only (its MessageAccumulator always builds
+DefaultRecordBatchBuilder(magic=2)), even in Produce v2. minikafka stores Kafka 0.10's
+message format (magic 0/1), so, like a Kafka broker whose log has an older message format,
+it converts them down on append (protocol.record_batch); what magic 1 cannot hold (record
+headers) is refused with UNSUPPORTED_FOR_MESSAGE_FORMAT. Consuming, offset lookup and admin
+are tested too, partly with messages written by kafka-python.
 
 aiokafka runs on asyncio, so each test is a plain function that drives its own event loop
 (the suite's async tests run under trio).
@@ -16,7 +19,7 @@ import time
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import CorruptRecordException
+from aiokafka.errors import UnsupportedForMessageFormatError
 from kafka import KafkaProducer
 
 CODECS = [None, "gzip", "snappy", "lz4"]
@@ -87,29 +90,35 @@ async def create_topic(bootstrap, topic, partitions=1, configs=None):
         await admin.close()
 
 
-# aiokafka 0.14 writes every batch as a magic 2 RecordBatch (its MessageAccumulator always
-# builds DefaultRecordBatchBuilder(magic=2)), even in Produce v2, which may only carry magic
-# 0/1 message sets. minikafka stores magic 0/1 (Kafka 0.10's format), so, like a Kafka 0.10
-# broker, it refuses those batches with CORRUPT_MESSAGE and writes nothing. Strict xfail:
-# this starts failing (XPASS) the day the broker accepts magic 2 batches.
-@pytest.mark.xfail(strict=True, raises=CorruptRecordException,
-                   reason="aiokafka 0.14 produces magic 2 batches only; the broker stores magic 0/1")
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c or "none")
-def test_produce_consume_every_codec(broker, topic, sample_records, codec):
+def test_produce_consume_every_codec(broker, topic, stored_codecs, sample_records, codec):
+    base = now_ms() - 60_000
+    produced = [(key, value, base + 7 * index) for index, (key, value) in enumerate(sample_records)]
+
     async def scenario():
-        metadata = await produce(broker.bootstrap, topic, sample_records, compression_type=codec)
+        metadata = await produce(broker.bootstrap, topic, produced, compression_type=codec)
         assert [m.offset for m in metadata] == list(range(len(sample_records)))
         records = await consume(broker.bootstrap, topic, len(sample_records))
-        assert [(r.key, r.value) for r in records] == sample_records
+        assert [(r.key, r.value, r.timestamp) for r in records] == produced
+        assert [r.offset for r in records] == list(range(len(sample_records)))
+        assert all(r.timestamp_type == 0 for r in records)
     run(scenario())
+    # Converted to magic 1 with the batch's own codec, never recompressed to another one.
+    assert stored_codecs(topic) == {codec or "none"}
 
 
-def test_refused_magic_2_batch_writes_nothing(broker, topic):
-    kafka_python_produce(broker.bootstrap, topic, [(None, b"before")])
-
+def test_records_with_headers_are_refused_and_nothing_is_written(broker, topic):
     async def scenario():
-        with pytest.raises(CorruptRecordException):
-            await produce(broker.bootstrap, topic, [(b"k", b"magic 2")])
+        await produce(broker.bootstrap, topic, [(None, b"before")])
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        await producer.start()
+        try:
+            with pytest.raises(UnsupportedForMessageFormatError):
+                await producer.send_and_wait(topic, b"with a header", headers=[("trace", b"1")])
+        finally:
+            await producer.stop()
+        records = await consume(broker.bootstrap, topic, 1)
+        assert [(r.offset, r.value) for r in records] == [(0, b"before")]
         consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap)
         await consumer.start()
         try:
