@@ -163,10 +163,6 @@ CONFIG_KEYS = CONFIG_KEYS + _group_coordinator_keys()
 
 CONFIG_KEYS_BY_NAME: dict[str, ConfigKey] = {key.name: key for key in CONFIG_KEYS}
 
-# Other keys with these prefixes are kept as raw strings (BrokerConfig.get) for the group
-# coordinator, so a setting it learns later needs no change here.
-PASSTHROUGH_PREFIXES = ("offsets.", "offset.", "group.")
-
 _TRUE = {"true"}
 _FALSE = {"false"}
 
@@ -333,12 +329,14 @@ IGNORED_KAFKA_KEYS = frozenset({
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
     "log.cleaner.enable", "log.cleaner.threads", "log.cleanup.policy", "compression.type",
     "replica.lag.time.max.ms", "controlled.shutdown.enable", "metric.reporters",
+    "offsets.topic.compression.codec", "offsets.commit.timeout.ms", "offsets.load.buffer.size",
+    "group.max.size", "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
 })
 
 
 class BrokerConfig:
-    """The broker's validated configuration: every key of ``CONFIG_KEYS`` with its typed value,
-    plus raw passthrough keys for the group coordinator.
+    """The broker's validated configuration: every key of ``CONFIG_KEYS`` with its typed value.
 
     Build it with ``BrokerConfig.from_sources`` (CLI) or ``BrokerConfig(props)`` where
     ``props`` maps Kafka names to strings; invalid or unknown keys raise ``ConfigError``.
@@ -347,15 +345,11 @@ class BrokerConfig:
     def __init__(self, properties: Mapping[str, str] | None = None) -> None:
         values: dict[str, Any] = {key.name: key.default for key in CONFIG_KEYS}
         self._explicit: set[str] = set()
-        self._passthrough: dict[str, str] = {}
         for name, raw in (properties or {}).items():
             key = CONFIG_KEYS_BY_NAME.get(name)
             if key is None:
                 if name in IGNORED_KAFKA_KEYS:
                     logger.warning("config key %r has no effect in minikafka; ignored", name)
-                    continue
-                if name.startswith(PASSTHROUGH_PREFIXES):
-                    self._passthrough[name] = str(raw)
                     continue
                 close = difflib.get_close_matches(name, CONFIG_KEYS_BY_NAME, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -397,23 +391,14 @@ class BrokerConfig:
         return cls(properties)
 
     def get(self, name: str, default: Any = None) -> Any:
-        """The typed value of a table key; the raw string of a passthrough key; else ``default``.
-
-        A table key that was not set explicitly returns ``default`` when one is given and the
-        table's default is unset (None)."""
-        if name in self._values:
-            value = self._values[name]
-            return default if value is None else value
-        return self._passthrough.get(name, default)
+        """The typed value of a table key, or ``default`` when the key is unset (its table
+        default is None) or not in the table."""
+        value = self._values.get(name)
+        return default if value is None else value
 
     def is_set(self, name: str) -> bool:
         """Whether ``name`` was given explicitly (file, override or flag)."""
-        return name in self._explicit or name in self._passthrough
-
-    @property
-    def passthrough(self) -> dict[str, str]:
-        """Unknown ``offsets.*`` / ``group.*`` keys, raw, for the group coordinator."""
-        return dict(self._passthrough)
+        return name in self._explicit
 
     @property
     def node_id(self) -> int:

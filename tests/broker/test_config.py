@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import pytest
@@ -99,15 +100,17 @@ def test_bad_values_are_one_readable_sentence(properties, message):
     assert "\n" not in str(info.value)
 
 
-def test_group_coordinator_keys_are_typed_and_unknown_ones_pass_through():
-    config = BrokerConfig({"offsets.retention.minutes": "5", "group.initial.rebalance.delay.ms": "0",
-                           "offsets.some.future.key": "x", "group.other": "y"})
+def test_group_coordinator_keys_are_typed_and_misspelt_ones_refused():
+    config = BrokerConfig({"offsets.retention.minutes": "5", "group.initial.rebalance.delay.ms": "0"})
     assert config.get("offsets.retention.minutes") == 5
     assert config.is_set("group.initial.rebalance.delay.ms") and config.get("group.initial.rebalance.delay.ms") == 0
     assert not config.is_set("group.max.session.timeout.ms")
-    assert config.get("offsets.some.future.key") == "x"
     assert config.get("offsets.missing", 50) == 50
-    assert config.passthrough == {"offsets.some.future.key": "x", "group.other": "y"}
+    # Group keys are in the table like every other key: a typo is not silently ignored.
+    with pytest.raises(ConfigError, match="did you mean 'group.max.session.timeout.ms'"):
+        BrokerConfig({"group.max.session.timout.ms": "60000"})
+    # Kafka's group settings that mean nothing here are ignored, like the other Kafka-only keys.
+    assert not BrokerConfig({"group.max.size": "10"}).is_set("group.max.size")
     with pytest.raises(ConfigError, match="offsets.retention.minutes"):
         BrokerConfig({"offsets.retention.minutes": "0"})
 
@@ -135,7 +138,7 @@ def test_every_key_has_a_description_and_a_valid_default():
             BrokerConfig({key.name: text})
 
 
-def test_a_server_properties_written_for_kafka_is_accepted(tmp_path):
+def test_a_server_properties_written_for_kafka_is_accepted(tmp_path, caplog):
     """Kafka's stock config/server.properties carries thread counts, socket buffers and a
     ZooKeeper address: those have no meaning here and are ignored, the rest applies."""
     stock = tmp_path / "server.properties"
@@ -147,9 +150,16 @@ def test_a_server_properties_written_for_kafka_is_accepted(tmp_path):
         "transaction.state.log.min.isr=1\nlog.retention.hours=168\nlog.segment.bytes=1073741824\n"
         "log.retention.check.interval.ms=300000\nzookeeper.connect=localhost:2181\n"
         "zookeeper.connection.timeout.ms=18000\ngroup.initial.rebalance.delay.ms=0\n")
-    config = BrokerConfig(load_properties_file(stock))
+    with caplog.at_level(logging.WARNING, logger="broker.config"):
+        config = BrokerConfig(load_properties_file(stock))
     assert config.num_partitions == 3
     assert config.log_dirs == [tmp_path / "kafka-logs"]
+    warned = {record.args[0] for record in caplog.records}
+    assert warned == {"num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
+                      "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
+                      "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                      "transaction.state.log.min.isr", "zookeeper.connect",
+                      "zookeeper.connection.timeout.ms"}
 
 
 def test_a_misspelt_key_is_refused_with_a_suggestion():
