@@ -47,7 +47,8 @@ from pathlib import Path
 
 from export.console import ProgressBar
 from export.planning import SegmentSlice, scan_log_dirs
-from export.progress import ExportProgress, fsync_dir
+from export.progress import ExportProgress
+from storage.checkpoint import fsync_dir
 
 __all__ = ["GENERATION", "ExportSummary", "export", "internal_topic", "output_name", "pending_slices"]
 

@@ -7,20 +7,21 @@ Layout under the export's output directory::
     OUT/_minikafka/staging/                       Spark's output before it is renamed into place
 
 A progress file holds the offset after the last exported record (Kafka's committed-offset
-convention: the next offset to export). It is written to a temporary name, fsynced, renamed
-over the old one and the directory fsynced, so a crash leaves the old value or the new one.
-The exporter writes it only after the output files it covers are fsynced and renamed into
-place. The leading underscore keeps Spark and Hive from reading ``_minikafka`` as data.
+convention: the next offset to export). It is replaced with storage's ``write_atomically``
+(temporary file, fsync, rename, directory fsync), so a crash leaves the old value or the new
+one. The exporter writes it only after the output files it covers are fsynced and renamed
+into place. The leading underscore keeps Spark and Hive from reading ``_minikafka`` as data.
 """
 
 from __future__ import annotations
 
 import fcntl
-import os
 import re
 from pathlib import Path
 
-__all__ = ["ExportBusy", "ExportProgress", "fsync_dir", "write_atomically"]
+from storage.checkpoint import write_atomically
+
+__all__ = ["ExportBusy", "ExportProgress"]
 
 META_DIR = "_minikafka"
 _PROGRESS_NAME = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -28,26 +29,6 @@ _PROGRESS_NAME = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 class ExportBusy(RuntimeError):
     """Another exporter holds the lock on this output directory."""
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename or file creation inside ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``: temporary file, fsync, rename, fsync of the directory."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 class ExportProgress:
