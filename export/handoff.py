@@ -64,11 +64,7 @@ class ExportHandoff:
                 return
             self._pending.append(segment_info)
             token = self._token
-        if token is not None:
-            try:
-                token.run_sync_soon(self._wake)
-            except trio.RunFinishedError:
-                pass
+        self._wake_from_any_thread(token)
 
     def may_delete(self, segment_info) -> bool:
         """Retention veto: True only once every record of the segment is recorded as exported."""
@@ -83,6 +79,15 @@ class ExportHandoff:
     def _wake(self) -> None:
         if self._wakeup is not None:
             self._wakeup.set()
+
+    def _wake_from_any_thread(self, token: trio.lowlevel.TrioToken | None) -> None:
+        """Wake ``run`` (if it has started) from storage threads or the event loop alike."""
+        if token is None:
+            return
+        try:
+            token.run_sync_soon(self._wake)
+        except trio.RunFinishedError:
+            pass
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "export", "export", "--out", str(self.out_dir),
@@ -134,8 +139,4 @@ class ExportHandoff:
         with self._lock:
             self._closed = True
             token = self._token
-        if token is not None:
-            try:
-                token.run_sync_soon(self._wake)
-            except trio.RunFinishedError:
-                pass
+        self._wake_from_any_thread(token)

@@ -112,6 +112,12 @@ class _Columns:
         self.side = side
 
 
+def _new_columns(side: bytearray | None = None):
+    """A fresh ``_Columns`` and the bound methods the per-message loop appends with."""
+    cols = _Columns(side)
+    return cols, cols.offsets.append, cols.timestamps.append, cols.types.append, cols.ranges.extend
+
+
 def read_segment(
     path: Path | str,
     topic: str,
@@ -155,12 +161,8 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
     int32 = _INT32.unpack_from
     crc32 = zlib.crc32
     seeking_timestamp = start_timestamp is not None
-    cols = _Columns()
     # Bound methods hoisted out of the loop: this is the per-message hot path.
-    offsets_append = cols.offsets.append
-    timestamps_append = cols.timestamps.append
-    types_append = cols.types.append
-    ranges_extend = cols.ranges.extend
+    cols, offsets_append, timestamps_append, types_append, ranges_extend = _new_columns()
     count = 0
     pos = 0
     while pos + _LOG_OVERHEAD + _MIN_MESSAGE_SIZE <= size:
@@ -200,11 +202,8 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
                     if count:
                         yield _to_batch(cols, data, topic, partition)
                         count = 0
-                    cols = _Columns(bytearray())
-                    offsets_append = cols.offsets.append
-                    timestamps_append = cols.timestamps.append
-                    types_append = cols.types.append
-                    ranges_extend = cols.ranges.extend
+                    cols, offsets_append, timestamps_append, types_append, ranges_extend = \
+                        _new_columns(bytearray())
                 inner, messages = _inner_messages(path, view, value_start, value_length, offset, magic,
                                                   attributes, timestamp)
                 base = len(cols.side)
@@ -237,11 +236,7 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
                 if count:
                     yield _to_batch(cols, data, topic, partition)
                     count = 0
-                cols = _Columns()
-                offsets_append = cols.offsets.append
-                timestamps_append = cols.timestamps.append
-                types_append = cols.types.append
-                ranges_extend = cols.ranges.extend
+                cols, offsets_append, timestamps_append, types_append, ranges_extend = _new_columns()
             offsets_append(offset)
             timestamps_append(timestamp)
             types_append(timestamp_type)
@@ -256,11 +251,7 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
         if count >= batch_records or (count and cols.ranges[-1] - cols.ranges[0] >= _MAX_BATCH_BYTES):
             yield _to_batch(cols, data, topic, partition)
             count = 0
-            cols = _Columns()
-            offsets_append = cols.offsets.append
-            timestamps_append = cols.timestamps.append
-            types_append = cols.types.append
-            ranges_extend = cols.ranges.extend
+            cols, offsets_append, timestamps_append, types_append, ranges_extend = _new_columns()
     if count:
         yield _to_batch(cols, data, topic, partition)
 
