@@ -78,10 +78,40 @@ def test_readme_api_table_matches_the_served_versions():
         "README.md's API table is stale: run python3 tests/e2e/test_readme.py")
 
 
+RUN_COMMAND = "pip install . && minikafka serve"
+TEST_COMMAND = "bash tests/run.sh"
+
+
+def _section_code(text: str, heading: str) -> list[str]:
+    """The lines of the first fenced code block under ``## heading``."""
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```", 2)[1]
+    return [line for line in block.splitlines()[1:] if line.strip()]
+
+
 def test_readme_gives_the_run_and_test_commands():
     text = README.read_text()
-    assert "pip install . && minikafka serve" in text
-    assert "bash tests/run.sh" in text
+    assert _section_code(text, "Run it") == [RUN_COMMAND]
+    assert _section_code(text, "Test it") == [TEST_COMMAND]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (README.parent / ".ci" / "run").read_text()
+    commands = [line.strip() for line in ci.splitlines()
+                if line.strip() and not line.lstrip().startswith(("#", "set ", "cd "))]
+    assert commands == [f"exec {TEST_COMMAND}"]
+
+
+def test_docker_runs_the_readme_run_command_with_a_volume():
+    dockerfile = (README.parent / "docker" / "Dockerfile").read_text()
+    install, run = RUN_COMMAND.split(" && ")
+    assert f"RUN {install.replace('pip install', 'pip install --no-cache-dir')}" in dockerfile
+    cmd = dockerfile.split("\nCMD ", 1)[1]
+    assert cmd.startswith(f"exec {run} ")
+    assert "VOLUME /var/lib/minikafka" in dockerfile and "--log-dir /var/lib/minikafka" in cmd
+    compose = (README.parent / "docker" / "compose.yaml").read_text()
+    assert "dockerfile: docker/Dockerfile" in compose
+    assert "- minikafka-data:/var/lib/minikafka" in compose
 
 
 def regenerate() -> None:
