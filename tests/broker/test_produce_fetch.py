@@ -29,13 +29,27 @@ async def test_produce_acks_one_and_all_then_fetch(client, message_set):
     assert values(from_middle.records) == [b"c"]
 
 
-async def test_fetch_v2_returns_the_stored_bytes_unchanged(broker, client):
+async def test_fetch_v2_returns_the_stored_bytes_unchanged(broker, client, monkeypatch):
+    import os
+
+    from broker import connection as connection_module
+
     stored = build_message_set([(b"k", b"v" * 100, 1234), (None, None, 1235)], codec=Codec.GZIP)
     await client.produce("verbatim", 0, stored)
-    fetched = await client.fetch("verbatim", 0, 0)
     log = broker.get_log("verbatim", 0)
     on_disk = log.read(0, 1 << 20).read_bytes()
+    sent_from_files = []
+    real_sendfile = os.sendfile
+
+    def counting_sendfile(out_fd, in_fd, offset, count):
+        sent = real_sendfile(out_fd, in_fd, offset, count)
+        sent_from_files.append(sent)
+        return sent
+    monkeypatch.setattr(connection_module.os, "sendfile", counting_sendfile)
+    fetched = await client.fetch("verbatim", 0, 0)
     assert bytes(fetched.records) == on_disk
+    # The message set went from the segment file to the socket by sendfile, not through Python.
+    assert sum(sent_from_files) == len(on_disk)
     assert [(r.key, r.value, r.timestamp) for r in iter_records(bytes(fetched.records))] == [
         (b"k", b"v" * 100, 1234), (None, None, 1235)]
 
@@ -108,13 +122,26 @@ async def test_long_poll_is_woken_by_an_append(broker, connect, message_set):
     async def poll():
         result["fetch"] = await consumer.fetch("wake", 0, 1, max_wait_ms=60_000, min_bytes=1)
 
-    with trio.fail_after(30):  # far below max_wait_ms: only the append can end the poll
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(poll)
-            await trio.sleep(0.2)
-            assert "fetch" not in result
-            await producer.produce("wake", 0, message_set(b"after"))
+    reads = []
+    real_get_log = broker.get_log
+
+    def counting_get_log(topic, partition):
+        reads.append((topic, partition))
+        return real_get_log(topic, partition)
+    broker.get_log = counting_get_log
+    try:
+        with trio.fail_after(30):  # far below max_wait_ms: only the append can end the poll
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(poll)
+                await trio.sleep(0.2)
+                assert "fetch" not in result
+                # One look at the partition, then asleep until woken: no polling loop.
+                assert reads.count(("wake", 0)) == 1
+                await producer.produce("wake", 0, message_set(b"after"))
+    finally:
+        del broker.get_log
     assert values(result["fetch"].records) == [b"after"]
+    assert reads.count(("wake", 0)) == 2
 
 
 async def test_long_poll_times_out_empty(client, message_set):
