@@ -245,17 +245,8 @@ def test_malformed_body_error_names_the_request():
                                          "client_software_version": "3.0.12"}),
     (kp_metadata.ApiVersionsRequest, 0, {}),
 ])
-def test_kafka_python_framed_requests_with_headers(cls, version, body):
-    def build(struct_field, value):
-        kwargs = {}
-        for name, item in value.items():
-            field = struct_field.fields[name]
-            if field.is_struct_array() and item is not None:
-                item = [field.data_class(**build(field, e)) for e in item]
-            kwargs[name] = item
-        return kwargs
-
-    message = cls[version](**build(cls._struct, body))
+def test_kafka_python_framed_requests_with_headers(cls, version, body, kafka_python_message):
+    message = kafka_python_message(cls, version, body)
     message.with_header(correlation_id=31, client_id="kp-client")
     conn = ServerConnection()
     conn.receive_data(bytes(message.encode(header=True, framed=True)))

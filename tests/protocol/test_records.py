@@ -8,10 +8,8 @@ import kafka.codec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.record.legacy_records import LegacyRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
 
-from protocol.compression import Codec, xxh32
+from protocol.compression import Codec
 from protocol.errors import ErrorCode, RecordError
 from protocol.records import (
     CREATE_TIME,
@@ -28,49 +26,6 @@ from protocol.records import (
 NOW = 1_700_000_000_000
 RECORDS = [(b"key-%d" % i if i % 3 else None, b"value %d " % i * (i + 1), NOW + i * 7) for i in range(20)]
 RECORDS[5] = (b"", None, NOW - 1)  # empty key, null value
-
-
-class _XxhashShim:
-    """Stands in for the optional ``xxhash`` package that kafka-python's legacy (magic 0)
-    lz4 code imports; the KAFKA-3160 header logic that uses it is kafka-python's own."""
-
-    class _Digest:
-        def __init__(self, data):
-            self._value = xxh32(bytes(data))
-
-        def digest(self):
-            return struct.pack(">I", self._value)
-
-    def xxh32(self, data):
-        return self._Digest(data)
-
-
-@pytest.fixture(autouse=True)
-def kafka_python_legacy_lz4(monkeypatch):
-    if kafka.codec.xxhash is None:
-        monkeypatch.setattr(kafka.codec, "xxhash", _XxhashShim())
-
-
-def kafka_python_build(magic, codec, records):
-    """A set as kafka-python's producer builds it (wrapper at offset 0, timestamp 0)."""
-    builder = LegacyRecordBatchBuilder(magic, codec, batch_size=1 << 30)
-    for index, (key, value, timestamp) in enumerate(records):
-        assert builder.append(index, timestamp, key, value) is not None
-    return bytes(builder.build())
-
-
-def kafka_python_read(buf):
-    """``(offset, timestamp, timestamp_type, key, value)`` of every record as kafka-python's
-    consumer reads it, every CRC checked; magic 0 gives None timestamps."""
-    records = MemoryRecords(bytes(buf))
-    out = []
-    while records.has_next():
-        batch = records.next_batch()
-        assert batch.validate_crc()
-        for record in batch:
-            assert record.validate_crc()
-            out.append((record.offset, record.timestamp, record.timestamp_type, record.key, record.value))
-    return out
 
 
 def ours(buf):
@@ -149,8 +104,8 @@ def test_iter_entries_accepts_memoryview_without_copying():
 
 
 @pytest.mark.parametrize("magic,codec", ALL_FORMATS)
-def test_sets_built_by_kafka_python_read_back_deep(magic, codec):
-    data = kafka_python_build(magic, codec, RECORDS)
+def test_sets_built_by_kafka_python_read_back_deep(magic, codec, kafka_python_records):
+    data = kafka_python_records.build(magic, codec, RECORDS)
     records = list(iter_records(data))
     assert [(r.key, r.value) for r in records] == [(k, v) for k, v, _ in RECORDS]
     assert all(r.magic == magic for r in records)
@@ -166,9 +121,9 @@ def test_sets_built_by_kafka_python_read_back_deep(magic, codec):
 
 
 @pytest.mark.parametrize("magic,codec", ALL_FORMATS)
-def test_sets_we_build_read_back_in_kafka_python(magic, codec):
+def test_sets_we_build_read_back_in_kafka_python(magic, codec, kafka_python_records):
     data = build_message_set(RECORDS, magic=magic, codec=codec, base_offset=1000)
-    theirs = kafka_python_read(data)
+    theirs = kafka_python_records.read(data)
     assert [(o, k, v) for o, _, _, k, v in theirs] == [(1000 + i, k, v) for i, (k, v, _) in enumerate(RECORDS)]
     if magic == 1:
         assert [(ts, tt) for _, ts, tt, _, _ in theirs] == [(ts, 0) for _, _, ts in RECORDS]
@@ -178,9 +133,9 @@ def test_sets_we_build_read_back_in_kafka_python(magic, codec):
 
 
 @pytest.mark.parametrize("codec", list(Codec))
-def test_log_append_time_sets_take_the_wrapper_timestamp(codec):
+def test_log_append_time_sets_take_the_wrapper_timestamp(codec, kafka_python_records):
     data = build_message_set(RECORDS, magic=1, codec=codec, timestamp_type=LOG_APPEND_TIME)
-    theirs = kafka_python_read(data)
+    theirs = kafka_python_records.read(data)
     assert {tt for _, _, tt, _, _ in theirs} == {LOG_APPEND_TIME}
     assert ours(data) == [(o, ts, tt, k, v) for o, ts, tt, k, v in theirs]
 
@@ -245,12 +200,12 @@ def test_records_are_values():
 
 
 @pytest.mark.parametrize("codec", list(Codec))
-def test_down_convert_is_read_by_kafka_pythons_magic_0_reader(codec):
+def test_down_convert_is_read_by_kafka_pythons_magic_0_reader(codec, kafka_python_records):
     data = build_message_set(RECORDS, magic=1, codec=codec, base_offset=500)
     converted = down_convert(data)
     assert {e.magic for e in iter_entries(converted)} == {0}
     assert [e.codec for e in iter_entries(converted)] == [e.codec for e in iter_entries(data)]
-    assert kafka_python_read(converted) == [
+    assert kafka_python_records.read(converted) == [
         (500 + i, None, None, k, v) for i, (k, v, _) in enumerate(RECORDS)
     ]
     assert [(r.offset, r.key, r.value) for r in iter_records(converted)] == [
@@ -258,13 +213,13 @@ def test_down_convert_is_read_by_kafka_pythons_magic_0_reader(codec):
     ]
 
 
-def test_down_convert_keeps_offsets_across_several_entries_and_drops_a_truncated_tail():
+def test_down_convert_keeps_offsets_across_several_entries_and_drops_a_truncated_tail(kafka_python_records):
     first = build_message_set(RECORDS[:5], magic=1, codec=Codec.LZ4, base_offset=10)
     second = build_message_set(RECORDS[5:8], magic=1, base_offset=15)
     third = build_message_set(RECORDS[8:], magic=1, codec=Codec.SNAPPY, base_offset=18)
     data = first + second + third
     converted = down_convert(data + third[:20])
-    assert [o for o, *_ in kafka_python_read(converted)] == list(range(10, 30))
+    assert [o for o, *_ in kafka_python_records.read(converted)] == list(range(10, 30))
     assert [e.offset for e in iter_entries(converted)] == [14, 15, 16, 17, 29]
 
 
@@ -296,14 +251,14 @@ record_lists = st.lists(
 @given(records=record_lists, magic=st.sampled_from([0, 1]), codec=st.sampled_from(list(Codec)),
        base_offset=st.integers(min_value=0, max_value=2**62))
 @settings(max_examples=120, deadline=None)
-def test_build_then_read_round_trips(records, magic, codec, base_offset):
+def test_build_then_read_round_trips(records, magic, codec, base_offset, kafka_python_records):
     data = build_message_set(records, magic=magic, codec=codec, base_offset=base_offset)
     got = list(iter_records(data))
     assert [(r.offset, r.key, r.value) for r in got] == [
         (base_offset + i, k, v) for i, (k, v, _) in enumerate(records)
     ]
     assert [r.timestamp for r in got] == ([ts for _, _, ts in records] if magic else [-1] * len(records))
-    assert [(o, k, v) for o, _, _, k, v in kafka_python_read(data)] == [
+    assert [(o, k, v) for o, _, _, k, v in kafka_python_records.read(data)] == [
         (base_offset + i, k, v) for i, (k, v, _) in enumerate(records)
     ]
     converted = down_convert(data)

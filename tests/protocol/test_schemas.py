@@ -180,21 +180,6 @@ def _kp_class(api, direction: str):
     raise AssertionError(f"kafka-python has no {name}")
 
 
-def _kp_build(struct_field, value: dict):
-    """A kafka-python DataContainer (or message) from one of our plain values."""
-    kwargs = {}
-    for name, item in value.items():
-        field = struct_field.fields[name]
-        if field.is_struct_array() and item is not None:
-            item = [field.data_class(**_kp_build(field, element)) for element in item]
-        kwargs[name] = item
-    return kwargs
-
-
-def _kp_message(cls, version: int, value: dict):
-    return cls[version](**_kp_build(cls._struct, value))
-
-
 def _plain(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
@@ -208,9 +193,9 @@ def _plain(value: Any) -> Any:
 @pytest.mark.parametrize(("api", "version"), ALL_VERSIONS, ids=IDS)
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_kafka_python_requests_decode_with_ours(api, version, data):
+def test_kafka_python_requests_decode_with_ours(api, version, kafka_python_message, data):
     value = data.draw(values_for(api.request_fields, version, api.is_flexible(version)))
-    theirs = _kp_message(_kp_class(api, "request"), version, value).encode()
+    theirs = kafka_python_message(_kp_class(api, "request"), version, value).encode()
     decoded = api.request(version).decode(memoryview(bytes(theirs)))
     assert_matches(decoded, value)
 

@@ -4,15 +4,12 @@ message sets built, and results read, by kafka-python's own legacy record code."
 import struct
 import zlib
 
-import kafka.codec
 import lz4.frame
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.record.legacy_records import LegacyRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
 
-from protocol.compression import Codec, compress, xxh32
+from protocol.compression import Codec, compress
 from protocol.errors import ErrorCode, RecordError
 from protocol.records import (
     LOG_APPEND_TIME,
@@ -30,50 +27,6 @@ MAX_TIMESTAMP = max(ts for _, _, ts in RECORDS)
 CREATE = ValidationConfig()
 APPEND_TIME = ValidationConfig(timestamp_type=LOG_APPEND_TIME)
 ALL_FORMATS = [(magic, codec) for magic in (0, 1) for codec in Codec]
-
-
-class _XxhashShim:
-    """Stands in for the optional ``xxhash`` package that kafka-python's legacy (magic 0)
-    lz4 code imports; the KAFKA-3160 header logic that uses it is kafka-python's own."""
-
-    class _Digest:
-        def __init__(self, data):
-            self._value = xxh32(bytes(data))
-
-        def digest(self):
-            return struct.pack(">I", self._value)
-
-    def xxh32(self, data):
-        return self._Digest(data)
-
-
-@pytest.fixture(autouse=True)
-def kafka_python_legacy_lz4(monkeypatch):
-    if kafka.codec.xxhash is None:
-        monkeypatch.setattr(kafka.codec, "xxhash", _XxhashShim())
-
-
-def kafka_python_build(magic, codec, records, offsets=None):
-    """A set as kafka-python's producer builds it (wrapper at offset 0, timestamp 0)."""
-    builder = LegacyRecordBatchBuilder(magic, codec, batch_size=1 << 30)
-    for index, (key, value, timestamp) in enumerate(records):
-        offset = index if offsets is None else offsets[index]
-        assert builder.append(offset, timestamp, key, value) is not None
-    return bytes(builder.build())
-
-
-def kafka_python_read(buf):
-    """``(offset, timestamp, timestamp_type, key, value)`` of every record as kafka-python's
-    consumer reads it, every CRC checked; magic 0 gives None timestamps."""
-    records = MemoryRecords(bytes(buf))
-    out = []
-    while records.has_next():
-        batch = records.next_batch()
-        assert batch.validate_crc()
-        for record in batch:
-            assert record.validate_crc()
-            out.append((record.offset, record.timestamp, record.timestamp_type, record.key, record.value))
-    return out
 
 
 def refused(code, function, *args):
@@ -101,15 +54,15 @@ def payload_of(entry_bytes: bytes, magic: int) -> bytes:
 
 
 @pytest.mark.parametrize("magic,codec", ALL_FORMATS)
-def test_kafka_python_sets_validate_get_offsets_and_read_back_deep(magic, codec):
-    data = kafka_python_build(magic, codec, RECORDS)
+def test_kafka_python_sets_validate_get_offsets_and_read_back_deep(magic, codec, kafka_python_records):
+    data = kafka_python_records.build(magic, codec, RECORDS)
     result = validate_and_assign(data, 1000, NOW, CREATE)
     assert (result.first_offset, result.last_offset, result.record_count) == (1000, 1019, 20)
     assert result.log_append_time == -1
     expected = [
         (1000 + i, ts if magic else None, 0 if magic else None, k, v) for i, (k, v, ts) in enumerate(RECORDS)
     ]
-    assert kafka_python_read(result.buffer) == expected
+    assert kafka_python_records.read(result.buffer) == expected
     assert [(r.offset, r.key, r.value) for r in iter_records(result.buffer)] == [
         (o, k, v) for o, _, _, k, v in expected
     ]
@@ -128,8 +81,8 @@ def test_kafka_python_sets_validate_get_offsets_and_read_back_deep(magic, codec)
 
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4])
-def test_magic_1_wrapper_is_never_recompressed(codec):
-    data = kafka_python_build(1, codec, RECORDS)
+def test_magic_1_wrapper_is_never_recompressed(codec, kafka_python_records):
+    data = kafka_python_records.build(1, codec, RECORDS)
     result = validate_and_assign(data, 77, NOW, CREATE)
     assert len(result.buffer) == len(data)
     assert payload_of(result.buffer, 1) == payload_of(data, 1)
@@ -138,44 +91,44 @@ def test_magic_1_wrapper_is_never_recompressed(codec):
 
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4])
-def test_magic_0_wrapper_is_recompressed_with_absolute_inner_offsets(codec):
-    data = kafka_python_build(0, codec, RECORDS)
+def test_magic_0_wrapper_is_recompressed_with_absolute_inner_offsets(codec, kafka_python_records):
+    data = kafka_python_records.build(0, codec, RECORDS)
     result = validate_and_assign(data, 5000, NOW, CREATE)
     (entry,) = iter_entries(result.buffer)
     assert (entry.offset, entry.magic, entry.codec) == (5019, 0, codec)
     # kafka-python reads magic 0 inner offsets as they are: absolute.
-    assert [o for o, *_ in kafka_python_read(result.buffer)] == list(range(5000, 5020))
+    assert [o for o, *_ in kafka_python_records.read(result.buffer)] == list(range(5000, 5020))
     assert result.entries == [(0, 5019, -1)]
 
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4])
-def test_magic_1_wrapper_with_other_inner_offsets_is_recompressed_as_kafka_does(codec):
-    data = kafka_python_build(1, codec, RECORDS, offsets=[10 * i for i in range(20)])
+def test_magic_1_wrapper_with_other_inner_offsets_is_recompressed_as_kafka_does(codec, kafka_python_records):
+    data = kafka_python_records.build(1, codec, RECORDS, offsets=[10 * i for i in range(20)])
     result = validate_and_assign(data, 300, NOW, CREATE)
     assert payload_of(result.buffer, 1) != payload_of(data, 1)
-    assert [o for o, *_ in kafka_python_read(result.buffer)] == list(range(300, 320))
+    assert [o for o, *_ in kafka_python_records.read(result.buffer)] == list(range(300, 320))
     (entry,) = iter_entries(result.buffer)
     assert (entry.offset, entry.codec, entry.timestamp) == (319, codec, MAX_TIMESTAMP)
     assert [(r.offset, r.key) for r in iter_records(result.buffer)] == [(300 + i, k) for i, (k, _, _) in enumerate(RECORDS)]
 
 
-def test_input_buffer_is_not_modified():
-    data = kafka_python_build(1, Codec.NONE, RECORDS)
+def test_input_buffer_is_not_modified(kafka_python_records):
+    data = kafka_python_records.build(1, Codec.NONE, RECORDS)
     as_bytearray = bytearray(data)
     validate_and_assign(as_bytearray, 9, NOW, APPEND_TIME)
     validate_and_assign(memoryview(as_bytearray), 9, NOW, APPEND_TIME)
     assert as_bytearray == data
 
 
-def test_several_entries_of_every_kind_get_consecutive_offsets_and_true_positions():
+def test_several_entries_of_every_kind_get_consecutive_offsets_and_true_positions(kafka_python_records):
     data = (
-        kafka_python_build(1, Codec.LZ4, RECORDS[:4])
-        + kafka_python_build(1, Codec.NONE, RECORDS[4:7])
-        + kafka_python_build(1, Codec.GZIP, RECORDS[7:9], offsets=[3, 9])  # recompressed
-        + kafka_python_build(1, Codec.SNAPPY, RECORDS[9:])
+        kafka_python_records.build(1, Codec.LZ4, RECORDS[:4])
+        + kafka_python_records.build(1, Codec.NONE, RECORDS[4:7])
+        + kafka_python_records.build(1, Codec.GZIP, RECORDS[7:9], offsets=[3, 9])  # recompressed
+        + kafka_python_records.build(1, Codec.SNAPPY, RECORDS[9:])
     )
     result = validate_and_assign(data, 0, NOW, CREATE)
-    assert [o for o, *_ in kafka_python_read(result.buffer)] == list(range(20))
+    assert [o for o, *_ in kafka_python_records.read(result.buffer)] == list(range(20))
     shallow = list(iter_entries(result.buffer))
     assert [(e.position, e.offset) for e in shallow] == [(p, o) for p, o, _ in result.entries]
     assert [o for _, o, _ in result.entries] == [3, 4, 5, 6, 8, 19]
@@ -186,12 +139,12 @@ def test_several_entries_of_every_kind_get_consecutive_offsets_and_true_position
 
 
 @pytest.mark.parametrize("codec", list(Codec))
-def test_log_append_time_rewrites_timestamps_and_outer_crc_only(codec):
-    data = kafka_python_build(1, codec, RECORDS)
+def test_log_append_time_rewrites_timestamps_and_outer_crc_only(codec, kafka_python_records):
+    data = kafka_python_records.build(1, codec, RECORDS)
     result = validate_and_assign(data, 40, NOW, APPEND_TIME)
     assert result.log_append_time == NOW
     assert (result.max_timestamp, result.offset_of_max_timestamp) == (NOW, 40 if codec == Codec.NONE else 59)
-    theirs = kafka_python_read(result.buffer)  # asserts every CRC, outer and inner
+    theirs = kafka_python_records.read(result.buffer)  # asserts every CRC, outer and inner
     assert [(o, ts, tt) for o, ts, tt, _, _ in theirs] == [(40 + i, NOW, 1) for i in range(20)]
     assert [(k, v) for *_, k, v in theirs] == [(k, v) for k, v, _ in RECORDS]
     before = list(iter_entries(data))
@@ -205,8 +158,8 @@ def test_log_append_time_rewrites_timestamps_and_outer_crc_only(codec):
     assert [ts for _, _, ts in result.entries] == [NOW] * len(after)
 
 
-def test_log_append_time_leaves_magic_0_messages_alone():
-    data = kafka_python_build(0, Codec.NONE, RECORDS)
+def test_log_append_time_leaves_magic_0_messages_alone(kafka_python_records):
+    data = kafka_python_records.build(0, Codec.NONE, RECORDS)
     result = validate_and_assign(data, 0, NOW, APPEND_TIME)
     assert result.log_append_time == NOW
     assert (result.max_timestamp, result.offset_of_max_timestamp) == (-1, -1)
@@ -214,10 +167,10 @@ def test_log_append_time_leaves_magic_0_messages_alone():
         assert data[old.position + 8 : old.position + old.size] == result.buffer[new.position + 8 : new.position + new.size]
 
 
-def test_log_append_time_ignores_timestamp_difference():
+def test_log_append_time_ignores_timestamp_difference(kafka_python_records):
     config = ValidationConfig(timestamp_type=LOG_APPEND_TIME, max_timestamp_difference_ms=0)
     for codec in (Codec.NONE, Codec.LZ4):
-        assert validate_and_assign(kafka_python_build(1, codec, RECORDS), 0, NOW, config).record_count == 20
+        assert validate_and_assign(kafka_python_records.build(1, codec, RECORDS), 0, NOW, config).record_count == 20
 
 
 @pytest.mark.parametrize("codec", list(Codec))
@@ -251,8 +204,8 @@ def test_magic_0_has_no_timestamp_to_refuse():
 
 @pytest.mark.parametrize("codec", list(Codec))
 @pytest.mark.parametrize("magic", [0, 1])
-def test_outer_crc_mismatch_is_corrupt_message(magic, codec):
-    data = bytearray(kafka_python_build(magic, codec, RECORDS))
+def test_outer_crc_mismatch_is_corrupt_message(magic, codec, kafka_python_records):
+    data = bytearray(kafka_python_records.build(magic, codec, RECORDS))
     for position in (12, len(data) - 1):  # the CRC field itself, and the last payload byte
         corrupted = bytearray(data)
         corrupted[position] ^= 0x40
@@ -358,8 +311,8 @@ def test_recompressed_wrapper_is_checked_against_the_limit_again():
 
 
 @pytest.mark.parametrize("magic,codec", ALL_FORMATS)
-def test_follower_keeps_leader_offsets_and_bytes(magic, codec):
-    leader = validate_and_assign(kafka_python_build(magic, codec, RECORDS), 200, NOW, CREATE)
+def test_follower_keeps_leader_offsets_and_bytes(magic, codec, kafka_python_records):
+    leader = validate_and_assign(kafka_python_records.build(magic, codec, RECORDS), 200, NOW, CREATE)
     follower = validate_given_offsets(leader.buffer, 200, CREATE)
     assert follower.buffer == leader.buffer
     assert (follower.first_offset, follower.last_offset, follower.record_count) == (200, 219, 20)
@@ -416,7 +369,7 @@ record_lists = st.lists(
     timestamp_type=st.sampled_from([0, 1]),
 )
 @settings(max_examples=100, deadline=None)
-def test_validated_sets_read_back_with_consecutive_offsets(batches, magic, next_offset, timestamp_type):
+def test_validated_sets_read_back_with_consecutive_offsets(batches, magic, next_offset, timestamp_type, kafka_python_records):
     data = b"".join(build_message_set(records, magic=magic, codec=codec) for records, codec in batches)
     flat = [record for records, _ in batches for record in records]
     config = ValidationConfig(timestamp_type=timestamp_type)
@@ -428,7 +381,7 @@ def test_validated_sets_read_back_with_consecutive_offsets(batches, magic, next_
         expected = [NOW] * len(flat) if timestamp_type == LOG_APPEND_TIME else [ts for _, _, ts in flat]
         assert [r.timestamp for r in got] == expected
         assert result.max_timestamp == max(expected)
-    assert [(o, k, v) for o, _, _, k, v in kafka_python_read(result.buffer)] == [
+    assert [(o, k, v) for o, _, _, k, v in kafka_python_records.read(result.buffer)] == [
         (r.offset, r.key, r.value) for r in got
     ]
     follower = validate_given_offsets(result.buffer, next_offset, config)

@@ -1,0 +1,96 @@
+"""Helpers shared by the protocol tests: kafka-python as the independent implementation our
+message sets and schemas are checked against.
+
+They are fixtures because the suite runs with ``--import-mode=importlib``, under which test
+modules cannot import a sibling helper module.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import kafka.codec
+import pytest
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from protocol.compression import xxh32
+
+
+class _XxhashShim:
+    """Stands in for the optional ``xxhash`` package that kafka-python's legacy (magic 0)
+    lz4 code imports; the KAFKA-3160 header logic that uses it is kafka-python's own."""
+
+    class _Digest:
+        def __init__(self, data):
+            self._value = xxh32(bytes(data))
+
+        def digest(self):
+            return struct.pack(">I", self._value)
+
+    def xxh32(self, data):
+        return self._Digest(data)
+
+
+class KafkaPythonLegacyRecords:
+    """kafka-python's own magic 0/1 record builder and reader."""
+
+    @staticmethod
+    def build(magic, codec, records, offsets=None) -> bytes:
+        """A set as kafka-python's producer builds it (wrapper at offset 0, timestamp 0);
+        ``offsets`` overrides the producer's 0..n-1."""
+        builder = LegacyRecordBatchBuilder(magic, codec, batch_size=1 << 30)
+        for index, (key, value, timestamp) in enumerate(records):
+            offset = index if offsets is None else offsets[index]
+            assert builder.append(offset, timestamp, key, value) is not None
+        return bytes(builder.build())
+
+    @staticmethod
+    def read(buf) -> list[tuple]:
+        """``(offset, timestamp, timestamp_type, key, value)`` of every record as kafka-python's
+        consumer reads it, every CRC checked; magic 0 gives None timestamps."""
+        records = MemoryRecords(bytes(buf))
+        out = []
+        while records.has_next():
+            batch = records.next_batch()
+            assert batch.validate_crc()
+            for record in batch:
+                assert record.validate_crc()
+                out.append((record.offset, record.timestamp, record.timestamp_type, record.key, record.value))
+        return out
+
+
+@pytest.fixture(scope="module")
+def kafka_python_records():
+    """kafka-python's legacy record code, with magic 0 lz4 working without ``xxhash``.
+
+    Module-scoped so hypothesis tests can use it; the shim is removed after the module so
+    tests elsewhere see kafka-python as installed.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        if kafka.codec.xxhash is None:
+            patch.setattr(kafka.codec, "xxhash", _XxhashShim())
+        yield KafkaPythonLegacyRecords()
+
+
+def _kafka_python_kwargs(struct_field, value: dict) -> dict[str, Any]:
+    """Constructor arguments of a kafka-python message (or nested DataContainer) from one of
+    our plain dict values."""
+    kwargs = {}
+    for name, item in value.items():
+        field = struct_field.fields[name]
+        if field.is_struct_array() and item is not None:
+            item = [field.data_class(**_kafka_python_kwargs(field, element)) for element in item]
+        kwargs[name] = item
+    return kwargs
+
+
+@pytest.fixture(scope="session")
+def kafka_python_message():
+    """``make(cls, version, value)``: kafka-python's message ``cls[version]`` holding ``value``."""
+
+    def make(cls, version: int, value: dict):
+        return cls[version](**_kafka_python_kwargs(cls._struct, value))
+
+    return make
