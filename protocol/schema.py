@@ -34,8 +34,8 @@ from protocol.types import (
     PrimitiveType,
     Reader,
     Writer,
-    array_length_reader,
-    array_length_writer,
+    array_reader,
+    array_writer,
     primitive_array_reader,
     primitive_array_writer,
     read_uvarint,
@@ -358,26 +358,7 @@ class StructCodec:
         return pos
 
     def array_reader(self, nullable: bool) -> Reader:
-        read_len = array_length_reader(self.flexible)
-        read_element = self.read
-        path = self.path
-
-        def read(buf: memoryview, pos: int) -> tuple[list | None, int]:
-            n, pos = read_len(buf, pos)
-            if n < 0:
-                if n == -1 and nullable:
-                    return None, pos
-                raise ProtocolError(f"{path}: invalid array length {n}")
-            if n > len(buf) - pos:
-                raise ProtocolError(f"{path}: array of {n} elements cannot fit in the frame")
-            items = []
-            append = items.append
-            for _ in range(n):
-                item, pos = read_element(buf, pos)
-                append(item)
-            return items, pos
-
-        return read
+        return array_reader(self.read, self.flexible, nullable, f"{self.path} array")
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -417,27 +398,22 @@ class StructCodec:
             w.buf += data
 
     def array_writer(self, nullable: bool, checked: bool) -> Callable[[Writer, Any], None]:
-        write_len = array_length_writer(self.flexible)
-        write_element = self.write_checked if checked else self.write
+        if not checked:
+            return array_writer(self.write, self.flexible, nullable)
+        write_numbered = array_writer(self._write_checked_numbered, self.flexible, nullable)
 
         def write(w: Writer, items: Any) -> None:
-            if items is None:
-                if not nullable:
-                    raise ValueError("null given for a non-nullable array")
-                write_len(w.buf, -1)
-                return
-            write_len(w.buf, len(items))
-            if not checked:
-                for item in items:
-                    write_element(w, item)
-                return
-            for index, item in enumerate(items):
-                try:
-                    write_element(w, item)
-                except EncodeError as exc:
-                    raise exc.under(f"[{index}]") from exc.__cause__
+            write_numbered(w, None if items is None else list(enumerate(items)))
 
         return write
+
+    def _write_checked_numbered(self, w: Writer, numbered: tuple[int, Any]) -> None:
+        """``write_checked`` of one array element, its index added to the error path."""
+        index, item = numbered
+        try:
+            self.write_checked(w, item)
+        except EncodeError as exc:
+            raise exc.under(f"[{index}]") from exc.__cause__
 
     # -- whole messages ------------------------------------------------------------------------
 

@@ -139,6 +139,20 @@ def _length_prefix_reader(flexible: bool, wide: bool) -> Reader:
     return read_fixed
 
 
+def _checked_length_reader(flexible: bool, wide: bool, nullable: bool, what: str) -> Reader:
+    """Reader of a length prefix returning N >= 0, or -1 for null where ``nullable``; any
+    other negative length is a ProtocolError naming ``what``."""
+    read_len = _length_prefix_reader(flexible, wide)
+
+    def read(buf: memoryview, pos: int) -> tuple[int, int]:
+        n, pos = read_len(buf, pos)
+        if n < -1 or (n == -1 and not nullable):
+            raise ProtocolError(f"invalid {what} length {n}")
+        return n, pos
+
+    return read
+
+
 def _write_length(flexible: bool, wide: bool) -> Callable[[bytearray, int], None]:
     if flexible:
         return lambda out, n: write_uvarint(out, n + 1)
@@ -201,14 +215,12 @@ class StringType(PrimitiveType):
     default = ""
 
     def reader(self, flexible: bool, nullable: bool) -> Reader:
-        read_len = _length_prefix_reader(flexible, wide=False)
+        read_len = _checked_length_reader(flexible, False, nullable, "string")
 
         def read(buf: memoryview, pos: int) -> tuple[str | None, int]:
             n, pos = read_len(buf, pos)
             if n < 0:
-                if n == -1 and nullable:
-                    return None, pos
-                raise ProtocolError(f"invalid string length {n}")
+                return None, pos
             end = pos + n
             if end > len(buf):
                 raise ProtocolError("string runs past the end of the frame")
@@ -266,14 +278,12 @@ class BytesType(PrimitiveType):
                 raise ProtocolError(f"invalid {self.name} length {n} at byte {pos - 4}")
 
             return read_classic
-        read_len = _length_prefix_reader(flexible, wide=True)
+        read_len = _checked_length_reader(flexible, True, nullable, self.name)
 
         def read(buf: memoryview, pos: int) -> tuple[bytes | None, int]:
             n, pos = read_len(buf, pos)
             if n < 0:
-                if n == -1 and nullable:
-                    return None, pos
-                raise ProtocolError(f"invalid bytes length {n}")
+                return None, pos
             end = pos + n
             if end > len(buf):
                 raise ProtocolError(f"{self.name} field runs past the end of the frame")
@@ -318,57 +328,50 @@ RECORDS = BytesType("records", pass_through=True)
 
 def primitive_array_reader(element: PrimitiveType, flexible: bool, nullable: bool) -> Reader:
     """Reader of an array of primitives; fixed-width elements are unpacked in one call."""
-    read_len = _length_prefix_reader(flexible, wide=True)
-    if element.fmt is not None and element.fmt != "?":
-        fmt = element.fmt
-        width = struct.calcsize(fmt)
+    if element.fmt is None or element.fmt == "?":
+        return array_reader(element.reader(flexible, nullable=False), flexible, nullable, "array")
+    read_len = _checked_length_reader(flexible, True, nullable, "array")
+    fmt = element.fmt
+    width = struct.calcsize(fmt)
 
-        def read_fixed(buf: memoryview, pos: int) -> tuple[list | None, int]:
-            n, pos = read_len(buf, pos)
-            if n < 0:
-                if n == -1 and nullable:
-                    return None, pos
-                raise ProtocolError(f"invalid array length {n}")
-            end = pos + n * width
-            if end > len(buf):
-                raise ProtocolError("array runs past the end of the frame")
-            return list(struct.unpack_from(f">{n}{fmt}", buf, pos)), end
+    def read_fixed(buf: memoryview, pos: int) -> tuple[list | None, int]:
+        n, pos = read_len(buf, pos)
+        if n < 0:
+            return None, pos
+        end = pos + n * width
+        if end > len(buf):
+            raise ProtocolError("array runs past the end of the frame")
+        return list(struct.unpack_from(f">{n}{fmt}", buf, pos)), end
 
-        return read_fixed
-    read_element = element.reader(flexible, nullable=False)
+    return read_fixed
+
+
+def array_reader(read_element: Reader, flexible: bool, nullable: bool, what: str) -> Reader:
+    """Reader of an array whose elements ``read_element`` reads one by one (scalars or
+    structs); ``what`` names the array in errors."""
+    read_len = _checked_length_reader(flexible, True, nullable, what)
 
     def read(buf: memoryview, pos: int) -> tuple[list | None, int]:
         n, pos = read_len(buf, pos)
         if n < 0:
-            if n == -1 and nullable:
-                return None, pos
-            raise ProtocolError(f"invalid array length {n}")
+            return None, pos
+        # Every element of our schemas takes at least one byte, so a forged count fails here
+        # before the loop allocates anything.
         if n > len(buf) - pos:
-            raise ProtocolError(f"array of {n} elements cannot fit in the frame")
+            raise ProtocolError(f"{what} of {n} elements cannot fit in the frame")
         items = []
+        append = items.append
         for _ in range(n):
             item, pos = read_element(buf, pos)
-            items.append(item)
+            append(item)
         return items, pos
 
     return read
 
 
 def primitive_array_writer(element: PrimitiveType, flexible: bool, nullable: bool) -> WriterFn:
-    write_len = _write_length(flexible, wide=True)
-    if element.fmt is not None and not flexible:
-        counted = ">i{}" + element.fmt
-
-        def write_classic(w: Writer, items: Any) -> None:
-            if items is None:
-                if not nullable:
-                    raise ValueError("null given for a non-nullable array")
-                w.buf += INT32_S.pack(-1)
-            else:
-                w.buf += struct.pack(counted.format(len(items)), len(items), *items)
-
-        return write_classic
     if element.fmt is not None:
+        write_len = _write_length(flexible, wide=True)
         fmt = element.fmt
 
         def write_fixed(w: Writer, items: Any) -> None:
@@ -381,7 +384,12 @@ def primitive_array_writer(element: PrimitiveType, flexible: bool, nullable: boo
             w.buf += struct.pack(f">{len(items)}{fmt}", *items)
 
         return write_fixed
-    write_element = element.writer(flexible, nullable=False)
+    return array_writer(element.writer(flexible, nullable=False), flexible, nullable)
+
+
+def array_writer(write_element: WriterFn, flexible: bool, nullable: bool) -> WriterFn:
+    """Writer of an array whose elements ``write_element`` writes one by one."""
+    write_len = _write_length(flexible, wide=True)
 
     def write(w: Writer, items: Any) -> None:
         if items is None:
@@ -394,11 +402,3 @@ def primitive_array_writer(element: PrimitiveType, flexible: bool, nullable: boo
             write_element(w, item)
 
     return write
-
-
-def array_length_reader(flexible: bool) -> Reader:
-    return _length_prefix_reader(flexible, wide=True)
-
-
-def array_length_writer(flexible: bool) -> Callable[[bytearray, int], None]:
-    return _write_length(flexible, wide=True)
