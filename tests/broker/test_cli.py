@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
 READY = re.compile(r"^minikafka ready: bootstrap\.servers=(\S+):(\d+) log\.dirs=(.+)$")
 LAUNCH = [sys.executable, "-m", "broker"]
@@ -85,6 +87,22 @@ def test_unusable_log_dir_is_one_line(tmp_path):
     not_a_dir.write_text("I am a file")
     result = run_cli("serve", "--port", "0", "--log-dir", str(not_a_dir))
     assert_one_line_error(result, f"cannot use log dir {not_a_dir}: it is not a directory")
+    under_a_file = not_a_dir / "data"
+    result = run_cli("serve", "--port", "0", "--log-dir", str(under_a_file))
+    assert_one_line_error(result, f"cannot use log dir {under_a_file}: Not a directory")
+    result = run_cli("serve", "--port", "0", "--log-dir", "/proc/minikafka-data")
+    assert_one_line_error(result, "cannot use log dir /proc/minikafka-data")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes a mode 000 directory anyway")
+def test_unreadable_log_dir_is_one_line(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o000)
+    try:
+        result = run_cli("serve", "--port", "0", "--log-dir", str(locked))
+    finally:
+        locked.chmod(0o700)
+    assert_one_line_error(result, f"cannot use log dir {locked}", "Permission denied")
 
 
 def test_ready_line_then_sigterm_shuts_down_cleanly_and_restart_needs_no_recovery(tmp_path):
@@ -105,9 +123,12 @@ def test_ready_line_then_sigterm_shuts_down_cleanly_and_restart_needs_no_recover
     assert (data / "recovery-point-offset-checkpoint").exists()
 
     again = ServeProcess("--port", "0", "--log-dir", str(data))
+    assert not (data / ".kafka_cleanshutdown").exists()  # removed while the broker runs
     code, err = again.stop(signal.SIGINT)
     assert code == 0, err
     assert "not shut down cleanly" not in err and "rebuilding" not in err, err
+    assert "SIGINT received" in err and "Traceback" not in err
+    assert (data / ".kafka_cleanshutdown").exists()
 
     killed = ServeProcess("--port", "0", "--log-dir", str(data))
     killed.process.kill()
