@@ -205,6 +205,26 @@ def test_log_append_time_topic_shows_the_broker_time(broker, topic):
     assert before <= record.timestamp <= after
 
 
+def test_create_time_topic_refuses_a_stale_timestamp(broker, topic):
+    from aiokafka.errors import InvalidTimestampError
+
+    run(create_topic(broker.bootstrap, topic, configs={"message.timestamp.difference.max.ms": "60000"}))
+
+    async def scenario():
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        await producer.start()
+        try:
+            with pytest.raises(InvalidTimestampError):
+                await producer.send_and_wait(topic, b"stale", timestamp_ms=now_ms() - 3_600_000)
+            fresh = now_ms()
+            assert (await producer.send_and_wait(topic, b"fresh", timestamp_ms=fresh)).offset == 0
+        finally:
+            await producer.stop()
+        [record] = await consume(broker.bootstrap, topic, 1)
+        assert (record.value, record.timestamp, record.timestamp_type) == (b"fresh", fresh, 0)
+    run(scenario())
+
+
 def test_offsets_for_times_earliest_and_latest(broker, topic):
     base = now_ms() - 10_000
     kafka_python_produce(broker.bootstrap, topic, [(None, f"m{i}".encode(), base + 1000 * i) for i in range(5)])
