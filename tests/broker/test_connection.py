@@ -146,10 +146,17 @@ async def test_handler_crash_closes_only_that_connection(broker, connect, messag
 
 
 async def test_idle_connection_is_closed(start_broker, connect):
-    broker = await start_broker(connections_max_idle_ms=200)
+    broker = await start_broker(connections_max_idle_ms=1000)
     idle = await connect(broker)
-    with trio.fail_after(10):
+    busy = await connect(broker)
+    # A request every 100 ms keeps a connection open well past the idle limit...
+    with trio.fail_after(30):
+        for _ in range(25):
+            await busy.request(ApiKey.METADATA, 1, {"topics": []})
+            await trio.sleep(0.1)
+        # ...while the one that said nothing has been closed.
         assert await idle.closed_by_peer()
+    await busy.request(ApiKey.METADATA, 1, {"topics": []})
 
 
 async def test_connection_waiting_on_a_long_poll_is_not_idle(start_broker, connect):
