@@ -4,10 +4,13 @@ Output layout (Secor's naming, seed 003)::
 
     OUT/<topic>/dt=<YYYY-MM-DD>/<generation>_<partition>_<first offset, 20 digits>.parquet
 
-``dt`` is the UTC date of the record timestamps in the file; ``first offset`` is the smallest
-offset in the file, so a file name tells which Kafka partition and offsets it holds, and a
-record's file can be found from its offset. Rows have Spark's Kafka source schema, sorted by
-offset. ``GENERATION`` is bumped on incompatible changes of the output, to keep outputs apart.
+``dt`` is the UTC date of the record timestamps in the file, or ``unknown`` for records that
+have no timestamp (Kafka's -1: every magic 0 message, and magic 1 ones sent without a time);
+dating them 1969-12-31, or by a file's modification time, would invent a date, and the latter
+would also change between reruns. ``first offset`` is the smallest offset in the file, so a
+file name tells which Kafka partition and offsets it holds, and a record's file can be found
+from its offset. Rows have Spark's Kafka source schema, sorted by offset. ``GENERATION`` is
+bumped on incompatible changes of the output, to keep outputs apart.
 
 Exactly once, per topic-partition:
 
@@ -16,7 +19,8 @@ Exactly once, per topic-partition:
 2. Spark reads them (one task per segment) and writes Parquet into a fresh staging directory,
    one file per (segment, date). The file set for a segment depends only on the segment's
    bytes, so any rerun produces the same names with the same contents.
-3. Each staged file is fsynced and renamed over its final name; the directories are fsynced.
+3. Each staged file is checked to hold offsets of one planned segment only and to have a name
+   of its own, then fsynced and renamed over its final name; the directories are fsynced.
 4. Only then is each partition's progress advanced to the end of its last exported segment.
 
 A crash before 3 leaves only staging garbage (removed by the next run). A crash during or
@@ -27,12 +31,14 @@ So every record ends up in exactly one file. Segments at or below the recorded p
 skipped without starting Spark.
 
 Test hook: with ``MINIKAFKA_EXPORT_CRASH_AT`` set to ``after-write`` (staging written),
-``mid-rename`` (after the first final rename) or ``after-rename`` (all files in place, no
-progress recorded), the exporter SIGKILLs its own process at that point.
+``mid-rename`` (after the first final rename), ``after-rename`` (all files in place, no
+progress recorded) or ``mid-record`` (the first partition's progress recorded, not the
+others'), the exporter SIGKILLs its own process at that point.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -50,10 +56,13 @@ from export.planning import SegmentSlice, scan_log_dirs
 from export.progress import ExportProgress
 from storage.checkpoint import fsync_dir
 
-__all__ = ["GENERATION", "ExportSummary", "export", "internal_topic", "output_name", "pending_slices"]
+__all__ = ["GENERATION", "NO_TIMESTAMP_DATE", "ExportSummary", "export", "internal_topic", "output_name",
+           "pending_slices"]
 
 GENERATION = 1
 CRASH_HOOK_ENV = "MINIKAFKA_EXPORT_CRASH_AT"
+NO_TIMESTAMP_DATE = "unknown"  # the dt= of records without a timestamp
+_NO_TIMESTAMP_MICROS = -1000  # Kafka's NO_TIMESTAMP (-1 ms) as the data source reports it
 
 
 @dataclass
@@ -138,13 +147,14 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
             staging = store.staging_dir / uuid.uuid4().hex
             _write_staging(spark_factory(), log_dirs, slices, staging, progress)
             _crash_point("after-write")
-            _move_into_place(staging, out_dir, summary)
+            _move_into_place(staging, out_dir, slices, summary)
             _crash_point("after-rename")
             ends: dict[tuple[str, int], int] = {}
             for s in slices:
                 ends[(s.topic, s.partition)] = max(ends.get((s.topic, s.partition), 0), s.end_offset)
             for (topic, partition), end in sorted(ends.items()):
                 store.record(topic, partition, end)
+                _crash_point("mid-record")
             shutil.rmtree(staging, ignore_errors=True)
     finally:
         store.unlock()
@@ -171,7 +181,9 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     # UTC dates whatever the session's time zone: shift the instant so that formatting it
     # in the session zone prints its UTC wall-clock date (the identity when that zone is UTC).
     session_zone = spark.conf.get("spark.sql.session.timeZone")
-    dated = df.withColumn("dt", F.date_format(F.to_utc_timestamp("timestamp", session_zone), "yyyy-MM-dd"))
+    utc_date = F.date_format(F.to_utc_timestamp("timestamp", session_zone), "yyyy-MM-dd")
+    dated = df.withColumn("dt", F.when(F.unix_micros("timestamp") == _NO_TIMESTAMP_MICROS,
+                                       F.lit(NO_TIMESTAMP_DATE)).otherwise(utc_date))
     # Parquet's standard microsecond timestamps (not Spark's legacy INT96), so that pyarrow
     # and other readers get timestamp[us, UTC] back.
     previous_timestamp_type = spark.conf.get("spark.sql.parquet.outputTimestampType")
@@ -213,28 +225,45 @@ def _watch_tasks(sc, group: str, bar: ProgressBar, stop: threading.Event) -> Non
         bar.update(done)
 
 
-def _move_into_place(staging: Path, out_dir: Path, summary: ExportSummary) -> None:
+def _move_into_place(staging: Path, out_dir: Path, slices: list[SegmentSlice],
+                     summary: ExportSummary) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    touched_dirs: set[Path] = set()
+    starts: dict[tuple[str, int], list[int]] = defaultdict(list)
+    ends: dict[tuple[str, int], dict[int, int]] = defaultdict(dict)
+    for s in slices:  # in offset order per partition
+        starts[(s.topic, s.partition)].append(s.start_offset)
+        ends[(s.topic, s.partition)][s.start_offset] = s.end_offset
+    targets = {}
     for staged in sorted(staging.glob("dt=*/*.parquet")):
-        parquet = pq.ParquetFile(staged)
-        origin = parquet.read(columns=["topic", "partition", "offset"])
-        # The exactly-once argument needs one segment per file: check, never assume.
+        origin = pq.read_table(staged, columns=["topic", "partition", "offset"])
+        # The exactly-once argument needs each file to hold records of one segment only (so a
+        # rerun names it the same): check, never assume, before anything is renamed.
         if len(origin.column("topic").unique()) != 1 or len(origin.column("partition").unique()) != 1:
             raise RuntimeError(f"{staged} mixes topic-partitions; nothing was renamed into place")
-        topic = origin.column("topic")[0].as_py()
-        partition = origin.column("partition")[0].as_py()
-        first_offset = pc.min(origin.column("offset")).as_py()
-        summary.records += parquet.metadata.num_rows
+        key = (origin.column("topic")[0].as_py(), origin.column("partition")[0].as_py())
+        bounds = pc.min_max(origin.column("offset"))
+        first_offset, last_offset = bounds["min"].as_py(), bounds["max"].as_py()
+        position = bisect.bisect_right(starts[key], first_offset) - 1
+        segment_start = starts[key][position] if position >= 0 else None
+        if segment_start is None or last_offset >= ends[key][segment_start]:
+            raise RuntimeError(f"{staged} holds offsets {first_offset}..{last_offset} of "
+                               f"{key[0]}-{key[1]}, not of one planned segment; nothing was renamed")
+        target = out_dir / key[0] / staged.parent.name / output_name(key[1], first_offset)
+        if target in targets:
+            raise RuntimeError(f"{staged} and {targets[target][0]} would both become {target}; "
+                               "nothing was renamed into place")
+        targets[target] = (staged, origin.num_rows)
+    touched_dirs: set[Path] = set()
+    for target, (staged, rows) in targets.items():
+        summary.records += rows
         summary.bytes_written += staged.stat().st_size
-        parquet.close()
         with open(staged, "rb") as f:
             os.fsync(f.fileno())
-        target_dir = out_dir / topic / staged.parent.name
+        target_dir = target.parent
         _make_dirs_durably(target_dir)
-        os.replace(staged, target_dir / output_name(partition, first_offset))
+        os.replace(staged, target)
         touched_dirs.add(target_dir)
         summary.files += 1
         if summary.files == 1:

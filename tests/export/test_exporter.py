@@ -67,24 +67,30 @@ def assert_exactly_once(out: Path, records: dict[tuple[str, int], list]) -> None
     assert len(seen) == len(set(seen)), "a record was exported twice"
     want = {(t, p, r.offset): r for (t, p), rs in records.items() if not t.startswith("__") for r in rs}
     assert set(seen) == set(want)
+    for name in {name for name, _ in rows}:  # each file in offset order
+        file_offsets = [r["offset"] for n, r in rows if n == name]
+        assert file_offsets == sorted(file_offsets), name
     for name, row in rows:
         record = want[(row["topic"], row["partition"], row["offset"])]
         assert (row["key"], row["value"]) == (record.key, record.value)
-        millis = int(row["timestamp"].timestamp() * 1000)
+        millis = round(row["timestamp"].timestamp() * 1000)
         assert millis == record.timestamp
-        # Secor naming: OUT/<topic>/dt=<UTC date>/<generation>_<partition>_<first offset>.parquet
-        date = datetime.datetime.fromtimestamp(millis / 1000, datetime.timezone.utc).date().isoformat()
+        # Secor naming: OUT/<topic>/dt=<UTC date>/<generation>_<partition>_<first offset>.parquet;
+        # records without a timestamp (-1) go under dt=unknown.
+        date = ("unknown" if millis == -1 else
+                datetime.datetime.fromtimestamp(millis / 1000, datetime.timezone.utc).date().isoformat())
         topic, dt, file_name = name.split("/")
         generation, partition, first_offset = file_name.removesuffix(".parquet").split("_")
         assert (topic, dt, int(partition)) == (row["topic"], f"dt={date}", row["partition"])
         assert generation == "1" and len(first_offset) == 20 and int(first_offset) <= row["offset"]
 
 
-def test_layout_progress_and_skipping(spark, tmp_path):
+def test_layout_progress_and_skipping(spark, tmp_path, capsys):
     log_dir, out = tmp_path / "log", tmp_path / "out"
     records = make_log(log_dir)
-    summary = export(lambda: spark, [log_dir], out)
-    assert (summary.segments, summary.records) == (3, 27)
+    summary = export(lambda: spark, [log_dir], out, progress=True)
+    assert (summary.segments, summary.records, summary.files) == (3, 27, 6)
+    assert "] 3/3 segments\n" in capsys.readouterr().err  # the progress bar, completed
     assert_exactly_once(out, records)
     assert ExportProgress(out).committed() == {("a", 0): 20, ("a", 1): 7}
     # Each segment is split by date (offsets divisible by 3 fall before midnight); a file is
@@ -101,6 +107,25 @@ def test_layout_progress_and_skipping(spark, tmp_path):
     assert (summary.segments, summary.records) == (1, 2)
     assert_exactly_once(out, closed_records(log_dir))
     assert ExportProgress(out).committed()[("a", 1)] == 9
+
+
+def test_records_without_timestamp_go_under_dt_unknown(spark, tmp_path):
+    """Magic 0 messages (and magic 1 ones sent with timestamp -1) have no date: they are not
+    filed under 1969-12-31 but under dt=unknown, next to the dated records of the segment."""
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    no_time = (build_message_set([(b"a", b"0", 0), (None, b"1", 0)], magic=0)
+               + build_message_set([(b"c", b"2", 0), (b"d", b"3", 0)], magic=0, codec=Codec.GZIP, base_offset=2)
+               + build_message_set([(b"e", b"4", -1)], base_offset=4)
+               + build_message_set([(b"f", b"5", MIDNIGHT + 5)], base_offset=5)
+               + build_message_set([(b"g", b"6", 0)], magic=0, codec=Codec.LZ4, base_offset=6))
+    write_segments(log_dir, "old", 0, [(0, no_time), (7, build_message_set([(b"h", b"7", 0)], base_offset=7))])
+    records = closed_records(log_dir)
+    assert [r.timestamp for r in records[("old", 0)]] == [-1, -1, -1, -1, -1, MIDNIGHT + 5, -1]
+    export(lambda: spark, [log_dir], out)
+    assert_exactly_once(out, records)
+    assert sorted(p.relative_to(out).as_posix() for p in out.glob("old/dt=*/*.parquet")) == [
+        f"old/dt=2025-11-22/1_0_{5:020d}.parquet", f"old/dt=unknown/1_0_{0:020d}.parquet"]
+    assert not list(out.glob("*/dt=1969-*"))
 
 
 def run_cli(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -124,12 +149,18 @@ def test_killed_between_writing_and_recording_then_rerun_exports_each_record_onc
     assert killed.returncode == -9, killed.stderr
     assert len(list(out.glob("a/dt=*/*.parquet"))) == 1 and ExportProgress(out).committed() == {}
 
+    # Killed between writing (every file in place) and recording: the rerun renames the same
+    # names over them. Then killed between recording a-0 and recording a-1.
     killed = run_cli(*command, env_extra={CRASH_HOOK_ENV: "after-rename"})
     assert killed.returncode == -9, killed.stderr
     assert len(list(out.glob("a/dt=*/*.parquet"))) == 6 and ExportProgress(out).committed() == {}
+    killed = run_cli(*command, env_extra={CRASH_HOOK_ENV: "mid-record"})
+    assert killed.returncode == -9, killed.stderr
+    assert len(list(out.glob("a/dt=*/*.parquet"))) == 6
+    assert ExportProgress(out).committed() == {("a", 0): 20}
 
     summary = export(lambda: spark, [log_dir], out)
-    assert summary.segments == 3
+    assert summary.segments == 1  # a-1's, whose progress was not recorded; a-0's are skipped
     assert_exactly_once(out, records)
     assert not any((out / "_minikafka" / "staging").iterdir())
     assert ExportProgress(out).committed() == {("a", 0): 20, ("a", 1): 7}
@@ -151,6 +182,11 @@ def test_cli_summary_line_and_user_errors(tmp_path):
     bad_topic = run_cli("export", "--log-dir", str(log_dir), "--out", str(out), "--topic", "zzz")
     assert bad_topic.returncode == 2
     assert bad_topic.stderr.strip() == f"minikafka export: error: topic 'zzz' not found in {log_dir}"
+
+    bad_master = run_cli("export", "--log-dir", str(log_dir), "--out", str(out), "--master", "locl[2]")
+    assert bad_master.returncode == 2
+    assert bad_master.stderr.strip() == ("minikafka export: error: 'locl[2]' is not a Spark master URL "
+                                         "(local[*], local[N], spark://HOST:PORT, k8s://HOST:PORT or yarn)")
 
 
 def test_busy_output_directory(tmp_path):
