@@ -20,8 +20,9 @@ USAGE_ERROR = 2
 
 def register(subparsers) -> None:
     """Add ``export`` and ``replay`` to an ``argparse`` subparsers object."""
-    export = subparsers.add_parser(
-        "export", help="export closed log segments to Parquet, exactly once (Secor layout)",
+    export = _subcommand(
+        subparsers, "export", run_export,
+        help="export closed log segments to Parquet, exactly once (Secor layout)",
         description="Read closed segments straight from the log directories with Spark and write "
                     "OUT/<topic>/dt=<date>/<generation>_<partition>_<first offset>.parquet. "
                     "Reruns skip what is exported; a crashed run is finished by the next one.")
@@ -30,12 +31,13 @@ def register(subparsers) -> None:
     export.add_argument("--out", required=True, metavar="OUT", help="output directory")
     export.add_argument("--topic", action="append", metavar="T",
                         help="export only this topic (repeatable; default: all but internal topics)")
-    export.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
-    export.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
-    export.set_defaults(func=run_export)
+    export.add_argument("--master", default="local[*]",
+                        help="Spark master URL: local[*] (default), local[N], spark://HOST:PORT, "
+                             "k8s://..., yarn; on a cluster, DIR and OUT must be shared paths")
 
-    replay = subparsers.add_parser(
-        "replay", help="produce exported records back into a broker (backfill)",
+    replay = _subcommand(
+        subparsers, "replay", run_replay,
+        help="produce exported records back into a broker (backfill)",
         description="Read OUT/<topic>/ as written by `minikafka export` and produce every record, "
                     "in offset order per partition, to the same partition of a broker, keeping "
                     "keys and timestamps.")
@@ -44,8 +46,14 @@ def register(subparsers) -> None:
     replay.add_argument("--topic", required=True, metavar="T", help="the exported topic to replay")
     replay.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="bootstrap.servers")
     replay.add_argument("--to-topic", metavar="T", help="produce into this topic (default: the same name)")
-    replay.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
-    replay.set_defaults(func=run_replay)
+
+
+def _subcommand(subparsers, name: str, func, *, help: str, description: str):
+    """A long-running subcommand: its parser, with ``--no-progress`` and ``func`` set."""
+    parser = subparsers.add_parser(name, help=help, description=description)
+    parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    parser.set_defaults(func=func)
+    return parser
 
 
 def _fail(command: str, message: str) -> int:
@@ -57,15 +65,14 @@ def run_export(args) -> int:
     from export.console import summary_line
     from export.exporter import export
     from export.progress import ExportBusy
-
-    def spark():
-        from export.session import spark_session
-        return spark_session(args.master)
+    from export.session import SparkStartError, check_master, spark_session
 
     try:
-        summary = export(spark, args.log_dir, args.out, args.topic,
+        check_master(args.master)  # now, not only once there is work for Spark
+        summary = export(lambda: spark_session(args.master), args.log_dir, args.out, args.topic,
                          progress=False if args.no_progress else None)
-    except (ValueError, ExportBusy, FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+    except (ValueError, ExportBusy, SparkStartError, FileNotFoundError, NotADirectoryError,
+            PermissionError) as exc:
         return _fail("export", str(exc))
     print(summary_line("export", segments=summary.segments, records=summary.records,
                        files=summary.files, bytes_read=summary.bytes_read,

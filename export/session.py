@@ -7,17 +7,35 @@ What it takes care of, measured on our machines (see the project notes):
   put on the workers' ``PYTHONPATH`` as well, for checkouts that are not pip-installed.
 * Dates for the ``dt=`` directories are computed in UTC (``spark.sql.session.timeZone``).
 * For a local master the driver binds to 127.0.0.1 and the UI is off.
+* A master URL Spark would refuse is refused here first (``check_master``): Spark reports it
+  from the JVM with a Java stack trace, after seconds of start-up.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
-__all__ = ["spark_session", "worker_environment"]
+__all__ = ["SparkStartError", "check_master", "spark_session", "worker_environment"]
 
 _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+# The master URLs Spark 4 accepts (SparkSubmit: yarn, or local / spark:// / k8s:// forms).
+_MASTER_URL = re.compile(
+    r"yarn|local|local\[(\*|[1-9]\d*)(,[1-9]\d*)?\]|local-cluster\[\d+,\s*\d+,\s*\d+\]"
+    r"|spark://\S+|k8s://\S+")
+
+
+class SparkStartError(RuntimeError):
+    """Spark did not start (a master that cannot be reached, no Java...)."""
+
+
+def check_master(master: str) -> None:
+    """Raise ``ValueError`` unless ``master`` has the form of a Spark master URL."""
+    if not _MASTER_URL.fullmatch(master):
+        raise ValueError(f"{master!r} is not a Spark master URL "
+                         "(local[*], local[N], spark://HOST:PORT, k8s://HOST:PORT or yarn)")
 
 
 def worker_environment() -> None:
@@ -31,7 +49,11 @@ def worker_environment() -> None:
 
 
 def spark_session(master: str = "local[*]", app_name: str = "minikafka export"):
-    """Get or create a SparkSession with the ``minikafka`` format registered."""
+    """Get or create a SparkSession with the ``minikafka`` format registered.
+
+    Raises ``ValueError`` for a malformed master URL, ``SparkStartError`` if Spark fails to start.
+    """
+    check_master(master)
     worker_environment()
     from pyspark.sql import SparkSession
 
@@ -41,12 +63,18 @@ def spark_session(master: str = "local[*]", app_name: str = "minikafka export"):
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.log.level", "ERROR")  # from JVM start: no WARN noise in CLI output
                .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
     if master.startswith("local"):
         builder = (builder.config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"))
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # Py4J and PySpark errors of many kinds; the JVM has logged details
+        cause = getattr(exc, "java_exception", None) or exc  # Py4J: the Java exception says more
+        first_line = (str(cause).strip() or type(exc).__name__).splitlines()[0]
+        raise SparkStartError(f"Spark did not start with master {master!r} (its log is above): "
+                              f"{first_line}") from exc
     register(spark)
     return spark
