@@ -96,7 +96,9 @@ def read_exported(spark, out_dir: Path | str, topics: list[str] | None = None):
 
     if not paths:
         return spark.createDataFrame([], SCHEMA)
-    return spark.read.parquet(*paths).select(*COLUMNS)
+    # Only this generation's files, as ``replay`` reads; dt= becomes a column, dropped here.
+    return (spark.read.option("pathGlobFilter", f"{GENERATION}_*.parquet")
+            .parquet(*paths).select(*COLUMNS))
 
 
 def replay(out_dir: Path | str, topic: str, bootstrap: str, *, to_topic: str | None = None,

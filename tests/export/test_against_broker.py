@@ -21,6 +21,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
+from broker.pytest_plugin import MinikafkaBroker
 from export.exporter import export
 from export.progress import ExportProgress
 from export.replay import read_exported
@@ -157,28 +158,45 @@ def test_datasource_reads_what_a_consumer_reads(spark, minikafka_broker_factory)
     assert closed_rows and set(closed_rows) < {r for r in consumed if r[0] == "m1-none"}
 
 
-def test_retention_waits_for_export(minikafka_broker_factory, tmp_path):
-    out = tmp_path / "export"
-    broker = minikafka_broker_factory(**{"log.segment.bytes": "2048"})
-    create_topic(broker.bootstrap, "r", 1)
-    produce(broker.bootstrap, "r", magic=1, codec=None, count=200)
-    # Restart with export on and retention that would delete every closed segment at once:
-    # retention must wait until the exporter (a Spark job, seconds away) has them.
-    broker.stop()
-    broker.overrides.update({"minikafka.export.dir": str(out), "log.retention.ms": "1",
-                             "log.retention.check.interval.ms": "100"})
-    broker.start()
-    partition_dir = broker.log_dir / "r-0"
+class ExportingBroker(MinikafkaBroker):
+    """A broker started as ``minikafka serve --export-to DIR`` once ``export_to`` is set."""
 
-    deadline = time.monotonic() + 180  # a cold Spark start on a busy CI machine
-    while time.monotonic() < deadline:
-        exported_to = ExportProgress(out).committed().get(("r", 0), 0)
-        first_base = min(int(p.name[:20]) for p in partition_dir.glob("*.log"))
-        if exported_to > 0 and first_base >= exported_to:
-            break  # exported, then deleted by retention
-        time.sleep(0.5)
-    else:
-        pytest.fail(f"export/retention did not finish:\n{broker.stderr_tail()}")
+    export_to: Path | None = None
+
+    def command(self, port: int) -> list[str]:
+        extra = ["--export-to", str(self.export_to)] if self.export_to is not None else []
+        return super().command(port) + extra
+
+
+def test_retention_waits_for_export(tmp_path):
+    out = tmp_path / "export"
+    with ExportingBroker(tmp_path / "broker", {"log.segment.bytes": "2048"}) as broker:
+        create_topic(broker.bootstrap, "r", 1)
+        produce(broker.bootstrap, "r", magic=1, codec=None, count=200)
+        # Restart with export on and retention that would delete every closed segment at once:
+        # retention must wait until the exporter (a Spark job, seconds away) has them.
+        broker.stop()
+        broker.export_to = out
+        broker.overrides.update({"log.retention.ms": "1", "log.retention.check.interval.ms": "100"})
+        broker.start()
+        partition_dir = broker.log_dir / "r-0"
+        # The broker keeps serving while the exporter process runs: writes to another topic
+        # are acknowledged meanwhile.
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        acknowledged_while_exporting = 0
+        deadline = time.monotonic() + 180  # a cold Spark start on a busy CI machine
+        while time.monotonic() < deadline:
+            exported_to = ExportProgress(out).committed().get(("r", 0), 0)
+            first_base = min(int(p.name[:20]) for p in partition_dir.glob("*.log"))
+            if exported_to > 0 and first_base >= exported_to:
+                break  # exported, then deleted by retention
+            producer.send("live", b"x").get(timeout=30)
+            acknowledged_while_exporting += 1
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"export/retention did not finish:\n{broker.stderr_tail()}")
+        producer.close()
+        assert acknowledged_while_exporting > 0
     # Had retention run first, the export would start after offset 0 and miss records.
     offsets = sorted(row["offset"] for path in out.glob("r/dt=*/*.parquet")
                      for row in pq.read_table(path, columns=["offset"]).to_pylist())
@@ -193,10 +211,12 @@ def test_replay_into_a_fresh_broker(spark, minikafka_broker_factory, tmp_path):
     source.stop()
     out = tmp_path / "export"
     summary = export(lambda: spark, [source.log_dir], out)
-    exported = datasource_rows(read_exported(spark, out))
+    exported_df = read_exported(spark, out)
+    closed_df = spark.read.format("minikafka").load(str(source.log_dir))
+    assert exported_df.schema == closed_df.schema
+    exported = datasource_rows(exported_df)
     assert len(exported) == summary.records > 0
-    closed = datasource_rows(spark.read.format("minikafka").load(str(source.log_dir)))
-    assert exported == closed
+    assert exported == datasource_rows(closed_df)
 
     target = minikafka_broker_factory()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
