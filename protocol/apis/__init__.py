@@ -2,23 +2,9 @@
 
 How to declare a message: a module builds one :class:`protocol.schema.Api` holding the API key,
 the served version range, the flexible versions (if any) and two tuples of
-:func:`protocol.schema.Field` declarations, the request's and the response's, in wire order::
-
-    PRODUCE = Api(
-        ApiKey.PRODUCE, "Produce", versions=(0, 2),
-        request=(
-            Field("acks", INT16),
-            Field("timeout_ms", INT32),
-            Field("topic_data", Array(
-                Field("name", STRING),
-                Field("partition_data", Array(
-                    Field("index", INT32),
-                    Field("records", RECORDS, nullable="0+", default=None),
-                )),
-            )),
-        ),
-        response=(..., Field("throttle_time_ms", INT32, "1+")),
-    )
+:func:`protocol.schema.Field` declarations, the request's and the response's, in wire order
+(``produce.py`` is a complete example with nested arrays, a nullable field and fields added in
+later versions; ``api_versions.py`` one with a flexible version and tagged fields).
 
 ``Field(name, type, versions="0+", nullable=None, default=..., tag=None)``: names are Kafka's
 JSON schema names in snake_case; ``versions`` and ``nullable`` use Kafka's notation ("0+",
