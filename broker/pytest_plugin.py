@@ -40,6 +40,9 @@ READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P
 # The broker is started through its console-script entry point (broker.cli:main), run by the
 # same interpreter as the tests, so it works without the `minikafka` script on PATH.
 _LAUNCHER = "import sys; from broker.cli import main; sys.exit(main())"
+# The directory this minikafka was imported from goes first on the child's path, so the broker
+# is the code the tests imported (a checkout that is not installed, or installed elsewhere).
+_SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
 
 _LIVE_BROKERS: list["MinikafkaBroker"] = []
 
@@ -126,7 +129,8 @@ class MinikafkaBroker:
             start_of_stdout = out.tell()
             err.write(f"--- minikafka start #{self.starts}: {' '.join(self.command(port))}\n".encode())
             err.flush()
-            env = dict(os.environ, PYTHONUNBUFFERED="1")
+            python_path = os.pathsep.join(filter(None, [_SOURCE_ROOT, os.environ.get("PYTHONPATH")]))
+            env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=python_path)
             self.process = subprocess.Popen(
                 self.command(port), stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
                 cwd=self.work_dir,
