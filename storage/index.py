@@ -282,6 +282,16 @@ class TimeIndex(_MappedIndex):
         ts, relative = self.entry(self.entries - 1)
         return ts, self.base_offset + relative
 
+    def all_entries(self) -> list[tuple[int, int]]:
+        """Every ``(timestamp, offset)`` entry, oldest first."""
+        if not self.entries:
+            return []
+        view = memoryview(self._view())[: self.entries * self.ENTRY.size]
+        try:
+            return [(ts, self.base_offset + relative) for ts, relative in self.ENTRY.iter_unpack(view)]
+        finally:
+            view.release()
+
     def truncate_to(self, offset: int) -> None:
         """Drop entries for offsets >= ``offset`` (offsets increase with timestamps)."""
         self.entries = self._largest_at_most(1, offset - self.base_offset - 1) + 1

@@ -12,10 +12,14 @@ Directory contents::
 
 Only the last segment (the *active* one) is appended to. A segment rolls by size, by
 ``segment.ms`` between message timestamps (KIP-33), on a full index, or when offsets would
-not fit 4 relative bytes; rolling fsyncs it and reports it to ``on_segment_closed``.
-Retention judges a segment by its largest message timestamp, never by file times, so a
-restart or a copied directory changes nothing. Every public method takes the log's lock:
-the broker may run storage calls in worker threads.
+not fit 4 relative bytes; rolling reports it to ``on_segment_closed``. The rolled segment is
+fsynced later, off the append path, by :meth:`Log.flush_rolled_segments` (as Kafka's
+scheduled flush): the broker appends on its event loop, where an fsync of a whole segment
+would stall every connection. The recovery point moves only when that fsync is done.
+Retention judges a segment by its largest message timestamp (a message without one counts
+at its append time, see storage.segment), never by file times, so a restart or a copied
+directory changes nothing. Every public method takes the log's lock: the broker may run
+storage calls in worker threads.
 """
 
 from __future__ import annotations
@@ -82,6 +86,8 @@ class Log:
         self._lock = threading.RLock()
         self._validation_config = config.validation_config()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._unflushed_rolled: list[LogSegment] = []  # rolled, not yet fsynced, oldest first
+        self._truncations = 0  # tells a flush outside the lock that segments changed under it
         self._closed = False
         self.dir.mkdir(parents=True, exist_ok=True)
         self._segments: list[LogSegment] = []
@@ -126,16 +132,17 @@ class Log:
         segments = [LogSegment(self.dir, base, self.config, create=False) for base in bases]
         # With needs_recovery, segments from the one holding the recovery point are rebuilt
         # by the scan anyway; the others only get the cheap index check.
+        now = self._clock.time_ms()
         first_unflushed = max(bisect.bisect_right(bases, recovery_point) - 1, 0) if needs_recovery else len(bases)
         recovered: dict[int, int] = {}  # segment position -> bytes its recovery truncated
         for i, segment in enumerate(segments[:first_unflushed]):
             if not segment.indexes_look_sane():
                 logger.warning("%s-%d: rebuilding indexes of segment %d", self.topic, self.partition,
                                segment.base_offset)
-                recovered[i] = segment.recover()
+                recovered[i] = segment.recover(now)
         if needs_recovery:
             for i in range(first_unflushed, len(segments)):
-                recovered[i] = segments[i].recover()
+                recovered[i] = segments[i].recover(now)
                 if recovered[i]:
                     logger.warning("%s-%d: recovery truncated %d invalid bytes from segment %d",
                                    self.topic, self.partition, recovered[i], segments[i].base_offset)
@@ -146,7 +153,7 @@ class Log:
                     break
         for i, segment in enumerate(segments[:-1]):
             if i in recovered:
-                segment.finish(durable=False)  # the recovery point stays put: no fsync needed
+                segment.finish()  # the recovery point stays put: no fsync needed
             else:
                 segment.next_offset = segments[i + 1].base_offset
             segment.release_index_maps()
@@ -218,9 +225,10 @@ class Log:
 
     def _append(self, validated: ValidatedSet, now: int) -> AppendResult:
         segment = self._segments[-1]
-        if segment.should_roll(len(validated.buffer), validated.max_timestamp, validated.last_offset):
+        set_timestamp = validated.max_timestamp if validated.max_timestamp >= 0 else now
+        if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset):
             segment = self._roll(now)
-        segment.append(validated.buffer, validated.entries, validated.last_offset)
+        segment.append(validated.buffer, validated.entries, validated.last_offset, now)
         every = self.config.flush_interval_messages
         if every is not None and self.log_end_offset - self.recovery_point >= every:
             self._flush(now)
@@ -239,10 +247,8 @@ class Log:
         active.finish()
         segment = LogSegment(self.dir, active.next_offset, self.config, create=True)
         segment.open_for_append()
-        fsync_dir(self.dir)
         self._set_segments(self._segments + [segment])
-        self.recovery_point = max(self.recovery_point, segment.base_offset)
-        self._last_flush_ms = now
+        self._unflushed_rolled.append(active)
         if self.on_segment_closed is not None:
             try:
                 self.on_segment_closed(active.info(self.topic, self.partition, closed=True))
@@ -257,6 +263,40 @@ class Log:
         with self._open():
             self._flush(self._clock.time_ms())
 
+    def flush_rolled_segments(self) -> int:
+        """fsync the segments closed by rolls since the last flush (and the directory that
+        names them), then move the recovery point past them; returns how many.
+
+        The fsyncs run without the log's lock, so appends, reads and retention go on
+        meanwhile. Meant for a background duty (LogManager.flush_due)."""
+        with self._lock:
+            if self._closed or not self._unflushed_rolled:
+                return 0
+            rolled = list(self._unflushed_rolled)
+            truncations = self._truncations
+            fds: list[int] = []
+            try:
+                for segment in rolled:
+                    if segment in self._segments:  # else retention has already deleted it
+                        fds.extend(segment.open_for_fsync())
+            except OSError:
+                for fd in fds:
+                    os.close(fd)
+                raise
+        try:
+            for fd in fds:
+                os.fsync(fd)
+            fsync_dir(self.dir)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            if self._closed or truncations != self._truncations:
+                return 0  # a truncation may have rewritten them: the next pass flushes again
+            self._unflushed_rolled = [s for s in self._unflushed_rolled if s not in rolled]
+            self.recovery_point = max(self.recovery_point, min(rolled[-1].next_offset, self.log_end_offset))
+            return len(rolled)
+
     def flush_if_due(self) -> bool:
         """Flush if ``flush.ms`` has passed since the last flush with data unflushed."""
         with self._lock:
@@ -270,6 +310,12 @@ class Log:
             return True
 
     def _flush(self, now: int) -> None:
+        if self._unflushed_rolled:
+            for segment in self._unflushed_rolled:
+                if segment in self._segments:
+                    segment.flush()
+            fsync_dir(self.dir)
+            self._unflushed_rolled = []
         self._segments[-1].flush()
         self.recovery_point = self.log_end_offset
         self._last_flush_ms = now
@@ -341,6 +387,7 @@ class Log:
                 self._truncate_fully_and_start_at(offset)
                 return
             now = self._clock.time_ms()
+            self._truncations += 1
             keep = [s for s in self._segments if s.base_offset <= offset]
             doomed = [s for s in self._segments if s.base_offset > offset]
             self._set_segments(keep)
@@ -359,6 +406,7 @@ class Log:
             self._truncate_fully_and_start_at(offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
+        self._truncations += 1
         if offset in self._bases:  # a segment already has that name: empty it and keep it
             segment = self._segments[self._bases.index(offset)]
             doomed = [s for s in self._segments if s is not segment]
@@ -374,6 +422,8 @@ class Log:
         self._after_truncation()
 
     def _after_truncation(self) -> None:
+        closed = self._segments[:-1]
+        self._unflushed_rolled = [s for s in self._unflushed_rolled if s in closed]
         end = self.log_end_offset
         self.recovery_point = min(self.recovery_point, end)
         self.log_start_offset = min(self.log_start_offset, end)
@@ -385,8 +435,8 @@ class Log:
     def delete_expired_segments(self, may_delete: Callable[[SegmentInfo], bool] | None = None) -> int:
         """Apply retention.ms and retention.bytes; returns the number of segments deleted.
 
-        A segment expires when ``now - its largest message timestamp > retention.ms`` (a
-        segment with no timestamps, i.e. only magic-0 messages, never expires by time). The
+        A segment expires when ``now - its largest message timestamp > retention.ms``
+        (messages without a timestamp count at their append time, see storage.segment). The
         active segment is never deleted, but once all of it is past retention it is rolled,
         so a quiet topic still expires on the next pass. Deletion takes the oldest segments
         in order and stops at the first one that is not due or that ``may_delete`` (the

@@ -239,8 +239,11 @@ class LogManager:
         return deleted
 
     def flush_due(self) -> None:
-        """Flush the logs whose ``flush.ms`` has passed."""
+        """fsync the segments rolls have closed, and flush the logs whose ``flush.ms`` has
+        passed (the broker runs this every ``log.flush.scheduler.interval.ms``, off its
+        event loop)."""
         for log in self.logs():
+            log.flush_rolled_segments()
             log.flush_if_due()
 
     def checkpoint(self) -> None:

@@ -69,8 +69,9 @@ def _partition_segments(directory: Path, topic: str, partition: int) -> list[Seg
 
 def _scan_facts(fd: int, stem: Path, base: int, size: int, *, closed: bool) -> tuple[int | None, int]:
     """(next offset, largest timestamp): from the indexes plus the tail when they look
-    sane, else from every entry head (the next offset is None when not scanned). A closed segment's last time-index entry is its
-    largest timestamp (written at roll), so its tail is only read for the active one."""
+    sane, else from every entry head (the next offset is None when not scanned). A closed
+    segment's last time-index entry is its largest timestamp (written at roll, counting
+    messages without one at their append time), so its tail is only read for the active one."""
     start, max_timestamp, offset_of_max = 0, -1, base
     offset_index_path = stem.with_name(stem.name + INDEX_SUFFIX)
     time_index_path = stem.with_name(stem.name + TIME_INDEX_SUFFIX)

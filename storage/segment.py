@@ -15,10 +15,20 @@ the offset where it first appeared), and the position of its last offset-index e
 which the next index entry is due after ``index.interval.bytes``. Index entries point at
 shallow entries by their *last* offset, so a fetch offset inside a compressed wrapper finds
 that wrapper.
+
+Messages without a timestamp (magic 0, or -1) count, for the time index, roll and retention,
+at the broker's time when they were appended (Kafka falls back to the file's mtime, which a
+copy resets). That time lives only in the time index, which the roll and a clean close
+always complete with the segment's largest such timestamp; recovery keeps it from a sane old
+index, and when the index is lost or damaged credits the time of the rebuild, later than the
+truth, so such data is never deleted early. The ``.log`` bytes are never changed, and
+offset-for-timestamp still answers from real message timestamps only (the index entries
+only bound where its scan starts).
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 import zlib
@@ -119,8 +129,10 @@ class LogSegment:
 
         Beyond Kafka's sanityCheck: the first and last offset-index entries must point at
         their messages; the first and last time-index entries must name an entry carrying
-        exactly that timestamp; an empty offset index is only right if no entry starts past
-        ``index.interval.bytes``; an empty time index only if those entries carry none.
+        exactly that timestamp, or none (then it is the entry's append time); an empty offset
+        index is only right if no entry starts past ``index.interval.bytes``; an empty time
+        index never is for a segment with data (roll and clean close leave its largest
+        timestamp there; a crash, or another writer's magic 0 segment, does not).
         """
         if self.indexes_missing:
             return False
@@ -132,43 +144,49 @@ class LogSegment:
         for i in {0, self.time_index.entries - 1} if self.time_index.entries else ():
             timestamp, relative = self.time_index.entry(i)
             head = self.translate_offset(self.base_offset + relative)
-            if head is None or head.offset != self.base_offset + relative or head.timestamp != timestamp:
+            if head is None or head.offset != self.base_offset + relative or 0 <= head.timestamp != timestamp:
                 return False
+        if self.size and not self.time_index.entries:
+            return False
         if not self.offset_index.entries:
             for head in iter_headers(self.file.fileno(), 0, self.size):
                 if head.position > self.config.index_interval_bytes:
                     return False
-                if head.timestamp >= 0 and not self.time_index.entries:
-                    return False
-        elif not self.time_index.entries:
-            head = self.translate_offset(self.offset_index.last_entry()[0])
-            if head is None or head.timestamp >= 0:
-                return False
         return True
 
-    def load_tail_state(self) -> None:
+    def load_tail_state(self, untimed_entry_time: int = -1) -> None:
         """Set next offset and largest timestamp of a segment loaded from disk without a
-        full scan: start from the last time-index entry and read entry heads to the end."""
+        full scan: start from the last time-index entry and read entry heads to the end.
+
+        Entries after it without a timestamp count at ``untimed_entry_time``: -1 when the
+        last entry is the segment's final one (a clean close wrote it), an upper bound of
+        their append time otherwise (after truncation, the largest timestamp before it)."""
         max_timestamp, offset_of_max = self.time_index.last_entry()
         start = self.offset_index.lookup(offset_of_max)[1] if self.time_index.entries else 0
         last_offset = None
         for head in iter_headers(self.file.fileno(), start, self.size):
-            if head.timestamp > max_timestamp:
-                max_timestamp, offset_of_max = head.timestamp, head.offset
+            timestamp = head.timestamp if head.timestamp >= 0 else untimed_entry_time
+            if timestamp > max_timestamp:
+                max_timestamp, offset_of_max = timestamp, head.offset
             last_offset = head.offset
         self.next_offset = self.base_offset if last_offset is None else last_offset + 1
         self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
         self._index_anchor = self.offset_index.last_entry()[1]
         self._rolling_base_timestamp = None
 
-    def recover(self) -> int:
+    def recover(self, now: int) -> int:
         """Rebuild both indexes from the log, checking every entry's size and CRC and that
         offsets increase; truncate the first bad or partial entry and all after it.
 
-        Returns the number of bytes truncated.
+        An entry without a timestamp counts at the first old time-index entry at or after
+        it, or the last one, if the old indexes pass :meth:`indexes_look_sane` (an index that
+        does was completed by a roll or clean close, so those times bound its append time
+        from above); else at ``now``. Returns the number of bytes truncated.
         """
         fd = self.file.fileno()
         file_size = os.fstat(fd).st_size
+        old_times = self.time_index.all_entries() if self.indexes_look_sane() else []
+        old_time_offsets = [offset for _, offset in old_times]
         self.offset_index.reset()
         self.time_index.reset()
         max_timestamp, offset_of_max = -1, self.base_offset
@@ -190,8 +208,12 @@ class LogSegment:
                         valid = False
                         break
                     file_position = position + entry.position
-                    if entry.timestamp > max_timestamp:
-                        max_timestamp, offset_of_max = entry.timestamp, entry.offset
+                    timestamp = entry.timestamp
+                    if timestamp < 0:
+                        later = bisect.bisect_left(old_time_offsets, entry.offset)
+                        timestamp = old_times[min(later, len(old_times) - 1)][0] if old_times else now
+                    if timestamp > max_timestamp:
+                        max_timestamp, offset_of_max = timestamp, entry.offset
                     if file_position - anchor > interval:
                         offset_entries.append((entry.offset, file_position))
                         time_entries.append((max_timestamp, offset_of_max))
@@ -239,16 +261,29 @@ class LogSegment:
         self.time_index.release()
 
     def rolling_base_timestamp(self) -> int:
-        """Timestamp of the segment's first message (KIP-33 roll basis); -1 if it has none."""
+        """Timestamp of the segment's first message (KIP-33 roll basis); -1 if it is empty.
+
+        A first message without a timestamp counts at its append time, known in memory
+        since this process appended it; for a segment loaded from disk, the first
+        time-index entry (or the largest timestamp), which is no earlier: a restart can
+        delay a roll, never hasten it."""
         if self._rolling_base_timestamp is None:
             first = next(iter_headers(self.file.fileno(), 0, self.size), None)
-            self._rolling_base_timestamp = first.timestamp if first else -1
+            if first is None:
+                return -1
+            if first.timestamp >= 0:
+                self._rolling_base_timestamp = first.timestamp
+            elif self.time_index.entries:
+                self._rolling_base_timestamp = self.time_index.entry(0)[0]
+            else:
+                self._rolling_base_timestamp = self.max_timestamp
         return self._rolling_base_timestamp
 
     def should_roll(self, set_size: int, set_max_timestamp: int, set_last_offset: int) -> bool:
         """Kafka's roll rule, with time measured between message timestamps (KIP-33):
-        full by bytes, the incoming set's largest timestamp more than ``segment.ms`` past the
-        first message's, an index full, or offsets that would not fit 4 relative bytes."""
+        full by bytes, the incoming set's largest timestamp (its append time if it has
+        none) more than ``segment.ms`` past the first message's, an index full, or offsets
+        that would not fit 4 relative bytes."""
         if self.size == 0:
             return False
         config = self.config
@@ -261,9 +296,10 @@ class LogSegment:
         base_timestamp = self.rolling_base_timestamp()
         return base_timestamp >= 0 and set_max_timestamp - base_timestamp > config.segment_ms
 
-    def append(self, buffer: bytes, entries: list[tuple[int, int, int]], last_offset: int) -> None:
+    def append(self, buffer: bytes, entries: list[tuple[int, int, int]], last_offset: int, now: int) -> None:
         """Write a validated set and index it from its per-entry ``(position, last offset,
-        max timestamp)`` list, without parsing the bytes again."""
+        max timestamp)`` list, without parsing the bytes again; entries without a
+        timestamp count at ``now``."""
         start = self.size
         fd = self.file.fileno()
         view = memoryview(buffer)
@@ -271,12 +307,14 @@ class LogSegment:
         while written < len(buffer):
             written += os.pwrite(fd, view[written:], start + written)
         if start == 0 and entries:
-            self._rolling_base_timestamp = entries[0][2]
+            self._rolling_base_timestamp = entries[0][2] if entries[0][2] >= 0 else now
         max_timestamp, offset_of_max = self.max_timestamp, self.offset_of_max_timestamp
         interval = self.config.index_interval_bytes
         threshold = self._index_anchor + interval - start
         offset_entries, time_entries = [], []
         for position, entry_last_offset, entry_max_timestamp in entries:
+            if entry_max_timestamp < 0:
+                entry_max_timestamp = now
             if entry_max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max = entry_max_timestamp, entry_last_offset
             if position > threshold:
@@ -292,22 +330,32 @@ class LogSegment:
         self.size = start + len(buffer)
         self.next_offset = last_offset + 1
 
-    def finish(self, *, durable: bool = True) -> None:
+    def finish(self) -> None:
         """The segment stops being active: record its largest timestamp as the last
-        time-index entry (retention reads it there), trim the indexes, and (``durable``, as
-        on roll) fsync the log and both indexes."""
+        time-index entry (retention reads it there) and trim the indexes. Not fsynced here:
+        the log flushes rolled segments off the append path."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
         self.offset_index.trim()
         self.time_index.trim()
-        if durable:
-            os.fsync(self.file.fileno())
-            self.offset_index.flush()
-            self.time_index.flush()
 
     def flush(self) -> None:
         os.fsync(self.file.fileno())
         self.offset_index.flush()
         self.time_index.flush()
+
+    def open_for_fsync(self) -> list[int]:
+        """New descriptors of the log and both index files (the caller closes them), so a
+        closed segment can be fsynced without holding the log's lock while it renames or
+        deletes files."""
+        fds = [os.dup(self.file.fileno())]
+        try:
+            for index in (self.offset_index, self.time_index):
+                fds.append(os.open(index.path, os.O_RDONLY))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -358,12 +406,13 @@ class LogSegment:
         if first_removed is None:
             return 0
         removed = self.size - first_removed.position
+        previous_max_timestamp = self.max_timestamp
         self.open_for_append()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         os.ftruncate(self.file.fileno(), first_removed.position)
         self.size = first_removed.position
-        self.load_tail_state()
+        self.load_tail_state(untimed_entry_time=previous_max_timestamp)
         return removed
 
     def info(self, topic: str, partition: int, *, closed: bool) -> SegmentInfo:

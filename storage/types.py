@@ -76,8 +76,10 @@ class SegmentInfo:
     """What the export path needs to know about one segment.
 
     ``next_offset`` is one past the segment's last offset; ``max_timestamp`` its largest
-    message timestamp (-1 if it holds only magic-0 messages); ``closed`` is False only for the
-    active segment, which may still grow.
+    message timestamp, where a message without one (magic 0) counts at the time the broker
+    appended it (see storage.segment), -1 when none is known (an empty segment, or a live
+    active one listed by storage.offline before its time index records any); ``closed`` is
+    False only for the active segment, which may still grow.
     """
 
     topic: str

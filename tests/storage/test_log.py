@@ -10,6 +10,9 @@ from storage import Log, LogConfig, OffsetOutOfRange, UnknownTopic
 
 from .conftest import START_MS, all_records, message_set, open_log
 
+HOUR = 3600_000
+DAY = 24 * HOUR
+
 
 def test_append_assigns_offsets_and_reads_back(tmp_path, clock):
     log = open_log(tmp_path / "t-0", clock)
@@ -157,8 +160,33 @@ def test_roll_by_size_and_segment_closed_callback(tmp_path, clock):
     assert all(c.closed and c.max_timestamp == START_MS for c in closed)
     assert closed[0].log_path == log.dir / "00000000000000000000.log"
     assert log.closed_segments() == infos[:3]
-    # Rolling fsyncs: everything before the active segment is below the recovery point.
-    assert log.recovery_point >= infos[-1].base_offset
+    # The rolled segments are fsynced off the append path; only then does the recovery
+    # point move past them (an unclean start until then scans them).
+    assert log.recovery_point == 0
+    assert log.flush_rolled_segments() == 3
+    assert log.recovery_point == infos[-1].base_offset
+    assert log.flush_rolled_segments() == 0
+
+
+def test_roll_flush_outlives_retention_and_truncation(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, retention_ms=HOUR, file_delete_delay_ms=0)
+    log.append_as_leader(message_set(2, START_MS - DAY))
+    log.roll()
+    log.append_as_leader(message_set(2, START_MS))
+    log.roll()
+    assert log.delete_expired_segments() == 1  # the first rolled segment, before its fsync
+    clock.advance(1)
+    log.delete_expired_segments()  # ...and its files are gone
+    assert log.flush_rolled_segments() == 2
+    assert log.recovery_point == 4
+    log.append_as_leader(message_set(2, START_MS))
+    log.roll()
+    log.truncate_to(3)  # back into a segment rolled and flushed earlier: it is active again
+    assert log.flush_rolled_segments() == 0
+    assert log.recovery_point == 3
+    log.append_as_leader(message_set(2, START_MS))
+    log.flush()  # an explicit flush covers everything, rolled segments included
+    assert log.recovery_point == log.log_end_offset == 5
 
 
 def test_roll_by_time_uses_message_timestamps(tmp_path, clock):

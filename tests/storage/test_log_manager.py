@@ -145,3 +145,16 @@ def test_unreadable_checkpoints_fall_back_to_safe_values(tmp_path):
     (tmp_path / "recovery-point-offset-checkpoint").write_text("garbage")
     again = _manager([tmp_path])  # unclean + unreadable: recover everything
     assert [r.offset for r in all_records(again.get_log("t", 0))] == [0, 1, 2]
+
+
+def test_flush_due_fsyncs_rolled_segments_off_the_append_path(tmp_path):
+    manager = _manager([tmp_path])
+    log = manager.create_topic("t", 1, {"segment.bytes": "200"})[0]
+    for _ in range(6):
+        log.append_as_leader(message_set(1, START_MS, value_size=100))
+    assert len(log.segments()) > 2
+    assert log.recovery_point == 0  # the rolls did not fsync inline
+    manager.flush_due()
+    assert log.recovery_point == log.segments()[-1].base_offset
+    manager.checkpoint()
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == f"0\n1\nt 0 {log.recovery_point}\n"

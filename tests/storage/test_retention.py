@@ -117,12 +117,83 @@ def test_unlimited_retention_and_compact_policy_keep_everything(tmp_path, clock)
         assert log.delete_expired_segments() == 0
 
 
-def test_magic0_segments_never_expire_by_time(tmp_path, clock):
-    log = open_log(tmp_path / "t-0", clock, retention_ms=1)
+def test_untimed_messages_roll_and_expire_by_their_append_time(tmp_path, clock):
+    """Magic 0 messages carry no timestamp: they count at the broker's time of append
+    (where Kafka would use the file's mtime), so they roll and expire all the same."""
+    log = open_log(tmp_path / "t-0", clock, retention_ms=DAY, segment_ms=2 * HOUR)
+    log.append_as_leader(message_set(2, -1, magic=0))
+    clock.advance(2 * HOUR)
+    log.append_as_leader(message_set(2, -1, magic=0))
+    assert len(log.segments()) == 1  # exactly segment.ms after the first append: no roll yet
+    clock.advance(1)
+    log.append_as_leader(message_set(2, -1, magic=0))
+    assert [(s.base_offset, s.max_timestamp) for s in log.segments()] == [
+        (0, START_MS + 2 * HOUR), (4, START_MS + 2 * HOUR + 1)]
+    clock.set(START_MS + 2 * HOUR + DAY)
+    assert log.delete_expired_segments() == 0
+    clock.advance(1)
+    assert log.delete_expired_segments() == 1
+    assert log.log_start_offset == 4
+    clock.advance(1)  # the quiet active segment is past retention too: rolled and deleted
+    assert log.delete_expired_segments() == 1
+    assert (log.log_start_offset, log.log_end_offset) == (6, 6)
+    # Reading by timestamp still answers from real timestamps only: there are none.
+    log.append_as_leader(message_set(1, -1, magic=0))
+    assert log.offset_for_timestamp(0) is None
+
+
+def test_untimed_segments_after_restart_copy_and_crash(tmp_path, clock):
+    """Their append times live in the time index: a clean restart and a copy with fresh file
+    times keep them exactly; a crash, or a lost index, credits the time of the rebuild, so
+    the data lives longer than retention.ms, never shorter."""
+    config = LogConfig(retention_ms=DAY)
+    manager = LogManager([tmp_path / "a"], config, clock)
+    manager.startup()
+    log = manager.create_topic("t", 1, {})[0]
+    log.append_as_leader(message_set(2, -1, magic=0))
+    clock.advance(HOUR)
     log.append_as_leader(message_set(2, -1, magic=0))
     log.roll()
-    clock.advance(100 * DAY)
-    assert log.delete_expired_segments() == 0
+    log.append_as_leader(message_set(1, -1, magic=0))
+    layout = _segment_layout(log)
+    assert layout == [(0, 4, START_MS + HOUR), (4, 5, START_MS + HOUR)]
+    manager.shutdown()
+    copy_dir = tmp_path / "b"
+    copy_dir.mkdir()
+    shutil.copytree(tmp_path / "a" / "t-0", copy_dir / "t-0")
+    future = time.time() + 10 * 86400
+    for path in (copy_dir / "t-0").iterdir():
+        os.utime(path, (future, future))
+    for log_dir in (tmp_path / "a", copy_dir):
+        clock.set(START_MS + 10 * HOUR)
+        restarted = LogManager([log_dir], config, clock)
+        restarted.startup()
+        assert _segment_layout(restarted.get_log("t", 0)) == layout
+        clock.set(START_MS + HOUR + DAY)
+        assert restarted.cleanup() == 0
+        clock.advance(1)
+        assert restarted.cleanup() == 2  # the closed segment, then the quiet active one
+        restarted.shutdown()
+
+    crashed_dir = tmp_path / "c"
+    clock.set(START_MS)
+    manager = LogManager([crashed_dir], config, clock)
+    manager.startup()
+    log = manager.create_topic("t", 1, {})[0]
+    log.append_as_leader(message_set(2, -1, magic=0))
+    log.roll()
+    log.append_as_leader(message_set(2, -1, magic=0))
+    manager.flush_due()
+    manager.checkpoint()  # then the process dies
+    (crashed_dir / "t-0" / "00000000000000000000.timeindex").unlink()
+    clock.set(START_MS + 5 * HOUR)
+    restarted = LogManager([crashed_dir], config, clock)
+    restarted.startup()  # rebuilds the lost index and recovers the active segment
+    assert _segment_layout(restarted.get_log("t", 0)) == [(0, 2, START_MS + 5 * HOUR), (2, 4, START_MS + 5 * HOUR)]
+    clock.set(START_MS + DAY + 1)
+    assert restarted.cleanup() == 0
+    clock.set(START_MS + 5 * HOUR + DAY + 1)
+    assert restarted.cleanup() == 2
 
 
 def test_deleted_segments_are_renamed_then_removed_after_the_delay(tmp_path, clock):
