@@ -81,7 +81,9 @@ async def test_cluster_id_is_stable_per_data_dir(broker_config):
 
 async def test_create_topics_and_every_error(broker, client):
     response = await client.request(ApiKey.CREATE_TOPICS, 1, create_body(
-        {"name": "created", "num_partitions": 4, "configs": [{"name": "retention.ms", "value": "1000"}]},
+        {"name": "created", "num_partitions": 4, "configs": [
+            {"name": "retention.ms", "value": "1000"}, {"name": "segment.bytes", "value": "4096"},
+            {"name": "message.timestamp.type", "value": "LogAppendTime"}]},
         {"name": "defaults", "num_partitions": -1, "replication_factor": -1},
         {"name": "assigned", "num_partitions": -1, "replication_factor": -1,
          "assignments": [{"partition_index": 0, "broker_ids": [0]}, {"partition_index": 1, "broker_ids": [0]}]},
@@ -108,7 +110,10 @@ async def test_create_topics_and_every_error(broker, client):
     messages = {t.name: t.error_message for t in response.topics}
     assert messages["created"] is None and "larger than available brokers" in messages["rf3"]
     assert user_topics(broker) == {"created": 4, "defaults": 1, "assigned": 2}
-    assert broker.get_log("created", 3).config.retention_ms == 1000
+    created = broker.get_log("created", 3).config
+    assert (created.retention_ms, created.segment_bytes, created.message_timestamp_type) == (
+        1000, 4096, "LogAppendTime")
+    assert broker.get_log("defaults", 0).config.segment_bytes == 1 << 30
     again = await client.request(ApiKey.CREATE_TOPICS, 0, create_body({"name": "created"}))
     assert [(t.name, t.error_code) for t in again.topics] == [("created", ErrorCode.TOPIC_ALREADY_EXISTS)]
 
