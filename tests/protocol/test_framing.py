@@ -237,6 +237,48 @@ def test_malformed_body_error_names_the_request():
         conn.next_request()
 
 
+def _api_versions_v3_payload(header_tags: bytes, client_id: bytes = b"\x00\x03cli") -> bytes:
+    """An ApiVersions v3 request payload: header v2 (client_id an int16-length string, then
+    the header's tagged fields as given), then the flexible body."""
+    body = b"\x04abc" + b"\x021" + b"\x00"  # compact strings (length + 1) "abc" and "1", no tags
+    return struct.pack(">hhi", ApiKey.API_VERSIONS, 3, 41) + client_id + header_tags + body
+
+
+def test_request_header_v2_skips_unknown_header_tagged_fields():
+    # two header tags, 0 (3 bytes) and 5 (empty): no tag is defined for requests, so all are skipped
+    payload = _api_versions_v3_payload(b"\x02" + b"\x00\x03xyz" + b"\x05\x00")
+    [request] = _parse_all(struct.pack(">i", len(payload)) + payload)
+    assert (request.api_version, request.correlation_id, request.client_id) == (3, 41, "cli")
+    assert (request.body.client_software_name, request.body.client_software_version) == ("abc", "1")
+    null_client = _api_versions_v3_payload(b"\x00", client_id=b"\xff\xff")
+    [request] = _parse_all(struct.pack(">i", len(null_client)) + null_client)
+    assert request.client_id is None and request.body.client_software_name == "abc"
+
+
+@pytest.mark.parametrize("header_tags", [
+    b"\x01\x00\x40xyz",  # a tag claiming 64 bytes runs past the frame
+    b"\x01\x00",  # the tag's size is missing
+    b"\x01\x80\x80\x80\x80\x80\x01",  # an unsigned varint longer than 5 bytes
+])
+def test_request_header_v2_with_bad_tagged_fields_is_a_protocol_error(header_tags):
+    payload = struct.pack(">hhi", ApiKey.API_VERSIONS, 3, 41) + b"\x00\x03cli" + header_tags
+    conn = ServerConnection()
+    conn.receive_data(struct.pack(">i", len(payload)) + payload)
+    with pytest.raises(ProtocolError):
+        conn.next_request()
+
+
+def test_header_v1_requests_have_no_header_tagged_fields():
+    # Produce v2 is not flexible: a tag byte after client_id is read as the body and refused.
+    frame = encode_request(ApiKey.PRODUCE, 2, 7, "c", PRODUCE_V2)
+    client_id_end = 4 + 8 + 2 + 1
+    tagged = frame[:client_id_end] + b"\x00" + frame[client_id_end:]
+    conn = ServerConnection()
+    conn.receive_data(struct.pack(">i", len(tagged) - 4) + tagged[4:])
+    with pytest.raises(ProtocolError):
+        conn.next_request()
+
+
 @pytest.mark.parametrize(("cls", "version", "body"), [
     (kp_producer.ProduceRequest, 2, PRODUCE_V2),
     (kp_consumer.FetchRequest, 3, FETCH_V3),
@@ -391,17 +433,17 @@ def test_confluent_kafka_lists_topics():
 
 
 @dataclass(frozen=True)
-class FakeFileSlice:
-    """Shaped like storage's FileSlice: not bytes-like, an int ``length``, readable bytes."""
+class SegmentSlice:
+    """Bytes of a real file on disk, shaped as storage's FileSlice (protocol tests cannot
+    import storage, a layer above): not bytes-like, an int ``length``, ``read_bytes``."""
 
-    data: bytes
-
-    @property
-    def length(self) -> int:
-        return len(self.data)
+    path: Path
+    position: int
+    length: int
 
     def read_bytes(self) -> bytes:
-        return self.data
+        with open(self.path, "rb") as file:
+            return os.pread(file.fileno(), self.length, self.position)
 
 
 def _fetch_response_body(records_a, records_b):
@@ -413,23 +455,26 @@ def _fetch_response_body(records_a, records_b):
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
-def test_file_slices_become_their_own_chunks(version):
-    slice_a, slice_b = FakeFileSlice(os.urandom(300)), FakeFileSlice(b"")
+def test_file_slices_become_their_own_chunks(version, tmp_path):
+    segment = tmp_path / "00000000000000000000.log"
+    stored = os.urandom(500)
+    segment.write_bytes(stored)
+    slice_a, slice_b = SegmentSlice(segment, 100, 300), SegmentSlice(segment, 500, 0)
     request = Request(ApiKey.FETCH, version, 99, "c", None)
     chunks = encode_response(request, _fetch_response_body(slice_a, slice_b))
-    assert [type(c) for c in chunks] == [bytes, FakeFileSlice, bytes]  # the empty slice is inlined
+    assert [type(c) for c in chunks] == [bytes, SegmentSlice, bytes]  # the empty slice is inlined
     assert chunks[1] is slice_a
     total = sum(len(c) if isinstance(c, bytes) else c.length for c in chunks)
     assert struct.unpack_from(">i", chunks[0])[0] == total - 4
     wire = b"".join(c if isinstance(c, bytes) else c.read_bytes() for c in chunks)
-    assert wire == b"".join(encode_response(request, _fetch_response_body(slice_a.data, b"")))
+    assert wire == b"".join(encode_response(request, _fetch_response_body(stored[100:400], b"")))
     decoded = decode_response(ApiKey.FETCH, version, wire)
-    assert decoded.responses[0].partitions[0].records == slice_a.data
+    assert decoded.responses[0].partitions[0].records == stored[100:400]
     theirs = kp_consumer.FetchResponse[version].decode(wire, header=True, framed=True)
     assert theirs.header.correlation_id == 99
     assert bytes(theirs.responses[0].partitions[0].records.buffer()
                  if hasattr(theirs.responses[0].partitions[0].records, "buffer")
-                 else theirs.responses[0].partitions[0].records) == slice_a.data
+                 else theirs.responses[0].partitions[0].records) == stored[100:400]
 
 
 def test_large_in_memory_records_are_not_copied_into_the_header_chunk():
@@ -462,21 +507,25 @@ def test_client_and_server_connections_pipeline():
 # robustness: only ProtocolError escapes
 
 
-def _feed_and_drain(chunks: list[bytes], max_frame_size: int = 1 << 20) -> None:
+def _feed_and_drain(chunks: list[bytes], max_frame_size: int = 1 << 20) -> tuple[list[tuple], str | None]:
+    """Requests decoded from ``chunks`` fed in turn, and the ProtocolError that stopped them
+    (None if none did); any other exception fails the test."""
     conn = ServerConnection(max_frame_size=max_frame_size)
+    requests = []
     try:
         for chunk in chunks:
             conn.receive_data(chunk)
-            while conn.next_request() is not None:
-                pass
-    except ProtocolError:
-        pass
+            while (request := conn.next_request()) is not None:
+                requests.append(_key(request))
+    except ProtocolError as exc:
+        return requests, str(exc)
+    return requests, None
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(max_size=300))
 def test_random_bytes(data):
-    _feed_and_drain([data])
+    assert _feed_and_drain([data[i:i + 1] for i in range(len(data))]) == _feed_and_drain([data])
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -514,7 +563,10 @@ def test_mutated_frames(index, mutations, keep_size, cuts):
     data = prefix + bytes(payload) + sample_frames()[0]
     points = sorted({c % (len(data) + 1) for c in cuts})
     chunks = [data[a:b] for a, b in zip([0] + points, points + [len(data)])]
-    _feed_and_drain(chunks)
+    # Whole, in random chunks, or a byte at a time: the same requests and the same error.
+    whole = _feed_and_drain([data])
+    assert _feed_and_drain(chunks) == whole
+    assert _feed_and_drain([data[i:i + 1] for i in range(len(data))]) == whole
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
