@@ -215,17 +215,51 @@ def test_old_timestamps_arriving_late_do_not_roll_every_append(tmp_path, clock):
     assert len(log.segments()) == 1
 
 
-def test_roll_on_full_offset_index(tmp_path, clock):
-    # 24 bytes: 3 offset-index entries, 2 time-index entries of which one is spare for the roll.
-    log = open_log(tmp_path / "t-0", clock, segment_index_bytes=24, index_interval_bytes=0)
-    for i in range(20):
-        log.append_as_leader(message_set(1, START_MS + i))
-    segments = log.segments()
-    assert len(segments) > 3
-    assert [r.offset for r in all_records(log)] == list(range(20))
-    for info in segments[:-1]:
-        assert os.path.getsize(info.log_path.with_suffix(".index")) <= 24
-        assert os.path.getsize(info.log_path.with_suffix(".timeindex")) <= 24
+@pytest.mark.parametrize("full", ["offset index", "time index"])
+def test_roll_on_a_full_index(tmp_path, clock, full):
+    # 48 bytes: 6 offset-index entries; 4 time-index slots, one kept for the roll's entry.
+    log = open_log(tmp_path / "t-0", clock, segment_index_bytes=48, index_interval_bytes=0)
+    # Equal timestamps add one time-index entry only, so the offset index fills first;
+    # rising ones fill the time index first.
+    for i in range(30):
+        log.append_as_leader(message_set(1, START_MS if full == "offset index" else START_MS + i))
+    assert [r.offset for r in all_records(log)] == list(range(30))
+    closed = log.segments()[:-1]
+    assert len(closed) >= 3
+    # Entry 0 sits at position 0 and is never indexed: 6 (or 3) more entries fill an index.
+    per_segment = 7 if full == "offset index" else 4
+    assert [s.next_offset - s.base_offset for s in closed] == [per_segment] * len(closed)
+    for info in closed:
+        index = info.log_path.with_suffix(".index").stat().st_size // 8
+        time_index = info.log_path.with_suffix(".timeindex").stat().st_size // 12
+        assert (index, time_index) == ((6, 1) if full == "offset index" else (3, 3))
+
+
+def test_indexes_are_sparse_every_index_interval_bytes(tmp_path, clock):
+    interval = 4096
+    log = open_log(tmp_path / "t-0", clock, index_interval_bytes=interval)
+    for i in range(400):  # about 150 bytes per message, growing timestamps every tenth
+        log.append_as_leader(message_set(1, START_MS + i // 10, value_size=100))
+    log.close()
+    data = (tmp_path / "t-0" / "00000000000000000000.log").read_bytes()
+    positions = {entry.offset: entry.position for entry in iter_entries(data)}
+    index = (tmp_path / "t-0" / "00000000000000000000.index").read_bytes()
+    entries = [(int.from_bytes(index[i:i + 4], "big"), int.from_bytes(index[i + 4:i + 8], "big"))
+               for i in range(0, len(index), 8)]
+    # Kafka's rule: an entry once more than index.interval.bytes were written since the last.
+    expected, anchor = [], 0
+    for offset, position in sorted(positions.items()):
+        if position - anchor > interval:
+            expected.append((offset, position))
+            anchor = position
+    assert len(entries) == 12 and entries == expected
+    timeindex = (tmp_path / "t-0" / "00000000000000000000.timeindex").read_bytes()
+    times = [(int.from_bytes(timeindex[i:i + 8], "big"), int.from_bytes(timeindex[i + 8:i + 12], "big"))
+             for i in range(0, len(timeindex), 12)]
+    # One time entry per offset entry (the largest timestamp so far, at the offset where it
+    # first appeared), and the final one written at close.
+    assert times[:-1] == [(START_MS + offset // 10, offset // 10 * 10) for offset, _ in entries]
+    assert times[-1] == (START_MS + 39, 390)
 
 
 def test_roll_when_offsets_would_overflow_relative_offsets(tmp_path, clock):

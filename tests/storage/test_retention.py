@@ -5,7 +5,7 @@ import shutil
 import time
 
 from protocol.records import iter_records
-from storage import FakeClock, Log, LogConfig, LogManager
+from storage import EARLIEST_TIMESTAMP, FakeClock, Log, LogConfig, LogManager
 
 from .conftest import START_MS, all_records, message_set, open_log
 
@@ -274,6 +274,29 @@ def test_retention_after_restart_and_after_copy_with_fresh_file_times(tmp_path, 
         clock.advance(12 * HOUR)
         assert restarted.cleanup() == 1
         assert [r.offset for r in all_records(log)] == [6]
+        restarted.shutdown()
+
+
+def test_retention_by_bytes_after_restart_and_after_copy(tmp_path, clock):
+    entry = len(message_set(1, START_MS))
+    config = LogConfig(retention_ms=-1, retention_bytes=5 * entry)
+    manager = LogManager([tmp_path / "a"], config, clock)
+    manager.startup()
+    log = manager.create_topic("t", 1, {})[0]
+    _fill(log, 5, [START_MS] * 10)
+    log.append_as_leader(message_set(1, START_MS))
+    manager.shutdown()
+    copy_dir = tmp_path / "b"
+    copy_dir.mkdir()
+    shutil.copytree(tmp_path / "a" / "t-0", copy_dir / "t-0")  # no checkpoints: a full recovery
+    for log_dir in (tmp_path / "a", copy_dir):
+        restarted = LogManager([log_dir], config, clock)
+        restarted.startup()
+        assert restarted.cleanup() == 3  # 11 messages in 6 segments, at most 5 may stay
+        log = restarted.get_log("t", 0)
+        assert (log.log_start_offset, log.size_in_bytes) == (6, 5 * entry)
+        assert log.offset_for_timestamp(EARLIEST_TIMESTAMP) == (6, -1)
+        assert restarted.cleanup() == 0
         restarted.shutdown()
 
 
