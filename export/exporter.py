@@ -41,6 +41,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -124,8 +125,9 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
 
     ``spark_factory()`` returns the SparkSession; it is called only if there is work, so a
     run with nothing to do costs no JVM. ``progress``: draw a bar (default: if stderr is a TTY).
-    Raises ``ValueError`` for a missing log dir or unknown topic, ``ExportBusy`` if another
-    export holds the output directory.
+    Raises ``ValueError`` for a missing log dir or unknown topic, ``SegmentCorrupt`` (a
+    ``ValueError``) for a segment that fails its checks (nothing is renamed into place then),
+    ``ExportBusy`` if another export holds the output directory.
     """
     started = time.monotonic()
     log_dirs = [Path(d) for d in log_dirs]
@@ -202,6 +204,14 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
          .option("maxRecordsPerFile", 0)
          .partitionBy("dt")
          .parquet(str(staging)))
+    except Exception as exc:
+        # A worker's SegmentCorrupt reaches the driver as text inside Spark's error: raise it
+        # again as itself, so the CLI prints the one line that names the file and offset.
+        corrupt = re.search(r"SegmentCorrupt: (.+)", str(exc))
+        if corrupt is None:
+            raise
+        from export.segment_reader import SegmentCorrupt
+        raise SegmentCorrupt(corrupt.group(1).strip()) from None
     finally:
         stop.set()
         watcher.join()

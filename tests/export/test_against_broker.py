@@ -45,15 +45,6 @@ def create_topic(bootstrap: str, name: str, partitions: int, **configs: str) -> 
         admin.close()
 
 
-def _recv_exactly(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        assert chunk, "broker closed the connection"
-        data += chunk
-    return data
-
-
 def produce_raw_magic0(bootstrap: str, topic: str, count: int, codec: Codec) -> None:
     """Produce v1 requests carrying magic 0 message sets, ``count`` records in sets of 10.
 
@@ -61,14 +52,15 @@ def produce_raw_magic0(bootstrap: str, topic: str, count: int, codec: Codec) -> 
     protocol.records.build_message_set and go over a plain socket, as a 0.9 producer sends them.
     """
     host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port))) as sock:
+    with socket.create_connection((host, int(port))) as sock, sock.makefile("rb") as replies:
         for first in range(0, count, 10):
             records = [(None if i % 3 == 0 else b"key-%d" % i, b"value-%d" % i, 0) for i in range(first, first + 10)]
             body = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [
                 {"index": 0, "records": build_message_set(records, magic=0, codec=codec)}]}]}
             sock.sendall(encode_request(ApiKey.PRODUCE, 1, first, "export-test", body))
-            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-            response = decode_response(ApiKey.PRODUCE, 1, struct.pack(">i", size) + _recv_exactly(sock, size))
+            size_bytes = replies.read(4)  # a buffered read(n) returns n bytes unless the peer closed
+            reply = replies.read(struct.unpack(">i", size_bytes)[0])
+            response = decode_response(ApiKey.PRODUCE, 1, size_bytes + reply)
             assert response.responses[0].partition_responses[0].error_code == 0
 
 

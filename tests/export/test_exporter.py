@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from export.exporter import CRASH_HOOK_ENV, export
 from export.progress import ExportProgress
+from export.segment_reader import SegmentCorrupt
 from protocol.records import Codec, build_message_set, iter_records
 
 from .conftest import write_segments
@@ -126,6 +128,18 @@ def test_records_without_timestamp_go_under_dt_unknown(spark, tmp_path):
     assert sorted(p.relative_to(out).as_posix() for p in out.glob("old/dt=*/*.parquet")) == [
         f"old/dt=2025-11-22/1_0_{5:020d}.parquet", f"old/dt=unknown/1_0_{0:020d}.parquet"]
     assert not list(out.glob("*/dt=1969-*"))
+
+
+def test_corrupt_segment_stops_the_export_with_its_name(spark, tmp_path):
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    make_log(log_dir)
+    damaged = log_dir / "a-1" / f"{0:020d}.log"
+    data = bytearray(damaged.read_bytes())
+    data[-3] ^= 0x10  # inside the snappy wrapper's value: its CRC no longer matches
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(SegmentCorrupt, match=f"^{re.escape(str(damaged))}: CRC mismatch"):
+        export(lambda: spark, [log_dir], out)
+    assert not list(out.glob("a/dt=*/*")) and ExportProgress(out).committed() == {}
 
 
 def run_cli(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
