@@ -20,6 +20,8 @@ message format v2) from the versions they see.
 
 from __future__ import annotations
 
+from typing import Container
+
 from protocol.apis.api_versions import API_VERSIONS
 from protocol.apis.create_topics import CREATE_TOPICS
 from protocol.apis.delete_topics import DELETE_TOPICS
@@ -70,22 +72,24 @@ def api_versions_table() -> list[tuple[int, int, int]]:
     return [(int(key), api.min_version, api.max_version) for key, api in sorted(APIS.items())]
 
 
-def api_versions_response(error_code: int = ErrorCode.NONE) -> dict:
-    """The body of an ApiVersions response advertising our table."""
+def api_versions_response(error_code: int = ErrorCode.NONE, served: Container[int] | None = None) -> dict:
+    """The body of an ApiVersions response advertising our table, restricted to the API keys
+    in ``served`` when given (a broker advertises only what it has a handler for)."""
     return {
         "error_code": int(error_code),
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
             for key, low, high in api_versions_table()
+            if served is None or key in served
         ],
     }
 
 
-def api_versions_fallback_response() -> dict:
+def api_versions_fallback_response(served: Container[int] | None = None) -> dict:
     """Kafka's answer to an ApiVersions request at a version it does not serve: error
-    UNSUPPORTED_VERSION plus the full table, encoded in the v0 layout (the client then
-    retries at the highest version both sides know)."""
-    return api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
+    UNSUPPORTED_VERSION plus the table, encoded in the v0 layout (the client then retries at
+    the highest version both sides know)."""
+    return api_versions_response(ErrorCode.UNSUPPORTED_VERSION, served)
 
 
 __all__ = [

@@ -343,6 +343,14 @@ def test_served_table_reads_as_kafka_0_10_2():
     assert table[ApiKey.PRODUCE][1] == 2 and table[ApiKey.FETCH][1] == 3 and table[ApiKey.METADATA][1] == 2
 
 
+def test_api_versions_body_can_be_restricted_to_the_served_keys():
+    served = {ApiKey.PRODUCE, ApiKey.API_VERSIONS, ApiKey.METADATA}
+    for body in (api_versions_response(served=served), api_versions_fallback_response(served)):
+        assert [(k["api_key"], k["min_version"], k["max_version"]) for k in body["api_keys"]] == [
+            row for row in api_versions_table() if row[0] in served]
+    assert api_versions_fallback_response(served)["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+
+
 class LoopbackBroker:
     """A minimal broker on a real socket that answers ApiVersions and Metadata with our
     encoder; enough for a real client to connect and negotiate."""
