@@ -6,6 +6,9 @@
    ``Log.append_as_leader`` (validation, offset assignment, write, indexing), next to a plain
    ``write()`` of the same bytes to a file in the same run; the ratio is the figure. The
    protocol layer's ``validate_and_assign`` alone is timed too, to show where time goes.
+   Then the same appends with 64 MiB segments: the slowest append (it rolls) next to the
+   median, and the time the broker's flush duty (``LogManager.flush_due``, in a worker
+   thread) then spends fsyncing the rolled segments, which the append path no longer does.
 2. Start-up of one partition holding ``--total-mib`` in ``--segments`` segments, via
    ``LogManager.startup``: after a clean shutdown, after an unclean stop with a recent
    recovery-point checkpoint (Kafka's normal crash case: only the active segment is
@@ -23,14 +26,17 @@ import gc
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from protocol.records import ValidationConfig, build_message_set, validate_and_assign
-from storage import FakeClock, LogConfig, LogManager
-from storage.log_manager import RECOVERY_POINT_CHECKPOINT
-from storage.segment import iter_headers
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, as documented
+
+from protocol.records import ValidationConfig, build_message_set, validate_and_assign  # noqa: E402
+from storage import FakeClock, LogConfig, LogManager  # noqa: E402
+from storage.log_manager import RECOVERY_POINT_CHECKPOINT  # noqa: E402
+from storage.segment import iter_headers  # noqa: E402
 
 MIB = 1 << 20
 NOW_MS = 1_700_000_000_000
@@ -92,6 +98,30 @@ def bench_append(directory: Path, total_mib: int, repeats: int = 3) -> None:
           f"({validate_s / log_s:.0%} of append time: protocol.records.validate_and_assign)")
     print(f"  storage alone          {megabytes / max(log_s - validate_s, 1e-9):9.1f} MiB/s   "
           f"(write + indexes: append time minus validation)")
+
+
+def bench_rolls(directory: Path, total_mib: int, segment_mib: int = 64) -> None:
+    data = one_mib_set()
+    rounds = max(1, total_mib * MIB // len(data))
+    manager = LogManager([directory / "rolls"], LogConfig(segment_bytes=segment_mib * MIB), FakeClock(NOW_MS))
+    manager.startup()
+    log = manager.create_topic("bench", 1, {})[0]
+    latencies = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        log.append_as_leader(data)
+        latencies.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    manager.flush_due()
+    flush_s = time.perf_counter() - start
+    rolls = len(log.segments()) - 1
+    manager.shutdown()
+    shutil.rmtree(directory / "rolls")
+    latencies.sort()
+    print(f"rolls: {rounds} appends with {segment_mib} MiB segments, {rolls} rolls")
+    print(f"  append latency median {latencies[len(latencies) // 2] * 1000:6.1f} ms, "
+          f"slowest {latencies[-1] * 1000:6.1f} ms (a roll, no fsync)")
+    print(f"  flush duty fsyncing the {rolls} rolled segments afterwards: {flush_s * 1000:.0f} ms")
 
 
 SETS_PER_SEGMENT = 10
@@ -200,6 +230,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         bench_append(Path(tmp), args.append_mib)
+        bench_rolls(Path(tmp), args.append_mib)
         bench_startup(Path(tmp), args.total_mib, args.segments)
 
 

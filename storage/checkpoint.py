@@ -2,6 +2,8 @@
 
 Every checkpoint is written to ``<name>.tmp``, fsynced, renamed over ``<name>``, and the
 directory fsynced, so a crash leaves either the old or the new file, never a torn one.
+:func:`write_atomically` is the project's one implementation of that (checkpoints, topic
+configs, snapshots, the clean-shutdown marker; other packages should import it from here).
 
 Offset checkpoint layout (``recovery-point-offset-checkpoint``,
 ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``), UTF-8 text, one item
@@ -35,7 +37,9 @@ def fsync_dir(directory: Path) -> None:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory."""
+    """Replace ``path`` with ``data``: write ``<name>.tmp`` beside it, fsync it, rename it
+    over ``path``, fsync the directory. For text, pass ``text.encode()``. Callers that may
+    write the same path concurrently must serialize (the temporary name is fixed)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
