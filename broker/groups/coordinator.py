@@ -64,8 +64,6 @@ logger = logging.getLogger(__name__)
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 SNAPSHOT_DIR_NAME = "group-snapshots"
 
-_STATES = GroupState
-
 
 @dataclass(frozen=True, slots=True)
 class JoinResult:
@@ -265,26 +263,24 @@ class GroupCoordinator:
 
     # ================================================================ lookup
 
-    def _partition_of(self, group_id: str) -> int:
+    def partition_for(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition that holds ``group_id``."""
         index = self._partition_cache.get(group_id)
         if index is None:
+            # Java's String.hashCode is a Python loop; every request of a group needs it.
             if len(self._partition_cache) > 100_000:
                 self._partition_cache.clear()
             index = self._partition_cache[group_id] = partition_for(group_id, len(self.partitions))
         return index
 
-    def partition_for(self, group_id: str) -> int:
-        """The ``__consumer_offsets`` partition that holds ``group_id``."""
-        return self._partition_of(group_id)
-
     def group(self, group_id: str) -> GroupMetadata | None:
         if not self.partitions:
             return None
-        return self._groups[self._partition_of(group_id)].get(group_id)
+        return self._groups[self.partition_for(group_id)].get(group_id)
 
     def _add_group(self, group_id: str) -> GroupMetadata:
         group = GroupMetadata(group_id)
-        self._groups[self._partition_of(group_id)][group_id] = group
+        self._groups[self.partition_for(group_id)][group_id] = group
         return group
 
     def _check(self, group_id: str, *, validate_id: bool = True) -> ErrorCode:
@@ -328,11 +324,11 @@ class GroupCoordinator:
                 return
             group = self._add_group(group_id)
         protocols = [(name, bytes(metadata)) for name, metadata in protocols]
-        if group.is_(_STATES.DEAD):
+        if group.is_(GroupState.DEAD):
             # Removed while this request was on its way: the client starts over.
             respond(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
         elif (not protocol_type or not protocols
-              or (not group.is_(_STATES.EMPTY)
+              or (not group.is_(GroupState.EMPTY)
                   and (group.protocol_type != protocol_type
                        or not group.supports_protocols(name for name, _ in protocols)))):
             respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
@@ -343,9 +339,9 @@ class GroupCoordinator:
                                            session_timeout_ms, protocol_type, protocols, respond)
         else:
             member = group.members[member_id]
-            if group.is_(_STATES.PREPARING_REBALANCE):
+            if group.is_(GroupState.PREPARING_REBALANCE):
                 self._update_member_and_rebalance(group, member, protocols, respond)
-            elif group.is_(_STATES.COMPLETING_REBALANCE):
+            elif group.is_(GroupState.COMPLETING_REBALANCE):
                 if member.matches(protocols):
                     # A retry of a join whose answer was lost: answer it again.
                     respond(self._join_result(group, member))
@@ -359,7 +355,7 @@ class GroupCoordinator:
                 # A follower rejoining with unchanged metadata keeps the current generation.
                 respond(JoinResult(ErrorCode.NONE, member_id, group.generation_id,
                                    group.protocol or "", group.leader_id or ""))
-        if group.is_(_STATES.PREPARING_REBALANCE):
+        if group.is_(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group)
 
     def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
@@ -374,7 +370,7 @@ class GroupCoordinator:
         member = MemberMetadata(f"{client_id}-{uuid.uuid4()}", client_id, client_host,
                                 rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                 join_callback=respond)
-        if group.is_(_STATES.PREPARING_REBALANCE) and group.generation_id == 0:
+        if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
         group.add(member)
         self._maybe_prepare_rebalance(group)
@@ -389,10 +385,10 @@ class GroupCoordinator:
             self._prepare_rebalance(group)
 
     def _prepare_rebalance(self, group: GroupMetadata) -> None:
-        if group.is_(_STATES.COMPLETING_REBALANCE):
+        if group.is_(GroupState.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        first_rebalance = group.is_(_STATES.EMPTY)
-        group.transition_to(_STATES.PREPARING_REBALANCE)
+        first_rebalance = group.is_(GroupState.EMPTY)
+        group.transition_to(GroupState.PREPARING_REBALANCE)
         group.rebalance_epoch += 1
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()
@@ -416,7 +412,7 @@ class GroupCoordinator:
         self._try_complete_join(group)
 
     def _on_initial_delay(self, group: GroupMetadata, epoch: int, remaining: int) -> None:
-        if group.rebalance_epoch != epoch or not group.is_(_STATES.PREPARING_REBALANCE):
+        if group.rebalance_epoch != epoch or not group.is_(GroupState.PREPARING_REBALANCE):
             return
         if group.new_member_added and remaining:
             group.new_member_added = False
@@ -429,11 +425,11 @@ class GroupCoordinator:
         self._complete_join(group)
 
     def _on_rebalance_deadline(self, group: GroupMetadata, epoch: int) -> None:
-        if group.rebalance_epoch == epoch and group.is_(_STATES.PREPARING_REBALANCE):
+        if group.rebalance_epoch == epoch and group.is_(GroupState.PREPARING_REBALANCE):
             self._complete_join(group)
 
     def _try_complete_join(self, group: GroupMetadata) -> None:
-        if (group.is_(_STATES.PREPARING_REBALANCE) and not group.initial_delay_pending
+        if (group.is_(GroupState.PREPARING_REBALANCE) and not group.initial_delay_pending
                 and not group.not_yet_rejoined()):
             self._complete_join(group)
 
@@ -445,20 +441,20 @@ class GroupCoordinator:
             logger.info("group %s: removing member %s, which did not rejoin in time",
                         group.group_id, member.member_id)
             self._remove_member(group, member)
-        if group.is_(_STATES.DEAD):
+        if group.is_(GroupState.DEAD):
             return
         group.generation_id += 1
         group.rebalance_epoch += 1
         if group.members:
             group.protocol = group.select_protocol()
-            group.transition_to(_STATES.COMPLETING_REBALANCE)
+            group.transition_to(GroupState.COMPLETING_REBALANCE)
         else:
             group.protocol = None
-            group.transition_to(_STATES.EMPTY)
+            group.transition_to(GroupState.EMPTY)
         logger.info("group %s: generation %d with %d member(s), protocol %s, leader %s",
                     group.group_id, group.generation_id, len(group.members), group.protocol,
                     group.leader_id)
-        if group.is_(_STATES.EMPTY):
+        if group.is_(GroupState.EMPTY):
             error = self._store_group(group)
             if error:
                 logger.warning("group %s: storing the empty group failed: %s", group.group_id, error.name)
@@ -493,11 +489,11 @@ class GroupCoordinator:
             respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         elif generation_id != group.generation_id:
             respond(SyncResult(ErrorCode.ILLEGAL_GENERATION))
-        elif group.state in (_STATES.EMPTY, _STATES.DEAD):
+        elif group.state in (GroupState.EMPTY, GroupState.DEAD):
             respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
-        elif group.is_(_STATES.PREPARING_REBALANCE):
+        elif group.is_(GroupState.PREPARING_REBALANCE):
             respond(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
-        elif group.is_(_STATES.STABLE):
+        elif group.is_(GroupState.STABLE):
             self._schedule_heartbeat(group, member, self.clock.time_ms())
             respond(SyncResult(ErrorCode.NONE, member.assignment))
         else:
@@ -510,7 +506,7 @@ class GroupCoordinator:
                     self._reset_and_propagate_assignment_error(group, error)
                     self._maybe_prepare_rebalance(group)
                 else:
-                    group.transition_to(_STATES.STABLE)
+                    group.transition_to(GroupState.STABLE)
                     self._propagate_assignment(group, ErrorCode.NONE)
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
@@ -538,7 +534,7 @@ class GroupCoordinator:
         if error:
             return error
         group = self.group(group_id)
-        if group is None or group.state in (_STATES.EMPTY, _STATES.DEAD):
+        if group is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
             return ErrorCode.UNKNOWN_MEMBER_ID
         member = group.members.get(member_id)
         if member is None:
@@ -546,7 +542,7 @@ class GroupCoordinator:
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         self._schedule_heartbeat(group, member, self.clock.time_ms())
-        if group.is_(_STATES.PREPARING_REBALANCE):
+        if group.is_(GroupState.PREPARING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
         # Stable, or CompletingRebalance: a member may heartbeat between its JoinGroup answer
         # and its SyncGroup (Kafka 2.x accepts this; 0.10.2's REBALANCE_IN_PROGRESS forced a
@@ -558,7 +554,7 @@ class GroupCoordinator:
         if error:
             return error
         group = self.group(group_id)
-        if group is None or group.is_(_STATES.DEAD):
+        if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.UNKNOWN_MEMBER_ID
         member = group.members.get(member_id)
         if member is None:
@@ -601,9 +597,9 @@ class GroupCoordinator:
 
     def _on_member_failure(self, group: GroupMetadata, member: MemberMetadata) -> None:
         self._remove_member(group, member)
-        if group.state in (_STATES.STABLE, _STATES.COMPLETING_REBALANCE):
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group)
-        elif group.is_(_STATES.PREPARING_REBALANCE):
+        elif group.is_(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group)
 
     # ================================================================ offsets
@@ -612,8 +608,9 @@ class GroupCoordinator:
                        retention_ms: int, commits: list[PartitionCommit]) -> list[ErrorCode]:
         """Store committed offsets; one error per commit, in order. ``retention_ms`` -1 means
         ``offsets.retention.minutes``; ``generation_id`` -1 with an empty ``member_id`` is a
-        commit outside group management."""
-        error = self._check(group_id)
+        commit outside group management. As in Kafka, the empty group id is accepted here
+        (old clients commit under it); only the membership APIs refuse it."""
+        error = self._check(group_id, validate_id=False)
         if error:
             return [error] * len(commits)
         group = self.group(group_id)
@@ -622,11 +619,11 @@ class GroupCoordinator:
                 # A member of a group we do not know: a stale generation.
                 return [ErrorCode.ILLEGAL_GENERATION] * len(commits)
             group = self._add_group(group_id)
-        if group.is_(_STATES.DEAD):
+        if group.is_(GroupState.DEAD):
             error = ErrorCode.UNKNOWN_MEMBER_ID
-        elif generation_id < 0 and group.is_(_STATES.EMPTY):
+        elif generation_id < 0 and group.is_(GroupState.EMPTY):
             error = ErrorCode.NONE
-        elif group.is_(_STATES.COMPLETING_REBALANCE):
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
             error = ErrorCode.REBALANCE_IN_PROGRESS
         elif member_id not in group.members:
             error = ErrorCode.UNKNOWN_MEMBER_ID
@@ -671,7 +668,7 @@ class GroupCoordinator:
         if error:
             return error, []
         group = self.group(group_id)
-        offsets = group.offsets if group is not None and not group.is_(_STATES.DEAD) else {}
+        offsets = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
         if partitions is None:
             return ErrorCode.NONE, [FetchedOffset(topic, partition, committed.offset, committed.metadata)
                                     for (topic, partition), committed in offsets.items()]
@@ -695,7 +692,7 @@ class GroupCoordinator:
                 expired = [tp for tp, committed in group.offsets.items()
                            if committed.expire_timestamp < now]
                 events = [(offset_key(group.group_id, topic, partition), None) for topic, partition in expired]
-                dead = group.is_(_STATES.EMPTY) and len(expired) == len(group.offsets)
+                dead = group.is_(GroupState.EMPTY) and len(expired) == len(group.offsets)
                 if dead:
                     events.append((group_key(group.group_id), None))
                 if not events:
@@ -706,7 +703,7 @@ class GroupCoordinator:
                     del group.offsets[tp]
                 removed += len(expired)
                 if dead:
-                    group.transition_to(_STATES.DEAD)
+                    group.transition_to(GroupState.DEAD)
                     del groups[group.group_id]
                     logger.info("group %s: removed (empty, no offsets left)", group.group_id)
         if removed:
@@ -720,7 +717,7 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         return ErrorCode.NONE, [(group.group_id, group.protocol_type or "")
                                 for groups in self._groups for group in groups.values()
-                                if not group.is_(_STATES.DEAD)]
+                                if not group.is_(GroupState.DEAD)]
 
     def describe_group(self, group_id: str) -> GroupSummary:
         error = self._check(group_id, validate_id=False)
@@ -729,7 +726,7 @@ class GroupCoordinator:
         group = self.group(group_id)
         if group is None:
             return GroupSummary(ErrorCode.NONE, group_id)
-        if group.is_(_STATES.STABLE):
+        if group.is_(GroupState.STABLE):
             members = tuple(MemberSummary(m.member_id, m.client_id, m.client_host,
                                           m.metadata(group.protocol), m.assignment)
                             for m in group.members.values())
@@ -751,7 +748,7 @@ class GroupCoordinator:
         return error
 
     def _append(self, group_id: str, events) -> ErrorCode:
-        index = self._partition_of(group_id)
+        index = self.partition_for(group_id)
         partition = self.partitions[index]
         try:
             partition.append(events)
@@ -793,7 +790,7 @@ class GroupCoordinator:
                                             [(stored.protocol or "", m.subscription)],
                                             assignment=m.assignment)
                 for m in stored.members}
-            group.state = _STATES.STABLE if group.members else _STATES.EMPTY
+            group.state = GroupState.STABLE if group.members else GroupState.EMPTY
             group.persisted = value
             return
         topic_partition = (decoded.topic, decoded.partition)

@@ -5,9 +5,14 @@ from __future__ import annotations
 import socket
 import struct
 
+import time
+
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from broker.groups.config import GroupConfig
+from broker.groups.records import GroupKey, decode_group_value, decode_key
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import decode_response, encode_request
@@ -118,3 +123,44 @@ def test_join_v0_sync_heartbeat_leave_describe_list(client):
     assert client.call(ApiKey.LEAVE_GROUP, 0, {"group_id": "g", "member_id": member}).error_code == \
         ErrorCode.UNKNOWN_MEMBER_ID
     assert client.call(ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["g"]}).groups[0].group_state == "Empty"
+
+
+def test_the_empty_group_id_may_commit_and_fetch_but_not_join(client):
+    # Kafka keeps the empty group id for offsets (old clients commit under it).
+    assert client.call(ApiKey.OFFSET_COMMIT, 0, commit_body("", 3)).topics[0].partitions[0].error_code == 0
+    fetched = client.call(ApiKey.OFFSET_FETCH, 1, {"group_id": "", "topics": [{"name": "t", "partition_indexes": [0]}]})
+    assert [(p.committed_offset, p.error_code) for p in fetched.topics[0].partitions] == [(3, 0)]
+    join = {"group_id": "", "session_timeout_ms": 10000, "member_id": "", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]}
+    assert client.call(ApiKey.JOIN_GROUP, 0, join).error_code == ErrorCode.INVALID_GROUP_ID
+
+
+def test_join_v1_keeps_the_rebalance_timeout_apart_from_the_session_timeout(client, minikafka_broker):
+    join = {"session_timeout_ms": 6500, "member_id": "", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"meta"}]}
+    joined = {"v1": client.call(ApiKey.JOIN_GROUP, 1, {**join, "group_id": "v1", "rebalance_timeout_ms": 45000}),
+              "v0": client.call(ApiKey.JOIN_GROUP, 0, {**join, "group_id": "v0"})}
+    for group, answer in joined.items():
+        assert answer.error_code == 0
+        synced = client.call(ApiKey.SYNC_GROUP, 0, {
+            "group_id": group, "generation_id": answer.generation_id, "member_id": answer.member_id,
+            "assignments": [{"member_id": answer.member_id, "assignment": b"a"}]})
+        assert synced.error_code == 0
+    # What the coordinator stored, read back as Kafka's tools would: group metadata events
+    # in __consumer_offsets, in Kafka's layout.
+    consumer = KafkaConsumer(bootstrap_servers=minikafka_broker.bootstrap, enable_auto_commit=False)
+    consumer.assign([TopicPartition("__consumer_offsets", p)
+                     for p in range(GroupConfig().offsets_topic_num_partitions)])
+    consumer.seek_to_beginning()
+    stored = {}
+    deadline = time.monotonic() + 30
+    while len(stored) < 2 and time.monotonic() < deadline:
+        for messages in consumer.poll(200).values():
+            for message in messages:
+                key = decode_key(message.key)
+                if isinstance(key, GroupKey) and message.value is not None:
+                    stored[key.group_id] = decode_group_value(message.value)
+    consumer.close()
+    assert [(m.member_id, m.rebalance_timeout_ms, m.session_timeout_ms, m.assignment)
+            for m in stored["v1"].members] == [(joined["v1"].member_id, 45000, 6500, b"a")]
+    assert [(m.rebalance_timeout_ms, m.session_timeout_ms) for m in stored["v0"].members] == [(6500, 6500)]
