@@ -86,11 +86,14 @@ def decode_snapshot(partition: int, offset: int, data: bytes) -> Iterator[tuple[
     view = memoryview(data)
     pos = _HEADER.size
     for _ in range(count):
-        key_size = _LENGTH.unpack_from(data, pos)[0]
-        pos += 4
-        key = bytes(view[pos:pos + key_size])
-        pos += key_size
-        value_size = _LENGTH.unpack_from(data, pos)[0]
+        try:
+            key_size = _LENGTH.unpack_from(data, pos)[0]
+            pos += 4
+            key = bytes(view[pos:pos + key_size])
+            pos += key_size
+            value_size = _LENGTH.unpack_from(data, pos)[0]
+        except struct.error:
+            raise SnapshotFormatError("snapshot entry runs past the end") from None
         pos += 4
         value = bytes(view[pos:pos + value_size])
         pos += value_size

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from broker.groups.coordinator import GROUP_METADATA_TOPIC, PartitionCommit
 from broker.groups.group import GroupState
+from broker.groups.store import SnapshotFormatError, decode_snapshot, encode_snapshot
 from protocol.errors import ErrorCode
 
 ONE_PARTITION = {"offsets.topic.num.partitions": "1"}
@@ -106,6 +107,54 @@ async def test_snapshots_bound_the_replay_and_fall_back_when_damaged(harness_fac
     assert committed(harness, "g") == expected
 
 
+async def test_a_snapshot_is_also_due_after_the_configured_bytes_of_events(harness_factory):
+    # The events interval is far away: every snapshot here comes from the bytes interval.
+    harness = harness_factory(**ONE_PARTITION, **{"offsets.snapshot.interval.bytes": "2000"})
+    partition = harness.coordinator.partitions[0]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(harness.coordinator.run)
+        for offset in range(30):
+            harness.coordinator.commit_offsets("g", "", -1, -1, [
+                PartitionCommit("t", offset % 3, offset, "x" * 200)])
+            await trio.sleep(0)
+        with trio.fail_after(10):
+            while len(partition.snapshot_offsets) < 2:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    # Each event is over 200 bytes, so one is due every 10 events or fewer.
+    assert 0 < partition.snapshot_offsets[0] <= 10
+    expected = committed(harness, "g")
+    harness.restart(clean=False)
+    [report] = harness.coordinator.load_reports
+    assert report.snapshot_offset == partition.snapshot_offsets[-1]
+    assert report.events_replayed == 30 - report.snapshot_offset < 10
+    assert committed(harness, "g") == expected
+
+
+async def test_offsets_retention_minutes_expires_offsets_in_the_background(harness_factory):
+    harness = harness_factory(**ONE_PARTITION, **{"offsets.retention.minutes": "1",
+                                                  "offsets.retention.check.interval.ms": "10"})
+    coordinator = harness.coordinator
+    commit(harness, "old", 0, 1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(coordinator.run)
+        harness.clock.advance(30_000)
+        commit(harness, "young", 0, 2)
+        harness.clock.advance(30_000)                  # "old" is exactly one minute old: kept
+        await trio.sleep(0.1)
+        assert committed(harness, "old") == {("t", 0): (1, "m1")}
+        harness.clock.advance(1000)                    # past the minute and the check interval
+        with trio.fail_after(10):
+            while coordinator.group("old") is not None:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    assert committed(harness, "old") == {}
+    assert committed(harness, "young") == {("t", 0): (2, "m2")}
+    harness.restart(clean=False)                       # the expiry is in the log too
+    assert harness.coordinator.group("old") is None
+    assert committed(harness, "young") == {("t", 0): (2, "m2")}
+
+
 def test_snapshot_of_a_log_without_snapshots_and_a_damaged_one_falls_back_to_full_replay(harness_factory):
     harness = harness_factory(**ONE_PARTITION)
     for offset in range(5):
@@ -182,3 +231,17 @@ def test_a_snapshot_with_a_good_checksum_but_unknown_format_is_ignored(harness_f
     [report] = harness.coordinator.load_reports
     assert (report.snapshot_offset, report.events_replayed) == (None, 3)
     assert committed(harness, "g") == {("t", 0): (2, "m2")}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_mangled_snapshot_payload_only_raises_snapshot_format_error(data):
+    entries = [(b"k%d" % i, b"v" * i) for i in range(4)]
+    payload = bytearray(encode_snapshot(0, 7, entries))
+    for _ in range(data.draw(st.integers(1, 4))):
+        payload[data.draw(st.integers(0, len(payload) - 1))] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(payload)))
+    try:
+        list(decode_snapshot(0, 7, bytes(payload[:cut])))
+    except SnapshotFormatError:
+        pass
