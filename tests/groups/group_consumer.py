@@ -1,6 +1,6 @@
 """A consumer-group member as a separate process, for tests that stop or crash members.
 
-    python group_consumer.py CLIENT BOOTSTRAP TOPIC GROUP [SESSION_TIMEOUT_MS]
+    python group_consumer.py CLIENT BOOTSTRAP TOPIC GROUP HEARTBEAT_MS [SESSION_TIMEOUT_MS]
 
 CLIENT is kafka-python, confluent or aiokafka. The member subscribes to TOPIC in GROUP,
 starting from the earliest offset when the group has no commit. After every batch it prints
@@ -9,7 +9,8 @@ and prints ``{"committed": [[partition, next offset], ...], "t": TIME}`` once th
 succeeded. A commit refused because the group is rebalancing is reported on stderr and the
 member carries on, as an application would (those messages may be consumed again).
 SIGTERM makes it close the consumer properly (LeaveGroup); SIGKILL is a crash. Without
-SESSION_TIMEOUT_MS the client's default session timeout is used.
+SESSION_TIMEOUT_MS the client's default session timeout is used. A member learns of a
+rebalance from its next heartbeat, so the tests ask for short HEARTBEAT_MS.
 """
 
 from __future__ import annotations
@@ -45,10 +46,12 @@ def on_sigterm(*_) -> None:
     stopping = True
 
 
-def run_kafka_python(bootstrap, topic, group, session_ms) -> None:
+def run_kafka_python(bootstrap, topic, group, heartbeat_ms, session_ms) -> None:
     from kafka import KafkaConsumer
 
-    extra = {"session_timeout_ms": session_ms, "heartbeat_interval_ms": session_ms // 3} if session_ms else {}
+    extra = {"heartbeat_interval_ms": heartbeat_ms}
+    if session_ms:
+        extra["session_timeout_ms"] = session_ms
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                              auto_offset_reset="earliest", enable_auto_commit=False, **extra)
     from kafka.errors import CommitFailedError, RebalanceInProgressError
@@ -67,13 +70,13 @@ def run_kafka_python(bootstrap, topic, group, session_ms) -> None:
     consumer.close()
 
 
-def run_confluent(bootstrap, topic, group, session_ms) -> None:
+def run_confluent(bootstrap, topic, group, heartbeat_ms, session_ms) -> None:
     from confluent_kafka import Consumer
 
     config = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-              "enable.auto.commit": False}
+              "enable.auto.commit": False, "heartbeat.interval.ms": heartbeat_ms}
     if session_ms:
-        config.update({"session.timeout.ms": session_ms, "heartbeat.interval.ms": session_ms // 3})
+        config["session.timeout.ms"] = session_ms
     consumer = Consumer(config)
     consumer.subscribe([topic])
     from confluent_kafka import KafkaException
@@ -92,11 +95,13 @@ def run_confluent(bootstrap, topic, group, session_ms) -> None:
     consumer.close()
 
 
-async def run_aiokafka(bootstrap, topic, group, session_ms) -> None:
+async def run_aiokafka(bootstrap, topic, group, heartbeat_ms, session_ms) -> None:
     from aiokafka import AIOKafkaConsumer
 
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
-    extra = {"session_timeout_ms": session_ms, "heartbeat_interval_ms": session_ms // 3} if session_ms else {}
+    extra = {"heartbeat_interval_ms": heartbeat_ms}
+    if session_ms:
+        extra["session_timeout_ms"] = session_ms
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                                 auto_offset_reset="earliest", enable_auto_commit=False, **extra)
     await consumer.start()
@@ -120,14 +125,15 @@ async def run_aiokafka(bootstrap, topic, group, session_ms) -> None:
 
 def main() -> None:
     client, bootstrap, topic, group = sys.argv[1:5]
-    session_ms = int(sys.argv[5]) if len(sys.argv) > 5 else None
+    heartbeat_ms = int(sys.argv[5])
+    session_ms = int(sys.argv[6]) if len(sys.argv) > 6 else None
     signal.signal(signal.SIGTERM, on_sigterm)
     if client == "kafka-python":
-        run_kafka_python(bootstrap, topic, group, session_ms)
+        run_kafka_python(bootstrap, topic, group, heartbeat_ms, session_ms)
     elif client == "confluent":
-        run_confluent(bootstrap, topic, group, session_ms)
+        run_confluent(bootstrap, topic, group, heartbeat_ms, session_ms)
     elif client == "aiokafka":
-        asyncio.run(run_aiokafka(bootstrap, topic, group, session_ms))
+        asyncio.run(run_aiokafka(bootstrap, topic, group, heartbeat_ms, session_ms))
     else:
         raise SystemExit(f"unknown client {client!r}")
 

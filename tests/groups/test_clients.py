@@ -29,6 +29,9 @@ PER_PARTITION = 10
 # Crash tests: the broker accepts short sessions, the crashed member is noticed in 3 s.
 FAST_SESSIONS = {"group.min.session.timeout.ms": "1000"}
 SESSION_MS = 3000
+# Members learn of a rebalance from their next heartbeat; the clients' default intervals
+# (3 s) would make every handover wait that long.
+HEARTBEAT_MS = 250
 CLIENTS = ["kafka-python", "confluent", "aiokafka",
            pytest.param("kcat", marks=pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed"))]
 
@@ -40,13 +43,14 @@ class Member:
                  session_ms: int | None = None) -> None:
         if client == "kcat":
             command = ["kcat", "-b", bootstrap, "-G", group, "-f", "%p %o\n", "-u", "-q",
-                       "-X", "auto.offset.reset=earliest", "-X", "auto.commit.interval.ms=100"]
+                       "-X", "auto.offset.reset=earliest", "-X", "auto.commit.interval.ms=100",
+                       "-X", f"heartbeat.interval.ms={HEARTBEAT_MS}"]
             if session_ms:
-                command += ["-X", f"session.timeout.ms={session_ms}",
-                            "-X", f"heartbeat.interval.ms={session_ms // 3}"]
+                command += ["-X", f"session.timeout.ms={session_ms}"]
             command.append(topic)
         else:
-            command = [sys.executable, str(CONSUMER_SCRIPT), client, bootstrap, topic, group]
+            command = [sys.executable, str(CONSUMER_SCRIPT), client, bootstrap, topic, group,
+                       str(HEARTBEAT_MS)]
             if session_ms:
                 command.append(str(session_ms))
         self.client = client
@@ -227,8 +231,9 @@ def test_three_members_one_leaves_one_crashes_the_last_takes_over(client, minika
     assert all(member.partitions() for member in members)
 
     leaver, crasher, survivor = members
+    crasher.crash()              # no LeaveGroup: only its session timeout removes it
+    cluster.wait_stable(group, 2)
     leaver.leave()
-    crasher.crash()
     cluster.produce_round()
     cluster.wait_committed_to_end(group)
     assert {p for p, o in survivor.consumed if o >= PER_PARTITION} == set(range(PARTITIONS))
@@ -269,3 +274,12 @@ def test_kafka_python_and_confluent_share_one_group(minikafka_broker_factory, cl
     cluster.produce_round()
     cluster.wait_committed_to_end(group)
     assert_nothing_committed_is_consumed_again(members, cluster.end)
+
+
+def test_consumer_offsets_is_internal_and_listed_only_when_asked_for_by_name(minikafka_broker):
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": minikafka_broker.bootstrap})
+    assert "__consumer_offsets" not in admin.list_topics(timeout=10).topics
+    by_name = admin.list_topics(topic="__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+    assert by_name.error is None and len(by_name.partitions) == 4
