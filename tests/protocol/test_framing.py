@@ -65,7 +65,11 @@ def sample_frames() -> list[bytes]:
                                                     "member_id": "m"}),
         (GOLDEN / "produce_v2_lz4_request.bin").read_bytes(),
         (GOLDEN / "apiversions_v3_request.bin").read_bytes(),
+        encode_request(ApiKey.API_VERSIONS, 4, 8, "kp", None),  # above our range, as kafka-python 3 opens
     ]
+
+
+SAMPLE_COUNT = len(sample_frames())
 
 
 def drain(conn: ServerConnection) -> list[Request]:
@@ -96,6 +100,7 @@ def test_whole_buffer_of_pipelined_requests():
     assert requests[1].client_id is None and requests[1].body.max_bytes == 1 << 20
     assert requests[2].body.topics is None
     assert requests[3].body.client_software_name == "x"
+    assert (requests[-1].api_version, requests[-1].unsupported_version, requests[-1].body) == (4, True, None)
     assert conn.buffered == 0
 
 
@@ -143,7 +148,8 @@ def test_trailing_partial_frame_waits_for_the_rest():
     assert conn.next_request() is None
 
 
-@pytest.mark.parametrize("index", range(7))
+# The last sample's body is never read (see the test after these two).
+@pytest.mark.parametrize("index", range(SAMPLE_COUNT - 1))
 def test_truncated_frame_bodies_are_protocol_errors(index):
     payload = sample_frames()[index][4:]
     for size in range(len(payload)):
@@ -153,13 +159,30 @@ def test_truncated_frame_bodies_are_protocol_errors(index):
             conn.next_request()
 
 
-@pytest.mark.parametrize("index", range(7))
+@pytest.mark.parametrize("index", range(SAMPLE_COUNT - 1))
 def test_bytes_after_the_body_are_protocol_errors(index):
     payload = sample_frames()[index][4:] + b"\x00"
     conn = ServerConnection()
     conn.receive_data(struct.pack(">i", len(payload)) + payload)
     with pytest.raises(ProtocolError, match="unexpected bytes"):
         conn.next_request()
+
+
+def test_body_of_api_versions_above_our_range_is_not_read():
+    # As in Kafka: its layout is unknown to us, so only the header is decoded (a truncated
+    # header is still an error) and the answer is the v0 fallback whatever the body holds.
+    payload = sample_frames()[-1][4:]
+    header_end = 8 + 2 + len("kp")
+    for size in range(len(payload) + 1):
+        conn = ServerConnection()
+        conn.receive_data(struct.pack(">i", size) + payload[:size])
+        if size < header_end:
+            with pytest.raises(ProtocolError):
+                conn.next_request()
+        else:
+            assert conn.next_request().unsupported_version
+    [request] = _parse_all(struct.pack(">i", len(payload) + 3) + payload + b"\xff\xff\xff")
+    assert (request.correlation_id, request.client_id, request.body) == (8, "kp", None)
 
 
 # ------------------------------------------------------------------------------------------
@@ -553,7 +576,7 @@ _MUTATION = st.one_of(
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(index=st.integers(0, 6), mutations=st.lists(_MUTATION, min_size=1, max_size=6),
+@given(index=st.integers(0, SAMPLE_COUNT - 1), mutations=st.lists(_MUTATION, min_size=1, max_size=6),
        keep_size=st.booleans(), cuts=st.lists(st.integers(0, 400), max_size=4))
 def test_mutated_frames(index, mutations, keep_size, cuts):
     frame = bytearray(sample_frames()[index])
