@@ -40,26 +40,16 @@ PARTITIONS = 6
 RUNS = 3
 
 
-def kafka_python_members(bootstrap, topic, group, count):
-    from kafka import KafkaConsumer
-
-    consumers = []
+def time_member_threads(member, count, assignments, consumers):
+    """Run ``member(index, done)`` in ``count`` threads; return the seconds from their start
+    until ``assignments()`` shows the partitions split among all of them, then stop the
+    threads and close ``consumers``."""
     done = threading.Event()
-
-    def member():
-        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
-        consumers.append(consumer)
-        while not done.is_set():
-            # kafka-python 3.0.12 can drop a SyncGroup answer that arrives while a very short
-            # poll() gives up on the join (its "timeout in ensure_active_group"); 500 ms
-            # polls avoid that client race without slowing the join itself.
-            consumer.poll(500)
-
-    threads = [threading.Thread(target=member, daemon=True) for _ in range(count)]
+    threads = [threading.Thread(target=member, args=(index, done), daemon=True) for index in range(count)]
     start = time.perf_counter()
     for thread in threads:
         thread.start()
-    wait_split(lambda: [c.assignment() for c in list(consumers)], count)
+    wait_split(assignments, count)
     elapsed = time.perf_counter() - start
     done.set()
     for thread in threads:
@@ -69,14 +59,30 @@ def kafka_python_members(bootstrap, topic, group, count):
     return elapsed
 
 
+def kafka_python_members(bootstrap, topic, group, count):
+    from kafka import KafkaConsumer
+
+    consumers = []
+
+    def member(index, done):
+        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
+        consumers.append(consumer)
+        while not done.is_set():
+            # kafka-python 3.0.12 can drop a SyncGroup answer that arrives while a very short
+            # poll() gives up on the join (its "timeout in ensure_active_group"); 500 ms
+            # polls avoid that client race without slowing the join itself.
+            consumer.poll(500)
+
+    return time_member_threads(member, count, lambda: [c.assignment() for c in list(consumers)], consumers)
+
+
 def confluent_members(bootstrap, topic, group, count):
     from confluent_kafka import Consumer
 
     assignments = [set() for _ in range(count)]
     consumers = []
-    done = threading.Event()
 
-    def member(index):
+    def member(index, done):
         def on_assign(consumer, partitions):
             assignments[index] = {p.partition for p in partitions}
 
@@ -86,18 +92,7 @@ def confluent_members(bootstrap, topic, group, count):
         while not done.is_set():
             consumer.poll(0.02)
 
-    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(count)]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    wait_split(lambda: assignments, count)
-    elapsed = time.perf_counter() - start
-    done.set()
-    for thread in threads:
-        thread.join()
-    for consumer in consumers:
-        consumer.close()
-    return elapsed
+    return time_member_threads(member, count, lambda: assignments, consumers)
 
 
 def aiokafka_members(bootstrap, topic, group, count):
