@@ -274,7 +274,8 @@ class Log:
                 return 0
             rolled = list(self._unflushed_rolled)
             truncations = self._truncations
-            fds: list[int] = []
+            # Descriptors, not paths: retention or a topic deletion may rename them meanwhile.
+            fds = [os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)]
             try:
                 for segment in rolled:
                     if segment in self._segments:  # else retention has already deleted it
@@ -286,7 +287,6 @@ class Log:
         try:
             for fd in fds:
                 os.fsync(fd)
-            fsync_dir(self.dir)
         finally:
             for fd in fds:
                 os.close(fd)

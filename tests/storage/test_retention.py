@@ -142,6 +142,23 @@ def test_untimed_messages_roll_and_expire_by_their_append_time(tmp_path, clock):
     assert log.offset_for_timestamp(0) is None
 
 
+def test_untimed_segment_reopened_rolls_no_earlier(tmp_path, clock):
+    """The first message's append time is not on disk: a reopened segment measures
+    segment.ms from its first time-index entry, which is no earlier (Kafka: from the load)."""
+    log = open_log(tmp_path / "t-0", clock, segment_ms=HOUR)
+    log.append_as_leader(message_set(1, -1, magic=0))
+    clock.advance(HOUR // 2)
+    log.append_as_leader(message_set(1, -1, magic=0))
+    log.close()
+    log = Log(tmp_path / "t-0", "t", 0, LogConfig(segment_ms=HOUR), clock, recovery_point=2)
+    clock.set(START_MS + HOUR + 1)  # segment.ms after the first append...
+    log.append_as_leader(message_set(1, -1, magic=0))
+    assert len(log.segments()) == 1  # ...but the reopened segment only knows the second's time
+    clock.set(START_MS + HOUR // 2 + HOUR + 1)
+    log.append_as_leader(message_set(1, -1, magic=0))
+    assert [s.base_offset for s in log.segments()] == [0, 3]
+
+
 def test_untimed_segments_after_restart_copy_and_crash(tmp_path, clock):
     """Their append times live in the time index: a clean restart and a copy with fresh file
     times keep them exactly; a crash, or a lost index, credits the time of the rebuild, so
