@@ -6,21 +6,8 @@ from broker.groups.coordinator import PartitionCommit
 from broker.groups.group import GroupState
 from protocol.errors import ErrorCode
 
-PROTOCOLS = [("range", b"range-meta"), ("roundrobin", b"rr-meta")]
-SESSION = 10000
+SESSION = 10000       # the harness's JoinGroup defaults
 REBALANCE = 30000
-
-
-def join(harness, *args, **kwargs):
-    return harness.join(*args, **kwargs)
-
-
-def sync(harness, *args):
-    return harness.sync(*args)
-
-
-def form_group(harness, group, count):
-    return harness.form_group(group, count)
 
 
 def generation(harness, group):
@@ -33,7 +20,7 @@ def state(harness, group):
 
 
 def test_lone_member_is_answered_at_once_as_leader(harness):
-    answers = join(harness, "g")
+    answers = harness.join("g")
     assert len(answers) == 1
     answer = answers[0]
     assert answer.error == ErrorCode.NONE
@@ -43,18 +30,18 @@ def test_lone_member_is_answered_at_once_as_leader(harness):
     assert answer.protocol == "range"
     assert answer.members == ((answer.member_id, b"range-meta"),)
     assert state(harness, "g") is GroupState.COMPLETING_REBALANCE
-    synced = sync(harness, "g", 1, answer.member_id, {answer.member_id: b"all"})
+    synced = harness.sync("g", 1, answer.member_id, {answer.member_id: b"all"})
     assert synced[0].error == ErrorCode.NONE and synced[0].assignment == b"all"
     assert state(harness, "g") is GroupState.STABLE
 
 
 def test_second_member_triggers_rebalance_and_both_get_the_new_generation(harness):
-    leader = form_group(harness, "g", 1)[0]
-    newcomer = join(harness, "g")
+    leader = harness.form_group("g", 1)[0]
+    newcomer = harness.join("g")
     assert newcomer == []                                   # waits for the leader to rejoin
     assert state(harness, "g") is GroupState.PREPARING_REBALANCE
     assert harness.coordinator.heartbeat("g", leader, 1) == ErrorCode.REBALANCE_IN_PROGRESS
-    rejoin = join(harness, "g", leader)
+    rejoin = harness.join("g", leader)
     assert rejoin[0].error == newcomer[0].error == ErrorCode.NONE
     assert rejoin[0].generation_id == newcomer[0].generation_id == 2
     assert rejoin[0].leader_id == leader
@@ -63,82 +50,82 @@ def test_second_member_triggers_rebalance_and_both_get_the_new_generation(harnes
 
 
 def test_protocol_selection_by_votes_among_common_protocols(harness):
-    first = join(harness, "g", protocols=[("a", b""), ("b", b""), ("c", b"")])[0]
-    second = join(harness, "g", protocols=[("c", b""), ("b", b"")])
-    third = join(harness, "g", protocols=[("b", b""), ("c", b"")])
-    join(harness, "g", first.member_id, protocols=[("a", b""), ("b", b""), ("c", b"")])
+    first = harness.join("g", protocols=[("a", b""), ("b", b""), ("c", b"")])[0]
+    second = harness.join("g", protocols=[("c", b""), ("b", b"")])
+    third = harness.join("g", protocols=[("b", b""), ("c", b"")])
+    harness.join("g", first.member_id, protocols=[("a", b""), ("b", b""), ("c", b"")])
     # Common: b, c. First choices among them: member 1 -> b, member 2 -> c, member 3 -> b.
     assert second[0].protocol == third[0].protocol == "b"
 
 
 def test_inconsistent_protocols_and_bad_requests(harness):
-    form_group(harness, "g", 1)
-    assert join(harness, "g", protocols=[("other", b"")])[0].error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-    assert join(harness, "g", protocol_type="connect")[0].error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-    assert join(harness, "new", protocols=[])[0].error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-    assert join(harness, "g", session=5999)[0].error == ErrorCode.INVALID_SESSION_TIMEOUT
-    assert join(harness, "g", session=300001)[0].error == ErrorCode.INVALID_SESSION_TIMEOUT
-    assert join(harness, "g", "nobody")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
-    assert join(harness, "unknown-group", "nobody")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
-    assert join(harness, "")[0].error == ErrorCode.INVALID_GROUP_ID
+    harness.form_group("g", 1)
+    assert harness.join("g", protocols=[("other", b"")])[0].error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert harness.join("g", protocol_type="connect")[0].error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert harness.join("new", protocols=[])[0].error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert harness.join("g", session=5999)[0].error == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert harness.join("g", session=300001)[0].error == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert harness.join("g", "nobody")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert harness.join("unknown-group", "nobody")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert harness.join("")[0].error == ErrorCode.INVALID_GROUP_ID
 
 
 def test_heartbeat_and_sync_errors(harness):
-    leader = form_group(harness, "g", 1)[0]
+    leader = harness.form_group("g", 1)[0]
     assert harness.coordinator.heartbeat("g", leader, 1) == ErrorCode.NONE
     assert harness.coordinator.heartbeat("g", leader, 0) == ErrorCode.ILLEGAL_GENERATION
     assert harness.coordinator.heartbeat("g", "nobody", 1) == ErrorCode.UNKNOWN_MEMBER_ID
     assert harness.coordinator.heartbeat("none", leader, 1) == ErrorCode.UNKNOWN_MEMBER_ID
-    assert sync(harness, "g", 7, leader)[0].error == ErrorCode.ILLEGAL_GENERATION
-    assert sync(harness, "g", 1, "nobody")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert harness.sync("g", 7, leader)[0].error == ErrorCode.ILLEGAL_GENERATION
+    assert harness.sync("g", 1, "nobody")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
     # A stable group answers a repeated SyncGroup with the stored assignment.
-    assert sync(harness, "g", 1, leader)[0].assignment == leader.encode()
-    join(harness, "g")
-    assert sync(harness, "g", 1, leader)[0].error == ErrorCode.REBALANCE_IN_PROGRESS
+    assert harness.sync("g", 1, leader)[0].assignment == leader.encode()
+    harness.join("g")
+    assert harness.sync("g", 1, leader)[0].error == ErrorCode.REBALANCE_IN_PROGRESS
 
 
 def test_follower_rejoining_unchanged_keeps_the_generation(harness):
-    leader, follower = form_group(harness, "g", 2)
-    answer = join(harness, "g", follower)[0]
+    leader, follower = harness.form_group("g", 2)
+    answer = harness.join("g", follower)[0]
     assert answer.error == ErrorCode.NONE and answer.generation_id == 2
     assert state(harness, "g") is GroupState.STABLE
 
 
 def test_leave_rebalances_the_rest(harness):
-    leader, follower = form_group(harness, "g", 2)
+    leader, follower = harness.form_group("g", 2)
     assert harness.coordinator.leave_group("g", leader) == ErrorCode.NONE
     assert harness.coordinator.leave_group("g", leader) == ErrorCode.UNKNOWN_MEMBER_ID
     assert harness.coordinator.heartbeat("g", follower, 2) == ErrorCode.REBALANCE_IN_PROGRESS
-    answer = join(harness, "g", follower)[0]
+    answer = harness.join("g", follower)[0]
     assert answer.generation_id == 3 and answer.leader_id == follower
     assert harness.coordinator.leave_group("g", follower) == ErrorCode.NONE
     assert state(harness, "g") is GroupState.EMPTY and generation(harness, "g") == 4
-    sync_answer = sync(harness, "g", 3, follower)
+    sync_answer = harness.sync("g", 3, follower)
     assert sync_answer[0].error == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_last_member_leaving_empties_the_group(harness):
-    [leader] = form_group(harness, "g", 1)
+    [leader] = harness.form_group("g", 1)
     assert harness.coordinator.leave_group("g", leader) == ErrorCode.NONE
     assert state(harness, "g") is GroupState.EMPTY
     assert generation(harness, "g") == 2
 
 
 def test_session_expiry_removes_member_and_rebalances(harness):
-    leader, follower = form_group(harness, "g", 2)
+    leader, follower = harness.form_group("g", 2)
     harness.advance(SESSION - 1000)
     assert harness.coordinator.heartbeat("g", leader, 2) == ErrorCode.NONE
     harness.advance(1000)                                   # follower's session is over
     assert list(harness.coordinator.group("g").members) == [leader]
     assert harness.coordinator.heartbeat("g", leader, 2) == ErrorCode.REBALANCE_IN_PROGRESS
-    answer = join(harness, "g", leader)[0]
+    answer = harness.join("g", leader)[0]
     assert answer.generation_id == 3 and answer.members == ((leader, b"range-meta"),)
 
 
 def test_rebalance_timeout_removes_members_that_did_not_rejoin(harness):
-    leader, follower = form_group(harness, "g", 2)
-    newcomer = join(harness, "g")
-    rejoined = join(harness, "g", leader)
+    leader, follower = harness.form_group("g", 2)
+    newcomer = harness.join("g")
+    rejoined = harness.join("g", leader)
     assert newcomer == rejoined == []
     # The follower keeps heartbeating but never rejoins: the rebalance timeout removes it.
     for _ in range(REBALANCE // 5000):
@@ -150,22 +137,22 @@ def test_rebalance_timeout_removes_members_that_did_not_rejoin(harness):
 
 
 def test_new_join_during_sync_restarts_the_rebalance(harness):
-    leader, follower = form_group(harness, "g", 2)
-    join(harness, "g", follower, protocols=[("range", b"changed"), ("roundrobin", b"")])
-    waiting = join(harness, "g", leader)
+    leader, follower = harness.form_group("g", 2)
+    harness.join("g", follower, protocols=[("range", b"changed"), ("roundrobin", b"")])
+    waiting = harness.join("g", leader)
     gen = generation(harness, "g")
-    follower_sync = sync(harness, "g", gen, follower)
+    follower_sync = harness.sync("g", gen, follower)
     assert follower_sync == []
-    join(harness, "g")                                       # a third member arrives
+    harness.join("g")                                       # a third member arrives
     assert follower_sync[0].error == ErrorCode.REBALANCE_IN_PROGRESS
     assert waiting[0].generation_id == gen
 
 
 def test_initial_rebalance_delay_waits_for_more_members(harness_factory):
     harness = harness_factory(**{"group.initial.rebalance.delay.ms": "3000"})
-    first = join(harness, "g")
+    first = harness.join("g")
     harness.advance(2000)
-    second = join(harness, "g")
+    second = harness.join("g")
     harness.advance(1000)                                   # a member arrived: wait another step
     assert first == second == []
     harness.advance(3000)
@@ -174,7 +161,7 @@ def test_initial_rebalance_delay_waits_for_more_members(harness_factory):
 
 
 def test_commit_and_fetch_inside_and_outside_the_group(harness):
-    [leader] = form_group(harness, "g", 1)
+    [leader] = harness.form_group("g", 1)
     commit = [PartitionCommit("t", 0, 10, "m0"), PartitionCommit("t", 1, 20, None)]
     assert harness.coordinator.commit_offsets("g", leader, 1, -1, commit) == [ErrorCode.NONE] * 2
     assert harness.coordinator.commit_offsets("g", leader, 0, -1, commit) == [ErrorCode.ILLEGAL_GENERATION] * 2
@@ -193,12 +180,12 @@ def test_commit_and_fetch_inside_and_outside_the_group(harness):
 
 
 def test_commit_during_completing_rebalance_is_refused(harness):
-    leader, follower = form_group(harness, "g", 2)
-    join(harness, "g")
-    join(harness, "g", follower)
+    leader, follower = harness.form_group("g", 2)
+    harness.join("g")
+    harness.join("g", follower)
     # Still preparing (leader has not rejoined): a member of the current generation may commit.
     assert harness.coordinator.commit_offsets("g", leader, 2, -1, [PartitionCommit("t", 0, 5, "")]) == [ErrorCode.NONE]
-    join(harness, "g", leader)
+    harness.join("g", leader)
     assert state(harness, "g") is GroupState.COMPLETING_REBALANCE
     assert harness.coordinator.commit_offsets("g", leader, 3, -1, [PartitionCommit("t", 0, 6, "")]) == \
         [ErrorCode.REBALANCE_IN_PROGRESS]
@@ -208,7 +195,7 @@ def test_offsets_expire_by_retention_and_empty_groups_go(harness):
     coordinator = harness.coordinator
     coordinator.commit_offsets("short", "", -1, 60_000, [PartitionCommit("t", 0, 1, "")])
     coordinator.commit_offsets("long", "", -1, -1, [PartitionCommit("t", 0, 2, "")])
-    [member] = form_group(harness, "active", 1)
+    [member] = harness.form_group("active", 1)
     coordinator.commit_offsets("active", member, 1, 60_000, [PartitionCommit("t", 0, 3, "")])
     harness.clock.advance(60_001)
     coordinator.heartbeat("active", member, 1)
@@ -226,13 +213,13 @@ def test_offsets_expire_by_retention_and_empty_groups_go(harness):
 
 
 def test_describe_and_list(harness):
-    leader, follower = form_group(harness, "g", 2)
+    leader, follower = harness.form_group("g", 2)
     summary = harness.coordinator.describe_group("g")
     assert summary.state == "Stable" and summary.protocol == "range" and summary.protocol_type == "consumer"
     assert {(m.member_id, m.assignment) for m in summary.members} == {(leader, leader.encode()),
                                                                      (follower, follower.encode())}
     assert harness.coordinator.describe_group("nope").state == "Dead"
-    join(harness, "g")
+    harness.join("g")
     summary = harness.coordinator.describe_group("g")
     assert summary.state == "PreparingRebalance" and summary.protocol == ""
     assert all(m.metadata == b"" and m.assignment == b"" for m in summary.members)
@@ -240,17 +227,17 @@ def test_describe_and_list(harness):
 
 
 def test_member_removed_while_its_join_waits_gets_an_answer(harness):
-    leader, follower = form_group(harness, "g", 2)
-    waiting = join(harness, "g", follower, protocols=[("range", b"new"), ("roundrobin", b"")])
+    leader, follower = harness.form_group("g", 2)
+    waiting = harness.join("g", follower, protocols=[("range", b"new"), ("roundrobin", b"")])
     assert waiting == []                                   # the leader has not rejoined yet
     assert harness.coordinator.leave_group("g", follower) == ErrorCode.NONE
     assert waiting[0].error == ErrorCode.UNKNOWN_MEMBER_ID
-    assert join(harness, "g", leader)[0].members == ((leader, b"range-meta"),)
+    assert harness.join("g", leader)[0].members == ((leader, b"range-meta"),)
 
 
 def test_coordinator_not_available_before_startup_and_after_shutdown(harness):
     harness.coordinator.shutdown()
-    assert join(harness, "g")[0].error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert harness.join("g")[0].error == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert harness.coordinator.heartbeat("g", "m", 1) == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert harness.coordinator.fetch_offsets("g", None)[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert harness.coordinator.find_coordinator("g") == ErrorCode.COORDINATOR_NOT_AVAILABLE
