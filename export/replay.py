@@ -9,7 +9,8 @@ whose offset ranges overlap when timestamps cross midnight out of order. Files a
 groups whose offset ranges overlap, each group sorted by offset, so memory stays bounded by
 about one segment. The producer (confluent-kafka) keeps at most one request in flight per
 connection, so a retry cannot reorder records. Only files of the current ``GENERATION`` are
-read. Records exported from magic 0 messages have no timestamp and get the broker's time.
+read. Records exported without a timestamp (magic 0, under ``dt=unknown``) are produced
+without one, so they get the time of the replay.
 """
 
 from __future__ import annotations

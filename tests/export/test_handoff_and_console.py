@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 import trio
 
 from export.console import ProgressBar, summary_line
@@ -98,3 +99,19 @@ def test_replay_user_errors(tmp_path):
     missing = run_cli("replay", "--from", str(tmp_path), "--topic", "t", "--bootstrap", "127.0.0.1:1")
     assert missing.returncode == 2
     assert missing.stderr.strip() == f"minikafka replay: error: no export of topic 't' in {tmp_path}"
+
+
+def test_replay_to_an_unreachable_broker_is_a_replay_error(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from export.replay import ReplayError, replay
+    from export.segment_reader import ARROW_SCHEMA
+
+    day = tmp_path / "t" / "dt=2025-11-22"
+    day.mkdir(parents=True)
+    row = {"key": b"k", "value": b"v", "topic": "t", "partition": 0, "offset": 0,
+           "timestamp": 1_763_769_600_000_000, "timestampType": 0}
+    pq.write_table(pa.Table.from_pylist([row], ARROW_SCHEMA), day / f"1_0_{0:020d}.parquet")
+    with pytest.raises(ReplayError, match="cannot reach a broker at 127.0.0.1:1"):
+        replay(tmp_path, "t", "127.0.0.1:1", progress=False, timeout=2)
