@@ -10,11 +10,15 @@ seen. Kafka's internal topics (``__consumer_offsets``) are not exported and neve
 
 The exporter process is exactly-once on its own (``export.exporter``): if it fails or the
 broker is killed mid-export, the next run finishes the job; failed runs are retried with
-exponential back-off. No pyspark import here.
+exponential back-off. No pyspark import here, but importing this module fails (as
+``ModuleNotFoundError``, which the broker reports as a config error at start-up) when the
+exporter's packages are missing: otherwise every export would fail and retention would wait
+forever.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import subprocess
@@ -30,6 +34,15 @@ from export.progress import ExportProgress
 __all__ = ["ExportHandoff"]
 
 logger = logging.getLogger("minikafka.export")
+
+
+def _require_exporter_packages() -> None:
+    for name in ("pyspark", "pyarrow"):
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r} (pip install 'minikafka[export]')", name=name)
+
+
+_require_exporter_packages()
 
 _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
