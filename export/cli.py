@@ -3,7 +3,8 @@
 ``broker.cli`` calls ``register(subparsers)``; each subcommand sets ``func`` (``args ->
 exit status``). Importing this module does not import pyspark: the JVM starts only when an
 export actually has segments to write. User mistakes (a missing log directory, an unknown
-topic, a busy output directory, an unreachable broker) print one line and exit with 2.
+topic, a malformed Spark master URL, a busy output directory, an unreachable broker) and a
+corrupt segment print one line (after Spark's own log, if Spark had started) and exit with 2.
 
 ``python -m export export ...`` runs the same commands (what the broker's hand-off spawns).
 """
