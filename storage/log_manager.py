@@ -243,8 +243,11 @@ class LogManager:
         passed (the broker runs this every ``log.flush.scheduler.interval.ms``, off its
         event loop)."""
         for log in self.logs():
-            log.flush_rolled_segments()
-            log.flush_if_due()
+            try:
+                log.flush_rolled_segments()
+                log.flush_if_due()
+            except OSError:  # one failing disk (or a topic deleted meanwhile) spares the rest
+                logger.exception("%s-%d: flush failed", log.topic, log.partition)
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every log dir."""

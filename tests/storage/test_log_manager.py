@@ -1,6 +1,7 @@
 """LogManager: topics from directories, persisted overrides, deletion, foreign dirs."""
 
 import os
+import shutil
 
 import pytest
 
@@ -158,3 +159,16 @@ def test_flush_due_fsyncs_rolled_segments_off_the_append_path(tmp_path):
     assert log.recovery_point == log.segments()[-1].base_offset
     manager.checkpoint()
     assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == f"0\n1\nt 0 {log.recovery_point}\n"
+
+
+def test_a_failing_flush_spares_the_other_logs(tmp_path, caplog):
+    manager = _manager([tmp_path])
+    broken, healthy = manager.create_topic("t", 2, {"segment.bytes": "200"})
+    for log in (broken, healthy):
+        for _ in range(3):
+            log.append_as_leader(message_set(1, START_MS, value_size=100))
+    shutil.rmtree(broken.dir)  # the disk under one partition is gone
+    manager.flush_due()
+    assert broken.recovery_point == 0
+    assert healthy.recovery_point == healthy.segments()[-1].base_offset > 0
+    assert "t-0: flush failed" in caplog.text
