@@ -9,8 +9,7 @@ retry at a version both sides know.
 
 from __future__ import annotations
 
-from protocol.apis import ApiKey, api_versions_table
-from protocol.errors import ErrorCode
+from protocol.apis import ApiKey, api_versions_fallback_response, api_versions_response
 
 API_KEY = ApiKey.API_VERSIONS
 
@@ -18,12 +17,8 @@ API_KEY = ApiKey.API_VERSIONS
 async def handle(broker, request) -> dict:
     from broker.handlers import HANDLERS
 
-    return {
-        "error_code": ErrorCode.UNSUPPORTED_VERSION if request.unsupported_version else ErrorCode.NONE,
-        "api_keys": [
-            {"api_key": key, "min_version": low, "max_version": high}
-            for key, low, high in api_versions_table()
-            if key in HANDLERS
-        ],
-        "throttle_time_ms": 0,
-    }
+    if request.unsupported_version:
+        body = api_versions_fallback_response(served=HANDLERS)
+    else:
+        body = api_versions_response(served=HANDLERS)
+    return {**body, "throttle_time_ms": 0}

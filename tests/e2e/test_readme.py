@@ -1,8 +1,8 @@
 """README.md stays true: its tables are generated from the code they describe.
 
 - the config table from ``broker.config.config_table()`` (the broker's key table, as data);
-- the API table from ``protocol.framing.api_versions_table()`` restricted to the APIs that
-  ``broker.handlers.HANDLERS`` serves (exactly what ApiVersions reports).
+- the API table from ``protocol.apis.api_versions_response(served=HANDLERS)``, exactly what
+  the broker's ApiVersions handler answers.
 
 Regenerate both after changing either with::
 
@@ -17,7 +17,7 @@ from pathlib import Path
 README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCKS = {
     "config-table": "generated from broker/config.py by tests/e2e/test_readme.py",
-    "api-table": "generated from protocol.framing.api_versions_table by tests/e2e/test_readme.py",
+    "api-table": "generated from protocol.apis.api_versions_response by tests/e2e/test_readme.py",
 }
 
 
@@ -39,15 +39,12 @@ def render_api_table() -> str:
     """The table ApiVersions answers with: the protocol registry, restricted to the APIs the
     broker has a handler for (broker/handlers/api_versions.py)."""
     from broker.handlers import HANDLERS
-    from protocol.apis.keys import ApiKey
-    from protocol.framing import api_versions_table
+    from protocol.apis import ApiKey, api_versions_response
 
     lines = ["| API | Key | Versions |", "|---|---|---|"]
-    for api_key, min_version, max_version in sorted(api_versions_table()):
-        if api_key not in HANDLERS:
-            continue
-        name = "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
-        lines.append(f"| {name} | {api_key} | {min_version}–{max_version} |")
+    for entry in api_versions_response(served=HANDLERS)["api_keys"]:
+        name = "".join(part.capitalize() for part in ApiKey(entry["api_key"]).name.split("_"))
+        lines.append(f"| {name} | {entry['api_key']} | {entry['min_version']}–{entry['max_version']} |")
     return "\n".join(lines)
 
 
