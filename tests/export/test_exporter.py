@@ -130,6 +130,16 @@ def test_records_without_timestamp_go_under_dt_unknown(spark, tmp_path):
     assert not list(out.glob("*/dt=1969-*"))
 
 
+def test_offsets_deleted_by_retention_before_export_are_reported(spark, tmp_path, capsys):
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    write_segments(log_dir, "g", 0, [segment(10, 5), segment(15, 2)])  # 4..9 are gone
+    ExportProgress(out).record("g", 0, 4)
+    summary = export(lambda: spark, [log_dir], out)
+    assert (summary.segments, summary.skipped_offsets) == (1, 6)
+    assert "warning: 6 offsets were deleted by retention before they were exported" in capsys.readouterr().err
+    assert_exactly_once(out, closed_records(log_dir))
+
+
 def test_corrupt_segment_stops_the_export_with_its_name(spark, tmp_path):
     log_dir, out = tmp_path / "log", tmp_path / "out"
     make_log(log_dir)
