@@ -4,13 +4,8 @@ arbitrary bytes (only ProtocolError may escape)."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import socket
 import struct
-import subprocess
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -372,91 +367,6 @@ def test_api_versions_body_can_be_restricted_to_the_served_keys():
         assert [(k["api_key"], k["min_version"], k["max_version"]) for k in body["api_keys"]] == [
             row for row in api_versions_table() if row[0] in served]
     assert api_versions_fallback_response(served)["error_code"] == ErrorCode.UNSUPPORTED_VERSION
-
-
-class LoopbackBroker:
-    """A minimal broker on a real socket that answers ApiVersions and Metadata with our
-    encoder; enough for a real client to connect and negotiate."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.seen: list[tuple[int, int, bool]] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client: socket.socket) -> None:
-        conn = ServerConnection()
-        with client:
-            while data := client.recv(65536):
-                conn.receive_data(data)
-                while (request := conn.next_request()) is not None:
-                    self.seen.append((request.api_key, request.api_version, request.unsupported_version))
-                    if request.api_key == ApiKey.API_VERSIONS:
-                        body = (api_versions_fallback_response() if request.unsupported_version
-                                else api_versions_response())
-                    else:
-                        body = {"brokers": [{"node_id": 0, "host": "127.0.0.1", "port": self.port}],
-                                "cluster_id": "loopback", "controller_id": 0,
-                                "topics": [{"name": "orders", "partitions": [
-                                    {"partition_index": p, "leader_id": 0, "replica_nodes": [0],
-                                     "isr_nodes": [0]} for p in range(2)]}]}
-                    client.sendall(b"".join(conn.encode_response(request, body)))
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def test_kafka_python_negotiates_down_and_sees_0_10_2_without_idempotence():
-    from kafka import KafkaProducer
-
-    broker = LoopbackBroker()
-    try:
-        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.port}")
-        try:
-            assert producer.config["api_version"] == (0, 10, 2)
-            assert producer.config["enable_idempotence"] is False
-        finally:
-            producer.close(timeout=1)
-    finally:
-        broker.close()
-    assert broker.seen[:2] == [(ApiKey.API_VERSIONS, 4, True), (ApiKey.API_VERSIONS, 3, False)]
-
-
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat (Debian, librdkafka 2.0) not installed")
-def test_kcat_on_librdkafka_2_0_reads_our_api_versions_v3_and_metadata():
-    broker = LoopbackBroker()
-    try:
-        result = subprocess.run(["kcat", "-L", "-J", "-b", f"127.0.0.1:{broker.port}", "-m", "10"],
-                                capture_output=True, text=True, timeout=60)
-    finally:
-        broker.close()
-    assert result.returncode == 0, result.stderr
-    listing = json.loads(result.stdout)
-    assert listing["brokers"] == [{"id": 0, "name": f"127.0.0.1:{broker.port}"}]
-    assert [(t["topic"], len(t["partitions"])) for t in listing["topics"]] == [("orders", 2)]
-    assert broker.seen[0] == (ApiKey.API_VERSIONS, 3, False)
-    assert ApiKey.API_VERSIONS not in [key for key, _, _ in broker.seen[1:]]  # no retry needed
-
-
-def test_confluent_kafka_lists_topics():
-    from confluent_kafka.admin import AdminClient
-
-    broker = LoopbackBroker()
-    try:
-        metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"}).list_topics(timeout=20)
-    finally:
-        broker.close()
-    assert metadata.cluster_id == "loopback" and metadata.controller_id == 0
-    assert sorted(metadata.topics["orders"].partitions) == [0, 1]
-    assert broker.seen[0] == (ApiKey.API_VERSIONS, 3, False)
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,0 +1,52 @@
+"""Version negotiation as real clients do it, against the real broker in default configuration.
+
+kafka-python 3 opens with ApiVersions v4 and librdkafka with v3; the broker answers what it does
+not serve with Kafka's v0-layout UNSUPPORTED_VERSION and its table, and the table must read as a
+Kafka 0.10.2 broker, so that kafka-python turns its default idempotent producer off by itself.
+The byte-level side of this (the v0 layout, no default tagged fields) is tested in
+tests/protocol/test_framing.py; here the clients have the last word.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+
+def test_kafka_python_negotiates_down_to_0_10_2_and_turns_idempotence_off(broker, topic):
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    try:
+        assert producer.config["api_version"] == (0, 10, 2)
+        assert producer.config["enable_idempotence"] is False
+        assert producer.send(topic, b"negotiated").get(timeout=30).offset == 0
+    finally:
+        producer.close(timeout=5)
+
+
+def test_kcat_on_librdkafka_2_0_reads_our_api_versions_and_metadata(broker, topic):
+    kcat = shutil.which("kcat")
+    assert kcat is not None, "kcat is installed by tests/run.sh"
+    subprocess.run([kcat, "-P", "-b", broker.bootstrap, "-t", topic], input=b"one\n",
+                   check=True, timeout=60)
+    result = subprocess.run([kcat, "-L", "-J", "-b", broker.bootstrap, "-t", topic],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    listing = json.loads(result.stdout)
+    assert [b["name"] for b in listing["brokers"]] == [broker.bootstrap]
+    assert [(t["topic"], len(t["partitions"])) for t in listing["topics"]] == [(topic, 1)]
+
+
+def test_confluent_kafka_admin_lists_topics(broker, topic):
+    from confluent_kafka.admin import AdminClient
+
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    producer.send(topic, b"x").get(timeout=30)
+    producer.close(timeout=5)
+    metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=20)
+    assert metadata.controller_id == 0 and metadata.cluster_id
+    assert sorted(metadata.topics[topic].partitions) == [0]
