@@ -21,9 +21,9 @@ from pathlib import Path
 __all__ = ["SparkStartError", "check_master", "spark_session", "worker_environment"]
 
 _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
-# The master URLs Spark 4 accepts (SparkSubmit: yarn, or local / spark:// / k8s:// forms).
+# The master URLs Spark 4 accepts (SparkContext's patterns; Mesos support is gone).
 _MASTER_URL = re.compile(
-    r"yarn|local|local\[(\*|[1-9]\d*)(,[1-9]\d*)?\]|local-cluster\[\d+,\s*\d+,\s*\d+\]"
+    r"yarn|local|local\[(\*|\d+)(\s*,\s*\d+)?\]|local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]"
     r"|spark://\S+|k8s://\S+")
 
 
