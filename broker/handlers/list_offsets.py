@@ -11,13 +11,12 @@ v0 answers Kafka 0.10.2's "old style" list of up to ``max_num_offsets`` offsets,
 first, taken from segment boundaries: the base offset of every segment plus the log end
 offset when the active segment holds data. -1 starts the list at the log end offset, -2
 returns the first segment's base offset only; a timestamp returns the bases of the segments
-last written at or before it (a segment's time is its largest message timestamp, or the
-file's modification time when it holds only magic 0 messages).
+last written at or before it (a segment's time is its largest timestamp, which storage keeps
+as the append time for magic 0 messages; a segment with no time yet, the empty active one,
+counts as now, like the log end offset).
 """
 
 from __future__ import annotations
-
-import os
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -27,21 +26,14 @@ LATEST = -1
 EARLIEST = -2
 
 
-def _segment_time(info) -> int:
-    if info.max_timestamp >= 0:
-        return info.max_timestamp
-    try:
-        return int(os.stat(info.log_path).st_mtime * 1000)
-    except OSError:
-        return -1
-
-
 def old_style_offsets(broker, log, timestamp: int, max_num_offsets: int) -> list[int]:
     """Kafka 0.10.2's ``fetchOffsetsBefore`` over this log's segments."""
+    now = broker.clock.time_ms()
     infos = log.segments()
-    segments = [(info.base_offset, _segment_time(info)) for info in infos]
+    segments = [(info.base_offset, info.max_timestamp if info.max_timestamp >= 0 else now)
+                for info in infos]
     if infos[-1].size > 0:
-        segments.append((log.log_end_offset, broker.clock.time_ms()))
+        segments.append((log.log_end_offset, now))
     if timestamp == LATEST:
         start = len(segments) - 1
     elif timestamp == EARLIEST:
