@@ -107,27 +107,33 @@ async def test_snapshots_bound_the_replay_and_fall_back_when_damaged(harness_fac
     assert committed(harness, "g") == expected
 
 
-async def test_a_snapshot_is_also_due_after_the_configured_bytes_of_events(harness_factory):
+async def test_snapshots_by_bytes_keep_two_and_remove_what_they_cover(harness_factory):
     # The events interval is far away: every snapshot here comes from the bytes interval.
     harness = harness_factory(**ONE_PARTITION, **{"offsets.snapshot.interval.bytes": "2000"})
     partition = harness.coordinator.partitions[0]
+    first = None
+    offset = 0
     async with trio.open_nursery() as nursery:
         await nursery.start(harness.coordinator.run)
-        for offset in range(30):
-            harness.coordinator.commit_offsets("g", "", -1, -1, [
-                PartitionCommit("t", offset % 3, offset, "x" * 200)])
-            await trio.sleep(0)
         with trio.fail_after(10):
-            while len(partition.snapshot_offsets) < 2:
-                await trio.sleep(0.01)
+            # Commit until a third snapshot has pushed the first out.
+            while first is None or partition.snapshot_offsets[0] == first:
+                harness.coordinator.commit_offsets("g", "", -1, -1, [
+                    PartitionCommit("t", offset % 3, offset, "x" * 200)])
+                offset += 1
+                await trio.sleep(0.001)
+                if first is None and partition.snapshot_offsets:
+                    first = partition.snapshot_offsets[0]
         nursery.cancel_scope.cancel()
-    # Each event is over 200 bytes, so one is due every 10 events or fewer.
-    assert 0 < partition.snapshot_offsets[0] <= 10
+    assert 0 < first < 20                      # each event is over 200 bytes
+    retained = partition.snapshot_offsets
+    assert len(retained) == 2 and partition.snapshots.offsets() == retained
+    assert partition.log.log_start_offset == retained[0]
     expected = committed(harness, "g")
     harness.restart(clean=False)
     [report] = harness.coordinator.load_reports
-    assert report.snapshot_offset == partition.snapshot_offsets[-1]
-    assert report.events_replayed == 30 - report.snapshot_offset < 10
+    assert report.snapshot_offset == retained[-1]
+    assert report.events_replayed == offset - retained[-1]
     assert committed(harness, "g") == expected
 
 
