@@ -884,7 +884,11 @@ class GroupCoordinator:
         if captured is None:
             return
         offset, state = captured
-        partition.write_snapshot(offset, encode_snapshot(partition.partition, offset, self._entries(state)))
+        try:
+            partition.write_snapshot(offset, encode_snapshot(partition.partition, offset, self._entries(state)))
+        except BaseException:
+            partition.abandon_snapshot()
+            raise
         partition.snapshot_written(offset)
         logger.info("%s-%d: wrote snapshot at offset %d", GROUP_METADATA_TOPIC, partition.partition, offset)
 
@@ -908,6 +912,12 @@ class GroupCoordinator:
                 except Exception:
                     logger.exception("%s-%d: writing the snapshot at %d failed", GROUP_METADATA_TOPIC,
                                      index, offset)
+                    partition.abandon_snapshot()
                     continue
+                except BaseException:
+                    # Cancelled (shutdown) before the write began: the shutdown snapshot
+                    # must still see these events as new.
+                    partition.abandon_snapshot()
+                    raise
                 partition.snapshot_written(offset)
                 logger.info("%s-%d: wrote snapshot at offset %d", GROUP_METADATA_TOPIC, index, offset)

@@ -131,6 +131,7 @@ class OffsetsPartition:
         self.snapshot_offsets: list[int] = []
         self.events_since_snapshot = 0
         self.bytes_since_snapshot = 0
+        self._begun_counts = (0, 0)
 
     # ------------------------------------------------------------------ events
 
@@ -184,9 +185,19 @@ class OffsetsPartition:
             # The covered events then end at a segment boundary, so the segments below a
             # snapshot can later be deleted whole.
             self.log.roll()
+        self._begun_counts = (self.events_since_snapshot, self.bytes_since_snapshot)
         self.events_since_snapshot = 0
         self.bytes_since_snapshot = 0
         return offset
+
+    def abandon_snapshot(self) -> None:
+        """The snapshot begun last was not written (it failed, or shutdown cancelled it): its
+        events count as not snapshotted again, so the next snapshot (at shutdown at the
+        latest) still covers them instead of seeing nothing new."""
+        events, size = self._begun_counts
+        self._begun_counts = (0, 0)
+        self.events_since_snapshot += events
+        self.bytes_since_snapshot += size
 
     def remove_snapshots_after(self, offset: int) -> None:
         """Delete snapshot files above ``offset`` (named as ``storage.snapshot`` documents)."""

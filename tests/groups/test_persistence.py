@@ -137,6 +137,27 @@ async def test_snapshots_by_bytes_keep_two_and_remove_what_they_cover(harness_fa
     assert committed(harness, "g") == expected
 
 
+async def test_a_failed_snapshot_write_leaves_its_events_for_the_shutdown_snapshot(harness_factory, caplog):
+    harness = harness_factory(**ONE_PARTITION, **{"offsets.snapshot.interval.events": "5"})
+    directory = harness.coordinator.partitions[0].snapshots.directory
+    directory.rmdir()
+    directory.write_bytes(b"")                       # the snapshot write fails: not a directory
+    async with trio.open_nursery() as nursery:
+        await nursery.start(harness.coordinator.run)
+        for offset in range(5):
+            commit(harness, "g", 0, offset)
+        with trio.fail_after(10):
+            while "writing the snapshot at 5 failed" not in caplog.text:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    directory.unlink()
+    directory.mkdir()
+    harness.restart(clean=True)
+    [report] = harness.coordinator.load_reports
+    assert (report.snapshot_offset, report.events_replayed) == (5, 0)
+    assert committed(harness, "g") == {("t", 0): (4, "m4")}
+
+
 async def test_offsets_retention_minutes_expires_offsets_in_the_background(harness_factory):
     harness = harness_factory(**ONE_PARTITION, **{"offsets.retention.minutes": "1",
                                                   "offsets.retention.check.interval.ms": "10"})
