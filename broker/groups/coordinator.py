@@ -20,7 +20,9 @@ Semantics follow Kafka's ``GroupCoordinator`` (0.10.2, with 0.11's
 
 Where this departs from Kafka 0.10.2, and why:
 
-* OffsetCommit v0 is stored here like v1/v2 (Kafka 0.10.2 wrote v0 commits to ZooKeeper).
+* OffsetCommit v0 is stored here like v1/v2 (Kafka 0.10.2 wrote v0 commits to ZooKeeper),
+  so, as a commit with generation -1, it is refused (UNKNOWN_MEMBER_ID) while the group has
+  members.
 * DescribeGroups names the state between JoinGroup and SyncGroup "CompletingRebalance"
   (Kafka 2.0's name; current clients do not know "AwaitingSync").
 * A Heartbeat in CompletingRebalance from a member of the generation is accepted (Kafka 2.x);
