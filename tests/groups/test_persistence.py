@@ -197,6 +197,24 @@ def test_snapshot_of_a_log_without_snapshots_and_a_damaged_one_falls_back_to_ful
     assert committed(harness, "g") == {("t", 0): (4, "m4")}
 
 
+def test_a_snapshot_past_the_log_end_is_rewritten_at_the_log_end(harness_factory):
+    harness = harness_factory(**ONE_PARTITION)
+    for offset in range(5):
+        commit(harness, "g", offset % 2, offset)
+    harness.restart(clean=True)                          # snapshot at 5
+    # The log loses its tail below the fsynced snapshot (power loss before a flush).
+    harness.coordinator.partitions[0].log.truncate_to(3)
+    harness.restart(clean=False)
+    [report] = harness.coordinator.load_reports
+    assert (report.snapshot_offset, report.replay_end_offset) == (5, 3)
+    assert committed(harness, "g") == {("t", 0): (4, "m4"), ("t", 1): (3, "m3")}
+    assert harness.coordinator.partitions[0].snapshots.offsets() == [3]
+    # The next event lands at offset 3: it must not pass for one the snapshot covers.
+    commit(harness, "g", 1, 99)
+    harness.restart(clean=False)
+    assert committed(harness, "g") == {("t", 0): (4, "m4"), ("t", 1): (99, "m99")}
+
+
 def state_of(coordinator):
     result = {}
     for groups in coordinator._groups:
