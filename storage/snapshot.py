@@ -1,8 +1,9 @@
 """Snapshots of in-memory state, named by the log offset they cover (KIP-630, seed 001).
 
 A component whose state is a fold over an event log (committed offsets, groups) writes its
-state now and then with :meth:`SnapshotStore.write`; at start-up it loads
-:meth:`SnapshotStore.latest` and replays only the events from that offset on.
+state now and then with :meth:`SnapshotStore.write`; at start-up it loads the newest snapshot
+it can use from :meth:`SnapshotStore.newest_first` and replays only the events from that
+offset on.
 
 File ``<directory>/<offset, 20 digits>.snapshot``, big-endian::
 
@@ -12,8 +13,11 @@ File ``<directory>/<offset, 20 digits>.snapshot``, big-endian::
     crc        uint32    CRC-32 of offset, length and data
     data       length bytes, opaque to storage
 
-Written to ``.tmp``, fsynced and renamed; a torn or corrupt file fails its checksum and
-``latest`` falls back to the next older snapshot.
+Written to ``.tmp``, fsynced and renamed; a torn or corrupt file fails its checksum and is
+skipped, so readers get the next older snapshot. A snapshot whose checksum holds but whose data
+its owner cannot decode (a format from another version) is moved out of the way with
+:meth:`SnapshotStore.set_aside` to ``<name>.unreadable``: kept for an operator, never listed
+or deleted here.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ import os
 import re
 import struct
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from storage.checkpoint import fsync_dir, write_atomically
 
 SNAPSHOT_SUFFIX = ".snapshot"
+SET_ASIDE_SUFFIX = ".unreadable"
 _MAGIC = b"MKSNAP\x00\x01"
 _HEADER = struct.Struct(">8sqqI")
 _NAME = re.compile(r"(\d{20})\.snapshot")
@@ -63,24 +69,43 @@ class SnapshotStore:
                 found.append(int(match.group(1)))
         return sorted(found)
 
-    def latest(self) -> tuple[int, bytes] | None:
-        """``(offset, data)`` of the newest snapshot that verifies; None if there is none."""
+    def newest_first(self) -> Iterator[tuple[int, bytes]]:
+        """``(offset, data)`` of each snapshot that verifies, newest first (files that fail
+        their checksum are logged and skipped). Read lazily: a caller that can use the newest
+        never reads the older ones."""
         for offset in reversed(self.offsets()):
             data = self._read_valid(offset)
             if data is not None:
-                return offset, data
-        return None
+                yield offset, data
+
+    def latest(self) -> tuple[int, bytes] | None:
+        """``(offset, data)`` of the newest snapshot that verifies; None if there is none."""
+        return next(self.newest_first(), None)
+
+    def set_aside(self, offset: int) -> Path:
+        """Rename the snapshot at ``offset`` to ``<name>.unreadable`` and return the new path:
+        out of every listing, never deleted here, there for an operator to inspect or put
+        back."""
+        path = self._path(offset)
+        aside = path.with_name(path.name + SET_ASIDE_SUFFIX)
+        os.replace(path, aside)
+        fsync_dir(self.directory)
+        return aside
 
     def remove_older_than(self, offset: int) -> int:
         """Delete snapshots below ``offset``; returns how many were removed."""
-        removed = 0
-        for older in self.offsets():
-            if older < offset:
-                self._path(older).unlink(missing_ok=True)
-                removed += 1
-        if removed:
+        return self._remove([older for older in self.offsets() if older < offset])
+
+    def remove_newer_than(self, offset: int) -> int:
+        """Delete snapshots above ``offset``; returns how many were removed."""
+        return self._remove([newer for newer in self.offsets() if newer > offset])
+
+    def _remove(self, offsets: list[int]) -> int:
+        for offset in offsets:
+            self._path(offset).unlink(missing_ok=True)
+        if offsets:
             fsync_dir(self.directory)
-        return removed
+        return len(offsets)
 
     def _path(self, offset: int) -> Path:
         return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"

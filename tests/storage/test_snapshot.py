@@ -53,3 +53,36 @@ def test_remove_older_than_and_leftover_temp_files(tmp_path):
     reopened = SnapshotStore(tmp_path)
     assert not list(tmp_path.glob("*.tmp"))
     assert reopened.latest() == (9, b"x")
+
+
+def test_newest_first_lists_every_verified_snapshot_and_skips_damaged_ones(tmp_path):
+    store = SnapshotStore(tmp_path)
+    for offset in (4, 8, 12):
+        store.write(offset, b"state at %d" % offset)
+    middle = tmp_path / "00000000000000000008.snapshot"
+    middle.write_bytes(middle.read_bytes()[:-1])  # torn
+    assert list(store.newest_first()) == [(12, b"state at 12"), (4, b"state at 4")]
+
+
+def test_a_set_aside_snapshot_leaves_every_listing_but_stays_on_disk(tmp_path):
+    store = SnapshotStore(tmp_path)
+    store.write(3, b"old")
+    store.write(7, b"a format this version cannot decode")
+    aside = store.set_aside(7)
+    assert aside == tmp_path / "00000000000000000007.snapshot.unreadable"
+    assert store.offsets() == [3] and store.latest() == (3, b"old")
+    assert store.remove_older_than(100) == 1 and store.offsets() == []
+    assert SnapshotStore(tmp_path).offsets() == []           # not a leftover to clean up either
+    assert aside.exists()
+    # Put back by hand, it verifies again.
+    os.rename(aside, tmp_path / "00000000000000000007.snapshot")
+    assert store.latest() == (7, b"a format this version cannot decode")
+
+
+def test_remove_newer_than(tmp_path):
+    store = SnapshotStore(tmp_path)
+    for offset in (1, 5, 9):
+        store.write(offset, b"x")
+    assert store.remove_newer_than(5) == 1
+    assert store.offsets() == [1, 5]
+    assert store.remove_newer_than(5) == 0
