@@ -56,8 +56,7 @@ from broker.groups.group import GroupMetadata, GroupState, MemberMetadata
 from broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, decode_group_value,
                                    decode_key, decode_offset_value, group_key, group_value,
                                    offset_key, offset_value, partition_for)
-from broker.groups.store import (LoadReport, OffsetsPartition, SnapshotFormatError, decode_snapshot,
-                                 encode_snapshot)
+from broker.groups.store import LoadReport, OffsetsPartition, encode_snapshot
 from broker.groups.timers import TimerQueue
 from protocol.errors import ErrorCode, RecordError
 
@@ -811,30 +810,11 @@ class GroupCoordinator:
     def _load(self, partition: OffsetsPartition) -> LoadReport:
         index = partition.partition
         log = partition.log
-        snapshot = partition.latest_snapshot()
-        snapshot_offset = None
-        start = log.log_start_offset
-        if snapshot is not None:
-            snapshot_offset, data = snapshot
-            try:
-                for key, value in decode_snapshot(index, snapshot_offset, data):
-                    self._apply_event(index, key, value)
-            except (SnapshotFormatError, GroupRecordError) as exc:
-                # Its checksum held, so this is not damage but a snapshot we cannot read (a
-                # format we do not know): the log is the only source left.
-                logger.error("%s-%d: snapshot at %d is unreadable (%s); replaying the log instead",
-                             GROUP_METADATA_TOPIC, index, snapshot_offset, exc)
-                self._groups[index] = {}
-                snapshot_offset = None
+        snapshot_offset = partition.load_snapshot(lambda key, value: self._apply_event(index, key, value),
+                                                  self._groups[index].clear)
         if snapshot_offset is not None:
             partition.snapshot_offsets = [snapshot_offset]
-            if snapshot_offset < start:
-                logger.error("%s-%d: snapshot at %d is older than the log start %d; events "
-                             "in between are lost", GROUP_METADATA_TOPIC, index, snapshot_offset, start)
-            start = max(start, snapshot_offset)
-        elif start > 0:
-            logger.error("%s-%d: no valid snapshot and the log starts at %d; events before it are lost",
-                         GROUP_METADATA_TOPIC, index, start)
+        start = partition.replay_start(snapshot_offset)
         replayed = 0
         for offset, key, value in partition.read_events(start):
             try:
@@ -854,7 +834,7 @@ class GroupCoordinator:
                            GROUP_METADATA_TOPIC, index, snapshot_offset, end, end)
             partition.snapshot_offsets = []
             self._snapshot_sync(partition, force=True)
-            partition.remove_snapshots_after(end)
+            partition.snapshots.remove_newer_than(end)
         report = LoadReport(index, snapshot_offset, start, end, replayed)
         logger.info("loaded %s-%d: snapshot %s, replayed %d event(s) from offset %d to %d",
                     GROUP_METADATA_TOPIC, index,

@@ -13,7 +13,9 @@ Why a committed offset is never lost
 * An OffsetCommit is answered only after its event is in the log (page cache: survives a
   killed process, like any Kafka append; ``log.flush.*`` settings decide fsync).
 * A snapshot is written to a temporary file, fsynced, then renamed (``SnapshotStore``), so it
-  is either whole or absent; a file damaged later fails its checksum and is skipped.
+  is either whole or absent; a file damaged later fails its checksum and is skipped. One whose
+  checksum holds but which cannot be decoded (a format from another version) is set aside as
+  ``<name>.unreadable`` and skipped the same way (:meth:`OffsetsPartition.load_snapshot`).
 * When a snapshot is taken the log is rolled, so the events it covers end exactly at a
   segment boundary.
 * The two newest snapshots are kept. Log segments are deleted, and older snapshots removed,
@@ -21,7 +23,10 @@ Why a committed offset is never lost
   the older one plus the log after it still holds every event: start-up falls back to it
   and replays more. Before the second snapshot exists nothing is deleted, so the fallback for
   a damaged first snapshot is a full replay.
-* Losing everything would take both retained snapshots damaged at once.
+* Losing events would take both retained snapshots damaged or unreadable at once. Then the log
+  no longer reaches back to what a replay needs, and start-up says so in an error naming the
+  lost range and the snapshot files (set-aside ones stay on disk) rather than passing a
+  partial replay off as the state.
 
 Snapshot payload (inside the checksummed file of :class:`storage.snapshot.SnapshotStore`)::
 
@@ -37,12 +42,13 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.groups.records import GroupRecordError
 from protocol.records import build_message_set, iter_records
-from storage.snapshot import SNAPSHOT_SUFFIX, SnapshotStore
+from storage.snapshot import SnapshotStore
 
 logger = logging.getLogger(__name__)
 
@@ -165,8 +171,44 @@ class OffsetsPartition:
 
     # --------------------------------------------------------------- snapshots
 
-    def latest_snapshot(self) -> tuple[int, bytes] | None:
-        return self.snapshots.latest()
+    def load_snapshot(self, apply: Callable[[bytes, bytes], None], reset: Callable[[], None]) -> int | None:
+        """Fold the newest usable snapshot into the state and return its offset (None: none).
+
+        Each entry goes to ``apply``, which raises GroupRecordError for one it cannot decode.
+        A snapshot that fails to decode part way is undone with ``reset``, set aside, and the
+        next older one is tried: with the log kept from the older retained snapshot on, that
+        one plus the replay still holds every event, where a full replay would not."""
+        for offset, data in self.snapshots.newest_first():
+            try:
+                for key, value in decode_snapshot(self.partition, offset, data):
+                    apply(key, value)
+            except (SnapshotFormatError, GroupRecordError) as exc:
+                reset()
+                aside = self.snapshots.set_aside(offset)
+                logger.error("__consumer_offsets-%d: snapshot at %d passed its checksum but cannot be "
+                             "decoded (%s); set aside as %s, trying the next older snapshot",
+                             self.partition, offset, exc, aside)
+                continue
+            return offset
+        return None
+
+    def replay_start(self, snapshot_offset: int | None) -> int:
+        """Where replay begins after loading the snapshot at ``snapshot_offset`` (None: none).
+
+        Replay needs the log from the snapshot's offset, or from 0 without one. If the log
+        starts later, the events in between are gone and so is the state only they held:
+        that is logged as an error naming the range, never passed over silently."""
+        needed = 0 if snapshot_offset is None else snapshot_offset
+        log_start = self.log.log_start_offset
+        if log_start > needed:
+            logger.error(
+                "__consumer_offsets-%d: %s, but the log starts at %d: the events at offsets %d to %d "
+                "are gone, and the committed offsets and groups only they held are LOST. Snapshot "
+                "files found damaged or set aside (*.unreadable) in %s may still hold them.",
+                self.partition,
+                "no usable snapshot" if snapshot_offset is None else f"the newest usable snapshot is at {snapshot_offset}",
+                log_start, needed, log_start - 1, self.snapshots.directory)
+        return max(log_start, needed)
 
     def due_for_snapshot(self, interval_events: int, interval_bytes: int) -> bool:
         return (self.events_since_snapshot >= interval_events
@@ -198,12 +240,6 @@ class OffsetsPartition:
         self._begun_counts = (0, 0)
         self.events_since_snapshot += events
         self.bytes_since_snapshot += size
-
-    def remove_snapshots_after(self, offset: int) -> None:
-        """Delete snapshot files above ``offset`` (named as ``storage.snapshot`` documents)."""
-        for newer in self.snapshots.offsets():
-            if newer > offset:
-                (self.snapshots.directory / f"{newer:020d}{SNAPSHOT_SUFFIX}").unlink(missing_ok=True)
 
     def write_snapshot(self, offset: int, data: bytes) -> None:
         """Write the snapshot file (tmp + fsync + rename). Safe to run in a worker thread."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from broker.groups.coordinator import GROUP_METADATA_TOPIC, PartitionCommit
 from broker.groups.group import GroupState
+from broker.groups.records import offset_key, offset_value, OffsetAndMetadata
 from broker.groups.store import SnapshotFormatError, decode_snapshot, encode_snapshot
 from protocol.errors import ErrorCode
 
@@ -276,6 +278,84 @@ def test_a_snapshot_with_a_good_checksum_but_unknown_format_is_ignored(harness_f
     [report] = harness.coordinator.load_reports
     assert (report.snapshot_offset, report.events_replayed) == (None, 3)
     assert committed(harness, "g") == {("t", 0): (2, "m2")}
+    snapshots = harness.coordinator.partitions[0].snapshots
+    assert (snapshots.directory / "00000000000000000003.snapshot.unreadable").exists()
+
+
+def two_snapshots_with_the_log_deleted_below_the_older(harness_factory):
+    """Offsets of group "early" only in the snapshot at 5 (the log below 5 is deleted), "g"
+    in the snapshot at 10 and after it. Returns the harness and every committed offset."""
+    harness = harness_factory(**ONE_PARTITION)
+    for partition in range(5):
+        commit(harness, "early", partition, 100 + partition)
+    harness.restart(clean=True)                          # snapshot at 5; the log is kept whole
+    for offset in range(5):
+        commit(harness, "g", offset % 2, offset)
+    harness.restart(clean=True)                          # snapshot at 10; the log below 5 goes
+    for offset in range(5, 8):
+        commit(harness, "g", offset % 2, offset)
+    partition = harness.coordinator.partitions[0]
+    assert partition.snapshots.offsets() == [5, 10] and partition.log.log_start_offset == 5
+    expected = {"early": {("t", p): (100 + p, f"m{100 + p}") for p in range(5)},
+                "g": {("t", 0): (6, "m6"), ("t", 1): (7, "m7")}}
+    assert {group: committed(harness, group) for group in expected} == expected
+    return harness, expected
+
+
+def unknown_version(data):
+    return data[:4] + b"\x00\x02" + data[6:]
+
+
+def entry_cut_short(data):
+    return data[:-3]
+
+
+def ghost_entry_then_an_undecodable_key(data):
+    # A good entry first, so a fallback that did not undo the partial load would show it.
+    ghost = (offset_key("ghost", "t", 0), offset_value(OffsetAndMetadata(1, "", 0, 2**40)))
+    return encode_snapshot(0, 10, [ghost, (b"\x00\x09not a key version", b"")])
+
+
+@pytest.mark.parametrize("mangle", [unknown_version, entry_cut_short, ghost_entry_then_an_undecodable_key])
+def test_a_checksum_valid_but_undecodable_newest_snapshot_falls_back_to_the_older_one(
+        harness_factory, caplog, mangle):
+    harness, expected = two_snapshots_with_the_log_deleted_below_the_older(harness_factory)
+    store = harness.coordinator.partitions[0].snapshots
+    offset, data = store.latest()
+    assert offset == 10
+    store.write(10, mangle(data))                        # a valid checksum over what cannot be read
+    harness.restart(clean=False)
+    [report] = harness.coordinator.load_reports
+    # The older snapshot plus the log from it, not a "full replay" from the log start at 5.
+    assert (report.snapshot_offset, report.replay_start_offset, report.events_replayed) == (5, 5, 8)
+    assert {group: committed(harness, group) for group in expected} == expected
+    assert harness.coordinator.group("ghost") is None
+    assert "snapshot at 10 passed its checksum but cannot be decoded" in caplog.text
+    assert "LOST" not in caplog.text
+    assert store.offsets() == [5]
+    assert (store.directory / "00000000000000000010.snapshot.unreadable").exists()
+    # Later snapshots carry on from the fallback: nothing is lost across further restarts.
+    harness.restart(clean=True)
+    harness.restart(clean=True)
+    assert {group: committed(harness, group) for group in expected} == expected
+
+
+def test_both_snapshots_undecodable_with_the_log_deleted_below_them_is_a_loud_error(harness_factory, caplog):
+    harness, expected = two_snapshots_with_the_log_deleted_below_the_older(harness_factory)
+    store = harness.coordinator.partitions[0].snapshots
+    for offset, data in list(store.newest_first()):
+        store.write(offset, unknown_version(data))
+    harness.restart(clean=False)
+    [report] = harness.coordinator.load_reports
+    assert (report.snapshot_offset, report.replay_start_offset) == (None, 5)
+    # What cannot be replayed is named, not passed off as the state...
+    assert ("no usable snapshot, but the log starts at 5: the events at offsets 0 to 4 are gone, "
+            "and the committed offsets and groups only they held are LOST") in caplog.text
+    assert committed(harness, "early") == {}
+    assert committed(harness, "g") == {("t", 0): (6, "m6"), ("t", 1): (7, "m7")}
+    # ...and the snapshots that still hold it stay on disk for an operator.
+    assert sorted(p.name for p in store.directory.glob("*.unreadable")) == [
+        "00000000000000000005.snapshot.unreadable", "00000000000000000010.snapshot.unreadable"]
 
 
 @settings(max_examples=200, deadline=None)
