@@ -31,6 +31,7 @@ from storage.config import AppendResult, LogConfig
 from storage.log import Log
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from storage.names import InvalidTopicName, validate_topic_name
+from storage.types import CorruptPartitionMetadata
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +214,7 @@ class Broker:
         except OSError as exc:
             raise BrokerStartupError(
                 f"cannot load logs from {exc.filename or 'the log dirs'}: {exc.strerror or exc}") from None
-        except RuntimeError as exc:  # e.g. one partition in two log dirs
+        except (RuntimeError, CorruptPartitionMetadata) as exc:  # e.g. one partition in two log dirs
             raise BrokerStartupError(f"cannot load logs: {exc}") from None
 
     def _stop_storage(self) -> None:

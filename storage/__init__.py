@@ -12,9 +12,11 @@ from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from storage.log_manager import LogManager
 from storage.names import InvalidTopicName, validate_topic_name
 from storage.offline import list_segments
+from storage.partition_metadata import new_topic_id, read_topic_id
 from storage.snapshot import SnapshotStore
 from storage.types import (
     AppendResult,
+    CorruptPartitionMetadata,
     FileSlice,
     OffsetOutOfRange,
     SegmentInfo,
@@ -28,6 +30,7 @@ __all__ = [
     "AppendResult",
     "Clock",
     "CorruptCheckpoint",
+    "CorruptPartitionMetadata",
     "FakeClock",
     "FileSlice",
     "InvalidTopicName",
@@ -43,5 +46,7 @@ __all__ = [
     "TopicAlreadyExists",
     "UnknownTopic",
     "list_segments",
+    "new_topic_id",
+    "read_topic_id",
     "validate_topic_name",
 ]

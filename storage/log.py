@@ -7,6 +7,7 @@ Directory contents::
     00000000000000000000.timeindex
     00000000000000052138.log ...
     leader-epoch-checkpoint         see storage.leader_epoch
+    partition.metadata              the topic id, see storage.partition_metadata
     topic-config.properties         topic overrides, written by the LogManager
     *.deleted                       segments on their way out (file.delete.delay.ms)
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -39,8 +41,16 @@ from storage.checkpoint import fsync_dir
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpointFile
+from storage.partition_metadata import new_topic_id, read_topic_id, write_topic_id
 from storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
-from storage.types import AppendResult, FileSlice, OffsetOutOfRange, SegmentInfo, UnknownTopic
+from storage.types import (
+    AppendResult,
+    CorruptPartitionMetadata,
+    FileSlice,
+    OffsetOutOfRange,
+    SegmentInfo,
+    UnknownTopic,
+)
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -62,6 +72,10 @@ class Log:
     interrupted deletions are removed, indexes that are missing or fail their sanity check
     are rebuilt, and with ``needs_recovery`` (no clean-shutdown marker) every segment from
     the one holding ``recovery_point`` on is scanned and cut at its first invalid entry.
+
+    ``topic_id`` is the id the directory's ``partition.metadata`` must hold: a directory
+    without the file gets it (or, with no ``topic_id`` given, a new one); one holding another
+    id raises CorruptPartitionMetadata. ``Log.topic_id`` is the id in effect.
     """
 
     def __init__(
@@ -76,6 +90,7 @@ class Log:
         log_start_offset: int = 0,
         high_watermark: int = 0,
         needs_recovery: bool = False,
+        topic_id: str | None = None,
     ) -> None:
         self.dir = Path(directory)
         self.topic = topic
@@ -90,6 +105,7 @@ class Log:
         self._truncations = 0  # tells a flush outside the lock that segments changed under it
         self._closed = False
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.topic_id = self._settle_topic_id(topic_id)
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._load(recovery_point, log_start_offset, needs_recovery)
@@ -102,12 +118,25 @@ class Log:
         self._last_flush_ms = clock.time_ms()
 
     @classmethod
-    def create(cls, directory: Path, topic: str, partition: int, config: LogConfig, clock: Clock) -> "Log":
-        """A new, empty partition: epoch 0 starts at offset 0."""
-        log = cls(directory, topic, partition, config, clock)
+    def create(cls, directory: Path, topic: str, partition: int, config: LogConfig, clock: Clock,
+               *, topic_id: str | None = None) -> "Log":
+        """A new, empty partition of the topic ``topic_id`` (default: a new id): epoch 0 starts at offset 0."""
+        log = cls(directory, topic, partition, config, clock, topic_id=topic_id)
         log.leader_epoch_cache.assign(0, 0)
         fsync_dir(log.dir.parent)
         return log
+
+    def _settle_topic_id(self, expected: str | None) -> str:
+        stored = read_topic_id(self.dir)
+        if stored is None:
+            stored = expected or new_topic_id()
+            write_topic_id(self.dir, stored)
+        elif expected is not None and stored != expected:
+            raise CorruptPartitionMetadata(f"{self.dir}: topic id {stored} where {expected} was expected")
+        return stored
+
+    def _info(self, segment: LogSegment, *, closed: bool) -> SegmentInfo:
+        return dataclasses.replace(segment.info(self.topic, self.partition, closed=closed), topic_id=self.topic_id)
 
     # -- offsets -----------------------------------------------------------------------------
 
@@ -251,7 +280,7 @@ class Log:
         self._unflushed_rolled.append(active)
         if self.on_segment_closed is not None:
             try:
-                self.on_segment_closed(active.info(self.topic, self.partition, closed=True))
+                self.on_segment_closed(self._info(active, closed=True))
             except Exception:
                 logger.exception("%s-%d: on_segment_closed failed", self.topic, self.partition)
         return segment
@@ -367,12 +396,12 @@ class Log:
 
     def closed_segments(self) -> list[SegmentInfo]:
         with self._open():
-            return [s.info(self.topic, self.partition, closed=True) for s in self._segments[:-1]]
+            return [self._info(s, closed=True) for s in self._segments[:-1]]
 
     def segments(self) -> list[SegmentInfo]:
         """Every segment, the active one last (``closed=False``)."""
         with self._open():
-            return self.closed_segments() + [self._segments[-1].info(self.topic, self.partition, closed=False)]
+            return self.closed_segments() + [self._info(self._segments[-1], closed=False)]
 
     # -- truncation --------------------------------------------------------------------------
 
@@ -489,7 +518,7 @@ class Log:
         for segment in self._segments[:-1]:
             if not due(segment):
                 break
-            if may_delete is not None and not may_delete(segment.info(self.topic, self.partition, closed=True)):
+            if may_delete is not None and not may_delete(self._info(segment, closed=True)):
                 break
             count += 1
         if count:

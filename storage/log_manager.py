@@ -10,8 +10,11 @@ Each log dir holds partition directories ``<topic>-<partition>`` plus::
 (text format: storage.checkpoint). Topic overrides live with the data, in every partition
 directory of the topic as ``topic-config.properties`` (``name=value`` lines, written
 atomically), so ``topics()`` and the overrides both come from the directories alone and a
-copied partition keeps its configuration. Directories that are not partitions are skipped;
-``<topic>-<p>.<id>-delete`` directories (a topic deletion cut short) are finished off.
+copied partition keeps its configuration. Likewise the topic id (``partition.metadata``,
+storage.partition_metadata): one new id per created topic, written into each of its
+partitions; partitions from before topic ids get their topic's id at load (a sibling
+partition's, or one new id for the whole topic). Directories that are not partitions are
+skipped; ``<topic>-<p>.<id>-delete`` directories (a topic deletion cut short) are finished off.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from storage.clock import Clock
 from storage.config import LogConfig
 from storage.log import Log
 from storage.names import parse_partition_dir_name, partition_dir_name, validate_topic_name
-from storage.types import SegmentInfo, TopicAlreadyExists, UnknownTopic
+from storage.partition_metadata import new_topic_id, read_topic_id
+from storage.types import CorruptPartitionMetadata, SegmentInfo, TopicAlreadyExists, UnknownTopic
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -99,10 +103,16 @@ class LogManager:
     # -- start and stop ----------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Load every partition in every log dir; recover those after an unclean stop."""
+        """Load every partition in every log dir; recover those after an unclean stop.
+
+        Raises CorruptPartitionMetadata when a ``partition.metadata`` is unreadable or the
+        partitions of one topic hold different ids (the topic's identity is unknown then).
+        """
         with self._lock:
             for log_dir in self.log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
+            topic_ids = self._topic_ids()
+            for log_dir in self.log_dirs:
                 marker = log_dir / CLEAN_SHUTDOWN_FILE
                 clean = marker.exists()
                 recovery_points = _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
@@ -132,11 +142,31 @@ class LogManager:
                               recovery_point=recovery_points.get(parsed, 0),
                               log_start_offset=log_starts.get(parsed, 0),
                               high_watermark=high_watermarks.get(parsed, 0),
-                              needs_recovery=not clean)
+                              needs_recovery=not clean, topic_id=topic_ids[topic])
                     self._install(log)
                     self._overrides.setdefault(topic, overrides)
                 marker.unlink(missing_ok=True)
             self.checkpoint()
+
+    def _topic_ids(self) -> dict[str, str]:
+        """Each topic's id as its partition directories record it, or a new one when none does."""
+        found: dict[str, dict[str, Path]] = {}  # topic -> {id: a partition holding it}
+        for log_dir in self.log_dirs:
+            for entry in os.scandir(log_dir):
+                parsed = parse_partition_dir_name(entry.name)
+                if parsed is None or not entry.is_dir(follow_symlinks=False):
+                    continue
+                ids = found.setdefault(parsed[0], {})
+                topic_id = read_topic_id(Path(entry.path))
+                if topic_id is not None:
+                    ids.setdefault(topic_id, Path(entry.path))
+        chosen = {}
+        for topic, ids in found.items():
+            if len(ids) > 1:
+                described = ", ".join(f"{topic_id} in {path}" for topic_id, path in sorted(ids.items()))
+                raise CorruptPartitionMetadata(f"partitions of topic {topic!r} hold different topic ids: {described}")
+            chosen[topic] = next(iter(ids), None) or new_topic_id()
+        return chosen
 
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
@@ -189,12 +219,13 @@ class LogManager:
             if topic in self._overrides:
                 raise TopicAlreadyExists(f"topic {topic!r} already exists")
             created = []
+            topic_id = new_topic_id()
             for partition in range(partitions):
                 log_dir = self._least_loaded_dir()
                 directory = log_dir / partition_dir_name(topic, partition)
                 directory.mkdir()
                 write_atomically(directory / TOPIC_CONFIG_FILE, _format_overrides(overrides))
-                log = Log.create(directory, topic, partition, config, self.clock)
+                log = Log.create(directory, topic, partition, config, self.clock, topic_id=topic_id)
                 self._install(log)
                 created.append(log)
             self._overrides[topic] = overrides

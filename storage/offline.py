@@ -2,7 +2,9 @@
 
 Nothing here writes, truncates or rebuilds: a broker may be running on the same directory.
 Facts come from the files as they are; an index that fails its sanity check is ignored and
-the segment's entry heads are read instead.
+the segment's entry heads are read instead. Each segment carries its partition's topic id
+(``partition.metadata``; None for a directory from before topic ids, which is not written
+here), so a reader can tell a topic deleted and created again under the same name.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from storage.index import CorruptIndex, OffsetIndex, TimeIndex
 from storage.log_manager import DELETE_DIR_SUFFIX
 from storage.names import parse_partition_dir_name
+from storage.partition_metadata import read_topic_id
 from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, iter_headers, segment_file_stem
 from storage.types import SegmentInfo
 
@@ -22,6 +25,7 @@ def list_segments(log_dir: Path) -> list[SegmentInfo]:
 
     Ordered by topic, partition and base offset. A partition's last segment is reported
     ``closed=False`` (a broker may still append to it); only closed segments are final.
+    Raises CorruptPartitionMetadata (a ValueError) for an unreadable ``partition.metadata``.
     """
     log_dir = Path(log_dir)
     if any(name.endswith(LOG_SUFFIX) for name in os.listdir(log_dir)):
@@ -42,6 +46,7 @@ def list_segments(log_dir: Path) -> list[SegmentInfo]:
 def _partition_segments(directory: Path, topic: str, partition: int) -> list[SegmentInfo]:
     """The partition's segments; ones a running broker deletes meanwhile are left out."""
     try:
+        topic_id = read_topic_id(directory)
         names = os.listdir(directory)
     except FileNotFoundError:  # the topic is being deleted
         return []
@@ -63,7 +68,8 @@ def _partition_segments(directory: Path, topic: str, partition: int) -> list[Seg
             scanned_next, max_timestamp = _scan_facts(file.fileno(), stem, base, size, closed=closed)
         # A segment rolls at the log end, so a closed one ends where the next one starts.
         next_offset = bases[i + 1] if closed else scanned_next
-        infos.append(SegmentInfo(topic, partition, base, next_offset, log_path, size, max_timestamp, closed))
+        infos.append(SegmentInfo(topic, partition, base, next_offset, log_path, size, max_timestamp, closed,
+                                 topic_id))
     return infos
 
 

@@ -20,6 +20,11 @@ class UnknownTopic(KeyError):
     """An operation on a topic this broker does not hold (UNKNOWN_TOPIC_OR_PARTITION)."""
 
 
+class CorruptPartitionMetadata(ValueError):
+    """A ``partition.metadata`` file that is not Kafka's format (damage from outside: it is
+    written atomically); the topic's identity cannot be guessed, so loading stops."""
+
+
 class SegmentFile(io.FileIO):
     """A segment's ``.log`` file, opened read/write, shared by the segment and its readers.
 
@@ -79,7 +84,10 @@ class SegmentInfo:
     message timestamp, where a message without one (magic 0) counts at the time the broker
     appended it (see storage.segment), -1 when none is known (an empty segment, or a live
     active one listed by storage.offline before its time index records any); ``closed`` is
-    False only for the active segment, which may still grow.
+    False only for the active segment, which may still grow. ``topic_id`` is the partition's
+    topic id (storage.partition_metadata), None for a directory from before topic ids that
+    no broker has loaded since: a topic deleted and created again under the same name gets
+    a new id, so (topic, topic_id, partition, offset) names a record for good.
     """
 
     topic: str
@@ -90,3 +98,4 @@ class SegmentInfo:
     size: int
     max_timestamp: int
     closed: bool
+    topic_id: str | None = None

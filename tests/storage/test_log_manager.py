@@ -26,7 +26,7 @@ def test_create_topics_and_reload_them(tmp_path):
     assert manager.topics() == {"orders": 3, "plain": 1}
     assert sorted(os.listdir(tmp_path / "orders-1")) == [
         "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
-        "leader-epoch-checkpoint", "topic-config.properties"]
+        "leader-epoch-checkpoint", "partition.metadata", "topic-config.properties"]
     assert (tmp_path / "orders-0" / "topic-config.properties").read_text() == "retention.ms=1000\nsegment.bytes=2048\n"
     assert (tmp_path / "orders-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
     manager.shutdown()
