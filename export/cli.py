@@ -47,6 +47,9 @@ def register(subparsers) -> None:
     replay.add_argument("--topic", required=True, metavar="T", help="the exported topic to replay")
     replay.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="bootstrap.servers")
     replay.add_argument("--to-topic", metavar="T", help="produce into this topic (default: the same name)")
+    replay.add_argument("--generation", type=int, metavar="N",
+                        help="replay this incarnation of the topic (default: the newest; a topic "
+                             "deleted and created again is exported under the next generation)")
 
 
 def _subcommand(subparsers, name: str, func, *, help: str, description: str):
@@ -88,7 +91,7 @@ def run_replay(args) -> int:
 
     try:
         summary = replay(args.source, args.topic, args.bootstrap, to_topic=args.to_topic,
-                         progress=False if args.no_progress else None)
+                         generation=args.generation, progress=False if args.no_progress else None)
     except (ReplayError, ValueError, FileNotFoundError) as exc:
         return _fail("replay", str(exc))
     print(summary_line("replay", files=summary.files, records=summary.records,

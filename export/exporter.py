@@ -9,18 +9,29 @@ have no timestamp (Kafka's -1: every magic 0 message, and magic 1 ones sent with
 dating them 1969-12-31, or by a file's modification time, would invent a date, and the latter
 would also change between reruns. ``first offset`` is the smallest offset in the file, so a
 file name tells which Kafka partition and offsets it holds, and a record's file can be found
-from its offset. Rows have Spark's Kafka source schema, sorted by offset. ``GENERATION`` is
-bumped on incompatible changes of the output, to keep outputs apart.
+from its offset. Rows have Spark's Kafka source schema, sorted by offset.
+
+``generation`` (Secor's field for keeping outputs apart) tells the incarnations of a topic
+name apart: a topic deleted and created again gets a new topic id (storage's
+``partition.metadata``), and each topic id gets its own generation, 1 for the first one and
+one more than the topic's highest for each later one (recorded in ``OUT/_minikafka/
+incarnations`` as ``<topic> <generation> <topic id>``, before any of its files is written;
+see ``export.progress``). A new incarnation is exported from its first offset whatever the
+old one's progress was, and its files cannot take the old one's names. ``export.replay``
+reads the newest generation of a topic unless told which.
 
 Exactly once, per topic-partition:
 
 1. Under the output directory's lock, plan the closed segments past the recorded progress
-   (``export.progress``); a partition's plan always starts and ends on segment boundaries.
+   of the partition's current incarnation (``export.progress``); a partition's plan always
+   starts and ends on segment boundaries. Record the generation of a new topic id.
 2. Spark reads them (one task per segment) and writes Parquet into a fresh staging directory,
    one file per (segment, date). The file set for a segment depends only on the segment's
    bytes, so any rerun produces the same names with the same contents.
-3. Each staged file is checked to hold offsets of one planned segment only and to have a name
-   of its own, then fsynced and renamed over its final name; the directories are fsynced.
+3. A partition whose directory holds another topic id than planned (the topic was deleted
+   and created again while Spark read it) is left out: what was read may be the new topic's.
+   Each other staged file is checked to hold offsets of one planned segment only and to have
+   a name of its own, then fsynced and renamed over its final name; the directories are fsynced.
 4. Only then is each partition's progress advanced to the end of its last exported segment.
 
 A crash before 3 leaves only staging garbage (removed by the next run). A crash during or
@@ -55,12 +66,12 @@ from pathlib import Path
 from export.console import ProgressBar
 from export.planning import SegmentSlice, scan_log_dirs
 from export.progress import ExportProgress
+from storage import read_topic_id
 from storage.checkpoint import fsync_dir
 
-__all__ = ["GENERATION", "NO_TIMESTAMP_DATE", "ExportSummary", "export", "internal_topic", "output_name",
-           "pending_slices"]
+__all__ = ["NO_TIMESTAMP_DATE", "ExportPlan", "ExportSummary", "Incarnation", "export", "internal_topic",
+           "output_name", "pending_slices"]
 
-GENERATION = 1
 CRASH_HOOK_ENV = "MINIKAFKA_EXPORT_CRASH_AT"
 NO_TIMESTAMP_DATE = "unknown"  # the dt= of records without a timestamp
 _NO_TIMESTAMP_MICROS = -1000  # Kafka's NO_TIMESTAMP (-1 ms) as the data source reports it
@@ -77,6 +88,27 @@ class ExportSummary:
     bytes_written: int = 0
     seconds: float = 0.0
     skipped_offsets: int = 0  # records lost to retention before they were exported
+    replaced_partitions: int = 0  # partitions left out: deleted and created again mid-export
+
+
+@dataclass(frozen=True)
+class Incarnation:
+    """Which topic id a partition's planned segments belong to, and its file generation."""
+
+    topic_id: str | None
+    generation: int
+
+
+@dataclass
+class ExportPlan:
+    """Closed segments not yet exported, whole, in offset order; the incarnation of each
+    partition they come from; the topic ids that need a generation recorded; and the count
+    of offsets retention removed before they could be exported."""
+
+    slices: list[SegmentSlice]
+    incarnations: dict[tuple[str, int], Incarnation]
+    new_incarnations: dict[tuple[str, str], int]  # (topic, topic id) -> generation
+    skipped_offsets: int
 
 
 def internal_topic(topic: str) -> bool:
@@ -84,8 +116,8 @@ def internal_topic(topic: str) -> bool:
     return topic.startswith("__")
 
 
-def output_name(partition: int, first_offset: int) -> str:
-    return f"{GENERATION}_{partition}_{first_offset:020d}.parquet"
+def output_name(generation: int, partition: int, first_offset: int) -> str:
+    return f"{generation}_{partition}_{first_offset:020d}.parquet"
 
 
 def _crash_point(name: str) -> None:
@@ -93,31 +125,39 @@ def _crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def pending_slices(log_dirs, out_dir, topics=None) -> tuple[list[SegmentSlice], int]:
-    """Closed segments not yet exported, whole, in offset order; and the count of offsets
-    that retention removed before they could be exported."""
-    committed = ExportProgress(out_dir).committed()
+def pending_slices(log_dirs, out_dir, topics=None) -> ExportPlan:
+    """What an export run has to do now (see ``ExportPlan``)."""
+    state = ExportProgress(out_dir).state()
     segments_by_partition = scan_log_dirs(log_dirs)
     if topics is not None:
         known = {topic for topic, _ in segments_by_partition}
         for topic in topics:
             if topic not in known:
                 raise ValueError(f"topic {topic!r} not found in {', '.join(map(str, log_dirs))}")
-    slices = []
-    skipped = 0
+    plan = ExportPlan([], {}, {}, 0)
     for (topic, partition), segments in sorted(segments_by_partition.items()):
         if (topic not in topics) if topics is not None else internal_topic(topic):
             continue
-        done = committed.get((topic, partition))
+        topic_id = segments[0].topic_id
+        generation = state.generation(topic, topic_id)
+        if state.is_new(topic, topic_id):
+            # Known from now on, so that another new id of the topic met in this same run
+            # (deleted and created again during the scan) gets a generation of its own.
+            state.incarnations.setdefault(topic, {})[topic_id] = generation
+            plan.new_incarnations[(topic, topic_id)] = generation
+        done = state.exported_up_to(topic, partition, topic_id)
         for info in segments:
             if not info.closed or (done is not None and info.next_offset <= done):
                 continue
             if done is not None and info.base_offset > done:
-                skipped += info.base_offset - done
-            slices.append(SegmentSlice(topic, partition, str(info.log_path), info.base_offset,
-                                       info.base_offset, info.next_offset, None, info.size))
+                plan.skipped_offsets += info.base_offset - done
+            plan.slices.append(SegmentSlice(topic, partition, str(info.log_path), info.base_offset,
+                                            info.base_offset, info.next_offset, None, info.size))
+            plan.incarnations[(topic, partition)] = Incarnation(topic_id, generation)
             done = info.next_offset
-    return slices, skipped
+    planned_topics = {(topic, incarnation.topic_id) for (topic, _), incarnation in plan.incarnations.items()}
+    plan.new_incarnations = {key: g for key, g in plan.new_incarnations.items() if key in planned_topics}
+    return plan
 
 
 def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | None = None) -> ExportSummary:
@@ -139,23 +179,33 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
     store.lock()
     try:
         shutil.rmtree(store.staging_dir, ignore_errors=True)  # a crashed run's leftovers
-        slices, skipped = pending_slices(log_dirs, out_dir, topics)
+        plan = pending_slices(log_dirs, out_dir, topics)
+        slices = plan.slices
         summary = ExportSummary(segments=len(slices), bytes_read=sum(s.size for s in slices),
-                                skipped_offsets=skipped)
-        if skipped:
-            print(f"minikafka export: warning: {skipped} offsets were deleted by retention before "
-                  "they were exported", file=sys.stderr)
+                                skipped_offsets=plan.skipped_offsets)
+        if plan.skipped_offsets:
+            print(f"minikafka export: warning: {plan.skipped_offsets} offsets were deleted by retention "
+                  "before they were exported", file=sys.stderr)
         if slices:
+            for (topic, topic_id), generation in sorted(plan.new_incarnations.items()):
+                store.record_incarnation(topic, topic_id, generation)
             staging = store.staging_dir / uuid.uuid4().hex
             _write_staging(spark_factory(), log_dirs, slices, staging, progress)
             _crash_point("after-write")
-            _move_into_place(staging, out_dir, slices, summary)
+            replaced = _replaced_partitions(slices, plan.incarnations)
+            if replaced:
+                summary.replaced_partitions = len(replaced)
+                print(f"minikafka export: warning: {', '.join(f'{t}-{p}' for t, p in sorted(replaced))} "
+                      "deleted and created again during the export: left for the next run", file=sys.stderr)
+                slices = [s for s in slices if (s.topic, s.partition) not in replaced]
+            _move_into_place(staging, out_dir, slices, plan.incarnations, summary)
             _crash_point("after-rename")
             ends: dict[tuple[str, int], int] = {}
             for s in slices:
                 ends[(s.topic, s.partition)] = max(ends.get((s.topic, s.partition), 0), s.end_offset)
             for (topic, partition), end in sorted(ends.items()):
-                store.record(topic, partition, end)
+                incarnation = plan.incarnations[(topic, partition)]
+                store.record(topic, partition, end, incarnation.generation, incarnation.topic_id)
                 _crash_point("mid-record")
             shutil.rmtree(staging, ignore_errors=True)
     finally:
@@ -235,8 +285,21 @@ def _watch_tasks(sc, group: str, bar: ProgressBar, stop: threading.Event) -> Non
         bar.update(done)
 
 
+def _replaced_partitions(slices: list[SegmentSlice],
+                         incarnations: dict[tuple[str, int], Incarnation]) -> set[tuple[str, int]]:
+    """Partitions whose directory now holds another topic id than planned. One that is gone
+    (the topic deleted, not created again) keeps what Spark read: the files it opened were
+    the planned ones, or the read failed."""
+    replaced = set()
+    for s in slices:
+        directory = Path(s.log_path).parent
+        if directory.is_dir() and read_topic_id(directory) != incarnations[(s.topic, s.partition)].topic_id:
+            replaced.add((s.topic, s.partition))
+    return replaced
+
+
 def _move_into_place(staging: Path, out_dir: Path, slices: list[SegmentSlice],
-                     summary: ExportSummary) -> None:
+                     incarnations: dict[tuple[str, int], Incarnation], summary: ExportSummary) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -248,6 +311,8 @@ def _move_into_place(staging: Path, out_dir: Path, slices: list[SegmentSlice],
     targets = {}
     for staged in sorted(staging.glob("dt=*/*.parquet")):
         origin = pq.read_table(staged, columns=["topic", "partition", "offset"])
+        if origin.num_rows and (origin.column("topic")[0].as_py(), origin.column("partition")[0].as_py()) not in starts:
+            continue  # a replaced partition's (see _replaced_partitions): removed with the staging dir
         # The exactly-once argument needs each file to hold records of one segment only (so a
         # rerun names it the same): check, never assume, before anything is renamed.
         if len(origin.column("topic").unique()) != 1 or len(origin.column("partition").unique()) != 1:
@@ -260,7 +325,8 @@ def _move_into_place(staging: Path, out_dir: Path, slices: list[SegmentSlice],
         if segment_start is None or last_offset >= ends[key][segment_start]:
             raise RuntimeError(f"{staged} holds offsets {first_offset}..{last_offset} of "
                                f"{key[0]}-{key[1]}, not of one planned segment; nothing was renamed")
-        target = out_dir / key[0] / staged.parent.name / output_name(key[1], first_offset)
+        generation = incarnations[key].generation
+        target = out_dir / key[0] / staged.parent.name / output_name(generation, key[1], first_offset)
         if target in targets:
             raise RuntimeError(f"{staged} and {targets[target][0]} would both become {target}; "
                                "nothing was renamed into place")

@@ -6,7 +6,10 @@ broker's nursery) batches the closed segments and runs the exporter on them in a
 process (``python -m export export ...``), so Spark's JVM and the Parquet writing never
 touch the broker's event loop. While the exporter has not recorded a segment as exported,
 ``may_delete`` vetoes its deletion, so retention never loses a record that export has not
-seen. Kafka's internal topics (``__consumer_offsets``) are not exported and never vetoed.
+seen. Progress counts for the incarnation it was recorded for only (``export.progress``):
+a topic deleted and created again has a new topic id, so the old topic's progress never
+lets retention delete the new one's segments. Kafka's internal topics
+(``__consumer_offsets``) are not exported and never vetoed.
 
 The exporter process is exactly-once on its own (``export.exporter``): if it fails or the
 broker is killed mid-export, the next run finishes the job; failed runs are retried with
@@ -61,7 +64,7 @@ class ExportHandoff:
         self.runs = 0  # exporter processes finished successfully
         self._lock = threading.Lock()  # segment_closed / may_delete may come from storage threads
         self._pending: list = []
-        self._exported = ExportProgress(self.out_dir).committed()
+        self._exported = ExportProgress(self.out_dir).state()
         self._token: trio.lowlevel.TrioToken | None = None
         self._wakeup: trio.Event | None = None
         self._closed = False
@@ -84,7 +87,8 @@ class ExportHandoff:
         if internal_topic(segment_info.topic):
             return True
         with self._lock:
-            exported = self._exported.get((segment_info.topic, segment_info.partition))
+            exported = self._exported.exported_up_to(segment_info.topic, segment_info.partition,
+                                                     segment_info.topic_id)
         return exported is not None and segment_info.next_offset <= exported
 
     # -- the export loop ----------------------------------------------------------------------
@@ -143,7 +147,7 @@ class ExportHandoff:
             self._wakeup.set()
 
     def _reload_progress(self) -> None:
-        exported = ExportProgress(self.out_dir).committed()
+        exported = ExportProgress(self.out_dir).state()
         with self._lock:
             self._exported = exported
 

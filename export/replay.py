@@ -8,13 +8,19 @@ Order: a partition's records may be spread over several files (one per segment a
 whose offset ranges overlap when timestamps cross midnight out of order. Files are read in
 groups whose offset ranges overlap, each group sorted by offset, so memory stays bounded by
 about one segment. The producer (confluent-kafka) keeps at most one request in flight per
-connection, so a retry cannot reorder records. Only files of the current ``GENERATION`` are
-read. Records exported without a timestamp (magic 0, under ``dt=unknown``) are produced
+connection, so a retry cannot reorder records. Records exported without a timestamp (magic 0, under ``dt=unknown``) are produced
 without one, so they get the time of the replay.
+
+Generations: a topic deleted and created again under the same name is a new incarnation,
+whose files carry the next generation number (``export.exporter``). Only one generation of a
+topic is read: by default its newest (the incarnation exported last), or the one passed as
+``generation`` (``minikafka replay --generation N``); ``generations(OUT, topic)`` lists them
+with their topic ids.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections import defaultdict
@@ -23,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from export.console import ProgressBar
-from export.exporter import GENERATION
+from export.progress import FIRST_GENERATION, ExportProgress
 from export.segment_reader import ARROW_SCHEMA
 
-__all__ = ["ReplayError", "ReplaySummary", "exported_files", "read_exported", "replay", "partition_tables"]
+__all__ = ["ReplayError", "ReplaySummary", "exported_files", "generations", "read_exported", "replay",
+           "partition_tables"]
 
 _FILE_NAME = re.compile(r"^(?P<generation>\d+)_(?P<partition>\d+)_(?P<offset>\d+)\.parquet$")
 COLUMNS = ARROW_SCHEMA.names
@@ -44,15 +51,27 @@ class ReplaySummary:
     seconds: float = 0.0
 
 
-def exported_files(out_dir: Path | str, topic: str) -> dict[int, list[Path]]:
-    """``partition -> [files]`` of one exported topic, sorted by first offset."""
+def generations(out_dir: Path | str, topic: str) -> dict[int, str | None]:
+    """``generation -> topic id`` of every incarnation of ``topic`` exported to ``out_dir``
+    (``{1: None}`` for an export from before topic ids), oldest first."""
+    known = ExportProgress(out_dir).state().incarnations.get(topic)
+    if not known:
+        return {FIRST_GENERATION: None}
+    return {generation: topic_id for topic_id, generation in sorted(known.items(), key=lambda item: item[1])}
+
+
+def exported_files(out_dir: Path | str, topic: str, generation: int | None = None) -> dict[int, list[Path]]:
+    """``partition -> [files]`` of one generation (default: the newest) of an exported topic,
+    sorted by first offset."""
     topic_dir = Path(out_dir) / topic
     if not topic_dir.is_dir():
         raise ReplayError(f"no export of topic {topic!r} in {out_dir}")
+    if generation is None:
+        generation = max(generations(out_dir, topic))
     by_partition: dict[int, list[tuple[int, Path]]] = defaultdict(list)
     for path in topic_dir.glob("dt=*/*.parquet"):
         match = _FILE_NAME.match(path.name)
-        if match and int(match["generation"]) == GENERATION:
+        if match and int(match["generation"]) == generation:
             by_partition[int(match["partition"])].append((int(match["offset"]), path))
     return {p: [path for _, path in sorted(files)] for p, files in sorted(by_partition.items())}
 
@@ -87,30 +106,42 @@ def _sorted_table(paths: list[Path]):
     return table.sort_by("offset")
 
 
-def read_exported(spark, out_dir: Path | str, topics: list[str] | None = None):
-    """The exported records of ``topics`` (default: all) as a DataFrame with the Kafka schema."""
+def read_exported(spark, out_dir: Path | str, topics: list[str] | None = None, generation: int | None = None):
+    """The exported records of ``topics`` (default: all) as a DataFrame with the Kafka schema:
+    of each topic, the files of ``generation`` (default: the topic's newest)."""
     out_dir = Path(out_dir)
     if topics is None:
         topics = sorted(p.name for p in out_dir.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
-    paths = [str(out_dir / t) for t in topics]
     from export.datasource import SCHEMA
 
-    if not paths:
+    frames = []
+    for topic in topics:
+        chosen = generation if generation is not None else max(generations(out_dir, topic))
+        if not any((out_dir / topic).glob(f"dt=*/{chosen}_*.parquet")):
+            continue  # Spark refuses a path without files
+        # dt= becomes a column, dropped here.
+        frames.append(spark.read.option("pathGlobFilter", f"{chosen}_*.parquet")
+                      .parquet(str(out_dir / topic)).select(*COLUMNS))
+    if not frames:
         return spark.createDataFrame([], SCHEMA)
-    # Only this generation's files, as ``replay`` reads; dt= becomes a column, dropped here.
-    return (spark.read.option("pathGlobFilter", f"{GENERATION}_*.parquet")
-            .parquet(*paths).select(*COLUMNS))
+    return functools.reduce(lambda left, right: left.unionByName(right), frames)
 
 
 def replay(out_dir: Path | str, topic: str, bootstrap: str, *, to_topic: str | None = None,
-           progress: bool | None = None, timeout: float = 30.0) -> ReplaySummary:
-    """Produce every exported record of ``topic`` into ``to_topic`` (default: the same name)."""
+           generation: int | None = None, progress: bool | None = None, timeout: float = 30.0) -> ReplaySummary:
+    """Produce every exported record of one generation (default: the newest) of ``topic`` into
+    ``to_topic`` (default: the same name)."""
     import pyarrow.parquet as pq
     from confluent_kafka import KafkaException, Producer
 
     started = time.monotonic()
     to_topic = to_topic or topic
-    files = exported_files(out_dir, topic)
+    files = exported_files(out_dir, topic, generation)
+    if not files:
+        which = "the newest generation" if generation is None else f"generation {generation}"
+        known = ", ".join(f"{g} (topic id {i or 'unknown'})" for g, i in generations(out_dir, topic).items())
+        raise ReplayError(f"no exported files of {which} of topic {topic!r} in {out_dir}; "
+                          f"its generations: {known}")
     summary = ReplaySummary(files=sum(len(f) for f in files.values()))
     total = sum(pq.read_metadata(p).num_rows for paths in files.values() for p in paths)
     producer = Producer({

@@ -2,7 +2,8 @@
 
 * format("minikafka") returns exactly what a kafka-python consumer reads from the broker,
   for every codec, magic 0 and 1, null keys and values, CreateTime and LogAppendTime;
-* with ``--export-to``, retention waits until a segment is exported;
+* with ``--export-to``, retention waits until a segment is exported, also for a topic deleted
+  and created again under the same name, which is exported whole under the next generation;
 * ``minikafka replay`` into a fresh broker reproduces keys, values and timestamps.
 """
 
@@ -24,10 +25,10 @@ from kafka.admin import NewTopic
 from broker.pytest_plugin import MinikafkaBroker
 from export.exporter import export
 from export.progress import ExportProgress
-from export.replay import read_exported
+from export.replay import generations, read_exported
 from protocol.framing import decode_response, encode_request
 from protocol.records import Codec, build_message_set
-from storage import list_segments
+from storage import list_segments, read_topic_id
 from protocol import ApiKey
 
 pytestmark = pytest.mark.spark
@@ -64,13 +65,15 @@ def produce_raw_magic0(bootstrap: str, topic: str, count: int, codec: Codec) -> 
             assert response.responses[0].partition_responses[0].error_code == 0
 
 
-def produce(bootstrap: str, topic: str, *, magic: int, codec: str | None, count: int, partitions: int = 1) -> None:
-    """``count`` records with null/empty/real keys and values; linger so compressed wrappers hold several."""
+def produce(bootstrap: str, topic: str, *, magic: int, codec: str | None, count: int, partitions: int = 1,
+            tag: bytes = b"") -> None:
+    """``count`` records with null/empty/real keys and values (``<tag>value-<i>-...``); linger so
+    compressed wrappers hold several."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(0, 9) if magic == 0 else (0, 10),
                              compression_type=codec, linger_ms=20, batch_size=1024)
     for i in range(count):
         key = None if i % 4 == 0 else (b"" if i % 4 == 1 else b"key-%d" % i)
-        value = None if i % 7 == 3 and key is not None else b"value-%d-" % i + bytes(50 + i % 50)
+        value = None if i % 7 == 3 and key is not None else tag + b"value-%d-" % i + bytes(50 + i % 50)
         producer.send(topic, key=key, value=value, partition=i % partitions,
                       timestamp_ms=T0 + i * 1_000 if magic == 1 else None)
     producer.flush()
@@ -178,7 +181,7 @@ def test_retention_waits_for_export(tmp_path):
         acknowledged_while_exporting = 0
         deadline = time.monotonic() + 180  # a cold Spark start on a busy CI machine
         while time.monotonic() < deadline:
-            exported_to = ExportProgress(out).committed().get(("r", 0), 0)
+            exported_to = ExportProgress(out).state().next_offsets().get(("r", 0), 0)
             first_base = min(int(p.name[:20]) for p in partition_dir.glob("*.log"))
             if exported_to > 0 and first_base >= exported_to:
                 break  # exported, then deleted by retention
@@ -219,3 +222,57 @@ def test_replay_into_a_fresh_broker(spark, minikafka_broker_factory, tmp_path):
     replayed = consume(target.bootstrap, ["orders"], len(exported))
     # Same partitions, same order, so the same offsets in a fresh topic.
     assert replayed == exported
+
+
+def wait_exported_then_deleted(broker: MinikafkaBroker, out: Path, topic: str, topic_id: str) -> int:
+    """Wait until this incarnation of ``topic``-0 has progress and retention deleted every
+    segment below it; returns the next offset to export."""
+    deadline = time.monotonic() + 180  # a cold Spark start on a busy CI machine
+    while time.monotonic() < deadline:
+        recorded = ExportProgress(out).state().progress.get((topic, 0))
+        first_base = min(int(p.name[:20]) for p in (broker.log_dir / f"{topic}-0").glob("*.log"))
+        if recorded is not None and recorded.topic_id == topic_id and 0 < recorded.next_offset <= first_base:
+            return recorded.next_offset
+        time.sleep(0.5)
+    pytest.fail(f"export/retention did not finish:\n{broker.stderr_tail()}")
+
+
+def exported_rows(out: Path, topic: str, generation: int) -> list[tuple]:
+    return sorted((row["offset"], row["value"]) for path in out.glob(f"{topic}/dt=*/{generation}_*.parquet")
+                  for row in pq.read_table(path, columns=["offset", "value"]).to_pylist())
+
+
+def test_topic_deleted_and_created_again_while_serving_is_exported_whole(tmp_path):
+    """``serve --export-to`` with retention at 1 ms; the topic is deleted and created again
+    through the admin API once its first incarnation is exported. The new topic's offsets
+    start at 0 again, below the old one's progress: retention still waits for its own export,
+    which writes every record under generation 2, leaving the generation 1 files as they were."""
+    out = tmp_path / "export"
+    broker = ExportingBroker(tmp_path / "broker", {"log.segment.bytes": "2048", "log.retention.ms": "1",
+                                                   "log.retention.check.interval.ms": "100"})
+    broker.export_to = out
+    with broker:
+        create_topic(broker.bootstrap, "r", 1)
+        produce(broker.bootstrap, "r", magic=1, codec=None, count=200)
+        first_id = read_topic_id(broker.log_dir / "r-0")
+        first_end = wait_exported_then_deleted(broker, out, "r", first_id)
+        first_files = {p: p.read_bytes() for p in out.glob("r/dt=*/*.parquet")}
+
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            admin.delete_topics(["r"])
+        finally:
+            admin.close()
+        create_topic(broker.bootstrap, "r", 1)
+        second_id = read_topic_id(broker.log_dir / "r-0")
+        assert second_id != first_id
+        produce(broker.bootstrap, "r", magic=1, codec=None, count=120, tag=b"again-")
+        second_end = wait_exported_then_deleted(broker, out, "r", second_id)
+    assert second_end < first_end  # every new offset was at or below the old progress
+    assert {p: p.read_bytes() for p in first_files} == first_files
+    first_rows, second_rows = exported_rows(out, "r", 1), exported_rows(out, "r", 2)
+    assert [offset for offset, _ in first_rows] == list(range(first_end))
+    assert [offset for offset, _ in second_rows] == list(range(second_end))
+    assert not any(value.startswith(b"again-") for _, value in first_rows if value is not None)
+    assert all(value.startswith(b"again-") for _, value in second_rows if value is not None)
+    assert generations(out, "r") == {1: first_id, 2: second_id}

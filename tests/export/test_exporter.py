@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from export.exporter import CRASH_HOOK_ENV, export
-from export.progress import ExportProgress
+from export.progress import ExportProgress, PartitionProgress
+from export.replay import generations, read_exported
 from export.segment_reader import SegmentCorrupt
 from protocol.records import Codec, build_message_set, iter_records
+from storage import new_topic_id, read_topic_id
+from storage.partition_metadata import write_topic_id
 
 from .conftest import write_segments
 
@@ -24,12 +28,13 @@ MIDNIGHT = 1_763_769_600_000  # 2025-11-22T00:00:00Z
 LAUNCHER = "import sys; from broker.cli import main; sys.exit(main())"
 
 
-def segment(first: int, count: int, *, codec=Codec.NONE) -> tuple[int, bytes]:
-    """Records around midnight UTC, timestamps going back and forth across it."""
+def segment(first: int, count: int, *, codec=Codec.NONE, tag: bytes = b"") -> tuple[int, bytes]:
+    """Records around midnight UTC, timestamps going back and forth across it; values
+    ``<tag>v<offset>``."""
     sets = []
     for offset in range(first, first + count):
         ts = MIDNIGHT + (-1 if offset % 3 == 0 else 1) * (offset * 1000)
-        sets.append([(b"k%d" % offset if offset % 5 else None, b"v%d" % offset, ts)])
+        sets.append([(b"k%d" % offset if offset % 5 else None, tag + b"v%d" % offset, ts)])
     if codec == Codec.NONE:
         return first, b"".join(build_message_set(s, base_offset=first + i) for i, s in enumerate(sets))
     return first, build_message_set([s[0] for s in sets], codec=codec, base_offset=first)
@@ -53,18 +58,18 @@ def closed_records(log_dir: Path) -> dict[tuple[str, int], list]:
     return out
 
 
-def exported(out: Path) -> list[tuple]:
-    """Every row of every final output file, with the file it is in."""
+def exported(out: Path, generation: int = 1) -> list[tuple]:
+    """Every row of every final output file of ``generation``, with the file it is in."""
     rows = []
-    for path in sorted(out.glob("*/dt=*/*.parquet")):
+    for path in sorted(out.glob(f"*/dt=*/{generation}_*.parquet")):
         table = pq.read_table(path)
         for row in table.to_pylist():
             rows.append((path.relative_to(out).as_posix(), row))
     return rows
 
 
-def assert_exactly_once(out: Path, records: dict[tuple[str, int], list]) -> None:
-    rows = exported(out)
+def assert_exactly_once(out: Path, records: dict[tuple[str, int], list], generation: int = 1) -> None:
+    rows = exported(out, generation)
     seen = [(r["topic"], r["partition"], r["offset"]) for _, r in rows]
     assert len(seen) == len(set(seen)), "a record was exported twice"
     want = {(t, p, r.offset): r for (t, p), rs in records.items() if not t.startswith("__") for r in rs}
@@ -82,9 +87,10 @@ def assert_exactly_once(out: Path, records: dict[tuple[str, int], list]) -> None
         date = ("unknown" if millis == -1 else
                 datetime.datetime.fromtimestamp(millis / 1000, datetime.timezone.utc).date().isoformat())
         topic, dt, file_name = name.split("/")
-        generation, partition, first_offset = file_name.removesuffix(".parquet").split("_")
+        file_generation, partition, first_offset = file_name.removesuffix(".parquet").split("_")
         assert (topic, dt, int(partition)) == (row["topic"], f"dt={date}", row["partition"])
-        assert generation == "1" and len(first_offset) == 20 and int(first_offset) <= row["offset"]
+        assert int(file_generation) == generation
+        assert len(first_offset) == 20 and int(first_offset) <= row["offset"]
 
 
 def test_layout_progress_and_skipping(spark, tmp_path, capsys):
@@ -94,7 +100,7 @@ def test_layout_progress_and_skipping(spark, tmp_path, capsys):
     assert (summary.segments, summary.records, summary.files) == (3, 27, 6)
     assert "] 3/3 segments\n" in capsys.readouterr().err  # the progress bar, completed
     assert_exactly_once(out, records)
-    assert ExportProgress(out).committed() == {("a", 0): 20, ("a", 1): 7}
+    assert ExportProgress(out).state().next_offsets() == {("a", 0): 20, ("a", 1): 7}
     # Each segment is split by date (offsets divisible by 3 fall before midnight); a file is
     # named by its first offset.
     names = sorted(p.relative_to(out).as_posix() for p in out.glob("a/dt=*/*.parquet"))
@@ -108,7 +114,7 @@ def test_layout_progress_and_skipping(spark, tmp_path, capsys):
     summary = export(lambda: spark, [log_dir], out)
     assert (summary.segments, summary.records) == (1, 2)
     assert_exactly_once(out, closed_records(log_dir))
-    assert ExportProgress(out).committed()[("a", 1)] == 9
+    assert ExportProgress(out).state().next_offsets()[("a", 1)] == 9
 
 
 def test_records_without_timestamp_go_under_dt_unknown(spark, tmp_path):
@@ -133,7 +139,7 @@ def test_records_without_timestamp_go_under_dt_unknown(spark, tmp_path):
 def test_offsets_deleted_by_retention_before_export_are_reported(spark, tmp_path, capsys):
     log_dir, out = tmp_path / "log", tmp_path / "out"
     write_segments(log_dir, "g", 0, [segment(10, 5), segment(15, 2)])  # 4..9 are gone
-    ExportProgress(out).record("g", 0, 4)
+    ExportProgress(out).record("g", 0, 4, 1, None)
     summary = export(lambda: spark, [log_dir], out)
     assert (summary.segments, summary.skipped_offsets) == (1, 6)
     assert "warning: 6 offsets were deleted by retention before they were exported" in capsys.readouterr().err
@@ -149,7 +155,113 @@ def test_corrupt_segment_stops_the_export_with_its_name(spark, tmp_path):
     damaged.write_bytes(bytes(data))
     with pytest.raises(SegmentCorrupt, match=f"^{re.escape(str(damaged))}: CRC mismatch"):
         export(lambda: spark, [log_dir], out)
-    assert not list(out.glob("a/dt=*/*")) and ExportProgress(out).committed() == {}
+    assert not list(out.glob("a/dt=*/*")) and ExportProgress(out).state().next_offsets() == {}
+
+
+def file_contents(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in out.glob("*/dt=*/*.parquet")}
+
+
+def replace_partition(log_dir: Path, topic: str, partition: int, segments: list) -> str:
+    """The partition deleted and created again, as the broker does it: a new topic id, offsets
+    from 0 again, other records. Returns the new id."""
+    shutil.rmtree(log_dir / f"{topic}-{partition}")
+    write_segments(log_dir, topic, partition, segments)
+    topic_id = new_topic_id()
+    write_topic_id(log_dir / f"{topic}-{partition}", topic_id)
+    return topic_id
+
+
+def test_topic_created_again_is_exported_whole_under_the_next_generation(spark, tmp_path):
+    """A topic deleted and created again under the same name (new topic id) starts from its
+    first offset although the old one's progress is further on, its files get generation 2
+    and never take an old file's name, and a crash between renaming and recording is still
+    exactly once. Readers take the newest generation unless told otherwise."""
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    write_segments(log_dir, "a", 0, [segment(0, 10), segment(10, 10), segment(20, 3)])
+    first_id = new_topic_id()
+    write_topic_id(log_dir / "a-0", first_id)
+    first = closed_records(log_dir)
+    export(lambda: spark, [log_dir], out)
+    assert_exactly_once(out, first, generation=1)
+    first_files = file_contents(out)
+    assert ExportProgress(out).state().progress == {("a", 0): PartitionProgress(20, 1, first_id)}
+
+    # Offsets 0..11 again, all below the old progress (20), in the same segment names.
+    second_id = replace_partition(log_dir, "a", 0, [segment(0, 10, tag=b"again-"), segment(10, 2, tag=b"again-"),
+                                                    segment(12, 1, tag=b"again-")])
+    second = closed_records(log_dir)
+    killed = run_cli("export", "--log-dir", str(log_dir), "--out", str(out), "--master", "local[1]",
+                     env_extra={CRASH_HOOK_ENV: "after-rename"})
+    assert killed.returncode == -9, killed.stderr
+    assert ExportProgress(out).state().progress[("a", 0)].generation == 1  # not recorded
+    summary = export(lambda: spark, [log_dir], out)
+    assert (summary.segments, summary.records) == (2, 12)
+
+    after = file_contents(out)
+    assert {name: data for name, data in after.items() if name.split("/")[2].startswith("1_")} == first_files
+    assert_exactly_once(out, first, generation=1)
+    assert_exactly_once(out, second, generation=2)
+    # Same partition, dates and first offsets as old files, yet names of their own.
+    assert sorted(set(after) - set(first_files)) == [
+        f"a/dt=2025-11-21/2_0_{3:020d}.parquet", f"a/dt=2025-11-22/2_0_{0:020d}.parquet",
+        f"a/dt=2025-11-22/2_0_{10:020d}.parquet"]
+    assert {f"a/dt=2025-11-21/1_0_{3:020d}.parquet", f"a/dt=2025-11-22/1_0_{0:020d}.parquet"} <= set(first_files)
+    state = ExportProgress(out).state()
+    assert state.progress == {("a", 0): PartitionProgress(12, 2, second_id)}
+    assert generations(out, "a") == {1: first_id, 2: second_id}
+    newest = read_exported(spark, out)
+    assert sorted(r.value for r in newest.collect()) == sorted(r.value for r in second[("a", 0)])
+    older = read_exported(spark, out, generation=1)
+    assert sorted(r.value for r in older.collect()) == sorted(r.value for r in first[("a", 0)])
+    # Nothing left to do: the old progress is not mistaken for the new topic's, nor the reverse.
+    assert export(lambda: pytest.fail("Spark started with nothing to export"), [log_dir], out).segments == 0
+
+
+def test_progress_from_before_topic_ids_counts_for_the_current_topic(spark, tmp_path):
+    """Progress files without a topic id (older exports) and log directories without
+    partition.metadata (older brokers) keep working: nothing is exported twice, and the
+    files keep generation 1."""
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    records = make_log(log_dir)
+    export(lambda: spark, [log_dir], out)  # log dirs without ids
+    for path in (out / "_minikafka" / "progress").iterdir():  # as an older exporter wrote them
+        path.write_text(path.read_text().split()[0] + "\n")
+    topic_id = new_topic_id()
+    for partition in (0, 1):  # what a broker does at load
+        write_topic_id(log_dir / f"a-{partition}", topic_id)
+    write_segments(log_dir, "a", 1, [segment(9, 4)])  # a-1's active segment closes
+    summary = export(lambda: spark, [log_dir], out)
+    assert (summary.segments, summary.records) == (1, 2)
+    assert_exactly_once(out, closed_records(log_dir), generation=1)
+    assert generations(out, "a") == {1: topic_id}
+    assert ExportProgress(out).state().progress[("a", 1)] == PartitionProgress(9, 1, topic_id)
+
+
+def test_topic_replaced_while_spark_reads_it_is_left_for_the_next_run(spark, tmp_path, capsys):
+    """Deleted and created again after planning, before Spark read the files: what Spark read
+    may be the new topic's, so nothing of that partition is renamed into place or recorded;
+    the next run exports the new topic under its own generation."""
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    records = make_log(log_dir)
+    write_topic_id(log_dir / "a-0", new_topic_id())
+    write_topic_id(log_dir / "a-1", read_topic_id(log_dir / "a-0"))
+    new_id = None
+
+    def replace_then_spark():
+        nonlocal new_id
+        new_id = replace_partition(log_dir, "a", 0, [segment(0, 10, tag=b"new-"), segment(10, 1, tag=b"new-")])
+        return spark
+
+    summary = export(replace_then_spark, [log_dir], out)
+    assert summary.replaced_partitions == 1
+    assert "a-0 deleted and created again during the export" in capsys.readouterr().err
+    assert {name.split("/")[2][:3] for name in file_contents(out)} == {"1_1"}  # a-1 only
+    assert_exactly_once(out, {("a", 1): records[("a", 1)]}, generation=1)
+    assert ("a", 0) not in ExportProgress(out).state().progress
+    export(lambda: spark, [log_dir], out)
+    assert_exactly_once(out, {("a", 0): closed_records(log_dir)[("a", 0)]}, generation=2)
+    assert generations(out, "a")[2] == new_id
 
 
 def run_cli(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -171,30 +283,32 @@ def test_killed_between_writing_and_recording_then_rerun_exports_each_record_onc
 
     killed = run_cli(*command, env_extra={CRASH_HOOK_ENV: "mid-rename"})
     assert killed.returncode == -9, killed.stderr
-    assert len(list(out.glob("a/dt=*/*.parquet"))) == 1 and ExportProgress(out).committed() == {}
+    assert len(list(out.glob("a/dt=*/*.parquet"))) == 1 and ExportProgress(out).state().next_offsets() == {}
 
     # Killed between writing (every file in place) and recording: the rerun renames the same
     # names over them. Then killed between recording a-0 and recording a-1.
     killed = run_cli(*command, env_extra={CRASH_HOOK_ENV: "after-rename"})
     assert killed.returncode == -9, killed.stderr
-    assert len(list(out.glob("a/dt=*/*.parquet"))) == 6 and ExportProgress(out).committed() == {}
+    assert len(list(out.glob("a/dt=*/*.parquet"))) == 6 and ExportProgress(out).state().next_offsets() == {}
     killed = run_cli(*command, env_extra={CRASH_HOOK_ENV: "mid-record"})
     assert killed.returncode == -9, killed.stderr
     assert len(list(out.glob("a/dt=*/*.parquet"))) == 6
-    assert ExportProgress(out).committed() == {("a", 0): 20}
+    assert ExportProgress(out).state().next_offsets() == {("a", 0): 20}
 
     summary = export(lambda: spark, [log_dir], out)
     assert summary.segments == 1  # a-1's, whose progress was not recorded; a-0's are skipped
     assert_exactly_once(out, records)
     assert not any((out / "_minikafka" / "staging").iterdir())
-    assert ExportProgress(out).committed() == {("a", 0): 20, ("a", 1): 7}
+    assert ExportProgress(out).state().next_offsets() == {("a", 0): 20, ("a", 1): 7}
 
 
 def test_cli_summary_line_and_user_errors(tmp_path):
     log_dir, out = tmp_path / "log", tmp_path / "out"
     make_log(log_dir)
-    ExportProgress(out).record("a", 0, 20)
-    ExportProgress(out).record("a", 1, 7)
+    progress_dir = out / "_minikafka" / "progress"  # as written before topic ids: still honoured
+    progress_dir.mkdir(parents=True)
+    (progress_dir / "a-0").write_text("20\n")
+    (progress_dir / "a-1").write_text("7\n")
     done = run_cli("export", "--log-dir", str(log_dir), "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("minikafka export: 0 segments, 0 records")

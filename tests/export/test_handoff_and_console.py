@@ -16,7 +16,7 @@ import trio
 from export.console import ProgressBar, summary_line
 from export.handoff import ExportHandoff
 from export.progress import ExportProgress
-from storage import SegmentInfo
+from storage import SegmentInfo, new_topic_id
 
 from .conftest import plain_segment, write_segments
 
@@ -24,17 +24,40 @@ REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = "import sys; from broker.cli import main; sys.exit(main())"
 
 
-def info(topic: str, base: int, next_offset: int) -> SegmentInfo:
-    return SegmentInfo(topic, 0, base, next_offset, Path(f"/nowhere/{base:020d}.log"), 100, -1, True)
+def info(topic: str, base: int, next_offset: int, topic_id: str | None = None) -> SegmentInfo:
+    return SegmentInfo(topic, 0, base, next_offset, Path(f"/nowhere/{base:020d}.log"), 100, -1, True, topic_id)
 
 
 def test_retention_veto_follows_recorded_progress(tmp_path):
-    ExportProgress(tmp_path).record("t", 0, 10)
+    ExportProgress(tmp_path).record("t", 0, 10, 1, None)
     handoff = ExportHandoff(tmp_path, [tmp_path / "log"])
     assert handoff.may_delete(info("t", 0, 10))
     assert not handoff.may_delete(info("t", 10, 20))
     assert not handoff.may_delete(info("other", 0, 5))  # never exported
     assert handoff.may_delete(info("__consumer_offsets", 0, 5))  # internal: not exported, not held
+
+
+def test_retention_veto_holds_a_recreated_topic_until_its_own_export(tmp_path):
+    """Progress counts for the incarnation (topic id) it was recorded for: the old topic's
+    offsets never let retention delete a topic created again under the same name."""
+    old, new = new_topic_id(), new_topic_id()
+    legacy = tmp_path / "_minikafka" / "progress"
+    legacy.mkdir(parents=True)
+    (legacy / "t-0").write_text("10\n")  # written before topic ids: the first id met adopts it
+    assert ExportHandoff(tmp_path, []).may_delete(info("t", 0, 10, old))
+    store = ExportProgress(tmp_path)
+    store.record_incarnation("t", old, 1)
+    store.record("t", 0, 10, 1, old)
+    handoff = ExportHandoff(tmp_path, [])
+    assert handoff.may_delete(info("t", 0, 10, old))
+    assert not handoff.may_delete(info("t", 0, 10, new))  # same offsets, another topic
+    assert not handoff.may_delete(info("t", 0, 5, new))
+    store.record_incarnation("t", new, 2)
+    store.record("t", 0, 5, 2, new)
+    handoff._reload_progress()
+    assert handoff.may_delete(info("t", 0, 5, new))
+    assert not handoff.may_delete(info("t", 5, 10, new))
+    assert not handoff.may_delete(info("t", 0, 5, old))  # the old one's progress is gone with it
 
 
 def test_segment_closed_from_threads_does_not_block(tmp_path):
@@ -60,7 +83,7 @@ async def test_run_spawns_the_exporter_and_reloads_progress(tmp_path):
             while handoff.runs < 1:
                 await trio.sleep(0.05)
         assert not handoff.may_delete(info("t", 0, 3))
-        ExportProgress(out).record("t", 0, 3)
+        ExportProgress(out).record("t", 0, 3, 1, None)
         handoff.segment_closed(info("t", 0, 3))
         with trio.fail_after(60):
             while handoff.runs < 2:
