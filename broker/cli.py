@@ -103,7 +103,12 @@ def _serve_command(args: argparse.Namespace) -> int:
             log_dir=ephemeral_dir if ephemeral_dir is not None else args.log_dir)
         import trio
 
-        trio.run(_run_until_signalled, config)
+        try:
+            trio.run(_run_until_signalled, config)
+        except BaseExceptionGroup as group:
+            # trio wraps what a nursery's task raises in an exception group; a start-up error
+            # (busy port, unusable log dir) is one exception and gets its one line below.
+            raise _sole_exception(group) from None
     except ConfigError as exc:
         print(f"minikafka: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -118,6 +123,13 @@ def _serve_command(args: argparse.Namespace) -> int:
         if ephemeral_dir is not None:
             shutil.rmtree(ephemeral_dir, ignore_errors=True)
     return 0
+
+
+def _sole_exception(error: BaseException) -> BaseException:
+    """The one exception inside nested single-member exception groups, else ``error`` itself."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 async def _run_until_signalled(config) -> None:

@@ -84,11 +84,12 @@ class Connection:
                     nursery.start_soon(self._write, responses_out)
             if self._idle_scope.cancelled_caught:
                 logger.info("closing idle connection from %s", self.peer)
-        except CloseConnection as exc:
-            logger.info("closing connection from %s: %s", self.peer, exc)
-        except (_PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        # The three tasks' errors arrive in an exception group (trio's strict groups).
+        except* CloseConnection as group:
+            logger.info("closing connection from %s: %s", self.peer, group.exceptions[0])
+        except* (_PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             logger.debug("connection from %s lost", self.peer)
-        except Exception:
+        except* Exception:
             logger.exception("closing connection from %s after an unexpected error", self.peer)
         finally:
             await trio.aclose_forcefully(self.stream)
