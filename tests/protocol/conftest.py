@@ -7,30 +7,12 @@ modules cannot import a sibling helper module.
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import kafka.codec
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
-
-from protocol.compression import xxh32
-
-
-class _XxhashShim:
-    """Stands in for the optional ``xxhash`` package that kafka-python's legacy (magic 0)
-    lz4 code imports; the KAFKA-3160 header logic that uses it is kafka-python's own."""
-
-    class _Digest:
-        def __init__(self, data):
-            self._value = xxh32(bytes(data))
-
-        def digest(self):
-            return struct.pack(">I", self._value)
-
-    def xxh32(self, data):
-        return self._Digest(data)
 
 
 class KafkaPythonLegacyRecords:
@@ -63,15 +45,10 @@ class KafkaPythonLegacyRecords:
 
 @pytest.fixture(scope="module")
 def kafka_python_records():
-    """kafka-python's legacy record code, with magic 0 lz4 working without ``xxhash``.
-
-    Module-scoped so hypothesis tests can use it; the shim is removed after the module so
-    tests elsewhere see kafka-python as installed.
-    """
-    with pytest.MonkeyPatch.context() as patch:
-        if kafka.codec.xxhash is None:
-            patch.setattr(kafka.codec, "xxhash", _XxhashShim())
-        yield KafkaPythonLegacyRecords()
+    """kafka-python's legacy record code (its magic 0 lz4 needs the ``xxhash`` package, which
+    the test extra installs). Module-scoped so hypothesis tests can use it."""
+    assert kafka.codec.xxhash is not None, "pip install xxhash: kafka-python's magic 0 lz4 needs it"
+    return KafkaPythonLegacyRecords()
 
 
 def _kafka_python_kwargs(struct_field, value: dict) -> dict[str, Any]:

@@ -105,7 +105,6 @@ def test_lz4_magic_0_frame_has_kafkas_legacy_header_checksum():
         lz4.frame.decompress(frame)
 
 
-@pytest.mark.usefixtures("kafka_python_records")  # kafka-python's magic 0 lz4 code, without xxhash
 def test_lz4_legacy_frames_interoperate_with_kafka_python():
     ours = compress(Codec.LZ4, PAYLOAD, magic=0)
     assert kafka.codec.lz4_decode_old_kafka(ours) == PAYLOAD
