@@ -33,9 +33,13 @@ Where this module departs from Kafka 0.10.2's ``LogValidator`` / ``Log.append``,
 * Messages keep the magic they were produced with; Kafka converts them to the topic's
   ``message.format.version``. Consequently a set mixing magic 0 and magic 1 (which no client
   produces) is refused with CORRUPT_MESSAGE rather than converted.
-* Each compressed wrapper is handled on its own: one with inner offsets 0..n-1 is updated in
-  place even when the set holds other entries. Kafka 0.10.2 counts inner offsets across all
-  wrappers of a set, so any set with two wrappers is merged and recompressed there.
+* Each compressed wrapper is handled on its own and updated in place even when the set holds
+  other entries. Kafka 0.10.2 counts inner offsets across all wrappers of a set, so any set
+  with two wrappers is merged and recompressed there.
+* A magic 1 wrapper whose inner offsets are not 0..n-1 is CORRUPT_MESSAGE; Kafka recompresses
+  it with new inner offsets. KIP-31 has the broker verify the relative offsets and never
+  recompress; every magic 1 producer (the Java client, librdkafka, kafka-python, and our own
+  magic 2 conversion) writes 0..n-1, so only a broken producer is refused.
 * A truncated last message in a produce request is CORRUPT_MESSAGE; Kafka drops it silently,
   which acknowledges records that were never written.
 * An empty produce set is CORRUPT_MESSAGE; Kafka answers NONE with base offset -1. Refusing
@@ -466,7 +470,8 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     * CORRUPT_MESSAGE: empty set, truncated tail, impossible size, bad CRC (of any message,
       inner ones included), unknown magic or codec, magic differing between messages (or
       between a wrapper and its inner messages), nested compression, a compressed message
-      with a null value or no inner messages, key/value lengths that do not add up.
+      with a null value or no inner messages, a magic 1 wrapper whose inner (relative)
+      offsets are not 0..n-1, key/value lengths that do not add up.
     * MESSAGE_TOO_LARGE: an entry (12-byte overhead included) over ``max_message_bytes``,
       also checked again after recompression.
     * INVALID_TIMESTAMP: under CreateTime a timestamp (other than -1) further than
@@ -474,11 +479,10 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
       LogAppendTime attribute itself.
 
     Offsets: each uncompressed message's offset field is overwritten in place. A magic 1
-    wrapper whose inner offsets are 0..n-1 only gets its own offset (the absolute offset of
-    its last inner message) and timestamp rewritten, never recompressed (KIP-31). A magic 0
-    wrapper, or a magic 1 wrapper with other inner offsets, is recompressed with the same
-    codec and inner offsets rewritten (absolute for magic 0, 0..n-1 for magic 1), as Kafka
-    0.10.2's LogValidator does. Messages keep their magic.
+    wrapper only gets its own offset (the absolute offset of its last inner message) and
+    timestamp rewritten, never recompressed (KIP-31). A magic 0 wrapper is recompressed with
+    the same codec and absolute inner offsets, as Kafka 0.10.2's LogValidator does. Messages
+    keep their magic.
 
     Timestamps: under CreateTime a magic 1 wrapper's timestamp becomes its largest inner
     timestamp (the outer CRC is recomputed if that changes it). Under LogAppendTime each
@@ -652,18 +656,14 @@ def _assign_wrapper(
     if magic == 1 and wrapper.attributes & _TIMESTAMP_TYPE_BIT:
         raise _producer_log_append_time(position)
     inner = _decompressed_value(wrapper, view)
-    count, max_timestamp, offsets_relative = _scan_inner(
+    count, max_timestamp = _scan_inner(
         inner, magic, wrapper.offset, now_ms, None if log_append_time else (earliest, latest)
     )
     last_offset = next_offset + count - 1
     if magic == 0:
-        entry = _recompressed_wrapper(inner, next_offset, wrapper, last_offset, NO_TIMESTAMP, False)
+        entry = _recompressed_magic_0_wrapper(inner, next_offset, Codec(wrapper.attributes & _CODEC_MASK))
         return last_offset + 1, NO_TIMESTAMP, entry
     wrapper_timestamp = now_ms if log_append_time else max_timestamp
-    if not offsets_relative:
-        entry = _recompressed_wrapper(inner, 0, wrapper, last_offset, wrapper_timestamp, log_append_time)
-        return last_offset + 1, wrapper_timestamp, entry
-
     _INT64.pack_into(out, position, last_offset)
     if log_append_time or wrapper.timestamp != wrapper_timestamp:
         attributes = wrapper.attributes | (_TIMESTAMP_TYPE_BIT if log_append_time else 0)
@@ -675,12 +675,12 @@ def _assign_wrapper(
 
 def _scan_inner(
     inner: bytes, magic: int, wrapper_offset: int, now_ms: int, accepted: tuple[int, int] | None
-) -> tuple[int, int, bool]:
+) -> tuple[int, int]:
     """Check every message of a decompressed inner set without building objects.
 
     Checks what ``validate_and_assign`` checks of a plain message (whole, CRC, lengths,
-    magic) plus: not compressed, and, when ``accepted`` is given, timestamps in that range.
-    Returns the message count, the max timestamp, and whether the inner offsets are 0..n-1.
+    magic) plus: not compressed, magic 1 relative offsets 0..n-1, and, when ``accepted`` is
+    given, timestamps in that range. Returns the message count and the max timestamp.
 
     The per-message checks are written out here and in ``validate_and_assign`` rather than
     shared through a helper: one more call per message costs about 9% of append throughput.
@@ -697,7 +697,6 @@ def _scan_inner(
     earliest, latest = accepted if accepted is not None else (None, None)
     count = 0
     max_timestamp = NO_TIMESTAMP
-    offsets_relative = True
     position = 0
     while position < length:
         if length - position < _MIN_ENTRY_SIZE:
@@ -731,48 +730,35 @@ def _scan_inner(
         if value_length_position + 4 + (value_length if value_length > 0 else 0) != end or value_length < -1:
             raise _corrupt(f"inner message of offset {wrapper_offset} has a bad value length")
         if magic == 1:
+            if inner_offset != count:
+                raise _corrupt(
+                    f"inner message {count} of compressed message at offset {wrapper_offset} has "
+                    f"relative offset {inner_offset}, not {count}"
+                )
             if earliest is not None and (timestamp < earliest or timestamp > latest) and timestamp != NO_TIMESTAMP:
                 raise _invalid_timestamp(timestamp, now_ms)
             if timestamp > max_timestamp:
                 max_timestamp = timestamp
-        if inner_offset != count:
-            offsets_relative = False
         count += 1
         position = end
     if not count:
         raise _corrupt(f"compressed message at offset {wrapper_offset} holds no messages")
-    return count, max_timestamp, offsets_relative
+    return count, max_timestamp
 
 
-def _recompressed_wrapper(
-    inner: bytes,
-    first_inner_offset: int,
-    wrapper: _Message,
-    wrapper_offset: int,
-    wrapper_timestamp: int,
-    log_append_time: bool,
-) -> bytes:
-    """A new wrapper entry holding the (validated) ``inner`` messages, bytes unchanged but
-    for their offsets, which become consecutive from ``first_inner_offset``."""
+def _recompressed_magic_0_wrapper(inner: bytes, first_offset: int, codec: Codec) -> bytes:
+    """A new magic 0 wrapper entry holding the (validated) ``inner`` messages, bytes unchanged
+    but for their offsets, which become absolute and consecutive from ``first_offset``."""
     rewritten = bytearray(inner)
     position = 0
-    inner_offset = first_inner_offset
+    inner_offset = first_offset
     while position < len(rewritten):
         _INT64.pack_into(rewritten, position, inner_offset)
         inner_offset += 1
         position += LOG_OVERHEAD + _INT32.unpack_from(rewritten, position + 8)[0]
-    codec = Codec(wrapper.attributes & _CODEC_MASK)
-    attributes = codec | (_TIMESTAMP_TYPE_BIT if log_append_time else 0)
     out = bytearray()
-    _append_message(
-        out,
-        wrapper_offset,
-        wrapper.magic,
-        attributes,
-        wrapper_timestamp,
-        None,
-        compress(codec, bytes(rewritten), magic=wrapper.magic),
-    )
+    _append_message(out, inner_offset - 1, 0, codec, NO_TIMESTAMP, None,
+                    compress(codec, bytes(rewritten), magic=0))
     return bytes(out)
 
 

@@ -103,14 +103,16 @@ def test_magic_0_wrapper_is_recompressed_with_absolute_inner_offsets(codec, kafk
 
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4])
-def test_magic_1_wrapper_with_other_inner_offsets_is_recompressed_as_kafka_does(codec, kafka_python_records):
-    data = kafka_python_records.build(1, codec, RECORDS, offsets=[10 * i for i in range(20)])
-    result = validate_and_assign(data, 300, NOW, CREATE)
-    assert payload_of(result.buffer, 1) != payload_of(data, 1)
-    assert [o for o, *_ in kafka_python_records.read(result.buffer)] == list(range(300, 320))
-    (entry,) = iter_entries(result.buffer)
-    assert (entry.offset, entry.codec, entry.timestamp) == (319, codec, MAX_TIMESTAMP)
-    assert [(r.offset, r.key) for r in iter_records(result.buffer)] == [(300 + i, k) for i, (k, _, _) in enumerate(RECORDS)]
+@pytest.mark.parametrize("offsets", [[10 * i for i in range(20)], list(range(1, 21)), [0, 1, 2, 4] + list(range(5, 21))])
+def test_magic_1_wrapper_with_other_inner_offsets_is_corrupt(codec, offsets, kafka_python_records):
+    # KIP-31: the broker verifies the relative offsets instead of recompressing around them.
+    data = kafka_python_records.build(1, codec, RECORDS, offsets=offsets)
+    message = refused(ErrorCode.CORRUPT_MESSAGE, validate_and_assign, data, 300, NOW, CREATE)
+    first_wrong = next(i for i, offset in enumerate(offsets) if offset != i)
+    assert f"inner message {first_wrong} " in message and f"relative offset {offsets[first_wrong]}," in message
+    # Refused whatever else the set holds: a good wrapper before it does not get written.
+    good = kafka_python_records.build(1, codec, RECORDS[:3])
+    refused(ErrorCode.CORRUPT_MESSAGE, validate_and_assign, good + data, 300, NOW, APPEND_TIME)
 
 
 def test_input_buffer_is_not_modified(kafka_python_records):
@@ -125,7 +127,7 @@ def test_several_entries_of_every_kind_get_consecutive_offsets_and_true_position
     data = (
         kafka_python_records.build(1, Codec.LZ4, RECORDS[:4])
         + kafka_python_records.build(1, Codec.NONE, RECORDS[4:7])
-        + kafka_python_records.build(1, Codec.GZIP, RECORDS[7:9], offsets=[3, 9])  # recompressed
+        + kafka_python_records.build(1, Codec.GZIP, RECORDS[7:9])
         + kafka_python_records.build(1, Codec.SNAPPY, RECORDS[9:])
     )
     result = validate_and_assign(data, 0, NOW, CREATE)
