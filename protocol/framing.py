@@ -4,7 +4,8 @@ Every Kafka message travels as a size-prefixed frame::
 
     frame           = size:int32  payload:size bytes
     request payload = header body
-    request header  v1: api_key:int16 api_version:int16 correlation_id:int32 client_id:string
+    request header  v0: api_key:int16 api_version:int16 correlation_id:int32
+                    v1: v0 + client_id:string
                     v2: v1 + tagged fields            (flexible request versions, KIP-482)
     response payload = header body
     response header v0: correlation_id:int32
@@ -12,8 +13,9 @@ Every Kafka message travels as a size-prefixed frame::
 
 ``client_id`` is a classic nullable int16-length string even in header v2. The ApiVersions
 response header is always v0, whatever the version, so that a client can read the answer
-before it knows what the broker speaks. (Header v0, without client_id, was only used by
-ControlledShutdown v0, which is not served.)
+before it knows what the broker speaks. Header v0, without client_id, is only used by
+ControlledShutdown v0: it is read as v0 (its body is not mistaken for a client_id), then
+refused like any API this broker does not serve.
 
 :class:`ServerConnection` is the broker side (h11 style): feed it bytes with ``receive_data``,
 pull complete requests with ``next_request``, turn a response body into wire chunks with
@@ -37,6 +39,8 @@ from protocol.types import INT16_S, INT32_S, Writer, chunk_length, skip_tagged_f
 DEFAULT_MAX_FRAME_SIZE = 104857600  # socket.request.max.bytes
 
 _REQUEST_HEADER = struct.Struct(">hhi")
+# The one request with header v0 (Kafka's ApiMessageType.requestHeaderVersion).
+_CONTROLLED_SHUTDOWN_V0 = (7, 0)
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -155,13 +159,16 @@ def parse_request(frame: bytes) -> Request:
     API keys and unsupported versions (other than ApiVersions) raise ``ProtocolError``.
     """
     buf = memoryview(frame)
-    if len(buf) < 10:
+    if len(buf) < _REQUEST_HEADER.size:
         raise ProtocolError(f"request of {len(buf)} bytes is shorter than a request header")
     api_key, api_version, correlation_id = _REQUEST_HEADER.unpack_from(buf, 0)
-    try:
-        client_id, pos = _read_header_string(buf, 8)
-    except struct.error:
-        raise ProtocolError("truncated request header") from None
+    if (api_key, api_version) == _CONTROLLED_SHUTDOWN_V0:
+        client_id, pos = None, _REQUEST_HEADER.size
+    else:
+        try:
+            client_id, pos = _read_header_string(buf, _REQUEST_HEADER.size)
+        except struct.error:
+            raise ProtocolError("truncated request header") from None
     where = f"(api key {api_key}, correlation id {correlation_id}, client {client_id!r})"
     api = APIS.get(api_key)
     if api is None:

@@ -180,6 +180,22 @@ def test_body_of_api_versions_above_our_range_is_not_read():
     assert (request.correlation_id, request.client_id, request.body) == (8, "kp", None)
 
 
+def test_header_v0_is_read_without_a_client_id():
+    # ControlledShutdown v0 (broker_id 3) is the one request with header v0: had its body been
+    # read as a client_id, the error would name client '' (length 0) instead of no client.
+    payload = struct.pack(">hhi", 7, 0, 12) + struct.pack(">i", 3)
+    conn = ServerConnection()
+    conn.receive_data(struct.pack(">i", len(payload)) + payload)
+    with pytest.raises(ProtocolError, match=r"unknown api key 7 \(api key 7, correlation id 12, client None\)"):
+        conn.next_request()
+    # The same request at v1 has header v1, so its first two body bytes are a client_id.
+    payload = struct.pack(">hhi", 7, 1, 13) + b"\x00\x02cs" + struct.pack(">i", 3)
+    conn = ServerConnection()
+    conn.receive_data(struct.pack(">i", len(payload)) + payload)
+    with pytest.raises(ProtocolError, match=r"correlation id 13, client 'cs'"):
+        conn.next_request()
+
+
 # ------------------------------------------------------------------------------------------
 # frame limits
 
