@@ -5,15 +5,16 @@ with the codec named by the low three bits of its attributes. The byte formats:
 
 * **gzip** (codec 1): an RFC 1952 gzip stream. Java producers write one member; readers
   accept several concatenated members.
-* **snappy** (codec 2): Java clients and librdkafka write the *xerial* block framing::
+* **snappy** (codec 2): the Java client and kafka-python write the *xerial* block framing::
 
       header   \\x82 S N A P P Y \\x00   (8 bytes)
                int32 version, int32 compatible-version   (both 1; never checked, some
                producers write them little-endian)
       blocks   [int32 compressed length][raw snappy block] ...   (each block <= 32 KiB raw)
 
-  Other producers (older kafka-python, some Go clients) send one raw snappy block with no
-  framing. Reading accepts both; writing uses the xerial framing, which every client reads.
+  librdkafka (confluent-kafka, kcat; see tests/protocol/golden) and some Go clients send one
+  raw snappy block with no framing. Reading accepts both; writing uses the xerial framing,
+  which every client reads.
 * **lz4** (codec 3): an LZ4 frame (magic ``04 22 4D 18``, FLG, BD, [content size], HC,
   blocks, end mark). Kafka before 0.10 computed the header checksum HC over the frame magic
   as well as the descriptor (KAFKA-3160), so magic 0 messages carry that wrong byte and
