@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import struct
 
 import trio
@@ -132,7 +133,7 @@ async def test_requests_before_bad_bytes_are_answered(client):
     assert correlation_id == 41 and len(data) == 4 + size
 
 
-async def test_handler_crash_closes_only_that_connection(broker, connect, message_set, monkeypatch):
+async def test_handler_crash_closes_only_that_connection(broker, connect, message_set, monkeypatch, caplog):
     async def crash(broker, request):
         raise ZeroDivisionError("handler bug")
 
@@ -143,6 +144,29 @@ async def test_handler_crash_closes_only_that_connection(broker, connect, messag
     with trio.fail_after(10):
         assert await bad.closed_by_peer()
     await produce_and_consume_work(healthy, "after-crash", message_set)
+    # The bug is logged with its cause, as the one unexpected error.
+    [error] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "after an unexpected error" in error.getMessage()
+    assert "handler bug" in caplog.text
+
+
+async def wait_for_log(caplog, fragment: str) -> None:
+    with trio.fail_after(10):
+        while not any(fragment in record.getMessage() for record in caplog.records):
+            await trio.sleep(0.01)
+
+
+async def test_a_client_hanging_up_is_not_an_error(broker, connect, caplog):
+    caplog.set_level(logging.DEBUG, logger="broker.connection")
+    client = await connect()
+    await client.request(ApiKey.METADATA, 1, {"topics": []})
+    await client.aclose()
+    await wait_for_log(caplog, "lost")
+    bad = await connect()
+    await bad.send_raw(b"\x00\x00\x00\x01\x00")  # a frame too short for a request header
+    await wait_for_log(caplog, "bad request from")
+    await wait_for_log(caplog, "closed")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 async def test_idle_connection_is_closed(start_broker, connect):
