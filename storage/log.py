@@ -181,10 +181,15 @@ class Log:
                     break
         for i, segment in enumerate(segments[:-1]):
             if i in recovered:
-                segment.finish()  # the recovery point stays put: no fsync needed
+                segment.finish()
             else:
                 segment.next_offset = segments[i + 1].base_offset
             segment.release_index_maps()
+        # What recovery scanned may be neither fsynced nor as recovery left it on disk (it may
+        # have truncated it): like rolled segments, the recovery point passes these closed
+        # ones only after the flush duty has fsynced them (Kafka's flush fsyncs every segment
+        # from the recovery point on).
+        self._unflushed_rolled = segments[first_unflushed:-1]
         active = segments[-1]
         if len(segments) - 1 not in recovered:
             active.load_tail_state()
