@@ -17,6 +17,7 @@
    sendfile) for a consumer's successive 1 MiB fetches and for random offsets.
 
 Files are in the page cache when measured (just written), so the figures are CPU cost.
+Throughput is in MB/s (10**6 bytes a second); sizes (1 MiB sets, segments) are in MiB.
 """
 
 from __future__ import annotations
@@ -39,7 +40,12 @@ from storage.log_manager import RECOVERY_POINT_CHECKPOINT  # noqa: E402
 from storage.segment import iter_headers  # noqa: E402
 
 MIB = 1 << 20
+MB = 10**6
 NOW_MS = 1_700_000_000_000
+
+
+def mb_per_s(nbytes: float, seconds: float) -> float:
+    return nbytes / MB / max(seconds, 1e-9)
 
 
 def one_mib_set(value_size: int = 1000) -> bytes:
@@ -89,14 +95,14 @@ def bench_append(directory: Path, total_mib: int, repeats: int = 3) -> None:
         appended.append(_log_append(directory, data, rounds))
         validated.append(_validate_only(data, rounds))
     plain_s, log_s, validate_s = min(plain), min(appended), min(validated)
-    megabytes = rounds * len(data) / MIB
+    nbytes = rounds * len(data)
     print(f"append: {rounds} sets of {len(data)} bytes ({len(data) // 1050} messages each), "
-          f"{megabytes:.0f} MiB, best of {repeats}")
-    print(f"  plain file write       {megabytes / plain_s:9.1f} MiB/s")
-    print(f"  Log.append_as_leader   {megabytes / log_s:9.1f} MiB/s   ratio {log_s / plain_s:.1f}x the plain write's time")
-    print(f"  of which validation    {megabytes / validate_s:9.1f} MiB/s   "
+          f"{nbytes / MIB:.0f} MiB, best of {repeats}")
+    print(f"  plain file write       {mb_per_s(nbytes, plain_s):9.1f} MB/s")
+    print(f"  Log.append_as_leader   {mb_per_s(nbytes, log_s):9.1f} MB/s   ratio {log_s / plain_s:.1f}x the plain write's time")
+    print(f"  of which validation    {mb_per_s(nbytes, validate_s):9.1f} MB/s   "
           f"({validate_s / log_s:.0%} of append time: protocol.records.validate_and_assign)")
-    print(f"  storage alone          {megabytes / max(log_s - validate_s, 1e-9):9.1f} MiB/s   "
+    print(f"  storage alone          {mb_per_s(nbytes, log_s - validate_s):9.1f} MB/s   "
           f"(write + indexes: append time minus validation)")
 
 
@@ -120,7 +126,10 @@ def bench_rolls(directory: Path, total_mib: int, segment_mib: int = 64) -> None:
     shutil.rmtree(directory / "rolls")
     plain.sort()
     print(f"rolls: {rounds} appends with {segment_mib} MiB segments, {len(rolling)} of them roll")
-    print(f"  appends that roll        slowest {max(rolling) * 1000:6.1f} ms (no fsync on this path)")
+    if rolling:
+        print(f"  appends that roll        slowest {max(rolling) * 1000:6.1f} ms (no fsync on this path)")
+    else:
+        print(f"  (no append rolled: --append-mib must exceed the {segment_mib} MiB segment size)")
     print(f"  other appends            median {plain[len(plain) // 2] * 1000:6.1f} ms, slowest {plain[-1] * 1000:6.1f} ms")
     print(f"  flush duty (worker thread) fsyncing the rolled segments afterwards: {flush_s * 1000:.0f} ms")
 
@@ -218,7 +227,7 @@ def bench_startup(directory: Path, total_mib: int, segments: int, repeats: int =
     print(f"  start-up after unclean stop (checkpoint) {min(unclean) * 1000:8.1f} ms (best of {repeats}; "
           f"scans the active segment)")
     print(f"  start-up after unclean stop (full scan)  {min(full) * 1000:8.1f} ms (best of {repeats}, "
-          f"no recovery-point checkpoint: {total_mib / min(full):.0f} MiB/s)")
+          f"no recovery-point checkpoint: {mb_per_s(total_mib * MIB, min(full)):.0f} MB/s)")
     shutil.rmtree(log_dir)
 
 

@@ -115,23 +115,44 @@ class LeaderEpochCache:
         floor = [(e, o) for e, o in self._entries if e <= requested_epoch]
         return (floor[-1][0] if floor else requested_epoch), higher[1]
 
+    def fit_to_loaded_log(self, start_offset: int, end_offset: int) -> None:
+        """Fit the cache to a log just loaded as ``[start_offset, end_offset)``, with one write.
+
+        As Kafka at load, epochs starting at or after the log end are dropped (recovery or a
+        lost tail cut them away) and the log start is applied. Kafka's leader then records its
+        current epoch at its log end before taking writes (makeLeader); this broker is the
+        leader on every load and its epoch never goes back, so the latest epoch held before
+        is recorded again at the log end if it was dropped. Without that a partition created
+        and never written, or emptied by retention, lost epoch 0 on every restart and
+        OffsetForLeaderEpoch answered -1 until the next produce.
+        """
+        current = self.latest_epoch
+        kept = self._truncated_from_start([(e, o) for e, o in self._entries if o < end_offset], start_offset)
+        if current != UNDEFINED_EPOCH and (not kept or kept[-1][0] != current):
+            # As assign(): what starts at the new entry's offset is history it replaces.
+            kept = [(e, o) for e, o in kept if o < end_offset] + [(current, end_offset)]
+        self._replace(kept)
+
     def truncate_from_end(self, end_offset: int) -> None:
         """The log was truncated to ``end_offset``: forget epochs starting at or after it."""
-        kept = [(e, o) for e, o in self._entries if o < end_offset]
-        if kept != self._entries:
-            self._entries = kept
-            self._flush()
+        self._replace([(e, o) for e, o in self._entries if o < end_offset])
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: drop epochs wholly before it and move the
         start of the epoch that covers it up to it."""
-        covering = [i for i, (_, o) in enumerate(self._entries) if o <= start_offset]
+        self._replace(self._truncated_from_start(self._entries, start_offset))
+
+    @staticmethod
+    def _truncated_from_start(entries: list[tuple[int, int]], start_offset: int) -> list[tuple[int, int]]:
+        covering = [i for i, (_, o) in enumerate(entries) if o <= start_offset]
         if not covering:
-            return
+            return list(entries)
         i = covering[-1]
-        kept = [(self._entries[i][0], start_offset)] + self._entries[i + 1:]
-        if kept != self._entries:
-            self._entries = kept
+        return [(entries[i][0], start_offset)] + entries[i + 1:]
+
+    def _replace(self, entries: list[tuple[int, int]]) -> None:
+        if entries != self._entries:
+            self._entries = entries
             self._flush()
 
     def clear_and_flush(self) -> None:

@@ -112,8 +112,7 @@ class Log:
         self.leader_epoch_cache = LeaderEpochCache(
             LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT), lambda: self.log_end_offset
         )
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch_cache.fit_to_loaded_log(self.log_start_offset, self.log_end_offset)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self._last_flush_ms = clock.time_ms()
 
@@ -182,10 +181,15 @@ class Log:
                     break
         for i, segment in enumerate(segments[:-1]):
             if i in recovered:
-                segment.finish()  # the recovery point stays put: no fsync needed
+                segment.finish()
             else:
                 segment.next_offset = segments[i + 1].base_offset
             segment.release_index_maps()
+        # What recovery scanned may be neither fsynced nor as recovery left it on disk (it may
+        # have truncated it): like rolled segments, the recovery point passes these closed
+        # ones only after the flush duty has fsynced them (Kafka's flush fsyncs every segment
+        # from the recovery point on).
+        self._unflushed_rolled = segments[first_unflushed:-1]
         active = segments[-1]
         if len(segments) - 1 not in recovered:
             active.load_tail_state()

@@ -73,6 +73,14 @@ def test_retention_and_roll_precedence():
     assert BrokerConfig({"log.retention.ms": "-1"}).log_config().retention_ms == -1
     assert BrokerConfig({"log.roll.hours": "2"}).log_config().segment_ms == 7_200_000
     assert BrokerConfig({"log.roll.hours": "2", "log.roll.ms": "10"}).log_config().segment_ms == 10
+    assert BrokerConfig({"log.roll.ms": "10"}).log_config().segment_ms == 10
+
+
+def test_flush_settings_reach_the_log_config():
+    default = BrokerConfig({}).log_config()
+    assert (default.flush_interval_messages, default.flush_interval_ms) == (None, None)  # the page cache
+    config = BrokerConfig({"log.flush.interval.messages": "10", "log.flush.interval.ms": "1000"}).log_config()
+    assert (config.flush_interval_messages, config.flush_interval_ms) == (10, 1000)
 
 
 def test_log_dir_fallback_and_list(tmp_path):

@@ -82,3 +82,19 @@ def test_corrupt_epoch_checkpoint_starts_empty(tmp_path):
     (tmp_path / "leader-epoch-checkpoint").write_text("0\n2\n3 10\n1 20\n")  # epochs out of order
     cache, _ = _cache(tmp_path)
     assert cache.entries == []
+
+
+@pytest.mark.parametrize("entries, start, end, fitted", [
+    ([(0, 0)], 0, 0, [(0, 0)]),  # created, never written
+    ([(0, 0), (2, 10)], 0, 12, [(0, 0), (2, 10)]),  # nothing lost: nothing written
+    ([(0, 0), (2, 10), (4, 20)], 0, 15, [(0, 0), (2, 10), (4, 15)]),  # tail lost: epoch 4 from the end
+    ([(0, 0), (2, 10)], 10, 10, [(2, 10)]),  # retention emptied it at an epoch boundary
+    ([], 0, 5, []),  # no epochs known (unreadable checkpoint): none invented
+])
+def test_epoch_cache_fit_to_loaded_log(tmp_path, entries, start, end, fitted):
+    cache, _ = _cache(tmp_path)
+    for epoch, offset in entries:
+        cache.assign(epoch, offset)
+    cache.fit_to_loaded_log(start, end)
+    assert cache.entries == fitted
+    assert _cache(tmp_path)[0].entries == fitted

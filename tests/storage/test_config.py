@@ -52,6 +52,27 @@ def test_broker_defaults_and_precedence():
     assert LogConfig.from_broker_configs({"log.retention.ms": "-1"}).retention_ms == -1
 
 
+@pytest.mark.parametrize("properties, field, expected", [
+    ({"log.roll.ms": "60000"}, "segment_ms", 60000),
+    # log.roll.ms beats log.roll.hours, whichever comes first in the file
+    ({"log.roll.ms": "60000", "log.roll.hours": "2"}, "segment_ms", 60000),
+    ({"log.roll.hours": "2", "log.roll.ms": "60000"}, "segment_ms", 60000),
+    ({"log.flush.interval.messages": "10"}, "flush_interval_messages", 10),
+    ({"log.flush.interval.messages": str(2**63 - 1)}, "flush_interval_messages", None),  # Kafka's "never"
+    ({"log.flush.interval.ms": "1000"}, "flush_interval_ms", 1000),
+    ({}, "flush_interval_messages", None),  # unset: the page cache decides
+    ({}, "flush_interval_ms", None),
+])
+def test_broker_roll_and_flush_names(properties, field, expected):
+    assert getattr(LogConfig.from_broker_configs(properties), field) == expected
+
+
+@pytest.mark.parametrize("name", ["log.roll.ms", "log.flush.interval.messages", "log.flush.interval.ms"])
+def test_bad_broker_roll_and_flush_values_name_the_setting(name):
+    with pytest.raises(ValueError, match=name.replace(".", r"\.")):
+        LogConfig.from_broker_configs({name: "-5"})
+
+
 def test_compact_only_policy_keeps_data():
     assert not LogConfig.from_topic_configs(LogConfig(), {"cleanup.policy": "compact"}).deletes_old_segments
     assert LogConfig.from_topic_configs(LogConfig(), {"cleanup.policy": "compact,delete"}).deletes_old_segments

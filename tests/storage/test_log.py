@@ -378,6 +378,67 @@ def test_leader_epoch_recorded_on_append(tmp_path, clock):
     assert (log.dir / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n4 3\n"
 
 
+@pytest.mark.parametrize("clean", [True, False])
+def test_epoch_0_outlives_restarts_of_an_empty_partition(tmp_path, clock, clean):
+    directory = tmp_path / "t-0"
+    Log.create(directory, "t", 0, LogConfig(), clock).close()
+    for _ in range(2):
+        log = Log(directory, "t", 0, LogConfig(), clock, needs_recovery=not clean)
+        assert log.leader_epoch_cache.entries == [(0, 0)]
+        assert log.leader_epoch_cache.end_offset_for(0) == (0, 0)
+        assert (directory / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+        log.close()
+    log = Log(directory, "t", 0, LogConfig(), clock)
+    log.append_as_leader(message_set(2, START_MS))
+    assert log.leader_epoch_cache.end_offset_for(0) == (0, 2)
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_epoch_outlives_restart_of_a_partition_retention_emptied(tmp_path, clock, clean):
+    directory = tmp_path / "t-0"
+    config = LogConfig(retention_ms=HOUR, segment_bytes=200)
+    log = Log.create(directory, "t", 0, config, clock)
+    for _ in range(4):
+        log.append_as_leader(message_set(2, START_MS), leader_epoch=3)
+    assert len(log.segments()) > 1
+    clock.advance(2 * HOUR)
+    log.delete_expired_segments()  # the active segment too: it is rolled, then deleted
+    assert len(log.segments()) == 1
+    assert log.log_start_offset == log.log_end_offset == 8
+    assert log.leader_epoch_cache.entries == [(3, 8)]
+    log.close()
+    reopened = Log(directory, "t", 0, config, clock, log_start_offset=8, recovery_point=8,
+                   needs_recovery=not clean)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (8, 8)
+    assert reopened.leader_epoch_cache.entries == [(3, 8)]
+    assert reopened.leader_epoch_cache.end_offset_for(3) == (3, 8)
+    assert reopened.leader_epoch_cache.end_offset_for(0) == (0, 8)
+    assert (directory / "leader-epoch-checkpoint").read_text() == "0\n1\n3 8\n"
+
+
+def test_epochs_after_a_lost_tail_keep_the_current_epoch_at_the_log_end(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    log = Log.create(directory, "t", 0, LogConfig(), clock)
+    log.append_as_leader(message_set(3, START_MS), leader_epoch=0)
+    log.append_as_leader(message_set(2, START_MS), leader_epoch=2)
+    log.append_as_leader(message_set(2, START_MS), leader_epoch=5)
+    assert log.leader_epoch_cache.entries == [(0, 0), (2, 3), (5, 5)]
+    segment = log.segments()[-1].log_path
+    log.close()
+    # A crash lost the last two sets (epochs 2 and 5): the log ends at 3.
+    entries = list(iter_entries(segment.read_bytes()))
+    with open(segment, "r+b") as f:
+        f.truncate(entries[3].position)
+    reopened = Log(directory, "t", 0, LogConfig(), clock, needs_recovery=True)
+    assert reopened.log_end_offset == 3
+    # Epoch 2 started at an offset that is gone; this broker, still leader in epoch 5,
+    # holds it from the log end (Kafka's leader records its epoch at its log end).
+    assert reopened.leader_epoch_cache.entries == [(0, 0), (5, 3)]
+    assert reopened.leader_epoch_cache.end_offset_for(0) == (0, 3)
+    assert reopened.leader_epoch_cache.end_offset_for(2) == (0, 3)
+    assert reopened.leader_epoch_cache.end_offset_for(5) == (5, 3)
+
+
 def test_closed_or_deleted_log_refuses_work_and_background_jobs_skip_it(tmp_path, clock):
     log = open_log(tmp_path / "t-0", clock)
     log.append_as_leader(message_set(1, START_MS))

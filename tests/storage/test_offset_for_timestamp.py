@@ -1,7 +1,9 @@
 """KIP-33's guarantee, checked against a brute-force scan on random logs.
 
 Magic 0 sets are mixed in: the time index counts them at their append time (for retention),
-which must never make a lookup skip a message whose real timestamp matches.
+which must never make a lookup skip a message whose real timestamp matches. So are
+LogAppendTime appends, stamped with the broker's (fake, unordered) clock: the log is reopened
+with message.timestamp.type switched, as a broker restarted with another default would.
 """
 
 import tempfile
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 
 from protocol.records import Codec, build_message_set
 from storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FakeClock, Log, LogConfig
+from storage.config import CREATE_TIME, LOG_APPEND_TIME
 
 from .conftest import START_MS, all_records
 
@@ -22,6 +25,7 @@ appends = st.lists(
         st.integers(0, 3).map(lambda n: n == 0),  # roll after this append (1 in 4)
         st.integers(0, 3).map(lambda n: n == 0),  # magic 0, no timestamps (1 in 4)
         st.integers(min_value=0, max_value=12),  # the broker's clock at the append
+        st.integers(0, 2).map(lambda n: n == 0),  # under LogAppendTime (1 in 3)
     ),
     min_size=1,
     max_size=25,
@@ -38,14 +42,26 @@ def _brute_force(records, target):
        interval=st.sampled_from([0, 40, 4096]), restart=st.booleans())
 def test_offset_for_timestamp_matches_brute_force(appends, targets, interval, restart):
     clock = FakeClock(START_MS)
-    config = LogConfig(index_interval_bytes=interval, segment_ms=10**12)
+    configs = {append_time: LogConfig(index_interval_bytes=interval, segment_ms=10**12,
+                                      message_timestamp_type=LOG_APPEND_TIME if append_time else CREATE_TIME)
+               for append_time in (False, True)}
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "t-0"
+        config = configs[False]
         log = Log(directory, "t", 0, config, clock)
-        for timestamps, codec, roll, magic0, now in appends:
+        stamped = []  # each message's timestamp as the log should have kept it
+        for timestamps, codec, roll, magic0, now, append_time in appends:
+            if config is not configs[append_time]:
+                log.close()
+                config = configs[append_time]
+                log = Log(directory, "t", 0, config, clock)
             clock.set(START_MS + now)
             log.append_as_leader(build_message_set(
                 [(None, b"v", START_MS + ts) for ts in timestamps], codec=codec, magic=0 if magic0 else 1))
+            if magic0:
+                stamped += [-1] * len(timestamps)
+            else:
+                stamped += [START_MS + now if append_time else START_MS + ts for ts in timestamps]
             if roll:
                 log.roll()
         if restart:  # answers come from the files, not from memory, after a rebuild too
@@ -53,6 +69,7 @@ def test_offset_for_timestamp_matches_brute_force(appends, targets, interval, re
             (directory / "00000000000000000000.timeindex").unlink()
             log = Log(directory, "t", 0, config, clock, recovery_point=log.log_end_offset)
         records = all_records(log)
+        assert [r.timestamp for r in records] == stamped
         for target in targets:
             assert log.offset_for_timestamp(START_MS + target) == _brute_force(records, START_MS + target)
         assert log.offset_for_timestamp(LATEST_TIMESTAMP) == (log.log_end_offset, -1)

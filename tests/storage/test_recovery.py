@@ -139,6 +139,46 @@ def test_segments_below_the_recovery_point_are_not_scanned(tmp_path, clock):
     assert slow.log_end_offset < 30
 
 
+def test_recovered_segments_await_the_flush_before_the_recovery_point_passes_them(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    log = open_log(directory, clock, segment_bytes=300, **SMALL_INDEX)
+    for i in range(30):
+        log.append_as_leader(message_set(1, START_MS + i, tag=f"{i}-"))
+    bases = [s.base_offset for s in log.segments()]
+    assert len(bases) >= 5
+    # The crash came before the flush duty ran: the recovery point is in the second segment.
+    recovered = _reopen(directory, clock, recovery_point=bases[1] + 1, segment_bytes=300)
+    assert recovered.recovery_point == bases[1] + 1
+    # A roll after start-up, then the flush duty: the recovery point may only pass the
+    # segments recovery scanned (all closed ones from the second on) once they were fsynced
+    # with the new one, not just because the newly rolled segment was.
+    recovered.append_as_leader(message_set(1, START_MS + 50))
+    recovered.roll()
+    assert recovered.recovery_point == bases[1] + 1
+    closed_from_second = [s for s in recovered.closed_segments() if s.base_offset >= bases[1]]
+    assert len(closed_from_second) >= len(bases)  # the scanned ones and at least the new roll
+    assert recovered.flush_rolled_segments() == len(closed_from_second)
+    assert recovered.recovery_point == recovered.log_end_offset
+    assert recovered.flush_rolled_segments() == 0
+
+
+def test_recovery_that_truncated_closed_segments_leaves_them_to_the_flush(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    log = open_log(directory, clock, segment_bytes=300, **SMALL_INDEX)
+    for i in range(30):
+        log.append_as_leader(message_set(1, START_MS + i, tag=f"{i}-"))
+    victim = log.segments()[2]
+    with open(victim.log_path, "r+b") as f:
+        f.truncate(victim.size - 5)  # a torn write inside a segment that had rolled
+    recovered = _reopen(directory, clock, recovery_point=0, segment_bytes=300)
+    assert recovered.segments()[-1].base_offset == victim.base_offset  # later ones cut away
+    assert recovered.recovery_point == 0
+    # The two segments before it were scanned, not fsynced: the flush duty does that, and
+    # only then does the recovery point move up to the active segment.
+    assert recovered.flush_rolled_segments() == 2
+    assert recovered.recovery_point == victim.base_offset
+
+
 def _index_files(directory):
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.suffix in (".index", ".timeindex")}
 
