@@ -1,9 +1,10 @@
-"""Per-log configuration with Kafka's topic-level (and broker-level) config names.
+"""Per-log configuration with Kafka's topic-level config names.
 
 :class:`LogConfig` holds what the log enforces. :meth:`LogConfig.from_topic_configs` applies
 topic overrides by their Kafka names (``segment.bytes``, ``retention.ms``, ...), refusing
 unknown names and bad values with a readable ``ValueError`` (the broker answers
-INVALID_CONFIG). A few Kafka topic configs that have no effect on a single broker without a
+INVALID_CONFIG). The broker-wide defaults (``log.segment.bytes``, ...) are read by
+``broker.config.BrokerConfig.log_config``, the one place that maps those names. A few Kafka topic configs that have no effect on a single broker without a
 log cleaner are accepted, validated and persisted but not enforced; see ``_ACCEPTED_ONLY``.
 """
 
@@ -47,26 +48,17 @@ class LogConfig:
     @classmethod
     def from_topic_configs(cls, base: "LogConfig", overrides: dict[str, str]) -> "LogConfig":
         """``base`` with Kafka topic-level ``overrides`` applied; ValueError names the bad one."""
-        return _apply(base, overrides, _TOPIC_CONFIGS, kind="topic")
-
-    @classmethod
-    def from_broker_configs(cls, properties: dict[str, str]) -> "LogConfig":
-        """Broker defaults from server.properties names (``log.segment.bytes``, ...).
-
-        Names that are not log settings are ignored: server.properties holds much else.
-        """
-        relevant = {k: v for k, v in properties.items() if k in _BROKER_CONFIGS}
-        config = _apply(cls(), relevant, _BROKER_CONFIGS, kind="broker")
-        # Kafka's precedence: log.retention.ms > .minutes > .hours; log.roll.ms > .hours.
-        for name, unit in (("log.retention.hours", 3600_000), ("log.retention.minutes", 60_000),
-                           ("log.retention.ms", 1)):
-            if name in relevant:
-                value = _long(relevant[name], name, minimum=-1)
-                config.retention_ms = value if value < 0 else value * unit
-        for name, unit in (("log.roll.hours", 3600_000), ("log.roll.ms", 1)):
-            if name in relevant:
-                config.segment_ms = _long(relevant[name], name, minimum=1) * unit
-        return config
+        changes = {}
+        for name, value in overrides.items():
+            value = value if isinstance(value, str) else str(value)
+            if name in _TOPIC_CONFIGS:
+                field, parse = _TOPIC_CONFIGS[name]
+                changes[field] = parse(value, name)
+            elif name in _ACCEPTED_ONLY:
+                _ACCEPTED_ONLY[name](value, name)
+            else:
+                raise ValueError(f"unknown topic config {name!r}")
+        return dataclasses.replace(base, **changes)
 
     def validation_config(self) -> records.ValidationConfig:
         """The protocol layer's ValidationConfig for appends to this log."""
@@ -174,36 +166,3 @@ _ACCEPTED_ONLY: dict[str, Callable] = {
     "follower.replication.throttled.replicas": _text,
     "message.downconversion.enable": _boolean,
 }
-
-_BROKER_CONFIGS: dict[str, tuple[str, Callable]] = {
-    "log.segment.bytes": ("segment_bytes", _int(_MIN_ENTRY_BYTES)),
-    "log.index.size.max.bytes": ("segment_index_bytes", _int(24)),
-    "log.index.interval.bytes": ("index_interval_bytes", _int(0)),
-    "log.retention.bytes": ("retention_bytes", _long_at_least(-1)),
-    "log.flush.interval.messages": ("flush_interval_messages", _optional_long),
-    "log.flush.interval.ms": ("flush_interval_ms", _optional_long),
-    "log.segment.delete.delay.ms": ("file_delete_delay_ms", _long_at_least(0)),
-    "log.message.timestamp.type": ("message_timestamp_type", _timestamp_type),
-    "log.message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", _long_at_least(0)),
-    "message.max.bytes": ("max_message_bytes", _int(0)),
-    "log.cleanup.policy": ("cleanup_policy", _cleanup_policy),
-    # handled after the table, they combine by precedence:
-    "log.retention.ms": ("", None), "log.retention.minutes": ("", None),
-    "log.retention.hours": ("", None), "log.roll.ms": ("", None), "log.roll.hours": ("", None),
-}
-
-
-def _apply(base: LogConfig, overrides: dict[str, str], table: dict, *, kind: str) -> LogConfig:
-    changes = {}
-    for name, value in overrides.items():
-        if not isinstance(value, str):
-            value = str(value)
-        if name in table:
-            field, parse = table[name]
-            if parse is not None:
-                changes[field] = parse(value, name)
-        elif kind == "topic" and name in _ACCEPTED_ONLY:
-            _ACCEPTED_ONLY[name](value, name)
-        else:
-            raise ValueError(f"unknown {kind} config {name!r}")
-    return dataclasses.replace(base, **changes)

@@ -39,40 +39,6 @@ def test_bad_overrides_are_refused_with_their_name(name, value):
         LogConfig.from_topic_configs(LogConfig(), {name: value})
 
 
-def test_broker_defaults_and_precedence():
-    config = LogConfig.from_broker_configs({
-        "log.segment.bytes": "1048576", "log.retention.hours": "1", "log.retention.minutes": "30",
-        "log.roll.hours": "2", "message.max.bytes": "5000", "listeners": "PLAINTEXT://:9092",
-    })
-    assert config.segment_bytes == 1048576
-    assert config.retention_ms == 30 * 60_000  # minutes beat hours
-    assert config.segment_ms == 2 * 3600_000
-    assert config.max_message_bytes == 5000
-    assert LogConfig.from_broker_configs({"log.retention.hours": "1", "log.retention.ms": "10"}).retention_ms == 10
-    assert LogConfig.from_broker_configs({"log.retention.ms": "-1"}).retention_ms == -1
-
-
-@pytest.mark.parametrize("properties, field, expected", [
-    ({"log.roll.ms": "60000"}, "segment_ms", 60000),
-    # log.roll.ms beats log.roll.hours, whichever comes first in the file
-    ({"log.roll.ms": "60000", "log.roll.hours": "2"}, "segment_ms", 60000),
-    ({"log.roll.hours": "2", "log.roll.ms": "60000"}, "segment_ms", 60000),
-    ({"log.flush.interval.messages": "10"}, "flush_interval_messages", 10),
-    ({"log.flush.interval.messages": str(2**63 - 1)}, "flush_interval_messages", None),  # Kafka's "never"
-    ({"log.flush.interval.ms": "1000"}, "flush_interval_ms", 1000),
-    ({}, "flush_interval_messages", None),  # unset: the page cache decides
-    ({}, "flush_interval_ms", None),
-])
-def test_broker_roll_and_flush_names(properties, field, expected):
-    assert getattr(LogConfig.from_broker_configs(properties), field) == expected
-
-
-@pytest.mark.parametrize("name", ["log.roll.ms", "log.flush.interval.messages", "log.flush.interval.ms"])
-def test_bad_broker_roll_and_flush_values_name_the_setting(name):
-    with pytest.raises(ValueError, match=name.replace(".", r"\.")):
-        LogConfig.from_broker_configs({name: "-5"})
-
-
 def test_compact_only_policy_keeps_data():
     assert not LogConfig.from_topic_configs(LogConfig(), {"cleanup.policy": "compact"}).deletes_old_segments
     assert LogConfig.from_topic_configs(LogConfig(), {"cleanup.policy": "compact,delete"}).deletes_old_segments
