@@ -1,7 +1,8 @@
 """Consumer group figures: time to a first assignment, and coordinator start-up with 1M events.
 
-    python3 bench/bench_groups.py            # full run (1,000,000 offset-commit events)
-    python3 bench/bench_groups.py --quick    # 100,000 events
+    python3 bench/bench_groups.py                  # full run (1,000,000 offset-commit events)
+    python3 bench/bench_groups.py --quick          # 100,000 events
+    python3 bench/bench_groups.py --events 20000   # any number
 
 1. Time from subscribe to first assigned partition, per client library, against a real
    ``minikafka serve`` process with default settings, each run on a new group of a 6-partition
@@ -12,7 +13,9 @@
 2. Broker start-up (process start to its ready line) on a data directory holding N
    committed-offset events in ``__consumer_offsets`` (1000 groups x 100 partitions, each
    committed N/100000 times), once with no snapshot (the whole log is replayed) and once
-   after a clean shutdown (a snapshot covers the log; nothing is replayed).
+   after a clean shutdown (a snapshot covers the log; nothing is replayed). The events each
+   start replayed are read from the broker's load lines and printed; the run fails if the
+   first start replayed fewer than N or the second replayed any.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from broker.config import BrokerConfig  # noqa: E402
-from broker.groups.coordinator import PartitionCommit  # noqa: E402
+from broker.groups.coordinator import PartitionCommit, load_reports_in  # noqa: E402
 from broker.pytest_plugin import MinikafkaBroker  # noqa: E402
 from broker.server import Broker  # noqa: E402
 
@@ -213,14 +216,18 @@ def fill_offsets_log(data_dir: Path, events: int) -> None:
     broker.log_manager.shutdown()
 
 
-def time_start(work_dir: Path) -> float:
-    """Seconds from starting ``minikafka serve`` on ``work_dir``/data to its ready line."""
+def time_start(work_dir: Path) -> tuple[float, int]:
+    """Seconds from starting ``minikafka serve`` on ``work_dir``/data to its ready line, and
+    the events that start replayed (over every ``__consumer_offsets`` partition)."""
     broker = MinikafkaBroker(work_dir)
     start = time.perf_counter()
     broker.start()
     elapsed = time.perf_counter() - start
     broker.stop()
-    return elapsed
+    reports = load_reports_in(broker.stderr_since_start())
+    if not reports:
+        raise SystemExit(f"no __consumer_offsets load lines in {broker.stderr_path}")
+    return elapsed, sum(report.events_replayed for report in reports)
 
 
 def bench_startup(events: int) -> None:
@@ -234,12 +241,19 @@ def bench_startup(events: int) -> None:
             shutil.rmtree(snapshot_dir)
         # MinikafkaBroker stops with SIGTERM: a clean shutdown, which writes snapshots. The
         # first start is the full replay; the second loads those snapshots.
-        without = time_start(work)
-        with_snapshot = time_start(work)
+        without, without_replayed = time_start(work)
+        with_snapshot, with_replayed = time_start(work)
+        empty, _ = time_start(work / "empty")
         print(f"broker start-up with {events:,} committed-offset events:")
-        print(f"  no snapshot (full replay):  {without:7.2f} s")
-        print(f"  with snapshot:              {with_snapshot:7.2f} s")
-        print(f"  empty data dir, for scale:  {time_start(work / 'empty'):7.2f} s")
+        print(f"  no snapshot (full replay):  {without:7.2f} s   replayed {without_replayed:,} event(s)")
+        print(f"  with snapshot:              {with_snapshot:7.2f} s   replayed {with_replayed:,} event(s)")
+        print(f"  empty data dir, for scale:  {empty:7.2f} s")
+        if without_replayed < events:
+            raise SystemExit(f"FAILED: the start without a snapshot replayed {without_replayed:,} "
+                             f"event(s), fewer than the {events:,} written")
+        if with_replayed:
+            raise SystemExit(f"FAILED: the start with a snapshot replayed {with_replayed:,} event(s); "
+                             "the snapshot did not cover the log")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -247,6 +261,9 @@ def bench_startup(events: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="100,000 events instead of 1,000,000")
+    parser.add_argument("--events", type=int, default=None,
+                        help="committed-offset events for the start-up figures "
+                             "(default 1,000,000; 100,000 with --quick)")
     parser.add_argument("--skip-assignment", action="store_true")
     parser.add_argument("--skip-startup", action="store_true")
     parser.add_argument("--initial-delay-ms", type=int, default=None,
@@ -255,7 +272,10 @@ def main() -> None:
     if not args.skip_assignment:
         bench_assignment(args.initial_delay_ms)
     if not args.skip_startup:
-        bench_startup(100_000 if args.quick else 1_000_000)
+        events = args.events if args.events is not None else 100_000 if args.quick else 1_000_000
+        if events < 1:
+            parser.error("--events must be at least 1")
+        bench_startup(events)
 
 
 if __name__ == "__main__":

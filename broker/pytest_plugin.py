@@ -62,7 +62,8 @@ class MinikafkaBroker:
     ``stop()`` sends SIGTERM (clean shutdown), ``kill()`` SIGKILL (no shutdown at all);
     ``restart()`` starts the process again on the same data directory and, if it is still free,
     the same port, so connected clients find it again. The process's stdout and stderr go to
-    files next to the data directory (``stdout_path``, ``stderr_path``).
+    files next to the data directory (``stdout_path``, ``stderr_path``; ``stderr_since_start()``
+    is the latest process's share).
 
     A process that exits without being told to is a crash: its status is kept in
     ``unexpected_exits`` and ``close()`` raises ``BrokerCrashed`` after cleaning up, so a test
@@ -91,6 +92,7 @@ class MinikafkaBroker:
         self.stop_timeout = stop_timeout
         self.process: subprocess.Popen | None = None
         self.starts = 0
+        self._start_of_stderr = 0
         self.unexpected_exits: list[int] = []
 
     @property
@@ -127,6 +129,7 @@ class MinikafkaBroker:
         self.starts += 1
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             start_of_stdout = out.tell()
+            self._start_of_stderr = err.tell()
             err.write(f"--- minikafka start #{self.starts}: {' '.join(self.command(port))}\n".encode())
             err.flush()
             python_path = os.pathsep.join(filter(None, [_SOURCE_ROOT, os.environ.get("PYTHONPATH")]))
@@ -203,6 +206,12 @@ class MinikafkaBroker:
         if self in _LIVE_BROKERS:
             _LIVE_BROKERS.remove(self)
         return returncode
+
+    def stderr_since_start(self) -> str:
+        """What the latest started process wrote on stderr (its log) so far."""
+        with open(self.stderr_path, "rb") as err:
+            err.seek(self._start_of_stderr)
+            return err.read().decode(errors="replace")
 
     def stderr_tail(self, max_chars: int = 20000) -> str:
         try:

@@ -45,6 +45,7 @@ are fired by :meth:`GroupCoordinator.run` (or :meth:`poll` in tests).
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,6 +65,20 @@ logger = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 SNAPSHOT_DIR_NAME = "group-snapshots"
+
+# The line start-up logs per partition; tests and bench/ read it back from a broker process's
+# log (load_reports_in) to see what was loaded and replayed, so both directions live here.
+_LOAD_LINE = "loaded %s-%d: snapshot %s, replayed %d event(s) from offset %d to %d"
+_LOAD_LINE_PATTERN = re.compile(
+    rf"loaded {GROUP_METADATA_TOPIC}-(\d+): snapshot (?:none|at offset (\d+)), "
+    r"replayed (\d+) event\(s\) from offset (\d+) to (\d+)")
+
+
+def load_reports_in(text: str) -> list[LoadReport]:
+    """The start-up ``LoadReport`` of every partition-load line in a broker log, in order."""
+    return [LoadReport(int(partition), int(snapshot) if snapshot else None,
+                       int(start), int(end), int(replayed))
+            for partition, snapshot, replayed, start, end in _LOAD_LINE_PATTERN.findall(text)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -836,8 +851,7 @@ class GroupCoordinator:
             self._snapshot_sync(partition, force=True)
             partition.snapshots.remove_newer_than(end)
         report = LoadReport(index, snapshot_offset, start, end, replayed)
-        logger.info("loaded %s-%d: snapshot %s, replayed %d event(s) from offset %d to %d",
-                    GROUP_METADATA_TOPIC, index,
+        logger.info(_LOAD_LINE, GROUP_METADATA_TOPIC, index,
                     "none" if snapshot_offset is None else f"at offset {snapshot_offset}",
                     replayed, start, end)
         return report

@@ -172,6 +172,13 @@ def cluster_factory():
         cluster.close()
 
 
+def assert_partitions_split(described: dict) -> None:
+    """Every member of the (Stable) group holds partitions, and together they hold each
+    partition of the topic exactly once."""
+    split = [set(m["member_assignment"]["assigned_partitions"][0]["partitions"]) for m in described["members"]]
+    assert all(split) and sum(map(len, split)) == len(set().union(*split)) == PARTITIONS, split
+
+
 def assert_nothing_committed_is_consumed_again(all_members: list[Member], end: int) -> None:
     """Every message was consumed, and none was consumed after a commit covering it.
 
@@ -193,26 +200,27 @@ def assert_nothing_committed_is_consumed_again(all_members: list[Member], end: i
     assert not again, f"committed, then consumed again: {sorted(again)[:10]}"
 
 
+@pytest.mark.parametrize("how", ["leave", "crash"])
 @pytest.mark.parametrize("client", CLIENTS)
-def test_two_members_split_partitions_and_one_leaving_hands_over(client, minikafka_broker,
-                                                                 cluster_factory, members):
-    cluster = cluster_factory(minikafka_broker)
-    group = f"two-{client}"
+def test_two_members_split_partitions_and_the_other_takes_over_when_one_leaves_or_crashes(
+        client, how, minikafka_broker_factory, cluster_factory, members):
+    broker = minikafka_broker_factory(**FAST_SESSIONS)
+    cluster = cluster_factory(broker)
+    group = f"two-{client}-{how}"
     for _ in range(2):
-        members.append(Member(client, minikafka_broker.bootstrap, cluster.topic, group))
-    described = cluster.wait_stable(group, 2)
-    split = [set(m["member_assignment"]["assigned_partitions"][0]["partitions"]) for m in described["members"]]
-    assert all(split) and not split[0] & split[1] and split[0] | split[1] == set(range(PARTITIONS))
+        members.append(Member(client, broker.bootstrap, cluster.topic, group, SESSION_MS))
+    assert_partitions_split(cluster.wait_stable(group, 2))
     cluster.produce_round()
     cluster.wait_committed_to_end(group)
     first, second = members
     assert first.partitions() and second.partitions()
 
-    first.leave()
+    getattr(first, how)()        # crash: no LeaveGroup, only its session timeout removes it
     cluster.produce_round()
     cluster.wait_committed_to_end(group)
-    assert second.partitions() == set(range(PARTITIONS))
+    assert {p for p, o in second.consumed if o >= PER_PARTITION} == set(range(PARTITIONS))
     assert_nothing_committed_is_consumed_again(members, cluster.end)
+    assert len(cluster.describe(group)["members"]) == 1
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -223,9 +231,7 @@ def test_three_members_one_leaves_one_crashes_the_last_takes_over(client, minika
     group = f"three-{client}"
     for _ in range(3):
         members.append(Member(client, broker.bootstrap, cluster.topic, group, SESSION_MS))
-    described = cluster.wait_stable(group, 3)
-    split = [set(m["member_assignment"]["assigned_partitions"][0]["partitions"]) for m in described["members"]]
-    assert all(split) and sum(map(len, split)) == len(set().union(*split)) == PARTITIONS
+    assert_partitions_split(cluster.wait_stable(group, 3))
     cluster.produce_round()
     cluster.wait_committed_to_end(group)
     assert all(member.partitions() for member in members)
@@ -266,9 +272,10 @@ def test_kafka_python_and_confluent_share_one_group(minikafka_broker_factory, cl
         members.append(Member(client, broker.bootstrap, cluster.topic, group, SESSION_MS))
     described = cluster.wait_stable(group, 4)
     assert {m["client_id"].split("-")[0] for m in described["members"]} == {"kafka", "rdkafka"}
+    assert_partitions_split(described)
     cluster.produce_round()
     cluster.wait_committed_to_end(group)
-    assert sum(1 for member in members if member.partitions()) >= 3
+    assert all(member.partitions() for member in members)
     members[0].leave()
     members[1].crash()
     cluster.produce_round()

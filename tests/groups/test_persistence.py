@@ -78,19 +78,23 @@ async def wait_for_snapshot(partition, offset):
 async def test_snapshots_bound_the_replay_and_fall_back_when_damaged(harness_factory):
     harness = harness_factory(**ONE_PARTITION, **{"offsets.snapshot.interval.events": "10"})
     partition = harness.coordinator.partitions[0]
+    # "early" commits only before the first snapshot (its events end up only in that
+    # snapshot), "middle" only between the two, "late" only after the newest.
     async with trio.open_nursery() as nursery:
         await nursery.start(harness.coordinator.run)
         for offset in range(10):
-            commit(harness, "g", offset % 4, offset)
+            commit(harness, "early", offset % 2, offset)
         await wait_for_snapshot(partition, 10)
         for offset in range(10, 20):
-            commit(harness, "g", offset % 4, offset)
+            commit(harness, "middle", offset % 3, offset)
         await wait_for_snapshot(partition, 20)
         for offset in range(20, 25):
-            commit(harness, "g", offset % 4, offset)
+            commit(harness, "late", offset % 4, offset)
         nursery.cancel_scope.cancel()
-    expected = committed(harness, "g")
-    assert expected == {("t", p): (o, f"m{o}") for p, o in [(0, 24), (1, 21), (2, 22), (3, 23)]}
+    expected = {"early": {("t", 0): (8, "m8"), ("t", 1): (9, "m9")},
+                "middle": {("t", 0): (18, "m18"), ("t", 1): (19, "m19"), ("t", 2): (17, "m17")},
+                "late": {("t", p): (o, f"m{o}") for p, o in [(0, 24), (1, 21), (2, 22), (3, 23)]}}
+    assert {group: committed(harness, group) for group in expected} == expected
     # Two snapshots are kept; the log below the older one is gone.
     assert partition.snapshots.offsets() == [10, 20]
     assert partition.log.log_start_offset == 10
@@ -98,7 +102,7 @@ async def test_snapshots_bound_the_replay_and_fall_back_when_damaged(harness_fac
     harness.restart(clean=False)
     [report] = harness.coordinator.load_reports
     assert (report.snapshot_offset, report.replay_start_offset, report.events_replayed) == (20, 20, 5)
-    assert committed(harness, "g") == expected
+    assert {group: committed(harness, group) for group in expected} == expected
 
     # The newest snapshot is cut short: start-up falls back to the older one and replays more.
     newest = sorted(harness.coordinator.partitions[0].snapshots.directory.glob("*.snapshot"))[-1]
@@ -106,7 +110,13 @@ async def test_snapshots_bound_the_replay_and_fall_back_when_damaged(harness_fac
     harness.restart(clean=False)
     [report] = harness.coordinator.load_reports
     assert (report.snapshot_offset, report.replay_start_offset, report.events_replayed) == (10, 10, 15)
-    assert committed(harness, "g") == expected
+    assert {group: committed(harness, group) for group in expected} == expected
+
+    # A clean shutdown snapshots what the fallback loaded: the next start replays nothing.
+    harness.restart(clean=True)
+    [report] = harness.coordinator.load_reports
+    assert (report.snapshot_offset, report.events_replayed) == (25, 0)
+    assert {group: committed(harness, group) for group in expected} == expected
 
 
 async def test_snapshots_by_bytes_keep_two_and_remove_what_they_cover(harness_factory):

@@ -1,31 +1,27 @@
 """Committed offsets and groups across broker restarts, against the real broker process.
 
 What start-up loaded is read from the broker's log line
-``loaded __consumer_offsets-P: snapshot at offset S, replayed K event(s) from offset S to E``.
+``loaded __consumer_offsets-P: snapshot at offset S, replayed K event(s) from offset S to E``
+(``load_reports_in``).
 """
 
 from __future__ import annotations
 
-import re
 import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-LOADED = re.compile(r"loaded __consumer_offsets-(\d+): snapshot (none|at offset (\d+)), "
-                    r"replayed (\d+) event\(s\) from offset (\d+) to (\d+)")
+from broker.groups.coordinator import load_reports_in
+from broker.groups.store import LoadReport
 
 
-def last_load(broker, partition: int = 0) -> tuple[int | None, int, int, int]:
-    """(snapshot offset, events replayed, replay start, log end) from the latest start."""
-    text = broker.stderr_path.read_text()
-    latest_start = text.rsplit("--- minikafka start #", 1)[-1]
-    for match in LOADED.finditer(latest_start):
-        if int(match[1]) == partition:
-            snapshot = int(match[3]) if match[3] is not None else None
-            return snapshot, int(match[4]), int(match[5]), int(match[6])
-    raise AssertionError("no load line for the partition in the broker's log")
+def last_load(broker, partition: int = 0) -> LoadReport:
+    """What the latest start of ``broker`` loaded for a ``__consumer_offsets`` partition."""
+    reports = [r for r in load_reports_in(broker.stderr_since_start()) if r.partition == partition]
+    assert reports, "no load line for the partition in the broker's log"
+    return reports[-1]
 
 
 def committed(admin, group: str) -> dict[int, int]:
@@ -75,39 +71,73 @@ def test_restart_brings_back_offsets_and_the_group_itself(minikafka_broker):
     admin.close()
 
 
+CLICKS = TopicPartition("clicks", 0)
+# Group -> the offsets it commits to clicks-0, one event each, in this order. With a snapshot
+# every 20 events, "early" ends up only in the first snapshot (the log below it is deleted
+# once the second exists), "middle" only in the log between the snapshots and the second
+# one, and "late" only in the log after the newest snapshot.
+PHASES = {"early": range(1, 21), "middle": range(101, 121), "late": range(201, 211)}
+EVERY_COMMIT = {group: (offsets[-1], f"{group}-{offsets[-1]}") for group, offsets in PHASES.items()}
+
+
+def commit_phase(broker, group: str) -> None:
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False)
+    for offset in PHASES[group]:
+        consumer.commit({CLICKS: OffsetAndMetadata(offset, f"{group}-{offset}", -1)})
+    consumer.close()
+
+
+def wait_for_files(directory, pattern: str, names: list[str]) -> None:
+    """Until ``directory`` holds exactly ``names`` matching ``pattern`` (snapshots are written,
+    and the log pruned, in the background)."""
+    deadline = time.monotonic() + 20
+    while sorted(p.name for p in directory.glob(pattern)) != names:
+        assert time.monotonic() < deadline, sorted(p.name for p in directory.glob(pattern))
+        time.sleep(0.01)
+
+
+def assert_every_commit_is_back(broker) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        offsets = admin.list_group_offsets({group: None for group in PHASES})
+        assert {group: (offsets[group][CLICKS].offset, offsets[group][CLICKS].metadata)
+                for group in PHASES} == EVERY_COMMIT
+    finally:
+        admin.close()
+
+
 def test_kill_restart_replays_only_events_after_the_snapshot_and_survives_a_torn_one(
         minikafka_broker_factory):
     broker = minikafka_broker_factory(**{"offsets.topic.num.partitions": "1",
                                          "offsets.snapshot.interval.events": "20"})
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     admin.create_topics([NewTopic("clicks", 1, 1)])
-    partition = TopicPartition("clicks", 0)
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="snap",
-                             enable_auto_commit=False)
-    for offset in range(1, 51):                      # 50 commits: 50 events
-        consumer.commit({partition: OffsetAndMetadata(offset, f"m{offset}", -1)})
-        time.sleep(0.005)
-    consumer.close()
     admin.close()
+    offsets_dir = broker.log_dir / "__consumer_offsets-0"
+    snapshots_dir = offsets_dir / "group-snapshots"
+    commit_phase(broker, "early")
+    wait_for_files(snapshots_dir, "*.snapshot", [f"{20:020d}.snapshot"])
+    commit_phase(broker, "middle")
+    wait_for_files(snapshots_dir, "*.snapshot", [f"{20:020d}.snapshot", f"{40:020d}.snapshot"])
+    # The events of "early" are gone from the log: only the older snapshot holds them.
+    wait_for_files(offsets_dir, "*.log", [f"{20:020d}.log", f"{40:020d}.log"])
+    commit_phase(broker, "late")
 
     broker.restart(clean=False)                      # SIGKILL: no shutdown snapshot
-    snapshot, replayed, start, end = last_load(broker)
-    assert end == 50
-    assert snapshot is not None and snapshot >= 40 and start == snapshot
-    assert replayed == end - snapshot < 20
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-    assert committed(admin, "snap") == {0: 50}
-    admin.close()
+    load = last_load(broker)
+    assert (load.snapshot_offset, load.replay_start_offset, load.replay_end_offset,
+            load.events_replayed) == (40, 40, 50, 10)
+    assert_every_commit_is_back(broker)
 
-    directory = broker.log_dir / "__consumer_offsets-0" / "group-snapshots"
-    snapshots = sorted(directory.glob("*.snapshot"))
-    assert len(snapshots) == 2
-    snapshots[-1].write_bytes(snapshots[-1].read_bytes()[:40])
+    newest = snapshots_dir / f"{40:020d}.snapshot"
+    newest.write_bytes(newest.read_bytes()[:40])
     broker.restart(clean=False)
-    older, replayed, start, end = last_load(broker)
-    assert older == int(snapshots[0].name.split(".")[0]) and older < snapshot
-    assert replayed == 50 - older
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-    assert committed(admin, "snap") == {0: 50}
-    assert admin.list_group_offsets({"snap": None})["snap"][partition].metadata == "m50"
-    admin.close()
+    load = last_load(broker)
+    assert (load.snapshot_offset, load.replay_start_offset, load.events_replayed) == (20, 20, 30)
+    assert_every_commit_is_back(broker)
+
+    # What the fallback loaded is what the next snapshots hold.
+    broker.restart(clean=True)
+    load = last_load(broker)
+    assert load.snapshot_offset == 50 and load.events_replayed == 0
+    assert_every_commit_is_back(broker)
