@@ -10,13 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from export.exporter import CRASH_HOOK_ENV, export
+from export.exporter import CRASH_HOOK_ENV, ExportSummary, SegmentGone, _move_into_place, export, pending_slices
 from export.progress import ExportProgress, PartitionProgress
 from export.replay import generations, read_exported
-from export.segment_reader import SegmentCorrupt
+from export.segment_reader import ARROW_SCHEMA, SegmentCorrupt, read_segment
 from protocol.records import Codec, build_message_set, iter_records
 from storage import new_topic_id, read_topic_id
 from storage.partition_metadata import write_topic_id
@@ -156,6 +157,61 @@ def test_corrupt_segment_stops_the_export_with_its_name(spark, tmp_path):
     with pytest.raises(SegmentCorrupt, match=f"^{re.escape(str(damaged))}: CRC mismatch"):
         export(lambda: spark, [log_dir], out)
     assert not list(out.glob("a/dt=*/*")) and ExportProgress(out).state().next_offsets() == {}
+
+
+def test_segment_retention_takes_between_planning_and_reading(spark, tmp_path, capsys):
+    """A live broker's retention renames a planned segment to .deleted (later deleting it)
+    while the exporter starts Spark. The planned file is read all the same, not left out by
+    a rescan while progress moves past it; one deleted outright stops the run with nothing
+    renamed or recorded, and the next run exports the rest once."""
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    records = make_log(log_dir)
+    first = log_dir / "a-0" / f"{0:020d}.log"
+
+    def retention_renames_then_spark():
+        first.rename(first.with_name(first.name + ".deleted"))
+        return spark
+
+    summary = export(retention_renames_then_spark, [log_dir], out)
+    assert (summary.segments, summary.records, summary.incomplete_partitions) == (3, 27, 0)
+    assert_exactly_once(out, records)
+    assert ExportProgress(out).state().next_offsets() == {("a", 0): 20, ("a", 1): 7}
+
+    log_dir, out = tmp_path / "log2", tmp_path / "out2"
+    make_log(log_dir)
+    first = log_dir / "a-0" / f"{0:020d}.log"
+
+    def retention_deletes_then_spark():
+        first.unlink()
+        return spark
+
+    with pytest.raises(SegmentGone, match=f"^{re.escape(str(first))} was deleted .* nothing was exported"):
+        export(retention_deletes_then_spark, [log_dir], out)
+    assert not file_contents(out) and ExportProgress(out).state().next_offsets() == {}
+    summary = export(lambda: spark, [log_dir], out)
+    assert (summary.segments, summary.records) == (2, 17)
+    assert_exactly_once(out, closed_records(log_dir))
+
+
+def test_partition_with_a_planned_segment_not_staged_is_not_recorded(tmp_path):
+    """The check before anything is renamed or recorded: a planned segment with bytes but no
+    staged record means it was not read, so none of its partition's files are renamed (and
+    export() records no progress for it); other partitions go ahead."""
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    make_log(log_dir)
+    plan = pending_slices([log_dir], out)
+    staging = out / "_minikafka" / "staging" / "run" / "dt=2025-11-22"
+    staging.mkdir(parents=True)
+    for number, s in enumerate(plan.slices):
+        if (s.topic, s.partition, s.start_offset) == ("a", 0, 10):
+            continue  # as if Spark never read it
+        batches = list(read_segment(s.log_path, s.topic, s.partition))
+        pq.write_table(pa.Table.from_batches(batches, ARROW_SCHEMA), staging / f"part-{number}.parquet")
+    summary = ExportSummary()
+    left_out = _move_into_place(staging.parent, out, plan.slices, plan.incarnations, summary)
+    assert left_out == {("a", 0)}
+    assert sorted(file_contents(out)) == [f"a/dt=2025-11-22/1_1_{0:020d}.parquet"]
+    assert (summary.files, summary.records) == (1, 7)
 
 
 def file_contents(out: Path) -> dict[str, bytes]:
