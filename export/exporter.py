@@ -261,11 +261,12 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     watcher.start()
     try:
         # Rows in offset order within each file; no shuffle, so each task (one segment)
-        # writes its own file per date and nothing else.
+        # writes its own file per date and nothing else. A file:// URI whatever the cluster's
+        # default filesystem: the driver checks and renames these files itself.
         (dated.sortWithinPartitions("dt", "offset").write
          .option("maxRecordsPerFile", 0)
          .partitionBy("dt")
-         .parquet(str(staging)))
+         .parquet(staging.as_uri()))
     except Exception as exc:
         # A worker's SegmentCorrupt reaches the driver as text inside Spark's error: raise it
         # again as itself, so the CLI prints the one line that names the file and offset.

@@ -4,6 +4,7 @@
   for every codec, magic 0 and 1, null keys and values, CreateTime and LogAppendTime;
 * with ``--export-to``, retention waits until a segment is exported, also for a topic deleted
   and created again under the same name, which is exported whole under the next generation;
+  ``--export-master`` is what the exporter runs on;
 * ``minikafka replay`` into a fresh broker reproduces keys, values and timestamps.
 """
 
@@ -154,12 +155,16 @@ def test_datasource_reads_what_a_consumer_reads(spark, minikafka_broker_factory)
 
 
 class ExportingBroker(MinikafkaBroker):
-    """A broker started as ``minikafka serve --export-to DIR`` once ``export_to`` is set."""
+    """A broker started as ``minikafka serve --export-to DIR [--export-master URL]`` once
+    ``export_to`` is set."""
 
     export_to: Path | None = None
+    export_master: str | None = None
 
     def command(self, port: int) -> list[str]:
         extra = ["--export-to", str(self.export_to)] if self.export_to is not None else []
+        if self.export_master is not None:
+            extra += ["--export-master", self.export_master]
         return super().command(port) + extra
 
 
@@ -172,6 +177,7 @@ def test_retention_waits_for_export(tmp_path):
         # retention must wait until the exporter (a Spark job, seconds away) has them.
         broker.stop()
         broker.export_to = out
+        broker.export_master = "local[1]"
         broker.overrides.update({"log.retention.ms": "1", "log.retention.check.interval.ms": "100"})
         broker.start()
         partition_dir = broker.log_dir / "r-0"
@@ -192,6 +198,9 @@ def test_retention_waits_for_export(tmp_path):
             pytest.fail(f"export/retention did not finish:\n{broker.stderr_tail()}")
         producer.close()
         assert acknowledged_while_exporting > 0
+        # --export-master reached the exporter's command line (the broker logs each one).
+        spawned = [line for line in broker.stderr_tail(10**7).splitlines() if "-m export export" in line]
+        assert spawned and all(" --master 'local[1]' " in line for line in spawned), spawned
     # Had retention run first, the export would start after offset 0 and miss records.
     offsets = sorted(row["offset"] for path in out.glob("r/dt=*/*.parquet")
                      for row in pq.read_table(path, columns=["offset"]).to_pylist())
