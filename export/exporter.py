@@ -79,7 +79,6 @@ __all__ = ["NO_TIMESTAMP_DATE", "ExportPlan", "ExportSummary", "Incarnation", "S
 
 CRASH_HOOK_ENV = "MINIKAFKA_EXPORT_CRASH_AT"
 NO_TIMESTAMP_DATE = "unknown"  # the dt= of records without a timestamp
-_NO_TIMESTAMP_MICROS = -1000  # Kafka's NO_TIMESTAMP (-1 ms) as the data source reports it
 
 
 @dataclass
@@ -235,6 +234,7 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     from pyspark.sql import functions as F
 
     from export.datasource import FORMAT
+    from export.segment_reader import NO_TIMESTAMP
 
     # Exactly the planned files, not a fresh scan of the log dirs: a segment that retention
     # renamed to .deleted since planning would be missing from a scan (and its offsets from
@@ -246,7 +246,7 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     # in the session zone prints its UTC wall-clock date (the identity when that zone is UTC).
     session_zone = spark.conf.get("spark.sql.session.timeZone")
     utc_date = F.date_format(F.to_utc_timestamp("timestamp", session_zone), "yyyy-MM-dd")
-    dated = df.withColumn("dt", F.when(F.unix_micros("timestamp") == _NO_TIMESTAMP_MICROS,
+    dated = df.withColumn("dt", F.when(F.unix_micros("timestamp") == NO_TIMESTAMP * 1000,
                                        F.lit(NO_TIMESTAMP_DATE)).otherwise(utc_date))
     # Parquet's standard microsecond timestamps (not Spark's legacy INT96), so that pyarrow
     # and other readers get timestamp[us, UTC] back.

@@ -5,12 +5,14 @@
 * with ``--export-to``, retention waits until a segment is exported, also for a topic deleted
   and created again under the same name, which is exported whole under the next generation;
   ``--export-master`` is what the exporter runs on;
-* ``minikafka replay`` into a fresh broker reproduces keys, values and timestamps.
+* ``minikafka replay`` into a fresh broker reproduces keys, values and timestamps, with its
+  summary line and progress bar.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -18,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -26,7 +29,8 @@ from kafka.admin import NewTopic
 from broker.pytest_plugin import MinikafkaBroker
 from export.exporter import export
 from export.progress import ExportProgress
-from export.replay import generations, read_exported
+from export.replay import ReplayError, generations, read_exported, replay
+from export.segment_reader import ARROW_SCHEMA, read_segment
 from protocol.framing import decode_response, encode_request
 from protocol.records import Codec, build_message_set
 from storage import list_segments, read_topic_id
@@ -208,7 +212,7 @@ def test_retention_waits_for_export(tmp_path):
     assert exported_to >= 150
 
 
-def test_replay_into_a_fresh_broker(spark, minikafka_broker_factory, tmp_path):
+def test_replay_into_a_fresh_broker(spark, minikafka_broker_factory, tmp_path, capsys):
     source = minikafka_broker_factory(**{"log.segment.bytes": "2048"})
     create_topic(source.bootstrap, "orders", 3)
     produce(source.bootstrap, "orders", magic=1, codec="snappy", count=150, partitions=3)
@@ -227,10 +231,61 @@ def test_replay_into_a_fresh_broker(spark, minikafka_broker_factory, tmp_path):
     done = subprocess.run([sys.executable, "-c", LAUNCHER, "replay", "--from", str(out), "--topic", "orders",
                            "--bootstrap", target.bootstrap], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith(f"minikafka replay: 3 files, {len(exported)} records")
+    files = list(out.glob("orders/dt=*/*.parquet"))
+    sent = sum(len(r[3] or b"") + len(r[4] or b"") for r in exported)
+    assert re.fullmatch(rf"minikafka replay: {len(files)} files, {len(exported)} records, "
+                        rf"{sent / 1e6:.1f} MB sent, \d+\.\d s", done.stderr.strip().splitlines()[-1]), done.stderr
     replayed = consume(target.bootstrap, ["orders"], len(exported))
     # Same partitions, same order, so the same offsets in a fresh topic.
     assert replayed == exported
+
+    # The progress bar: drawn from the first record on, finished at the total.
+    replay(out, "orders", target.bootstrap, to_topic="orders-copy", progress=True)
+    err = capsys.readouterr().err
+    drawn = [int(n) for n in re.findall(rf"\rreplay \[[#-]{{30}}\] (\d+)/{len(exported)} records", err)]
+    assert drawn[0] == 1 and drawn[-1] == len(exported) and drawn == sorted(drawn), err
+    assert f"] {len(exported)}/{len(exported)} records\n" in err
+    copied = consume(target.bootstrap, ["orders-copy"], len(exported))
+    assert [r[1:] for r in copied] == [r[1:] for r in exported]
+
+    replay_timestamps(tmp_path, target.bootstrap)
+
+
+def replay_timestamps(tmp_path: Path, bootstrap: str) -> None:
+    """Only Kafka's "no timestamp" (-1: magic 0, or magic 1 sent without a time) is produced
+    without one, getting the replay time; any other timestamp, 0 and below included, is kept.
+    A timestamp of exactly 0 cannot be sent by librdkafka (it means "now" there), so an export
+    holding one is refused before anything is produced."""
+    out = tmp_path / "stamps"
+    stamps = [(0, -1), (1, -5), (1, -1), (1, 1), (1, T0)]  # (magic, timestamp)
+    data = b"".join(build_message_set([(b"k%d" % i, b"v%d" % i, ts)], magic=magic, base_offset=i)
+                    for i, (magic, ts) in enumerate(stamps))
+    write_exported(out, "stamps", data)
+    before_ms = int(time.time() * 1000)
+    summary = replay(out, "stamps", bootstrap, progress=False)
+    assert summary.records == len(stamps)
+    got = [r[5] for r in consume(bootstrap, ["stamps"], len(stamps))]
+    assert got[0] >= before_ms and got[2] >= before_ms  # no timestamp: the replay's
+    assert [got[1], got[3], got[4]] == [-5, 1, T0]
+
+    out = tmp_path / "epoch"
+    write_exported(out, "epoch", build_message_set([(b"k", b"at 0", 0), (b"k", b"later", T0)]))
+    with pytest.raises(ReplayError, match="^1 exported records of topic 'epoch' have the timestamp 0 "):
+        replay(out, "epoch", bootstrap, progress=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    assert "epoch" not in consumer.topics()  # refused before anything was produced
+    consumer.close()
+
+
+def write_exported(out: Path, topic: str, data: bytes) -> None:
+    """One exported file of partition 0, with rows as the data source reads ``data``."""
+    segment = out / "source" / f"{0:020d}.log"
+    segment.parent.mkdir(parents=True)
+    segment.write_bytes(data)
+    table = pa.Table.from_batches(list(read_segment(segment, topic, 0)), ARROW_SCHEMA)
+    day = out / topic / "dt=unknown"
+    day.mkdir(parents=True)
+    pq.write_table(table, day / f"1_0_{0:020d}.parquet")
 
 
 def wait_exported_then_deleted(broker: MinikafkaBroker, out: Path, topic: str, topic_id: str) -> int:
