@@ -256,6 +256,7 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     sc = spark.sparkContext
     sc.setJobGroup(group, "minikafka export")
     bar = ProgressBar("export", len(slices), "segments", enabled=progress)
+    bar.update(0)  # drawn now: the first Spark stage can take a while to start
     stop = threading.Event()
     watcher = threading.Thread(target=_watch_tasks, args=(sc, group, bar, stop), daemon=True)
     watcher.start()
