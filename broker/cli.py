@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--export-to", type=Path, metavar="DIR",
                        help="hand closed segments to the Spark exporter in DIR "
                             "(config key minikafka.export.dir)")
+    serve.add_argument("--export-master", metavar="URL",
+                       help="Spark master URL for the exporter (default local[*]; "
+                            "config key minikafka.export.master)")
     serve.add_argument("--log-level", default="INFO",
                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     serve.set_defaults(func=_serve_command)
@@ -98,6 +101,8 @@ def _serve_command(args: argparse.Namespace) -> int:
         overrides = dict(args.override)
         if args.export_to is not None:
             overrides["minikafka.export.dir"] = str(args.export_to)
+        if args.export_master is not None:
+            overrides["minikafka.export.master"] = args.export_master
         config = BrokerConfig.from_sources(
             config_file=args.config, overrides=overrides, host=args.host, port=args.port,
             log_dir=ephemeral_dir if ephemeral_dir is not None else args.log_dir)

@@ -126,6 +126,10 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("minikafka.export.dir", "string", _UNSET,
               "Hand closed segments to the Spark exporter in this directory "
               "(same as `minikafka serve --export-to DIR`); segments are kept until exported."),
+    ConfigKey("minikafka.export.master", "string", _UNSET,
+              "Spark master URL the exporter runs on (same as `minikafka serve --export-master URL`); "
+              "unset means local[*]. On a cluster, the log dirs and the export directory must be "
+              "at the same path on the driver and every worker."),
 )
 
 _GROUP_KEY_DESCRIPTIONS = {
@@ -445,6 +449,11 @@ class BrokerConfig:
     def export_dir(self) -> Path | None:
         value = self._values["minikafka.export.dir"]
         return Path(value).expanduser().absolute() if value else None
+
+    @property
+    def export_master(self) -> str | None:
+        """The exporter's Spark master URL; None for the exporter's default (local[*])."""
+        return self._values["minikafka.export.master"] or None
 
     def advertised_address(self, bound_port: int) -> tuple[str, int]:
         """The (host, port) Metadata reports: advertised.listeners if set, else the listener,

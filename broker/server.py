@@ -125,7 +125,11 @@ class Broker:
             except ModuleNotFoundError as exc:
                 raise ConfigError(f"minikafka.export.dir: the export package is not available ({exc})") from None
 
-            self.export_handoff = ExportHandoff(out_dir=config.export_dir, log_dirs=config.log_dirs)
+            master = {"master": config.export_master} if config.export_master is not None else {}
+            try:
+                self.export_handoff = ExportHandoff(out_dir=config.export_dir, log_dirs=config.log_dirs, **master)
+            except ValueError as exc:  # a malformed Spark master URL
+                raise ConfigError(f"minikafka.export.master: {exc}") from None
             segment_hooks = {"on_segment_closed": self.export_handoff.segment_closed,
                              "may_delete_segment": self.export_handoff.may_delete}
         self.log_manager = LogManager(config.log_dirs, self.default_log_config, self.clock, **segment_hooks)

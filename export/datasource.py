@@ -12,6 +12,7 @@ Usage (pyspark 4 Python Data Source API)::
           .option("endingOffsets", "latest")         # exclusive; default "latest"
           .option("startingTimestamp", "1700000000000")           # ms, overrides startingOffsets
           .option("includeActiveSegment", "false")   # default: closed segments only
+          # or .option("segments", segments_option(slices))   exact slices planned elsewhere
           .load("/var/lib/minikafka"))               # a broker's log.dirs (comma-separate several)
 
 Rows have Spark's Kafka source schema (``SCHEMA``): key binary, value binary, topic string,

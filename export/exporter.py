@@ -25,13 +25,19 @@ Exactly once, per topic-partition:
 1. Under the output directory's lock, plan the closed segments past the recorded progress
    of the partition's current incarnation (``export.progress``); a partition's plan always
    starts and ends on segment boundaries. Record the generation of a new topic id.
-2. Spark reads them (one task per segment) and writes Parquet into a fresh staging directory,
-   one file per (segment, date). The file set for a segment depends only on the segment's
-   bytes, so any rerun produces the same names with the same contents.
+2. Spark reads exactly the planned files (one task per segment; the data source's
+   ``segments`` option, no rescan, so a segment that retention renamed to ``.deleted`` since
+   planning is still read, and one deleted outright fails the run with ``SegmentGone``) and
+   writes Parquet into a fresh staging directory, one file per (segment, date). The file set
+   for a segment depends only on the segment's bytes, so any rerun produces the same names
+   with the same contents.
 3. A partition whose directory holds another topic id than planned (the topic was deleted
    and created again while Spark read it) is left out: what was read may be the new topic's.
    Each other staged file is checked to hold offsets of one planned segment only and to have
-   a name of its own, then fsynced and renamed over its final name; the directories are fsynced.
+   a name of its own; a partition with a planned, non-empty segment of which no record was
+   staged is left out (with a warning), so its progress never passes records missing from
+   the output. The rest are fsynced and renamed over their final names; the directories are
+   fsynced.
 4. Only then is each partition's progress advanced to the end of its last exported segment.
 
 A crash before 3 leaves only staging garbage (removed by the next run). A crash during or
@@ -50,7 +56,6 @@ others'), the exporter SIGKILLs its own process at that point.
 from __future__ import annotations
 
 import bisect
-import json
 import os
 import re
 import shutil
@@ -64,17 +69,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from export.console import ProgressBar
-from export.planning import SegmentSlice, scan_log_dirs
+from export.planning import SegmentSlice, scan_log_dirs, segments_option
 from export.progress import ExportProgress
 from storage import read_topic_id
 from storage.checkpoint import fsync_dir
 
-__all__ = ["NO_TIMESTAMP_DATE", "ExportPlan", "ExportSummary", "Incarnation", "export", "internal_topic",
-           "output_name", "pending_slices"]
+__all__ = ["NO_TIMESTAMP_DATE", "ExportPlan", "ExportSummary", "Incarnation", "SegmentGone", "export",
+           "internal_topic", "output_name", "pending_slices"]
 
 CRASH_HOOK_ENV = "MINIKAFKA_EXPORT_CRASH_AT"
 NO_TIMESTAMP_DATE = "unknown"  # the dt= of records without a timestamp
-_NO_TIMESTAMP_MICROS = -1000  # Kafka's NO_TIMESTAMP (-1 ms) as the data source reports it
 
 
 @dataclass
@@ -89,6 +93,7 @@ class ExportSummary:
     seconds: float = 0.0
     skipped_offsets: int = 0  # records lost to retention before they were exported
     replaced_partitions: int = 0  # partitions left out: deleted and created again mid-export
+    incomplete_partitions: int = 0  # partitions left out: a planned segment was not read
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,10 @@ class ExportPlan:
     incarnations: dict[tuple[str, int], Incarnation]
     new_incarnations: dict[tuple[str, str], int]  # (topic, topic id) -> generation
     skipped_offsets: int
+
+
+class SegmentGone(FileNotFoundError):
+    """A planned segment was deleted before Spark read it (nothing was exported or recorded)."""
 
 
 def internal_topic(topic: str) -> bool:
@@ -167,7 +176,8 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
     run with nothing to do costs no JVM. ``progress``: draw a bar (default: if stderr is a TTY).
     Raises ``ValueError`` for a missing log dir or unknown topic, ``SegmentCorrupt`` (a
     ``ValueError``) for a segment that fails its checks (nothing is renamed into place then),
-    ``ExportBusy`` if another export holds the output directory.
+    ``ExportBusy`` if another export holds the output directory, ``SegmentGone`` (a
+    ``FileNotFoundError``) if retention deleted a planned segment before Spark read it.
     """
     started = time.monotonic()
     log_dirs = [Path(d) for d in log_dirs]
@@ -198,7 +208,13 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
                 print(f"minikafka export: warning: {', '.join(f'{t}-{p}' for t, p in sorted(replaced))} "
                       "deleted and created again during the export: left for the next run", file=sys.stderr)
                 slices = [s for s in slices if (s.topic, s.partition) not in replaced]
-            _move_into_place(staging, out_dir, slices, plan.incarnations, summary)
+            incomplete = _move_into_place(staging, out_dir, slices, plan.incarnations, summary)
+            if incomplete:
+                summary.incomplete_partitions = len(incomplete)
+                print(f"minikafka export: warning: {', '.join(f'{t}-{p}' for t, p in sorted(incomplete))}: "
+                      "a planned segment was not read; not recorded, left for the next run",
+                      file=sys.stderr)
+                slices = [s for s in slices if (s.topic, s.partition) not in incomplete]
             _crash_point("after-rename")
             ends: dict[tuple[str, int], int] = {}
             for s in slices:
@@ -218,23 +234,19 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     from pyspark.sql import functions as F
 
     from export.datasource import FORMAT
+    from export.segment_reader import NO_TIMESTAMP
 
-    starting: dict[str, dict[str, int]] = defaultdict(dict)
-    ending: dict[str, dict[str, int]] = defaultdict(dict)
-    for s in slices:
-        partition_key = str(s.partition)
-        starting[s.topic].setdefault(partition_key, s.start_offset)
-        ending[s.topic][partition_key] = s.end_offset
+    # Exactly the planned files, not a fresh scan of the log dirs: a segment that retention
+    # renamed to .deleted since planning would be missing from a scan (and its offsets from
+    # the output) while progress still moved past it.
     df = (spark.read.format(FORMAT)
-          .option("assign", json.dumps({t: sorted(map(int, ps)) for t, ps in starting.items()}))
-          .option("startingOffsets", json.dumps(starting))
-          .option("endingOffsets", json.dumps(ending))
+          .option("segments", segments_option(slices))
           .load(",".join(str(d) for d in log_dirs)))
     # UTC dates whatever the session's time zone: shift the instant so that formatting it
     # in the session zone prints its UTC wall-clock date (the identity when that zone is UTC).
     session_zone = spark.conf.get("spark.sql.session.timeZone")
     utc_date = F.date_format(F.to_utc_timestamp("timestamp", session_zone), "yyyy-MM-dd")
-    dated = df.withColumn("dt", F.when(F.unix_micros("timestamp") == _NO_TIMESTAMP_MICROS,
+    dated = df.withColumn("dt", F.when(F.unix_micros("timestamp") == NO_TIMESTAMP * 1000,
                                        F.lit(NO_TIMESTAMP_DATE)).otherwise(utc_date))
     # Parquet's standard microsecond timestamps (not Spark's legacy INT96), so that pyarrow
     # and other readers get timestamp[us, UTC] back.
@@ -244,24 +256,33 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     sc = spark.sparkContext
     sc.setJobGroup(group, "minikafka export")
     bar = ProgressBar("export", len(slices), "segments", enabled=progress)
+    bar.update(0)  # drawn now: the first Spark stage can take a while to start
     stop = threading.Event()
     watcher = threading.Thread(target=_watch_tasks, args=(sc, group, bar, stop), daemon=True)
     watcher.start()
     try:
         # Rows in offset order within each file; no shuffle, so each task (one segment)
-        # writes its own file per date and nothing else.
+        # writes its own file per date and nothing else. A file:// URI whatever the cluster's
+        # default filesystem: the driver checks and renames these files itself.
         (dated.sortWithinPartitions("dt", "offset").write
          .option("maxRecordsPerFile", 0)
          .partitionBy("dt")
-         .parquet(str(staging)))
+         .parquet(staging.as_uri()))
     except Exception as exc:
         # A worker's SegmentCorrupt reaches the driver as text inside Spark's error: raise it
         # again as itself, so the CLI prints the one line that names the file and offset.
         corrupt = re.search(r"SegmentCorrupt: (.+)", str(exc))
-        if corrupt is None:
-            raise
-        from export.segment_reader import SegmentCorrupt
-        raise SegmentCorrupt(corrupt.group(1).strip()) from None
+        if corrupt is not None:
+            from export.segment_reader import SegmentCorrupt
+            raise SegmentCorrupt(corrupt.group(1).strip()) from None
+        gone = re.search(r"FileNotFoundError: \[Errno 2\] No such file or directory: '([^']+)'", str(exc))
+        if gone is not None and gone.group(1) in {s.log_path for s in slices}:
+            # Retention deleted it (past .deleted too) between planning and reading. Nothing
+            # is renamed or recorded; the next run plans without it (and warns about its
+            # offsets if the partition has recorded progress).
+            raise SegmentGone(f"{gone.group(1)} was deleted (retention) before it was read; nothing "
+                              "was exported or recorded: run the export again") from None
+        raise
     finally:
         stop.set()
         watcher.join()
@@ -299,7 +320,11 @@ def _replaced_partitions(slices: list[SegmentSlice],
 
 
 def _move_into_place(staging: Path, out_dir: Path, slices: list[SegmentSlice],
-                     incarnations: dict[tuple[str, int], Incarnation], summary: ExportSummary) -> None:
+                     incarnations: dict[tuple[str, int], Incarnation],
+                     summary: ExportSummary) -> set[tuple[str, int]]:
+    """Check the staged files and rename them into place; returns the partitions left out
+    because a planned segment with bytes in it has no staged record (none of their files is
+    renamed: their progress must not move past records that are not in the output)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -309,6 +334,7 @@ def _move_into_place(staging: Path, out_dir: Path, slices: list[SegmentSlice],
         starts[(s.topic, s.partition)].append(s.start_offset)
         ends[(s.topic, s.partition)][s.start_offset] = s.end_offset
     targets = {}
+    covered: set[tuple[str, int, int]] = set()  # (topic, partition, segment start) with rows staged
     for staged in sorted(staging.glob("dt=*/*.parquet")):
         origin = pq.read_table(staged, columns=["topic", "partition", "offset"])
         if origin.num_rows and (origin.column("topic")[0].as_py(), origin.column("partition")[0].as_py()) not in starts:
@@ -330,9 +356,16 @@ def _move_into_place(staging: Path, out_dir: Path, slices: list[SegmentSlice],
         if target in targets:
             raise RuntimeError(f"{staged} and {targets[target][0]} would both become {target}; "
                                "nothing was renamed into place")
-        targets[target] = (staged, origin.num_rows)
+        targets[target] = (staged, origin.num_rows, key)
+        covered.add((*key, segment_start))
+    # A closed segment with bytes holds at least one record of its own range: none staged
+    # means it was not read (a bug, or a file gone since planning), not that it was empty.
+    incomplete = {(s.topic, s.partition) for s in slices
+                  if s.size > 0 and (s.topic, s.partition, s.start_offset) not in covered}
     touched_dirs: set[Path] = set()
-    for target, (staged, rows) in targets.items():
+    for target, (staged, rows, key) in targets.items():
+        if key in incomplete:
+            continue
         summary.records += rows
         summary.bytes_written += staged.stat().st_size
         with open(staged, "rb") as f:
@@ -346,6 +379,7 @@ def _move_into_place(staging: Path, out_dir: Path, slices: list[SegmentSlice],
             _crash_point("mid-rename")
     for directory in touched_dirs:
         fsync_dir(directory)
+    return incomplete
 
 
 def _make_dirs_durably(path: Path) -> None:

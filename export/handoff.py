@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -33,6 +34,7 @@ import trio
 
 from export.exporter import internal_topic
 from export.progress import ExportProgress
+from export.session import check_master
 
 __all__ = ["ExportHandoff"]
 
@@ -55,6 +57,7 @@ class ExportHandoff:
 
     def __init__(self, out_dir: Path | str, log_dirs, *, master: str = "local[*]",
                  batch_delay: float = 1.0, retry_delay: float = 5.0, max_retry_delay: float = 60.0) -> None:
+        check_master(master)  # at the broker's start, not as a failing export much later
         self.out_dir = Path(out_dir)
         self.log_dirs = [Path(d) for d in log_dirs]
         self.master = master
@@ -133,8 +136,10 @@ class ExportHandoff:
             self._wakeup = trio.Event()
             with self._lock:
                 batch, self._pending = self._pending, []
-            logger.info("exporting to %s (%d newly closed segments)", self.out_dir, len(batch))
-            result = await trio.run_process(self.command(), check=False, stdin=subprocess.DEVNULL,
+            command = self.command()
+            logger.info("exporting to %s (%d newly closed segments): %s", self.out_dir, len(batch),
+                        shlex.join(command))
+            result = await trio.run_process(command, check=False, stdin=subprocess.DEVNULL,
                                             stdout=2, env=env)
             self._reload_progress()
             if result.returncode == 0:

@@ -17,6 +17,11 @@ Offset options follow Spark's Kafka source where they make sense for a batch rea
                      timestamp is at least this (Kafka's offset-for-timestamp) and overrides
                      ``startingOffsets``, as in Spark. A partition without such a record is
                      read as empty.
+``segments``         the exact slices to read (``segments_option``), instead of scanning the
+                     log directories: for a caller that planned the read itself and must get
+                     exactly those files read (the exporter). A running broker's retention may
+                     rename a planned segment to ``.deleted`` before Spark reads it; a rescan
+                     would leave it out, the planned file is still read (``read_segment``).
 
 "Latest" is the end of the readable data: the end of the last closed segment, or of the
 active segment with ``includeActiveSegment``.
@@ -29,7 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ReadOptions", "SegmentSlice", "parse_options", "plan_slices", "scan_log_dirs"]
+__all__ = ["ReadOptions", "SegmentSlice", "parse_options", "plan_slices", "scan_log_dirs", "segments_option"]
 
 EARLIEST = -2
 LATEST = -1
@@ -61,6 +66,24 @@ class ReadOptions:
     ending: dict[tuple[str, int], int]
     starting_timestamp: int | None
     include_active_segment: bool
+    segments: tuple[SegmentSlice, ...] | None = None
+
+
+_SLICE_FIELDS = ("topic", "partition", "log_path", "base_offset", "start_offset", "end_offset",
+                 "start_timestamp", "size")
+
+
+def segments_option(slices) -> str:
+    """The ``segments`` option's value: these slices, read as they are."""
+    return json.dumps([[getattr(s, name) for name in _SLICE_FIELDS] for s in slices])
+
+
+def _segments(text: str) -> tuple[SegmentSlice, ...]:
+    try:
+        return tuple(SegmentSlice(*fields) for fields in json.loads(text))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"option segments must be what export.planning.segments_option writes, "
+                         f"not {text[:80]!r}") from exc
 
 
 def _bool(name: str, text: str) -> bool:
@@ -128,6 +151,7 @@ def parse_options(options) -> ReadOptions:
         ending=_offsets("endingOffsets", options.get("endingOffsets"), "latest", "earliest"),
         starting_timestamp=starting_timestamp,
         include_active_segment=_bool("includeActiveSegment", options.get("includeActiveSegment") or "false"),
+        segments=_segments(options["segments"]) if options.get("segments") else None,
     )
 
 
@@ -146,6 +170,8 @@ def scan_log_dirs(log_dirs) -> dict[tuple[str, int], list]:
 
 def plan_slices(opts: ReadOptions) -> list[SegmentSlice]:
     """One slice per segment holding records in the requested range, in (topic, partition, offset) order."""
+    if opts.segments is not None:
+        return list(opts.segments)
     segments_by_partition = scan_log_dirs(opts.log_dirs)
     known_topics = {topic for topic, _ in segments_by_partition}
     if opts.topics is not None:

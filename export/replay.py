@@ -8,8 +8,15 @@ Order: a partition's records may be spread over several files (one per segment a
 whose offset ranges overlap when timestamps cross midnight out of order. Files are read in
 groups whose offset ranges overlap, each group sorted by offset, so memory stays bounded by
 about one segment. The producer (confluent-kafka) keeps at most one request in flight per
-connection, so a retry cannot reorder records. Records exported without a timestamp (magic 0, under ``dt=unknown``) are produced
-without one, so they get the time of the replay.
+connection, so a retry cannot reorder records.
+
+Timestamps: every timestamp is produced as exported, except Kafka's "no timestamp" (-1 ms,
+as the data source reports every magic 0 message and magic 1 ones sent without a time; they
+are under ``dt=unknown``), which is produced without one, so it gets the time of the replay.
+A real timestamp of 0 (1970-01-01T00:00:00Z) cannot be produced: librdkafka, which the
+producer is, reads 0 as "no timestamp" and sends the time of the replay instead. So an export
+holding such records is refused before anything is produced (``ReplayError``), rather than
+replayed with other timestamps.
 
 Generations: a topic deleted and created again under the same name is a new incarnation,
 whose files carry the next generation number (``export.exporter``). Only one generation of a
@@ -30,7 +37,7 @@ from pathlib import Path
 
 from export.console import ProgressBar
 from export.progress import FIRST_GENERATION, ExportProgress
-from export.segment_reader import ARROW_SCHEMA
+from export.segment_reader import ARROW_SCHEMA, NO_TIMESTAMP
 
 __all__ = ["ReplayError", "ReplaySummary", "exported_files", "generations", "read_exported", "replay",
            "partition_tables"]
@@ -144,6 +151,11 @@ def replay(out_dir: Path | str, topic: str, bootstrap: str, *, to_topic: str | N
                           f"its generations: {known}")
     summary = ReplaySummary(files=sum(len(f) for f in files.values()))
     total = sum(pq.read_metadata(p).num_rows for paths in files.values() for p in paths)
+    at_epoch = _records_at_epoch(path for paths in files.values() for path in paths)
+    if at_epoch:
+        raise ReplayError(f"{at_epoch} exported records of topic {topic!r} have the timestamp 0 "
+                          "(1970-01-01T00:00:00Z), which the producer (librdkafka) cannot send: it "
+                          "would give them the time of the replay; nothing was produced")
     producer = Producer({
         "bootstrap.servers": bootstrap,
         "linger.ms": 20,
@@ -170,8 +182,10 @@ def replay(out_dir: Path | str, topic: str, bootstrap: str, *, to_topic: str | N
                 millis //= 1000
                 while True:
                     try:
+                        # librdkafka's timestamp=0 is "none": the replay time.
                         producer.produce(to_topic, value=value, key=key, partition=partition,
-                                         timestamp=millis if millis > 0 else 0, on_delivery=delivered)
+                                         timestamp=0 if millis == NO_TIMESTAMP else millis,
+                                         on_delivery=delivered)
                         break
                     except BufferError:
                         producer.poll(0.05)  # local queue full: let deliveries drain
@@ -189,6 +203,19 @@ def replay(out_dir: Path | str, topic: str, bootstrap: str, *, to_topic: str | N
         raise ReplayError(f"{remaining} records were not acknowledged by {bootstrap} within {timeout:.0f} s")
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _records_at_epoch(paths) -> int:
+    """How many exported records have the timestamp 0 exactly."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    count = 0
+    for path in paths:
+        micros = pq.read_table(path, columns=["timestamp"]).column("timestamp").cast(pa.int64())
+        count += pc.sum(pc.equal(micros, 0)).as_py() or 0
+    return count
 
 
 def _ensure_topic(bootstrap: str, producer, topic: str, partitions: int, timeout: float) -> None:

@@ -48,6 +48,7 @@ from protocol.compression import Codec, decompress
 
 __all__ = [
     "ARROW_SCHEMA",
+    "NO_TIMESTAMP",
     "NO_TIMESTAMP_TYPE",
     "SegmentCorrupt",
     "read_segment",
@@ -65,6 +66,7 @@ ARROW_SCHEMA = pa.schema([
     ("timestampType", pa.int32()),
 ])
 
+NO_TIMESTAMP = -1  # ms: Kafka's RecordBatch.NO_TIMESTAMP, every magic 0 message's timestamp column
 NO_TIMESTAMP_TYPE = -1  # Kafka's TimestampType.NO_TIMESTAMP_TYPE: magic 0 messages
 _CREATE_TIME = 0
 _LOG_APPEND_TIME = 1
@@ -174,7 +176,7 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
         elif magic == 0:
             offset, message_size, crc, _, attributes, key_length = head_v0(view, pos)
             key_start = pos + 22
-            timestamp = -1
+            timestamp = NO_TIMESTAMP
             timestamp_type = NO_TIMESTAMP_TYPE
         else:
             offset, message_size, crc = head(view, pos)
@@ -290,7 +292,7 @@ def _inner_messages(path: Path, view: memoryview, value_start: int, value_length
         else:
             _, attributes, key_length = _V0.unpack_from(inner, pos + 16)
             key_start = pos + 22
-            timestamp = -1
+            timestamp = NO_TIMESTAMP
         if attributes & _CODEC_MASK:
             raise SegmentCorrupt(f"{path}: nested compression in wrapper at offset {wrapper_offset}")
         value_length_at = key_start + max(key_length, 0)

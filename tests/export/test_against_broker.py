@@ -1,15 +1,19 @@
 """The export path against a real broker and real clients.
 
 * format("minikafka") returns exactly what a kafka-python consumer reads from the broker,
-  for every codec, magic 0 and 1, null keys and values, CreateTime and LogAppendTime;
+  for every codec, magic 0 and 1, null keys and values, CreateTime and LogAppendTime (with
+  every codec), also when selecting with Spark's ``subscribe`` and ``assign`` options;
 * with ``--export-to``, retention waits until a segment is exported, also for a topic deleted
   and created again under the same name, which is exported whole under the next generation;
-* ``minikafka replay`` into a fresh broker reproduces keys, values and timestamps.
+  ``--export-master`` is what the exporter runs on;
+* ``minikafka replay`` into a fresh broker reproduces keys, values and timestamps, with its
+  summary line and progress bar.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -17,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -25,7 +30,8 @@ from kafka.admin import NewTopic
 from broker.pytest_plugin import MinikafkaBroker
 from export.exporter import export
 from export.progress import ExportProgress
-from export.replay import generations, read_exported
+from export.replay import ReplayError, generations, read_exported, replay
+from export.segment_reader import ARROW_SCHEMA, read_segment
 from protocol.framing import decode_response, encode_request
 from protocol.records import Codec, build_message_set
 from storage import list_segments, read_topic_id
@@ -49,8 +55,8 @@ def create_topic(bootstrap: str, name: str, partitions: int, **configs: str) -> 
 def produce_raw_magic0(bootstrap: str, topic: str, count: int, codec: Codec) -> None:
     """Produce v1 requests carrying magic 0 message sets, ``count`` records in sets of 10.
 
-    kafka-python cannot write magic 0 lz4 (it needs ``xxhash``), so these sets come from
-    protocol.records.build_message_set and go over a plain socket, as a 0.9 producer sends them.
+    These sets come from protocol.records.build_message_set and go over a plain socket, as a
+    0.9 producer sends them, independently of the clients that read them back.
     """
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port))) as sock, sock.makefile("rb") as replies:
@@ -96,7 +102,8 @@ def consume(bootstrap: str, topics: list[str], expected: int) -> list[tuple]:
 
 
 def consume_librdkafka(bootstrap: str, topic: str, expected: int) -> list[tuple]:
-    """For magic 0 lz4, which kafka-python cannot decompress without ``xxhash``."""
+    """A second opinion on magic 0 lz4, whose framing kafka-python and librdkafka both had to
+    get right (Kafka 0.8-0.9's lz4 frame checksum is famously off)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "export-test", "enable.auto.commit": False})
@@ -132,12 +139,14 @@ def test_datasource_reads_what_a_consumer_reads(spark, minikafka_broker_factory)
                 produce(broker.bootstrap, topic, magic=magic, codec=codec, count=120, partitions=2)
             topics.append(topic)
     create_topic(broker.bootstrap, "append-time", 1, **{"message.timestamp.type": "LogAppendTime"})
-    produce(broker.bootstrap, "append-time", magic=1, codec="gzip", count=60)
-    produce(broker.bootstrap, "append-time", magic=1, codec=None, count=20)
+    for codec, count in (("gzip", 60), (None, 20), ("snappy", 40), ("lz4", 40)):
+        produce(broker.bootstrap, "append-time", magic=1, codec=codec, count=count)
     topics.append("append-time")
-    consumed = sorted(consume(broker.bootstrap, [t for t in topics if t != "m0-lz4"], 8 * 120 - 40)
-                      + consume_librdkafka(broker.bootstrap, "m0-lz4", 120))
-    assert len(consumed) == 8 * 120 + 80
+    # kafka-python decompresses magic 0 lz4 too, given xxhash (in the test extra).
+    consumed = consume(broker.bootstrap, topics, 8 * 120 + 160)
+    assert len(consumed) == 8 * 120 + 160
+    m0_lz4 = [r for r in consumed if r[0] == "m0-lz4"]
+    assert consume_librdkafka(broker.bootstrap, "m0-lz4", 120) == m0_lz4
     broker.stop()  # every byte on disk; the data source needs no broker
 
     df = (spark.read.format("minikafka").option("topics", ",".join(topics))
@@ -145,6 +154,14 @@ def test_datasource_reads_what_a_consumer_reads(spark, minikafka_broker_factory)
     assert datasource_rows(df) == consumed
     assert {r[6] for r in consumed if r[0] == "append-time"} == {1}
     assert {r[6] for r in consumed if r[0].startswith("m0")} == {-1}
+    # Spark's selection options by their Spark names: subscribe (topics) and assign (exact
+    # topic-partitions).
+    subscribed = (spark.read.format("minikafka").option("subscribe", "m1-gzip,append-time")
+                  .option("includeActiveSegment", "true").load(str(broker.log_dir)))
+    assert datasource_rows(subscribed) == [r for r in consumed if r[0] in ("m1-gzip", "append-time")]
+    assigned = (spark.read.format("minikafka").option("assign", '{"m1-snappy": [1], "m0-lz4": [0]}')
+                .option("includeActiveSegment", "true").load(str(broker.log_dir)))
+    assert datasource_rows(assigned) == [r for r in consumed if (r[0], r[1]) in (("m1-snappy", 1), ("m0-lz4", 0))]
     # Closed segments only, by default: a prefix of each partition, one Spark partition per segment.
     closed = spark.read.format("minikafka").option("topics", "m1-none").load(str(broker.log_dir))
     closed_segments = [s for s in list_segments(broker.log_dir) if s.topic == "m1-none" and s.closed]
@@ -154,12 +171,16 @@ def test_datasource_reads_what_a_consumer_reads(spark, minikafka_broker_factory)
 
 
 class ExportingBroker(MinikafkaBroker):
-    """A broker started as ``minikafka serve --export-to DIR`` once ``export_to`` is set."""
+    """A broker started as ``minikafka serve --export-to DIR [--export-master URL]`` once
+    ``export_to`` is set."""
 
     export_to: Path | None = None
+    export_master: str | None = None
 
     def command(self, port: int) -> list[str]:
         extra = ["--export-to", str(self.export_to)] if self.export_to is not None else []
+        if self.export_master is not None:
+            extra += ["--export-master", self.export_master]
         return super().command(port) + extra
 
 
@@ -172,6 +193,7 @@ def test_retention_waits_for_export(tmp_path):
         # retention must wait until the exporter (a Spark job, seconds away) has them.
         broker.stop()
         broker.export_to = out
+        broker.export_master = "local[1]"
         broker.overrides.update({"log.retention.ms": "1", "log.retention.check.interval.ms": "100"})
         broker.start()
         partition_dir = broker.log_dir / "r-0"
@@ -192,6 +214,9 @@ def test_retention_waits_for_export(tmp_path):
             pytest.fail(f"export/retention did not finish:\n{broker.stderr_tail()}")
         producer.close()
         assert acknowledged_while_exporting > 0
+        # --export-master reached the exporter's command line (the broker logs each one).
+        spawned = [line for line in broker.stderr_tail(10**7).splitlines() if "-m export export" in line]
+        assert spawned and all(" --master 'local[1]' " in line for line in spawned), spawned
     # Had retention run first, the export would start after offset 0 and miss records.
     offsets = sorted(row["offset"] for path in out.glob("r/dt=*/*.parquet")
                      for row in pq.read_table(path, columns=["offset"]).to_pylist())
@@ -199,7 +224,7 @@ def test_retention_waits_for_export(tmp_path):
     assert exported_to >= 150
 
 
-def test_replay_into_a_fresh_broker(spark, minikafka_broker_factory, tmp_path):
+def test_replay_into_a_fresh_broker(spark, minikafka_broker_factory, tmp_path, capsys):
     source = minikafka_broker_factory(**{"log.segment.bytes": "2048"})
     create_topic(source.bootstrap, "orders", 3)
     produce(source.bootstrap, "orders", magic=1, codec="snappy", count=150, partitions=3)
@@ -218,10 +243,61 @@ def test_replay_into_a_fresh_broker(spark, minikafka_broker_factory, tmp_path):
     done = subprocess.run([sys.executable, "-c", LAUNCHER, "replay", "--from", str(out), "--topic", "orders",
                            "--bootstrap", target.bootstrap], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith(f"minikafka replay: 3 files, {len(exported)} records")
+    files = list(out.glob("orders/dt=*/*.parquet"))
+    sent = sum(len(r[3] or b"") + len(r[4] or b"") for r in exported)
+    assert re.fullmatch(rf"minikafka replay: {len(files)} files, {len(exported)} records, "
+                        rf"{sent / 1e6:.1f} MB sent, \d+\.\d s", done.stderr.strip().splitlines()[-1]), done.stderr
     replayed = consume(target.bootstrap, ["orders"], len(exported))
     # Same partitions, same order, so the same offsets in a fresh topic.
     assert replayed == exported
+
+    # The progress bar: drawn from the first record on, finished at the total.
+    replay(out, "orders", target.bootstrap, to_topic="orders-copy", progress=True)
+    err = capsys.readouterr().err
+    drawn = [int(n) for n in re.findall(rf"\rreplay \[[#-]{{30}}\] (\d+)/{len(exported)} records", err)]
+    assert drawn[0] == 1 and drawn[-1] == len(exported) and drawn == sorted(drawn), err
+    assert f"] {len(exported)}/{len(exported)} records\n" in err
+    copied = consume(target.bootstrap, ["orders-copy"], len(exported))
+    assert [r[1:] for r in copied] == [r[1:] for r in exported]
+
+    replay_timestamps(tmp_path, target.bootstrap)
+
+
+def replay_timestamps(tmp_path: Path, bootstrap: str) -> None:
+    """Only Kafka's "no timestamp" (-1: magic 0, or magic 1 sent without a time) is produced
+    without one, getting the replay time; any other timestamp, 0 and below included, is kept.
+    A timestamp of exactly 0 cannot be sent by librdkafka (it means "now" there), so an export
+    holding one is refused before anything is produced."""
+    out = tmp_path / "stamps"
+    stamps = [(0, -1), (1, -5), (1, -1), (1, 1), (1, T0)]  # (magic, timestamp)
+    data = b"".join(build_message_set([(b"k%d" % i, b"v%d" % i, ts)], magic=magic, base_offset=i)
+                    for i, (magic, ts) in enumerate(stamps))
+    write_exported(out, "stamps", data)
+    before_ms = int(time.time() * 1000)
+    summary = replay(out, "stamps", bootstrap, progress=False)
+    assert summary.records == len(stamps)
+    got = [r[5] for r in consume(bootstrap, ["stamps"], len(stamps))]
+    assert got[0] >= before_ms and got[2] >= before_ms  # no timestamp: the replay's
+    assert [got[1], got[3], got[4]] == [-5, 1, T0]
+
+    out = tmp_path / "epoch"
+    write_exported(out, "epoch", build_message_set([(b"k", b"at 0", 0), (b"k", b"later", T0)]))
+    with pytest.raises(ReplayError, match="^1 exported records of topic 'epoch' have the timestamp 0 "):
+        replay(out, "epoch", bootstrap, progress=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    assert "epoch" not in consumer.topics()  # refused before anything was produced
+    consumer.close()
+
+
+def write_exported(out: Path, topic: str, data: bytes) -> None:
+    """One exported file of partition 0, with rows as the data source reads ``data``."""
+    segment = out / "source" / f"{0:020d}.log"
+    segment.parent.mkdir(parents=True)
+    segment.write_bytes(data)
+    table = pa.Table.from_batches(list(read_segment(segment, topic, 0)), ARROW_SCHEMA)
+    day = out / topic / "dt=unknown"
+    day.mkdir(parents=True)
+    pq.write_table(table, day / f"1_0_{0:020d}.parquet")
 
 
 def wait_exported_then_deleted(broker: MinikafkaBroker, out: Path, topic: str, topic_id: str) -> int:

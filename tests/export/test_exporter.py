@@ -10,13 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from export.exporter import CRASH_HOOK_ENV, export
+from export.exporter import CRASH_HOOK_ENV, ExportSummary, SegmentGone, _move_into_place, export, pending_slices
 from export.progress import ExportProgress, PartitionProgress
 from export.replay import generations, read_exported
-from export.segment_reader import SegmentCorrupt
+from export.segment_reader import ARROW_SCHEMA, SegmentCorrupt, read_segment
 from protocol.records import Codec, build_message_set, iter_records
 from storage import new_topic_id, read_topic_id
 from storage.partition_metadata import write_topic_id
@@ -98,7 +99,11 @@ def test_layout_progress_and_skipping(spark, tmp_path, capsys):
     records = make_log(log_dir)
     summary = export(lambda: spark, [log_dir], out, progress=True)
     assert (summary.segments, summary.records, summary.files) == (3, 27, 6)
-    assert "] 3/3 segments\n" in capsys.readouterr().err  # the progress bar, completed
+    # The bar is drawn before any segment is done, then redrawn as counts grow, and finished.
+    err = capsys.readouterr().err
+    drawn = [int(n) for n in re.findall(r"\rexport \[[#-]{30}\] (\d+)/3 segments", err)]
+    assert drawn[0] == 0 and drawn[-1] == 3 and drawn == sorted(drawn), err
+    assert "] 3/3 segments\n" in err
     assert_exactly_once(out, records)
     assert ExportProgress(out).state().next_offsets() == {("a", 0): 20, ("a", 1): 7}
     # Each segment is split by date (offsets divisible by 3 fall before midnight); a file is
@@ -115,6 +120,31 @@ def test_layout_progress_and_skipping(spark, tmp_path, capsys):
     assert (summary.segments, summary.records) == (1, 2)
     assert_exactly_once(out, closed_records(log_dir))
     assert ExportProgress(out).state().next_offsets()[("a", 1)] == 9
+
+
+def test_topic_option_and_internal_topics(spark, tmp_path):
+    """--topic exports the named topics only; internal topics (__consumer_offsets) are left
+    out unless named, and exported like any other topic when they are."""
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    write_segments(log_dir, "b", 0, [segment(0, 4, tag=b"b-"), segment(4, 1)])
+    records = make_log(log_dir)
+    summary = export(lambda: spark, [log_dir], out, ["b"])
+    assert (summary.segments, summary.records) == (1, 4)
+    assert {name.split("/")[0] for name in file_contents(out)} == {"b"}
+    assert ExportProgress(out).state().next_offsets() == {("b", 0): 4}
+    assert_exactly_once(out, {("b", 0): records[("b", 0)]})
+
+    summary = export(lambda: spark, [log_dir], out)  # every topic but the internal one
+    assert (summary.segments, summary.records) == (3, 27)
+    assert_exactly_once(out, records)  # checks that no __ topic was exported
+    assert ("__consumer_offsets", 0) not in ExportProgress(out).state().next_offsets()
+
+    summary = export(lambda: spark, [log_dir], out, ["__consumer_offsets"])
+    assert (summary.segments, summary.records) == (1, 3)
+    internal = [row for _, row in exported(out) if row["topic"] == "__consumer_offsets"]
+    assert sorted((r["offset"], r["value"]) for r in internal) == [
+        (r.offset, r.value) for r in records[("__consumer_offsets", 0)]]
+    assert ExportProgress(out).state().next_offsets()[("__consumer_offsets", 0)] == 3
 
 
 def test_records_without_timestamp_go_under_dt_unknown(spark, tmp_path):
@@ -156,6 +186,61 @@ def test_corrupt_segment_stops_the_export_with_its_name(spark, tmp_path):
     with pytest.raises(SegmentCorrupt, match=f"^{re.escape(str(damaged))}: CRC mismatch"):
         export(lambda: spark, [log_dir], out)
     assert not list(out.glob("a/dt=*/*")) and ExportProgress(out).state().next_offsets() == {}
+
+
+def test_segment_retention_takes_between_planning_and_reading(spark, tmp_path, capsys):
+    """A live broker's retention renames a planned segment to .deleted (later deleting it)
+    while the exporter starts Spark. The planned file is read all the same, not left out by
+    a rescan while progress moves past it; one deleted outright stops the run with nothing
+    renamed or recorded, and the next run exports the rest once."""
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    records = make_log(log_dir)
+    first = log_dir / "a-0" / f"{0:020d}.log"
+
+    def retention_renames_then_spark():
+        first.rename(first.with_name(first.name + ".deleted"))
+        return spark
+
+    summary = export(retention_renames_then_spark, [log_dir], out)
+    assert (summary.segments, summary.records, summary.incomplete_partitions) == (3, 27, 0)
+    assert_exactly_once(out, records)
+    assert ExportProgress(out).state().next_offsets() == {("a", 0): 20, ("a", 1): 7}
+
+    log_dir, out = tmp_path / "log2", tmp_path / "out2"
+    make_log(log_dir)
+    first = log_dir / "a-0" / f"{0:020d}.log"
+
+    def retention_deletes_then_spark():
+        first.unlink()
+        return spark
+
+    with pytest.raises(SegmentGone, match=f"^{re.escape(str(first))} was deleted .* nothing was exported"):
+        export(retention_deletes_then_spark, [log_dir], out)
+    assert not file_contents(out) and ExportProgress(out).state().next_offsets() == {}
+    summary = export(lambda: spark, [log_dir], out)
+    assert (summary.segments, summary.records) == (2, 17)
+    assert_exactly_once(out, closed_records(log_dir))
+
+
+def test_partition_with_a_planned_segment_not_staged_is_not_recorded(tmp_path):
+    """The check before anything is renamed or recorded: a planned segment with bytes but no
+    staged record means it was not read, so none of its partition's files are renamed (and
+    export() records no progress for it); other partitions go ahead."""
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    make_log(log_dir)
+    plan = pending_slices([log_dir], out)
+    staging = out / "_minikafka" / "staging" / "run" / "dt=2025-11-22"
+    staging.mkdir(parents=True)
+    for number, s in enumerate(plan.slices):
+        if (s.topic, s.partition, s.start_offset) == ("a", 0, 10):
+            continue  # as if Spark never read it
+        batches = list(read_segment(s.log_path, s.topic, s.partition))
+        pq.write_table(pa.Table.from_batches(batches, ARROW_SCHEMA), staging / f"part-{number}.parquet")
+    summary = ExportSummary()
+    left_out = _move_into_place(staging.parent, out, plan.slices, plan.incarnations, summary)
+    assert left_out == {("a", 0)}
+    assert sorted(file_contents(out)) == [f"a/dt=2025-11-22/1_1_{0:020d}.parquet"]
+    assert (summary.files, summary.records) == (1, 7)
 
 
 def file_contents(out: Path) -> dict[str, bytes]:
@@ -276,13 +361,17 @@ def test_killed_between_writing_and_recording_then_rerun_exports_each_record_onc
     records = make_log(log_dir)
     command = ["export", "--log-dir", str(log_dir), "--out", str(out), "--master", "local[1]"]
 
-    # A run killed before its renames leaves only staging files, which the next run removes.
-    leftover = out / "_minikafka" / "staging" / "0123abcd" / "dt=2025-11-22"
-    leftover.mkdir(parents=True)
-    (leftover / "part-00000-x.snappy.parquet").write_bytes(b"PAR1 half written")
+    # A run killed after Spark wrote, before its renames, leaves only staging files, which
+    # the next run removes.
+    killed = run_cli(*command, env_extra={CRASH_HOOK_ENV: "after-write"})
+    assert killed.returncode == -9, killed.stderr
+    [leftover] = (out / "_minikafka" / "staging").iterdir()
+    assert list(leftover.glob("dt=*/*.parquet"))
+    assert not list(out.glob("a/dt=*/*")) and ExportProgress(out).state().next_offsets() == {}
 
     killed = run_cli(*command, env_extra={CRASH_HOOK_ENV: "mid-rename"})
     assert killed.returncode == -9, killed.stderr
+    assert not leftover.exists()
     assert len(list(out.glob("a/dt=*/*.parquet"))) == 1 and ExportProgress(out).state().next_offsets() == {}
 
     # Killed between writing (every file in place) and recording: the rerun renames the same
@@ -295,8 +384,16 @@ def test_killed_between_writing_and_recording_then_rerun_exports_each_record_onc
     assert len(list(out.glob("a/dt=*/*.parquet"))) == 6
     assert ExportProgress(out).state().next_offsets() == {("a", 0): 20}
 
-    summary = export(lambda: spark, [log_dir], out)
-    assert summary.segments == 1  # a-1's, whose progress was not recorded; a-0's are skipped
+    # a-1's segment, whose progress was not recorded; a-0's are skipped. The summary line
+    # counts what this run did.
+    done = run_cli(*command)
+    assert done.returncode == 0, done.stderr
+    segment_bytes = (log_dir / "a-1" / f"{0:020d}.log").stat().st_size
+    written = sum(p.stat().st_size for p in out.glob("a/dt=*/1_1_*.parquet"))
+    assert re.fullmatch(
+        rf"minikafka export: 1 segments, {len(records[('a', 1)])} records, 2 files, "
+        rf"{segment_bytes / 1e6:.1f} MB read, {written / 1e6:.1f} MB written, \d+\.\d s",
+        done.stderr.strip().splitlines()[-1]), done.stderr
     assert_exactly_once(out, records)
     assert not any((out / "_minikafka" / "staging").iterdir())
     assert ExportProgress(out).state().next_offsets() == {("a", 0): 20, ("a", 1): 7}

@@ -118,6 +118,21 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           env=env, timeout=120)
 
 
+def test_serve_refuses_a_malformed_export_master(tmp_path):
+    """Refused at start-up, in one line, whether from the flag or the config key; not as an
+    exporter failing (and retried) much later while retention waits."""
+    flag = run_cli("serve", "--ephemeral", "--port", "0", "--export-to", str(tmp_path / "out"),
+                   "--export-master", "locl[2]")
+    assert flag.returncode == 2
+    assert flag.stderr.strip() == ("minikafka: config error: minikafka.export.master: 'locl[2]' is not a Spark "
+                                   "master URL (local[*], local[N], spark://HOST:PORT, k8s://HOST:PORT or yarn)")
+    key = run_cli("serve", "--ephemeral", "--port", "0", "--export-to", str(tmp_path / "out"),
+                  "--override", "minikafka.export.master=spark:/host")
+    assert key.returncode == 2
+    assert key.stderr.strip().startswith("minikafka: config error: minikafka.export.master: 'spark:/host' is not")
+    assert len(key.stderr.strip().splitlines()) == 1
+
+
 def test_replay_user_errors(tmp_path):
     missing = run_cli("replay", "--from", str(tmp_path), "--topic", "t", "--bootstrap", "127.0.0.1:1")
     assert missing.returncode == 2
