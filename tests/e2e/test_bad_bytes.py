@@ -6,18 +6,25 @@ exactly the ones described. Request layout (header v1):
     int32 size | int16 api_key | int16 api_version | int32 correlation_id | string client_id | body
 
 where a string is int16 length + bytes. After each bad input the broker must either close the
-connection or answer with an error, and a kafka-python producer/consumer pair that stays
-connected the whole time must keep round-tripping messages.
+connection or answer with an error, and a producer/consumer pair that stays connected the
+whole time must keep round-tripping messages: every test runs once with each of kafka-python,
+confluent-kafka and aiokafka as that pair.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AIOTopicPartition
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 
@@ -54,33 +61,117 @@ def closed_by_broker(sock: socket.socket) -> bool:
     return read_response(sock) is None
 
 
-@pytest.fixture(scope="module")
-def healthy_client(broker, tmp_path_factory):
-    """A producer and an assigned consumer that stay connected through every bad input."""
-    topic = f"healthy-{time.monotonic_ns()}"
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+# A healthy client: ``produce(topic, value) -> offset`` and ``poll() -> [(offset, value)]``
+# from a consumer assigned to partition 0 of its topic from offset 0. Each one sends
+# b"warm-up" first, so the consumer's topic exists when it is assigned.
+
+@contextmanager
+def kafka_python_client(bootstrap: str, topic: str):
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
     tp = TopicPartition(topic, 0)
-    producer.send(topic, b"warm-up").get(30)
-    consumer.assign([tp])
-    consumer.seek(tp, 0)
-    sent = [b"warm-up"]
+    try:
+        def produce(to_topic: str, value: bytes) -> int:
+            return producer.send(to_topic, value).get(30).offset
 
-    def round_trip() -> None:
-        value = f"message-{len(sent)}".encode()
-        offset = producer.send(topic, value).get(30).offset
-        sent.append(value)
-        assert offset == len(sent) - 1
-        received = []
-        deadline = time.monotonic() + 20
-        while (not received or received[-1].offset < offset) and time.monotonic() < deadline:
-            received.extend(consumer.poll(timeout_ms=200).get(tp, []))
-        assert received and received[-1].value == value
+        produce(topic, b"warm-up")
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        yield produce, lambda: [(r.offset, r.value) for r in consumer.poll(timeout_ms=200).get(tp, [])]
+    finally:
+        producer.close(10)
+        consumer.close()
 
-    round_trip.producer = producer
-    yield round_trip
-    producer.close(10)
-    consumer.close()
+
+@contextmanager
+def confluent_client(bootstrap: str, topic: str):
+    producer = Producer({"bootstrap.servers": bootstrap})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "healthy-assign-only"})
+    try:
+        def produce(to_topic: str, value: bytes) -> int:
+            delivered = []
+            producer.produce(to_topic, value, on_delivery=lambda err, msg: delivered.append((err, msg)))
+            assert producer.flush(30) == 0
+            [(err, msg)] = delivered
+            assert err is None, err
+            return msg.offset()
+
+        def poll() -> list[tuple[int, bytes]]:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                return []
+            assert msg.error() is None, msg.error()
+            return [(msg.offset(), msg.value())]
+
+        produce(topic, b"warm-up")
+        consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
+        yield produce, poll
+    finally:
+        producer.flush(10)
+        consumer.close()
+
+
+@contextmanager
+def aiokafka_client(bootstrap: str, topic: str):
+    # One event loop for the module's lifetime, run only while a call is made: between calls
+    # the clients' connections stay open and idle, as a quiet application's would.
+    loop = asyncio.new_event_loop()
+    tp = AIOTopicPartition(topic, 0)
+
+    async def start():
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+        await producer.start()
+        await producer.send_and_wait(topic, b"warm-up")
+        consumer.assign([tp])
+        await consumer.start()
+        consumer.seek(tp, 0)
+        return producer, consumer
+
+    try:
+        producer, consumer = loop.run_until_complete(start())
+        try:
+            def produce(to_topic: str, value: bytes) -> int:
+                return loop.run_until_complete(asyncio.wait_for(producer.send_and_wait(to_topic, value), 30)).offset
+
+            def poll() -> list[tuple[int, bytes]]:
+                batches = loop.run_until_complete(consumer.getmany(tp, timeout_ms=200))
+                return [(r.offset, r.value) for r in batches.get(tp, [])]
+
+            yield produce, poll
+        finally:
+            loop.run_until_complete(producer.stop())
+            loop.run_until_complete(consumer.stop())
+    finally:
+        loop.close()
+
+
+HEALTHY_CLIENTS = {"kafka-python": kafka_python_client, "confluent-kafka": confluent_client,
+                   "aiokafka": aiokafka_client}
+
+
+@pytest.fixture(scope="module", params=HEALTHY_CLIENTS)
+def healthy_client(broker, request):
+    """A producer and an assigned consumer of one client library that stay connected through
+    every bad input: ``healthy_client()`` round-trips one more message, and
+    ``healthy_client.produce(topic, value)`` produces with the same producer."""
+    topic = f"healthy-{time.monotonic_ns()}"
+    with HEALTHY_CLIENTS[request.param](broker.bootstrap, topic) as (produce, poll):
+        sent = [b"warm-up"]
+
+        def round_trip() -> None:
+            value = f"message-{len(sent)}".encode()
+            offset = produce(topic, value)
+            sent.append(value)
+            assert offset == len(sent) - 1
+            received = []
+            deadline = time.monotonic() + 20
+            while (not received or received[-1][0] < offset) and time.monotonic() < deadline:
+                received.extend(poll())
+            assert received and received[-1] == (offset, value)
+
+        round_trip.produce = produce
+        yield round_trip
 
 
 def connect(broker) -> socket.socket:
@@ -171,7 +262,7 @@ def test_well_framed_produce_with_a_corrupt_message_set(broker, healthy_client):
     message = struct.pack(">bbq", 1, 0, int(time.time() * 1000)) + struct.pack(">i", -1) + struct.pack(">i", len(value)) + value
     entry = struct.pack(">qi", 0, 4 + len(message)) + struct.pack(">I", 0xDEADBEEF) + message
     topic = f"bad-crc-{time.monotonic_ns()}".encode()
-    healthy_client.producer.send(topic.decode(), b"the topic exists").get(30)
+    healthy_client.produce(topic.decode(), b"the topic exists")
     body = (struct.pack(">hi", 1, 10000) + struct.pack(">i", 1) + struct.pack(">h", len(topic)) + topic
             + struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", len(entry)) + entry)
     with connect(broker) as sock:
