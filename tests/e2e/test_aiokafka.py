@@ -196,13 +196,22 @@ def test_consume_every_codec(broker, topic, sample_records, codec):
 
 
 def test_log_append_time_topic_shows_the_broker_time(broker, topic):
+    """The producer's (old) timestamps are replaced by the broker's clock, both for magic 1
+    messages from kafka-python and for aiokafka's own v2 batches, and aiokafka sees the
+    broker's time in its send's metadata (Produce v2's log_append_time) and when consuming."""
     run(create_topic(broker.bootstrap, topic, configs={"message.timestamp.type": "LogAppendTime"}))
+    stale = 1_000_000_000_000
     before = now_ms()
-    kafka_python_produce(broker.bootstrap, topic, [(b"k", b"v", 1_000_000_000_000)])
+    kafka_python_produce(broker.bootstrap, topic, [(b"k", b"v", stale)])
+    [sent] = run(produce(broker.bootstrap, topic, [(b"k2", b"v2", stale)]))
     after = now_ms()
-    [record] = run(consume(broker.bootstrap, topic, 1))
-    assert record.timestamp_type == 1
-    assert before <= record.timestamp <= after
+    assert sent.offset == 1
+    assert sent.timestamp_type == 1
+    assert before <= sent.timestamp <= after
+    records = run(consume(broker.bootstrap, topic, 2))
+    assert [(r.offset, r.value, r.timestamp_type) for r in records] == [(0, b"v", 1), (1, b"v2", 1)]
+    assert all(before <= r.timestamp <= after for r in records)
+    assert records[1].timestamp == sent.timestamp
 
 
 def test_create_time_topic_refuses_a_stale_timestamp(broker, topic):
