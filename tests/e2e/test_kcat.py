@@ -2,6 +2,22 @@
 
 kcat takes messages from stdin one per line, ``-K`` splits key from value, and ``-Z`` makes an
 empty key or value a null one; consuming with ``-J`` prints one JSON envelope per message.
+
+The issue's per-client bullets, as far as kcat can take part:
+
+- every codec it offers, keys and null values: ``test_produce_consume_every_codec`` (and zstd,
+  which it sends uncompressed here);
+- a LogAppendTime topic shows the broker's time: ``test_log_append_time_topic_shows_the_broker_time``;
+  a CreateTime topic refusing a stale timestamp is **not** tested with kcat: kcat 1.7's
+  producer has no option to set a message timestamp (``kcat -h`` lists none; librdkafka
+  stamps each message with the current time), so it cannot send a stale one. The other three
+  clients' modules test the refusal;
+- offsets for times, earliest and latest: ``test_offsets_for_times_earliest_and_latest``;
+- topics auto-created: ``test_topic_is_auto_created_on_first_produce``. kcat has no admin
+  API, so creating and deleting topics is tested with the other clients' admin APIs;
+- message.max.bytes: tests/e2e/test_message_size.py; restart between produce and consume:
+  tests/e2e/test_durability.py (kill -9 is not: kcat reports no per-message acknowledgement
+  to check against).
 """
 
 from __future__ import annotations
