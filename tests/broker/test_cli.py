@@ -2,24 +2,52 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-import pytest
+from kafka import KafkaProducer
+
+from protocol.apis import ApiKey
+from protocol.framing import ClientConnection
 
 READY = re.compile(r"^minikafka ready: bootstrap\.servers=(\S+):(\d+) log\.dirs=(.+)$")
 LAUNCH = [sys.executable, "-m", "broker"]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 30, preexec_fn=None) -> subprocess.CompletedProcess:
     return subprocess.run([*LAUNCH, *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, stdin=subprocess.DEVNULL)
+                          cwd=REPO, stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
+
+
+PR_CAPBSET_DROP = 24
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
+
+
+def without_root_file_powers():
+    """A ``preexec_fn`` that makes a root child obey file permissions, or None when not root.
+
+    Root ignores a mode 000 directory through CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH.
+    Dropping both from the bounding set before exec leaves the broker (still uid 0, so it can
+    read the interpreter and site-packages under a mode 700 /root) without them: a directory
+    whose owner bits are 000 is then closed to it. Running it as 'nobody' instead is not an
+    option where the interpreter's packages live under /root."""
+    if os.geteuid() != 0:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def drop() -> None:
+        for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+    return drop
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -94,12 +122,11 @@ def test_unusable_log_dir_is_one_line(tmp_path):
     assert_one_line_error(result, "cannot use log dir /proc/minikafka-data")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes a mode 000 directory anyway")
 def test_unreadable_log_dir_is_one_line(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o000)
     try:
-        result = run_cli("serve", "--port", "0", "--log-dir", str(locked))
+        result = run_cli("serve", "--port", "0", "--log-dir", str(locked), preexec_fn=without_root_file_powers())
     finally:
         locked.chmod(0o700)
     assert_one_line_error(result, f"cannot use log dir {locked}", "Permission denied")
@@ -112,8 +139,13 @@ def test_ready_line_then_sigterm_shuts_down_cleanly_and_restart_needs_no_recover
     server = ServeProcess("--port", "0", "--log-dir", str(data), "--config", str(config))
     assert server.host == "127.0.0.1"
     assert server.log_dirs == str(data)
-    with socket.create_connection((server.host, server.port)):
-        pass
+    # The file's num.partitions took effect: a topic auto-created by a client has 2 partitions.
+    producer = KafkaProducer(bootstrap_servers=f"{server.host}:{server.port}")
+    try:
+        assert producer.partitions_for("auto-created") == {0, 1}
+    finally:
+        producer.close(10)
+    assert (data / "auto-created-1").is_dir()
     assert not (data / ".kafka_cleanshutdown").exists()
     code, err = server.stop(signal.SIGTERM)
     assert code == 0, err
@@ -137,6 +169,45 @@ def test_ready_line_then_sigterm_shuts_down_cleanly_and_restart_needs_no_recover
     code, err = after_kill.stop()
     assert code == 0, err
     assert "was not shut down cleanly: recovering" in err
+
+
+def test_sigterm_during_a_long_poll_fetch_exits_cleanly(tmp_path, fetch_body):
+    data = tmp_path / "data"
+    server = ServeProcess("--port", "0", "--log-dir", str(data))
+    producer = KafkaProducer(bootstrap_servers=f"{server.host}:{server.port}")
+    try:
+        assert producer.partitions_for("empty") == {0}
+    finally:
+        producer.close(10)
+
+    # A Fetch on the empty topic that may wait two minutes for a byte.
+    client = ClientConnection(client_id="long-poll")
+    with socket.create_connection((server.host, server.port), timeout=90) as sock:
+        correlation_id, frame = client.send_request(ApiKey.FETCH, 2, fetch_body(
+            [("empty", 0, 0, 1 << 20)], max_wait_ms=120_000, min_bytes=1))
+        sock.sendall(frame)
+        # Time for the broker to read the request and park it; were it not parked yet, the
+        # test would only be a weaker SIGTERM test, never a wrong failure.
+        time.sleep(0.5)
+        server.process.send_signal(signal.SIGTERM)
+        try:
+            code = server.process.wait(timeout=60)  # well short of the two-minute long poll
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            raise
+        assert code == 0, server.process.stderr.read()
+        # The in-flight Fetch was answered (with nothing) or dropped with its connection.
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        client.receive_data(received)
+        response = client.next_response()
+        if response is not None:
+            assert response.correlation_id == correlation_id
+            assert response.body.responses[0].partitions[0].records in (b"", None)
+    err = server.process.stderr.read()
+    assert "Traceback" not in err and "shut down cleanly" in err, err
+    assert (data / ".kafka_cleanshutdown").exists()
 
 
 def test_second_broker_on_the_same_log_dir_is_refused(tmp_path):
