@@ -7,12 +7,20 @@
 Regenerate both after changing either with::
 
     python3 tests/e2e/test_readme.py
+
+Its kafka-python and confluent-kafka examples ("Use it from a client") are run against a real
+broker, with only the bootstrap address and the consumer loop's end substituted.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCKS = {
@@ -109,6 +117,57 @@ def test_docker_runs_the_readme_run_command_with_a_volume():
     compose = (README.parent / "docker" / "compose.yaml").read_text()
     assert "dockerfile: docker/Dockerfile" in compose
     assert "- minikafka-data:/var/lib/minikafka" in compose
+
+
+def _client_example(text: str, client: str) -> str:
+    """The ```python block under **client** in "Use it from a client"."""
+    section = text.split("\n## Use it from a client\n", 1)[1].split("\n## ", 1)[0]
+    after = section.split(f"\n**{client}**\n", 1)[1].lstrip("\n")
+    assert after.startswith("```python\n"), f"README: no python block under **{client}**"
+    return after[len("```python\n"):].split("\n```", 1)[0] + "\n"
+
+
+def _replace(code: str, old: str, new: str, count: int = 1) -> str:
+    """``code`` with ``old`` replaced, failing loudly if README's example no longer says it."""
+    assert code.count(old) == count, (
+        f"README's client example changed ({old!r} found {code.count(old)} times, expected {count}): "
+        "update the substitutions in tests/e2e/test_readme.py")
+    return code.replace(old, new)
+
+
+def _kafka_python_example(code: str, bootstrap: str) -> str:
+    code = _replace(code, "127.0.0.1:9092", bootstrap, count=2)
+    # The example's consumer loops forever: stop after the record, or after 60 s without one.
+    code = _replace(code, 'auto_offset_reset="earliest")', 'auto_offset_reset="earliest", consumer_timeout_ms=60000)')
+    line = "    print(record.offset, record.key, record.value, record.timestamp)\n"
+    return _replace(code, line, line + "    break\n")
+
+
+def _confluent_example(code: str, bootstrap: str) -> str:
+    return _replace(code, "127.0.0.1:9092", bootstrap, count=3)
+
+
+# What each example prints for the one record it produced: CreateTime for kafka-python's
+# (offset key value timestamp), LogAppendTime (type 2) on the example's "audit" topic for
+# confluent-kafka's (partition offset value (type, timestamp)).
+CLIENT_EXAMPLES = {
+    "kafka-python": (_kafka_python_example, r"0 b'user-1' b'signed up' (\d+)"),
+    "confluent-kafka": (_confluent_example, r"[0-2] 0 b'v' \(2, (\d+)\)"),
+}
+
+
+@pytest.mark.parametrize("client", CLIENT_EXAMPLES)
+def test_readme_client_example_runs(minikafka_broker, tmp_path, client):
+    adapt, expected = CLIENT_EXAMPLES[client]
+    code = adapt(_client_example(README.read_text(), client), minikafka_broker.bootstrap)
+    before = int(time.time() * 1000)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path, stdin=subprocess.DEVNULL)
+    after = int(time.time() * 1000)
+    assert result.returncode == 0, result.stderr
+    match = re.fullmatch(expected, result.stdout.strip())
+    assert match, result.stdout + result.stderr
+    assert before <= int(match.group(1)) <= after
 
 
 def regenerate() -> None:
