@@ -31,7 +31,8 @@ from storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, write_at
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.log import Log
-from storage.names import parse_partition_dir_name, partition_dir_name, validate_topic_name
+from storage.names import (DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir_name,
+                           partition_dir_name, validate_topic_name)
 from storage.partition_metadata import new_topic_id, read_topic_id
 from storage.types import CorruptPartitionMetadata, SegmentInfo, TopicAlreadyExists, UnknownTopic
 
@@ -40,7 +41,6 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TOPIC_CONFIG_FILE = "topic-config.properties"
-DELETE_DIR_SUFFIX = "-delete"
 
 logger = logging.getLogger(__name__)
 
@@ -239,10 +239,10 @@ class LogManager:
             if not doomed:
                 raise UnknownTopic(topic)
             for log in doomed:
-                del self._logs[(log.topic, log.partition)]
                 # Rename first so a crash mid-way leaves a "-delete" dir, never half a topic.
-                graveyard = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+                graveyard = log.dir.with_name(delete_dir_name(log.topic, log.partition, uuid.uuid4().hex))
                 os.replace(log.dir, graveyard)
+                del self._logs[(log.topic, log.partition)]
                 log.dir = graveyard
                 log.delete()
             del self._overrides[topic]

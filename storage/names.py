@@ -5,6 +5,10 @@ before anything touches the filesystem: only ``[a-zA-Z0-9._-]``, at most 249 cha
 (Kafka's limit, which leaves room for ``-<partition>`` and suffixes within 255), and never
 ``.`` or ``..``. With that alphabet no name can contain a path separator, so nothing a client
 sends can address a file outside the log dirs.
+
+A deleted partition's directory is first renamed ``<topic>-<partition>.<id>-delete``; that
+suffix does not fit in 255 bytes behind a long topic name, so the topic is cut short there,
+as Kafka does since 2.1 (KAFKA-4893; 0.10.2 failed to delete such topics).
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ from __future__ import annotations
 import re
 
 MAX_TOPIC_NAME_LENGTH = 249
+# Longest file name on the filesystems a log dir lives on (ext4, xfs, tmpfs, ...).
+MAX_FILE_NAME_LENGTH = 255
+DELETE_DIR_SUFFIX = "-delete"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -40,6 +47,12 @@ def partition_dir_name(topic: str, partition: int) -> str:
     if not isinstance(partition, int) or partition < 0:
         raise ValueError(f"partition must be a non-negative int, not {partition!r}")
     return f"{topic}-{partition}"
+
+
+def delete_dir_name(topic: str, partition: int, unique_id: str) -> str:
+    """``<topic>-<partition>.<unique_id>-delete``, the topic cut short to fit a file name."""
+    suffix = f"-{partition}.{unique_id}{DELETE_DIR_SUFFIX}"
+    return topic[:MAX_FILE_NAME_LENGTH - len(suffix)] + suffix
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:

@@ -13,8 +13,7 @@ import os
 from pathlib import Path
 
 from storage.index import CorruptIndex, OffsetIndex, TimeIndex
-from storage.log_manager import DELETE_DIR_SUFFIX
-from storage.names import parse_partition_dir_name
+from storage.names import DELETE_DIR_SUFFIX, parse_partition_dir_name
 from storage.partition_metadata import read_topic_id
 from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, iter_headers, segment_file_stem
 from storage.types import SegmentInfo

@@ -72,6 +72,17 @@ def test_delete_topic_removes_data(tmp_path):
     assert recreated.log_end_offset == 0
 
 
+def test_a_topic_with_the_longest_name_is_deleted(tmp_path):
+    # "<topic>-<p>.<id>-delete" is longer than a file name may be behind a 249-character topic.
+    topic = "t" * 249
+    manager = _manager([tmp_path])
+    manager.create_topic(topic, 11, {})[10].append_as_leader(message_set(2, START_MS))
+    manager.delete_topic(topic)
+    assert manager.topics() == {}
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("t")]
+    assert manager.create_topic(topic, 1, {})[0].log_end_offset == 0
+
+
 def test_foreign_and_half_deleted_directories_are_skipped(tmp_path):
     manager = _manager([tmp_path])
     manager.create_topic("t", 1, {})
