@@ -862,7 +862,11 @@ def down_convert(buf) -> bytes:
     Offsets, keys and values are kept; timestamps and the timestamp-type bit are dropped.
     Magic 0 entries are copied as they are; a magic 1 wrapper becomes a magic 0 wrapper with
     the same codec and offset, its inner messages converted and given absolute offsets (lz4
-    with the legacy header checksum). A truncated last entry is dropped.
+    with the legacy header checksum). A truncated last entry is dropped; but when not even the
+    first entry is whole (a message larger than the fetch limit, which Fetch before v3 cuts
+    short), the bytes are returned as they are, as Kafka 0.10.2 does: an old consumer then
+    sees a partial message and reports it too large, where an empty answer would leave it
+    fetching the same offset forever.
     """
     view = memoryview(buf)
     length = len(view)
@@ -871,7 +875,7 @@ def down_convert(buf) -> bytes:
     while True:
         end = _whole_entry_end(view, position, length)
         if end < 0:
-            return bytes(out)
+            return bytes(out) if position else bytes(view)
         message = _parse_message(view, position, end)
         if message.magic == 0:
             out += view[position:end]

@@ -37,6 +37,7 @@ def broker(tmp_path_factory):
 
 def test_kafka_python(broker, topic):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.consumer.fetcher import RecordTooLargeError
     from kafka.errors import MessageSizeTooLargeError
 
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
@@ -47,7 +48,10 @@ def test_kafka_python(broker, topic):
         assert producer.send(topic, b"c").get(30).offset == 1
     finally:
         producer.close(10)
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, consumer_timeout_ms=5000)
+    # Fetch v3 returns a first message larger than the fetch limit whole (KIP-74); a consumer
+    # on an older Fetch gets it cut short and must say so, not wait on it forever.
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, consumer_timeout_ms=5000,
+                             max_partition_fetch_bytes=100)
     consumer.assign([TopicPartition(topic, 0)])
     consumer.seek_to_beginning()
     try:
@@ -55,6 +59,16 @@ def test_kafka_python(broker, topic):
     finally:
         consumer.close()
     assert values == [b"a" * LARGEST_VALUE, b"c"]
+    for api_version in ((0, 9), (0, 10, 0)):  # Fetch v1 (down-converted to magic 0), v2
+        old = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=api_version,
+                            consumer_timeout_ms=10_000, max_partition_fetch_bytes=100)
+        old.assign([TopicPartition(topic, 0)])
+        old.seek_to_beginning()
+        try:
+            with pytest.raises(RecordTooLargeError):
+                next(old)
+        finally:
+            old.close()
 
 
 def test_confluent_kafka(broker, topic):
