@@ -5,6 +5,7 @@ exit status``). Importing this module does not import pyspark: the JVM starts on
 export actually has segments to write. User mistakes (a missing log directory, an unknown
 topic, a malformed Spark master URL, a busy output directory, an unreachable broker) and a
 corrupt segment print one line (after Spark's own log, if Spark had started) and exit with 2.
+Ctrl-C prints one line and exits with 130.
 
 ``python -m export export ...`` runs the same commands (what the broker's hand-off spawns).
 """
@@ -12,7 +13,11 @@ corrupt segment print one line (after Spark's own log, if Spark had started) and
 from __future__ import annotations
 
 import argparse
+import functools
+import signal
 import sys
+import threading
+import time
 
 __all__ = ["register", "main"]
 
@@ -60,24 +65,91 @@ def _subcommand(subparsers, name: str, func, *, help: str, description: str):
     return parser
 
 
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+
+
 def _fail(command: str, message: str) -> int:
     print(f"minikafka {command}: error: {message}", file=sys.stderr)
     return USAGE_ERROR
+
+
+def _interrupted(command: str, message: str) -> int:
+    print(f"minikafka {command}: {message}", file=sys.stderr, flush=True)
+    return INTERRUPTED
+
+
+class _SparkInterrupt:
+    """Ctrl-C during an export, without Py4J's tracebacks.
+
+    PySpark's own SIGINT handler cancels the jobs from inside the main thread's pending Py4J
+    call, whose re-entry fails and logs tracebacks; a KeyboardInterrupt raised inside a Py4J
+    call is logged with one too. So SIGINT is held back while the session starts (then raised
+    as KeyboardInterrupt in plain Python), and once Spark is up, Ctrl-C cancels its jobs from
+    another thread (and keeps cancelling, so a job about to start is cancelled too): the write
+    blocked in the main thread fails as a cancelled job. A second Ctrl-C is a plain
+    KeyboardInterrupt."""
+
+    def __init__(self, master: str) -> None:
+        self.master = master
+        self.requested = False
+
+    def session(self):
+        from export.session import spark_session
+
+        if threading.current_thread() is not threading.main_thread():
+            return spark_session(self.master)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            spark = spark_session(self.master)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a held Ctrl-C raises here
+        signal.signal(signal.SIGINT, functools.partial(self._cancel, spark.sparkContext))
+        return spark
+
+    def _cancel(self, context, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+        def cancel() -> None:
+            context.setLogLevel("OFF")  # the cancelled tasks' stack traces are no news
+            while True:  # also the job that the main thread may be about to start
+                context.cancelAllJobs()
+                time.sleep(0.2)
+
+        threading.Thread(target=cancel, daemon=True).start()
 
 
 def run_export(args) -> int:
     from export.console import summary_line
     from export.exporter import export
     from export.progress import ExportBusy
-    from export.session import SparkStartError, check_master, spark_session
+    from export.session import SparkStartError, check_master
 
+    # Safe at any point, as a kill is: files are renamed into place before their progress is
+    # recorded, and the next run redoes whatever was not recorded.
+    interrupted = "interrupted: segments not yet recorded as exported are exported by the next run"
+    interrupt = _SparkInterrupt(args.master)
+    previous_handler = signal.getsignal(signal.SIGINT)
     try:
         check_master(args.master)  # now, not only once there is work for Spark
-        summary = export(lambda: spark_session(args.master), args.log_dir, args.out, args.topic,
+        summary = export(interrupt.session, args.log_dir, args.out, args.topic,
                          progress=False if args.no_progress else None)
     except (ValueError, ExportBusy, SparkStartError, FileNotFoundError, NotADirectoryError,
             PermissionError) as exc:
+        if interrupt.requested:
+            return _interrupted("export", interrupted)
         return _fail("export", str(exc))
+    except KeyboardInterrupt:
+        return _interrupted("export", interrupted)
+    except Exception:
+        if interrupt.requested:  # the cancelled Spark job
+            return _interrupted("export", interrupted)
+        raise
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous_handler)
     print(summary_line("export", segments=summary.segments, records=summary.records,
                        files=summary.files, bytes_read=summary.bytes_read,
                        bytes_written=summary.bytes_written, seconds=summary.seconds),
@@ -87,13 +159,17 @@ def run_export(args) -> int:
 
 def run_replay(args) -> int:
     from export.console import summary_line
-    from export.replay import ReplayError, replay
+    from export.replay import ReplayError, ReplayInterrupted, replay
 
     try:
         summary = replay(args.source, args.topic, args.bootstrap, to_topic=args.to_topic,
                          generation=args.generation, progress=False if args.no_progress else None)
+    except ReplayInterrupted as exc:
+        return _interrupted("replay", str(exc))
     except (ReplayError, ValueError, FileNotFoundError) as exc:
         return _fail("replay", str(exc))
+    except KeyboardInterrupt:  # before producing started, or a second Ctrl-C while draining
+        return _interrupted("replay", "interrupted")
     print(summary_line("replay", files=summary.files, records=summary.records,
                        bytes_sent=summary.bytes, seconds=summary.seconds),
           file=sys.stderr, flush=True)

@@ -47,6 +47,12 @@ class ProgressBar:
             self.stream.write("\n")
             self.stream.flush()
 
+    def abandon(self) -> None:
+        """End the line where the bar stopped (interrupted), so the next message starts clean."""
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
 
 def _megabytes(count: int) -> str:
     return f"{count / 1e6:.1f} MB"

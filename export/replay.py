@@ -27,8 +27,11 @@ with their topic ids.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+import signal
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -39,7 +42,7 @@ from export.console import ProgressBar
 from export.progress import FIRST_GENERATION, ExportProgress
 from export.segment_reader import ARROW_SCHEMA, NO_TIMESTAMP
 
-__all__ = ["ReplayError", "ReplaySummary", "exported_files", "generations", "read_exported", "replay",
+__all__ = ["ReplayError", "ReplayInterrupted", "ReplaySummary", "exported_files", "generations", "read_exported", "replay",
            "partition_tables"]
 
 _FILE_NAME = re.compile(r"^(?P<generation>\d+)_(?P<partition>\d+)_(?P<offset>\d+)\.parquet$")
@@ -48,6 +51,16 @@ COLUMNS = ARROW_SCHEMA.names
 
 class ReplayError(RuntimeError):
     """Replay cannot proceed (no such export, broker unreachable, too few partitions...)."""
+
+
+class ReplayInterrupted(ReplayError):
+    """SIGINT (Ctrl-C) stopped the replay: ``acknowledged`` records of ``total`` reached the
+    broker, a prefix of each partition's records (one request in flight at a time)."""
+
+    def __init__(self, message: str, acknowledged: int, total: int):
+        super().__init__(message)
+        self.acknowledged = acknowledged
+        self.total = total
 
 
 @dataclass
@@ -165,9 +178,14 @@ def replay(out_dir: Path | str, topic: str, bootstrap: str, *, to_topic: str | N
         "message.timeout.ms": int(timeout * 1000),
     })
     errors: list[str] = []
+    acknowledged = 0
+    interrupted = False
 
     def delivered(err, msg) -> None:
-        if err is not None and not errors:
+        nonlocal acknowledged
+        if err is None:
+            acknowledged += 1
+        elif not errors and not interrupted:  # not the queued records purged on Ctrl-C
             errors.append(f"producing to {msg.topic()}[{msg.partition()}] failed: {err}")
 
     try:
@@ -175,10 +193,67 @@ def replay(out_dir: Path | str, topic: str, bootstrap: str, *, to_topic: str | N
     except KafkaException as exc:
         raise ReplayError(f"cannot reach a broker at {bootstrap}: {exc}") from None
     bar = ProgressBar("replay", total, "records", enabled=progress)
+    with _sigint_counter() as sigints:
+        interrupted = not _produce_all(producer, files, to_topic, delivered, errors, summary, bar, sigints)
+        if interrupted:
+            producer.purge(in_queue=True, in_flight=False)
+        deadline = time.monotonic() + timeout
+        remaining = len(producer)
+        while remaining and time.monotonic() < deadline:
+            if sigints[0] and not interrupted:
+                # Stop at once, but say exactly what reached the broker: drop what is still
+                # queued here and wait only for the requests in flight (a second Ctrl-C or
+                # the timeout cuts that short).
+                interrupted = True
+                producer.purge(in_queue=True, in_flight=False)
+            if sigints[0] > 1:
+                break
+            remaining = producer.flush(0.1)
+    if interrupted:
+        bar.abandon()
+        unknown = f"; {remaining} more may have reached it" if remaining else ""
+        raise ReplayInterrupted(f"interrupted: {acknowledged} of {total} records were produced to "
+                                f"{to_topic!r}{unknown}; a new replay starts again from the first "
+                                "record", acknowledged, total)
+    bar.finish()
+    if errors:
+        raise ReplayError(errors[0])
+    if remaining:
+        raise ReplayError(f"{remaining} records were not acknowledged by {bootstrap} within {timeout:.0f} s")
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+@contextlib.contextmanager
+def _sigint_counter() -> Iterator[list[int]]:
+    """Count SIGINTs (Ctrl-C) instead of raising KeyboardInterrupt, which, raised inside a
+    delivery callback, confluent-kafka loses (its poll then fails with a SystemError). Only
+    Python's default handler in the main thread is replaced; elsewhere the count stays 0."""
+    count = [0]
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield count
+        return
+
+    def counted(signum, frame) -> None:
+        count[0] += 1
+
+    signal.signal(signal.SIGINT, counted)
+    try:
+        yield count
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _produce_all(producer, files: dict[int, list[Path]], to_topic: str, delivered, errors: list[str],
+                 summary: ReplaySummary, bar: ProgressBar, sigints: list[int]) -> bool:
+    """Hand every record to the producer; False if a Ctrl-C stopped it first."""
     for partition, paths in files.items():
         for table in partition_tables(paths):
             for key, value, millis in zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
                                           table.column("timestamp").cast("int64").to_pylist()):
+                if sigints[0]:
+                    return False
                 millis //= 1000
                 while True:
                     try:
@@ -194,15 +269,8 @@ def replay(out_dir: Path | str, topic: str, bootstrap: str, *, to_topic: str | N
                 summary.bytes += len(key or b"") + len(value or b"")
                 bar.advance()
             if errors:
-                break
-    remaining = producer.flush(timeout)
-    bar.finish()
-    if errors:
-        raise ReplayError(errors[0])
-    if remaining:
-        raise ReplayError(f"{remaining} records were not acknowledged by {bootstrap} within {timeout:.0f} s")
-    summary.seconds = time.monotonic() - started
-    return summary
+                return True
+    return True
 
 
 def _records_at_epoch(paths) -> int:

@@ -6,8 +6,10 @@ import datetime
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -435,3 +437,32 @@ def test_busy_output_directory(tmp_path):
         holder.unlock()
     assert busy.returncode == 2
     assert "another export is running" in busy.stderr
+
+
+def test_ctrl_c_during_the_spark_job_is_one_line_and_records_nothing(tmp_path):
+    """SIGINT while Spark writes: the job is cancelled, the command says so in one line and
+    exits 130, with no traceback (PySpark's own handler re-entered the pending Py4J call,
+    which logged tracebacks, and the KeyboardInterrupt ended in one), nothing is in place or
+    recorded, and the output directory is not left locked."""
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    # Enough closed segments that one Spark task at a time is still busy when SIGINT comes.
+    write_segments(log_dir, "a", 0, [segment(first, 500) for first in range(0, 30_500, 500)])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    exporting = subprocess.Popen([sys.executable, "-c", LAUNCHER, "export", "--log-dir", str(log_dir),
+                                  "--out", str(out), "--master", "local[1]"],
+                                 stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    deadline = time.monotonic() + 180
+    while not list((out / "_minikafka" / "staging").glob("*/_temporary")):  # the write job has begun
+        assert time.monotonic() < deadline and exporting.poll() is None
+        time.sleep(0.05)
+    exporting.send_signal(signal.SIGINT)
+    _, err = exporting.communicate(timeout=120)
+    assert exporting.returncode == 130, err
+    assert "Traceback" not in err and "Exception" not in err, err
+    assert err.strip().splitlines()[-1] == ("minikafka export: interrupted: segments not yet recorded as "
+                                            "exported are exported by the next run")
+    assert not list(out.glob("a/**/*.parquet"))
+    assert ExportProgress(out).state().next_offsets() == {}
+    store = ExportProgress(out)
+    store.lock()  # released
+    store.unlock()

@@ -1,13 +1,16 @@
 """ExportHandoff without a broker (veto, queueing from threads, the exporter process loop),
-the progress bar and summary line, and replay's user errors."""
+the progress bar and summary line, and replay's user errors and Ctrl-C."""
 
 from __future__ import annotations
 
 import io
 import os
+import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -153,3 +156,53 @@ def test_replay_to_an_unreachable_broker_is_a_replay_error(tmp_path):
     pq.write_table(pa.Table.from_pylist([row], ARROW_SCHEMA), day / f"1_0_{0:020d}.parquet")
     with pytest.raises(ReplayError, match="cannot reach a broker at 127.0.0.1:1"):
         replay(tmp_path, "t", "127.0.0.1:1", progress=False, timeout=2)
+
+
+def test_ctrl_c_stops_a_replay_and_says_what_was_produced(tmp_path, minikafka_broker):
+    """SIGINT in the middle of a replay: one line saying how many records reached the broker,
+    exactly as many as the topic holds (the first ones, in order), exit status 130, no
+    traceback. (Raised as KeyboardInterrupt inside a delivery callback, confluent-kafka's
+    poll lost it and failed with a SystemError.)"""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from confluent_kafka import Consumer, TopicPartition
+
+    from export.segment_reader import ARROW_SCHEMA
+
+    total = 300_000  # far more than one replay can produce before the broker is paused below
+    day = tmp_path / "t" / "dt=2025-11-22"
+    day.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pydict({
+        "key": [None] * total, "value": [b"v%d" % i for i in range(total)], "topic": ["t"] * total,
+        "partition": [0] * total, "offset": list(range(total)),
+        "timestamp": [1_763_769_600_000_000 + i * 1000 for i in range(total)], "timestampType": [0] * total,
+    }, ARROW_SCHEMA), day / f"1_0_{0:020d}.parquet")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    replaying = subprocess.Popen([sys.executable, "-c", LAUNCHER, "replay", "--from", str(tmp_path), "--topic", "t",
+                                  "--bootstrap", minikafka_broker.bootstrap], stderr=subprocess.PIPE, text=True,
+                                 env=env)
+    watcher = Consumer({"bootstrap.servers": minikafka_broker.bootstrap, "group.id": "watcher"})
+    broker_pid = minikafka_broker.process.pid
+    try:
+        deadline = time.monotonic() + 60
+        while watcher.get_watermark_offsets(TopicPartition("t", 0), timeout=5, cached=False)[1] < 1:
+            assert time.monotonic() < deadline and replaying.poll() is None
+            time.sleep(0.01)
+        os.kill(broker_pid, signal.SIGSTOP)  # the replay cannot finish before the Ctrl-C
+        replaying.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # let the replay stop producing while requests are in flight
+    finally:
+        os.kill(broker_pid, signal.SIGCONT)
+    _, err = replaying.communicate(timeout=60)
+    assert replaying.returncode == 130, err
+    assert "Traceback" not in err
+    line = re.fullmatch(r"minikafka replay: interrupted: (\d+) of 300000 records were produced to 't'; "
+                        r"a new replay starts again from the first record", err.strip().splitlines()[-1])
+    assert line, err
+    produced = int(line.group(1))
+    assert 0 < produced < total
+    assert watcher.get_watermark_offsets(TopicPartition("t", 0), timeout=10, cached=False) == (0, produced)
+    watcher.assign([TopicPartition("t", 0, produced - 1)])
+    last = watcher.consume(1, timeout=10)
+    assert [m.value() for m in last] == [b"v%d" % (produced - 1)]  # the first ones, in order
+    watcher.close()
