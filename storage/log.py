@@ -168,6 +168,13 @@ class Log:
                 logger.warning("%s-%d: rebuilding indexes of segment %d", self.topic, self.partition,
                                segment.base_offset)
                 recovered[i] = segment.recover(now)
+                if recovered[i]:
+                    # Below the recovery point this is damage, not a torn write. Later segments
+                    # are kept, as Kafka keeps them, so the log has a gap: say where.
+                    following = f", the next segment starts at {bases[i + 1]}" if i + 1 < len(bases) else ""
+                    logger.warning("%s-%d: segment %d is damaged: %d bytes from offset %d on truncated%s",
+                                   self.topic, self.partition, segment.base_offset, recovered[i],
+                                   segment.next_offset, following)
         if needs_recovery:
             for i in range(first_unflushed, len(segments)):
                 recovered[i] = segments[i].recover(now)

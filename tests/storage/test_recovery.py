@@ -221,6 +221,36 @@ def test_deleted_or_corrupt_indexes_are_rebuilt(tmp_path, clock, damage):
         assert reopened.offset_for_timestamp(target) == _brute_force_offset_for_timestamp(reopened, target)
 
 
+def test_damage_below_the_recovery_point_is_cut_and_the_gap_named(tmp_path, clock, caplog):
+    directory = tmp_path / "t-0"
+    log = open_log(directory, clock, segment_bytes=600, **SMALL_INDEX)
+    for i in range(30):
+        log.append_as_leader(message_set(1, START_MS + i, tag=f"m{i}-"))
+    log.close()
+    first, second = sorted(directory.glob("*.log"))[:2]
+    entries = list(iter_entries(first.read_bytes()))
+    assert len(entries) > 2
+    damaged = entries[2]
+    with open(first, "r+b") as f:  # flip a payload byte of the third message: its CRC fails
+        f.seek(damaged.position + damaged.size - 1)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    first.with_suffix(".index").unlink()  # what makes a clean start look at the segment at all
+    next_base = int(second.stem)
+    original_size = os.path.getsize(first)
+
+    reopened = Log(directory, "t", 0, LogConfig(segment_bytes=600, **SMALL_INDEX), clock, recovery_point=10**9)
+    # The damaged message and the rest of its segment are gone, the later segments stay.
+    offsets = [r.offset for r in all_records(reopened)]
+    assert offsets == [0, 1] + list(range(next_base, 30))
+    [warning] = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
+    assert warning == (f"t-0: segment 0 is damaged: {original_size - damaged.position} bytes from offset 2 on "
+                       f"truncated, the next segment starts at {next_base}")
+    assert os.path.getsize(first) == damaged.position
+    reopened.close()
+
+
 def test_active_index_preallocated_at_crash_is_rebuilt(tmp_path, clock):
     directory = tmp_path / "t-0"
     log = open_log(directory, clock, **SMALL_INDEX)
