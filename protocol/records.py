@@ -99,7 +99,11 @@ _TIMESTAMP_POSITION = 18
 # magic is at least 26 bytes long, so unpacking all six fields never reads past a whole entry;
 # for magic 0 the sixth field is key/value length bytes and is ignored.
 _HEAD = struct.Struct(">qiIbbq")
-_KEY_VALUE_LENGTHS = struct.Struct(">ii")  # the value length is second only for a null key
+# The validation loops read a message's head and both length fields (the value length is right
+# only for a null key) in one unpack, per magic: one call per message instead of two is 8% of
+# the broker's instructions for 100-byte messages. Magic 0 has no timestamp: an empty string
+# ("0s") holds its place so both give the same eight fields.
+_HEAD_AND_LENGTHS = (struct.Struct(">qiIbb0sii"), struct.Struct(">qiIbbqii"))
 _ATTRIBUTES_TIMESTAMP = struct.Struct(">Bq")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -505,8 +509,6 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     log_append_time = config.timestamp_type == LOG_APPEND_TIME
     earliest = now_ms - config.max_timestamp_difference_ms
     latest = now_ms + config.max_timestamp_difference_ms
-    unpack_head = _HEAD.unpack_from
-    unpack_key_value = _KEY_VALUE_LENGTHS.unpack_from
     unpack_int32 = _INT32.unpack_from
     pack_offset = _INT64.pack_into
     pack_crc = _UINT32.pack_into
@@ -521,14 +523,15 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     set_magic = out[_MAGIC_POSITION] if length > _MAGIC_POSITION else -1
     if set_magic != 0 and set_magic != 1:
         raise _corrupt(f"message set starts with unknown magic {set_magic} or is truncated")
-    key_position = _KEY_POSITION[set_magic]
-    value_position = key_position + 4
+    value_position = _KEY_POSITION[set_magic] + 4
     min_size = _MIN_MESSAGE_SIZE[set_magic]
+    head = _HEAD_AND_LENGTHS[set_magic]
+    unpack_head, head_size = head.unpack_from, head.size
     position = 0
     while position < length:
-        if length - position < _MIN_ENTRY_SIZE:
-            raise _corrupt(f"message set ends in a truncated message at byte {position}")
-        _, size, crc, magic, attributes, timestamp = unpack_head(out, position)
+        if length - position < head_size:
+            raise _short_tail(out, position, min_size)
+        _, size, crc, magic, attributes, timestamp, key_length, value_length = unpack_head(out, position)
         end = position + LOG_OVERHEAD + size
         if size < min_size or end > length:
             if size < min_size:
@@ -540,8 +543,6 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
             raise _corrupt(f"message set mixes magic {set_magic} and magic {magic}")
         if crc32(view[position + _MAGIC_POSITION : end]) != crc:
             raise _corrupt(f"message at byte {position} fails its CRC check")
-        # Both lengths in one unpack when the key is null (the common case).
-        key_length, value_length = unpack_key_value(out, position + key_position)
         if key_length != -1:
             value_length_position = position + value_position + key_length
             if key_length < -1 or value_length_position + 4 > end:
@@ -609,6 +610,25 @@ def _magic_1_from_record_batches(buf, max_message_bytes: int) -> bytes:
         build_message_set(records, magic=1, codec=codec, timestamp_type=timestamp_type)
         for codec, timestamp_type, records in magic_1_conversion(buf, max_message_bytes)
     )
+
+
+def _short_tail(out: bytearray, position: int, min_size: int) -> RecordError:
+    """The error for the last bytes of a set, from ``position``, too few for a message of its
+    magic (a head with both lengths is the smallest message): what the checks of a whole
+    head would have said."""
+    if len(out) - position >= _MIN_ENTRY_SIZE:
+        (size,) = _INT32.unpack_from(out, position + 8)
+        if size < min_size:
+            return _corrupt(f"message at byte {position} has impossible size {size}")
+    return _corrupt(f"message set ends in a truncated message at byte {position}")
+
+
+def _short_inner_tail(inner: bytes, position: int, wrapper_offset: int) -> RecordError:
+    """``_short_tail`` for the inner set of the wrapper at ``wrapper_offset``."""
+    if len(inner) - position < _MIN_ENTRY_SIZE:
+        return _corrupt(f"compressed message at offset {wrapper_offset} has a truncated inner set")
+    (size,) = _INT32.unpack_from(inner, position + 8)
+    return _corrupt(f"compressed message at offset {wrapper_offset} has an inner message of bad size {size}")
 
 
 def _too_large(entry_size: int, max_message_bytes: int) -> RecordError:
@@ -687,21 +707,22 @@ def _scan_inner(
     """
     length = len(inner)
     view = memoryview(inner)
-    unpack_head = _HEAD.unpack_from
-    unpack_key_value = _KEY_VALUE_LENGTHS.unpack_from
+    head = _HEAD_AND_LENGTHS[magic]
+    unpack_head, head_size = head.unpack_from, head.size
     unpack_int32 = _INT32.unpack_from
     crc32 = _crc32
     min_size = _MIN_MESSAGE_SIZE[magic]
-    key_position = _KEY_POSITION[magic]
-    value_position = key_position + 4
+    value_position = _KEY_POSITION[magic] + 4
     earliest, latest = accepted if accepted is not None else (None, None)
     count = 0
     max_timestamp = NO_TIMESTAMP
     position = 0
     while position < length:
-        if length - position < _MIN_ENTRY_SIZE:
-            raise _corrupt(f"compressed message at offset {wrapper_offset} has a truncated inner set")
-        inner_offset, size, crc, inner_magic, attributes, timestamp = unpack_head(inner, position)
+        if length - position < head_size:
+            raise _short_inner_tail(inner, position, wrapper_offset)
+        inner_offset, size, crc, inner_magic, attributes, timestamp, key_length, value_length = unpack_head(
+            inner, position
+        )
         end = position + LOG_OVERHEAD + size
         if size < min_size or end > length:
             raise _corrupt(
@@ -719,7 +740,6 @@ def _scan_inner(
                 f"inner message {count} of compressed message at offset {wrapper_offset} "
                 "fails its CRC check"
             )
-        key_length, value_length = unpack_key_value(inner, position + key_position)
         if key_length != -1:
             value_length_position = position + value_position + key_length
             if key_length < -1 or value_length_position + 4 > end:

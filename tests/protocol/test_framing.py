@@ -143,6 +143,23 @@ def test_trailing_partial_frame_waits_for_the_rest():
     assert conn.next_request() is None
 
 
+def test_large_pipelined_frames_keep_their_bytes():
+    """Frames followed by more bytes are copied out and the buffer's consumed head is dropped
+    (past 64 KiB); the last whole frame is handed over with the buffer. Each keeps its bytes."""
+    frames = [encode_request(ApiKey.PRODUCE, 2, i, "c", {"acks": 1, "timeout_ms": 1, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": bytes([i]) * 40000}]}]}) for i in range(1, 6)]
+    conn = ServerConnection()
+    conn.receive_data(b"".join(frames) + frames[0][:100])
+    requests = drain(conn)
+    assert conn.buffered == 100
+    conn.receive_data(frames[0][100:] + frames[1])
+    requests += drain(conn)
+    assert [r.correlation_id for r in requests] == [1, 2, 3, 4, 5, 1, 2]
+    assert [r.body.topic_data[0].partition_data[0].records for r in requests] == [
+        bytes([r.correlation_id]) * 40000 for r in requests]
+    assert conn.buffered == 0
+
+
 # The last sample's body is never read (see the test after these two).
 @pytest.mark.parametrize("index", range(SAMPLE_COUNT - 1))
 def test_truncated_frame_bodies_are_protocol_errors(index):
