@@ -17,6 +17,7 @@ import errno
 import fcntl
 import logging
 import os
+import resource
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -87,6 +88,16 @@ class AppendWaiters:
     def notify(self, topic: str, partition: int) -> None:
         for event in self._waiters.pop((topic, partition), ()):
             event.set()
+
+
+def _creation_failed(topic: str, exc: OSError) -> TopicError:
+    """The disk (or the open-file limit) refused a new topic, which storage has rolled back:
+    one log line and KAFKA_STORAGE_ERROR (retriable), not a handler crash."""
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.EMFILE:
+        reason += f" (open-file limit {resource.getrlimit(resource.RLIMIT_NOFILE)[0]})"
+    logger.error("cannot create topic %r: %s", topic, reason)
+    return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create topic '{topic}': {reason}.")
 
 
 def _new_cluster_id() -> str:
@@ -312,7 +323,8 @@ class Broker:
         ``auto.create.topics.enable`` is on.
 
         Raises TopicError: INVALID_TOPIC_EXCEPTION for a bad name,
-        UNKNOWN_TOPIC_OR_PARTITION when it does not exist and may not be created.
+        UNKNOWN_TOPIC_OR_PARTITION when it does not exist and may not be created,
+        KAFKA_STORAGE_ERROR when the disk refuses it.
         """
         if self.topic_exists(topic):
             return
@@ -322,8 +334,11 @@ class Broker:
         async with self._topic_admin:
             if self.topic_exists(topic):  # created by another request while we waited
                 return
-            await trio.to_thread.run_sync(self.log_manager.create_topic, topic,
-                                          self.config.num_partitions, {})
+            try:
+                await trio.to_thread.run_sync(self.log_manager.create_topic, topic,
+                                              self.config.num_partitions, {})
+            except OSError as exc:
+                raise _creation_failed(topic, exc) from None
         logger.info("auto-created topic %r with %d partition(s)", topic, self.config.num_partitions)
 
     async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
@@ -335,7 +350,7 @@ class Broker:
         (``num.partitions``, 1), as Kafka does since KIP-464; with explicit ``assignments``
         both must be -1. Raises TopicError with INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
         INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
-        INVALID_REQUEST or INVALID_CONFIG.
+        INVALID_REQUEST, INVALID_CONFIG or KAFKA_STORAGE_ERROR (the disk refused it).
         """
         self.check_topic_name(topic)
         if self.is_internal(topic):
@@ -385,7 +400,10 @@ class Broker:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
             if validate_only:
                 return
-            await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, overrides)
+            try:
+                await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, overrides)
+            except OSError as exc:
+                raise _creation_failed(topic, exc) from None
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
                     f", configs {overrides}" if overrides else "")
 
