@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 # they are listed in Metadata only when asked for by name.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 
+# accept(2) failing for want of resources, which may come back (as trio.serve_listeners).
+_ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
 META_PROPERTIES = "meta.properties"
 # Kafka's lock file: an exclusive flock keeps a second broker off the same log dir.
 LOCK_FILE = ".lock"
@@ -175,7 +178,8 @@ class Broker:
                 async def handle(stream: trio.SocketStream) -> None:
                     await Connection(self, stream).run()
 
-                nursery.start_soon(trio.serve_listeners, handle, listeners)
+                for listener in listeners:
+                    nursery.start_soon(self._accept, listener, handle, nursery)
                 logger.info("serving on %s:%s (advertised %s:%s), log dirs %s", self.host, self.port,
                             self.advertised_host, self.advertised_port,
                             ",".join(map(str, self.config.log_dirs)))
@@ -201,6 +205,28 @@ class Broker:
         self.host, self.port = sockname[0], sockname[1]
         self.advertised_host, self.advertised_port = self.config.advertised_address(self.port)
         return listeners
+
+    async def _accept(self, listener: trio.SocketListener, handle, nursery: trio.Nursery) -> None:
+        """``trio.serve_listeners`` for one listener, but out of descriptors (or memory) it
+        logs one line when accepting stalls and one when it resumes, where trio logs a
+        traceback every 100 ms; the waiting clients stay in the backlog meanwhile."""
+        stalled = False
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                if not stalled:
+                    stalled = True
+                    logger.error("cannot accept connections: %s (open-file limit %d); retrying",
+                                 exc.strerror, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+                await trio.sleep(0.1)
+                continue
+            if stalled:
+                stalled = False
+                logger.info("accepting connections again")
+            nursery.start_soon(handle, stream)
 
     def _start_storage(self) -> None:
         for log_dir in self.config.log_dirs:

@@ -3,10 +3,7 @@ over real sockets, with every error answer."""
 
 from __future__ import annotations
 
-import os
-import resource
 import time
-from contextlib import contextmanager
 
 import trio
 
@@ -121,19 +118,7 @@ async def test_create_topics_and_every_error(broker, client):
     assert [(t.name, t.error_code) for t in again.topics] == [("created", ErrorCode.TOPIC_ALREADY_EXISTS)]
 
 
-@contextmanager
-def open_file_limit(spare: int):
-    """Lower this process's soft open-file limit to the descriptors it holds plus ``spare``
-    (the in-process broker shares it), so the disk runs out of descriptors for real."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + spare, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
-async def test_a_topic_the_disk_refuses_is_answered_and_rolled_back(start_broker, connect):
+async def test_a_topic_the_disk_refuses_is_answered_and_rolled_back(start_broker, connect, open_file_limit):
     broker = await start_broker(num_partitions=20)
     client = await connect(broker)
     # An active partition holds three descriptors (its log and two mapped indexes): a few
