@@ -164,6 +164,7 @@ async def _run_until_signalled(config) -> None:
     """Serve until SIGINT/SIGTERM, which may also arrive during startup (a long recovery)."""
     import trio
 
+    from broker.config import host_port
     from broker.server import Broker
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -180,7 +181,7 @@ async def _run_until_signalled(config) -> None:
             nursery.start_soon(stop_on_signal)
             host, port = await nursery.start(broker.serve)
             log_dirs = ",".join(str(path) for path in config.log_dirs)
-            print(f"minikafka ready: bootstrap.servers={host}:{port} log.dirs={log_dirs}", flush=True)
+            print(f"minikafka ready: bootstrap.servers={host_port(host, port)} log.dirs={log_dirs}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -306,10 +306,12 @@ class Listener:
         return cls(host, port)
 
     def __str__(self) -> str:
-        host = self.host or ""
-        if ":" in host:
-            host = f"[{host}]"
-        return f"PLAINTEXT://{host}:{self.port}"
+        return f"PLAINTEXT://{host_port(self.host or '', self.port)}"
+
+
+def host_port(host: str, port: int) -> str:
+    """``HOST:PORT`` as clients' bootstrap.servers take it: an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 logger = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 
 import trio
 
-from broker.config import BrokerConfig, ConfigError, parse_properties
+from broker.config import BrokerConfig, ConfigError, host_port, parse_properties
 from broker.groups import GroupCoordinator
 from protocol.errors import ErrorCode, RecordError
 from storage.clock import Clock, SystemClock
@@ -180,8 +180,8 @@ class Broker:
 
                 for listener in listeners:
                     nursery.start_soon(self._accept, listener, handle, nursery)
-                logger.info("serving on %s:%s (advertised %s:%s), log dirs %s", self.host, self.port,
-                            self.advertised_host, self.advertised_port,
+                logger.info("serving on %s (advertised %s), log dirs %s", host_port(self.host, self.port),
+                            host_port(self.advertised_host, self.advertised_port),
                             ",".join(map(str, self.config.log_dirs)))
                 task_status.started((self.advertised_host, self.advertised_port))
         finally:

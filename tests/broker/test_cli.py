@@ -6,6 +6,7 @@ import ctypes
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -258,3 +259,34 @@ def test_serve_lifts_the_soft_open_file_limit_to_the_hard_one(tmp_path):
         code, err = server.stop()
     assert code == 0, err
     assert "Traceback" not in err and "raised the open-file limit from 64" in err
+
+
+def ipv6_loopback_available() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not ipv6_loopback_available(), reason="no IPv6 loopback")
+def test_ipv6_ready_line_is_a_bootstrap_address(tmp_path):
+    server = ServeProcess("--host", "::1", "--port", "0", "--log-dir", str(tmp_path))
+    try:
+        assert server.host == "[::1]"
+        bootstrap = f"{server.host}:{server.port}"
+        producer = KafkaProducer(bootstrap_servers=bootstrap)
+        try:
+            assert producer.send("v6", b"over ipv6").get(timeout=10).offset == 0
+        finally:
+            producer.close()
+        if shutil.which("kcat"):
+            listing = subprocess.run(["kcat", "-b", bootstrap, "-L", "-t", "v6"], capture_output=True,
+                                     text=True, timeout=30)
+            assert listing.returncode == 0, listing.stderr
+            assert f"broker 0 at ::1:{server.port}" in listing.stdout  # Kafka's form: a bare host
+    finally:
+        code, err = server.stop()
+    assert code == 0, err
+    assert f"serving on [::1]:{server.port}" in err
