@@ -369,6 +369,10 @@ class BrokerConfig:
         self.advertised_listener = Listener.parse("advertised.listeners", advertised) if advertised else None
         if self.advertised_listener is not None and self.advertised_listener.host is None:
             raise ConfigError("advertised.listeners: a host is required")
+        if values["minikafka.export.master"] and not values["minikafka.export.dir"]:
+            # Without an export dir there is no exporter to run on that master.
+            raise ConfigError("minikafka.export.master: set without minikafka.export.dir "
+                              "(serve --export-to DIR), so nothing would be exported")
         self.log_config()
 
     @classmethod
