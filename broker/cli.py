@@ -108,6 +108,7 @@ def _serve_command(args: argparse.Namespace) -> int:
             log_dir=ephemeral_dir if ephemeral_dir is not None else args.log_dir)
         import trio
 
+        _raise_open_file_limit()
         try:
             trio.run(_run_until_signalled, config)
         except BaseExceptionGroup as group:
@@ -130,6 +131,28 @@ def _serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _raise_open_file_limit() -> None:
+    """Lift the soft open-file limit to the hard one, as the JVM does for Kafka (MaxFDLimit).
+
+    Every active partition holds three descriptors (its log and its two mapped indexes) and
+    every closed segment one, so a laptop's default soft limit of 1024 runs out at some 300
+    partitions, well below what the user may allow without being root."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # An unlimited hard limit (macOS) is not a valid soft one; OPEN_MAX (10240) is.
+    target = 10240 if hard == resource.RLIM_INFINITY else hard
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError) as exc:
+        logging.getLogger(__name__).warning("cannot raise the open-file limit from %d to %d: %s",
+                                            soft, target, exc)
+        return
+    logging.getLogger(__name__).info("raised the open-file limit from %d to %d", soft, target)
+
+
 def _sole_exception(error: BaseException) -> BaseException:
     """The one exception inside nested single-member exception groups, else ``error`` itself."""
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
@@ -141,6 +164,7 @@ async def _run_until_signalled(config) -> None:
     """Serve until SIGINT/SIGTERM, which may also arrive during startup (a long recovery)."""
     import trio
 
+    from broker.config import host_port
     from broker.server import Broker
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -157,7 +181,7 @@ async def _run_until_signalled(config) -> None:
             nursery.start_soon(stop_on_signal)
             host, port = await nursery.start(broker.serve)
             log_dirs = ",".join(str(path) for path in config.log_dirs)
-            print(f"minikafka ready: bootstrap.servers={host}:{port} log.dirs={log_dirs}", flush=True)
+            print(f"minikafka ready: bootstrap.servers={host_port(host, port)} log.dirs={log_dirs}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

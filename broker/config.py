@@ -306,10 +306,12 @@ class Listener:
         return cls(host, port)
 
     def __str__(self) -> str:
-        host = self.host or ""
-        if ":" in host:
-            host = f"[{host}]"
-        return f"PLAINTEXT://{host}:{self.port}"
+        return f"PLAINTEXT://{host_port(self.host or '', self.port)}"
+
+
+def host_port(host: str, port: int) -> str:
+    """``HOST:PORT`` as clients' bootstrap.servers take it: an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 logger = logging.getLogger(__name__)
@@ -367,6 +369,10 @@ class BrokerConfig:
         self.advertised_listener = Listener.parse("advertised.listeners", advertised) if advertised else None
         if self.advertised_listener is not None and self.advertised_listener.host is None:
             raise ConfigError("advertised.listeners: a host is required")
+        if values["minikafka.export.master"] and not values["minikafka.export.dir"]:
+            # Without an export dir there is no exporter to run on that master.
+            raise ConfigError("minikafka.export.master: set without minikafka.export.dir "
+                              "(serve --export-to DIR), so nothing would be exported")
         self.log_config()
 
     @classmethod

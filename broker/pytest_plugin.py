@@ -97,7 +97,9 @@ class MinikafkaBroker:
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+        from broker.config import host_port  # here: loading the plugin stays cheap
+
+        return host_port(self.host, self.port)
 
     @property
     def running(self) -> bool:

@@ -17,13 +17,14 @@ import errno
 import fcntl
 import logging
 import os
+import resource
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 import trio
 
-from broker.config import BrokerConfig, ConfigError, parse_properties
+from broker.config import BrokerConfig, ConfigError, host_port, parse_properties
 from broker.groups import GroupCoordinator
 from protocol.errors import ErrorCode, RecordError
 from storage.clock import Clock, SystemClock
@@ -38,6 +39,9 @@ logger = logging.getLogger(__name__)
 # Topics that belong to the broker itself: clients may read them but not write them, and
 # they are listed in Metadata only when asked for by name.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
+# accept(2) failing for want of resources, which may come back (as trio.serve_listeners).
+_ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 
 META_PROPERTIES = "meta.properties"
 # Kafka's lock file: an exclusive flock keeps a second broker off the same log dir.
@@ -87,6 +91,16 @@ class AppendWaiters:
     def notify(self, topic: str, partition: int) -> None:
         for event in self._waiters.pop((topic, partition), ()):
             event.set()
+
+
+def _creation_failed(topic: str, exc: OSError) -> TopicError:
+    """The disk (or the open-file limit) refused a new topic, which storage has rolled back:
+    one log line and KAFKA_STORAGE_ERROR (retriable), not a handler crash."""
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.EMFILE:
+        reason += f" (open-file limit {resource.getrlimit(resource.RLIMIT_NOFILE)[0]})"
+    logger.error("cannot create topic %r: %s", topic, reason)
+    return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create topic '{topic}': {reason}.")
 
 
 def _new_cluster_id() -> str:
@@ -164,9 +178,10 @@ class Broker:
                 async def handle(stream: trio.SocketStream) -> None:
                     await Connection(self, stream).run()
 
-                nursery.start_soon(trio.serve_listeners, handle, listeners)
-                logger.info("serving on %s:%s (advertised %s:%s), log dirs %s", self.host, self.port,
-                            self.advertised_host, self.advertised_port,
+                for listener in listeners:
+                    nursery.start_soon(self._accept, listener, handle, nursery)
+                logger.info("serving on %s (advertised %s), log dirs %s", host_port(self.host, self.port),
+                            host_port(self.advertised_host, self.advertised_port),
                             ",".join(map(str, self.config.log_dirs)))
                 task_status.started((self.advertised_host, self.advertised_port))
         finally:
@@ -190,6 +205,28 @@ class Broker:
         self.host, self.port = sockname[0], sockname[1]
         self.advertised_host, self.advertised_port = self.config.advertised_address(self.port)
         return listeners
+
+    async def _accept(self, listener: trio.SocketListener, handle, nursery: trio.Nursery) -> None:
+        """``trio.serve_listeners`` for one listener, but out of descriptors (or memory) it
+        logs one line when accepting stalls and one when it resumes, where trio logs a
+        traceback every 100 ms; the waiting clients stay in the backlog meanwhile."""
+        stalled = False
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                if not stalled:
+                    stalled = True
+                    logger.error("cannot accept connections: %s (open-file limit %d); retrying",
+                                 exc.strerror, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+                await trio.sleep(0.1)
+                continue
+            if stalled:
+                stalled = False
+                logger.info("accepting connections again")
+            nursery.start_soon(handle, stream)
 
     def _start_storage(self) -> None:
         for log_dir in self.config.log_dirs:
@@ -312,7 +349,8 @@ class Broker:
         ``auto.create.topics.enable`` is on.
 
         Raises TopicError: INVALID_TOPIC_EXCEPTION for a bad name,
-        UNKNOWN_TOPIC_OR_PARTITION when it does not exist and may not be created.
+        UNKNOWN_TOPIC_OR_PARTITION when it does not exist and may not be created,
+        KAFKA_STORAGE_ERROR when the disk refuses it.
         """
         if self.topic_exists(topic):
             return
@@ -322,8 +360,11 @@ class Broker:
         async with self._topic_admin:
             if self.topic_exists(topic):  # created by another request while we waited
                 return
-            await trio.to_thread.run_sync(self.log_manager.create_topic, topic,
-                                          self.config.num_partitions, {})
+            try:
+                await trio.to_thread.run_sync(self.log_manager.create_topic, topic,
+                                              self.config.num_partitions, {})
+            except OSError as exc:
+                raise _creation_failed(topic, exc) from None
         logger.info("auto-created topic %r with %d partition(s)", topic, self.config.num_partitions)
 
     async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
@@ -335,7 +376,7 @@ class Broker:
         (``num.partitions``, 1), as Kafka does since KIP-464; with explicit ``assignments``
         both must be -1. Raises TopicError with INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
         INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
-        INVALID_REQUEST or INVALID_CONFIG.
+        INVALID_REQUEST, INVALID_CONFIG or KAFKA_STORAGE_ERROR (the disk refused it).
         """
         self.check_topic_name(topic)
         if self.is_internal(topic):
@@ -385,7 +426,10 @@ class Broker:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
             if validate_only:
                 return
-            await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, overrides)
+            try:
+                await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, overrides)
+            except OSError as exc:
+                raise _creation_failed(topic, exc) from None
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
                     f", configs {overrides}" if overrides else "")
 

@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from export.console import ProgressBar
-from export.planning import SegmentSlice, scan_log_dirs, segments_option
+from export.planning import SegmentSlice, check_log_dir, scan_log_dirs, segments_option
 from export.progress import ExportProgress
 from storage import read_topic_id
 from storage.checkpoint import fsync_dir
@@ -174,7 +174,7 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
 
     ``spark_factory()`` returns the SparkSession; it is called only if there is work, so a
     run with nothing to do costs no JVM. ``progress``: draw a bar (default: if stderr is a TTY).
-    Raises ``ValueError`` for a missing log dir or unknown topic, ``SegmentCorrupt`` (a
+    Raises ``ValueError`` for a missing log dir (or a file in its place) or unknown topic, ``SegmentCorrupt`` (a
     ``ValueError``) for a segment that fails its checks (nothing is renamed into place then),
     ``ExportBusy`` if another export holds the output directory, ``SegmentGone`` (a
     ``FileNotFoundError``) if retention deleted a planned segment before Spark read it.
@@ -182,8 +182,7 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
     started = time.monotonic()
     log_dirs = [Path(d) for d in log_dirs]
     for log_dir in log_dirs:
-        if not log_dir.is_dir():
-            raise ValueError(f"log directory {str(log_dir)!r} does not exist")
+        check_log_dir(log_dir)
     out_dir = Path(out_dir)
     store = ExportProgress(out_dir)
     store.lock()

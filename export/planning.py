@@ -112,6 +112,13 @@ def _offsets(name: str, text: str | None, default_word: str, other_word: str) ->
                          f'{{"topic": {{"0": 42}}}}, not {text!r}') from exc
 
 
+def check_log_dir(log_dir: Path) -> None:
+    """ValueError saying what is wrong with a log directory to read: missing, or a file."""
+    if not log_dir.is_dir():
+        problem = "is not a directory" if log_dir.exists() else "does not exist"
+        raise ValueError(f"log directory {str(log_dir)!r} {problem}")
+
+
 def parse_options(options) -> ReadOptions:
     """Validate data source options (a case-insensitive mapping, as Spark passes them)."""
     path = options.get("path") or options.get("logDirs")
@@ -119,8 +126,7 @@ def parse_options(options) -> ReadOptions:
         raise ValueError('no log directory: use .load("/path/to/log.dir") (comma-separate several)')
     log_dirs = tuple(Path(p.strip()) for p in str(path).split(",") if p.strip())
     for log_dir in log_dirs:
-        if not log_dir.is_dir():
-            raise ValueError(f"log directory {str(log_dir)!r} does not exist")
+        check_log_dir(log_dir)
     topics_text = options.get("topics") or options.get("subscribe")
     topics = tuple(t.strip() for t in topics_text.split(",") if t.strip()) if topics_text else None
     partitions_text = options.get("partitions")

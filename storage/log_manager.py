@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import threading
+import traceback
 import uuid
 from pathlib import Path
 from typing import Callable
@@ -208,7 +209,9 @@ class LogManager:
         """Create ``partitions`` empty logs with ``overrides`` persisted beside them.
 
         Raises InvalidTopicName, ValueError (bad partition count or config) or
-        TopicAlreadyExists, all before touching the filesystem.
+        TopicAlreadyExists, all before touching the filesystem; OSError when the disk (or the
+        open-file limit) fails midway, after removing the partitions made so far, so a
+        failed creation never leaves half a topic to load at the next start.
         """
         validate_topic_name(topic)
         if not isinstance(partitions, int) or partitions < 1:
@@ -218,16 +221,30 @@ class LogManager:
         with self._lock:
             if topic in self._overrides:
                 raise TopicAlreadyExists(f"topic {topic!r} already exists")
-            created = []
+            created: list[Log] = []
+            half_made: int | None = None  # the partition whose dir exists but whose log does not
             topic_id = new_topic_id()
-            for partition in range(partitions):
-                log_dir = self._least_loaded_dir()
-                directory = log_dir / partition_dir_name(topic, partition)
-                directory.mkdir()
-                write_atomically(directory / TOPIC_CONFIG_FILE, _format_overrides(overrides))
-                log = Log.create(directory, topic, partition, config, self.clock, topic_id=topic_id)
-                self._install(log)
-                created.append(log)
+            try:
+                for partition in range(partitions):
+                    log_dir = self._least_loaded_dir()
+                    directory = log_dir / partition_dir_name(topic, partition)
+                    directory.mkdir()
+                    half_made = partition
+                    write_atomically(directory / TOPIC_CONFIG_FILE, _format_overrides(overrides))
+                    log = Log.create(directory, topic, partition, config, self.clock, topic_id=topic_id)
+                    half_made = None
+                    self._install(log)
+                    created.append(log)
+            except BaseException as exc:
+                # The files a half-made log opened are reachable only through the traceback's
+                # frames: clearing them closes those descriptors, which the removal below may
+                # need when the open-file limit is what failed.
+                traceback.clear_frames(exc.__traceback__)
+                for log in created:
+                    self._remove(log)
+                if half_made is not None:
+                    self._bury(directory, topic, half_made)
+                raise
             self._overrides[topic] = overrides
             return created
 
@@ -239,13 +256,24 @@ class LogManager:
             if not doomed:
                 raise UnknownTopic(topic)
             for log in doomed:
-                # Rename first so a crash mid-way leaves a "-delete" dir, never half a topic.
-                graveyard = log.dir.with_name(delete_dir_name(log.topic, log.partition, uuid.uuid4().hex))
-                os.replace(log.dir, graveyard)
-                del self._logs[(log.topic, log.partition)]
-                log.dir = graveyard
-                log.delete()
+                self._remove(log)
             del self._overrides[topic]
+
+    def _remove(self, log: Log) -> None:
+        """Drop a partition from the map and from disk. Its dir is renamed first (a rename
+        needs no descriptor), so a crash or a failing removal leaves a "-delete" dir that
+        the next start removes, never a partition to load."""
+        log.dir = self._bury(log.dir, log.topic, log.partition, remove=False)
+        del self._logs[(log.topic, log.partition)]
+        log.delete()
+
+    @staticmethod
+    def _bury(directory: Path, topic: str, partition: int, *, remove: bool = True) -> Path:
+        graveyard = directory.with_name(delete_dir_name(topic, partition, uuid.uuid4().hex))
+        os.replace(directory, graveyard)
+        if remove:
+            shutil.rmtree(graveyard, ignore_errors=True)
+        return graveyard
 
     def _install(self, log: Log) -> None:
         log.on_segment_closed = self.on_segment_closed

@@ -8,7 +8,11 @@ side, so tests control exactly which bytes are sent and can pipeline requests.
 
 from __future__ import annotations
 
+import errno
+import os
+import resource
 import time
+from contextlib import contextmanager
 
 import pytest
 import trio
@@ -162,7 +166,38 @@ async def client(broker, connect):
     return await connect(broker)
 
 
+@contextmanager
+def open_file_limit(spare: int):
+    """Leave this process, and so the in-process broker, exactly ``spare`` free descriptors
+    (a lower soft open-file limit, filled up to it), so the disk and accept() run out of
+    descriptors for real; the limit is restored on leaving."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + spare + 16, hard))
+    fillers: list[int] = []
+    try:
+        while True:
+            try:
+                fillers.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError as exc:
+                if exc.errno != errno.EMFILE:
+                    raise
+                break
+        for _ in range(spare):
+            os.close(fillers.pop())
+        yield
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 # Test modules are imported with importlib (no package), so helpers travel as fixtures.
+@pytest.fixture(name="open_file_limit")
+def open_file_limit_fixture():
+    return open_file_limit
+
+
+
 @pytest.fixture(name="message_set")
 def message_set_fixture():
     return message_set

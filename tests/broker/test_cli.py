@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -12,7 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
 
 from protocol.apis import ApiKey
 from protocol.framing import ClientConnection
@@ -64,10 +68,10 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) 
 class ServeProcess:
     """A ``minikafka serve`` subprocess waited on until its ready line."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, preexec_fn=None) -> None:
         self.process = subprocess.Popen([*LAUNCH, "serve", *args], stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, cwd=REPO,
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
         line = self.process.stdout.readline()
         match = READY.match(line.strip())
         if match is None:
@@ -226,3 +230,63 @@ def test_ephemeral_data_is_removed_on_exit():
     code, err = server.stop()
     assert code == 0, err
     assert not data.exists()
+
+
+def test_serve_lifts_the_soft_open_file_limit_to_the_hard_one(tmp_path):
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        pytest.skip(f"hard open-file limit {hard} leaves nothing to lift")
+
+    def low_soft_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+
+    server = ServeProcess("--port", "0", "--log-dir", str(tmp_path), preexec_fn=low_soft_limit)
+    try:
+        assert resource.prlimit(server.process.pid, resource.RLIMIT_NOFILE)[0] == (
+            10240 if hard == resource.RLIM_INFINITY else hard)
+        # 40 partitions hold some 120 descriptors: far beyond the soft limit it was given.
+        admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{server.port}")
+        try:
+            admin.create_topics([NewTopic("wide", 40, 1)])
+        finally:
+            admin.close()
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{server.port}")
+        try:
+            assert producer.send("wide", b"last", partition=39).get(timeout=10).offset == 0
+        finally:
+            producer.close()
+    finally:
+        code, err = server.stop()
+    assert code == 0, err
+    assert "Traceback" not in err and "raised the open-file limit from 64" in err
+
+
+def ipv6_loopback_available() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not ipv6_loopback_available(), reason="no IPv6 loopback")
+def test_ipv6_ready_line_is_a_bootstrap_address(tmp_path):
+    server = ServeProcess("--host", "::1", "--port", "0", "--log-dir", str(tmp_path))
+    try:
+        assert server.host == "[::1]"
+        bootstrap = f"{server.host}:{server.port}"
+        producer = KafkaProducer(bootstrap_servers=bootstrap)
+        try:
+            assert producer.send("v6", b"over ipv6").get(timeout=10).offset == 0
+        finally:
+            producer.close()
+        if shutil.which("kcat"):
+            listing = subprocess.run(["kcat", "-b", bootstrap, "-L", "-t", "v6"], capture_output=True,
+                                     text=True, timeout=30)
+            assert listing.returncode == 0, listing.stderr
+            assert f"broker 0 at ::1:{server.port}" in listing.stdout  # Kafka's form: a bare host
+    finally:
+        code, err = server.stop()
+    assert code == 0, err
+    assert f"serving on [::1]:{server.port}" in err

@@ -100,6 +100,7 @@ def test_log_dir_fallback_and_list(tmp_path):
     ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "listeners: exactly one listener is supported"),
     ({"listeners": "localhost"}, "listeners: 'localhost' is not PLAINTEXT://HOST:PORT"),
     ({"advertised.listeners": "PLAINTEXT://:9092"}, "advertised.listeners: a host is required"),
+    ({"minikafka.export.master": "local[2]"}, "minikafka.export.master: set without minikafka.export.dir"),
 ])
 def test_bad_values_are_one_readable_sentence(properties, message):
     with pytest.raises(ConfigError) as info:

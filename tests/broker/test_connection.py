@@ -209,3 +209,21 @@ async def test_closing_the_client_ends_its_long_poll(broker, client):
         await client.stream.aclose()
         while broker.append_waiters._waiters:  # the fetch was cancelled with its connection
             await trio.sleep(0.01)
+
+
+async def test_out_of_descriptors_accept_waits_with_one_line_then_serves(broker, open_file_limit, caplog):
+    caplog.set_level(logging.INFO, logger="broker.server")
+    sock = trio.socket.socket()  # made while there is a descriptor for it
+    with open_file_limit(spare=0):
+        await sock.connect((broker.advertised_host, broker.advertised_port))
+        await wait_for_log(caplog, "cannot accept connections")
+        await trio.sleep(0.3)  # several accept attempts
+    # Descriptors are back: the waiting client is accepted and served.
+    with sock:
+        await sock.send(encode_request(ApiKey.API_VERSIONS, 0, 7, "waiting", {}))
+        with trio.fail_after(10):
+            answer = await sock.recv(65536)
+    assert struct.unpack_from(">ii", answer)[1] == 7  # size, then our correlation id
+    await wait_for_log(caplog, "accepting connections again")
+    [error] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "Too many open files" in error.getMessage() and error.exc_info is None

@@ -118,6 +118,31 @@ async def test_create_topics_and_every_error(broker, client):
     assert [(t.name, t.error_code) for t in again.topics] == [("created", ErrorCode.TOPIC_ALREADY_EXISTS)]
 
 
+async def test_a_topic_the_disk_refuses_is_answered_and_rolled_back(start_broker, connect, open_file_limit):
+    broker = await start_broker(num_partitions=20)
+    client = await connect(broker)
+    # An active partition holds three descriptors (its log and two mapped indexes): a few
+    # partitions fit, then creation fails midway.
+    with open_file_limit(spare=20):
+        created = await client.request(ApiKey.CREATE_TOPICS, 1, create_body({"name": "wide", "num_partitions": 20}))
+        auto = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "auto"}]})
+    [topic] = created.topics
+    assert topic.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert "Too many open files" in topic.error_message
+    assert [(t.name, t.error_code, list(t.partitions)) for t in auto.topics] == [
+        ("auto", ErrorCode.KAFKA_STORAGE_ERROR, [])]
+    # Nothing of either topic is left, in the broker or on disk for the next start to load.
+    assert user_topics(broker) == {}
+    assert [p.name for p in broker.config.log_dirs[0].iterdir()
+            if p.name.startswith(("wide-", "auto-"))] == []
+    # The same connection goes on, and with descriptors to spare both topics are made whole.
+    created = await client.request(ApiKey.CREATE_TOPICS, 1, create_body({"name": "wide", "num_partitions": 20}))
+    auto = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "auto"}]})
+    assert [(t.name, t.error_code) for t in created.topics] == [("wide", 0)]
+    assert [(t.name, t.error_code, len(t.partitions)) for t in auto.topics] == [("auto", 0, 20)]
+    assert user_topics(broker) == {"wide": 20, "auto": 20}
+
+
 async def test_create_topics_validate_only_creates_nothing(broker, client):
     response = await client.request(ApiKey.CREATE_TOPICS, 1, create_body(
         {"name": "dry", "num_partitions": 2}, {"name": "dry-bad", "replication_factor": 2}, validate_only=True))

@@ -28,6 +28,17 @@ def test_fixture_gives_a_private_running_broker(minikafka_broker, topic):
     assert (minikafka_broker.log_dir / f"{topic}-0").is_dir()
 
 
+def test_an_ipv6_broker_gives_a_bracketed_bootstrap(tmp_path, topic):
+    try:
+        with MinikafkaBroker(tmp_path, host="::1") as broker:
+            assert broker.bootstrap == f"[::1]:{broker.port}"
+            assert produce(broker.bootstrap, topic, b"over ipv6").offset == 0
+    except BrokerStartError as exc:
+        if "cannot listen on ::1" in str(exc):
+            pytest.skip("no IPv6 loopback")
+        raise
+
+
 def test_restart_keeps_the_port_and_the_data(minikafka_broker, topic):
     produce(minikafka_broker.bootstrap, topic, b"before")
     bootstrap = minikafka_broker.bootstrap

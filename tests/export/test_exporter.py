@@ -415,6 +415,11 @@ def test_cli_summary_line_and_user_errors(tmp_path):
     missing = run_cli("export", "--log-dir", str(tmp_path / "nope"), "--out", str(out))
     assert missing.returncode == 2
     assert missing.stderr.strip() == f"minikafka export: error: log directory '{tmp_path / 'nope'}' does not exist"
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a log dir")
+    not_a_dir = run_cli("export", "--log-dir", str(a_file), "--out", str(out))
+    assert not_a_dir.returncode == 2
+    assert not_a_dir.stderr.strip() == f"minikafka export: error: log directory '{a_file}' is not a directory"
 
     bad_topic = run_cli("export", "--log-dir", str(log_dir), "--out", str(out), "--topic", "zzz")
     assert bad_topic.returncode == 2

@@ -123,7 +123,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_serve_refuses_a_malformed_export_master(tmp_path):
     """Refused at start-up, in one line, whether from the flag or the config key; not as an
-    exporter failing (and retried) much later while retention waits."""
+    exporter failing (and retried) much later while retention waits. A master without an
+    export dir is refused too, not ignored."""
     flag = run_cli("serve", "--ephemeral", "--port", "0", "--export-to", str(tmp_path / "out"),
                    "--export-master", "locl[2]")
     assert flag.returncode == 2
@@ -134,6 +135,10 @@ def test_serve_refuses_a_malformed_export_master(tmp_path):
     assert key.returncode == 2
     assert key.stderr.strip().startswith("minikafka: config error: minikafka.export.master: 'spark:/host' is not")
     assert len(key.stderr.strip().splitlines()) == 1
+    alone = run_cli("serve", "--ephemeral", "--port", "0", "--export-master", "local[2]")
+    assert alone.returncode == 2
+    assert alone.stderr.strip() == ("minikafka: config error: minikafka.export.master: set without "
+                                    "minikafka.export.dir (serve --export-to DIR), so nothing would be exported")
 
 
 def test_replay_user_errors(tmp_path):
