@@ -1,5 +1,5 @@
-"""Kafka's magic 2 RecordBatch format (KIP-98): a strict reader, and its conversion input
-for this broker's magic 1 log.
+"""Kafka's magic 2 RecordBatch format (KIP-98): a strict reader, and its conversion to the
+magic 1 messages of this broker's log.
 
 Why this exists: aiokafka 0.14, one of the clients minikafka serves in its default
 configuration, always builds magic 2 batches (its MessageAccumulator uses
@@ -8,8 +8,9 @@ magic 0/1 message sets only. minikafka stores Kafka 0.10's message format (magic
 real Kafka broker whose log has an older ``message.format.version`` than an incoming batch
 converts the batch down to the log's format in its LogValidator
 (``convertAndAssignOffsetsNonCompressed``, and ``validateMessagesAndAssignOffsetsCompressed``
-with a target magic); ``protocol.records.validate_and_assign`` does the same with what this
-module reads, and refuses what the old format cannot hold, with the codes Kafka uses:
+with a target magic); ``protocol.records.validate_and_assign`` does the same with the magic 1
+messages this module writes, and refuses what the old format cannot hold, with the codes
+Kafka uses:
 
 * records with headers, transactional or idempotent batches (producerId != -1), control
   batches: UNSUPPORTED_FOR_MESSAGE_FORMAT;
@@ -59,6 +60,7 @@ frame with the correct header checksum).
 from __future__ import annotations
 
 import struct
+import zlib
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -85,6 +87,13 @@ NO_PRODUCER_ID = -1
 _ZSTD = 4
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+# The magic 1 message as ``protocol.records`` describes it, up to the key length, and with a
+# null key up to the value length (one pack for the common case).
+_MAGIC_1_HEAD = struct.Struct(">qiIbbqi")
+_MAGIC_1_NULL_KEY_HEAD = struct.Struct(">qiIbbqii")
+_CRC_POSITION_MAGIC_1 = 12
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
 BATCH_OVERHEAD = _HEADER.size  # 61: everything before the records
 _LOG_OVERHEAD = 12  # baseOffset + batchLength, outside what batchLength counts
 _CRC_START = 21  # attributes
@@ -237,17 +246,20 @@ def batch_records(buf, batch: RecordBatch) -> list[BatchRecord]:
     return records
 
 
-def magic_1_conversion(buf, max_message_bytes: int) -> Iterator[tuple[Codec, int, list[tuple]]]:
+def magic_1_conversion(buf, max_message_bytes: int) -> Iterator[tuple[Codec, int, bytearray, int, int]]:
     """What each batch of ``buf`` becomes in a magic 1 log, for ``protocol.records``.
 
-    Yields, per batch, ``(codec, timestamp type, [(key, value, timestamp), ...])``: the
-    records to build one magic 1 wrapper with ``codec`` from (or plain messages for
-    ``Codec.NONE``); keys and values are memoryviews into ``buf`` or the decompressed
-    section. Timestamps are baseTimestamp + delta (CreateTime) or maxTimestamp
-    (LogAppendTime). Raises, per batch and in Kafka's order: MESSAGE_TOO_LARGE (size as
-    received), the checks of ``iter_batches``, UNSUPPORTED_FOR_MESSAGE_FORMAT for control,
-    transactional and idempotent batches, UNSUPPORTED_COMPRESSION_TYPE for zstd, and
-    UNSUPPORTED_FOR_MESSAGE_FORMAT for a record with headers.
+    Yields, per batch, ``(codec, timestamp type, messages, count, max timestamp)``:
+    ``messages`` is the magic 1 message set of its ``count`` records, at offsets 0..n-1, to
+    be appended as it is (``Codec.NONE``) or compressed into one wrapper with ``codec``
+    whose timestamp is ``max timestamp`` (the largest inner one, as a magic 1 producer
+    writes it). Timestamps are baseTimestamp + delta (CreateTime) or maxTimestamp
+    (LogAppendTime, which uncompressed messages carry in their attributes too). Raises, per
+    batch and in Kafka's order: MESSAGE_TOO_LARGE (size as received), the checks of
+    ``iter_batches``, UNSUPPORTED_FOR_MESSAGE_FORMAT for control, transactional and
+    idempotent batches, UNSUPPORTED_COMPRESSION_TYPE for zstd, CORRUPT_MESSAGE for records
+    that do not parse (``batch_records``), and then UNSUPPORTED_FOR_MESSAGE_FORMAT for a
+    record with headers.
     """
     for batch in iter_batches(buf, max_message_bytes):
         if batch.is_control:
@@ -257,15 +269,165 @@ def magic_1_conversion(buf, max_message_bytes: int) -> Iterator[tuple[Codec, int
                 f"transactional or idempotent batch (producer id {batch.producer_id}) at byte "
                 f"{batch.position} cannot be written in magic 1"
             )
-        log_append_time = batch.timestamp_type == 1
-        converted = []
-        for _, timestamp_delta, key, value, headers in _parse_records(_records_section(buf, batch), batch):
-            if headers:
-                raise _unsupported(f"record with headers in batch at byte {batch.position} cannot be written in magic 1")
-            converted.append(
-                (key, value, batch.max_timestamp if log_append_time else _timestamp(batch, timestamp_delta))
-            )
-        yield Codec(batch.codec), batch.timestamp_type, converted
+        section = _records_section(buf, batch)
+        converted = _magic_1_messages(section, batch)
+        if converted is None:
+            raise _refusal(section, batch)
+        messages, max_timestamp = converted
+        yield Codec(batch.codec), batch.timestamp_type, messages, batch.record_count, max_timestamp
+
+
+def _magic_1_messages(data: memoryview, batch: RecordBatch) -> tuple[bytearray, int] | None:
+    """The records section ``data`` of ``batch`` written as magic 1 messages, and their
+    largest timestamp; None if any record is not well-formed or cannot be converted (then
+    ``_refusal`` tells which error Kafka's order reports).
+
+    This is the produce path's per-record loop for aiokafka: it reads each record and
+    writes its message straight into one buffer, without a per-record object, function call
+    or copy beyond the key and value themselves. Varints of one or two bytes (every length,
+    delta and count below 8 Ki) are decoded inline; longer ones go through ``_varint``.
+    """
+    end = len(data)
+    count = batch.record_count
+    # A record takes at least 7 bytes and its message 27 more (34 bytes with null key and
+    # value against 7), which bounds the output before a forged count can inflate it.
+    if count > end // 7:
+        return None
+    out = bytearray(end + 27 * count)
+    pack_head = _MAGIC_1_HEAD.pack_into
+    pack_null_key_head = _MAGIC_1_NULL_KEY_HEAD.pack_into
+    pack_int32 = _INT32.pack_into
+    pack_crc = _UINT32.pack_into
+    crc32 = zlib.crc32
+    varint = _varint
+    zigzag = _ZIGZAG
+    log_append_time = batch.timestamp_type == 1
+    attributes = _TIMESTAMP_TYPE_BIT if log_append_time and batch.codec == 0 else 0
+    # Under LogAppendTime every record takes the batch's maxTimestamp; the largest
+    # timestamp starts, as a magic 1 producer's does, at -1 (none).
+    timestamp = batch.max_timestamp
+    max_timestamp = max(timestamp, -1) if log_append_time else -1
+    base_timestamp = batch.base_timestamp
+    min_delta = _INT64_MIN - base_timestamp
+    max_delta = _INT64_MAX - base_timestamp
+    position = 0
+    written = 0
+    with memoryview(out) as view:
+        try:
+            for index in range(count):
+                byte = data[position]
+                if byte < 0x80:
+                    size = zigzag[byte]
+                    position += 1
+                elif data[position + 1] < 0x80:
+                    size = byte & 0x7F | data[position + 1] << 7
+                    size = (size >> 1) ^ -(size & 1)
+                    position += 2
+                else:
+                    size, position = varint(data, position, 5)
+                record_end = position + size
+                if size < 0 or record_end > end:
+                    return None
+                position += 1  # attributes
+                byte = data[position]
+                if byte < 0x80:
+                    timestamp_delta = zigzag[byte]
+                    position += 1
+                elif data[position + 1] < 0x80:
+                    timestamp_delta = byte & 0x7F | data[position + 1] << 7
+                    timestamp_delta = (timestamp_delta >> 1) ^ -(timestamp_delta & 1)
+                    position += 2
+                else:
+                    timestamp_delta, position = varint(data, position, 10)
+                if not log_append_time:
+                    if not min_delta <= timestamp_delta <= max_delta:
+                        return None
+                    timestamp = base_timestamp + timestamp_delta
+                    if timestamp > max_timestamp:
+                        max_timestamp = timestamp
+                # offsetDelta: magic 1 numbers the messages 0..n-1 whatever it says
+                if data[position] < 0x80:
+                    position += 1
+                elif data[position + 1] < 0x80:
+                    position += 2
+                else:
+                    _, position = varint(data, position, 5)
+                if data[position] == 1:  # -1: a null key
+                    position += 1
+                    key_length = -1
+                else:
+                    key_length, position = varint(data, position, 5)
+                    if key_length < 0 or position + key_length > record_end:
+                        return None
+                    key_position = position
+                    position += key_length
+                byte = data[position]
+                if byte < 0x80:
+                    value_length = zigzag[byte]
+                    position += 1
+                elif data[position + 1] < 0x80:
+                    value_length = byte & 0x7F | data[position + 1] << 7
+                    value_length = (value_length >> 1) ^ -(value_length & 1)
+                    position += 2
+                else:
+                    value_length, position = varint(data, position, 5)
+                if value_length < 0:
+                    if value_length != -1:
+                        return None
+                    value_end = position
+                elif position + value_length > record_end:
+                    return None
+                else:
+                    value_end = position + value_length
+                # Only one byte is left for a header count of 0: anything else has headers
+                # or does not add up, and is refused either way.
+                if value_end + 1 != record_end or data[value_end] != 0:
+                    return None
+                message = written
+                if key_length < 0:
+                    written += _MAGIC_1_NULL_KEY_HEAD.size
+                    pack_null_key_head(
+                        out, message, index, written - message - _LOG_OVERHEAD + value_end - position, 0, 1,
+                        attributes, timestamp, -1, value_length,
+                    )
+                else:
+                    written += _MAGIC_1_HEAD.size
+                    pack_head(
+                        out, message, index, written - message + 4 - _LOG_OVERHEAD + key_length
+                        + value_end - position, 0, 1, attributes, timestamp, key_length,
+                    )
+                    view[written : written + key_length] = data[key_position : key_position + key_length]
+                    written += key_length
+                    pack_int32(out, written, value_length)
+                    written += 4
+                view[written : written + value_end - position] = data[position:value_end]
+                written += value_end - position
+                pack_crc(out, message + _CRC_POSITION_MAGIC_1, crc32(view[message + MAGIC_POSITION : written]))
+                position = record_end
+        except (IndexError, RecordError):
+            return None
+    if position != end:
+        return None
+    del out[written:]
+    return out, max_timestamp
+
+
+def _refusal(data: memoryview, batch: RecordBatch) -> RecordError:
+    """The error for a records section ``_magic_1_messages`` could not convert: the first
+    record that does not parse, else the first with headers or a timestamp beyond int64."""
+    try:
+        records = _parse_records(data, batch)
+    except RecordError as error:
+        return error
+    for _, timestamp_delta, _, _, headers in records:
+        if headers:
+            return _unsupported(f"record with headers in batch at byte {batch.position} cannot be written in magic 1")
+        if batch.timestamp_type == 0:
+            try:
+                _timestamp(batch, timestamp_delta)
+            except RecordError as error:
+                return error
+    raise AssertionError(f"record batch at byte {batch.position} converts in the reader but not in the writer")
 
 
 def _timestamp(batch: RecordBatch, delta: int) -> int:
