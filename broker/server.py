@@ -93,12 +93,17 @@ class AppendWaiters:
             event.set()
 
 
+def _open_file_limit() -> int:
+    """The soft RLIMIT_NOFILE, named in errors that running out of descriptors causes."""
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
 def _creation_failed(topic: str, exc: OSError) -> TopicError:
     """The disk (or the open-file limit) refused a new topic, which storage has rolled back:
     one log line and KAFKA_STORAGE_ERROR (retriable), not a handler crash."""
     reason = exc.strerror or str(exc)
     if exc.errno == errno.EMFILE:
-        reason += f" (open-file limit {resource.getrlimit(resource.RLIMIT_NOFILE)[0]})"
+        reason += f" (open-file limit {_open_file_limit()})"
     logger.error("cannot create topic %r: %s", topic, reason)
     return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create topic '{topic}': {reason}.")
 
@@ -220,7 +225,7 @@ class Broker:
                 if not stalled:
                     stalled = True
                     logger.error("cannot accept connections: %s (open-file limit %d); retrying",
-                                 exc.strerror, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+                                 exc.strerror, _open_file_limit())
                 await trio.sleep(0.1)
                 continue
             if stalled:

@@ -310,7 +310,7 @@ def test_progress_from_before_topic_ids_counts_for_the_current_topic(spark, tmp_
     partition.metadata (older brokers) keep working: nothing is exported twice, and the
     files keep generation 1."""
     log_dir, out = tmp_path / "log", tmp_path / "out"
-    records = make_log(log_dir)
+    make_log(log_dir)
     export(lambda: spark, [log_dir], out)  # log dirs without ids
     for path in (out / "_minikafka" / "progress").iterdir():  # as an older exporter wrote them
         path.write_text(path.read_text().split()[0] + "\n")

@@ -1,5 +1,3 @@
-from pathlib import Path
-
 import pytest
 
 from storage import FakeClock, InvalidTopicName, LogConfig, LogManager, validate_topic_name
