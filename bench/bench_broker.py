@@ -205,7 +205,7 @@ class RawConnection:
         self.correlation_id = 0
 
     def call(self, api_key: int, version: int, body: dict):
-        from protocol.framing import decode_response, encode_request
+        from minikafka.protocol.framing import decode_response, encode_request
 
         self.correlation_id += 1
         self.sock.sendall(encode_request(api_key, version, self.correlation_id, "bench-raw", body))
@@ -228,7 +228,7 @@ class RawConnection:
 
 
 def raw_produce(bootstrap, topic, values, codec) -> float:
-    from protocol.records import Codec, build_message_set
+    from minikafka.protocol.records import Codec, build_message_set
 
     connection = RawConnection(bootstrap)
     connection.call(3, 1, {"topics": [{"name": topic}]})  # auto-creates the topic
@@ -247,7 +247,7 @@ def raw_produce(bootstrap, topic, values, codec) -> float:
 
 
 def raw_consume(bootstrap, topic, count) -> float:
-    from protocol.records import iter_entries
+    from minikafka.protocol.records import iter_entries
 
     connection = RawConnection(bootstrap)
     offset = 0
@@ -279,7 +279,7 @@ def serve_command() -> list[str]:
     script = shutil.which("minikafka")
     if script:
         return [script]
-    return [sys.executable, "-c", "import sys; from broker.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from minikafka.broker.cli import main; sys.exit(main())"]
 
 
 def start_broker(stderr) -> tuple[subprocess.Popen, str, float, float]:

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from broker.pytest_plugin import MinikafkaBroker  # noqa: E402
-from export.segment_reader import ARROW_SCHEMA  # noqa: E402
+from minikafka.broker.pytest_plugin import MinikafkaBroker  # noqa: E402
+from minikafka.export.segment_reader import ARROW_SCHEMA  # noqa: E402
 
 TOPIC = "bench"
 
@@ -111,7 +111,7 @@ def main() -> int:
         print(f"{args.records:,} records, {payload / 1e6:.1f} MB key+value, {len(segments)} segments "
               f"({segment_bytes / 1e6:.1f} MB on disk); produced in {produce_seconds:.1f} s")
 
-        from export.session import spark_session
+        from minikafka.export.session import spark_session
 
         started = time.perf_counter()
         spark = spark_session(args.master, app_name="bench export")

@@ -34,10 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker.config import BrokerConfig  # noqa: E402
-from broker.groups.coordinator import PartitionCommit, load_reports_in  # noqa: E402
-from broker.pytest_plugin import MinikafkaBroker  # noqa: E402
-from broker.server import Broker  # noqa: E402
+from minikafka.broker.config import BrokerConfig  # noqa: E402
+from minikafka.broker.groups.coordinator import PartitionCommit, load_reports_in  # noqa: E402
+from minikafka.broker.pytest_plugin import MinikafkaBroker  # noqa: E402
+from minikafka.broker.server import Broker  # noqa: E402
 
 PARTITIONS = 6
 RUNS = 3

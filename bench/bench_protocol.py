@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
-from protocol.compression import Codec  # noqa: E402
-from protocol.records import (  # noqa: E402
+from minikafka.protocol.compression import Codec  # noqa: E402
+from minikafka.protocol.records import (  # noqa: E402
     CREATE_TIME,
     LOG_APPEND_TIME,
     ValidationConfig,

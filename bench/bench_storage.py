@@ -34,10 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, as documented
 
-from protocol.records import ValidationConfig, build_message_set, validate_and_assign  # noqa: E402
-from storage import FakeClock, LogConfig, LogManager  # noqa: E402
-from storage.log_manager import RECOVERY_POINT_CHECKPOINT  # noqa: E402
-from storage.segment import iter_headers  # noqa: E402
+from minikafka.protocol.records import ValidationConfig, build_message_set, validate_and_assign  # noqa: E402
+from minikafka.storage import FakeClock, LogConfig, LogManager  # noqa: E402
+from minikafka.storage.log_manager import RECOVERY_POINT_CHECKPOINT  # noqa: E402
+from minikafka.storage.segment import iter_headers  # noqa: E402
 
 MIB = 1 << 20
 MB = 10**6

@@ -1,7 +1,7 @@
-"""``python -m broker`` is the ``minikafka`` command."""
+"""``python -m minikafka.broker`` is the ``minikafka`` command."""
 
 import sys
 
-from broker.cli import main
+from minikafka.broker.cli import main
 
 sys.exit(main())

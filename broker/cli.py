@@ -81,9 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_serve_command)
 
     try:
-        from export.cli import register
+        from minikafka.export.cli import register
     except ModuleNotFoundError as exc:
-        if exc.name not in ("export.cli", "export"):
+        if exc.name not in ("minikafka.export.cli", "minikafka.export"):
             raise
     else:
         register(subparsers)
@@ -93,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _serve_command(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from broker.config import BrokerConfig, ConfigError
-    from broker.server import BrokerStartupError
+    from minikafka.broker.config import BrokerConfig, ConfigError
+    from minikafka.broker.server import BrokerStartupError
 
     ephemeral_dir = Path(tempfile.mkdtemp(prefix="minikafka-")) if args.ephemeral else None
     try:
@@ -164,8 +164,8 @@ async def _run_until_signalled(config) -> None:
     """Serve until SIGINT/SIGTERM, which may also arrive during startup (a long recovery)."""
     import trio
 
-    from broker.config import host_port
-    from broker.server import Broker
+    from minikafka.broker.config import host_port
+    from minikafka.broker.server import Broker
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         broker = Broker(config)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from storage.config import LogConfig
+from minikafka.storage.config import LogConfig
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -153,7 +153,7 @@ _GROUP_KEY_DESCRIPTIONS = {
 def _group_coordinator_keys() -> tuple[ConfigKey, ...]:
     """The group coordinator's keys, with the coordinator's own defaults (it reads them with
     ``BrokerConfig.is_set`` / ``get``)."""
-    from broker.groups.config import GroupConfig
+    from minikafka.broker.groups.config import GroupConfig
 
     defaults = GroupConfig()
     return tuple(

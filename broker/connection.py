@@ -32,9 +32,9 @@ import os
 
 import trio
 
-from broker.handlers import HANDLERS, CloseConnection
-from protocol.errors import ProtocolError
-from protocol.framing import Request, ServerConnection
+from minikafka.broker.handlers import HANDLERS, CloseConnection
+from minikafka.protocol.errors import ProtocolError
+from minikafka.protocol.framing import Request, ServerConnection
 
 logger = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P
 
 # The broker is started through its console-script entry point (broker.cli:main), run by the
 # same interpreter as the tests, so it works without the `minikafka` script on PATH.
-_LAUNCHER = "import sys; from broker.cli import main; sys.exit(main())"
+_LAUNCHER = "import sys; from minikafka.broker.cli import main; sys.exit(main())"
 # The directory this minikafka was imported from goes first on the child's path, so the broker
 # is the code the tests imported (a checkout that is not installed, or installed elsewhere).
 _SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
@@ -97,7 +97,7 @@ class MinikafkaBroker:
 
     @property
     def bootstrap(self) -> str:
-        from broker.config import host_port  # here: loading the plugin stays cheap
+        from minikafka.broker.config import host_port  # here: loading the plugin stays cheap
 
         return host_port(self.host, self.port)
 

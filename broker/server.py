@@ -24,15 +24,15 @@ from contextlib import contextmanager
 
 import trio
 
-from broker.config import BrokerConfig, ConfigError, host_port, parse_properties
-from broker.groups import GroupCoordinator
-from protocol.errors import ErrorCode, RecordError
-from storage.clock import Clock, SystemClock
-from storage.config import AppendResult, LogConfig
-from storage.log import Log
-from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
-from storage.names import InvalidTopicName, validate_topic_name
-from storage.types import CorruptPartitionMetadata
+from minikafka.broker.config import BrokerConfig, ConfigError, host_port, parse_properties
+from minikafka.broker.groups import GroupCoordinator
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.storage.clock import Clock, SystemClock
+from minikafka.storage.config import AppendResult, LogConfig
+from minikafka.storage.log import Log
+from minikafka.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from minikafka.storage.names import InvalidTopicName, validate_topic_name
+from minikafka.storage.types import CorruptPartitionMetadata
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class Broker:
         segment_hooks = {}
         if config.export_dir is not None:
             try:
-                from export.handoff import ExportHandoff
+                from minikafka.export.handoff import ExportHandoff
             except ModuleNotFoundError as exc:
                 raise ConfigError(f"minikafka.export.dir: the export package is not available ({exc})") from None
 
@@ -161,7 +161,7 @@ class Broker:
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Run the broker until cancelled; ``task_status.started((host, port))`` once ready."""
-        from broker.connection import Connection
+        from minikafka.broker.connection import Connection
 
         listeners = await self._open_listeners()
         storage_started = False

@@ -1,7 +1,7 @@
-"""``python -m export export|replay ...``: the export CLI without the broker's entry point."""
+"""``python -m minikafka.export export|replay ...``: the export CLI without the broker's entry point."""
 
 import sys
 
-from export.cli import main
+from minikafka.export.cli import main
 
 sys.exit(main())

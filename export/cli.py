@@ -7,7 +7,7 @@ topic, a malformed Spark master URL, a busy output directory, an unreachable bro
 corrupt segment print one line (after Spark's own log, if Spark had started) and exit with 2.
 Ctrl-C prints one line and exits with 130.
 
-``python -m export export ...`` runs the same commands (what the broker's hand-off spawns).
+``python -m minikafka.export export ...`` runs the same commands (what the broker's hand-off spawns).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class _SparkInterrupt:
         self.requested = False
 
     def session(self):
-        from export.session import spark_session
+        from minikafka.export.session import spark_session
 
         if threading.current_thread() is not threading.main_thread():
             return spark_session(self.master)
@@ -122,10 +122,10 @@ class _SparkInterrupt:
 
 
 def run_export(args) -> int:
-    from export.console import summary_line
-    from export.exporter import export
-    from export.progress import ExportBusy
-    from export.session import SparkStartError, check_master
+    from minikafka.export.console import summary_line
+    from minikafka.export.exporter import export
+    from minikafka.export.progress import ExportBusy
+    from minikafka.export.session import SparkStartError, check_master
 
     # Safe at any point, as a kill is: files are renamed into place before their progress is
     # recorded, and the next run redoes whatever was not recorded.
@@ -158,8 +158,8 @@ def run_export(args) -> int:
 
 
 def run_replay(args) -> int:
-    from export.console import summary_line
-    from export.replay import ReplayError, ReplayInterrupted, replay
+    from minikafka.export.console import summary_line
+    from minikafka.export.replay import ReplayError, ReplayInterrupted, replay
 
     try:
         summary = replay(args.source, args.topic, args.bootstrap, to_topic=args.to_topic,
@@ -177,8 +177,8 @@ def run_replay(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m export``."""
-    parser = argparse.ArgumentParser(prog="python -m export")
+    """Entry point of ``python -m minikafka.export``."""
+    parser = argparse.ArgumentParser(prog="python -m minikafka.export")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return args.func(args)

@@ -2,7 +2,7 @@
 
 Usage (pyspark 4 Python Data Source API)::
 
-    from export.datasource import register
+    from minikafka.export.datasource import register
     register(spark)
     df = (spark.read.format("minikafka")
           .option("topics", "clicks,views")          # default: every topic in the log dir
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from export.planning import parse_options, plan_slices
-from export.segment_reader import read_segment
+from minikafka.export.planning import parse_options, plan_slices
+from minikafka.export.segment_reader import read_segment
 
 __all__ = ["FORMAT", "SCHEMA", "MiniKafkaDataSource", "register"]
 

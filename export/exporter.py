@@ -68,11 +68,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from export.console import ProgressBar
-from export.planning import SegmentSlice, check_log_dir, scan_log_dirs, segments_option
-from export.progress import ExportProgress
-from storage import read_topic_id
-from storage.checkpoint import fsync_dir
+from minikafka.export.console import ProgressBar
+from minikafka.export.planning import SegmentSlice, check_log_dir, scan_log_dirs, segments_option
+from minikafka.export.progress import ExportProgress
+from minikafka.storage import read_topic_id
+from minikafka.storage.checkpoint import fsync_dir
 
 __all__ = ["NO_TIMESTAMP_DATE", "ExportPlan", "ExportSummary", "Incarnation", "SegmentGone", "export",
            "internal_topic", "output_name", "pending_slices"]
@@ -232,8 +232,8 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
 def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, progress: bool | None) -> None:
     from pyspark.sql import functions as F
 
-    from export.datasource import FORMAT
-    from export.segment_reader import NO_TIMESTAMP
+    from minikafka.export.datasource import FORMAT
+    from minikafka.export.segment_reader import NO_TIMESTAMP
 
     # Exactly the planned files, not a fresh scan of the log dirs: a segment that retention
     # renamed to .deleted since planning would be missing from a scan (and its offsets from
@@ -272,7 +272,7 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
         # again as itself, so the CLI prints the one line that names the file and offset.
         corrupt = re.search(r"SegmentCorrupt: (.+)", str(exc))
         if corrupt is not None:
-            from export.segment_reader import SegmentCorrupt
+            from minikafka.export.segment_reader import SegmentCorrupt
             raise SegmentCorrupt(corrupt.group(1).strip()) from None
         gone = re.search(r"FileNotFoundError: \[Errno 2\] No such file or directory: '([^']+)'", str(exc))
         if gone is not None and gone.group(1) in {s.log_path for s in slices}:

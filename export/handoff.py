@@ -3,7 +3,7 @@
 The broker's log manager calls ``segment_closed`` whenever a segment stops being the active
 one, and asks ``may_delete`` before retention deletes a segment. ``run`` (a task in the
 broker's nursery) batches the closed segments and runs the exporter on them in a separate
-process (``python -m export export ...``), so Spark's JVM and the Parquet writing never
+process (``python -m minikafka.export export ...``), so Spark's JVM and the Parquet writing never
 touch the broker's event loop. While the exporter has not recorded a segment as exported,
 ``may_delete`` vetoes its deletion, so retention never loses a record that export has not
 seen. Progress counts for the incarnation it was recorded for only (``export.progress``):
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import shlex
 import subprocess
 import sys
@@ -32,9 +31,9 @@ from pathlib import Path
 
 import trio
 
-from export.exporter import internal_topic
-from export.progress import ExportProgress
-from export.session import check_master
+from minikafka.export.exporter import internal_topic
+from minikafka.export.progress import ExportProgress
+from minikafka.export.session import check_master
 
 __all__ = ["ExportHandoff"]
 
@@ -48,8 +47,6 @@ def _require_exporter_packages() -> None:
 
 
 _require_exporter_packages()
-
-_REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 class ExportHandoff:
@@ -110,7 +107,7 @@ class ExportHandoff:
             pass
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "export", "export", "--out", str(self.out_dir),
+        cmd = [sys.executable, "-m", "minikafka.export", "export", "--out", str(self.out_dir),
                "--master", self.master, "--no-progress"]
         for log_dir in self.log_dirs:
             cmd += ["--log-dir", str(log_dir)]
@@ -126,8 +123,6 @@ class ExportHandoff:
         self._wakeup = trio.Event()
         self._wakeup.set()
         delay = self.retry_delay
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH")) if p)
         while True:
             await self._wakeup.wait()
             if self._closed:
@@ -140,7 +135,7 @@ class ExportHandoff:
             logger.info("exporting to %s (%d newly closed segments): %s", self.out_dir, len(batch),
                         shlex.join(command))
             result = await trio.run_process(command, check=False, stdin=subprocess.DEVNULL,
-                                            stdout=2, env=env)
+                                            stdout=2)
             self._reload_progress()
             if result.returncode == 0:
                 self.runs += 1

@@ -163,7 +163,7 @@ def parse_options(options) -> ReadOptions:
 
 def scan_log_dirs(log_dirs) -> dict[tuple[str, int], list]:
     """Every partition's segments (``storage.SegmentInfo``), in offset order."""
-    from storage import list_segments  # on the driver only: workers never scan directories
+    from minikafka.storage import list_segments  # on the driver only: workers never scan directories
 
     by_partition: dict[tuple[str, int], list] = defaultdict(list)
     for log_dir in log_dirs:

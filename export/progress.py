@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage.checkpoint import write_atomically
+from minikafka.storage.checkpoint import write_atomically
 
 __all__ = ["FIRST_GENERATION", "ExportBusy", "ExportProgress", "ExportedState", "PartitionProgress"]
 

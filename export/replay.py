@@ -38,9 +38,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from export.console import ProgressBar
-from export.progress import FIRST_GENERATION, ExportProgress
-from export.segment_reader import ARROW_SCHEMA, NO_TIMESTAMP
+from minikafka.export.console import ProgressBar
+from minikafka.export.progress import FIRST_GENERATION, ExportProgress
+from minikafka.export.segment_reader import ARROW_SCHEMA, NO_TIMESTAMP
 
 __all__ = ["ReplayError", "ReplayInterrupted", "ReplaySummary", "exported_files", "generations", "read_exported", "replay",
            "partition_tables"]
@@ -132,7 +132,7 @@ def read_exported(spark, out_dir: Path | str, topics: list[str] | None = None, g
     out_dir = Path(out_dir)
     if topics is None:
         topics = sorted(p.name for p in out_dir.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
-    from export.datasource import SCHEMA
+    from minikafka.export.datasource import SCHEMA
 
     frames = []
     for topic in topics:

@@ -44,7 +44,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from protocol.compression import Codec, decompress
+from minikafka.protocol.compression import Codec, decompress
 
 __all__ = [
     "ARROW_SCHEMA",

@@ -3,8 +3,10 @@
 What it takes care of, measured on our machines (see the project notes):
 
 * Python workers must run this interpreter (``PYSPARK_PYTHON``), not whatever ``python3`` is
-  first on PATH, and must be able to import the ``export`` package: the repository root is
-  put on the workers' ``PYTHONPATH`` as well, for checkouts that are not pip-installed.
+  first on PATH: it is the one minikafka is installed in (a wheel, or ``pip install -e .``,
+  whose import hook only that interpreter's site-packages loads), so the workers import
+  ``minikafka.export.datasource`` as the driver does. The driver's ``PYTHONPATH``, if any,
+  goes to the executors too.
 * Dates for the ``dt=`` directories are computed in UTC (``spark.sql.session.timeZone``).
 * For a local master the driver binds to 127.0.0.1 and the UI is off.
 * A master URL Spark would refuse is refused here first (``check_master``): Spark reports it
@@ -16,11 +18,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-from pathlib import Path
 
 __all__ = ["SparkStartError", "check_master", "spark_session", "worker_environment"]
 
-_REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 # The master URLs Spark 4 accepts (SparkContext's patterns; Mesos support is gone).
 _MASTER_URL = re.compile(
     r"yarn|local|local\[(\*|\d+)(\s*,\s*\d+)?\]|local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]"
@@ -39,13 +39,10 @@ def check_master(master: str) -> None:
 
 
 def worker_environment() -> None:
-    """Point Spark's Python workers at this interpreter and this package (before the JVM starts)."""
+    """Point Spark's Python workers at this interpreter, and so this install (before the JVM starts)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if _REPO_ROOT not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([_REPO_ROOT, *paths])
 
 
 def spark_session(master: str = "local[*]", app_name: str = "minikafka export"):
@@ -57,14 +54,15 @@ def spark_session(master: str = "local[*]", app_name: str = "minikafka export"):
     worker_environment()
     from pyspark.sql import SparkSession
 
-    from export.datasource import register
+    from minikafka.export.datasource import register
 
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.log.level", "ERROR")  # from JVM start: no WARN noise in CLI output
-               .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
+               .config("spark.log.level", "ERROR"))  # from JVM start: no WARN noise in CLI output
+    if os.environ.get("PYTHONPATH"):
+        builder = builder.config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
     if master.startswith("local"):
         builder = (builder.config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1")

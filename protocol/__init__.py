@@ -5,15 +5,15 @@ Nothing here touches sockets, trio or files. The broker feeds bytes into a
 (dicts or :class:`Struct`) into wire chunks with :meth:`ServerConnection.encode_response`.
 """
 
-from protocol.apis import (
+from minikafka.protocol.apis import (
     APIS,
     ApiKey,
     api_versions_fallback_response,
     api_versions_response,
     api_versions_table,
 )
-from protocol.errors import ErrorCode, ProtocolError, RecordError
-from protocol.framing import (
+from minikafka.protocol.errors import ErrorCode, ProtocolError, RecordError
+from minikafka.protocol.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     ClientConnection,
     Request,
@@ -24,7 +24,7 @@ from protocol.framing import (
     encode_response,
     parse_request,
 )
-from protocol.schema import EncodeError, Struct
+from minikafka.protocol.schema import EncodeError, Struct
 
 __all__ = [
     "APIS",

@@ -38,7 +38,7 @@ import zlib
 import lz4.frame
 import snappy
 
-from protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.errors import ErrorCode, RecordError
 
 
 class Codec(enum.IntEnum):

@@ -31,10 +31,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.apis import APIS, ApiKey, api_versions_table
-from protocol.errors import ProtocolError
-from protocol.schema import Struct
-from protocol.types import INT16_S, INT32_S, Writer, chunk_length, skip_tagged_fields
+from minikafka.protocol.apis import APIS, ApiKey, api_versions_table
+from minikafka.protocol.errors import ProtocolError
+from minikafka.protocol.schema import Struct
+from minikafka.protocol.types import INT16_S, INT32_S, Writer, chunk_length, skip_tagged_fields
 
 DEFAULT_MAX_FRAME_SIZE = 104857600  # socket.request.max.bytes
 

@@ -66,8 +66,8 @@ from typing import Iterator
 
 import crcmod.predefined
 
-from protocol.compression import Codec, decompress
-from protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.compression import Codec, decompress
+from minikafka.protocol.errors import ErrorCode, RecordError
 
 __all__ = [
     "RECORD_BATCH_MAGIC",

@@ -55,9 +55,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from protocol.compression import Codec, compress, decompress
-from protocol.errors import ErrorCode, RecordError
-from protocol.record_batch import RECORD_BATCH_MAGIC, magic_1_conversion
+from minikafka.protocol.compression import Codec, compress, decompress
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, magic_1_conversion
 
 __all__ = [
     "CREATE_TIME",

@@ -26,8 +26,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from protocol.errors import ProtocolError
-from protocol.types import (
+from minikafka.protocol.errors import ProtocolError
+from minikafka.protocol.types import (
     INT16_S,
     STRING,
     FixedType,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
-from protocol.errors import ProtocolError
+from minikafka.protocol.errors import ProtocolError
 
 Reader = Callable[[memoryview, int], tuple[Any, int]]
 WriterFn = Callable[["Writer", Any], None]

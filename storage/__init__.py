@@ -4,17 +4,17 @@ Kafka's own layout (``<log dir>/<topic>-<partition>/<base offset>.log|.index|.ti
 synchronous, no network, driven by an injected :class:`Clock`.
 """
 
-from storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
-from storage.clock import Clock, FakeClock, SystemClock
-from storage.config import LogConfig
-from storage.leader_epoch import LeaderEpochCache
-from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
-from storage.log_manager import LogManager
-from storage.names import InvalidTopicName, validate_topic_name
-from storage.offline import list_segments
-from storage.partition_metadata import new_topic_id, read_topic_id
-from storage.snapshot import SnapshotStore
-from storage.types import (
+from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
+from minikafka.storage.clock import Clock, FakeClock, SystemClock
+from minikafka.storage.config import LogConfig
+from minikafka.storage.leader_epoch import LeaderEpochCache
+from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
+from minikafka.storage.log_manager import LogManager
+from minikafka.storage.names import InvalidTopicName, validate_topic_name
+from minikafka.storage.offline import list_segments
+from minikafka.storage.partition_metadata import new_topic_id, read_topic_id
+from minikafka.storage.snapshot import SnapshotStore
+from minikafka.storage.types import (
     AppendResult,
     CorruptPartitionMetadata,
     FileSlice,

@@ -14,10 +14,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
-from protocol import records
+from minikafka.protocol import records
 
 # Re-exported: the storage contract lists these value types beside LogConfig.
-from storage.types import AppendResult, FileSlice, OffsetOutOfRange, SegmentInfo  # noqa: F401
+from minikafka.storage.types import AppendResult, FileSlice, OffsetOutOfRange, SegmentInfo  # noqa: F401
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"

@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from storage.checkpoint import CorruptCheckpoint, format_versioned_lines, parse_versioned_lines, write_atomically
+from minikafka.storage.checkpoint import CorruptCheckpoint, format_versioned_lines, parse_versioned_lines, write_atomically
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1

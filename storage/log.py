@@ -35,15 +35,15 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
-from protocol.errors import ErrorCode, RecordError
-from protocol.records import ValidatedSet, validate_and_assign, validate_given_offsets
-from storage.checkpoint import fsync_dir
-from storage.clock import Clock
-from storage.config import LogConfig
-from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpointFile
-from storage.partition_metadata import new_topic_id, read_topic_id, write_topic_id
-from storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
-from storage.types import (
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.records import ValidatedSet, validate_and_assign, validate_given_offsets
+from minikafka.storage.checkpoint import fsync_dir
+from minikafka.storage.clock import Clock
+from minikafka.storage.config import LogConfig
+from minikafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpointFile
+from minikafka.storage.partition_metadata import new_topic_id, read_topic_id, write_topic_id
+from minikafka.storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from minikafka.storage.types import (
     AppendResult,
     CorruptPartitionMetadata,
     FileSlice,

@@ -28,14 +28,14 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, write_atomically
-from storage.clock import Clock
-from storage.config import LogConfig
-from storage.log import Log
-from storage.names import (DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir_name,
+from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, write_atomically
+from minikafka.storage.clock import Clock
+from minikafka.storage.config import LogConfig
+from minikafka.storage.log import Log
+from minikafka.storage.names import (DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir_name,
                            partition_dir_name, validate_topic_name)
-from storage.partition_metadata import new_topic_id, read_topic_id
-from storage.types import CorruptPartitionMetadata, SegmentInfo, TopicAlreadyExists, UnknownTopic
+from minikafka.storage.partition_metadata import new_topic_id, read_topic_id
+from minikafka.storage.types import CorruptPartitionMetadata, SegmentInfo, TopicAlreadyExists, UnknownTopic
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"

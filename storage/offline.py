@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from storage.index import CorruptIndex, OffsetIndex, TimeIndex
-from storage.names import DELETE_DIR_SUFFIX, parse_partition_dir_name
-from storage.partition_metadata import read_topic_id
-from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, iter_headers, segment_file_stem
-from storage.types import SegmentInfo
+from minikafka.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+from minikafka.storage.names import DELETE_DIR_SUFFIX, parse_partition_dir_name
+from minikafka.storage.partition_metadata import read_topic_id
+from minikafka.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, iter_headers, segment_file_stem
+from minikafka.storage.types import SegmentInfo
 
 
 def list_segments(log_dir: Path) -> list[SegmentInfo]:

@@ -16,8 +16,8 @@ import base64
 import os
 from pathlib import Path
 
-from storage.checkpoint import write_atomically
-from storage.types import CorruptPartitionMetadata
+from minikafka.storage.checkpoint import write_atomically
+from minikafka.storage.types import CorruptPartitionMetadata
 
 PARTITION_METADATA_FILE = "partition.metadata"
 PARTITION_METADATA_VERSION = 0

@@ -35,11 +35,11 @@ import zlib
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from protocol.errors import RecordError
-from protocol.records import iter_entries, iter_records
-from storage.config import LogConfig
-from storage.index import CorruptIndex, OffsetIndex, TimeIndex
-from storage.types import FileSlice, SegmentFile, SegmentInfo
+from minikafka.protocol.errors import RecordError
+from minikafka.protocol.records import iter_entries, iter_records
+from minikafka.storage.config import LogConfig
+from minikafka.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+from minikafka.storage.types import FileSlice, SegmentFile, SegmentInfo
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

@@ -30,7 +30,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from storage.checkpoint import fsync_dir, write_atomically
+from minikafka.storage.checkpoint import fsync_dir, write_atomically
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SET_ASIDE_SUFFIX = ".unreadable"

@@ -7,6 +7,6 @@ snapshots, offset expiry); ``shutdown()`` (sync, before the log manager shuts do
 final snapshot.
 """
 
-from broker.groups.coordinator import GroupCoordinator
+from minikafka.broker.groups.coordinator import GroupCoordinator
 
 __all__ = ["GroupCoordinator"]

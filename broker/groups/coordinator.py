@@ -52,14 +52,14 @@ from dataclasses import dataclass
 
 import trio
 
-from broker.groups.config import GroupConfig
-from broker.groups.group import GroupMetadata, GroupState, MemberMetadata
-from broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, decode_group_value,
+from minikafka.broker.groups.config import GroupConfig
+from minikafka.broker.groups.group import GroupMetadata, GroupState, MemberMetadata
+from minikafka.broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, decode_group_value,
                                    decode_key, decode_offset_value, group_key, group_value,
                                    offset_key, offset_value, partition_for)
-from broker.groups.store import LoadReport, OffsetsPartition, encode_snapshot
-from broker.groups.timers import TimerQueue
-from protocol.errors import ErrorCode, RecordError
+from minikafka.broker.groups.store import LoadReport, OffsetsPartition, encode_snapshot
+from minikafka.broker.groups.timers import TimerQueue
+from minikafka.protocol.errors import ErrorCode, RecordError
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.groups.records import OffsetAndMetadata, StoredGroup, StoredMember
-from broker.groups.timers import Timer
+from minikafka.broker.groups.records import OffsetAndMetadata, StoredGroup, StoredMember
+from minikafka.broker.groups.timers import Timer
 
 
 class GroupState(enum.Enum):

@@ -46,9 +46,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.groups.records import GroupRecordError
-from protocol.records import build_message_set, iter_records
-from storage.snapshot import SnapshotStore
+from minikafka.broker.groups.records import GroupRecordError
+from minikafka.protocol.records import build_message_set, iter_records
+from minikafka.storage.snapshot import SnapshotStore
 
 logger = logging.getLogger(__name__)
 

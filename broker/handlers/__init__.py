@@ -24,7 +24,7 @@ import pkgutil
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from protocol.apis import ApiKey
+from minikafka.protocol.apis import ApiKey
 
 
 class CloseConnection(Exception):

@@ -9,13 +9,13 @@ retry at a version both sides know.
 
 from __future__ import annotations
 
-from protocol.apis import ApiKey, api_versions_fallback_response, api_versions_response
+from minikafka.protocol.apis import ApiKey, api_versions_fallback_response, api_versions_response
 
 API_KEY = ApiKey.API_VERSIONS
 
 
 async def handle(broker, request) -> dict:
-    from broker.handlers import HANDLERS
+    from minikafka.broker.handlers import HANDLERS
 
     if request.unsupported_version:
         body = api_versions_fallback_response(served=HANDLERS)

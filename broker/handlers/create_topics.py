@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.server import TopicError
-from protocol.apis import ApiKey
-from protocol.errors import ErrorCode
+from minikafka.broker.server import TopicError
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.CREATE_TOPICS
 

@@ -7,9 +7,9 @@ they expire). Deletion is synchronous, so ``timeout_ms`` never runs out.
 
 from __future__ import annotations
 
-from broker.server import TopicError
-from protocol.apis import ApiKey
-from protocol.errors import ErrorCode
+from minikafka.broker.server import TopicError
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.DELETE_TOPICS
 

@@ -6,7 +6,7 @@ does. Member metadata and assignments are filled in only for a Stable group.
 
 from __future__ import annotations
 
-from protocol.apis import ApiKey
+from minikafka.protocol.apis import ApiKey
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 

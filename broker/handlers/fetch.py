@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import trio
 
-from protocol.apis import ApiKey
-from protocol.errors import ErrorCode
-from protocol.records import down_convert
-from storage.types import OffsetOutOfRange
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.records import down_convert
+from minikafka.storage.types import OffsetOutOfRange
 
 API_KEY = ApiKey.FETCH
 NO_RESPONSE_LIMIT = 0x7FFFFFFF

@@ -7,8 +7,8 @@ COORDINATOR_NOT_AVAILABLE, which clients retry.
 
 from __future__ import annotations
 
-from protocol.apis import ApiKey
-from protocol.errors import ErrorCode
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.FIND_COORDINATOR
 

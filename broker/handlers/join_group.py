@@ -6,7 +6,7 @@ no rebalance timeout; the session timeout stands in for it, as in Kafka.
 
 from __future__ import annotations
 
-from protocol.apis import ApiKey
+from minikafka.protocol.apis import ApiKey
 
 API_KEY = ApiKey.JOIN_GROUP
 

@@ -3,7 +3,7 @@ for its session to time out."""
 
 from __future__ import annotations
 
-from protocol.apis import ApiKey
+from minikafka.protocol.apis import ApiKey
 
 API_KEY = ApiKey.LEAVE_GROUP
 

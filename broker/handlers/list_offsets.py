@@ -18,8 +18,8 @@ counts as now, like the log end offset).
 
 from __future__ import annotations
 
-from protocol.apis import ApiKey
-from protocol.errors import ErrorCode
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.LIST_OFFSETS
 LATEST = -1

@@ -10,9 +10,9 @@ by name. Every partition is led by this broker with itself as the only replica a
 
 from __future__ import annotations
 
-from broker.server import TopicError
-from protocol.apis import ApiKey
-from protocol.errors import ErrorCode
+from minikafka.broker.server import TopicError
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.METADATA
 

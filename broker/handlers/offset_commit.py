@@ -9,9 +9,9 @@ coordinator in one append.
 
 from __future__ import annotations
 
-from broker.groups.coordinator import PartitionCommit
-from protocol.apis import ApiKey
-from protocol.errors import ErrorCode
+from minikafka.broker.groups.coordinator import PartitionCommit
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.OFFSET_COMMIT
 

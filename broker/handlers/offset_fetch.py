@@ -7,7 +7,7 @@ report a coordinator error on every requested partition instead.
 
 from __future__ import annotations
 
-from protocol.apis import ApiKey
+from minikafka.protocol.apis import ApiKey
 
 API_KEY = ApiKey.OFFSET_FETCH
 

@@ -8,8 +8,8 @@ latest epoch, or -1 (UNDEFINED_EPOCH_OFFSET) for an epoch older than any the cac
 
 from __future__ import annotations
 
-from protocol.apis import ApiKey
-from protocol.errors import ErrorCode
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 
-from broker.handlers import CloseConnection
-from broker.server import TopicError
-from protocol.apis import ApiKey
-from protocol.errors import ErrorCode, RecordError
+from minikafka.broker.handlers import CloseConnection
+from minikafka.broker.server import TopicError
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode, RecordError
 
 API_KEY = ApiKey.PRODUCE
 VALID_ACKS = (0, 1, -1)

@@ -5,7 +5,7 @@ A follower's answer waits for the leader's SyncGroup of the same generation.
 
 from __future__ import annotations
 
-from protocol.apis import ApiKey
+from minikafka.protocol.apis import ApiKey
 
 API_KEY = ApiKey.SYNC_GROUP
 

@@ -22,26 +22,26 @@ from __future__ import annotations
 
 from typing import Container
 
-from protocol.apis.api_versions import API_VERSIONS
-from protocol.apis.create_topics import CREATE_TOPICS
-from protocol.apis.delete_topics import DELETE_TOPICS
-from protocol.apis.describe_groups import DESCRIBE_GROUPS
-from protocol.apis.fetch import FETCH
-from protocol.apis.find_coordinator import FIND_COORDINATOR
-from protocol.apis.heartbeat import HEARTBEAT
-from protocol.apis.join_group import JOIN_GROUP
-from protocol.apis.keys import ApiKey
-from protocol.apis.leave_group import LEAVE_GROUP
-from protocol.apis.list_groups import LIST_GROUPS
-from protocol.apis.list_offsets import LIST_OFFSETS
-from protocol.apis.metadata import METADATA
-from protocol.apis.offset_commit import OFFSET_COMMIT
-from protocol.apis.offset_fetch import OFFSET_FETCH
-from protocol.apis.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
-from protocol.apis.produce import PRODUCE
-from protocol.apis.sync_group import SYNC_GROUP
-from protocol.errors import ErrorCode
-from protocol.schema import Api
+from minikafka.protocol.apis.api_versions import API_VERSIONS
+from minikafka.protocol.apis.create_topics import CREATE_TOPICS
+from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
+from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
+from minikafka.protocol.apis.fetch import FETCH
+from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
+from minikafka.protocol.apis.heartbeat import HEARTBEAT
+from minikafka.protocol.apis.join_group import JOIN_GROUP
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.apis.leave_group import LEAVE_GROUP
+from minikafka.protocol.apis.list_groups import LIST_GROUPS
+from minikafka.protocol.apis.list_offsets import LIST_OFFSETS
+from minikafka.protocol.apis.metadata import METADATA
+from minikafka.protocol.apis.offset_commit import OFFSET_COMMIT
+from minikafka.protocol.apis.offset_fetch import OFFSET_FETCH
+from minikafka.protocol.apis.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
+from minikafka.protocol.apis.produce import PRODUCE
+from minikafka.protocol.apis.sync_group import SYNC_GROUP
+from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.schema import Api
 
 APIS: dict[int, Api] = {
     api.key: api

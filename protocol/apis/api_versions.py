@@ -2,9 +2,9 @@
 and version; its response header stays v0 (no tagged fields) so that clients can always parse
 it, and an error response is always laid out as v0 (see ``protocol.framing``)."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import BOOLEAN, INT16, INT32, INT64, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import BOOLEAN, INT16, INT32, INT64, STRING
 
 API_VERSIONS = Api(
     ApiKey.API_VERSIONS,

@@ -1,8 +1,8 @@
 """CreateTopics (key 19), v0-v1. v1 adds ``validate_only`` and per-topic error messages."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import BOOLEAN, INT16, INT32, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import BOOLEAN, INT16, INT32, STRING
 
 CREATE_TOPICS = Api(
     ApiKey.CREATE_TOPICS,

@@ -1,8 +1,8 @@
 """DeleteTopics (key 20), v0."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import INT16, INT32, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import INT16, INT32, STRING
 
 DELETE_TOPICS = Api(
     ApiKey.DELETE_TOPICS,

@@ -1,8 +1,8 @@
 """DescribeGroups (key 15), v0."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import BYTES, INT16, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import BYTES, INT16, STRING
 
 DESCRIBE_GROUPS = Api(
     ApiKey.DESCRIBE_GROUPS,

@@ -2,9 +2,9 @@
 the throttle time; v2 may carry magic 1; v3 adds a response-wide ``max_bytes``. A response's
 ``records`` may be a storage file slice, which the encoder emits as its own chunk."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import INT16, INT32, INT64, RECORDS, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import INT16, INT32, INT64, RECORDS, STRING
 
 FETCH = Api(
     ApiKey.FETCH,

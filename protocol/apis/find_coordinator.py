@@ -1,8 +1,8 @@
 """FindCoordinator (key 10, "GroupCoordinator" in 0.10), v0: the coordinator of a group."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Field
-from protocol.types import INT16, INT32, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Field
+from minikafka.protocol.types import INT16, INT32, STRING
 
 FIND_COORDINATOR = Api(
     ApiKey.FIND_COORDINATOR,

@@ -1,8 +1,8 @@
 """Heartbeat (key 12), v0."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Field
-from protocol.types import INT16, INT32, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Field
+from minikafka.protocol.types import INT16, INT32, STRING
 
 HEARTBEAT = Api(
     ApiKey.HEARTBEAT,

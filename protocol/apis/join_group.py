@@ -1,8 +1,8 @@
 """JoinGroup (key 11), v0-v1. v1 adds the rebalance timeout (KIP-62)."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import BYTES, INT16, INT32, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import BYTES, INT16, INT32, STRING
 
 JOIN_GROUP = Api(
     ApiKey.JOIN_GROUP,

@@ -1,8 +1,8 @@
 """LeaveGroup (key 13), v0."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Field
-from protocol.types import INT16, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Field
+from minikafka.protocol.types import INT16, STRING
 
 LEAVE_GROUP = Api(
     ApiKey.LEAVE_GROUP,

@@ -1,8 +1,8 @@
 """ListGroups (key 16), v0."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import INT16, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import INT16, STRING
 
 LIST_GROUPS = Api(
     ApiKey.LIST_GROUPS,

@@ -2,9 +2,9 @@
 ("old style"); v1 returns exactly one (timestamp, offset) per partition (KIP-79).
 Timestamps -1 and -2 mean latest and earliest."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import INT16, INT32, INT64, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import INT16, INT32, INT64, STRING
 
 LIST_OFFSETS = Api(
     ApiKey.LIST_OFFSETS,

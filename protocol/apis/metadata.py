@@ -1,9 +1,9 @@
 """Metadata (key 3), v0-v2. v0 asks for all topics with an empty list, v1+ with null; v1 adds
 racks, the controller and ``is_internal``; v2 adds the cluster id."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import BOOLEAN, INT16, INT32, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import BOOLEAN, INT16, INT32, STRING
 
 METADATA = Api(
     ApiKey.METADATA,

@@ -2,9 +2,9 @@
 brokers, in Kafka here); v1 adds generation, member and a per-partition commit timestamp;
 v2 replaces the timestamp with a request-wide retention time (-1 = broker default)."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import INT16, INT32, INT64, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import INT16, INT32, INT64, STRING
 
 OFFSET_COMMIT = Api(
     ApiKey.OFFSET_COMMIT,

@@ -1,9 +1,9 @@
 """OffsetFetch (key 9), v0-v2. v2 accepts null topics (all committed partitions) and adds a
 top-level error code."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import INT16, INT32, INT64, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import INT16, INT32, INT64, STRING
 
 OFFSET_FETCH = Api(
     ApiKey.OFFSET_FETCH,

@@ -1,9 +1,9 @@
 """OffsetForLeaderEpoch (key 23), v0 (KIP-101): a follower asks the leader for the end offset of
 a leader epoch, to truncate its log to the point where the two agree."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import INT16, INT32, INT64, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import INT16, INT32, INT64, STRING
 
 OFFSET_FOR_LEADER_EPOCH = Api(
     ApiKey.OFFSET_FOR_LEADER_EPOCH,

@@ -2,9 +2,9 @@
 throttle time, v2 the per-partition log append time (-1 under CreateTime). ``records`` is
 carried as opaque bytes (see ``protocol.records``)."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import INT16, INT32, INT64, RECORDS, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import INT16, INT32, INT64, RECORDS, STRING
 
 PRODUCE = Api(
     ApiKey.PRODUCE,

@@ -1,8 +1,8 @@
 """SyncGroup (key 14), v0: the leader hands out assignments, everyone receives theirs."""
 
-from protocol.apis.keys import ApiKey
-from protocol.schema import Api, Array, Field
-from protocol.types import BYTES, INT16, INT32, STRING
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import BYTES, INT16, INT32, STRING
 
 SYNC_GROUP = Api(
     ApiKey.SYNC_GROUP,

@@ -17,11 +17,11 @@ from contextlib import contextmanager
 import pytest
 import trio
 
-from broker.config import BrokerConfig
-from broker.server import Broker
-from protocol.apis import ApiKey
-from protocol.framing import ClientConnection
-from protocol.records import build_message_set
+from minikafka.broker.config import BrokerConfig
+from minikafka.broker.server import Broker
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.framing import ClientConnection
+from minikafka.protocol.records import build_message_set
 
 
 class RawClient:

@@ -6,7 +6,7 @@ import time
 
 import trio
 
-from protocol.apis import ApiKey
+from minikafka.protocol.apis import ApiKey
 
 
 async def wait_until(condition, timeout: float = 20.0) -> None:

@@ -18,11 +18,11 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from protocol.apis import ApiKey
-from protocol.framing import ClientConnection
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.framing import ClientConnection
 
 READY = re.compile(r"^minikafka ready: bootstrap\.servers=(\S+):(\d+) log\.dirs=(.+)$")
-LAUNCH = [sys.executable, "-m", "broker"]
+LAUNCH = [sys.executable, "-m", "minikafka.broker"]
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from broker.config import (
+from minikafka.broker.config import (
     CONFIG_KEYS,
     BrokerConfig,
     ConfigError,
@@ -159,7 +159,7 @@ def test_a_server_properties_written_for_kafka_is_accepted(tmp_path, caplog):
         "transaction.state.log.min.isr=1\nlog.retention.hours=168\nlog.segment.bytes=1073741824\n"
         "log.retention.check.interval.ms=300000\nzookeeper.connect=localhost:2181\n"
         "zookeeper.connection.timeout.ms=18000\ngroup.initial.rebalance.delay.ms=0\n")
-    with caplog.at_level(logging.WARNING, logger="broker.config"):
+    with caplog.at_level(logging.WARNING, logger="minikafka.broker.config"):
         config = BrokerConfig(load_properties_file(stock))
     assert config.num_partitions == 3
     assert config.log_dirs == [tmp_path / "kafka-logs"]

@@ -7,9 +7,9 @@ import struct
 
 import trio
 
-from broker.handlers import HANDLERS
-from protocol.apis import ApiKey
-from protocol.framing import encode_request
+from minikafka.broker.handlers import HANDLERS
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.framing import encode_request
 
 
 async def produce_and_consume_work(client, topic: str, message_set) -> None:
@@ -157,7 +157,7 @@ async def wait_for_log(caplog, fragment: str) -> None:
 
 
 async def test_a_client_hanging_up_is_not_an_error(broker, connect, caplog):
-    caplog.set_level(logging.DEBUG, logger="broker.connection")
+    caplog.set_level(logging.DEBUG, logger="minikafka.broker.connection")
     client = await connect()
     await client.request(ApiKey.METADATA, 1, {"topics": []})
     await client.aclose()
@@ -212,7 +212,7 @@ async def test_closing_the_client_ends_its_long_poll(broker, client):
 
 
 async def test_out_of_descriptors_accept_waits_with_one_line_then_serves(broker, open_file_limit, caplog):
-    caplog.set_level(logging.INFO, logger="broker.server")
+    caplog.set_level(logging.INFO, logger="minikafka.broker.server")
     sock = trio.socket.socket()  # made while there is a descriptor for it
     with open_file_limit(spare=0):
         await sock.connect((broker.advertised_host, broker.advertised_port))

@@ -8,8 +8,8 @@ import struct
 
 import trio
 
-from protocol.apis import APIS, ApiKey
-from protocol.framing import encode_request
+from minikafka.protocol.apis import APIS, ApiKey
+from minikafka.protocol.framing import encode_request
 
 
 def rich_bodies(message_set: bytes) -> dict[int, dict]:

@@ -7,9 +7,9 @@ import time
 
 import trio
 
-from protocol.apis import ApiKey
-from protocol.errors import ErrorCode
-from protocol.records import LOG_APPEND_TIME, Codec, build_message_set, iter_entries, iter_records
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.records import LOG_APPEND_TIME, Codec, build_message_set, iter_entries, iter_records
 
 
 def values(records: bytes) -> list[bytes]:
@@ -32,7 +32,7 @@ async def test_produce_acks_one_and_all_then_fetch(client, message_set):
 async def test_fetch_v2_returns_the_stored_bytes_unchanged(broker, client, monkeypatch):
     import os
 
-    from broker import connection as connection_module
+    from minikafka.broker import connection as connection_module
 
     stored = build_message_set([(b"k", b"v" * 100, 1234), (None, None, 1235)], codec=Codec.GZIP)
     await client.produce("verbatim", 0, stored)
@@ -233,9 +233,9 @@ async def test_produce_v0_and_magic_0_sets(client):
 async def test_fetch_v2_hands_the_connection_a_file_slice_not_bytes(broker, client, message_set):
     """v2+ responses carry the segment bytes as a storage FileSlice (sent with sendfile);
     v0/v1 get converted bytes."""
-    from broker.handlers import HANDLERS
-    from protocol.framing import encode_request, parse_request
-    from storage.types import FileSlice
+    from minikafka.broker.handlers import HANDLERS
+    from minikafka.protocol.framing import encode_request, parse_request
+    from minikafka.storage.types import FileSlice
 
     await client.produce("sliced", 0, message_set(b"a", b"b"))
     body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "topics": [

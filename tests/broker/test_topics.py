@@ -7,10 +7,10 @@ import time
 
 import trio
 
-from broker.handlers import HANDLERS
-from broker.server import Broker
-from protocol.apis import ApiKey, api_versions_table
-from protocol.errors import ErrorCode
+from minikafka.broker.handlers import HANDLERS
+from minikafka.broker.server import Broker
+from minikafka.protocol.apis import ApiKey, api_versions_table
+from minikafka.protocol.errors import ErrorCode
 
 
 def user_topics(broker) -> dict[str, int]:

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from broker.pytest_plugin import MinikafkaBroker
+from minikafka.broker.pytest_plugin import MinikafkaBroker
 
 _counter = itertools.count()
 
@@ -57,7 +57,7 @@ def sample_records() -> list[tuple[bytes | None, bytes | None]]:
 def stored_codecs(broker):
     """``stored_codecs(topic)`` -> the codec names of the message-set entries in the topic's
     partition 0 segment files, i.e. what the broker wrote to disk (it never recompresses)."""
-    from protocol.records import iter_entries
+    from minikafka.protocol.records import iter_entries
 
     def codecs(topic: str) -> set[str]:
         found = set()

@@ -34,7 +34,7 @@ def _cell(text: str) -> str:
 
 
 def render_config_table() -> str:
-    from broker.config import config_table
+    from minikafka.broker.config import config_table
 
     lines = ["| Key | Type | Default | Meaning |", "|---|---|---|---|"]
     for row in config_table():
@@ -46,8 +46,8 @@ def render_config_table() -> str:
 def render_api_table() -> str:
     """The table ApiVersions answers with: the protocol registry, restricted to the APIs the
     broker has a handler for (broker/handlers/api_versions.py)."""
-    from broker.handlers import HANDLERS
-    from protocol.apis import ApiKey, api_versions_response
+    from minikafka.broker.handlers import HANDLERS
+    from minikafka.protocol.apis import ApiKey, api_versions_response
 
     lines = ["| API | Key | Versions |", "|---|---|---|"]
     for entry in api_versions_response(served=HANDLERS)["api_keys"]:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from protocol.records import build_message_set
+from minikafka.protocol.records import build_message_set
 
 
 @pytest.fixture(scope="session")
 def spark():
-    from export.session import spark_session
+    from minikafka.export.session import spark_session
 
     session = spark_session("local[2]", app_name="minikafka export tests")
     session.conf.set("spark.sql.shuffle.partitions", "1")

@@ -27,20 +27,20 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
-from broker.pytest_plugin import MinikafkaBroker
-from export.exporter import export
-from export.progress import ExportProgress
-from export.replay import ReplayError, generations, read_exported, replay
-from export.segment_reader import ARROW_SCHEMA, read_segment
-from protocol.framing import decode_response, encode_request
-from protocol.records import Codec, build_message_set
-from storage import list_segments, read_topic_id
-from protocol import ApiKey
+from minikafka.broker.pytest_plugin import MinikafkaBroker
+from minikafka.export.exporter import export
+from minikafka.export.progress import ExportProgress
+from minikafka.export.replay import ReplayError, generations, read_exported, replay
+from minikafka.export.segment_reader import ARROW_SCHEMA, read_segment
+from minikafka.protocol.framing import decode_response, encode_request
+from minikafka.protocol.records import Codec, build_message_set
+from minikafka.storage import list_segments, read_topic_id
+from minikafka.protocol import ApiKey
 
 pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = "import sys; from broker.cli import main; sys.exit(main())"
+LAUNCHER = "import sys; from minikafka.broker.cli import main; sys.exit(main())"
 T0 = 1_700_000_000_000
 
 
@@ -215,7 +215,7 @@ def test_retention_waits_for_export(tmp_path):
         producer.close()
         assert acknowledged_while_exporting > 0
         # --export-master reached the exporter's command line (the broker logs each one).
-        spawned = [line for line in broker.stderr_tail(10**7).splitlines() if "-m export export" in line]
+        spawned = [line for line in broker.stderr_tail(10**7).splitlines() if "-m minikafka.export export" in line]
         assert spawned and all(" --master 'local[1]' " in line for line in spawned), spawned
     # Had retention run first, the export would start after offset 0 and miss records.
     offsets = sorted(row["offset"] for path in out.glob("r/dt=*/*.parquet")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from export.datasource import SCHEMA
-from protocol.records import build_message_set, iter_records
+from minikafka.export.datasource import SCHEMA
+from minikafka.protocol.records import build_message_set, iter_records
 
 from .conftest import plain_segment, write_segments
 from .test_segment_reader import mixed_segment

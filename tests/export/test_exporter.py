@@ -16,19 +16,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from export.exporter import CRASH_HOOK_ENV, ExportSummary, SegmentGone, _move_into_place, export, pending_slices
-from export.progress import ExportProgress, PartitionProgress
-from export.replay import generations, read_exported
-from export.segment_reader import ARROW_SCHEMA, SegmentCorrupt, read_segment
-from protocol.records import Codec, build_message_set, iter_records
-from storage import new_topic_id, read_topic_id
-from storage.partition_metadata import write_topic_id
+from minikafka.export.exporter import CRASH_HOOK_ENV, ExportSummary, SegmentGone, _move_into_place, export, pending_slices
+from minikafka.export.progress import ExportProgress, PartitionProgress
+from minikafka.export.replay import generations, read_exported
+from minikafka.export.segment_reader import ARROW_SCHEMA, SegmentCorrupt, read_segment
+from minikafka.protocol.records import Codec, build_message_set, iter_records
+from minikafka.storage import new_topic_id, read_topic_id
+from minikafka.storage.partition_metadata import write_topic_id
 
 from .conftest import write_segments
 
 REPO = Path(__file__).resolve().parents[2]
 MIDNIGHT = 1_763_769_600_000  # 2025-11-22T00:00:00Z
-LAUNCHER = "import sys; from broker.cli import main; sys.exit(main())"
+LAUNCHER = "import sys; from minikafka.broker.cli import main; sys.exit(main())"
 
 
 def segment(first: int, count: int, *, codec=Codec.NONE, tag: bytes = b"") -> tuple[int, bytes]:

@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 import trio
 
-from export.console import ProgressBar, summary_line
-from export.handoff import ExportHandoff
-from export.progress import ExportProgress
-from storage import SegmentInfo, new_topic_id
+from minikafka.export.console import ProgressBar, summary_line
+from minikafka.export.handoff import ExportHandoff
+from minikafka.export.progress import ExportProgress
+from minikafka.storage import SegmentInfo, new_topic_id
 
 from .conftest import plain_segment, write_segments
 
 REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = "import sys; from broker.cli import main; sys.exit(main())"
+LAUNCHER = "import sys; from minikafka.broker.cli import main; sys.exit(main())"
 
 
 def info(topic: str, base: int, next_offset: int, topic_id: str | None = None) -> SegmentInfo:
@@ -151,8 +151,8 @@ def test_replay_to_an_unreachable_broker_is_a_replay_error(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from export.replay import ReplayError, replay
-    from export.segment_reader import ARROW_SCHEMA
+    from minikafka.export.replay import ReplayError, replay
+    from minikafka.export.segment_reader import ARROW_SCHEMA
 
     day = tmp_path / "t" / "dt=2025-11-22"
     day.mkdir(parents=True)
@@ -172,7 +172,7 @@ def test_ctrl_c_stops_a_replay_and_says_what_was_produced(tmp_path, minikafka_br
     import pyarrow.parquet as pq
     from confluent_kafka import Consumer, TopicPartition
 
-    from export.segment_reader import ARROW_SCHEMA
+    from minikafka.export.segment_reader import ARROW_SCHEMA
 
     total = 300_000  # far more than one replay can produce before the broker is paused below
     day = tmp_path / "t" / "dt=2025-11-22"

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from export.segment_reader import ARROW_SCHEMA, SegmentCorrupt, read_segment
-from protocol.records import CREATE_TIME, LOG_APPEND_TIME, Codec, build_message_set, iter_records
+from minikafka.export.segment_reader import ARROW_SCHEMA, SegmentCorrupt, read_segment
+from minikafka.protocol.records import CREATE_TIME, LOG_APPEND_TIME, Codec, build_message_set, iter_records
 
 T0 = 1_700_000_000_000
 
@@ -127,7 +127,7 @@ def test_any_message_sets(tmp_path_factory, sets):
 
 
 def test_batches_are_bounded_in_bytes(tmp_path, monkeypatch):
-    import export.segment_reader as segment_reader
+    import minikafka.export.segment_reader as segment_reader
 
     monkeypatch.setattr(segment_reader, "_MAX_BATCH_BYTES", 1000)
     data = mixed_segment(6, sets=60)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.errors import ErrorCode
-from broker.config import BrokerConfig
-from broker.server import Broker
-from storage.clock import FakeClock
+from minikafka.protocol.errors import ErrorCode
+from minikafka.broker.config import BrokerConfig
+from minikafka.broker.server import Broker
+from minikafka.storage.clock import FakeClock
 
 START_MS = 1_700_000_000_000
 PROTOCOLS = [("range", b"range-meta"), ("roundrobin", b"rr-meta")]

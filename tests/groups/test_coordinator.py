@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from broker.groups.coordinator import PartitionCommit
-from broker.groups.group import GroupState
-from protocol.errors import ErrorCode
+from minikafka.broker.groups.coordinator import PartitionCommit
+from minikafka.broker.groups.group import GroupState
+from minikafka.protocol.errors import ErrorCode
 
 SESSION = 10000       # the harness's JoinGroup defaults
 REBALANCE = 30000

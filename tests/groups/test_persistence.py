@@ -6,11 +6,11 @@ import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from broker.groups.coordinator import GROUP_METADATA_TOPIC, PartitionCommit
-from broker.groups.group import GroupState
-from broker.groups.records import offset_key, offset_value, OffsetAndMetadata
-from broker.groups.store import SnapshotFormatError, decode_snapshot, encode_snapshot
-from protocol.errors import ErrorCode
+from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC, PartitionCommit
+from minikafka.broker.groups.group import GroupState
+from minikafka.broker.groups.records import offset_key, offset_value, OffsetAndMetadata
+from minikafka.broker.groups.store import SnapshotFormatError, decode_snapshot, encode_snapshot
+from minikafka.protocol.errors import ErrorCode
 
 ONE_PARTITION = {"offsets.topic.num.partitions": "1"}
 

@@ -5,7 +5,7 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, OffsetKey,
+from minikafka.broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, OffsetKey,
                                    StoredGroup, StoredMember, decode_group_value, decode_key,
                                    decode_offset_value, group_key, group_value, java_string_hash,
                                    offset_key, offset_value, partition_for)

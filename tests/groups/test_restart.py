@@ -13,8 +13,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from broker.groups.coordinator import load_reports_in
-from broker.groups.store import LoadReport
+from minikafka.broker.groups.coordinator import load_reports_in
+from minikafka.broker.groups.store import LoadReport
 
 
 def last_load(broker, partition: int = 0) -> LoadReport:

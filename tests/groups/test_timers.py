@@ -1,6 +1,6 @@
 """The deadline heap behind session and rebalance timeouts."""
 
-from broker.groups.timers import TimerQueue
+from minikafka.broker.groups.timers import TimerQueue
 
 
 def test_fires_due_timers_in_deadline_order_and_skips_cancelled():

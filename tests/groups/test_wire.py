@@ -11,11 +11,11 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from broker.groups.config import GroupConfig
-from broker.groups.records import GroupKey, decode_group_value, decode_key
-from protocol.apis import ApiKey
-from protocol.errors import ErrorCode
-from protocol.framing import decode_response, encode_request
+from minikafka.broker.groups.config import GroupConfig
+from minikafka.broker.groups.records import GroupKey, decode_group_value, decode_key
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.framing import decode_response, encode_request
 
 
 class RawClient:

@@ -11,8 +11,8 @@ import snappy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.compression import XERIAL_MAGIC, Codec, compress, decompress, xxh32
-from protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.compression import XERIAL_MAGIC, Codec, compress, decompress, xxh32
+from minikafka.protocol.errors import ErrorCode, RecordError
 
 PAYLOAD = b"".join(b"message %d with some repeated text, " % i for i in range(5000))
 CODECS = [Codec.GZIP, Codec.SNAPPY, Codec.LZ4]
@@ -168,9 +168,9 @@ def test_raw_snappy_block_declaring_a_huge_length_is_refused_unread():
 
 
 def test_gzip_bomb_is_refused_by_the_default_cap(monkeypatch):
-    import protocol.compression
+    import minikafka.protocol.compression
 
-    monkeypatch.setattr(protocol.compression, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    monkeypatch.setattr(minikafka.protocol.compression, "MAX_DECOMPRESSED_BYTES", 1 << 20)
     bomb = compress(Codec.GZIP, bytes(8 << 20), magic=1)
     assert len(bomb) < 20_000
     with pytest.raises(RecordError) as error:

@@ -2,7 +2,7 @@
 
 import kafka.errors
 
-from protocol.errors import ErrorCode
+from minikafka.protocol.errors import ErrorCode
 
 # The same codes under the older names kafka-python still uses.
 KAFKA_PYTHON_NAMES = {

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import (
+from minikafka.protocol import (
     ApiKey,
     ClientConnection,
     ErrorCode,

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder as KafkaPythonBuilder
 
-from protocol.compression import Codec
-from protocol.errors import ErrorCode, RecordError
-from protocol.record_batch import BATCH_OVERHEAD, batch_records, iter_batches, magic_1_conversion
-from protocol.records import (
+from minikafka.protocol.compression import Codec
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.record_batch import BATCH_OVERHEAD, batch_records, iter_batches, magic_1_conversion
+from minikafka.protocol.records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     ValidationConfig,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.compression import Codec
-from protocol.errors import ErrorCode, RecordError
-from protocol.records import (
+from minikafka.protocol.compression import Codec
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     NO_TIMESTAMP_TYPE,
@@ -181,7 +181,7 @@ def test_iter_records_skips_a_truncated_tail_but_refuses_bad_crc():
 def test_iter_records_refuses_a_corrupt_inner_message():
     inner = bytearray(build_message_set(RECORDS[:3], magic=1))
     inner[-1] ^= 0xFF  # inner CRC now wrong; the wrapper's CRC is computed over it afresh
-    from protocol.compression import compress
+    from minikafka.protocol.compression import compress
 
     wrapper = bytearray(build_message_set([(None, compress(Codec.GZIP, bytes(inner), magic=1), NOW)], magic=1))
     wrapper[17] = Codec.GZIP

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import APIS, ApiKey, EncodeError, Struct
-from protocol.schema import ArrayType, FieldDecl, StructCodec
-from protocol.types import BOOLEAN, BYTES, RECORDS, STRING, FixedType, Writer
+from minikafka.protocol import APIS, ApiKey, EncodeError, Struct
+from minikafka.protocol.schema import ArrayType, FieldDecl, StructCodec
+from minikafka.protocol.types import BOOLEAN, BYTES, RECORDS, STRING, FixedType, Writer
 
 import kafka.protocol.admin as kp_admin
 import kafka.protocol.consumer as kp_consumer

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol import ApiKey, ServerConnection, encode_request
-from protocol import records
+from minikafka.protocol import ApiKey, ServerConnection, encode_request
+from minikafka.protocol import records
 
 GOLDEN = Path(__file__).parent / "golden"
 CODECS = ["none", "gzip", "snappy", "lz4"]

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.compression import Codec, compress
-from protocol.errors import ErrorCode, RecordError
-from protocol.records import (
+from minikafka.protocol.compression import Codec, compress
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.records import (
     LOG_APPEND_TIME,
     ValidationConfig,
     build_message_set,
@@ -414,9 +414,9 @@ def test_mutated_sets_are_refused_with_record_error_or_stay_readable(records, co
 
 
 def test_inner_set_inflating_past_the_cap_is_message_too_large(monkeypatch):
-    import protocol.compression
+    import minikafka.protocol.compression
 
-    monkeypatch.setattr(protocol.compression, "MAX_DECOMPRESSED_BYTES", 4096)
+    monkeypatch.setattr(minikafka.protocol.compression, "MAX_DECOMPRESSED_BYTES", 4096)
     data = build_message_set([(None, b"z" * 1000, NOW)] * 10, magic=1, codec=Codec.GZIP)
     assert len(data) < 4096
     refused(ErrorCode.MESSAGE_TOO_LARGE, validate_and_assign, data, 0, NOW, CREATE)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.records import Codec, build_message_set, iter_records
-from storage import FakeClock, Log, LogConfig
+from minikafka.protocol.records import Codec, build_message_set, iter_records
+from minikafka.storage import FakeClock, Log, LogConfig
 
 START_MS = 1_700_000_000_000
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
-from storage.leader_epoch import LeaderEpochCache, LeaderEpochCheckpointFile
+from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
+from minikafka.storage.leader_epoch import LeaderEpochCache, LeaderEpochCheckpointFile
 
 
 def test_offset_checkpoint_format_and_round_trip(tmp_path):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from protocol.records import LOG_APPEND_TIME
-from storage import LogConfig
+from minikafka.protocol.records import LOG_APPEND_TIME
+from minikafka.storage import LogConfig
 
 
 def test_topic_overrides_by_kafka_name():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from storage.index import CorruptIndex, OffsetIndex, TimeIndex
+from minikafka.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 
 
 def test_offset_index_append_lookup_trim_reload(tmp_path):

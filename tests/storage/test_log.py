@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from protocol.errors import ErrorCode, RecordError
-from protocol.records import Codec, build_message_set, iter_entries, iter_records
-from storage import Log, LogConfig, OffsetOutOfRange, UnknownTopic
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.records import Codec, build_message_set, iter_entries, iter_records
+from minikafka.storage import Log, LogConfig, OffsetOutOfRange, UnknownTopic
 
 from .conftest import START_MS, all_records, message_set, open_log
 

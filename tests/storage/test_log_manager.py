@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from storage import FakeClock, LogConfig, LogManager, TopicAlreadyExists, UnknownTopic
+from minikafka.storage import FakeClock, LogConfig, LogManager, TopicAlreadyExists, UnknownTopic
 
 from .conftest import START_MS, all_records, message_set
 

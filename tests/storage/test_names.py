@@ -1,7 +1,7 @@
 import pytest
 
-from storage import FakeClock, InvalidTopicName, LogConfig, LogManager, validate_topic_name
-from storage.names import parse_partition_dir_name
+from minikafka.storage import FakeClock, InvalidTopicName, LogConfig, LogManager, validate_topic_name
+from minikafka.storage.names import parse_partition_dir_name
 
 
 @pytest.mark.parametrize("name", ["orders", "a", "x" * 249, "__consumer_offsets", "a.b_c-D9", ".hidden", "..x"])

@@ -2,8 +2,8 @@
 
 import os
 
-from protocol.records import iter_records
-from storage import FakeClock, LogConfig, LogManager, list_segments
+from minikafka.protocol.records import iter_records
+from minikafka.storage import FakeClock, LogConfig, LogManager, list_segments
 
 from .conftest import START_MS, message_set
 

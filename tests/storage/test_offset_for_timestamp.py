@@ -12,9 +12,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.records import Codec, build_message_set
-from storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FakeClock, Log, LogConfig
-from storage.config import CREATE_TIME, LOG_APPEND_TIME
+from minikafka.protocol.records import Codec, build_message_set
+from minikafka.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FakeClock, Log, LogConfig
+from minikafka.storage.config import CREATE_TIME, LOG_APPEND_TIME
 
 from .conftest import START_MS, all_records
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from storage import CorruptPartitionMetadata, FakeClock, LogConfig, LogManager, list_segments, read_topic_id
+from minikafka.storage import CorruptPartitionMetadata, FakeClock, LogConfig, LogManager, list_segments, read_topic_id
 
 from .conftest import START_MS, message_set
 

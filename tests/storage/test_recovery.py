@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from protocol.records import Codec, iter_entries, iter_records
-from storage import FakeClock, Log, LogConfig, LogManager
-from storage.log_manager import CLEAN_SHUTDOWN_FILE
+from minikafka.protocol.records import Codec, iter_entries, iter_records
+from minikafka.storage import FakeClock, Log, LogConfig, LogManager
+from minikafka.storage.log_manager import CLEAN_SHUTDOWN_FILE
 
 from .conftest import START_MS, all_records, message_set, open_log
 

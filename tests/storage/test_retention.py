@@ -4,8 +4,8 @@ import os
 import shutil
 import time
 
-from protocol.records import iter_records
-from storage import EARLIEST_TIMESTAMP, FakeClock, Log, LogConfig, LogManager
+from minikafka.protocol.records import iter_records
+from minikafka.storage import EARLIEST_TIMESTAMP, FakeClock, Log, LogConfig, LogManager
 
 from .conftest import START_MS, all_records, message_set, open_log
 

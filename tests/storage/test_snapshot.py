@@ -2,7 +2,7 @@
 
 import os
 
-from storage import SnapshotStore
+from minikafka.storage import SnapshotStore
 
 
 def test_write_and_latest(tmp_path):

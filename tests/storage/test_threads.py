@@ -2,7 +2,7 @@
 
 import threading
 
-from protocol.records import iter_records
+from minikafka.protocol.records import iter_records
 
 from .conftest import START_MS, all_records, message_set, open_log
 

@@ -1,0 +1,140 @@
+"""The built wheel installs one import name, ``minikafka``, and lives beside a user's own
+top-level ``broker``, ``storage``, ``protocol``, ``export`` and ``replication`` packages.
+
+Everything here runs from a wheel built from this checkout (``pip wheel``), never from the
+editable install the rest of the suite uses.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import venv
+import zipfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from minikafka.protocol.records import build_message_set
+
+REPO = Path(__file__).resolve().parents[2]
+LAYERS = ("broker", "protocol", "storage", "replication", "export")
+# What a user project's tests need besides the wheel (its own runtime dependencies come from
+# the wheel's metadata).
+USER_TEST_DEPS = ("pytest", "pytest-trio", "kafka-python")
+
+
+def run(cmd, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kwargs)
+    assert result.returncode == 0, f"{cmd} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q",
+         "-w", out, REPO])
+    (built,) = out.glob("minikafka-*.whl")
+    return built
+
+
+def make_venv(where: Path, *, system_site_packages: bool = False) -> Path:
+    venv.EnvBuilder(with_pip=True, system_site_packages=system_site_packages).create(where)
+    return where / "bin" / "python"
+
+
+def test_the_wheel_has_one_top_level_name(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (top_level,) = [n for n in names if n.endswith(".dist-info/top_level.txt")]
+        assert archive.read(top_level).decode().split() == ["minikafka"]
+        (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        entry_points = archive.read(entry_points).decode()
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"minikafka"}
+    for layer in LAYERS:
+        assert f"minikafka/{layer}/__init__.py" in names
+    assert "minikafka = minikafka.broker.cli:main" in entry_points
+    assert "minikafka = minikafka.broker.pytest_plugin" in entry_points
+
+
+def write_user_project(root: Path) -> None:
+    """A messaging application with packages named like minikafka's layers, and its tests."""
+    for layer in LAYERS:
+        (root / layer).mkdir(parents=True)
+        (root / layer / "__init__.py").write_text(f"OWNER = 'the application: {layer}'\n")
+    (root / "broker" / "pytest_plugin.py").write_text("OWNER = 'the application: broker.pytest_plugin'\n")
+    (root / "tests").mkdir()
+    (root / "pytest.ini").write_text("[pytest]\ntrio_mode = true\n")
+    (root / "tests" / "test_app.py").write_text(textwrap.dedent("""
+        import importlib
+        import os
+
+        import minikafka.broker.cli
+        from kafka import KafkaConsumer, KafkaProducer
+
+
+        def test_own_packages_are_the_applications():
+            for layer in ("broker", "protocol", "storage", "replication", "export"):
+                module = importlib.import_module(layer)
+                assert module.OWNER == f"the application: {layer}"
+            assert importlib.import_module("broker.pytest_plugin").OWNER.endswith("pytest_plugin")
+
+
+        def test_minikafka_comes_from_the_wheel():
+            assert os.environ["VIRTUAL_ENV"] in minikafka.broker.cli.__file__
+
+
+        def test_round_trip(minikafka_broker):
+            producer = KafkaProducer(bootstrap_servers=minikafka_broker.bootstrap)
+            sent = producer.send("signups", key=b"k", value=b"alice").get(timeout=30)
+            producer.close()
+            consumer = KafkaConsumer("signups", bootstrap_servers=minikafka_broker.bootstrap,
+                                     auto_offset_reset="earliest", consumer_timeout_ms=20000)
+            records = [(r.offset, r.key, r.value) for r in consumer]
+            consumer.close()
+            assert records == [(sent.offset, b"k", b"alice")]
+        """))
+
+
+def test_a_user_project_with_packages_named_like_ours(wheel, tmp_path):
+    python = make_venv(tmp_path / "venv")
+    run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel, *USER_TEST_DEPS])
+    project = tmp_path / "app"
+    write_user_project(project)
+    env = {**os.environ, "VIRTUAL_ENV": str(tmp_path / "venv"), "PYTHONPATH": ""}
+    env.pop("PYTEST_ADDOPTS", None)
+    result = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=project, env=env)
+    assert "3 passed" in result.stdout, result.stdout
+
+
+@pytest.mark.spark
+def test_spark_export_from_the_installed_wheel(wheel, tmp_path):
+    """Spark's Python workers import the data source as ``minikafka.export.datasource`` from
+    the wheel: a venv that sees this machine's PySpark but has minikafka only as the wheel."""
+    python = make_venv(tmp_path / "venv", system_site_packages=True)
+    run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", wheel])
+    where = run([python, "-c", "import minikafka.export.datasource as d; print(d.__file__)"],
+                cwd=tmp_path).stdout.strip()
+    assert where.startswith(str(tmp_path / "venv")), where
+
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    partition_dir = log_dir / "events-0"
+    partition_dir.mkdir(parents=True)
+    t0 = 1_700_000_000_000
+    for base in (0, 5):  # the segment at 5 is active: only 0..4 are exported
+        data = b"".join(build_message_set([(b"k%d" % o, b"v%d" % o, t0 + o)], base_offset=o)
+                        for o in range(base, base + 5))
+        (partition_dir / f"{base:020d}.log").write_bytes(data)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON",
+                                                            "PYSPARK_DRIVER_PYTHON")}
+    result = run([tmp_path / "venv" / "bin" / "minikafka", "export", "--log-dir", log_dir, "--out", out,
+                  "--master", "local[2]", "--no-progress"], cwd=tmp_path, env=env)
+    assert "minikafka export: 1 segments, 5 records" in result.stdout + result.stderr, result.stdout + result.stderr
+    (written,) = out.glob("events/dt=*/*.parquet")
+    assert written.name == f"1_0_{0:020d}.parquet"
+    rows = pq.read_table(written).to_pylist()
+    assert [(r["offset"], r["key"], r["value"]) for r in rows] == [(o, b"k%d" % o, b"v%d" % o) for o in range(5)]
