@@ -25,14 +25,12 @@ import asyncio
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minikafka.broker.config import BrokerConfig  # noqa: E402
 from minikafka.broker.groups.coordinator import PartitionCommit, load_reports_in  # noqa: E402

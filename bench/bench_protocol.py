@@ -21,13 +21,11 @@ crc32 columns stay those of the magic 1 set of the same records.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
 import zlib
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 

@@ -27,12 +27,10 @@ import gc
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, as documented
 
 from minikafka.protocol.records import ValidationConfig, build_message_set, validate_and_assign  # noqa: E402
 from minikafka.storage import FakeClock, LogConfig, LogManager  # noqa: E402

@@ -37,12 +37,10 @@ __all__ = ["MinikafkaBroker", "BrokerStartError", "BrokerCrashed"]
 
 READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P<port>\d+) log\.dirs=(?P<log_dirs>.+)$")
 
-# The broker is started through its console-script entry point (broker.cli:main), run by the
-# same interpreter as the tests, so it works without the `minikafka` script on PATH.
+# The broker is started through its console-script entry point (minikafka.broker.cli:main),
+# run by the same interpreter as the tests (so the same minikafka install: a wheel, or
+# `pip install -e .`), which works without the `minikafka` script on PATH.
 _LAUNCHER = "import sys; from minikafka.broker.cli import main; sys.exit(main())"
-# The directory this minikafka was imported from goes first on the child's path, so the broker
-# is the code the tests imported (a checkout that is not installed, or installed elsewhere).
-_SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
 
 _LIVE_BROKERS: list["MinikafkaBroker"] = []
 
@@ -134,8 +132,7 @@ class MinikafkaBroker:
             self._start_of_stderr = err.tell()
             err.write(f"--- minikafka start #{self.starts}: {' '.join(self.command(port))}\n".encode())
             err.flush()
-            python_path = os.pathsep.join(filter(None, [_SOURCE_ROOT, os.environ.get("PYTHONPATH")]))
-            env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=python_path)
+            env = dict(os.environ, PYTHONUNBUFFERED="1")
             self.process = subprocess.Popen(
                 self.command(port), stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
                 cwd=self.work_dir,
