@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a server.properties-style file with Kafka config names")
     serve.add_argument("--override", type=_parse_override, action="append", default=[],
                        metavar="KEY=VALUE", help="set a config key (repeatable)")
+    serve.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                       help="join the cluster coordinated by this ZooKeeper (config key zookeeper.connect)")
+    serve.add_argument("--broker-id", type=int, metavar="N",
+                       help="this broker's id in the cluster (config key broker.id)")
     serve.add_argument("--export-to", type=Path, metavar="DIR",
                        help="hand closed segments to the Spark exporter in DIR "
                             "(config key minikafka.export.dir)")
@@ -79,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO",
                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     serve.set_defaults(func=_serve_command)
+
+    from minikafka.broker.cluster_cli import register as register_cluster
+
+    register_cluster(subparsers)
 
     try:
         from minikafka.export.cli import register
@@ -99,6 +107,10 @@ def _serve_command(args: argparse.Namespace) -> int:
     ephemeral_dir = Path(tempfile.mkdtemp(prefix="minikafka-")) if args.ephemeral else None
     try:
         overrides = dict(args.override)
+        if args.zookeeper is not None:
+            overrides["zookeeper.connect"] = args.zookeeper
+        if args.broker_id is not None:
+            overrides["broker.id"] = str(args.broker_id)
         if args.export_to is not None:
             overrides["minikafka.export.dir"] = str(args.export_to)
         if args.export_master is not None:
@@ -175,6 +187,17 @@ async def _run_until_signalled(config) -> None:
                 async for signum in signals:
                     logging.getLogger(__name__).info("%s received, shutting down",
                                                      signal.Signals(signum).name)
+                    # A second signal stops at once, even while leaderships are being moved.
+                    with trio.CancelScope() as preparing:
+                        async def second_signal() -> None:
+                            async for _ in signals:
+                                preparing.cancel()
+                                return
+
+                        async with trio.open_nursery() as waiting:
+                            waiting.start_soon(second_signal)
+                            await broker.prepare_shutdown()
+                            waiting.cancel_scope.cancel()
                     nursery.cancel_scope.cancel()
                     return
 

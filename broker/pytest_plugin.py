@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["MinikafkaBroker", "BrokerStartError", "BrokerCrashed"]
+__all__ = ["MinikafkaBroker", "MinikafkaCluster", "BrokerStartError", "BrokerCrashed", "kafka_request"]
 
 READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P<port>\d+) log\.dirs=(?P<log_dirs>.+)$")
 
@@ -242,6 +242,140 @@ class MinikafkaBroker:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"<MinikafkaBroker {self.bootstrap} {state} log_dir={self.log_dir}>"
+
+
+def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeout: float = 10.0):
+    """One request to a broker over a plain blocking socket (the protocol layer's client side),
+    for fixtures that read the cluster's own view of itself."""
+    import socket
+
+    from minikafka.protocol.framing import ClientConnection
+
+    host, _, port = bootstrap.rpartition(":")
+    conn = ClientConnection(client_id="minikafka-pytest")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+        _, frame = conn.send_request(api_key, version, body)
+        sock.sendall(frame)
+        while True:
+            response = conn.next_response()
+            if response is not None:
+                return response.body
+            data = sock.recv(1 << 16)
+            if not data:
+                raise ConnectionError(f"{bootstrap} closed the connection")
+            conn.receive_data(data)
+
+
+class MinikafkaCluster:
+    """A ZooKeeper and ``brokers`` minikafka processes forming one cluster (broker ids 1..N).
+
+    ``zookeeper`` is a connect string of a ZooKeeper to use (a fresh chroot is taken in it);
+    without one the cluster starts its own (Debian's ``zookeeper`` package). ``bootstrap``
+    lists every broker; ``brokers[i]`` are :class:`MinikafkaBroker` objects (``broker(id)``
+    by id); ``leader(topic, partition)`` and ``controller()`` ask the cluster itself.
+    """
+
+    def __init__(self, work_dir: Path | str, brokers: int = 3, overrides: dict[str, str] | None = None, *,
+                 zookeeper: str | None = None, start_timeout: float = 60.0) -> None:
+        import uuid
+
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._own_zookeeper = None
+        if zookeeper is None:
+            from minikafka.replication.zk_server import ZooKeeperServer
+
+            self._own_zookeeper = ZooKeeperServer(self.work_dir / "zookeeper")
+        self._zookeeper_base = zookeeper
+        self.chroot = f"/minikafka-{uuid.uuid4().hex[:12]}"
+        self.overrides = {str(k): str(v) for k, v in (overrides or {}).items()}
+        self.size = brokers
+        self.start_timeout = start_timeout
+        self.brokers: list[MinikafkaBroker] = []
+
+    @property
+    def zookeeper_connect(self) -> str:
+        base = self._own_zookeeper.connect_string if self._own_zookeeper is not None else self._zookeeper_base
+        return base + self.chroot
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers if b.running)
+
+    def broker(self, broker_id: int) -> MinikafkaBroker:
+        return self.brokers[broker_id - 1]
+
+    def start(self) -> "MinikafkaCluster":
+        if self._own_zookeeper is not None and self._own_zookeeper.process is None:
+            self._own_zookeeper.start()
+        if not self.brokers:
+            for broker_id in range(1, self.size + 1):
+                overrides = {"zookeeper.connect": self.zookeeper_connect, "broker.id": str(broker_id),
+                             "zookeeper.session.timeout.ms": "4000",
+                             "controlled.shutdown.retry.backoff.ms": "500", **self.overrides}
+                self.brokers.append(MinikafkaBroker(self.work_dir / f"broker-{broker_id}", overrides,
+                                                    start_timeout=self.start_timeout))
+        for broker in self.brokers:
+            if not broker.running:
+                broker.start()
+        self.wait_until(lambda m: len(m.brokers) == self.size, "every broker registered")
+        return self
+
+    def metadata(self, topics: list[str] | None = None, *, via: MinikafkaBroker | None = None):
+        """A Metadata v1 answer from ``via`` (default: the first running broker)."""
+        from minikafka.protocol.apis import ApiKey
+
+        target = via or next(b for b in self.brokers if b.running)
+        body = {"topics": None if topics is None else [{"name": t} for t in topics]}
+        return kafka_request(target.bootstrap, ApiKey.METADATA, 1, body)
+
+    def wait_until(self, condition, what: str, timeout: float = 30.0, *, via: MinikafkaBroker | None = None):
+        deadline = time.monotonic() + timeout
+        last_error = None
+        while time.monotonic() < deadline:
+            try:
+                metadata = self.metadata(via=via)
+                if condition(metadata):
+                    return metadata
+            except OSError as exc:
+                last_error = exc
+            time.sleep(0.05)
+        raise TimeoutError(f"cluster: not {what} within {timeout} s ({last_error or 'condition false'})")
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The partition's leader id as the cluster reports it (-1: none)."""
+        for entry in self.metadata([topic]).topics:
+            for p in entry.partitions:
+                if p.partition_index == partition:
+                    return p.leader_id
+        raise KeyError(f"{topic}-{partition} is not in the cluster's metadata")
+
+    def controller(self) -> int:
+        return self.metadata().controller_id
+
+    def close(self) -> None:
+        crashes = []
+        try:
+            for broker in self.brokers:
+                try:
+                    broker.close()
+                except BrokerCrashed as crash:
+                    crashes.append(crash)
+        finally:
+            if self._own_zookeeper is not None:
+                self._own_zookeeper.stop()
+        if crashes:
+            raise crashes[0]
+
+    def __enter__(self) -> "MinikafkaCluster":
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
 
 @pytest.fixture

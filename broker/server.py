@@ -48,6 +48,13 @@ META_PROPERTIES = "meta.properties"
 LOCK_FILE = ".lock"
 
 
+def cluster_mode():
+    """``broker.cluster_mode``, imported on first use: the single broker never loads it."""
+    from minikafka.broker import cluster_mode as module
+
+    return module
+
+
 class BrokerStartupError(Exception):
     """The broker cannot start (log dir unusable, port busy); the message is one sentence."""
 
@@ -152,6 +159,13 @@ class Broker:
             segment_hooks = {"on_segment_closed": self.export_handoff.segment_closed,
                              "may_delete_segment": self.export_handoff.may_delete}
         self.log_manager = LogManager(config.log_dirs, self.default_log_config, self.clock, **segment_hooks)
+        # Cluster mode (zookeeper.connect set): None for the embedded single broker, which
+        # never imports the replication layer (nor kazoo).
+        self.cluster = None
+        if config.zookeeper_connect is not None:
+            from minikafka.broker.cluster_mode import cluster_member
+
+            self.cluster = cluster_member(self)
         try:
             self.group_coordinator = GroupCoordinator(self)
         except ValueError as exc:  # a group.* / offsets.* setting the coordinator refuses
@@ -166,6 +180,8 @@ class Broker:
         listeners = await self._open_listeners()
         storage_started = False
         try:
+            if self.cluster is not None:
+                await self._join_cluster_zookeeper()
             await trio.to_thread.run_sync(self._start_storage)
             storage_started = True
             self.group_coordinator.startup()
@@ -185,6 +201,8 @@ class Broker:
 
                 for listener in listeners:
                     nursery.start_soon(self._accept, listener, handle, nursery)
+                if self.cluster is not None:
+                    await nursery.start(self.cluster.run, self.advertised_host, self.advertised_port)
                 logger.info("serving on %s (advertised %s), log dirs %s", host_port(self.host, self.port),
                             host_port(self.advertised_host, self.advertised_port),
                             ",".join(map(str, self.config.log_dirs)))
@@ -250,7 +268,7 @@ class Broker:
                 raise BrokerStartupError(
                     f"cannot use log dir {log_dir}: another broker is using it") from None
             self._dir_locks.append(lock)
-        self.cluster_id = self._load_or_create_cluster_id()
+        self.cluster_id = self._load_or_create_cluster_id(self.cluster_id)
         for log_dir in self.config.log_dirs:
             has_partitions = any(entry.is_dir() and not entry.name.startswith(".") for entry in os.scandir(log_dir))
             if has_partitions and not (log_dir / CLEAN_SHUTDOWN_FILE).exists():
@@ -281,9 +299,35 @@ class Broker:
             lock.close()  # closing the descriptor releases the flock
         self._dir_locks.clear()
 
-    def _load_or_create_cluster_id(self) -> str:
-        """Read ``cluster.id`` from ``meta.properties`` or create one; every log dir gets the
-        file, so the id stays stable for the data directory.
+    async def _join_cluster_zookeeper(self) -> None:
+        """Connect to ZooKeeper and take the cluster's id (a log dir of another cluster is
+        refused), before storage loads."""
+        from minikafka.replication.zookeeper import ZooKeeperError
+
+        stored = await trio.to_thread.run_sync(self._stored_cluster_id)
+        try:
+            cluster_id = await self.cluster.connect(stored or _new_cluster_id())
+        except ZooKeeperError as exc:
+            raise BrokerStartupError(f"cannot join the cluster at zookeeper.connect="
+                                     f"{self.config.zookeeper_connect}: {exc}") from None
+        if stored is not None and stored != cluster_id:
+            raise BrokerStartupError(f"log dir belongs to cluster {stored}, but ZooKeeper at "
+                                     f"{self.config.zookeeper_connect} holds cluster {cluster_id}")
+        self.cluster_id = cluster_id
+
+    def _stored_cluster_id(self) -> str | None:
+        for log_dir in self.config.log_dirs:
+            path = log_dir / META_PROPERTIES
+            if path.exists():
+                props = parse_properties(path.read_text(encoding="utf-8"), source=str(path))
+                if props.get("cluster.id"):
+                    return props["cluster.id"]
+        return None
+
+    def _load_or_create_cluster_id(self, known: str | None = None) -> str:
+        """Read ``cluster.id`` from ``meta.properties`` or create one (``known``: the id a
+        cluster's ZooKeeper holds); every log dir gets the file, so the id stays stable for
+        the data directory.
 
         ``meta.properties`` is Kafka's file, in properties syntax::
 
@@ -291,13 +335,7 @@ class Broker:
             broker.id=<node id>
             cluster.id=<22 characters of unpadded URL-safe base64>
         """
-        cluster_id = None
-        for log_dir in self.config.log_dirs:
-            path = log_dir / META_PROPERTIES
-            if path.exists():
-                props = parse_properties(path.read_text(encoding="utf-8"), source=str(path))
-                cluster_id = cluster_id or props.get("cluster.id")
-        cluster_id = cluster_id or _new_cluster_id()
+        cluster_id = known or self._stored_cluster_id() or _new_cluster_id()
         for log_dir in self.config.log_dirs:
             path = log_dir / META_PROPERTIES
             if not path.exists():
@@ -329,11 +367,14 @@ class Broker:
         return topic in INTERNAL_TOPICS
 
     def topics(self) -> dict[str, int]:
-        """Every topic (internal ones included) with its partition count."""
+        """Every topic (internal ones included) with its partition count; in a cluster, the
+        topics the controller last described (this broker may hold none of their replicas)."""
+        if self.cluster is not None:
+            return self.cluster.metadata.topics()
         return self.log_manager.topics()
 
     def partition_count(self, topic: str) -> int | None:
-        return self.log_manager.topics().get(topic)
+        return self.topics().get(topic)
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.log_manager.get_log(topic, partition)
@@ -346,6 +387,8 @@ class Broker:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
 
     def topic_exists(self, topic: str) -> bool:
+        if self.cluster is not None:
+            return self.cluster.metadata.has_topic(topic)
         # Partition 0 is created first and deleted with the rest: a cheap existence test.
         return self.log_manager.get_log(topic, 0) is not None
 
@@ -359,6 +402,8 @@ class Broker:
         """
         if self.topic_exists(topic):
             return
+        if self.cluster is not None:
+            return await cluster_mode().ensure_topic(self, topic)
         self.check_topic_name(topic)
         if not self.config.auto_create_topics or self.is_internal(topic):
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
@@ -374,7 +419,7 @@ class Broker:
 
     async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
                            assignments: dict[int, list[int]], configs: dict[str, str | None],
-                           *, validate_only: bool = False) -> None:
+                           *, validate_only: bool = False, timeout_ms: int = 60000) -> None:
         """Create a topic as CreateTopics asks (Kafka's AdminManager rules on one broker).
 
         ``num_partitions`` / ``replication_factor`` of -1 take the broker defaults
@@ -383,6 +428,10 @@ class Broker:
         INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
         INVALID_REQUEST, INVALID_CONFIG or KAFKA_STORAGE_ERROR (the disk refused it).
         """
+        if self.cluster is not None:
+            return await cluster_mode().create_topic(self, topic, num_partitions, replication_factor,
+                                                     assignments, configs, validate_only=validate_only,
+                                                     timeout_ms=timeout_ms)
         self.check_topic_name(topic)
         if self.is_internal(topic):
             if self.topic_exists(topic):
@@ -438,9 +487,11 @@ class Broker:
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
                     f", configs {overrides}" if overrides else "")
 
-    async def delete_topic(self, topic: str) -> None:
+    async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
         """Delete a topic and its data. Raises TopicError(UNKNOWN_TOPIC_OR_PARTITION /
         INVALID_TOPIC_EXCEPTION). Committed group offsets are left alone, as in Kafka."""
+        if self.cluster is not None:
+            return await cluster_mode().delete_topic(self, topic, timeout_ms)
         async with self._topic_admin:
             count = self.partition_count(topic)
             if count is None:
@@ -473,6 +524,27 @@ class Broker:
         return result
 
     def high_watermark(self, log: Log) -> int:
-        """On a single broker every appended message is fully replicated at once."""
+        """On a single broker every appended message is fully replicated at once; in a
+        cluster the leader moves it as the ISR catches up."""
+        if self.cluster is not None:
+            return log.high_watermark
         return log.log_end_offset
+
+    def coordinates_groups(self) -> bool:
+        """Whether this broker's group coordinator serves clients: always on a single broker;
+        in a cluster, on the controller only, whose disk holds ``__consumer_offsets``
+        (unreplicated until the offsets topic is replicated)."""
+        return self.cluster is None or self.cluster.controller is not None
+
+    def group_coordinator_endpoint(self) -> tuple[int, str, int] | None:
+        """``(node id, host, port)`` of the broker that coordinates groups."""
+        if self.cluster is None:
+            return self.node_id, self.advertised_host, self.advertised_port
+        endpoint = self.cluster.metadata.brokers.get(self.cluster.metadata.controller_id)
+        return None if endpoint is None else (endpoint.node_id, endpoint.host, endpoint.port)
+
+    async def prepare_shutdown(self) -> None:
+        """Before a clean stop: in a cluster, move this broker's leaderships away first."""
+        if self.cluster is not None:
+            await self.cluster.controlled_shutdown()
 

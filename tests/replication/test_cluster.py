@@ -1,0 +1,298 @@
+"""A real cluster: one ZooKeeper, three minikafka processes, real clients, real faults.
+
+Every check reads the cluster's own answers (Metadata, produce acknowledgements, the
+consumed records) and the replicas' files on disk; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import signal
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from minikafka.broker.pytest_plugin import MinikafkaCluster, kafka_request
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+def cluster(tmp_path, zookeeper_server):
+    with MinikafkaCluster(tmp_path / "cluster", 3, zookeeper=zookeeper_server.connect_string) as started:
+        yield started
+
+
+def create_topic(cluster, name: str, partitions: int = 1, rf: int = 3, **configs) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, rf, topic_configs={k.replace("_", "."): str(v)
+                                                                          for k, v in configs.items()})])
+    finally:
+        admin.close()
+    cluster.wait_until(lambda m: _fully_replicated(m, name, partitions, rf), f"{name} has leaders and a full ISR")
+
+
+def _topic(metadata, name):
+    return next((t for t in metadata.topics if t.name == name), None)
+
+
+def _fully_replicated(metadata, name, partitions, rf) -> bool:
+    topic = _topic(metadata, name)
+    return (topic is not None and len(topic.partitions) == partitions
+            and all(p.leader_id >= 0 and len(p.isr_nodes) == rf for p in topic.partitions))
+
+
+def partition_state(cluster, topic: str, partition: int = 0, via=None):
+    for p in _topic(cluster.metadata([topic], via=via), topic).partitions:
+        if p.partition_index == partition:
+            return p
+    raise KeyError(partition)
+
+
+def produce_all(bootstrap: str, topic: str, values: list[bytes], **config) -> dict[bytes, int]:
+    """acks=all, one at a time with retries; returns value -> acknowledged offset."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=20, retry_backoff_ms=200,
+                             request_timeout_ms=15000, max_in_flight_requests_per_connection=1, **config)
+    acked = {}
+    try:
+        for value in values:
+            try:
+                acked[value] = producer.send(topic, value).get(timeout=60).offset
+            except Exception:  # not acknowledged: the check below does not count it
+                pass
+    finally:
+        producer.close(timeout=5)
+    return acked
+
+
+def consume_all(bootstrap: str, topic: str, expected: int, partitions: int = 1) -> list[tuple[int, bytes]]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=10000)
+    from kafka import TopicPartition
+
+    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    records = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(records) < expected and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=1000).values():
+                records += [(r.offset, r.value) for r in batch]
+    finally:
+        consumer.close()
+    return records
+
+
+def _replica_differences(cluster, topic: str, partition: int) -> list[str]:
+    dirs = [b.log_dir / f"{topic}-{partition}" for b in cluster.brokers]
+    segments = sorted(p.name for p in dirs[0].glob("*.log"))
+    differences = []
+    for other in dirs[1:]:
+        if sorted(p.name for p in other.glob("*.log")) != segments:
+            differences.append(f"{other}: segments {sorted(p.name for p in other.glob('*.log'))} != {segments}")
+            continue
+        differences += [str(other / n) for n in segments if not filecmp.cmp(dirs[0] / n, other / n, shallow=False)]
+    return differences
+
+
+def assert_replicas_identical(cluster, topic: str, partition: int = 0, timeout: float = 30.0) -> None:
+    """Every replica's segment files hold the same bytes, once the followers have fetched the
+    leader's log end (nothing is produced meanwhile, so the high watermark is the log end)."""
+    deadline = time.monotonic() + timeout
+    while (differences := _replica_differences(cluster, topic, partition)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not differences, differences
+
+
+def wait_for_isr(cluster, topic: str, size: int, partition: int = 0, timeout: float = 60.0):
+    return cluster.wait_until(
+        lambda m: any(p.partition_index == partition and len(p.isr_nodes) == size and p.leader_id >= 0
+                      for p in (_topic(m, topic).partitions if _topic(m, topic) else [])),
+        f"{topic}-{partition} has an ISR of {size}", timeout)
+
+
+# --------------------------------------------------------------------------- the basics
+
+
+def test_metadata_from_every_broker_shows_three_replicas(cluster):
+    create_topic(cluster, "rf3", partitions=3)
+    for broker in cluster.brokers:
+        metadata = cluster.metadata(["rf3"], via=broker)
+        assert sorted(b.node_id for b in metadata.brokers) == [1, 2, 3]
+        assert metadata.controller_id in (1, 2, 3)
+        topic = _topic(metadata, "rf3")
+        assert len(topic.partitions) == 3
+        for p in topic.partitions:
+            assert sorted(p.replica_nodes) == [1, 2, 3]
+            assert sorted(p.isr_nodes) == [1, 2, 3]
+            assert p.leader_id in p.replica_nodes
+    leaders = {p.leader_id for p in _topic(cluster.metadata(["rf3"]), "rf3").partitions}
+    assert len(leaders) == 3  # Kafka's assignment spreads the preferred leaders
+
+
+def test_acks_all_round_trip_and_identical_replicas(cluster):
+    create_topic(cluster, "events")
+    values = [b"v%d" % i for i in range(200)]
+    acked = produce_all(cluster.bootstrap, "events", values)
+    assert sorted(acked.values()) == list(range(200))
+    records = consume_all(cluster.bootstrap, "events", 200)
+    assert sorted(records) == sorted((offset, value) for value, offset in acked.items())
+    assert_replicas_identical(cluster, "events")
+    checkpoints = {(b.log_dir / "events-0" / "leader-epoch-checkpoint").read_text() for b in cluster.brokers}
+    assert len(checkpoints) == 1, checkpoints
+
+
+def test_not_leader_for_partition_at_a_follower(cluster):
+    create_topic(cluster, "routed")
+    leader = cluster.leader("routed", 0)
+    follower = next(b for i, b in enumerate(cluster.brokers, 1) if i != leader)
+    from minikafka.protocol.records import build_message_set
+
+    body = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": "routed", "partition_data": [
+        {"index": 0, "records": build_message_set([(None, b"x", 1)])}]}]}
+    answer = kafka_request(follower.bootstrap, ApiKey.PRODUCE, 2, body)
+    assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NOT_LEADER_FOR_PARTITION
+
+
+def test_create_topic_refuses_more_replicas_than_brokers(cluster):
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        from kafka.errors import InvalidReplicationFactorError
+
+        with pytest.raises(InvalidReplicationFactorError):
+            admin.create_topics([NewTopic("too-many", 1, 4)])
+    finally:
+        admin.close()
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_leader_kill_moves_leadership_and_loses_nothing(cluster):
+    create_topic(cluster, "durable")
+    first = produce_all(cluster.bootstrap, "durable", [b"a%d" % i for i in range(100)])
+    old = partition_state(cluster, "durable")
+    leader = cluster.broker(old.leader_id)
+    leader.kill()
+    survivors = [b for b in cluster.brokers if b is not leader]
+    new = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        new = partition_state(cluster, "durable", via=survivors[0])
+        if new.leader_id not in (-1, old.leader_id):
+            break
+        time.sleep(0.1)
+    assert new.leader_id in [b for b in (1, 2, 3) if b != old.leader_id]
+    bootstrap = ",".join(b.bootstrap for b in survivors)
+    second = produce_all(bootstrap, "durable", [b"b%d" % i for i in range(100)])
+    assert len(second) == 100
+    leader.start()
+    wait_for_isr(cluster, "durable", 3)
+    acked = {**first, **second}
+    records = consume_all(cluster.bootstrap, "durable", len(acked))
+    assert sorted(records) == sorted((o, v) for v, o in acked.items())
+    assert len({o for o, _ in records}) == len(records)
+    assert_replicas_identical(cluster, "durable")
+
+
+def test_min_insync_replicas_refuses_when_two_brokers_are_down(cluster):
+    create_topic(cluster, "guarded", min_insync_replicas=2)
+    leader_id = cluster.leader("guarded", 0)
+    others = [b for i, b in enumerate(cluster.brokers, 1) if i != leader_id]
+    for broker in others:
+        broker.kill()
+    wait_for_isr(cluster, "guarded", 1, timeout=30)
+    leader = cluster.broker(leader_id)
+    from minikafka.protocol.records import build_message_set
+
+    body = {"acks": -1, "timeout_ms": 5000, "topic_data": [{"name": "guarded", "partition_data": [
+        {"index": 0, "records": build_message_set([(None, b"refused", 1)])}]}]}
+    answer = kafka_request(leader.bootstrap, ApiKey.PRODUCE, 2, body)
+    assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    end = kafka_request(leader.bootstrap, ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
+        {"name": "guarded", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    assert end.topics[0].partitions[0].offset == 0  # nothing was written
+
+
+def test_controller_failover_bumps_the_epoch_and_fences_the_old_one(cluster):
+    create_topic(cluster, "before")
+    controller_id = cluster.controller()
+    old_epoch = _controller_epoch(cluster)
+    cluster.broker(controller_id).kill()
+    survivors = [b for i, b in enumerate(cluster.brokers, 1) if i != controller_id]
+    metadata = cluster.wait_until(lambda m: m.controller_id not in (-1, controller_id), "a new controller",
+                                  via=survivors[0])
+    new_id = metadata.controller_id
+    assert _controller_epoch(cluster) == old_epoch + 1
+    # Topics created afterwards work.
+    admin = KafkaAdminClient(bootstrap_servers=",".join(b.bootstrap for b in survivors))
+    try:
+        admin.create_topics([NewTopic("after", 1, 2)])
+    finally:
+        admin.close()
+    cluster.wait_until(lambda m: _fully_replicated(m, "after", 1, 2), "after is led", via=survivors[0])
+    acked = produce_all(",".join(b.bootstrap for b in survivors), "after", [b"x", b"y"])
+    assert sorted(acked.values()) == [0, 1]
+    # A LeaderAndIsr stamped with the old controller epoch is refused.
+    stale = {"controller_id": controller_id, "controller_epoch": old_epoch, "ungrouped_partition_states": [],
+             "live_leaders": []}
+    answer = kafka_request(cluster.broker(new_id).bootstrap, ApiKey.LEADER_AND_ISR, 0, stale)
+    assert answer.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+
+
+def _controller_epoch(cluster) -> int:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=cluster.zookeeper_connect)
+    client.start(timeout=10)
+    try:
+        return int(client.get("/controller_epoch")[0])
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_controlled_shutdown_moves_leadership_first(cluster):
+    create_topic(cluster, "graceful", partitions=3)
+    acked = produce_all(cluster.bootstrap, "graceful", [b"g%d" % i for i in range(60)])
+    victim_id = cluster.leader("graceful", 0)
+    victim = cluster.broker(victim_id)
+    assert victim.stop() == 0  # SIGTERM: controlled shutdown, then a clean exit
+    assert "controlled shutdown complete" in victim.stderr_since_start()
+    survivors = [b for b in cluster.brokers if b is not victim]
+    metadata = cluster.metadata(["graceful"], via=survivors[0])
+    for p in _topic(metadata, "graceful").partitions:
+        assert p.leader_id not in (-1, victim_id)
+    records = consume_all(",".join(b.bootstrap for b in survivors), "graceful", len(acked), partitions=3)
+    assert sorted(v for _, v in records) == sorted(acked)
+
+
+def test_a_broker_that_loses_its_session_comes_back_as_a_follower(cluster):
+    create_topic(cluster, "paused")
+    leader_id = cluster.leader("paused", 0)
+    follower_id = next(i for i in (1, 2, 3) if i != leader_id)
+    follower = cluster.broker(follower_id)
+    first = produce_all(cluster.bootstrap, "paused", [b"p%d" % i for i in range(50)])
+    os.kill(follower.process.pid, signal.SIGSTOP)
+    try:
+        wait_for_isr(cluster, "paused", 2, timeout=60)
+        state = partition_state(cluster, "paused", via=cluster.broker(leader_id))
+        assert follower_id not in state.isr_nodes
+        second = produce_all(cluster.broker(leader_id).bootstrap, "paused", [b"q%d" % i for i in range(50)])
+    finally:
+        os.kill(follower.process.pid, signal.SIGCONT)
+    wait_for_isr(cluster, "paused", 3, timeout=60)
+    acked = {**first, **second}
+    records = consume_all(cluster.bootstrap, "paused", len(acked))
+    assert sorted(records) == sorted((o, v) for v, o in acked.items())
+    assert_replicas_identical(cluster, "paused")
+
+
+def test_single_broker_starts_without_zookeeper(minikafka_broker):
+    answer = kafka_request(minikafka_broker.bootstrap, ApiKey.METADATA, 1, {"topics": None})
+    assert [b.node_id for b in answer.brokers] == [0]
