@@ -21,6 +21,8 @@ class ErrorCode(enum.IntEnum):
     INVALID_FETCH_SIZE = 4
     LEADER_NOT_AVAILABLE = 5
     NOT_LEADER_OR_FOLLOWER = 6
+    # Kafka 0.10.2's name for 6, which the replication code and its guide use (an alias).
+    NOT_LEADER_FOR_PARTITION = 6
     REQUEST_TIMED_OUT = 7
     BROKER_NOT_AVAILABLE = 8
     REPLICA_NOT_AVAILABLE = 9

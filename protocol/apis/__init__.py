@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Container
 
 from minikafka.protocol.apis.api_versions import API_VERSIONS
+from minikafka.protocol.apis.controlled_shutdown import CONTROLLED_SHUTDOWN
 from minikafka.protocol.apis.create_topics import CREATE_TOPICS
 from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
@@ -31,6 +32,7 @@ from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
 from minikafka.protocol.apis.heartbeat import HEARTBEAT
 from minikafka.protocol.apis.join_group import JOIN_GROUP
 from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.apis.leader_and_isr import LEADER_AND_ISR
 from minikafka.protocol.apis.leave_group import LEAVE_GROUP
 from minikafka.protocol.apis.list_groups import LIST_GROUPS
 from minikafka.protocol.apis.list_offsets import LIST_OFFSETS
@@ -39,7 +41,9 @@ from minikafka.protocol.apis.offset_commit import OFFSET_COMMIT
 from minikafka.protocol.apis.offset_fetch import OFFSET_FETCH
 from minikafka.protocol.apis.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from minikafka.protocol.apis.produce import PRODUCE
+from minikafka.protocol.apis.stop_replica import STOP_REPLICA
 from minikafka.protocol.apis.sync_group import SYNC_GROUP
+from minikafka.protocol.apis.update_metadata import UPDATE_METADATA
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.schema import Api
 
@@ -50,6 +54,10 @@ APIS: dict[int, Api] = {
         FETCH,
         LIST_OFFSETS,
         METADATA,
+        LEADER_AND_ISR,
+        STOP_REPLICA,
+        UPDATE_METADATA,
+        CONTROLLED_SHUTDOWN,
         OFFSET_COMMIT,
         OFFSET_FETCH,
         FIND_COORDINATOR,
