@@ -14,6 +14,7 @@ loop. The JVM's own log goes to ``<data_dir>/zookeeper.log``, never to the calle
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -31,6 +32,8 @@ _MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 # A test server holds a few hundred znodes: a small heap and the C1 compiler start the JVM
 # sooner and leave memory to the brokers sharing the machine.
 _JVM_OPTIONS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+_EXCEPTION_LINE = re.compile(r"^[\w.$]+(Exception|Error): ")
+_ERROR_LINE = re.compile(r"\bERROR\b")
 
 
 class ZooKeeperNotInstalled(RuntimeError):
@@ -135,12 +138,18 @@ class ZooKeeperServer:
             time.sleep(0.05)
 
     def _log_tail(self) -> str:
+        """The log line that says why start-up failed: the first exception, else the first
+        ERROR line, else the last line."""
         try:
-            lines = [line for line in self.log_path.read_text(errors="replace").splitlines()
+            lines = [line.strip() for line in self.log_path.read_text(errors="replace").splitlines()
                      if line.strip() and not line.startswith("SLF4J:")]
         except OSError:
             return f"(no log at {self.log_path})"
-        return lines[-1].strip() if lines else f"(empty log {self.log_path})"
+        for pattern in (_EXCEPTION_LINE, _ERROR_LINE):
+            for line in lines:
+                if pattern.search(line):
+                    return line
+        return lines[-1] if lines else f"(empty log {self.log_path})"
 
     def stop(self) -> None:
         """SIGTERM, wait up to 10 s, then SIGKILL; always reaps the process."""
