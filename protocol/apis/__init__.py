@@ -1,4 +1,6 @@
-"""The APIs this broker serves, one module per API, each a declaration of data.
+"""The APIs this broker speaks, one module per API, each a declaration of data: those clients
+use, and the controller's inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
+ControlledShutdown) that the cluster mode sends and serves.
 
 How to declare a message: a module builds one :class:`protocol.schema.Api` holding the API key,
 the served version range, the flexible versions (if any) and two tuples of
@@ -12,7 +14,8 @@ JSON schema names in snake_case; ``versions`` and ``nullable`` use Kafka's notat
 response dict that leaves it out); ``tag`` makes it a tagged field in flexible versions, written
 only when it differs from its default. ``Array(INT32)`` is an array of scalars,
 ``Array(Field(...), ...)`` an array of structs. Add the new module's ``Api`` to ``APIS`` below;
-the ApiVersions table is derived from ``APIS``, so registering a version is advertising it.
+the ApiVersions table is derived from ``APIS``, so registering a version is advertising it
+wherever the broker has a handler for the key (``api_versions_response(served=...)``).
 
 The table must stay a coherent Kafka 0.10.2 broker: clients pick features (idempotence,
 message format v2) from the versions they see.

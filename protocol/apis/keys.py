@@ -1,4 +1,4 @@
-"""Kafka's API keys, by number, for the APIs this broker serves."""
+"""Kafka's API keys, by number, for the APIs declared in ``APIS``."""
 
 from __future__ import annotations
 

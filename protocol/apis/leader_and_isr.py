@@ -12,6 +12,19 @@ from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
 from minikafka.protocol.types import INT16, INT32, STRING
 
+# One partition's state as the controller sends it, in LeaderAndIsr v0 and UpdateMetadata v0-v3
+# alike (later versions add different fields to each: is_new here, offline_replicas there).
+PARTITION_STATE = (
+    Field("topic_name", STRING),
+    Field("partition_index", INT32),
+    Field("controller_epoch", INT32),
+    Field("leader", INT32),
+    Field("leader_epoch", INT32),
+    Field("isr", Array(INT32)),
+    Field("zk_version", INT32),
+    Field("replicas", Array(INT32)),
+)
+
 LEADER_AND_ISR = Api(
     ApiKey.LEADER_AND_ISR,
     "LeaderAndIsr",
@@ -19,16 +32,7 @@ LEADER_AND_ISR = Api(
     request=(
         Field("controller_id", INT32),
         Field("controller_epoch", INT32),
-        Field("ungrouped_partition_states", Array(
-            Field("topic_name", STRING),
-            Field("partition_index", INT32),
-            Field("controller_epoch", INT32),
-            Field("leader", INT32),
-            Field("leader_epoch", INT32),
-            Field("isr", Array(INT32)),
-            Field("zk_version", INT32),
-            Field("replicas", Array(INT32)),
-        )),
+        Field("ungrouped_partition_states", Array(*PARTITION_STATE)),
         Field("live_leaders", Array(
             Field("broker_id", INT32),
             Field("host_name", STRING),

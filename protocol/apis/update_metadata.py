@@ -9,6 +9,7 @@ are Kafka's JSON schema names (0.10.2's guide: ``partition_states`` [topic, part
 security_protocol_type], rack])."""
 
 from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.apis.leader_and_isr import PARTITION_STATE
 from minikafka.protocol.schema import Api, Array, Field
 from minikafka.protocol.types import INT16, INT32, STRING
 
@@ -19,16 +20,7 @@ UPDATE_METADATA = Api(
     request=(
         Field("controller_id", INT32),
         Field("controller_epoch", INT32),
-        Field("ungrouped_partition_states", Array(
-            Field("topic_name", STRING),
-            Field("partition_index", INT32),
-            Field("controller_epoch", INT32),
-            Field("leader", INT32),
-            Field("leader_epoch", INT32),
-            Field("isr", Array(INT32)),
-            Field("zk_version", INT32),
-            Field("replicas", Array(INT32)),
-        )),
+        Field("ungrouped_partition_states", Array(*PARTITION_STATE)),
         Field("live_brokers", Array(
             Field("id", INT32),
             Field("v0_host", STRING, "0", default=""),
