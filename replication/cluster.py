@@ -10,7 +10,6 @@ going, and survives session expiry by registering again. It owns the broker's
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 
@@ -23,7 +22,8 @@ from minikafka.replication.controller import Controller, ControllerError, Contro
 from minikafka.replication.fetcher import FetcherManager, FetcherSettings
 from minikafka.replication.metadata_cache import MetadataCache
 from minikafka.replication.replica_manager import ReplicaManager
-from minikafka.replication.zookeeper import BrokerInfo, KafkaZk, ZkClient, ZooKeeperError
+from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk
+from minikafka.replication.zookeeper import ZkClient, ZooKeeperError
 from minikafka.storage.clock import Clock
 from minikafka.storage.log_manager import LogManager
 
@@ -189,10 +189,12 @@ class ClusterMember:
                 await self._elect()
             return
         if event.path == CONTROLLER_PATH:
-            if event.data is None:
+            # Events can be stale by the time they are handled: act on /controller as it is now.
+            current = await self.zk.controller_id()
+            if current is None:
                 self._resign()
                 await self._elect()
-            elif self.controller is not None and _controller_id(event.data) != self.node_id:
+            elif current != self.node_id:
                 self._resign()
             return
         kind = WATCHED.get(event.path)
@@ -260,9 +262,3 @@ class ClusterMember:
             return None
         return info
 
-
-def _controller_id(data: bytes) -> int | None:
-    try:
-        return int(json.loads(data)["brokerid"])
-    except (ValueError, KeyError, TypeError):
-        return None

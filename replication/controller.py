@@ -21,7 +21,8 @@ from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.replication.channel import BrokerChannel, ChannelError
 from minikafka.replication.election import controlled_shutdown_leader, offline_leader, preferred_leader
-from minikafka.replication.zookeeper import BadVersion, BrokerInfo, KafkaZk, LeaderIsr, NodeExists
+from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr
+from minikafka.replication.zookeeper import BadVersion, NodeExists
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class Controller:
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.shutting_down: set[int] = set()
         self._channels: dict[int, BrokerChannel] = {}
-        self._send, self._events = trio.open_memory_channel[tuple](1000)
+        self._queue, self._events = trio.open_memory_channel[tuple](1000)
         self.active = False
 
     # ------------------------------------------------------------------ event intake
@@ -66,7 +67,7 @@ class Controller:
         """Queue an event: "brokers", "topics", "deletions", "isr_changes",
         "controlled_shutdown" (broker_id=...), "preferred_leader" (topic=..., partition=...)."""
         try:
-            self._send.send_nowait((kind, reply, args))
+            self._queue.send_nowait((kind, reply, args))
         except trio.WouldBlock:
             logger.error("controller event queue full: dropping %s", kind)
 

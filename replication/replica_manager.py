@@ -23,7 +23,8 @@ import trio
 from minikafka.protocol.errors import ErrorCode
 from minikafka.replication.metadata_cache import BrokerEndpoint, MetadataCache, PartitionInfo
 from minikafka.replication.partition_state import LeaderState, enough_replicas
-from minikafka.replication.zookeeper import BadVersion, KafkaZk, LeaderIsr, ZooKeeperError
+from minikafka.replication.kafka_zk import KafkaZk, LeaderIsr
+from minikafka.replication.zookeeper import BadVersion, ZooKeeperError
 from minikafka.storage.clock import Clock
 from minikafka.storage.log import Log
 from minikafka.storage.log_manager import LogManager

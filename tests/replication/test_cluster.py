@@ -23,8 +23,8 @@ pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture
-def cluster(tmp_path, zookeeper_server):
-    with MinikafkaCluster(tmp_path / "cluster", 3, zookeeper=zookeeper_server.connect_string) as started:
+def cluster(tmp_path, zookeeper):
+    with MinikafkaCluster(tmp_path / "cluster", 3, zookeeper=zookeeper.connect_string) as started:
         yield started
 
 
@@ -109,11 +109,11 @@ def assert_replicas_identical(cluster, topic: str, partition: int = 0, timeout: 
     assert not differences, differences
 
 
-def wait_for_isr(cluster, topic: str, size: int, partition: int = 0, timeout: float = 60.0):
+def wait_for_isr(cluster, topic: str, size: int, partition: int = 0, timeout: float = 60.0, via=None):
     return cluster.wait_until(
         lambda m: any(p.partition_index == partition and len(p.isr_nodes) == size and p.leader_id >= 0
                       for p in (_topic(m, topic).partitions if _topic(m, topic) else [])),
-        f"{topic}-{partition} has an ISR of {size}", timeout)
+        f"{topic}-{partition} has an ISR of {size}", timeout, via=via)
 
 
 # --------------------------------------------------------------------------- the basics
@@ -206,7 +206,7 @@ def test_min_insync_replicas_refuses_when_two_brokers_are_down(cluster):
     others = [b for i, b in enumerate(cluster.brokers, 1) if i != leader_id]
     for broker in others:
         broker.kill()
-    wait_for_isr(cluster, "guarded", 1, timeout=30)
+    wait_for_isr(cluster, "guarded", 1, timeout=30, via=cluster.broker(leader_id))
     leader = cluster.broker(leader_id)
     from minikafka.protocol.records import build_message_set
 
@@ -280,7 +280,7 @@ def test_a_broker_that_loses_its_session_comes_back_as_a_follower(cluster):
     first = produce_all(cluster.bootstrap, "paused", [b"p%d" % i for i in range(50)])
     os.kill(follower.process.pid, signal.SIGSTOP)
     try:
-        wait_for_isr(cluster, "paused", 2, timeout=60)
+        wait_for_isr(cluster, "paused", 2, timeout=60, via=cluster.broker(leader_id))
         state = partition_state(cluster, "paused", via=cluster.broker(leader_id))
         assert follower_id not in state.isr_nodes
         second = produce_all(cluster.broker(leader_id).bootstrap, "paused", [b"q%d" % i for i in range(50)])
