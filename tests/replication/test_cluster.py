@@ -9,6 +9,7 @@ from __future__ import annotations
 import filecmp
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -96,13 +97,15 @@ def _replica_differences(cluster, topic: str, partition: int) -> list[str]:
         if sorted(p.name for p in other.glob("*.log")) != segments:
             differences.append(f"{other}: segments {sorted(p.name for p in other.glob('*.log'))} != {segments}")
             continue
-        differences += [str(other / n) for n in segments if not filecmp.cmp(dirs[0] / n, other / n, shallow=False)]
+        differences += [str(other / n) for n in [*segments, "leader-epoch-checkpoint"]
+                        if not filecmp.cmp(dirs[0] / n, other / n, shallow=False)]
     return differences
 
 
 def assert_replicas_identical(cluster, topic: str, partition: int = 0, timeout: float = 30.0) -> None:
-    """Every replica's segment files hold the same bytes, once the followers have fetched the
-    leader's log end (nothing is produced meanwhile, so the high watermark is the log end)."""
+    """Every replica's segment files hold the same bytes, and its leader-epoch-checkpoint the
+    same epochs, once the followers have fetched the leader's log end (nothing is produced
+    meanwhile, so the high watermark is the log end)."""
     deadline = time.monotonic() + timeout
     while (differences := _replica_differences(cluster, topic, partition)) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -296,3 +299,147 @@ def test_a_broker_that_loses_its_session_comes_back_as_a_follower(cluster):
 def test_single_broker_starts_without_zookeeper(minikafka_broker):
     answer = kafka_request(minikafka_broker.bootstrap, ApiKey.METADATA, 1, {"topics": None})
     assert [b.node_id for b in answer.brokers] == [0]
+
+
+# --------------------------------------------------------------------------- every client
+
+
+def _produce_confluent(bootstrap: str, topic: str, values: list[bytes], stop=None) -> dict[bytes, int]:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 60000,
+                         "retry.backoff.ms": 100, "enable.idempotence": False, "max.in.flight": 1,
+                         "topic.metadata.refresh.interval.ms": 500})
+    acked = {}
+
+    def delivered(err, msg):
+        if err is None:
+            acked[msg.value()] = msg.offset()
+
+    for value in values:
+        if stop is not None and stop.is_set():
+            break
+        producer.produce(topic, value, on_delivery=delivered)
+        producer.flush(60)
+    producer.flush(60)
+    return acked
+
+
+def _produce_aiokafka(bootstrap: str, topic: str, values: list[bytes], stop=None) -> dict[bytes, int]:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def run() -> dict[bytes, int]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=15000,
+                                    retry_backoff_ms=200, enable_idempotence=False)
+        await producer.start()
+        acked = {}
+        try:
+            for value in values:
+                if stop is not None and stop.is_set():
+                    break
+                try:
+                    metadata = await asyncio.wait_for(producer.send_and_wait(topic, value), 60)
+                    acked[value] = metadata.offset
+                except Exception:
+                    pass
+        finally:
+            await producer.stop()
+        return acked
+
+    return asyncio.run(run())
+
+
+def _produce_kafka_python(bootstrap: str, topic: str, values: list[bytes], stop=None) -> dict[bytes, int]:
+    if stop is None:
+        return produce_all(bootstrap, topic, values)
+    acked = {}
+    for value in values:
+        if stop.is_set():
+            break
+        acked.update(produce_all(bootstrap, topic, [value]))
+    return acked
+
+
+PRODUCERS = {"kafka-python": _produce_kafka_python, "confluent-kafka": _produce_confluent,
+             "aiokafka": _produce_aiokafka}
+
+
+@pytest.mark.parametrize("client", [*PRODUCERS, "kcat"])
+def test_every_client_produces_with_acks_all_and_consumes(cluster, client):
+    create_topic(cluster, "clients")
+    values = [b"%s-%d" % (client.encode(), i) for i in range(50)]
+    if client == "kcat":
+        # kcat reports no per-message offsets: what it wrote must all be read back, in order.
+        subprocess.run(["kcat", "-P", "-b", cluster.bootstrap, "-t", "clients", "-X", "acks=all"],
+                       input=b"\n".join(values) + b"\n", check=True, timeout=60)
+        out = subprocess.run(["kcat", "-C", "-b", cluster.bootstrap, "-t", "clients", "-o", "beginning", "-e",
+                              "-f", "%o %s\n"], capture_output=True, check=True, timeout=60).stdout
+        assert [line.split(b" ", 1) for line in out.splitlines()] == [[b"%d" % i, v] for i, v in enumerate(values)]
+        return
+    acked = PRODUCERS[client](cluster.bootstrap, "clients", values)
+    assert sorted(acked.values()) == list(range(50))
+    records = consume_all(cluster.bootstrap, "clients", 50)
+    assert sorted(records) == sorted((o, v) for v, o in acked.items())
+
+
+@pytest.mark.parametrize("client", list(PRODUCERS))
+def test_leader_kill_while_each_client_produces(cluster, client):
+    """kill -9 of the leader mid-stream: the client carries on after a retriable error, every
+    acknowledged value is read exactly once at the offset its ack named, and the old leader
+    comes back as a follower whose files end up identical to the new leader's."""
+    import threading
+
+    create_topic(cluster, "stream")
+    old_leader = cluster.leader("stream", 0)
+    stop = threading.Event()
+    result = {}
+    values = [b"%s-%d" % (client.encode(), i) for i in range(100_000)]
+    worker = threading.Thread(target=lambda: result.update(PRODUCERS[client](cluster.bootstrap, "stream", values, stop)))
+    worker.start()
+    try:
+        cluster.wait_until(lambda m: _end_offset(cluster, "stream", old_leader) >= 30, "30 messages in", 60,
+                           via=cluster.broker(old_leader))
+        cluster.broker(old_leader).kill()
+        survivor = next(b for i, b in enumerate(cluster.brokers, 1) if i != old_leader)
+        state = cluster.wait_until(lambda m: partition_state_in(m, "stream").leader_id not in (-1, old_leader),
+                                   "a new leader", 60, via=survivor)
+        new_leader = partition_state_in(state, "stream").leader_id
+        cluster.wait_until(lambda m: _end_offset(cluster, "stream", new_leader) >= 60, "30 more messages", 90,
+                           via=survivor)
+    finally:
+        stop.set()
+        worker.join(120)
+    assert not worker.is_alive()
+    # The new leader took over at leader epoch 0 + 1, recorded where its log ended then.
+    assert _epochs(cluster.broker(new_leader), "stream")[-1][0] == 1
+    cluster.broker(old_leader).start()
+    wait_for_isr(cluster, "stream", 3, timeout=90)
+    acked = result
+    assert len(acked) >= 60
+    records = consume_all(cluster.bootstrap, "stream", len(acked))
+    offsets = {}
+    for offset, value in records:
+        assert offset not in offsets, f"offset {offset} read twice"
+        offsets[offset] = value
+    for value, offset in acked.items():
+        assert offsets.get(offset) == value, f"acknowledged {value!r} at {offset}, read {offsets.get(offset)!r}"
+    assert_replicas_identical(cluster, "stream")
+
+
+def _epochs(broker, topic: str, partition: int = 0) -> list[tuple[int, int]]:
+    """The replica's leader-epoch-checkpoint: version, count, then "epoch start_offset" lines."""
+    lines = (broker.log_dir / f"{topic}-{partition}" / "leader-epoch-checkpoint").read_text().splitlines()
+    return [tuple(map(int, line.split())) for line in lines[2:]]
+
+
+def partition_state_in(metadata, topic: str, partition: int = 0):
+    return next(p for p in _topic(metadata, topic).partitions if p.partition_index == partition)
+
+
+def _end_offset(cluster, topic: str, broker_id: int) -> int:
+    answer = kafka_request(cluster.broker(broker_id).bootstrap, ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    partition = answer.topics[0].partitions[0]
+    return partition.offset if partition.error_code == 0 else -1
