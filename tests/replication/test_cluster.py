@@ -125,7 +125,8 @@ def wait_for_isr(cluster, topic: str, size: int, partition: int = 0, timeout: fl
 def test_metadata_from_every_broker_shows_three_replicas(cluster):
     create_topic(cluster, "rf3", partitions=3)
     for broker in cluster.brokers:
-        metadata = cluster.metadata(["rf3"], via=broker)
+        # Each broker learns the new topic from the controller's UpdateMetadata, in its time.
+        metadata = cluster.wait_until(lambda m: _fully_replicated(m, "rf3", 3, 3), "rf3 known", via=broker)
         assert sorted(b.node_id for b in metadata.brokers) == [1, 2, 3]
         assert metadata.controller_id in (1, 2, 3)
         topic = _topic(metadata, "rf3")
