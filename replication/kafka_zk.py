@@ -404,14 +404,12 @@ class KafkaZk:
                     f"this broker's previous run, wait for ZooKeeper's session timeout")
 
     async def live_brokers(self) -> dict[int, BrokerInfo]:
-        brokers = {}
-        for child in await self.zk.children(BROKER_IDS_PATH):
-            if not re.fullmatch(r"-?\d+", child):
-                continue
-            found = await self.zk.get(broker_path(int(child)))
-            if found is not None:  # gone between listing and reading: not live
-                brokers[int(child)] = decode_broker(int(child), found[0])
-        return dict(sorted(brokers.items()))
+        ids = sorted(int(child) for child in await self.zk.children(BROKER_IDS_PATH)
+                     if re.fullmatch(r"-?\d+", child))
+        registrations = await self.zk.get_many([broker_path(broker_id) for broker_id in ids])
+        # A node gone between listing and reading is a broker no longer live.
+        return {broker_id: decode_broker(broker_id, found[0])
+                for broker_id, found in zip(ids, registrations) if found is not None}
 
     # -- controller ---------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import uuid
+import weakref
 
 import pytest
 import trio
@@ -19,17 +20,31 @@ from minikafka.replication.zookeeper import (
 pytestmark = pytest.mark.timeout(90)
 
 
+# Events a test skipped while waiting for another kind: still due, in order, to a later wait.
+_backlog: "weakref.WeakKeyDictionary[ZkClient, list[ZkEvent]]" = weakref.WeakKeyDictionary()
+
+
+def _matches(event: ZkEvent, kind: str, path: str) -> bool:
+    return event.kind == kind and (kind == "session" or event.path == path)
+
+
 async def next_event(zk: ZkClient, kind: str, path: str = "", timeout: float = 20) -> ZkEvent:
-    """The next event of ``kind`` on ``path`` (session events: any), skipping others."""
+    """The next event of ``kind`` on ``path`` (session events: any path); events of other
+    kinds or paths are kept for later calls, so per-path order is what the test sees."""
+    backlog = _backlog.setdefault(zk, [])
+    for index, event in enumerate(backlog):
+        if _matches(event, kind, path):
+            return backlog.pop(index)
     with trio.fail_after(timeout):
         async for event in zk.events:
-            if event.kind == kind and (kind == "session" or event.path == path):
+            if _matches(event, kind, path):
                 return event
+            backlog.append(event)
     raise AssertionError("events closed")
 
 
 async def drain(zk: ZkClient, seconds: float = 0.3) -> list[ZkEvent]:
-    events = []
+    events = _backlog.pop(zk, [])
     with trio.move_on_after(seconds):
         async for event in zk.events:
             events.append(event)
@@ -67,6 +82,9 @@ async def test_requests_and_their_errors(zk_chroot):
         assert await zk.get("/a/b/c") == (b"three", 2)
         with pytest.raises(NoNode):
             await zk.set("/missing", b"")
+
+        assert await zk.get_many(["/a/b/c", "/nope", "/a"]) == [(b"three", 2), None, (b"", 0)]
+        assert await zk.get_many([]) == []
 
         first = await zk.create("/seq/n-", sequence=True)
         second = await zk.create("/seq/n-", sequence=True)
@@ -150,6 +168,7 @@ async def test_persistent_watches_report_every_change(zk_chroot):
         await other.create("/ids/3")
         assert (await next_event(zk, "children", "/ids")).children == ["3"]
 
+        await drain(zk, 0.1)
         await zk.unwatch("/ids")
         await other.create("/ids/4")
         await other.set("/ids/3", b"unwatched")
