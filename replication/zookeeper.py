@@ -250,6 +250,7 @@ class ZkClient:
         """End the session (its ephemeral nodes go at once) and close ``events``."""
         client = self._client
         if client is None or self._closing:
+            self._send.close()  # never started: a reader of events must not wait forever
             return
         self._closing = True
         for watch in self._watches.values():

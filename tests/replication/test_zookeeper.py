@@ -224,6 +224,25 @@ async def test_session_expiry_reports_expired_then_connected(zk_chroot, expire_s
         assert (await next_event(zk, "data", "/config")).data == b"v1"
 
 
+async def test_a_restarted_server_gives_the_session_back(private_zookeeper):
+    """ZooKeeper keeps sessions in its data dir: down for less than the session timeout, a
+    restart costs a "suspended", not the session or its ephemeral nodes."""
+    async with ZkClient(private_zookeeper.connect_string, session_timeout_ms=8000,
+                        request_timeout_ms=1000) as zk:
+        assert (await next_event(zk, "session")).state == "connected"
+        await zk.create("/eph", b"x", ephemeral=True)
+        session = zk.session_id
+        await trio.to_thread.run_sync(private_zookeeper.stop)
+        assert (await next_event(zk, "session")).state == "suspended"
+        with pytest.raises(ConnectionLost):
+            await zk.get("/eph")
+        await trio.to_thread.run_sync(private_zookeeper.start)  # same port, same data dir
+        assert (await next_event(zk, "session")).state == "connected"
+        assert zk.session_id == session
+        _, stat = await zk.get_stat("/eph")
+        assert stat.ephemeral_owner == session
+
+
 async def test_start_fails_within_its_timeout_when_nothing_listens():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -236,6 +255,9 @@ async def test_start_fails_within_its_timeout_when_nothing_listens():
     assert message == f"cannot connect to ZooKeeper at 127.0.0.1:{port} within 1.5 s"
     with pytest.raises(ConnectionLost):
         await zk.get("/")
+    await zk.close()
+    with trio.fail_after(1):
+        assert [event async for event in zk.events] == []
 
 
 async def test_loop_keeps_running_while_zookeeper_is_frozen(private_zookeeper):
