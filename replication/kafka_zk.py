@@ -464,7 +464,8 @@ class KafkaZk:
     async def create_topic(self, topic: str, assignment: dict[int, list[int]], config: dict[str, str]) -> None:
         """Write the topic's config, then its replica assignment (AdminUtils' order: brokers
         react to the assignment, and find the config already there). NodeExists if the topic
-        exists; ValueError for an assignment Kafka would refuse."""
+        exists; ValueError for an assignment Kafka would refuse. The topic name is the
+        caller's to validate (Kafka's Topic.validate, and its '.'/'_' collision check)."""
         _check_assignment(topic, assignment)
         if await self.zk.exists(topic_path(topic)) is not None:
             raise NodeExists(f"topic {topic!r} already exists")
@@ -573,7 +574,9 @@ def _hosts(info: BrokerInfo) -> set[str]:
 
 
 def _check_assignment(topic: str, assignment: dict[int, list[int]]) -> None:
-    """AdminUtils.validateCreateOrUpdateTopic's checks on a replica assignment."""
+    """AdminUtils.validateCreateOrUpdateTopic's checks on a replica assignment (equal replica
+    counts, no replica twice), and partitions numbered 0..n-1, without which a partition
+    would have no leader and consumers would find a hole in the topic."""
     if not assignment:
         raise ValueError(f"topic {topic!r}: no partitions")
     if sorted(assignment) != list(range(len(assignment))):
