@@ -80,8 +80,9 @@ class MalformedZnode(ZooKeeperError, ValueError):
 
 @dataclass(frozen=True)
 class BrokerInfo:
-    """A broker's registration. ``host``/``port`` are the PLAINTEXT endpoint old clients use;
-    ``endpoints`` maps listener name to (host, port)."""
+    """A broker's registration. ``host``/``port`` are the PLAINTEXT endpoint old clients use
+    (Kafka writes host null, port -1 for a broker without one: pass "" and -1); ``endpoints``
+    maps listener name to (host, port)."""
 
     id: int
     host: str
@@ -187,7 +188,7 @@ def encode_broker(info: BrokerInfo, timestamp_ms: int | None = None) -> bytes:
         "jmx_port": -1,
         "host": info.host or None,
         "timestamp": str(timestamp_ms),
-        "port": info.port if info.host else -1,
+        "port": info.port,
         "version": 4,
     }
     if info.rack is not None:
