@@ -250,6 +250,7 @@ class ZkClient:
         """End the session (its ephemeral nodes go at once) and close ``events``."""
         client = self._client
         if client is None or self._closing:
+            self._send.close()  # never started: a reader of events must not wait forever
             return
         self._closing = True
         for watch in self._watches.values():
@@ -282,6 +283,27 @@ class ZkClient:
                 return None
             return data, _stat(stat)
         return await self._request("get", path, call)
+
+    async def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        """``get`` of many nodes in one round trip's time: the requests are pipelined on the
+        session instead of waiting for each answer in turn."""
+        if not paths:
+            return []
+
+        def call():
+            from kazoo.exceptions import NoNodeError
+            client = self._require_client()
+            pending = [client.get_async(path) for path in paths]
+            found = []
+            for result in pending:
+                try:
+                    data, stat = self._wait(result)
+                except NoNodeError:
+                    found.append(None)
+                else:
+                    found.append((data, stat.version))
+            return found
+        return await self._request("get", paths[0] if len(paths) == 1 else f"({len(paths)} nodes)", call)
 
     async def get_json(self, path: str) -> tuple[dict, int] | None:
         """The node's data parsed as a JSON object, and its version; None if missing."""

@@ -15,6 +15,14 @@ import pytest
 from minikafka.replication.zk_server import ZooKeeperServer
 
 
+def pytest_collection_modifyitems(items):
+    # `-m "not zookeeper"` leaves out every test that needs a ZooKeeper (and so Java).
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "zookeeper" in fixtures or "private_zookeeper" in fixtures:
+            item.add_marker(pytest.mark.zookeeper)
+
+
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory) -> ZooKeeperServer:
     """One real ZooKeeper server (Debian's 3.8, standalone, free port) for the whole test

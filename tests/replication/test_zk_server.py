@@ -24,6 +24,7 @@ def _alive(pid: int) -> bool:
         return stat.read().split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.zookeeper
 def test_start_serves_on_a_free_port_and_stop_leaves_nothing(tmp_path):
     server = ZooKeeperServer(tmp_path / "zk")
     with pytest.raises(RuntimeError, match="not started"):
@@ -41,6 +42,7 @@ def test_start_serves_on_a_free_port_and_stop_leaves_nothing(tmp_path):
     server.stop()  # twice is harmless
 
 
+@pytest.mark.zookeeper
 def test_stop_also_ends_a_paused_server(tmp_path):
     with ZooKeeperServer(tmp_path / "zk") as server:
         server.pause()
@@ -48,6 +50,7 @@ def test_stop_also_ends_a_paused_server(tmp_path):
     assert not _alive(pid)
 
 
+@pytest.mark.zookeeper
 def test_a_taken_port_is_a_start_error(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

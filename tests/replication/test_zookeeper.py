@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import uuid
+import weakref
 
 import pytest
 import trio
@@ -19,17 +20,31 @@ from minikafka.replication.zookeeper import (
 pytestmark = pytest.mark.timeout(90)
 
 
+# Events a test skipped while waiting for another kind: still due, in order, to a later wait.
+_backlog: "weakref.WeakKeyDictionary[ZkClient, list[ZkEvent]]" = weakref.WeakKeyDictionary()
+
+
+def _matches(event: ZkEvent, kind: str, path: str) -> bool:
+    return event.kind == kind and (kind == "session" or event.path == path)
+
+
 async def next_event(zk: ZkClient, kind: str, path: str = "", timeout: float = 20) -> ZkEvent:
-    """The next event of ``kind`` on ``path`` (session events: any), skipping others."""
+    """The next event of ``kind`` on ``path`` (session events: any path); events of other
+    kinds or paths are kept for later calls, so per-path order is what the test sees."""
+    backlog = _backlog.setdefault(zk, [])
+    for index, event in enumerate(backlog):
+        if _matches(event, kind, path):
+            return backlog.pop(index)
     with trio.fail_after(timeout):
         async for event in zk.events:
-            if event.kind == kind and (kind == "session" or event.path == path):
+            if _matches(event, kind, path):
                 return event
+            backlog.append(event)
     raise AssertionError("events closed")
 
 
 async def drain(zk: ZkClient, seconds: float = 0.3) -> list[ZkEvent]:
-    events = []
+    events = _backlog.pop(zk, [])
     with trio.move_on_after(seconds):
         async for event in zk.events:
             events.append(event)
@@ -67,6 +82,9 @@ async def test_requests_and_their_errors(zk_chroot):
         assert await zk.get("/a/b/c") == (b"three", 2)
         with pytest.raises(NoNode):
             await zk.set("/missing", b"")
+
+        assert await zk.get_many(["/a/b/c", "/nope", "/a"]) == [(b"three", 2), None, (b"", 0)]
+        assert await zk.get_many([]) == []
 
         first = await zk.create("/seq/n-", sequence=True)
         second = await zk.create("/seq/n-", sequence=True)
@@ -150,6 +168,7 @@ async def test_persistent_watches_report_every_change(zk_chroot):
         await other.create("/ids/3")
         assert (await next_event(zk, "children", "/ids")).children == ["3"]
 
+        await drain(zk, 0.1)
         await zk.unwatch("/ids")
         await other.create("/ids/4")
         await other.set("/ids/3", b"unwatched")
@@ -205,6 +224,25 @@ async def test_session_expiry_reports_expired_then_connected(zk_chroot, expire_s
         assert (await next_event(zk, "data", "/config")).data == b"v1"
 
 
+async def test_a_restarted_server_gives_the_session_back(private_zookeeper):
+    """ZooKeeper keeps sessions in its data dir: down for less than the session timeout, a
+    restart costs a "suspended", not the session or its ephemeral nodes."""
+    async with ZkClient(private_zookeeper.connect_string, session_timeout_ms=8000,
+                        request_timeout_ms=1000) as zk:
+        assert (await next_event(zk, "session")).state == "connected"
+        await zk.create("/eph", b"x", ephemeral=True)
+        session = zk.session_id
+        await trio.to_thread.run_sync(private_zookeeper.stop)
+        assert (await next_event(zk, "session")).state == "suspended"
+        with pytest.raises(ConnectionLost):
+            await zk.get("/eph")
+        await trio.to_thread.run_sync(private_zookeeper.start)  # same port, same data dir
+        assert (await next_event(zk, "session")).state == "connected"
+        assert zk.session_id == session
+        _, stat = await zk.get_stat("/eph")
+        assert stat.ephemeral_owner == session
+
+
 async def test_start_fails_within_its_timeout_when_nothing_listens():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -217,6 +255,9 @@ async def test_start_fails_within_its_timeout_when_nothing_listens():
     assert message == f"cannot connect to ZooKeeper at 127.0.0.1:{port} within 1.5 s"
     with pytest.raises(ConnectionLost):
         await zk.get("/")
+    await zk.close()
+    with trio.fail_after(1):
+        assert [event async for event in zk.events] == []
 
 
 async def test_loop_keeps_running_while_zookeeper_is_frozen(private_zookeeper):
