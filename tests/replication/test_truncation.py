@@ -188,6 +188,12 @@ class Replica:
         self.record_reached_epochs()
         return point
 
+    def rejoin(self, leader: "Replica", leader_epoch: int, how: str, *, high_watermark: int) -> None:
+        """Restart, follow ``leader`` (truncating ``how``) and catch up with one fetch."""
+        self.restart(high_watermark=high_watermark)
+        self.follow(leader, leader_epoch, how)
+        self.fetch_from(leader)
+
     def record_reached_epochs(self) -> None:
         due, self.pending = epochs_reached(self.pending, self.log.log_end_offset)
         for epoch, start in due:
@@ -265,16 +271,18 @@ def play_kip101_scenario_1(cluster, how):
     a.log.high_watermark = final.high_watermark
     # B restarts before that fetch's response (carrying HW 2) arrives: its checkpoint says 1.
     b.restart(high_watermark=1)
-    b.follow(a, 0, how)
-    # A dies; B, in the ISR, is elected cleanly and takes a write.
+    b.follow(a, 0, how)  # and A dies before B's next fetch
+    fail_over_and_back(a, b, how)
+    return a, b
+
+
+def fail_over_and_back(a: Replica, b: Replica, how: str) -> None:
+    """A (broker 1) is down; B (broker 2), in the ISR, is elected cleanly, starts epoch 1 and
+    takes m2; A comes back with HW 2 checkpointed and follows B."""
     assert offline_leader([1, 2], [1, 2], {2}, unclean=False) == (2, [2])
     b.become_leader(1)
     b.produce("m2", epoch=1)
-    # A comes back and follows B.
-    a.restart(high_watermark=2)
-    a.follow(b, 1, how)
-    a.fetch_from(b)
-    return a, b
+    a.rejoin(b, 1, how, high_watermark=2)
 
 
 def test_kip101_scenario_1_keeps_the_acknowledged_message(cluster):
@@ -302,19 +310,14 @@ def play_kip101_scenario_2(cluster, how):
     a.log.flush()
     b.restart(high_watermark=2, lost_after=0)
     assert b.values() == [(0, "m0")]
-    assert offline_leader([1, 2], [1, 2], {2}, unclean=False) == (2, [2])
-    b.become_leader(1)
-    b.produce("m2", epoch=1)
-    a.restart(high_watermark=2)
-    a.follow(b, 1, how)
-    a.fetch_from(b)
+    fail_over_and_back(a, b, how)
     return a, b
 
 
 def test_kip101_scenario_2_replicas_converge(cluster):
     a, b = play_kip101_scenario_2(cluster, "epochs")
-    # m1 went with both copies' loss (KIP-101 accepts that when every replica fails at once);
-    # what the new leader holds is kept, and A now holds exactly that.
+    # m1 survived only on A, which was down when B took over: KIP-101 accepts that loss when
+    # every replica fails at once. A now holds exactly what the new leader holds.
     assert a.values() == b.values() == [(0, "m0"), (1, "m2")]
     assert_converged(a, b)
 
@@ -353,9 +356,7 @@ def play_unclean_election(cluster, how):
     a.produce("x1", epoch=1)
     a.produce("x2", epoch=1)
     a.log.high_watermark = 3
-    b.restart(high_watermark=3)
-    b.follow(a, 1, how)
-    b.fetch_from(a)
+    b.rejoin(a, 1, how, high_watermark=3)
     return a, b
 
 
@@ -400,9 +401,7 @@ def play_kip279(cluster, how):
     c.become_leader(2)
     c.produce("z3", epoch=2)
     c.log.high_watermark = c.log.log_end_offset
-    b.restart(high_watermark=1)
-    b.follow(c, 2, how)
-    b.fetch_from(c)
+    b.rejoin(c, 2, how, high_watermark=1)
     return b, c
 
 
