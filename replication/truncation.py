@@ -85,15 +85,19 @@ def truncation_offset(local_entries: EpochEntries, local_end_offset: int, leader
     earlier of the two copies of that epoch ends. The end of an epoch is the start of the next
     one in that map, or the log end for the last (``leader_end_offset`` for the leader's; None
     leaves the leader's last epoch open-ended). With no shared epoch, every epoch either side
-    holds in the range is unknown to the other: the point is the earlier of the two first
-    starts. Only when either map is empty is there nothing to go on but the high watermark.
+    holds from the follower's first epoch on is unknown to the other: the point is the
+    earlier of where those histories start on either side. Only when either map is empty is
+    there nothing to go on but the high watermark.
     Never above ``local_end_offset``."""
     if not local_entries or not leader_entries:
         return max(0, min(high_watermark, local_end_offset))
     local = dict(local_entries)
     shared = [e for e, _ in leader_entries if e in local]
     if not shared:
-        point = min(local_entries[0][1], leader_entries[0][1])
+        first_local_epoch, first_local_start = local_entries[0]
+        later = [start for e, start in leader_entries if e >= first_local_epoch]
+        leader_from = later[0] if later else (float("inf") if leader_end_offset is None else leader_end_offset)
+        point = min(first_local_start, leader_from)
     else:
         epoch = shared[-1]
         point = min(_end_of(local_entries, epoch, local_end_offset), _end_of(leader_entries, epoch, leader_end_offset))
@@ -115,6 +119,25 @@ def truncation_offset_from_answers(local_entries: EpochEntries, local_end_offset
         return max(0, min(local_entries[0][1], known[0], local_end_offset))
     return truncation_offset(local_entries, local_end_offset, leader_entries, high_watermark,
                              leader_end_offset=known[-1])
+
+
+def epochs_to_query_below(answers: Mapping[int, int], truncation_point: int) -> list[int]:
+    """The epochs below the first request's range to ask about in a second request, or [] when
+    none are needed.
+
+    They are needed only when the follower will fetch leader messages from epochs below that
+    range, whose starts the first answers cannot give: when no epoch in the range holds the
+    leader's messages at ``truncation_point`` (it shares no epoch with the follower, whose
+    cache the truncation then empties). Merged into the first answers, the second answers give
+    ``leader_epochs_from_answers`` the leader's whole map for ``epochs_to_record``; the
+    truncation point stays the one the first answers gave."""
+    lowest = min(answers)
+    if lowest == 0:
+        return []
+    first_start_in_range = answers[lowest]  # where the leader's epochs above ``lowest`` start
+    if first_start_in_range != UNDEFINED_EPOCH_OFFSET and truncation_point >= first_start_in_range:
+        return []
+    return list(range(0, lowest))
 
 
 def epochs_to_record(leader_entries: EpochEntries, from_offset: int) -> list[tuple[int, int]]:

@@ -4,9 +4,12 @@ played the old way to show that the old way loses or diverges."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from minikafka.protocol.records import build_message_set, iter_records
 from minikafka.replication.election import offline_leader
@@ -14,6 +17,7 @@ from minikafka.replication.partition_state import LeaderState, acks_all_satisfie
 from minikafka.replication.truncation import (
     epochs_reached,
     epochs_to_query,
+    epochs_to_query_below,
     epochs_to_record,
     leader_epochs_from_answers,
     truncation_offset,
@@ -121,6 +125,22 @@ def test_without_a_shared_epoch_both_unknown_histories_go():
     assert truncation_offset([(5, 40), (6, 50)], 60, [(7, 35)], 10, leader_end_offset=70) == 35
 
 
+def test_without_a_shared_epoch_the_leaders_whole_map_gives_the_same_point():
+    # Leader epochs below the follower's first (0, 2) hold what came before it on both sides.
+    assert truncation_offset([(5, 40), (6, 50)], 60, [(0, 0), (2, 20), (7, 45)], 10, leader_end_offset=70) == 40
+    assert truncation_offset([(5, 40)], 60, [(0, 0), (2, 20)], 10, leader_end_offset=30) == 30
+
+
+def test_second_request_only_when_leader_history_below_the_range_will_be_fetched():
+    # Range 4..7 starts (epoch 5) at 45 on the leader; the follower truncated to 40 fetches
+    # 40..45 from epochs below 4.
+    answers = {4: 45, 5: 60, 6: 60, 7: 70}
+    assert epochs_to_query_below(answers, 40) == [0, 1, 2, 3]
+    assert epochs_to_query_below(answers, 45) == []
+    assert epochs_to_query_below({0: 5, 1: 9}, 2) == []  # the range already starts at 0
+    assert epochs_to_query_below({3: -1, 4: -1}, 7) == [0, 1, 2]  # leader's epochs all below
+
+
 def test_leader_behind_the_followers_epochs_keeps_only_what_came_before_them():
     # The leader's latest epoch (3) is the lowest one asked for: it never had epochs 4, 5.
     answers = {3: 30, 4: -1, 5: -1}
@@ -181,8 +201,13 @@ class Replica:
             answers = {e: leader.log.leader_epoch_cache.end_offset_for(e)[1] for e in query}
             leader_entries = leader_epochs_from_answers(answers, leader_epoch)
             point = truncation_offset_from_answers(local, end, answers, leader_epoch, self.log.high_watermark)
-            assert point == truncation_offset(local, end, leader_entries, self.log.high_watermark,
-                                              leader_end_offset=answers[leader_epoch])
+            if leader_entries:
+                assert point == truncation_offset(local, end, leader_entries, self.log.high_watermark,
+                                                  leader_end_offset=answers[leader_epoch])
+            below = epochs_to_query_below(answers, point)
+            if below:
+                answers.update({e: leader.log.leader_epoch_cache.end_offset_for(e)[1] for e in below})
+                leader_entries = leader_epochs_from_answers(answers, leader_epoch)
             self.pending = epochs_to_record(leader_entries, point)
         self.log.truncate_to(point)
         self.record_reached_epochs()
@@ -419,3 +444,66 @@ def test_kip279_one_question_per_epoch_keeps_the_divergent_message(cluster):
     assert c.values()[1] == (1, "m1")
     assert b.log.log_end_offset == c.log.log_end_offset == 4
     assert b.segment_bytes() != c.segment_bytes()
+
+
+# -- any history ---------------------------------------------------------------------------
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("produce"), st.integers(1, 3)),
+        st.tuples(st.just("fetch"), st.integers(0, 2), st.integers(1, 4)),
+        st.tuples(st.just("elect"), st.integers(0, 2)),
+        st.tuples(st.just("follow"), st.integers(0, 2)),
+    ),
+    max_size=25,
+)
+
+
+def common_prefix(x: list, y: list) -> int:
+    n = 0
+    while n < min(len(x), len(y)) and x[n] == y[n]:
+        n += 1
+    return n
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops)
+def test_any_history_truncates_exactly_to_where_the_logs_part(history):
+    """Random leader changes (clean or not), produces, partial fetches, and followers that miss
+    leader changes (they follow late, as in KIP-279). Each message's value is the epoch and
+    offset it was written at, which no other message shares (one leader per epoch). Whenever a
+    follower starts following, its truncation point must be exactly where its log and the
+    leader's part: any higher keeps a divergent message, any lower drops one both hold."""
+    with tempfile.TemporaryDirectory() as root:
+        clock = FakeClock(T0)
+        replicas = [Replica(Path(root), f"r{i}", clock) for i in range(3)]
+        leader, epoch = 0, 0
+        following = {1, 2}  # replicas truncated against the current leader, free to fetch
+        try:
+            for op in history:
+                if op[0] == "produce":
+                    for _ in range(op[1]):
+                        replicas[leader].produce(f"{epoch}@{replicas[leader].log.log_end_offset}", epoch)
+                elif op[0] == "fetch" and op[1] in following:
+                    follower = replicas[op[1]]
+                    follower.fetch_from(replicas[leader], up_to=follower.log.log_end_offset + op[2])
+                elif op[0] == "elect" and op[1] != leader:
+                    leader, epoch = op[1], epoch + 1
+                    replicas[leader].become_leader(epoch)
+                    following = set()
+                elif op[0] == "follow" and op[1] != leader and op[1] not in following:
+                    follower, current = replicas[op[1]], replicas[leader]
+                    before, theirs = follower.values(), current.values()
+                    point = follower.follow(current, epoch)
+                    assert point == common_prefix(before, theirs), (before, theirs)
+                    following.add(op[1])
+            for i in set(range(3)) - {leader} - following:
+                replicas[i].follow(replicas[leader], epoch)
+            for i in set(range(3)) - {leader}:
+                replicas[i].fetch_from(replicas[leader])
+                assert replicas[i].values() == replicas[leader].values()
+                assert replicas[i].segment_bytes() == replicas[leader].segment_bytes()
+                assert replicas[i].log.leader_epoch_cache.entries == replicas[leader].log.leader_epoch_cache.entries
+        finally:
+            for replica in replicas:
+                replica.log.close()
