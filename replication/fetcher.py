@@ -20,9 +20,10 @@ from minikafka.replication.channel import BrokerChannel, ChannelError
 from minikafka.replication.metadata_cache import BrokerEndpoint
 from minikafka.replication.truncation import (
     epochs_to_query,
+    epochs_to_query_below,
     epochs_to_record,
     leader_epochs_from_answers,
-    truncation_offset,
+    truncation_offset_from_answers,
 )
 
 if TYPE_CHECKING:
@@ -123,24 +124,9 @@ class ReplicaFetcher:
     # -- truncation --------------------------------------------------------------------------
 
     async def _truncate(self, replicas: list["Replica"]) -> None:
-        queries: dict[tuple[str, int], list[int]] = {}
-        for replica in replicas:
-            queries[(replica.topic, replica.partition)] = epochs_to_query(
-                replica.log.leader_epoch_cache.entries, replica.leader_epoch)
-        topics: dict[str, list[dict]] = {}
-        for (topic, partition), epochs in queries.items():
-            topics.setdefault(topic, []).extend({"partition": partition, "leader_epoch": e} for e in epochs)
-        body = {"topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
-        response = await self.channel.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, body)
-        answers: dict[tuple[str, int], list[int]] = {}
-        errors: dict[tuple[str, int], int] = {}
-        for topic in response.topics:
-            for entry in topic.partitions:
-                key = (topic.topic, entry.partition)
-                if entry.error_code:
-                    errors[key] = entry.error_code
-                else:
-                    answers.setdefault(key, []).append(entry.end_offset)
+        queries = {(r.topic, r.partition): epochs_to_query(r.log.leader_epoch_cache.entries, r.leader_epoch)
+                   for r in replicas}
+        answers, errors = await self._ask_epochs(queries)
         for replica in replicas:
             key = (replica.topic, replica.partition)
             if self.partitions.get(key) is not replica or not replica.needs_truncation:
@@ -148,16 +134,51 @@ class ReplicaFetcher:
             if key in errors:
                 logger.info("%s-%d: leader %d answered OffsetForLeaderEpoch with %s; retrying",
                             replica.topic, replica.partition, self.leader_id, ErrorCode(errors[key]).name)
+                await trio.sleep(self.settings.backoff_ms / 1000)
                 continue
-            ends = dict(zip(queries[key], answers.get(key, [])))
-            self._truncate_one(replica, ends)
+            await self._truncate_one(replica, answers[key])
 
-    def _truncate_one(self, replica: "Replica", ends: dict[int, int]) -> None:
+    async def _ask_epochs(self, queries: dict[tuple[str, int], list[int]]):
+        """One OffsetForLeaderEpoch v0 request for ``{partition: [epochs]}``; answers come back
+        per entry in request order (a partition is listed once per epoch)."""
+        topics: dict[str, list[dict]] = {}
+        for (topic, partition), epochs in queries.items():
+            topics.setdefault(topic, []).extend({"partition": partition, "leader_epoch": e} for e in epochs)
+        body = {"topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
+        response = await self.channel.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, body)
+        ends: dict[tuple[str, int], list[int]] = {}
+        errors: dict[tuple[str, int], int] = {}
+        for topic in response.topics:
+            for entry in topic.partitions:
+                key = (topic.topic, entry.partition)
+                if entry.error_code:
+                    errors[key] = entry.error_code
+                else:
+                    ends.setdefault(key, []).append(entry.end_offset)
+        answers = {key: dict(zip(epochs, ends.get(key, []))) for key, epochs in queries.items() if key not in errors}
+        return answers, errors
+
+    async def _truncate_one(self, replica: "Replica", ends: dict[int, int]) -> None:
         log = replica.log
         cache = log.leader_epoch_cache
-        leader_entries = leader_epochs_from_answers(ends, replica.leader_epoch)
         local_end = log.log_end_offset
-        point = truncation_offset(cache.entries, local_end, leader_entries, log.high_watermark)
+        try:
+            point = truncation_offset_from_answers(cache.entries, local_end, ends, replica.leader_epoch,
+                                                   log.high_watermark)
+            below = epochs_to_query_below(ends, point)
+            if below:
+                more, errors = await self._ask_epochs({(replica.topic, replica.partition): below})
+                if errors:
+                    return  # asked again on the next round
+                ends = {**more[(replica.topic, replica.partition)], **ends}
+            leader_entries = leader_epochs_from_answers(ends, replica.leader_epoch)
+        except ValueError as exc:  # answers no leader gives: ask again later
+            logger.warning("%s-%d: leader %d's epoch answers %s are inconsistent (%s); retrying",
+                           replica.topic, replica.partition, self.leader_id, ends, exc)
+            await trio.sleep(self.settings.backoff_ms / 1000)
+            return
+        if self.partitions.get((replica.topic, replica.partition)) is not replica:
+            return
         if point < local_end:
             logger.info("%s-%d: truncating from %d to %d (leader %d, epoch %d)", replica.topic,
                         replica.partition, local_end, point, self.leader_id, replica.leader_epoch)

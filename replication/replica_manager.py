@@ -23,6 +23,7 @@ import trio
 from minikafka.protocol.errors import ErrorCode
 from minikafka.replication.metadata_cache import BrokerEndpoint, MetadataCache, PartitionInfo
 from minikafka.replication.partition_state import LeaderState, enough_replicas
+from minikafka.replication.truncation import epochs_reached
 from minikafka.replication.kafka_zk import KafkaZk, LeaderIsr
 from minikafka.replication.zookeeper import BadVersion, ZooKeeperError
 from minikafka.storage.clock import Clock
@@ -322,9 +323,10 @@ class ReplicaManager:
         take the leader's high watermark (never above our own log end)."""
         log = replica.log
         end = log.log_end_offset
-        while replica.pending_epochs and replica.pending_epochs[0][1] <= end:
-            epoch, start = replica.pending_epochs.pop(0)
-            log.leader_epoch_cache.assign(epoch, start)
+        if replica.pending_epochs:
+            due, replica.pending_epochs = epochs_reached(replica.pending_epochs, end)
+            for epoch, start in due:
+                log.leader_epoch_cache.assign(epoch, start)
         high_watermark = min(leader_high_watermark, end)
         if high_watermark > log.high_watermark:
             log.high_watermark = high_watermark
