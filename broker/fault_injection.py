@@ -145,6 +145,8 @@ class _Partitioned:
     ``req_partition`` None: the request lists partitions as plain ints (OffsetFetch).
     ``fill``: the partition fields an error answer sets besides its index and error code.
     ``extra``: top-level response fields of an answer built without the handler.
+    ``hurry``: request fields set when the handler serves the partitions left after some
+    failed (a Fetch with an error answers at once instead of long-polling, as in Kafka).
     """
 
     req_topics: str
@@ -157,6 +159,7 @@ class _Partitioned:
     resp_partition: str
     fill: dict = dataclasses.field(default_factory=dict)
     extra: dict = dataclasses.field(default_factory=dict)
+    hurry: dict = dataclasses.field(default_factory=dict)
 
     def slots(self, body: Struct) -> list[tuple[str, int]]:
         return [(_get(topic, self.req_topic), self._index(partition))
@@ -175,7 +178,7 @@ class _Partitioned:
             kept = [p for p in _get(topic, self.req_partitions) or () if (name, self._index(p)) not in dropped]
             if kept:
                 topics.append(Struct(**{**topic.__dict__, self.req_partitions: kept}))
-        return Struct(**{**body.__dict__, self.req_topics: topics})
+        return Struct(**{**body.__dict__, **(self.hurry if dropped else {}), self.req_topics: topics})
 
     def answer(self, body: Struct, errors: dict[tuple[str, int], int], served: dict | None,
                top_error: int) -> dict:
@@ -266,7 +269,7 @@ _SHAPES: dict[ApiKey, Any] = {
     ApiKey.FETCH: _Partitioned("topics", "topic", "partitions", "partition",
                                "responses", "topic", "partitions", "partition_index",
                                fill={"high_watermark": -1, "records": b""},
-                               extra={"throttle_time_ms": 0}),
+                               extra={"throttle_time_ms": 0}, hurry={"max_wait_ms": 0}),
     ApiKey.LIST_OFFSETS: _Partitioned("topics", "name", "partitions", "partition_index",
                                       "topics", "name", "partitions", "partition_index"),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _Partitioned("topics", "topic", "partitions", "partition",

@@ -273,3 +273,18 @@ async def test_a_delayed_request_keeps_its_place_on_its_connection(faulty, fault
     offsets = [(await faulty_client.receive()).body.responses[0].partition_responses[0].base_offset
                for _ in range(2)]
     assert offsets == [0, 1]
+
+
+async def test_a_fetch_with_an_injected_partition_error_does_not_long_poll_the_others(
+        start_broker, connect):
+    broker = await start_broker(**{"minikafka.test.control.port": "0", "num.partitions": "2"})
+    client = await connect(broker)
+    await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "two"}]})
+    broker.faults.inject("Fetch", ["OFFSET_OUT_OF_RANGE"], topic="two", partition=1)
+    body = {"replica_id": -1, "max_wait_ms": 60_000, "min_bytes": 1, "topics": [
+        {"topic": "two", "partitions": [{"partition": p, "fetch_offset": 0, "partition_max_bytes": 1024}
+                                        for p in (0, 1)]}]}
+    with trio.fail_after(30):  # well under max_wait_ms: answered at once, as Kafka does on an error
+        response = await client.request(ApiKey.FETCH, 2, body)
+    assert [(p.partition_index, p.error_code, p.high_watermark) for p in response.responses[0].partitions] == [
+        (0, 0, 0), (1, ErrorCode.OFFSET_OUT_OF_RANGE, -1)]
