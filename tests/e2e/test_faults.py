@@ -150,6 +150,26 @@ def test_confluent_kafka_gets_a_non_retriable_error_with_its_code(broker, topic)
     assert read_all(broker.bootstrap, topic) == [(0, b"before"), (1, b"after")]
 
 
+def test_confluent_kafka_consumer_waits_out_an_unavailable_coordinator(broker, topic):
+    from confluent_kafka import Consumer, Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    assert _confluent_deliver(producer, topic, b"v")[0] is None
+    broker.inject("FindCoordinator", ["GROUP_COORDINATOR_NOT_AVAILABLE"] * 2)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{topic}",
+                         "client.id": f"cc-{topic}", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        message = None
+        deadline = time.monotonic() + 60
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(1)
+        assert message is not None and message.error() is None and message.value() == b"v"
+    finally:
+        consumer.close()
+    assert served_to(broker, f"cc-{topic}")[:2] == [["COORDINATOR_NOT_AVAILABLE"]] * 2
+
+
 # ------------------------------------------------------------------------------ aiokafka
 
 
