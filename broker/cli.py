@@ -7,6 +7,7 @@ exactly one line to stdout::
 
 (preceded, with ``--test-control``, by the line that announces the test-control port, see
 ``broker/control.py``).
+
 SIGINT or SIGTERM shut it down cleanly (checkpoints and the clean-shutdown marker are written,
 so the next start needs no recovery). Anything that stops it from starting (a bad flag, a
 bad config key or value, a busy port, an unusable log dir) is reported as one line on stderr

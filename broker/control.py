@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import socket
 from typing import Any
 
@@ -39,8 +38,8 @@ logger = logging.getLogger(__name__)
 
 CONTROL_HOST = "127.0.0.1"
 MAX_LINE = 65536
+# What `minikafka serve` prints; the pytest plugin's CONTROL_LINE parses it.
 ANNOUNCEMENT = "minikafka test control: {host}:{port}"
-ANNOUNCEMENT_LINE = re.compile(r"^minikafka test control: (?P<host>\S+):(?P<port>\d+)$")
 
 
 class ControlError(RuntimeError):

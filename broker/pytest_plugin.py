@@ -17,6 +17,10 @@ attached to the failure report.
 
 ``MinikafkaBroker`` is also usable directly (it is a context manager) for fixtures of wider
 scope, e.g. one broker per module.
+
+Brokers are started for tests (``--test-control``), so a test can make one fail on demand:
+``broker.inject("Produce", ["NOT_LEADER_FOR_PARTITION", 6])``, ``broker.delay("Fetch", ms=500)``,
+``broker.pause()`` / ``broker.resume()`` (see README, "Faults on demand").
 """
 
 from __future__ import annotations
