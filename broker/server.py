@@ -125,7 +125,8 @@ class Broker:
 
     Attributes the handlers and the group coordinator use: ``config``, ``clock``,
     ``node_id``, ``log_manager``, ``group_coordinator``, ``cluster_id``, ``advertised_host``,
-    ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``.
+    ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``, ``faults``
+    (a ``FaultInjector`` when started for tests, else None).
     """
 
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
@@ -139,6 +140,14 @@ class Broker:
         self.advertised_host: str | None = None
         self.advertised_port: int | None = None
         self.append_waiters = AppendWaiters()
+        # Tests only (minikafka.test.control.port): injected errors and delays, and where the
+        # channel that queues them listens once serving.
+        self.faults = None
+        if config.test_control_port is not None:
+            from minikafka.broker.fault_injection import FaultInjector  # imports the handlers
+
+            self.faults = FaultInjector()
+        self.control_address: tuple[str, int] | None = None
         self._dir_locks: list = []
         # Topic creation and deletion touch the disk in a worker thread; one at a time, so
         # "does it exist?" and "create it" cannot interleave with another request's.
@@ -195,6 +204,11 @@ class Broker:
                 nursery.start_soon(self.group_coordinator.run)
                 if self.export_handoff is not None:
                     nursery.start_soon(self.export_handoff.run)
+                if self.faults is not None:
+                    from minikafka.broker.control import serve_control
+
+                    self.control_address = await nursery.start(serve_control, self.faults,
+                                                               self.config.test_control_port)
 
                 async def handle(stream: trio.SocketStream) -> None:
                     await Connection(self, stream).run()
