@@ -21,7 +21,7 @@ import os
 import re
 import sys
 
-__all__ = ["SparkStartError", "check_master", "spark_session", "worker_environment"]
+__all__ = ["SparkStartError", "check_master", "python_worker_failure", "spark_session", "worker_environment"]
 
 # The master URLs Spark 4 accepts (SparkContext's patterns; Mesos support is gone).
 _MASTER_URL = re.compile(
@@ -50,6 +50,21 @@ def worker_environment(master: str = "local[*]") -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def python_worker_failure(error: str) -> str | None:
+    """One line for the user, if Spark's ``error`` says its Python workers could not run the
+    data source: the interpreter failed to start (``Error from python worker``, e.g. it does
+    not exist on a worker) or lacks minikafka or its packages; ``None`` for any other error."""
+    started = re.search(r"Error from python worker:\s*\n\s*(\S.*)", error)
+    missing = re.search(r"ModuleNotFoundError: No module named '((?:minikafka|pyarrow)[^']*)'", error)
+    if started is None and missing is None:
+        return None
+    detail = started.group(1).strip() if started is not None else f"no module named {missing.group(1)!r}"
+    interpreter = os.environ.get("PYSPARK_PYTHON", "python3")
+    return (f"Spark's Python workers could not run the minikafka data source with {interpreter} "
+            f"({detail}): every Spark worker needs that interpreter, with minikafka installed, "
+            "at the same path (or set PYSPARK_PYTHON to one that has it)")
 
 
 def spark_session(master: str = "local[*]", app_name: str = "minikafka export"):

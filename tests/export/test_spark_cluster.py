@@ -8,6 +8,9 @@ each task, the workers' work dirs which worker ran each executor). The daemons r
 ``python3`` on their PATH that fails: the executors' Python workers must be the driver's
 interpreter (``PYSPARK_PYTHON``, the one minikafka is installed in), not whatever ``python3``
 a worker finds. When the cluster stops, none of its processes may be left.
+
+Workers that cannot run the data source (no such interpreter, or one without minikafka) make
+``minikafka export`` fail with one line that says so, not Spark's stack traces.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from minikafka.export.standalone import StandaloneCluster
 from minikafka.protocol.records import Codec
 from minikafka.storage import list_segments
 
+from .conftest import plain_segment, write_segments
 from .test_against_broker import LAUNCHER, consume, create_topic, produce, produce_raw_magic0
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
@@ -119,3 +123,37 @@ def test_export_on_a_two_worker_standalone_cluster(tmp_path, minikafka_broker_fa
     finally:
         cluster.stop()
     assert cluster.processes() == []
+
+
+@pytest.mark.parametrize("interpreter", ["wrong", "without minikafka"])
+def test_workers_that_cannot_run_the_data_source_fail_in_one_line(tmp_path, interpreter):
+    """In local mode the same interpreter runs the driver's planning and the tasks: both are
+    Spark Python workers. Nothing is exported or recorded."""
+    log_dir = tmp_path / "logs"
+    write_segments(log_dir, "t", 0, [plain_segment(0, 10), plain_segment(10, 10)])
+    if interpreter == "wrong":
+        python = str(wrong_python(tmp_path / "bin") / "python3")
+        detail = "not the interpreter minikafka is installed in"
+    else:
+        # This interpreter with pyspark's and pyarrow's directories but no site processing, so
+        # no .pth file: an editable minikafka (ours, or another checkout's) is not importable.
+        import pyarrow
+        import pyspark
+
+        dirs = os.pathsep.join({str(Path(m.__file__).parents[1]) for m in (pyspark, pyarrow)})
+        python = str(tmp_path / "python-without-minikafka")
+        Path(python).write_text(f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{dirs}" '
+                                f'exec {sys.executable} -S "$@"\n')
+        Path(python).chmod(0o755)
+        detail = "(no module named 'minikafka')"
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, "export", "--log-dir", str(log_dir), "--out", str(out),
+         "--master", "local[1]", "--no-progress"],
+        env=dict(os.environ, PYSPARK_PYTHON=python), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"minikafka export: error: Spark's Python workers could not run the minikafka "
+                           f"data source with {python} ("), done.stderr
+    assert detail in last and "Traceback" not in done.stderr and "\tat org.apache" not in done.stderr
+    assert not list(out.glob("t/*")) and not list(out.glob("_minikafka/progress/*"))
