@@ -182,10 +182,12 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
     ``SparkStartError`` if Spark's Python workers cannot run the data source.
     """
     started = time.monotonic()
-    log_dirs = [Path(d) for d in log_dirs]
+    # Absolute (not resolved: a shared mount's symlinks may differ between machines): Spark's
+    # executors run in work dirs of their own, and the staging directory becomes a file:// URI.
+    log_dirs = [Path(os.path.abspath(d)) for d in log_dirs]
     for log_dir in log_dirs:
         check_log_dir(log_dir)
-    out_dir = Path(out_dir)
+    out_dir = Path(os.path.abspath(out_dir))
     store = ExportProgress(out_dir)
     store.lock()
     try:

@@ -85,10 +85,11 @@ def test_export_on_a_two_worker_standalone_cluster(tmp_path, minikafka_broker_fa
 
         cluster.wait_ready()
         out = tmp_path / "out"
+        # Relative paths, as in the README: the executors run in their own work dirs.
         done = subprocess.run(
-            [sys.executable, "-c", LAUNCHER, "export", "--log-dir", str(broker.log_dir), "--out", str(out),
-             "--master", cluster.master_url, "--no-progress"],
-            env=cluster.driver_env(), capture_output=True, text=True, timeout=180)
+            [sys.executable, "-c", LAUNCHER, "export", "--log-dir", os.path.relpath(broker.log_dir, tmp_path),
+             "--out", "out", "--master", cluster.master_url, "--no-progress"],
+            cwd=tmp_path, env=cluster.driver_env(), capture_output=True, text=True, timeout=180)
         assert done.returncode == 0, f"{done.stderr}\n{cluster.log_tail()}"
         assert re.fullmatch(rf"minikafka export: {len(closed)} segments, {len(expected)} records, "
                             rf"{len(closed)} files, .*", done.stderr.strip().splitlines()[-1]), done.stderr
