@@ -26,6 +26,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from minikafka.export.session import worker_environment
 from minikafka.export.standalone import StandaloneCluster
 from minikafka.protocol.records import Codec
 from minikafka.storage import list_segments
@@ -158,3 +159,15 @@ def test_workers_that_cannot_run_the_data_source_fail_in_one_line(tmp_path, inte
                            f"data source with {python} ("), done.stderr
     assert detail in last and "Traceback" not in done.stderr and "\tat org.apache" not in done.stderr
     assert not list(out.glob("t/*")) and not list(out.glob("_minikafka/progress/*"))
+
+
+def test_only_a_local_master_pins_the_driver_to_loopback(monkeypatch):
+    """Executors on other machines connect back to the address the driver advertises:
+    ``SPARK_LOCAL_IP=127.0.0.1`` would make it ``localhost``. The interpreter is set for both."""
+    for name in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+        monkeypatch.delenv(name, raising=False)
+    worker_environment("spark://spark-master.example:7077")
+    assert "SPARK_LOCAL_IP" not in os.environ
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    worker_environment("local[2]")
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
