@@ -56,6 +56,7 @@ others'), the exporter SIGKILLs its own process at that point.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import re
 import shutil
@@ -242,15 +243,10 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     # Exactly the planned files, not a fresh scan of the log dirs: a segment that retention
     # renamed to .deleted since planning would be missing from a scan (and its offsets from
     # the output) while progress still moved past it.
-    try:  # the driver runs the data source's Python (schema, planning) here already
+    with _explained_failures(slices):  # the driver runs the data source's Python here already
         df = (spark.read.format(FORMAT)
               .option("segments", segments_option(slices))
               .load(",".join(str(d) for d in log_dirs)))
-    except Exception as exc:
-        known = _known_failure(exc, slices)
-        if known is not None:
-            raise known from None
-        raise
     # UTC dates whatever the session's time zone: shift the instant so that formatting it
     # in the session zone prints its UTC wall-clock date (the identity when that zone is UTC).
     session_zone = spark.conf.get("spark.sql.session.timeZone")
@@ -273,15 +269,11 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
         # Rows in offset order within each file; no shuffle, so each task (one segment)
         # writes its own file per date and nothing else. A file:// URI whatever the cluster's
         # default filesystem: the driver checks and renames these files itself.
-        (dated.sortWithinPartitions("dt", "offset").write
-         .option("maxRecordsPerFile", 0)
-         .partitionBy("dt")
-         .parquet(staging.as_uri()))
-    except Exception as exc:
-        known = _known_failure(exc, slices)
-        if known is not None:
-            raise known from None
-        raise
+        with _explained_failures(slices):
+            (dated.sortWithinPartitions("dt", "offset").write
+             .option("maxRecordsPerFile", 0)
+             .partitionBy("dt")
+             .parquet(staging.as_uri()))
     finally:
         stop.set()
         watcher.join()
@@ -292,13 +284,22 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     bar.finish()
 
 
-def _known_failure(exc: Exception, slices: list[SegmentSlice]) -> Exception | None:
-    """The error to report instead of Spark's, for failures with a one-line explanation.
+@contextlib.contextmanager
+def _explained_failures(slices: list[SegmentSlice]):
+    """Spark's failures that have a one-line explanation raise that instead (the CLI prints
+    it); any other failure is raised as it is."""
+    try:
+        yield
+    except Exception as exc:
+        known = _known_failure(str(exc), slices)
+        if known is not None:
+            raise known from None
+        raise
 
-    A worker's exception reaches the driver as text inside Spark's error: a SegmentCorrupt
-    is raised again as itself, so the CLI prints the one line that names the file and offset.
-    """
-    text = str(exc)
+
+def _known_failure(text: str, slices: list[SegmentSlice]) -> Exception | None:
+    """A worker's exception reaches the driver as text inside Spark's error: a SegmentCorrupt
+    is raised again as itself, so the CLI prints the one line that names the file and offset."""
     corrupt = re.search(r"SegmentCorrupt: (.+)", text)
     if corrupt is not None:
         from minikafka.export.segment_reader import SegmentCorrupt
