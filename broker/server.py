@@ -480,15 +480,7 @@ class Broker:
                 raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                  f"Replication factor: {replication_factor} larger than available "
                                  f"brokers: 1.")
-        overrides = {}
-        for name, value in configs.items():
-            if value is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config '{name}'.")
-            overrides[name] = value
-        try:
-            LogConfig.from_topic_configs(self.default_log_config, overrides)
-        except ValueError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        overrides = self.checked_topic_overrides(configs)
         async with self._topic_admin:
             if self.topic_exists(topic):
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
@@ -500,6 +492,20 @@ class Broker:
                 raise _creation_failed(topic, exc) from None
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
                     f", configs {overrides}" if overrides else "")
+
+    def checked_topic_overrides(self, configs: dict[str, str | None]) -> dict[str, str]:
+        """CreateTopics' configs as topic overrides; TopicError(INVALID_CONFIG) for a null value
+        or a name or value Kafka would refuse."""
+        overrides = {}
+        for name, value in configs.items():
+            if value is None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config '{name}'.")
+            overrides[name] = value
+        try:
+            LogConfig.from_topic_configs(self.default_log_config, overrides)
+        except ValueError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return overrides
 
     async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
         """Delete a topic and its data. Raises TopicError(UNKNOWN_TOPIC_OR_PARTITION /
