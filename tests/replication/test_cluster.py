@@ -224,6 +224,31 @@ def test_min_insync_replicas_refuses_when_two_brokers_are_down(cluster):
     assert end.topics[0].partitions[0].offset == 0  # nothing was written
 
 
+def test_isr_shrinking_below_min_insync_while_waiting_answers_after_append(tmp_path, zookeeper):
+    """acks=-1 accepted with a full ISR, then both followers stall: the leader drops them after
+    replica.lag.time.max.ms, the high watermark reaches the message with an ISR of one, and the
+    answer is NOT_ENOUGH_REPLICAS_AFTER_APPEND (written, but not as durably as asked)."""
+    from minikafka.protocol.records import build_message_set
+
+    overrides = {"replica.lag.time.max.ms": "1500", "min.insync.replicas": "2"}
+    with MinikafkaCluster(tmp_path / "c", 3, overrides, zookeeper=zookeeper.connect_string) as three:
+        create_topic(three, "shrinking")
+        leader_id = three.leader("shrinking", 0)
+        followers = [b for i, b in enumerate(three.brokers, 1) if i != leader_id]
+        for follower in followers:
+            os.kill(follower.process.pid, signal.SIGSTOP)
+        try:
+            body = {"acks": -1, "timeout_ms": 30000, "topic_data": [{"name": "shrinking", "partition_data": [
+                {"index": 0, "records": build_message_set([(None, b"late", 1)])}]}]}
+            answer = kafka_request(three.broker(leader_id).bootstrap, ApiKey.PRODUCE, 2, body, timeout=40)
+        finally:
+            for follower in followers:
+                os.kill(follower.process.pid, signal.SIGCONT)
+        partition = answer.responses[0].partition_responses[0]
+        assert partition.error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        assert partition.base_offset == 0
+
+
 def test_controller_failover_bumps_the_epoch_and_fences_the_old_one(cluster):
     create_topic(cluster, "before")
     controller_id = cluster.controller()
