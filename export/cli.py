@@ -158,7 +158,8 @@ def run_export(args) -> int:
     finally:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous_handler)
-    print(summary_line("export", segments=summary.segments, records=summary.records,
+    units = {"chunks" if args.plan is not None else "segments": summary.segments}
+    print(summary_line("export", **units, records=summary.records,
                        files=summary.files, bytes_read=summary.bytes_read,
                        bytes_written=summary.bytes_written, seconds=summary.seconds),
           file=sys.stderr, flush=True)

@@ -13,7 +13,8 @@ lets retention delete the new one's segments. Kafka's internal topics
 
 The exporter process is exactly-once on its own (``export.exporter``): if it fails or the
 broker is killed mid-export, the next run finishes the job; failed runs are retried with
-exponential back-off. No pyspark import here, but importing this module fails (as
+exponential back-off. In a cluster, ``export.cluster_handoff`` takes this class's place: leaders
+export, and progress is shared in ZooKeeper. No pyspark import here, but importing this module fails (as
 ``ModuleNotFoundError``, which the broker reports as a config error at start-up) when the
 exporter's packages are missing: otherwise every export would fail and retention would wait
 forever.

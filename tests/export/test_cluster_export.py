@@ -82,6 +82,13 @@ def zk_progress(cluster, partition: int) -> dict | None:
         zk.close()
 
 
+def exporter_running(broker) -> bool:
+    """Whether the broker process has a child: the exporter its hand-off runs."""
+    tasks = Path(f"/proc/{broker.process.pid}/task")
+    return any((task / "children").read_text().split() for task in tasks.iterdir()
+               if (task / "children").exists())
+
+
 def wait_for(condition, what: str, timeout: float):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -183,10 +190,10 @@ def test_leader_moves_during_export_keep_it_exactly_once(tmp_path, zookeeper):
             for phase, (how, partition) in enumerate(moves):
                 reader.catch_up(produce(cluster, phase))
                 leader = cluster.leader(TOPIC, partition)
-                # The leader has claimed chunks: its exporter is running, or about to.
-                wait_for(lambda: (zk_progress(cluster, partition) or {}).get("pending"),
-                         f"chunks of partition {partition} claimed", 60)
                 broker = cluster.broker(leader)
+                # Chunks of the partition are claimed and the leader's exporter is running.
+                wait_for(lambda: (zk_progress(cluster, partition) or {}).get("pending") and exporter_running(broker),
+                         f"partition {partition} being exported by broker {leader}", 60)
                 broker.kill() if how == "kill" else broker.stop()
                 new_leader = wait_for(lambda: (lambda l: l if l not in (-1, leader) else None)(
                     cluster.leader(TOPIC, partition)), f"a new leader of partition {partition}", 60)
