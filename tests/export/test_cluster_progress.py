@@ -16,6 +16,7 @@ import trio
 from minikafka.export.cluster_handoff import ClusterExportHandoff, ClusterView
 from minikafka.export.cluster_progress import ClusterExportProgress, PartitionExport, plan_chunks
 from minikafka.export.exporter import export_chunks
+from minikafka.export.planning import SegmentSlice, chunks_option, parse_options
 from minikafka.protocol.records import build_message_set
 from minikafka.replication.kafka_zk import topic_path
 from minikafka.replication.zookeeper import ZkClient, ZooKeeperError
@@ -39,6 +40,15 @@ def test_plan_chunks_from_progress_below_the_high_watermark():
     assert plan_chunks(segments, 14, 20) == []  # the active segment is never planned
     assert plan_chunks(segments, 0, 20, max_chunks=2) == [(0, 5), (5, 9)]
     assert plan_chunks(segments[1:], 2, 20) == [(5, 9), (9, 14)]  # 2..5 gone: the caller warns
+
+
+def test_chunks_option_round_trip_and_refusal(tmp_path):
+    groups = [[SegmentSlice("t", 0, "/x/0.log", 0, 2, 5, None, 10), SegmentSlice("t", 0, "/x/5.log", 5, 5, 9, None, 8)],
+              [SegmentSlice("t", 0, "/x/9.log", 9, 9, 14, None, 9)]]
+    parsed = parse_options({"path": str(tmp_path), "chunks": chunks_option(groups)})
+    assert parsed.chunks == tuple(tuple(group) for group in groups)
+    with pytest.raises(ValueError, match="option chunks must be what export.planning.chunks_option writes"):
+        parse_options({"path": str(tmp_path), "chunks": "[[1, 2]]"})
 
 
 async def test_generations_and_conditional_writes(zk_chroot):
@@ -71,8 +81,7 @@ async def test_generations_and_conditional_writes(zk_chroot):
         assert await progress.write("t", 0, done, version) == 1
         assert await progress.write("t", 0, replace(done, next_offset=5), version) is None  # stale
         assert await progress.read_many([("t", 0), ("t", 1)]) == {("t", 0): done}
-        await zk.set(progress.partition_node("t", 1), b"not json") if await zk.exists(
-            progress.partition_node("t", 1)) else await zk.create(progress.partition_node("t", 1), b"not json")
+        await zk.create(progress.partition_node("t", 1), b"not json")
         with pytest.raises(ZooKeeperError, match="not minikafka export progress"):
             await progress.read("t", 1)
 
