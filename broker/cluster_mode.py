@@ -18,7 +18,7 @@ from minikafka.replication.assignment import InvalidReplicationFactor, assign_re
 from minikafka.replication.cluster import ClusterMember, ClusterSettings
 from minikafka.replication.controller import ControllerError
 from minikafka.replication.fetcher import FetcherSettings
-from minikafka.replication.replica_manager import NotLeader, Replica
+from minikafka.replication.replica_manager import LEADER, NotLeader, Replica
 from minikafka.replication.zookeeper import NodeExists, ZooKeeperError
 from minikafka.storage.config import AppendResult
 
@@ -53,6 +53,16 @@ def cluster_member(broker) -> ClusterMember:
     return ClusterMember(node_id=broker.node_id, settings=settings, log_manager=broker.log_manager,
                          clock=broker.clock, on_readable=broker.append_waiters.notify,
                          local_topics_to_keep=INTERNAL_TOPICS)
+
+
+def export_view(broker):
+    """What the export hand-off of a cluster broker needs (``export.cluster_handoff``): it
+    exports the partitions led here, and reads and writes progress in ZooKeeper."""
+    from minikafka.export.cluster_handoff import ClusterView
+
+    replicas = broker.cluster.replicas
+    return ClusterView(zk_client=broker.cluster.zk_client, log_manager=broker.log_manager,
+                       leader_logs=lambda: [r.log for r in list(replicas.replicas.values()) if r.role == LEADER])
 
 
 # ---------------------------------------------------------------------- topics

@@ -160,9 +160,13 @@ class Broker:
             except ModuleNotFoundError as exc:
                 raise ConfigError(f"minikafka.export.dir: the export package is not available ({exc})") from None
 
-            master = {"master": config.export_master} if config.export_master is not None else {}
+            options = {"master": config.export_master} if config.export_master is not None else {}
+            if config.zookeeper_connect is not None:  # progress shared by the cluster, in ZooKeeper
+                from minikafka.export.cluster_handoff import ClusterExportHandoff as ExportHandoff
+
+                options["node_id"] = config.node_id
             try:
-                self.export_handoff = ExportHandoff(out_dir=config.export_dir, log_dirs=config.log_dirs, **master)
+                self.export_handoff = ExportHandoff(out_dir=config.export_dir, log_dirs=config.log_dirs, **options)
             except ValueError as exc:  # a malformed Spark master URL
                 raise ConfigError(f"minikafka.export.master: {exc}") from None
             segment_hooks = {"on_segment_closed": self.export_handoff.segment_closed,
@@ -175,6 +179,8 @@ class Broker:
             from minikafka.broker.cluster_mode import cluster_member
 
             self.cluster = cluster_member(self)
+            if self.export_handoff is not None:
+                self.export_handoff.join_cluster(cluster_mode().export_view(self))
         try:
             self.group_coordinator = GroupCoordinator(self)
         except ValueError as exc:  # a group.* / offsets.* setting the coordinator refuses

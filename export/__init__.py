@@ -6,6 +6,8 @@
 * ``export.exporter``       - exactly-once export to ``OUT/<topic>/dt=<date>/<gen>_<partition>_<offset>.parquet``
 * ``export.progress``       - durable per-partition export progress and the output lock
 * ``export.handoff``        - ``minikafka serve --export-to``: queue, retention veto, exporter process
+* ``export.cluster_progress`` - a broker cluster's export progress in ZooKeeper: chunks, claims, records
+* ``export.cluster_handoff`` - the hand-off of a cluster broker: leaders export, every replica's retention waits
 * ``export.replay``         - exported files back into a DataFrame or a broker
 * ``export.cli``            - ``minikafka export`` / ``minikafka replay`` (pyspark imported lazily)
 * ``export.standalone``     - a throwaway Spark standalone cluster on this machine (tests, benchmarks)

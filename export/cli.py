@@ -40,6 +40,10 @@ def register(subparsers) -> None:
     export.add_argument("--master", default="local[*]",
                         help="Spark master URL: local[*] (default), local[N], spark://HOST:PORT, "
                              "k8s://..., yarn; on a cluster, DIR and OUT must be shared paths")
+    export.add_argument("--plan", metavar="FILE",
+                        help="export exactly the chunks in FILE, as a broker of a replicated cluster "
+                             "planned and claimed them in ZooKeeper (what its hand-off runs); "
+                             "the broker records them, not this command")
 
     replay = _subcommand(
         subparsers, "replay", run_replay,
@@ -123,7 +127,7 @@ class _SparkInterrupt:
 
 def run_export(args) -> int:
     from minikafka.export.console import summary_line
-    from minikafka.export.exporter import export
+    from minikafka.export.exporter import export, export_chunks
     from minikafka.export.progress import ExportBusy
     from minikafka.export.session import SparkStartError, check_master
 
@@ -134,8 +138,12 @@ def run_export(args) -> int:
     previous_handler = signal.getsignal(signal.SIGINT)
     try:
         check_master(args.master)  # now, not only once there is work for Spark
-        summary = export(interrupt.session, args.log_dir, args.out, args.topic,
-                         progress=False if args.no_progress else None)
+        if args.plan is not None:
+            summary = export_chunks(interrupt.session, args.log_dir, args.out, _read_plan(args.plan),
+                                    progress=False if args.no_progress else None)
+        else:
+            summary = export(interrupt.session, args.log_dir, args.out, args.topic,
+                             progress=False if args.no_progress else None)
     except (ValueError, ExportBusy, SparkStartError, FileNotFoundError, NotADirectoryError,
             PermissionError) as exc:
         if interrupt.requested:
@@ -150,11 +158,26 @@ def run_export(args) -> int:
     finally:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous_handler)
-    print(summary_line("export", segments=summary.segments, records=summary.records,
+    units = {"chunks" if args.plan is not None else "segments": summary.segments}
+    print(summary_line("export", **units, records=summary.records,
                        files=summary.files, bytes_read=summary.bytes_read,
                        bytes_written=summary.bytes_written, seconds=summary.seconds),
           file=sys.stderr, flush=True)
+    if args.plan is not None and (summary.replaced_partitions or summary.incomplete_partitions):
+        # The planning broker records a plan only when all of it is in place.
+        return _fail("export", f"{summary.replaced_partitions + summary.incomplete_partitions} partition(s) "
+                               "of the plan were left out; nothing of them may be recorded")
     return 0
+
+
+def _read_plan(path: str) -> dict:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except ValueError as exc:
+        raise ValueError(f"plan {path}: not JSON ({exc})") from None
 
 
 def run_replay(args) -> int:

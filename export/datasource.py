@@ -13,6 +13,7 @@ Usage (pyspark 4 Python Data Source API)::
           .option("startingTimestamp", "1700000000000")           # ms, overrides startingOffsets
           .option("includeActiveSegment", "false")   # default: closed segments only
           # or .option("segments", segments_option(slices))   exact slices planned elsewhere
+          # or .option("chunks", chunks_option(groups))       one task per group of slices
           .load("/var/lib/minikafka"))               # a broker's log.dirs (comma-separate several)
 
 Rows have Spark's Kafka source schema (``SCHEMA``): key binary, value binary, topic string,
@@ -55,25 +56,42 @@ class SegmentPartition(InputPartition):
     start_timestamp: int | None
 
 
+@dataclass
+class ChunkPartition(InputPartition):
+    """One Spark input partition reading several segment ranges in turn (option ``chunks``)."""
+
+    parts: list[SegmentPartition]
+
+
 class MiniKafkaReader(DataSourceReader):
-    """Plans one input partition per segment (on the driver) and reads it (on a worker)."""
+    """Plans one input partition per segment, or per chunk (on the driver), and reads it (on a worker)."""
 
     def __init__(self, options) -> None:
         self._options = parse_options(options)
 
-    def partitions(self) -> list[SegmentPartition]:
-        slices = plan_slices(self._options)
-        return [SegmentPartition(s.topic, s.partition, s.log_path, s.start_offset, s.end_offset,
-                                 s.start_timestamp) for s in slices]
+    def partitions(self) -> list[SegmentPartition] | list[ChunkPartition]:
+        if self._options.chunks is not None:
+            return [ChunkPartition([_partition(s) for s in group]) for group in self._options.chunks]
+        return [_partition(s) for s in plan_slices(self._options)]
 
-    def read(self, partition: SegmentPartition) -> Iterator:
+    def read(self, partition: SegmentPartition | ChunkPartition) -> Iterator:
+        if isinstance(partition, ChunkPartition):
+            return (batch for part in partition.parts for batch in _read(part))
         if not isinstance(partition, SegmentPartition):
             return iter(())  # nothing planned: Spark still runs one task with a placeholder
-        return read_segment(
-            partition.log_path, partition.topic, partition.partition,
-            start_offset=partition.start_offset, end_offset=partition.end_offset,
-            start_timestamp=partition.start_timestamp,
-        )
+        return _read(partition)
+
+
+def _partition(s) -> SegmentPartition:
+    return SegmentPartition(s.topic, s.partition, s.log_path, s.start_offset, s.end_offset, s.start_timestamp)
+
+
+def _read(partition: SegmentPartition) -> Iterator:
+    return read_segment(
+        partition.log_path, partition.topic, partition.partition,
+        start_offset=partition.start_offset, end_offset=partition.end_offset,
+        start_timestamp=partition.start_timestamp,
+    )
 
 
 class MiniKafkaDataSource(DataSource):

@@ -70,14 +70,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minikafka.export.console import ProgressBar
-from minikafka.export.planning import SegmentSlice, check_log_dir, scan_log_dirs, segments_option
+from minikafka.export.planning import SegmentSlice, check_log_dir, chunks_option, scan_log_dirs, segments_option
 from minikafka.export.progress import ExportProgress
 from minikafka.export.session import SparkStartError, python_worker_failure
 from minikafka.storage import read_topic_id
 from minikafka.storage.checkpoint import fsync_dir
 
 __all__ = ["NO_TIMESTAMP_DATE", "ExportPlan", "ExportSummary", "Incarnation", "SegmentGone", "export",
-           "internal_topic", "output_name", "pending_slices"]
+           "export_chunks", "internal_topic", "output_name", "pending_slices"]
 
 CRASH_HOOK_ENV = "MINIKAFKA_EXPORT_CRASH_AT"
 NO_TIMESTAMP_DATE = "unknown"  # the dt= of records without a timestamp
@@ -234,7 +234,56 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
     return summary
 
 
-def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, progress: bool | None) -> None:
+def export_chunks(spark_factory, log_dirs, out_dir, plan: dict, *, progress: bool | None = None) -> ExportSummary:
+    """Export the chunks a cluster broker's hand-off planned and claimed (``export.cluster_progress``);
+    the hand-off records them in ZooKeeper once this returns with every partition done.
+
+    ``plan`` is what ``ClusterExportHandoff`` writes: ``{"staging": DIR, "jobs": [{"topic",
+    "partition", "generation", "topic_id", "chunks": [{"start", "end", "slices": [...]}]}]}``,
+    ``slices`` being this broker's segment files covering the chunk (``segments_option``'s
+    form). Each chunk is read by one Spark task and staged, checked and renamed as ``export``
+    does with segments, so its files are named by the chunk's first offset per date whatever
+    the segment files it was read from. No lock on ``out_dir`` (other brokers' exports write
+    into it; the chunk claims keep them apart) and no progress file. Partitions left out (a
+    topic deleted and created again meanwhile, a chunk with nothing staged) are counted in
+    the summary and must not be recorded.
+    """
+    started = time.monotonic()
+    log_dirs = [Path(os.path.abspath(d)) for d in log_dirs]
+    out_dir = Path(os.path.abspath(out_dir))
+    incarnations: dict[tuple[str, int], Incarnation] = {}
+    groups: list[list[SegmentSlice]] = []
+    units: list[SegmentSlice] = []  # one pseudo-slice per chunk: what a staged file must fall in
+    for job in plan["jobs"]:
+        key = (job["topic"], job["partition"])
+        incarnations[key] = Incarnation(job["topic_id"], job["generation"])
+        for chunk in job["chunks"]:
+            groups.append([SegmentSlice(*fields) for fields in chunk["slices"]])
+            units.append(SegmentSlice(*key, "", chunk["start"], chunk["start"], chunk["end"], None,
+                                      chunk["end"] - chunk["start"]))
+    read = [s for group in groups for s in group]
+    summary = ExportSummary(segments=len(groups), bytes_read=sum(s.size for s in read))
+    if not groups:
+        return summary
+    staging = Path(plan["staging"]) / uuid.uuid4().hex
+    try:
+        _write_staging(spark_factory(), log_dirs, read, staging, progress, chunks=groups)
+        _crash_point("after-write")
+        replaced = _replaced_partitions(read, incarnations)
+        units = [u for u in units if (u.topic, u.partition) not in replaced]
+        incomplete = _move_into_place(staging, out_dir, units, incarnations, summary)
+        summary.replaced_partitions = len(replaced)
+        summary.incomplete_partitions = len(incomplete)
+        _crash_point("after-rename")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, progress: bool | None,
+                   *, chunks: list[list[SegmentSlice]] | None = None) -> None:
+    """Spark reads ``slices`` (one task each), or with ``chunks`` each group of them in one task."""
     from pyspark.sql import functions as F
 
     from minikafka.export.datasource import FORMAT
@@ -245,7 +294,8 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     # the output) while progress still moved past it.
     with _explained_failures(slices):  # the driver runs the data source's Python here already
         df = (spark.read.format(FORMAT)
-              .option("segments", segments_option(slices))
+              .option(*(("chunks", chunks_option(chunks)) if chunks is not None
+                        else ("segments", segments_option(slices))))
               .load(",".join(str(d) for d in log_dirs)))
     # UTC dates whatever the session's time zone: shift the instant so that formatting it
     # in the session zone prints its UTC wall-clock date (the identity when that zone is UTC).
@@ -260,7 +310,8 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     group = f"minikafka-export-{uuid.uuid4().hex}"
     sc = spark.sparkContext
     sc.setJobGroup(group, "minikafka export")
-    bar = ProgressBar("export", len(slices), "segments", enabled=progress)
+    tasks = len(chunks) if chunks is not None else len(slices)
+    bar = ProgressBar("export", tasks, "chunks" if chunks is not None else "segments", enabled=progress)
     bar.update(0)  # drawn now: the first Spark stage can take a while to start
     stop = threading.Event()
     watcher = threading.Thread(target=_watch_tasks, args=(sc, group, bar, stop), daemon=True)
@@ -280,7 +331,7 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
         sc.setLocalProperty("spark.jobGroup.id", None)
         sc.setLocalProperty("spark.job.description", None)
         spark.conf.set("spark.sql.parquet.outputTimestampType", previous_timestamp_type)
-    bar.update(len(slices))
+    bar.update(tasks)
     bar.finish()
 
 

@@ -13,7 +13,8 @@ lets retention delete the new one's segments. Kafka's internal topics
 
 The exporter process is exactly-once on its own (``export.exporter``): if it fails or the
 broker is killed mid-export, the next run finishes the job; failed runs are retried with
-exponential back-off. No pyspark import here, but importing this module fails (as
+exponential back-off. In a cluster, ``export.cluster_handoff`` takes this class's place: leaders
+export, and progress is shared in ZooKeeper. No pyspark import here, but importing this module fails (as
 ``ModuleNotFoundError``, which the broker reports as a config error at start-up) when the
 exporter's packages are missing: otherwise every export would fail and retention would wait
 forever.
@@ -131,20 +132,29 @@ class ExportHandoff:
             self._wakeup = trio.Event()
             with self._lock:
                 batch, self._pending = self._pending, []
-            command = self.command()
-            logger.info("exporting to %s (%d newly closed segments): %s", self.out_dir, len(batch),
-                        shlex.join(command))
-            result = await trio.run_process(command, check=False, stdin=subprocess.DEVNULL,
-                                            stdout=2)
-            self._reload_progress()
-            if result.returncode == 0:
+            if await self._export(batch):
                 self.runs += 1
                 delay = self.retry_delay
                 continue
-            logger.warning("exporter exited with status %s; retrying in %.0f s", result.returncode, delay)
+            logger.warning("export failed; retrying in %.0f s", delay)
             await trio.sleep(delay)
             delay = min(delay * 2, self.max_retry_delay)
             self._wakeup.set()
+
+    async def _export(self, batch: list) -> bool:
+        """One exporter run over everything not yet exported; True if it succeeded."""
+        command = self.command()
+        logger.info("exporting to %s (%d newly closed segments): %s", self.out_dir, len(batch),
+                    shlex.join(command))
+        result = await self._run_exporter(command)
+        self._reload_progress()
+        return result.returncode == 0
+
+    async def _run_exporter(self, command: list[str]) -> subprocess.CompletedProcess:
+        result = await trio.run_process(command, check=False, stdin=subprocess.DEVNULL, stdout=2)
+        if result.returncode != 0:
+            logger.warning("exporter exited with status %s", result.returncode)
+        return result
 
     def _reload_progress(self) -> None:
         exported = ExportProgress(self.out_dir).state()

@@ -22,6 +22,10 @@ Offset options follow Spark's Kafka source where they make sense for a batch rea
                      exactly those files read (the exporter). A running broker's retention may
                      rename a planned segment to ``.deleted`` before Spark reads it; a rescan
                      would leave it out, the planned file is still read (``read_segment``).
+``chunks``           groups of exact slices (``chunks_option``), each group read by one Spark
+                     task: an offset range spread over several segment files (a cluster's
+                     export chunk, see ``export.cluster_progress``) then yields one output
+                     file per date, as it does on the replica whose single segment held it.
 
 "Latest" is the end of the readable data: the end of the last closed segment, or of the
 active segment with ``includeActiveSegment``.
@@ -34,7 +38,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ReadOptions", "SegmentSlice", "parse_options", "plan_slices", "scan_log_dirs", "segments_option"]
+__all__ = ["ReadOptions", "SegmentSlice", "chunks_option", "parse_options", "plan_slices", "scan_log_dirs",
+           "segments_option"]
 
 EARLIEST = -2
 LATEST = -1
@@ -67,6 +72,7 @@ class ReadOptions:
     starting_timestamp: int | None
     include_active_segment: bool
     segments: tuple[SegmentSlice, ...] | None = None
+    chunks: tuple[tuple[SegmentSlice, ...], ...] | None = None
 
 
 _SLICE_FIELDS = ("topic", "partition", "log_path", "base_offset", "start_offset", "end_offset",
@@ -78,11 +84,28 @@ def segments_option(slices) -> str:
     return json.dumps([[getattr(s, name) for name in _SLICE_FIELDS] for s in slices])
 
 
+def chunks_option(groups) -> str:
+    """The ``chunks`` option's value: each group of slices read by one task, in order."""
+    return json.dumps([json.loads(segments_option(group)) for group in groups])
+
+
+def _slices(fields_list) -> tuple[SegmentSlice, ...]:
+    return tuple(SegmentSlice(*fields) for fields in fields_list)
+
+
 def _segments(text: str) -> tuple[SegmentSlice, ...]:
     try:
-        return tuple(SegmentSlice(*fields) for fields in json.loads(text))
+        return _slices(json.loads(text))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"option segments must be what export.planning.segments_option writes, "
+                         f"not {text[:80]!r}") from exc
+
+
+def _chunks(text: str) -> tuple[tuple[SegmentSlice, ...], ...]:
+    try:
+        return tuple(_slices(group) for group in json.loads(text))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"option chunks must be what export.planning.chunks_option writes, "
                          f"not {text[:80]!r}") from exc
 
 
@@ -158,6 +181,7 @@ def parse_options(options) -> ReadOptions:
         starting_timestamp=starting_timestamp,
         include_active_segment=_bool("includeActiveSegment", options.get("includeActiveSegment") or "false"),
         segments=_segments(options["segments"]) if options.get("segments") else None,
+        chunks=_chunks(options["chunks"]) if options.get("chunks") else None,
     )
 
 
