@@ -37,7 +37,7 @@ from minikafka.storage.types import CorruptPartitionMetadata
 logger = logging.getLogger(__name__)
 
 # Topics that belong to the broker itself: clients may read them but not write them, and
-# they are listed in Metadata only when asked for by name.
+# Metadata flags them is_internal so clients can leave them out of their topic lists.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 
 # accept(2) failing for want of resources, which may come back (as trio.serve_listeners).

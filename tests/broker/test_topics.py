@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 import trio
 
 from minikafka.broker.handlers import HANDLERS
@@ -44,8 +46,8 @@ async def test_metadata_describes_the_broker_and_auto_creates(start_broker, conn
     assert [(p.error_code, p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
             for p in topic.partitions] == [(0, i, 0, [0], [0]) for i in range(3)]
     # v0: an empty list means every topic; v1+: null means every topic, empty means none
-    assert [t.name for t in (await client.request(ApiKey.METADATA, 0, {"topics": []})).topics] == ["auto"]
-    assert [t.name for t in (await client.request(ApiKey.METADATA, 1, {"topics": None})).topics] == ["auto"]
+    assert [t.name for t in (await client.request(ApiKey.METADATA, 0, {"topics": []})).topics] == ["__consumer_offsets", "auto"]
+    assert [t.name for t in (await client.request(ApiKey.METADATA, 1, {"topics": None})).topics] == ["__consumer_offsets", "auto"]
     assert (await client.request(ApiKey.METADATA, 1, {"topics": []})).topics == []
 
 
@@ -58,11 +60,19 @@ async def test_metadata_errors_without_auto_create(start_broker, connect):
     assert user_topics(broker) == {}
 
 
-async def test_internal_topics_are_listed_only_by_name(broker, client):
+@pytest.mark.parametrize("version", [0, 1, 2])
+async def test_all_topics_include_internal_ones_flagged_as_kafka_does(broker, client, version):
+    # Kafka 0.10.2 answers every version's all-topics request from getAllTopics, internal
+    # topics included; v1+ carries is_internal so clients can filter them.
     assert "__consumer_offsets" in broker.topics()  # the group coordinator's
     await broker.create_topic("visible", 1, 1, {}, {})
-    everything = await client.request(ApiKey.METADATA, 1, {"topics": None})
-    assert [t.name for t in everything.topics] == ["visible"]
+    everything = await client.request(ApiKey.METADATA, version, {"topics": [] if version == 0 else None})
+    assert [t.name for t in everything.topics] == ["__consumer_offsets", "visible"]
+    if version:
+        assert [t.is_internal for t in everything.topics] == [True, False]
+
+
+async def test_internal_topics_can_be_asked_for_by_name(broker, client):
     by_name = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "__consumer_offsets"}]})
     assert [(t.name, t.error_code, t.is_internal) for t in by_name.topics] == [("__consumer_offsets", 0, True)]
     assert by_name.topics[0].partitions
