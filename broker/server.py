@@ -32,7 +32,7 @@ from minikafka.storage.config import AppendResult, LogConfig
 from minikafka.storage.log import Log
 from minikafka.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from minikafka.storage.names import InvalidTopicName, validate_topic_name
-from minikafka.storage.types import CorruptPartitionMetadata
+from minikafka.storage.types import CorruptPartitionMetadata, TooManyPartitions
 
 logger = logging.getLogger(__name__)
 
@@ -368,6 +368,8 @@ class Broker:
             try:
                 await trio.to_thread.run_sync(self.log_manager.create_topic, topic,
                                               self.config.num_partitions, {})
+            except TooManyPartitions as exc:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
             except OSError as exc:
                 raise _creation_failed(topic, exc) from None
         logger.info("auto-created topic %r with %d partition(s)", topic, self.config.num_partitions)
@@ -379,7 +381,8 @@ class Broker:
 
         ``num_partitions`` / ``replication_factor`` of -1 take the broker defaults
         (``num.partitions``, 1), as Kafka does since KIP-464; with explicit ``assignments``
-        both must be -1. Raises TopicError with INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
+        both must be -1. More partitions than the process can keep open (open-file limit,
+        memory maps: LogManager.check_partition_room) are INVALID_PARTITIONS. Raises TopicError with INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
         INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
         INVALID_REQUEST, INVALID_CONFIG or KAFKA_STORAGE_ERROR (the disk refused it).
         """
@@ -429,10 +432,13 @@ class Broker:
         async with self._topic_admin:
             if self.topic_exists(topic):
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
-            if validate_only:
-                return
             try:
+                self.log_manager.check_partition_room(num_partitions)
+                if validate_only:
+                    return
                 await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, overrides)
+            except TooManyPartitions as exc:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
             except OSError as exc:
                 raise _creation_failed(topic, exc) from None
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
