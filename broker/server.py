@@ -21,6 +21,7 @@ import resource
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import trio
 
@@ -257,9 +258,12 @@ class Broker:
                 logger.warning("log dir %s was not shut down cleanly: recovering its logs", log_dir)
         try:
             self.log_manager.startup()
-        except OSError as exc:
-            raise BrokerStartupError(
-                f"cannot load logs from {exc.filename or 'the log dirs'}: {exc.strerror or exc}") from None
+        except OSError as exc:  # e.g. a full disk while recovery rebuilds indexes: one line, not a signal
+            dirs = self.config.log_dirs
+            where = next((d for d in dirs if exc.filename and Path(exc.filename).is_relative_to(d)), None)
+            named = f"log dir {where}" if where else f"log dir{'s' * (len(dirs) > 1)} {','.join(map(str, dirs))}"
+            raise BrokerStartupError(f"cannot load logs from {named}: {exc.strerror or exc}"
+                                     + (f" ({exc.filename})" if exc.filename else "")) from None
         except (RuntimeError, CorruptPartitionMetadata) as exc:  # e.g. one partition in two log dirs
             raise BrokerStartupError(f"cannot load logs: {exc}") from None
 

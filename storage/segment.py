@@ -299,13 +299,31 @@ class LogSegment:
     def append(self, buffer: bytes, entries: list[tuple[int, int, int]], last_offset: int, now: int) -> None:
         """Write a validated set and index it from its per-entry ``(position, last offset,
         max timestamp)`` list, without parsing the bytes again; entries without a
-        timestamp count at ``now``."""
+        timestamp count at ``now``.
+
+        Raises OSError (ENOSPC: the disk is full) with the segment, file and indexes, as it
+        was before the call."""
+        offset_entries_before, time_entries_before = self.offset_index.entries, self.time_index.entries
+        rolling_base_before = self._rolling_base_timestamp
         start = self.size
         fd = self.file.fileno()
         view = memoryview(buffer)
         written = 0
-        while written < len(buffer):
-            written += os.pwrite(fd, view[written:], start + written)
+        try:
+            while written < len(buffer):
+                written += os.pwrite(fd, view[written:], start + written)
+            self._index_appended(buffer, entries, last_offset, now, start)
+        except OSError:
+            # A full disk (or any write error) leaves the segment as it was, so nothing of a
+            # refused set is read, or found after a restart: cut the file back (truncation
+            # needs no space), and forget index entries added (their pages stay reserved).
+            os.ftruncate(fd, start)
+            self.offset_index.entries, self.time_index.entries = offset_entries_before, time_entries_before
+            self._rolling_base_timestamp = rolling_base_before
+            raise
+
+    def _index_appended(self, buffer: bytes, entries: list[tuple[int, int, int]], last_offset: int, now: int,
+                        start: int) -> None:
         if start == 0 and entries:
             self._rolling_base_timestamp = entries[0][2] if entries[0][2] >= 0 else now
         max_timestamp, offset_of_max = self.max_timestamp, self.offset_of_max_timestamp
