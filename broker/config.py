@@ -76,6 +76,10 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("socket.request.max.bytes", "int", 104857600,
               "Largest request frame accepted; a bigger size prefix closes the connection.",
               minimum=1),
+    ConfigKey("queued.max.request.bytes", "long", 104857600,
+              "Bytes of request frames being read or waiting to be handled, across all "
+              "connections (KIP-72); beyond it the broker stops reading from sockets until "
+              "handled requests free memory. -1: no bound (Kafka's default).", minimum=-1),
     ConfigKey("connections.max.idle.ms", "long", 600000,
               "Close a connection after this long without a request in flight or bytes received; "
               "-1 never.", minimum=-1),
@@ -384,6 +388,11 @@ class BrokerConfig:
     @property
     def socket_request_max_bytes(self) -> int:
         return self._values["socket.request.max.bytes"]
+
+    @property
+    def queued_max_request_bytes(self) -> int | None:
+        value = self._values["queued.max.request.bytes"]
+        return None if value < 0 else value
 
     @property
     def connections_max_idle_ms(self) -> int:

@@ -27,6 +27,7 @@ import trio
 
 from minikafka.broker.config import BrokerConfig, ConfigError, host_port, parse_properties
 from minikafka.broker.groups import GroupCoordinator
+from minikafka.broker.request_memory import RequestMemory
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.storage.clock import Clock, SystemClock
 from minikafka.storage.config import AppendResult, LogConfig
@@ -119,7 +120,8 @@ class Broker:
 
     Attributes the handlers and the group coordinator use: ``config``, ``clock``,
     ``node_id``, ``log_manager``, ``group_coordinator``, ``cluster_id``, ``advertised_host``,
-    ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``.
+    ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``,
+    ``request_memory`` (``queued.max.request.bytes``).
     """
 
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
@@ -133,6 +135,7 @@ class Broker:
         self.advertised_host: str | None = None
         self.advertised_port: int | None = None
         self.append_waiters = AppendWaiters()
+        self.request_memory = RequestMemory(config.queued_max_request_bytes)
         self._dir_locks: list = []
         # Topic creation and deletion touch the disk in a worker thread; one at a time, so
         # "does it exist?" and "create it" cannot interleave with another request's.
