@@ -290,3 +290,19 @@ def test_ipv6_ready_line_is_a_bootstrap_address(tmp_path):
         code, err = server.stop()
     assert code == 0, err
     assert f"serving on [::1]:{server.port}" in err
+
+
+def test_healthcheck_is_a_real_apiversions_round_trip(minikafka_broker):
+    assert run_cli("healthcheck", "--bootstrap", minikafka_broker.bootstrap).returncode == 0
+    # An open port that does not speak Kafka is not healthy: it accepts, then hangs up.
+    with socket.create_server(("127.0.0.1", 0)) as impostor:
+        port = impostor.getsockname()[1]
+        result = subprocess.Popen([*LAUNCH, "healthcheck", "--bootstrap", f"127.0.0.1:{port}", "--timeout", "5"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        conn, _ = impostor.accept()
+        conn.close()
+        stdout, stderr = result.communicate(timeout=30)
+    assert result.returncode == 1
+    assert_one_line_error(subprocess.CompletedProcess([], 1, stdout, stderr), "closed the connection")
+    closed = run_cli("healthcheck", "--bootstrap", f"127.0.0.1:{port}")
+    assert_one_line_error(closed, f"127.0.0.1:{port}", "refused")
