@@ -112,3 +112,24 @@ def test_a_write_cut_short_by_a_full_disk_leaves_no_message_of_the_set(small_fil
     lines = result.stdout.splitlines()
     assert lines[0] == "refused: ENOSPC"
     assert lines[-1] == "after restart 1 [b'kept']"
+
+
+def test_a_topic_the_full_disk_refuses_midway_is_rolled_back(small_filesystem, tmp_path):
+    from minikafka.storage import LogConfig, LogManager, SystemClock
+
+    disk = small_filesystem("2m")
+    manager = LogManager([disk.path / "logs"], LogConfig(), SystemClock())
+    manager.startup()
+    disk.fill(leave=10 * 4096)  # room for the files of a few partitions, not of 50
+    try:
+        manager.create_topic("wide", 50, {})
+    except OSError as exc:
+        assert exc.errno == 28  # ENOSPC
+    else:
+        raise AssertionError("50 partitions fitted on a full disk")
+    assert manager.topics() == {}
+    assert [p.name for p in (disk.path / "logs").iterdir() if p.is_dir()] == []
+    disk.free()
+    assert len(manager.create_topic("wide", 50, {})) == 50
+    assert manager.topics() == {"wide": 50}
+    manager.shutdown()
