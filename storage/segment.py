@@ -104,19 +104,17 @@ class LogSegment:
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, *, create: bool) -> None:
         self.base_offset = base_offset
         self.config = config
-        stem = directory / segment_file_stem(base_offset)
-        self.log_path = stem.with_name(stem.name + LOG_SUFFIX)
+        stem = segment_file_stem(base_offset)
+        self.log_path = directory / (stem + LOG_SUFFIX)
+        index_path, time_index_path = directory / (stem + INDEX_SUFFIX), directory / (stem + TIME_INDEX_SUFFIX)
         if create:
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                stem.with_name(stem.name + suffix).unlink(missing_ok=True)
+            index_path.unlink(missing_ok=True)
+            time_index_path.unlink(missing_ok=True)
         self.file = SegmentFile(self.log_path, "w+" if create else "r+")
         self.size = os.fstat(self.file.fileno()).st_size
-        self.indexes_missing = not (stem.with_name(stem.name + INDEX_SUFFIX).exists()
-                                    and stem.with_name(stem.name + TIME_INDEX_SUFFIX).exists())
-        self.offset_index = OffsetIndex(stem.with_name(stem.name + INDEX_SUFFIX), base_offset,
-                                        config.segment_index_bytes)
-        self.time_index = TimeIndex(stem.with_name(stem.name + TIME_INDEX_SUFFIX), base_offset,
-                                    config.segment_index_bytes)
+        self.indexes_missing = create or not (index_path.exists() and time_index_path.exists())
+        self.offset_index = OffsetIndex(index_path, base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes)
         self.next_offset = base_offset
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
         self._index_anchor = 0
