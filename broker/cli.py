@@ -6,6 +6,9 @@ exactly one line to stdout::
 
     minikafka ready: bootstrap.servers=HOST:PORT log.dirs=PATH
 
+(preceded, with ``--test-control``, by the line that announces the test-control port, see
+``broker/control.py``).
+
 SIGINT or SIGTERM shut it down cleanly (checkpoints and the clean-shutdown marker are written,
 so the next start needs no recovery). Anything that stops it from starting (a bad flag, a
 bad config key or value, a busy port, an unusable log dir) is reported as one line on stderr
@@ -71,15 +74,27 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a server.properties-style file with Kafka config names")
     serve.add_argument("--override", type=_parse_override, action="append", default=[],
                        metavar="KEY=VALUE", help="set a config key (repeatable)")
+    serve.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                       help="join the cluster coordinated by this ZooKeeper (config key zookeeper.connect)")
+    serve.add_argument("--broker-id", type=int, metavar="N",
+                       help="this broker's id in the cluster (config key broker.id)")
     serve.add_argument("--export-to", type=Path, metavar="DIR",
                        help="hand closed segments to the Spark exporter in DIR "
                             "(config key minikafka.export.dir)")
     serve.add_argument("--export-master", metavar="URL",
                        help="Spark master URL for the exporter (default local[*]; "
                             "config key minikafka.export.master)")
+    serve.add_argument("--test-control", action="store_true",
+                       help="for tests: open a control port on 127.0.0.1 (announced on stdout) "
+                            "through which errors and delays can be injected "
+                            "(config key minikafka.test.control.port)")
     serve.add_argument("--log-level", default="INFO",
                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     serve.set_defaults(func=_serve_command)
+
+    from minikafka.broker.cluster_cli import register as register_cluster
+
+    register_cluster(subparsers)
 
     health = subparsers.add_parser(
         "healthcheck", help="exit 0 if a broker answers ApiVersions",
@@ -137,10 +152,16 @@ def _serve_command(args: argparse.Namespace) -> int:
     ephemeral_dir = Path(tempfile.mkdtemp(prefix="minikafka-")) if args.ephemeral else None
     try:
         overrides = dict(args.override)
+        if args.zookeeper is not None:
+            overrides["zookeeper.connect"] = args.zookeeper
+        if args.broker_id is not None:
+            overrides["broker.id"] = str(args.broker_id)
         if args.export_to is not None:
             overrides["minikafka.export.dir"] = str(args.export_to)
         if args.export_master is not None:
             overrides["minikafka.export.master"] = args.export_master
+        if args.test_control:
+            overrides.setdefault("minikafka.test.control.port", "0")
         config = BrokerConfig.from_sources(
             config_file=args.config, overrides=overrides, host=args.host, port=args.port,
             log_dir=ephemeral_dir if ephemeral_dir is not None else args.log_dir)
@@ -213,11 +234,27 @@ async def _run_until_signalled(config) -> None:
                 async for signum in signals:
                     logging.getLogger(__name__).info("%s received, shutting down",
                                                      signal.Signals(signum).name)
+                    # A second signal stops at once, even while leaderships are being moved.
+                    with trio.CancelScope() as preparing:
+                        async def second_signal() -> None:
+                            async for _ in signals:
+                                preparing.cancel()
+                                return
+
+                        async with trio.open_nursery() as waiting:
+                            waiting.start_soon(second_signal)
+                            await broker.prepare_shutdown()
+                            waiting.cancel_scope.cancel()
                     nursery.cancel_scope.cancel()
                     return
 
             nursery.start_soon(stop_on_signal)
             host, port = await nursery.start(broker.serve)
+            if broker.control_address is not None:
+                from minikafka.broker.control import ANNOUNCEMENT
+
+                control_host, control_port = broker.control_address
+                print(ANNOUNCEMENT.format(host=control_host, port=control_port), flush=True)
             log_dirs = ",".join(str(path) for path in config.log_dirs)
             print(f"minikafka ready: bootstrap.servers={host_port(host, port)} log.dirs={log_dirs}", flush=True)
 

@@ -129,6 +129,55 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Under CreateTime, refuse a message set with INVALID_TIMESTAMP when a timestamp "
               "is further than this from the broker's clock; topic-level "
               "message.timestamp.difference.max.ms.", minimum=0),
+    # -- cluster mode (Kafka 0.10.2's names); without zookeeper.connect they have no effect
+    ConfigKey("zookeeper.connect", "string", _UNSET,
+              "HOST:PORT[,HOST:PORT...][/chroot] of the ZooKeeper ensemble: set, the broker joins "
+              "the cluster registered there (broker.id must be unique in it); unset, it is the "
+              "embedded single broker."),
+    ConfigKey("zookeeper.session.timeout.ms", "int", 6000,
+              "ZooKeeper session timeout: a broker silent for this long is dead to the cluster.",
+              minimum=1),
+    ConfigKey("zookeeper.connection.timeout.ms", "int", _UNSET,
+              "How long start-up waits to connect to ZooKeeper; unset means "
+              "zookeeper.session.timeout.ms.", minimum=1),
+    ConfigKey("default.replication.factor", "int", 1,
+              "Replication factor of auto-created topics (and of CreateTopics asking for -1).",
+              minimum=1),
+    ConfigKey("min.insync.replicas", "int", 1,
+              "With acks=all, refuse a produce with NOT_ENOUGH_REPLICAS while the ISR is smaller "
+              "than this; topic-level min.insync.replicas.", minimum=1),
+    ConfigKey("unclean.leader.election.enable", "bool", False,
+              "Let a replica outside the ISR become leader when every ISR member is dead (data "
+              "loss). Kafka 0.10.2 defaulted to true; minikafka keeps the later default, false; "
+              "topic-level unclean.leader.election.enable."),
+    ConfigKey("replica.lag.time.max.ms", "long", 10000,
+              "A follower that has not caught up with the leader's log end for this long leaves "
+              "the ISR.", minimum=1),
+    ConfigKey("replica.fetch.wait.max.ms", "int", 500,
+              "How long a follower's fetch waits at the leader for replica.fetch.min.bytes.",
+              minimum=0),
+    ConfigKey("replica.fetch.min.bytes", "int", 1,
+              "Bytes a follower's fetch waits for.", minimum=0),
+    ConfigKey("replica.fetch.max.bytes", "int", 1048576,
+              "Bytes a follower fetches per partition (at least one message is returned whole).",
+              minimum=0),
+    ConfigKey("replica.fetch.response.max.bytes", "int", 10485760,
+              "Bytes a follower's fetch returns in all (Fetch v3).", minimum=0),
+    ConfigKey("replica.fetch.backoff.ms", "int", 1000,
+              "How long a follower waits after a failed fetch before trying again.", minimum=0),
+    ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5000,
+              "How often every partition's high watermark is checkpointed "
+              "(replication-offset-checkpoint).", minimum=1),
+    ConfigKey("controller.socket.timeout.ms", "int", 30000,
+              "How long the controller waits for a broker's answer to LeaderAndIsr, "
+              "UpdateMetadata and StopReplica.", minimum=1),
+    ConfigKey("controlled.shutdown.enable", "bool", True,
+              "On SIGTERM, ask the controller to move this broker's leaderships away first."),
+    ConfigKey("controlled.shutdown.max.retries", "int", 3,
+              "How often a controlled shutdown asks the controller before stopping anyway.",
+              minimum=0),
+    ConfigKey("controlled.shutdown.retry.backoff.ms", "long", 5000,
+              "Wait between controlled shutdown attempts.", minimum=0),
     ConfigKey("minikafka.export.dir", "string", _UNSET,
               "Hand closed segments to the Spark exporter in this directory "
               "(same as `minikafka serve --export-to DIR`); segments are kept until exported."),
@@ -136,6 +185,11 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Spark master URL the exporter runs on (same as `minikafka serve --export-master URL`); "
               "unset means local[*]. On a cluster, the log dirs and the export directory must be "
               "at the same path on the driver and every worker."),
+    ConfigKey("minikafka.test.control.port", "int", _UNSET,
+              "For tests only: open the test-control port on 127.0.0.1 (0 picks a free one; "
+              "same as `minikafka serve --test-control`), through which clients can inject "
+              "errors and delays into this broker's answers. Unset in production.",
+              minimum=0),
 )
 
 _GROUP_KEY_DESCRIPTIONS = {
@@ -278,17 +332,15 @@ IGNORED_KAFKA_KEYS = frozenset({
     "num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir",
     "num.replica.fetchers", "background.threads", "queued.max.requests",
     "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-    "zookeeper.connect", "zookeeper.connection.timeout.ms", "zookeeper.session.timeout.ms",
     "zookeeper.set.acl", "process.roles", "node.id", "controller.quorum.voters",
     "controller.quorum.bootstrap.servers", "controller.listener.names",
     "inter.broker.listener.name", "listener.security.protocol.map",
     "security.inter.broker.protocol", "inter.broker.protocol.version",
-    "log.message.format.version", "delete.topic.enable", "default.replication.factor",
-    "min.insync.replicas", "unclean.leader.election.enable", "auto.leader.rebalance.enable",
+    "log.message.format.version", "delete.topic.enable", "auto.leader.rebalance.enable",
     "offsets.topic.replication.factor", "offsets.commit.required.acks",
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
     "log.cleaner.enable", "log.cleaner.threads", "log.cleanup.policy", "compression.type",
-    "replica.lag.time.max.ms", "controlled.shutdown.enable", "metric.reporters",
+    "metric.reporters",
     "offsets.topic.compression.codec", "offsets.commit.timeout.ms", "offsets.load.buffer.size",
     "group.max.size", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
@@ -327,6 +379,9 @@ class BrokerConfig:
             # Without an export dir there is no exporter to run on that master.
             raise ConfigError("minikafka.export.master: set without minikafka.export.dir "
                               "(serve --export-to DIR), so nothing would be exported")
+        if (values["minikafka.test.control.port"] or 0) > 65535:
+            raise ConfigError(f"minikafka.test.control.port: {values['minikafka.test.control.port']} "
+                              "is out of range 0-65535")
         self.log_config()
 
     @classmethod
@@ -374,6 +429,11 @@ class BrokerConfig:
         return [Path(d).expanduser().absolute() for d in dirs]
 
     @property
+    def zookeeper_connect(self) -> str | None:
+        """Set: this broker is part of the cluster coordinated by that ZooKeeper."""
+        return self._values["zookeeper.connect"] or None
+
+    @property
     def num_partitions(self) -> int:
         return self._values["num.partitions"]
 
@@ -419,6 +479,11 @@ class BrokerConfig:
     def export_master(self) -> str | None:
         """The exporter's Spark master URL; None for the exporter's default (local[*])."""
         return self._values["minikafka.export.master"] or None
+
+    @property
+    def test_control_port(self) -> int | None:
+        """The test-control port (0: any free one); None when fault injection is off."""
+        return self._values["minikafka.test.control.port"]
 
     def advertised_address(self, bound_port: int) -> tuple[str, int]:
         """The (host, port) Metadata reports: advertised.listeners if set, else the listener,

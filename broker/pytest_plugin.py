@@ -17,6 +17,10 @@ attached to the failure report.
 
 ``MinikafkaBroker`` is also usable directly (it is a context manager) for fixtures of wider
 scope, e.g. one broker per module.
+
+Brokers are started for tests (``--test-control``), so a test can make one fail on demand:
+``broker.inject("Produce", ["NOT_LEADER_FOR_PARTITION", 6])``, ``broker.delay("Fetch", ms=500)``,
+``broker.pause()`` / ``broker.resume()`` (see README, "Faults on demand").
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["MinikafkaBroker", "BrokerStartError", "BrokerCrashed"]
+__all__ = ["MinikafkaBroker", "MinikafkaCluster", "BrokerStartError", "BrokerCrashed", "ControlError",
+           "kafka_request"]
 
 READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P<port>\d+) log\.dirs=(?P<log_dirs>.+)$")
 
@@ -43,6 +48,15 @@ READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P
 _LAUNCHER = "import sys; from minikafka.broker.cli import main; sys.exit(main())"
 
 _LIVE_BROKERS: list["MinikafkaBroker"] = []
+
+# The announcement of the test-control port (broker/control.py's ANNOUNCEMENT), kept here so
+# that loading the plugin imports nothing of the broker.
+CONTROL_LINE = re.compile(r"^minikafka test control: (?P<host>\S+):(?P<port>\d+)$")
+
+
+class ControlError(RuntimeError):
+    """A fault command the broker refused, or a broker that cannot take one (not started
+    with test control, paused, stopped)."""
 
 
 class BrokerStartError(RuntimeError):
@@ -66,6 +80,11 @@ class MinikafkaBroker:
     A process that exits without being told to is a crash: its status is kept in
     ``unexpected_exits`` and ``close()`` raises ``BrokerCrashed`` after cleaning up, so a test
     whose broker died fails even if the test itself did not notice.
+
+    Faults (see README, "Faults on demand"): the broker is started with ``--test-control``
+    unless ``test_control=False``, so ``inject()`` and ``delay()`` can make its next requests
+    of an API fail or wait; ``pause()`` / ``resume()`` freeze and thaw the whole process
+    (SIGSTOP / SIGCONT). Queued faults live in the process: a restart forgets them.
     """
 
     def __init__(
@@ -76,6 +95,7 @@ class MinikafkaBroker:
         host: str = "127.0.0.1",
         start_timeout: float = 30.0,
         stop_timeout: float = 15.0,
+        test_control: bool = True,
     ) -> None:
         self._own_work_dir = work_dir is None
         self.work_dir = Path(tempfile.mkdtemp(prefix="minikafka-")) if work_dir is None else Path(work_dir)
@@ -92,6 +112,9 @@ class MinikafkaBroker:
         self.starts = 0
         self._start_of_stderr = 0
         self.unexpected_exits: list[int] = []
+        self.test_control = test_control
+        self.control_address: tuple[str, int] | None = None
+        self.paused = False
 
     @property
     def bootstrap(self) -> str:
@@ -108,6 +131,8 @@ class MinikafkaBroker:
                "--host", self.host, "--port", str(port), "--log-dir", str(self.log_dir)]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
+        if self.test_control:
+            cmd.append("--test-control")
         return cmd
 
     def start(self) -> "MinikafkaBroker":
@@ -127,6 +152,8 @@ class MinikafkaBroker:
 
     def _spawn(self, port: int) -> None:
         self.starts += 1
+        self.control_address = None
+        self.paused = False
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             start_of_stdout = out.tell()
             self._start_of_stderr = err.tell()
@@ -143,6 +170,9 @@ class MinikafkaBroker:
             match = self._ready_match(start_of_stdout)
             if match:
                 self.port = int(match["port"])
+                control = self._stdout_match(start_of_stdout, CONTROL_LINE)
+                if control:
+                    self.control_address = (control["host"], int(control["port"]))
                 return
             if self.process.poll() is not None:
                 self._reap()
@@ -156,10 +186,13 @@ class MinikafkaBroker:
             time.sleep(0.01)
 
     def _ready_match(self, start: int) -> re.Match | None:
+        return self._stdout_match(start, READY_LINE)
+
+    def _stdout_match(self, start: int, pattern: re.Pattern) -> re.Match | None:
         with open(self.stdout_path, "rb") as out:
             out.seek(start)
             for line in out.read().decode(errors="replace").splitlines():
-                match = READY_LINE.match(line.strip())
+                match = pattern.match(line.strip())
                 if match:
                     return match
         return None
@@ -170,6 +203,8 @@ class MinikafkaBroker:
             return None
         self._note_crash()
         if self.process.poll() is None:
+            if self.paused:  # a stopped process would hold SIGTERM until continued
+                self.resume()
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(self.stop_timeout)
@@ -185,6 +220,80 @@ class MinikafkaBroker:
         if self.process.poll() is None:
             self.process.kill()
         return self._reap()
+
+    # ------------------------------------------------------------------ faults
+
+    def inject(self, api: str | int, errors: list[str | int], topic: str | None = None,
+               partition: int | None = None, *, ms: int = 0) -> None:
+        """The next ``len(errors)`` requests of ``api`` (``"Produce"``, ``"Fetch"``, ... or the
+        key number) are answered with these Kafka errors (names such as
+        ``"NOT_LEADER_FOR_PARTITION"`` or numbers), one each, in order, each ``ms`` late.
+
+        With ``topic`` (and ``partition``) only requests naming it count, and the error goes in
+        that topic's (partition's) slot of the response; the request's other partitions are
+        served for real. Without, every partition of the request gets the error (top-level
+        for APIs without partitions)."""
+        self._control("inject", api=api, errors=list(errors), topic=topic, partition=partition, ms=ms)
+
+    def delay(self, api: str | int, ms: int, *, count: int = 1, topic: str | None = None,
+              partition: int | None = None) -> None:
+        """The next ``count`` requests of ``api`` are handled ``ms`` milliseconds late (and
+        then answered for real); later requests on the same connection wait behind them."""
+        self._control("delay", api=api, ms=ms, count=count, topic=topic, partition=partition)
+
+    def clear_faults(self, api: str | int | None = None) -> int:
+        """Drop the queued faults (of ``api`` only, when given); returns how many there were."""
+        return self._control("clear", api=api)["cleared"]
+
+    def faults(self) -> dict:
+        """``{"pending": [...], "served": [...]}``: the queues still waiting, and one entry per
+        request that met a fault (api, correlation_id, client_id, delay_ms, errors)."""
+        answer = self._control("status")
+        return {"pending": answer["pending"], "served": answer["served"]}
+
+    def _control(self, op: str, **fields) -> dict:
+        from minikafka.broker.control import ControlClient, ControlError as RefusedError
+
+        if not self.running:
+            raise ControlError("the minikafka broker is not running")
+        if self.control_address is None:
+            raise ControlError("this minikafka broker was started without test control "
+                               "(MinikafkaBroker(..., test_control=True) enables it)")
+        if self.paused:
+            raise ControlError("the minikafka broker is paused: resume() it first")
+        try:
+            return ControlClient(self.control_address).request(op, **fields)
+        except RefusedError as exc:
+            raise ControlError(str(exc)) from None
+
+    def pause(self) -> None:
+        """SIGSTOP the broker and wait until the kernel reports it stopped: from then on it
+        accepts, reads and answers nothing (connections stay open; the kernel queues bytes),
+        like a broker in a long GC pause or a frozen VM."""
+        if not self.running:
+            raise RuntimeError("minikafka broker is not running")
+        self.process.send_signal(signal.SIGSTOP)
+        self._wait_for_state(stopped=True)
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT a paused broker and wait until it runs again."""
+        if not self.running:
+            raise RuntimeError("minikafka broker is not running")
+        self.process.send_signal(signal.SIGCONT)
+        self._wait_for_state(stopped=False)
+        self.paused = False
+
+    def _wait_for_state(self, *, stopped: bool) -> None:
+        deadline = time.monotonic() + self.stop_timeout
+        while (_process_state(self.process.pid) == "T") != stopped:
+            if self.process.poll() is not None:
+                raise BrokerCrashed(f"minikafka exited with status {self.process.returncode} "
+                                    "while being paused or resumed")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"minikafka (pid {self.process.pid}) did not "
+                                   f"{'stop' if stopped else 'continue'} within {self.stop_timeout}s")
+            time.sleep(0.005)
 
     def restart(self, *, clean: bool = True) -> "MinikafkaBroker":
         """Stop (SIGTERM, or SIGKILL when ``clean=False``) and start on the same data dir."""
@@ -242,6 +351,154 @@ class MinikafkaBroker:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"<MinikafkaBroker {self.bootstrap} {state} log_dir={self.log_dir}>"
+
+
+def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeout: float = 10.0):
+    """One request to a broker over a plain blocking socket (the protocol layer's client side),
+    for fixtures that read the cluster's own view of itself."""
+    import socket
+
+    from minikafka.protocol.framing import ClientConnection
+
+    host, _, port = bootstrap.rpartition(":")
+    conn = ClientConnection(client_id="minikafka-pytest")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+        _, frame = conn.send_request(api_key, version, body)
+        sock.sendall(frame)
+        while True:
+            response = conn.next_response()
+            if response is not None:
+                return response.body
+            data = sock.recv(1 << 16)
+            if not data:
+                raise ConnectionError(f"{bootstrap} closed the connection")
+            conn.receive_data(data)
+
+
+class MinikafkaCluster:
+    """A ZooKeeper and ``brokers`` minikafka processes forming one cluster (broker ids 1..N).
+
+    ``zookeeper`` is a connect string of a ZooKeeper to use (a fresh chroot is taken in it);
+    without one the cluster starts its own (Debian's ``zookeeper`` package). ``bootstrap``
+    lists every broker; ``brokers[i]`` are :class:`MinikafkaBroker` objects (``broker(id)``
+    by id); ``leader(topic, partition)`` and ``controller()`` ask the cluster itself.
+    """
+
+    def __init__(self, work_dir: Path | str, brokers: int = 3, overrides: dict[str, str] | None = None, *,
+                 zookeeper: str | None = None, start_timeout: float = 60.0) -> None:
+        import uuid
+
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._own_zookeeper = None
+        if zookeeper is None:
+            from minikafka.replication.zk_server import ZooKeeperServer
+
+            self._own_zookeeper = ZooKeeperServer(self.work_dir / "zookeeper")
+        self._zookeeper_base = zookeeper
+        self.chroot = f"/minikafka-{uuid.uuid4().hex[:12]}"
+        self.overrides = {str(k): str(v) for k, v in (overrides or {}).items()}
+        self.size = brokers
+        self.start_timeout = start_timeout
+        self.brokers: list[MinikafkaBroker] = []
+
+    @property
+    def zookeeper_connect(self) -> str:
+        base = self._own_zookeeper.connect_string if self._own_zookeeper is not None else self._zookeeper_base
+        return base + self.chroot
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers if b.running)
+
+    def broker(self, broker_id: int) -> MinikafkaBroker:
+        return self.brokers[broker_id - 1]
+
+    def start(self) -> "MinikafkaCluster":
+        if self._own_zookeeper is not None and self._own_zookeeper.process is None:
+            self._own_zookeeper.start()
+        if not self.brokers:
+            for broker_id in range(1, self.size + 1):
+                overrides = {"zookeeper.connect": self.zookeeper_connect, "broker.id": str(broker_id),
+                             "zookeeper.session.timeout.ms": "4000",
+                             "controlled.shutdown.retry.backoff.ms": "500", **self.overrides}
+                self.brokers.append(MinikafkaBroker(self.work_dir / f"broker-{broker_id}", overrides,
+                                                    start_timeout=self.start_timeout))
+        for broker in self.brokers:
+            if not broker.running:
+                broker.start()
+        self.wait_until(lambda m: len(m.brokers) == self.size, "every broker registered")
+        return self
+
+    def metadata(self, topics: list[str] | None = None, *, via: MinikafkaBroker | None = None):
+        """A Metadata v1 answer from ``via`` (default: the first running broker)."""
+        from minikafka.protocol.apis import ApiKey
+
+        target = via or next(b for b in self.brokers if b.running)
+        body = {"topics": None if topics is None else [{"name": t} for t in topics]}
+        return kafka_request(target.bootstrap, ApiKey.METADATA, 1, body)
+
+    def wait_until(self, condition, what: str, timeout: float = 30.0, *, via: MinikafkaBroker | None = None):
+        deadline = time.monotonic() + timeout
+        last_error = None
+        while time.monotonic() < deadline:
+            try:
+                metadata = self.metadata(via=via)
+                if condition(metadata):
+                    return metadata
+            except OSError as exc:
+                last_error = exc
+            time.sleep(0.05)
+        raise TimeoutError(f"cluster: not {what} within {timeout} s ({last_error or 'condition false'})")
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The partition's leader id as the cluster reports it (-1: none)."""
+        for entry in self.metadata([topic]).topics:
+            for p in entry.partitions:
+                if p.partition_index == partition:
+                    return p.leader_id
+        raise KeyError(f"{topic}-{partition} is not in the cluster's metadata")
+
+    def controller(self) -> int:
+        return self.metadata().controller_id
+
+    def close(self) -> None:
+        crashes = []
+        try:
+            for broker in self.brokers:
+                try:
+                    broker.close()
+                except BrokerCrashed as crash:
+                    crashes.append(crash)
+        finally:
+            if self._own_zookeeper is not None:
+                self._own_zookeeper.stop()
+        if crashes:
+            raise crashes[0]
+
+    def __enter__(self) -> "MinikafkaCluster":
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def _process_state(pid: int) -> str:
+    """The kernel's one-letter state of a process ('R', 'S', 'T' stopped, ...)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # The command name in parentheses may contain spaces: the state follows the last ')'.
+            return stat.read().rsplit(b")", 1)[1].split()[0].decode()
+    except FileNotFoundError:
+        if not Path("/proc/self/stat").exists():  # no procfs (macOS): ask ps
+            state = subprocess.run(["ps", "-o", "state=", "-p", str(pid)], capture_output=True,
+                                   text=True).stdout.strip()
+            return state[:1] or "?"
+        return "?"
 
 
 @pytest.fixture

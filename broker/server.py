@@ -50,6 +50,13 @@ META_PROPERTIES = "meta.properties"
 LOCK_FILE = ".lock"
 
 
+def cluster_mode():
+    """``broker.cluster_mode``, imported on first use: the single broker never loads it."""
+    from minikafka.broker import cluster_mode as module
+
+    return module
+
+
 class BrokerStartupError(Exception):
     """The broker cannot start (log dir unusable, port busy); the message is one sentence."""
 
@@ -121,7 +128,8 @@ class Broker:
     Attributes the handlers and the group coordinator use: ``config``, ``clock``,
     ``node_id``, ``log_manager``, ``group_coordinator``, ``cluster_id``, ``advertised_host``,
     ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``,
-    ``request_memory`` (``queued.max.request.bytes``).
+    ``request_memory`` (``queued.max.request.bytes``), ``faults`` (a ``FaultInjector`` when
+    started for tests, else None).
     """
 
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
@@ -136,6 +144,14 @@ class Broker:
         self.advertised_port: int | None = None
         self.append_waiters = AppendWaiters()
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
+        # Tests only (minikafka.test.control.port): injected errors and delays, and where the
+        # channel that queues them listens once serving.
+        self.faults = None
+        if config.test_control_port is not None:
+            from minikafka.broker.fault_injection import FaultInjector  # imports the handlers
+
+            self.faults = FaultInjector()
+        self.control_address: tuple[str, int] | None = None
         self._dir_locks: list = []
         # Topic creation and deletion touch the disk in a worker thread; one at a time, so
         # "does it exist?" and "create it" cannot interleave with another request's.
@@ -156,6 +172,13 @@ class Broker:
             segment_hooks = {"on_segment_closed": self.export_handoff.segment_closed,
                              "may_delete_segment": self.export_handoff.may_delete}
         self.log_manager = LogManager(config.log_dirs, self.default_log_config, self.clock, **segment_hooks)
+        # Cluster mode (zookeeper.connect set): None for the embedded single broker, which
+        # never imports the replication layer (nor kazoo).
+        self.cluster = None
+        if config.zookeeper_connect is not None:
+            from minikafka.broker.cluster_mode import cluster_member
+
+            self.cluster = cluster_member(self)
         try:
             self.group_coordinator = GroupCoordinator(self)
         except ValueError as exc:  # a group.* / offsets.* setting the coordinator refuses
@@ -170,6 +193,8 @@ class Broker:
         listeners = await self._open_listeners()
         storage_started = False
         try:
+            if self.cluster is not None:
+                await self._join_cluster_zookeeper()
             await trio.to_thread.run_sync(self._start_storage)
             storage_started = True
             self.group_coordinator.startup()
@@ -183,12 +208,19 @@ class Broker:
                 nursery.start_soon(self.group_coordinator.run)
                 if self.export_handoff is not None:
                     nursery.start_soon(self.export_handoff.run)
+                if self.faults is not None:
+                    from minikafka.broker.control import serve_control
+
+                    self.control_address = await nursery.start(serve_control, self.faults,
+                                                               self.config.test_control_port)
 
                 async def handle(stream: trio.SocketStream) -> None:
                     await Connection(self, stream).run()
 
                 for listener in listeners:
                     nursery.start_soon(self._accept, listener, handle, nursery)
+                if self.cluster is not None:
+                    await nursery.start(self.cluster.run, self.advertised_host, self.advertised_port)
                 logger.info("serving on %s (advertised %s), log dirs %s", host_port(self.host, self.port),
                             host_port(self.advertised_host, self.advertised_port),
                             ",".join(map(str, self.config.log_dirs)))
@@ -254,7 +286,7 @@ class Broker:
                 raise BrokerStartupError(
                     f"cannot use log dir {log_dir}: another broker is using it") from None
             self._dir_locks.append(lock)
-        self.cluster_id = self._load_or_create_cluster_id()
+        self.cluster_id = self._load_or_create_cluster_id(self.cluster_id)
         for log_dir in self.config.log_dirs:
             has_partitions = any(entry.is_dir() and not entry.name.startswith(".") for entry in os.scandir(log_dir))
             if has_partitions and not (log_dir / CLEAN_SHUTDOWN_FILE).exists():
@@ -288,9 +320,35 @@ class Broker:
             lock.close()  # closing the descriptor releases the flock
         self._dir_locks.clear()
 
-    def _load_or_create_cluster_id(self) -> str:
-        """Read ``cluster.id`` from ``meta.properties`` or create one; every log dir gets the
-        file, so the id stays stable for the data directory.
+    async def _join_cluster_zookeeper(self) -> None:
+        """Connect to ZooKeeper and take the cluster's id (a log dir of another cluster is
+        refused), before storage loads."""
+        from minikafka.replication.zookeeper import ZooKeeperError
+
+        stored = await trio.to_thread.run_sync(self._stored_cluster_id)
+        try:
+            cluster_id = await self.cluster.connect(stored or _new_cluster_id())
+        except ZooKeeperError as exc:
+            raise BrokerStartupError(f"cannot join the cluster at zookeeper.connect="
+                                     f"{self.config.zookeeper_connect}: {exc}") from None
+        if stored is not None and stored != cluster_id:
+            raise BrokerStartupError(f"log dir belongs to cluster {stored}, but ZooKeeper at "
+                                     f"{self.config.zookeeper_connect} holds cluster {cluster_id}")
+        self.cluster_id = cluster_id
+
+    def _stored_cluster_id(self) -> str | None:
+        for log_dir in self.config.log_dirs:
+            path = log_dir / META_PROPERTIES
+            if path.exists():
+                props = parse_properties(path.read_text(encoding="utf-8"), source=str(path))
+                if props.get("cluster.id"):
+                    return props["cluster.id"]
+        return None
+
+    def _load_or_create_cluster_id(self, known: str | None = None) -> str:
+        """Read ``cluster.id`` from ``meta.properties`` or create one (``known``: the id a
+        cluster's ZooKeeper holds); every log dir gets the file, so the id stays stable for
+        the data directory.
 
         ``meta.properties`` is Kafka's file, in properties syntax::
 
@@ -298,13 +356,7 @@ class Broker:
             broker.id=<node id>
             cluster.id=<22 characters of unpadded URL-safe base64>
         """
-        cluster_id = None
-        for log_dir in self.config.log_dirs:
-            path = log_dir / META_PROPERTIES
-            if path.exists():
-                props = parse_properties(path.read_text(encoding="utf-8"), source=str(path))
-                cluster_id = cluster_id or props.get("cluster.id")
-        cluster_id = cluster_id or _new_cluster_id()
+        cluster_id = known or self._stored_cluster_id() or _new_cluster_id()
         for log_dir in self.config.log_dirs:
             path = log_dir / META_PROPERTIES
             if not path.exists():
@@ -336,11 +388,14 @@ class Broker:
         return topic in INTERNAL_TOPICS
 
     def topics(self) -> dict[str, int]:
-        """Every topic (internal ones included) with its partition count."""
+        """Every topic (internal ones included) with its partition count; in a cluster, the
+        topics the controller last described (this broker may hold none of their replicas)."""
+        if self.cluster is not None:
+            return self.cluster.metadata.topics()
         return self.log_manager.topics()
 
     def partition_count(self, topic: str) -> int | None:
-        return self.log_manager.topics().get(topic)
+        return self.topics().get(topic)
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.log_manager.get_log(topic, partition)
@@ -353,6 +408,8 @@ class Broker:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
 
     def topic_exists(self, topic: str) -> bool:
+        if self.cluster is not None:
+            return self.cluster.metadata.has_topic(topic)
         # Partition 0 is created first and deleted with the rest: a cheap existence test.
         return self.log_manager.get_log(topic, 0) is not None
 
@@ -366,6 +423,8 @@ class Broker:
         """
         if self.topic_exists(topic):
             return
+        if self.cluster is not None:
+            return await cluster_mode().ensure_topic(self, topic)
         self.check_topic_name(topic)
         if not self.config.auto_create_topics or self.is_internal(topic):
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
@@ -383,16 +442,21 @@ class Broker:
 
     async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
                            assignments: dict[int, list[int]], configs: dict[str, str | None],
-                           *, validate_only: bool = False) -> None:
+                           *, validate_only: bool = False, timeout_ms: int = 60000) -> None:
         """Create a topic as CreateTopics asks (Kafka's AdminManager rules on one broker).
 
         ``num_partitions`` / ``replication_factor`` of -1 take the broker defaults
         (``num.partitions``, 1), as Kafka does since KIP-464; with explicit ``assignments``
         both must be -1. More partitions than the process can keep open (open-file limit,
-        memory maps: LogManager.check_partition_room) are INVALID_PARTITIONS. Raises TopicError with INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
+        memory maps: LogManager.check_partition_room) are INVALID_PARTITIONS. Raises TopicError
+        with INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
         INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
         INVALID_REQUEST, INVALID_CONFIG or KAFKA_STORAGE_ERROR (the disk refused it).
         """
+        if self.cluster is not None:
+            return await cluster_mode().create_topic(self, topic, num_partitions, replication_factor,
+                                                     assignments, configs, validate_only=validate_only,
+                                                     timeout_ms=timeout_ms)
         self.check_topic_name(topic)
         if self.is_internal(topic):
             if self.topic_exists(topic):
@@ -427,15 +491,7 @@ class Broker:
                 raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                  f"Replication factor: {replication_factor} larger than available "
                                  f"brokers: 1.")
-        overrides = {}
-        for name, value in configs.items():
-            if value is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config '{name}'.")
-            overrides[name] = value
-        try:
-            LogConfig.from_topic_configs(self.default_log_config, overrides)
-        except ValueError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        overrides = self.checked_topic_overrides(configs)
         async with self._topic_admin:
             if self.topic_exists(topic):
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
@@ -451,9 +507,25 @@ class Broker:
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
                     f", configs {overrides}" if overrides else "")
 
-    async def delete_topic(self, topic: str) -> None:
+    def checked_topic_overrides(self, configs: dict[str, str | None]) -> dict[str, str]:
+        """CreateTopics' configs as topic overrides; TopicError(INVALID_CONFIG) for a null value
+        or a name or value Kafka would refuse."""
+        overrides = {}
+        for name, value in configs.items():
+            if value is None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config '{name}'.")
+            overrides[name] = value
+        try:
+            LogConfig.from_topic_configs(self.default_log_config, overrides)
+        except ValueError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return overrides
+
+    async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
         """Delete a topic and its data. Raises TopicError(UNKNOWN_TOPIC_OR_PARTITION /
         INVALID_TOPIC_EXCEPTION). Committed group offsets are left alone, as in Kafka."""
+        if self.cluster is not None:
+            return await cluster_mode().delete_topic(self, topic, timeout_ms)
         async with self._topic_admin:
             count = self.partition_count(topic)
             if count is None:
@@ -486,6 +558,27 @@ class Broker:
         return result
 
     def high_watermark(self, log: Log) -> int:
-        """On a single broker every appended message is fully replicated at once."""
+        """On a single broker every appended message is fully replicated at once; in a
+        cluster the leader moves it as the ISR catches up."""
+        if self.cluster is not None:
+            return log.high_watermark
         return log.log_end_offset
+
+    def coordinates_groups(self) -> bool:
+        """Whether this broker's group coordinator serves clients: always on a single broker;
+        in a cluster, on the controller only, whose disk holds ``__consumer_offsets``
+        (unreplicated until the offsets topic is replicated)."""
+        return self.cluster is None or self.cluster.controller is not None
+
+    def group_coordinator_endpoint(self) -> tuple[int, str, int] | None:
+        """``(node id, host, port)`` of the broker that coordinates groups."""
+        if self.cluster is None:
+            return self.node_id, self.advertised_host, self.advertised_port
+        endpoint = self.cluster.metadata.brokers.get(self.cluster.metadata.controller_id)
+        return None if endpoint is None else (endpoint.node_id, endpoint.host, endpoint.port)
+
+    async def prepare_shutdown(self) -> None:
+        """Before a clean stop: in a cluster, move this broker's leaderships away first."""
+        if self.cluster is not None:
+            await self.cluster.controlled_shutdown()
 

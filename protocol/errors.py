@@ -98,6 +98,13 @@ class ErrorCode(enum.IntEnum):
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
 
+    # Kafka 0.10.2's names for codes since renamed (what its clients and docs say); aliases,
+    # so iterating the enum and ``ErrorCode(n).name`` still give the current names.
+    NOT_LEADER_FOR_PARTITION = 6
+    GROUP_LOAD_IN_PROGRESS = 14
+    GROUP_COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR_FOR_GROUP = 16
+
 
 class ProtocolError(Exception):
     """Bytes from a peer that cannot be decoded: the connection that sent them is closed."""

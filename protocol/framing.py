@@ -14,8 +14,8 @@ Every Kafka message travels as a size-prefixed frame::
 ``client_id`` is a classic nullable int16-length string even in header v2. The ApiVersions
 response header is always v0, whatever the version, so that a client can read the answer
 before it knows what the broker speaks. Header v0, without client_id, is only used by
-ControlledShutdown v0: it is read as v0 (its body is not mistaken for a client_id), then
-refused like any API this broker does not serve.
+ControlledShutdown v0 requests: :func:`parse_request` reads it without a client_id (the body is
+not mistaken for one) and :func:`encode_request` writes none.
 
 :class:`ServerConnection` is the broker side (h11 style): feed it bytes with ``receive_data``,
 pull complete requests with ``next_request``, turn a response body into wire chunks with
@@ -287,7 +287,9 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     w = Writer()
     w.buf += INT32_S.pack(0)
     w.buf += _REQUEST_HEADER.pack(api_key, version, correlation_id)
-    if client_id is None:
+    if (api_key, version) == _CONTROLLED_SHUTDOWN_V0:
+        pass  # header v0
+    elif client_id is None:
         w.buf += INT16_S.pack(-1)
     else:
         data = client_id.encode("utf-8")

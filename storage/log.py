@@ -422,6 +422,9 @@ class Log:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         with self._open():
             if offset >= self.log_end_offset:
+                # No message goes, but an epoch starting here still does: a follower that led
+                # an epoch without writing in it holds an entry the new leader never had.
+                self.leader_epoch_cache.truncate_from_end(offset)
                 return
             if offset < self._segments[0].base_offset:
                 self._truncate_fully_and_start_at(offset)

@@ -295,10 +295,7 @@ class LogManager:
             if topic in self._overrides or topic in self._creating:
                 raise TopicAlreadyExists(f"topic {topic!r} already exists")
             self._creating.add(topic)
-            load = {d: 0 for d in self.log_dirs}
-            for log in self._logs.values():
-                if log.dir.parent in load:
-                    load[log.dir.parent] += 1
+            load = self._dir_loads()
         try:
             created = self._make_partitions(topic, partitions, overrides, config, load)
             with self._lock:
@@ -357,6 +354,44 @@ class LogManager:
                 shutil.rmtree(staging, ignore_errors=True)
             raise
 
+    def create_log(self, topic: str, partition: int, overrides: dict[str, str]) -> Log:
+        """The replica of one partition, created empty if this broker does not hold it yet
+        (a cluster assigns partitions to brokers one by one). The topic's overrides are taken
+        as given (the cluster's copy wins over a stale local one); the topic id is the one
+        other local partitions of the topic hold, or a new one."""
+        validate_topic_name(topic)
+        overrides = {str(k): str(v) for k, v in overrides.items()}
+        config = LogConfig.from_topic_configs(self.default_config, overrides)
+        with self._lock:
+            existing = self._logs.get((topic, partition))
+            if existing is not None:
+                return existing
+            siblings = [log for (name, _), log in self._logs.items() if name == topic]
+            topic_id = siblings[0].topic_id if siblings else new_topic_id()
+            directory = self._least_loaded_dir() / partition_dir_name(topic, partition)
+            directory.mkdir()
+            try:
+                write_atomically(directory / TOPIC_CONFIG_FILE, _format_overrides(overrides))
+                log = Log.create(directory, topic, partition, config, self.clock, topic_id=topic_id)
+            except BaseException as exc:
+                traceback.clear_frames(exc.__traceback__)
+                self._bury(directory, topic, partition)
+                raise
+            self._install(log)
+            self._overrides[topic] = overrides
+            return log
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Remove one partition's replica from disk; False when this broker has none."""
+        with self._lock:
+            log = self._logs.get((topic, partition))
+            if log is None:
+                return False
+            self._remove(log)
+            if not any(name == topic for name, _ in self._logs):
+                self._overrides.pop(topic, None)
+            return True
+
     def delete_topic(self, topic: str) -> None:
         """Remove the topic's partitions from disk (UnknownTopic if there are none)."""
         validate_topic_name(topic)
@@ -383,6 +418,18 @@ class LogManager:
         if remove:
             shutil.rmtree(graveyard, ignore_errors=True)
         return graveyard
+
+    def _dir_loads(self) -> dict[Path, int]:
+        """Partitions per log dir, for placing new ones where there are fewest."""
+        load = {d: 0 for d in self.log_dirs}
+        for log in self._logs.values():
+            if log.dir.parent in load:
+                load[log.dir.parent] += 1
+        return load
+
+    def _least_loaded_dir(self) -> Path:
+        load = self._dir_loads()
+        return min(self.log_dirs, key=lambda d: load[d])
 
     def _install(self, log: Log) -> None:
         log.on_segment_closed = self.on_segment_closed
@@ -414,6 +461,11 @@ class LogManager:
         """Write recovery points, log start offsets and high watermarks of every log dir."""
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
         self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write ``replication-offset-checkpoint`` alone (a cluster does it more often than the
+        other checkpoints: a restarted follower truncates to it when no epoch helps)."""
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
 
     def _write_checkpoint(self, name: str, value: Callable[[Log], int]) -> None:

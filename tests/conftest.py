@@ -13,9 +13,36 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
+
+from minikafka.replication.zk_server import ZooKeeperServer
+
+
+def pytest_collection_modifyitems(items):
+    # `-m "not zookeeper"` leaves out every test that needs a ZooKeeper (and so Java).
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "zookeeper" in fixtures or "private_zookeeper" in fixtures:
+            item.add_marker(pytest.mark.zookeeper)
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory) -> ZooKeeperServer:
+    """One real ZooKeeper server (Debian's 3.8, standalone, free port) for the whole test
+    session. Tests must not share nodes through it: take a connect string from ``zk_chroot``.
+    Tests that stop or pause a server start a private ``ZooKeeperServer`` instead."""
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+@pytest.fixture
+def zk_chroot(zookeeper) -> str:
+    """A connect string with a chroot of this test's own ("127.0.0.1:PORT/t<uuid>"); clients
+    create the chroot on connect, so each test starts from an empty tree."""
+    return f"{zookeeper.connect_string}/t{uuid.uuid4().hex}"
 
 
 class SmallFilesystem:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh machine, then runs it.
-# Debian's kcat (a librdkafka 2.0 client) and Java 17 for PySpark come from apt;
+# Debian's kcat (a librdkafka 2.0 client), Java 17 for PySpark and ZooKeeper come from apt;
 # Python packages (clients, pyspark, pyarrow) from PyPI via the [test] extra.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,8 @@ SUDO=""
 need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+# cluster-mode tests run a real ZooKeeper (replication/zk_server.py expects Debian's jar)
+[ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
 if [ ${#need_apt[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null

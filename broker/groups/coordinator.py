@@ -303,6 +303,8 @@ class GroupCoordinator:
         """The coordinator-level error for a request about ``group_id`` (NONE if we serve it)."""
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not self.broker.coordinates_groups():
+            return ErrorCode.NOT_COORDINATOR
         if validate_id and not group_id:
             return ErrorCode.INVALID_GROUP_ID
         return ErrorCode.NONE

@@ -38,7 +38,8 @@ async def handle(broker, request) -> dict:
         configs = {entry.name: entry.value for entry in topic.configs}
         try:
             await broker.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
-                                assignments, configs, validate_only=body.validate_only)
+                                assignments, configs, validate_only=body.validate_only,
+                                timeout_ms=body.timeout_ms)
         except TopicError as exc:
             results.append({"name": topic.name, "error_code": exc.code, "error_message": str(exc)})
         else:

@@ -2,7 +2,9 @@
 
 Per topic: UNKNOWN_TOPIC_OR_PARTITION if it does not exist, INVALID_TOPIC_EXCEPTION for an
 internal topic; committed consumer group offsets are not touched (Kafka keeps them until
-they expire). Deletion is synchronous, so ``timeout_ms`` never runs out.
+they expire). On a single broker deletion is synchronous, so ``timeout_ms`` never runs out;
+in a cluster the controller must be asked (NOT_CONTROLLER elsewhere), and the answer waits
+until every replica is gone, or REQUEST_TIMED_OUT (the deletion goes on).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ async def handle(broker, request) -> dict:
             continue
         seen.add(name)
         try:
-            await broker.delete_topic(name)
+            await broker.delete_topic(name, request.body.timeout_ms)
         except TopicError as exc:
             responses.append({"name": name, "error_code": exc.code})
         else:

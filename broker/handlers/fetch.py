@@ -12,12 +12,17 @@ v2/v3 responses carry the stored bytes as file slices that the connection sends 
 sendfile, unparsed. v0/v1 consumers only understand magic 0, so their bytes are read and
 down-converted. Errors: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE (high watermark -1,
 as Kafka answers).
+
+In a cluster only the partition's leader answers (NOT_LEADER_FOR_PARTITION elsewhere):
+consumers read below the high watermark; a follower's fetch (``replica_id`` = its broker id)
+reads up to the log end, and its fetch offset tells the leader how far it has caught up.
 """
 
 from __future__ import annotations
 
 import trio
 
+from minikafka.broker.server import TopicError, cluster_mode
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import down_convert
@@ -36,20 +41,21 @@ def _read_partitions(broker, body, version: int) -> tuple[list[dict], int, bool]
     total = 0
     any_error = False
     topics = []
+    from_follower = body.replica_id >= 0
     for topic in body.topics:
         partitions = []
         for request in topic.partitions:
-            log = broker.get_log(topic.topic, request.partition)
+            log, error = _source_log(broker, topic.topic, request.partition)
             if log is None:
                 any_error = True
-                partitions.append({"partition_index": request.partition,
-                                   "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                partitions.append({"partition_index": request.partition, "error_code": error,
                                    "high_watermark": -1, "records": b""})
                 continue
             high_watermark = broker.high_watermark(log)
             limit = max(min(request.partition_max_bytes, remaining), 0)
             try:
-                records = log.read(request.fetch_offset, limit, max_offset=high_watermark,
+                records = log.read(request.fetch_offset, limit,
+                                   max_offset=None if from_follower else high_watermark,
                                    min_one_message=min_one_message)
             except OffsetOutOfRange:
                 any_error = True
@@ -68,9 +74,33 @@ def _read_partitions(broker, body, version: int) -> tuple[list[dict], int, bool]
     return topics, total, any_error
 
 
+def _source_log(broker, topic: str, partition: int):
+    """``(log, None)`` to read from, or ``(None, error code)``."""
+    if broker.cluster is not None:
+        try:
+            return cluster_mode().leader_replica(broker, topic, partition).log, None
+        except TopicError as exc:
+            return None, exc.code
+    log = broker.get_log(topic, partition)
+    return (log, None) if log is not None else (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+async def _record_follower_positions(broker, body) -> None:
+    """A follower's fetch offsets are its log ends: the leader's high watermark and ISR move."""
+    for topic in body.topics:
+        for request in topic.partitions:
+            try:
+                await broker.cluster.replicas.follower_fetched(topic.topic, request.partition,
+                                                               body.replica_id, request.fetch_offset)
+            except cluster_mode().NotLeader:
+                pass  # answered with the error by the read below
+
+
 async def handle(broker, request) -> dict:
     body = request.body
     version = request.api_version
+    if body.replica_id >= 0 and broker.cluster is not None:
+        await _record_follower_positions(broker, body)
     watched = {(topic.topic, p.partition) for topic in body.topics for p in topic.partitions}
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:

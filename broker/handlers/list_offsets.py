@@ -18,6 +18,7 @@ counts as now, like the log end offset).
 
 from __future__ import annotations
 
+from minikafka.broker.server import TopicError, cluster_mode
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -46,8 +47,15 @@ def old_style_offsets(broker, log, timestamp: int, max_num_offsets: int) -> list
     return [segments[start - i][0] for i in range(count)]
 
 
-def _partition_answer(broker, topic: str, request, version: int) -> dict:
-    log = broker.get_log(topic, request.partition_index)
+def _partition_answer(broker, topic: str, request, version: int, replica_id: int) -> dict:
+    if broker.cluster is not None:
+        try:
+            log = cluster_mode().leader_replica(broker, topic, request.partition_index).log
+        except TopicError as exc:
+            return {"partition_index": request.partition_index, "error_code": exc.code,
+                    "old_style_offsets": []}
+    else:
+        log = broker.get_log(topic, request.partition_index)
     if log is None:
         return {"partition_index": request.partition_index,
                 "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "old_style_offsets": []}
@@ -56,7 +64,9 @@ def _partition_answer(broker, topic: str, request, version: int) -> dict:
                 "old_style_offsets": old_style_offsets(broker, log, request.timestamp,
                                                        request.max_num_offsets)}
     if request.timestamp == LATEST:
-        timestamp, offset = -1, log.log_end_offset
+        # A consumer's latest offset is the high watermark (what it can read); a follower's
+        # is the log end.
+        timestamp, offset = -1, log.log_end_offset if replica_id >= 0 else broker.high_watermark(log)
     elif request.timestamp == EARLIEST:
         timestamp, offset = -1, log.log_start_offset
     else:
@@ -70,7 +80,7 @@ async def handle(broker, request) -> dict:
     version = request.api_version
     return {"topics": [
         {"name": topic.name,
-         "partitions": [_partition_answer(broker, topic.name, partition, version)
+         "partitions": [_partition_answer(broker, topic.name, partition, version, request.body.replica_id)
                         for partition in topic.partitions]}
         for topic in request.body.topics
     ]}

@@ -6,7 +6,10 @@ list then means none). Requested topics that do not exist are created when
 v4); otherwise they answer UNKNOWN_TOPIC_OR_PARTITION, and names Kafka would refuse answer
 INVALID_TOPIC_EXCEPTION. An all-topics request lists internal topics (``__consumer_offsets``)
 too, with ``is_internal`` set from v1 on, as Kafka 0.10.2's ``metadataCache.getAllTopics`` does
-for every version: clients hide them themselves (``exclude.internal.topics``). Every partition is led by this broker with itself as the only replica and ISR.
+for every version: clients hide them themselves (``exclude.internal.topics``). On a single
+broker every partition is led by it with itself as the only replica and ISR; in a cluster the
+answer is the controller's last UpdateMetadata: every live broker, the controller, and each
+partition's leader (-1 with LEADER_NOT_AVAILABLE while it has none), replicas and ISR.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ API_KEY = ApiKey.METADATA
 
 
 def _topic_metadata(broker, name: str, partitions: int) -> dict:
+    if broker.cluster is not None:
+        return _cluster_topic_metadata(broker, name)
     node = broker.node_id
     return {
         "error_code": ErrorCode.NONE,
@@ -30,6 +35,30 @@ def _topic_metadata(broker, name: str, partitions: int) -> dict:
             for index in range(partitions)
         ],
     }
+
+
+def _cluster_topic_metadata(broker, name: str) -> dict:
+    partitions = broker.cluster.metadata.partitions(name) or {}
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": name,
+        "is_internal": broker.is_internal(name),
+        "partitions": [
+            {"error_code": ErrorCode.NONE if info.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+             "partition_index": index, "leader_id": info.leader,
+             "replica_nodes": list(info.replicas), "isr_nodes": list(info.isr)}
+            for index, info in sorted(partitions.items())
+        ],
+    }
+
+
+def _brokers(broker) -> tuple[list[dict], int]:
+    if broker.cluster is None:
+        return [{"node_id": broker.node_id, "host": broker.advertised_host,
+                 "port": broker.advertised_port, "rack": None}], broker.node_id
+    metadata = broker.cluster.metadata
+    return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in sorted(metadata.brokers.values(), key=lambda b: b.node_id)], metadata.controller_id
 
 
 async def handle(broker, request) -> dict:
@@ -55,10 +84,6 @@ async def handle(broker, request) -> dict:
                                "partitions": []})
                 continue
             topics.append(_topic_metadata(broker, name, count))
-    return {
-        "brokers": [{"node_id": broker.node_id, "host": broker.advertised_host,
-                     "port": broker.advertised_port, "rack": None}],
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
-        "topics": topics,
-    }
+    brokers, controller_id = _brokers(broker)
+    return {"brokers": brokers, "cluster_id": broker.cluster_id, "controller_id": controller_id,
+            "topics": topics}

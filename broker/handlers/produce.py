@@ -1,7 +1,10 @@
 """Produce (key 0), v0-v2: append producers' message sets.
 
-acks 1 and -1 are answered once the set is appended (on one broker the leader is the whole
-ISR); acks 0 gets no response, and a failed acks=0 request closes the connection, the only
+acks 1 is answered once the set is appended. acks -1 is too on a single broker (the leader
+is the whole ISR); in a cluster it waits until the high watermark passes the set (every ISR
+member has it), REQUEST_TIMED_OUT after the request's timeout, and it is refused before
+anything is written while the ISR is below ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS;
+NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank while waiting). acks 0 gets no response, and a failed acks=0 request closes the connection, the only
 way Kafka has to tell such a producer. Any other acks value fails every partition with
 INVALID_REQUIRED_ACKS. Errors are per partition, with Kafka's codes: a refused set
 (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, ...) writes nothing. Unknown topics
@@ -14,8 +17,10 @@ from __future__ import annotations
 
 import logging
 
+import trio
+
 from minikafka.broker.handlers import CloseConnection
-from minikafka.broker.server import TopicError
+from minikafka.broker.server import TopicError, cluster_mode
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode, RecordError
 
@@ -29,7 +34,9 @@ def _failed(index: int, code: ErrorCode) -> dict:
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1}
 
 
-async def _produce_topic(broker, name: str, partition_data, acks: int) -> list[dict]:
+async def _produce_topic(broker, name: str, partition_data, acks: int, waits: list) -> list[dict]:
+    """Append each partition's set; with acks=-1 in a cluster, ``waits`` gets
+    ``(result dict, leader replica, last offset)`` for each set to wait on."""
     if acks not in VALID_ACKS:
         return [_failed(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in partition_data]
     try:
@@ -41,7 +48,10 @@ async def _produce_topic(broker, name: str, partition_data, acks: int) -> list[d
     results = []
     for partition in partition_data:
         try:
-            appended = broker.append(name, partition.index, partition.records)
+            if broker.cluster is None:
+                appended = broker.append(name, partition.index, partition.records)
+            else:
+                appended, replica = cluster_mode().append(broker, name, partition.index, partition.records, acks)
         except (RecordError, TopicError) as exc:
             logger.debug("produce to %s-%d refused: %s", name, partition.index, exc)
             results.append(_failed(partition.index, exc.code))
@@ -55,16 +65,32 @@ async def _produce_topic(broker, name: str, partition_data, acks: int) -> list[d
         results.append({"index": partition.index, "error_code": ErrorCode.NONE,
                         "base_offset": appended.first_offset,
                         "log_append_time_ms": appended.log_append_time})
+        if acks == -1 and broker.cluster is not None and appended.record_count:
+            waits.append((results[-1], replica, appended.last_offset))
     return results
+
+
+async def _wait_for_replication(broker, waits: list, timeout_ms: int) -> None:
+    async def wait_one(result: dict, replica, last_offset: int) -> None:
+        code = await cluster_mode().wait_for_acks(broker, replica, last_offset, timeout_ms)
+        if code:
+            result["error_code"] = code
+
+    async with trio.open_nursery() as nursery:
+        for result, replica, last_offset in waits:
+            nursery.start_soon(wait_one, result, replica, last_offset)
 
 
 async def handle(broker, request) -> dict | None:
     body = request.body
+    waits: list = []
     responses = [
         {"name": topic.name,
-         "partition_responses": await _produce_topic(broker, topic.name, topic.partition_data, body.acks)}
+         "partition_responses": await _produce_topic(broker, topic.name, topic.partition_data, body.acks, waits)}
         for topic in body.topic_data
     ]
+    if waits:
+        await _wait_for_replication(broker, waits, body.timeout_ms)
     if body.acks == 0:
         failures = [(t["name"], p["index"], ErrorCode(p["error_code"]).name)
                     for t in responses for p in t["partition_responses"] if p["error_code"]]

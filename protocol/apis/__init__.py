@@ -1,4 +1,6 @@
-"""The APIs this broker serves, one module per API, each a declaration of data.
+"""The APIs this broker speaks, one module per API, each a declaration of data: those clients
+use, and the controller's inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
+ControlledShutdown) that the cluster mode sends and serves.
 
 How to declare a message: a module builds one :class:`protocol.schema.Api` holding the API key,
 the served version range, the flexible versions (if any) and two tuples of
@@ -12,7 +14,8 @@ JSON schema names in snake_case; ``versions`` and ``nullable`` use Kafka's notat
 response dict that leaves it out); ``tag`` makes it a tagged field in flexible versions, written
 only when it differs from its default. ``Array(INT32)`` is an array of scalars,
 ``Array(Field(...), ...)`` an array of structs. Add the new module's ``Api`` to ``APIS`` below;
-the ApiVersions table is derived from ``APIS``, so registering a version is advertising it.
+the ApiVersions table is derived from ``APIS``, so registering a version is advertising it
+wherever the broker has a handler for the key (``api_versions_response(served=...)``).
 
 The table must stay a coherent Kafka 0.10.2 broker: clients pick features (idempotence,
 message format v2) from the versions they see.
@@ -23,6 +26,7 @@ from __future__ import annotations
 from typing import Container
 
 from minikafka.protocol.apis.api_versions import API_VERSIONS
+from minikafka.protocol.apis.controlled_shutdown import CONTROLLED_SHUTDOWN
 from minikafka.protocol.apis.create_topics import CREATE_TOPICS
 from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
@@ -31,6 +35,7 @@ from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
 from minikafka.protocol.apis.heartbeat import HEARTBEAT
 from minikafka.protocol.apis.join_group import JOIN_GROUP
 from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.apis.leader_and_isr import LEADER_AND_ISR
 from minikafka.protocol.apis.leave_group import LEAVE_GROUP
 from minikafka.protocol.apis.list_groups import LIST_GROUPS
 from minikafka.protocol.apis.list_offsets import LIST_OFFSETS
@@ -39,7 +44,9 @@ from minikafka.protocol.apis.offset_commit import OFFSET_COMMIT
 from minikafka.protocol.apis.offset_fetch import OFFSET_FETCH
 from minikafka.protocol.apis.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from minikafka.protocol.apis.produce import PRODUCE
+from minikafka.protocol.apis.stop_replica import STOP_REPLICA
 from minikafka.protocol.apis.sync_group import SYNC_GROUP
+from minikafka.protocol.apis.update_metadata import UPDATE_METADATA
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.schema import Api
 
@@ -50,6 +57,10 @@ APIS: dict[int, Api] = {
         FETCH,
         LIST_OFFSETS,
         METADATA,
+        LEADER_AND_ISR,
+        STOP_REPLICA,
+        UPDATE_METADATA,
+        CONTROLLED_SHUTDOWN,
         OFFSET_COMMIT,
         OFFSET_FETCH,
         FIND_COORDINATOR,

@@ -1,4 +1,4 @@
-"""Kafka's API keys, by number, for the APIs this broker serves."""
+"""Kafka's API keys, by number, for the APIs declared in ``APIS``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10

@@ -162,8 +162,9 @@ def test_every_key_has_a_description_and_a_valid_default():
 
 
 def test_a_server_properties_written_for_kafka_is_accepted(tmp_path, caplog):
-    """Kafka's stock config/server.properties carries thread counts, socket buffers and a
-    ZooKeeper address: those have no meaning here and are ignored, the rest applies."""
+    """Kafka's stock config/server.properties carries thread counts and socket buffers: those
+    have no meaning here and are ignored; the rest applies, its ZooKeeper address included
+    (the broker joins that cluster)."""
     stock = tmp_path / "server.properties"
     stock.write_text(
         "broker.id=0\nnum.network.threads=3\nnum.io.threads=8\nsocket.send.buffer.bytes=102400\n"
@@ -177,12 +178,13 @@ def test_a_server_properties_written_for_kafka_is_accepted(tmp_path, caplog):
         config = BrokerConfig(load_properties_file(stock))
     assert config.num_partitions == 3
     assert config.log_dirs == [tmp_path / "kafka-logs"]
+    assert config.zookeeper_connect == "localhost:2181"
+    assert config.get("zookeeper.connection.timeout.ms") == 18000
     warned = {record.args[0] for record in caplog.records}
     assert warned == {"num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
                       "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
                       "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-                      "transaction.state.log.min.isr", "zookeeper.connect",
-                      "zookeeper.connection.timeout.ms"}
+                      "transaction.state.log.min.isr"}
 
 
 def test_a_misspelt_key_is_refused_with_a_suggestion():

@@ -39,7 +39,8 @@ def fuzzed_frames(seed: int, message_set: bytes):
     for key, api in sorted(APIS.items()):
         for version in range(api.min_version, api.max_version + 1):
             valid = encode_request(key, version, 1, "fuzz", rich_bodies(message_set).get(key, {}))
-            header_len = 4 + 2 + 2 + 4 + 2 + len(b"fuzz") + (1 if api.is_flexible(version) else 0)
+            client_id_len = 0 if (key, version) == (ApiKey.CONTROLLED_SHUTDOWN, 0) else 2 + len(b"fuzz")
+            header_len = 4 + 2 + 2 + 4 + client_id_len + (1 if api.is_flexible(version) else 0)
             header, body = valid[4:header_len], valid[header_len:]
             bodies = [
                 bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 64))),

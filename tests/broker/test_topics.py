@@ -32,6 +32,10 @@ async def test_api_versions_advertises_exactly_the_served_apis(client):
         advertised = {(e.api_key, e.min_version, e.max_version) for e in response.api_keys}
         assert advertised == {row for row in api_versions_table() if row[0] in HANDLERS}
         assert {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA, ApiKey.LIST_OFFSETS} <= {e.api_key for e in response.api_keys}
+        # As Kafka 0.10.2, the controller's APIs are advertised too (a single broker answers
+        # them with STALE_CONTROLLER_EPOCH / NOT_CONTROLLER: it has no controller).
+        assert {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
+                ApiKey.CONTROLLED_SHUTDOWN} <= {e.api_key for e in response.api_keys}
 
 
 async def test_metadata_describes_the_broker_and_auto_creates(start_broker, connect):

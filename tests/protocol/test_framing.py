@@ -199,18 +199,27 @@ def test_body_of_api_versions_above_our_range_is_not_read():
 
 def test_header_v0_is_read_without_a_client_id():
     # ControlledShutdown v0 (broker_id 3) is the one request with header v0: had its body been
-    # read as a client_id, the error would name client '' (length 0) instead of no client.
+    # read as a client_id (length 0), two bytes would be left for a four-byte broker_id.
     payload = struct.pack(">hhi", 7, 0, 12) + struct.pack(">i", 3)
-    conn = ServerConnection()
-    conn.receive_data(struct.pack(">i", len(payload)) + payload)
-    with pytest.raises(ProtocolError, match=r"unknown api key 7 \(api key 7, correlation id 12, client None\)"):
-        conn.next_request()
+    [request] = _parse_all(struct.pack(">i", len(payload)) + payload)
+    assert (request.correlation_id, request.client_id, request.body.broker_id) == (12, None, 3)
     # The same request at v1 has header v1, so its first two body bytes are a client_id.
     payload = struct.pack(">hhi", 7, 1, 13) + b"\x00\x02cs" + struct.pack(">i", 3)
+    [request] = _parse_all(struct.pack(">i", len(payload)) + payload)
+    assert (request.correlation_id, request.client_id, request.body.broker_id) == (13, "cs", 3)
+    # Without the client_id, v1's body is too short.
+    payload = struct.pack(">hhi", 7, 1, 14) + struct.pack(">i", 3)
     conn = ServerConnection()
     conn.receive_data(struct.pack(">i", len(payload)) + payload)
-    with pytest.raises(ProtocolError, match=r"correlation id 13, client 'cs'"):
+    with pytest.raises(ProtocolError, match=r"correlation id 14"):
         conn.next_request()
+
+
+def test_header_v0_is_written_without_a_client_id():
+    frame = encode_request(ApiKey.CONTROLLED_SHUTDOWN, 0, 5, "ignored", {"broker_id": 3})
+    assert frame == struct.pack(">ihhii", 12, 7, 0, 5, 3)
+    frame = encode_request(ApiKey.CONTROLLED_SHUTDOWN, 1, 5, "cs", {"broker_id": 3})
+    assert frame == struct.pack(">ihhih", 16, 7, 1, 5, 2) + b"cs" + struct.pack(">i", 3)
 
 
 # ------------------------------------------------------------------------------------------

@@ -318,6 +318,19 @@ def test_truncate_to(tmp_path, clock):
     assert log.log_end_offset == 17
 
 
+def test_truncate_to_the_end_still_drops_an_epoch_starting_there(tmp_path, clock):
+    # A follower that led epoch 1 without writing in it: the new leader never had epoch 1.
+    log = open_log(tmp_path / "t-0", clock)
+    log.leader_epoch_cache.assign(0, 0)
+    log.append_as_leader(message_set(2, START_MS))
+    log.leader_epoch_cache.assign(1, 2)
+    log.truncate_to(2)
+    assert log.log_end_offset == 2
+    assert log.leader_epoch_cache.entries == [(0, 0)]
+    log.truncate_to(5)
+    assert log.leader_epoch_cache.entries == [(0, 0)]
+
+
 def test_truncate_inside_a_wrapper_removes_the_wrapper(tmp_path, clock):
     log = open_log(tmp_path / "t-0", clock)
     log.append_as_leader(message_set(2, START_MS))

@@ -1,0 +1,26 @@
+"""ControlledShutdown (key 7), v1: a broker about to stop asks the controller to move its
+leaderships to other ISR members and take it out of every ISR. The answer lists the
+partitions it still leads (no other replica could take them); the asking broker retries, then
+stops anyway. NOT_CONTROLLER at any other broker."""
+
+from __future__ import annotations
+
+from minikafka.broker.server import TopicError, cluster_mode
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+
+API_KEY = ApiKey.CONTROLLED_SHUTDOWN
+# Moving many leaderships means a ZooKeeper write and a LeaderAndIsr round per partition.
+TIMEOUT_S = 30.0
+
+
+async def handle(broker, request) -> dict:
+    if broker.cluster is None:
+        return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
+    try:
+        remaining = await cluster_mode().controller_event(broker, "controlled_shutdown", TIMEOUT_S,
+                                                          broker_id=request.body.broker_id)
+    except TopicError as exc:
+        return {"error_code": exc.code, "remaining_partitions": []}
+    return {"error_code": ErrorCode.NONE,
+            "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

@@ -1,0 +1,21 @@
+"""StopReplica (key 5), v0: the controller stops this broker's replicas of partitions (a
+controlled shutdown takes it out of their ISR) and deletes them when a topic is deleted.
+STALE_CONTROLLER_EPOCH from an older controller, or on a single broker."""
+
+from __future__ import annotations
+
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+
+API_KEY = ApiKey.STOP_REPLICA
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    if broker.cluster is None:
+        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
+    error, results = await broker.cluster.replicas.stop_replica(
+        body.controller_epoch, body.delete_partitions,
+        [(p.topic_name, p.partition_index) for p in body.ungrouped_partitions])
+    return {"error_code": error, "partition_errors": [
+        {"topic_name": t, "partition_index": p, "error_code": code} for t, p, code in results]}

@@ -1,0 +1,264 @@
+"""A broker's membership in a ZooKeeper-coordinated cluster (Kafka 0.10.2's KafkaServer side).
+
+``ClusterMember.run`` connects to ZooKeeper, registers ``/brokers/ids/<id>`` once the listener
+is open, runs for ``/controller`` (and the :class:`~replication.controller.Controller` while it
+holds it), keeps the replica fetchers and the ISR-shrink and high-watermark-checkpoint duties
+going, and survives session expiry by registering again. It owns the broker's
+:class:`~replication.metadata_cache.MetadataCache` and
+:class:`~replication.replica_manager.ReplicaManager`, which the handlers use.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import trio
+
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from minikafka.replication.channel import BrokerChannel, ChannelError
+from minikafka.replication.controller import Controller, ControllerError, ControllerSettings
+from minikafka.replication.fetcher import FetcherManager, FetcherSettings
+from minikafka.replication.metadata_cache import MetadataCache
+from minikafka.replication.replica_manager import ReplicaManager
+from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk
+from minikafka.replication.zookeeper import ZkClient, ZooKeeperError
+from minikafka.storage.clock import Clock
+from minikafka.storage.log_manager import LogManager
+
+logger = logging.getLogger(__name__)
+
+CONTROLLER_PATH = "/controller"
+WATCHED = {"/brokers/ids": "brokers", "/brokers/topics": "topics",
+           "/admin/delete_topics": "deletions", "/isr_change_notification": "isr_changes"}
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    zookeeper_connect: str
+    session_timeout_ms: int
+    connection_timeout_ms: int
+    replica_lag_time_max_ms: int
+    min_insync_replicas: int
+    unclean_leader_election: bool
+    fetcher: FetcherSettings
+    controller_socket_timeout_ms: int
+    hw_checkpoint_interval_ms: int
+    controlled_shutdown_enable: bool
+    controlled_shutdown_max_retries: int
+    controlled_shutdown_retry_backoff_ms: int
+
+
+class ClusterMember:
+    def __init__(self, *, node_id: int, settings: ClusterSettings, log_manager: LogManager, clock: Clock,
+                 on_readable, local_topics_to_keep: frozenset[str]) -> None:
+        self.node_id = node_id
+        self.settings = settings
+        self.log_manager = log_manager
+        self.zk_client = ZkClient(settings.zookeeper_connect, session_timeout_ms=settings.session_timeout_ms,
+                                  connection_timeout_ms=settings.connection_timeout_ms)
+        self.zk = KafkaZk(self.zk_client)
+        self.metadata = MetadataCache()
+        self.replicas = ReplicaManager(
+            node_id=node_id, log_manager=log_manager, clock=clock, zk=self.zk, metadata=self.metadata,
+            replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+            min_insync_replicas=settings.min_insync_replicas, on_readable=on_readable)
+        self.controller: Controller | None = None
+        self.cluster_id: str | None = None
+        self._local_topics_to_keep = local_topics_to_keep
+        self._endpoint: tuple[str, int] | None = None
+        self._controller_scope: trio.CancelScope | None = None
+        self._nursery: trio.Nursery | None = None
+
+    # ------------------------------------------------------------------ start-up
+
+    async def connect(self, proposed_cluster_id: str) -> str:
+        """Connect to ZooKeeper and agree on the cluster id (before the listener opens)."""
+        await self.zk_client.start()
+        await self.zk.ensure_paths()
+        self.cluster_id = await self.zk.get_or_create_cluster_id(proposed_cluster_id)
+        await self._drop_deleted_topics()
+        return self.cluster_id
+
+    async def _drop_deleted_topics(self) -> None:
+        """Local replicas of topics deleted while this broker was away are removed (the
+        controller's StopReplica could not reach it then)."""
+        known = set(await self.zk.topics())
+        for log in self.log_manager.logs():
+            if log.topic not in known and log.topic not in self._local_topics_to_keep:
+                logger.info("removing %s-%d: the topic no longer exists in the cluster", log.topic, log.partition)
+                await trio.to_thread.run_sync(self.log_manager.delete_log, log.topic, log.partition)
+
+    async def run(self, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Register at ``host:port`` (the advertised listener) and take part until cancelled."""
+        self._endpoint = (host, port)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                self.replicas.fetchers = FetcherManager(self.node_id, self.replicas, self.settings.fetcher, nursery)
+                for path in WATCHED:
+                    await self.zk_client.watch_children(path)
+                await self.zk_client.watch_data(CONTROLLER_PATH)
+                await self._register()
+                nursery.start_soon(self._dispatch_events)
+                nursery.start_soon(self._every, self.settings.replica_lag_time_max_ms / 2000, self.replicas.shrink_isrs)
+                nursery.start_soon(self._every, self.settings.hw_checkpoint_interval_ms / 1000,
+                                   self._checkpoint_high_watermarks)
+                await self._elect()
+                task_status.started()
+        finally:
+            with trio.CancelScope(shield=True):
+                if self.replicas.fetchers is not None:
+                    await self.replicas.fetchers.aclose()
+                await self.zk_client.close()
+
+    async def _register(self) -> None:
+        host, port = self._endpoint
+        info = BrokerInfo(id=self.node_id, host=host, port=port, endpoints={"PLAINTEXT": (host, port)}, rack=None)
+        await self.zk.register_broker(info, wait_ms=self.settings.session_timeout_ms * 2)
+        logger.info("registered as broker %d at %s:%d", self.node_id, host, port)
+
+    async def _every(self, seconds: float, duty) -> None:
+        while True:
+            await trio.sleep(seconds)
+            try:
+                await duty()
+            except ZooKeeperError as exc:
+                logger.warning("%s: %s", getattr(duty, "__name__", duty), exc)
+
+    async def _checkpoint_high_watermarks(self) -> None:
+        await trio.to_thread.run_sync(self.log_manager.checkpoint_high_watermarks)
+
+    # ------------------------------------------------------------------ controller election
+
+    async def _elect(self) -> None:
+        if self.controller is not None:
+            return
+        try:
+            won = await self.zk.try_elect_controller(self.node_id)
+        except ZooKeeperError as exc:
+            logger.warning("controller election failed: %s", exc)
+            return
+        if won:
+            await self._start_controller()
+
+    async def _start_controller(self) -> None:
+        controller = Controller(self.node_id, self.zk, ControllerSettings(
+            unclean_leader_election=self.settings.unclean_leader_election,
+            socket_timeout_ms=self.settings.controller_socket_timeout_ms))
+        self.controller = controller
+        assert self._nursery is not None
+
+        async def run_controller(task_status=trio.TASK_STATUS_IGNORED) -> None:
+            with trio.CancelScope() as scope:
+                self._controller_scope = scope
+                try:
+                    await controller.run(task_status=task_status)
+                except ZooKeeperError as exc:
+                    logger.warning("controller stopped: %s", exc)
+            if self.controller is controller:
+                self.controller = None
+
+        self._nursery.start_soon(run_controller)
+
+    def _resign(self) -> None:
+        if self.controller is not None:
+            logger.info("broker %d is no longer the controller", self.node_id)
+            self.controller = None
+            if self._controller_scope is not None:
+                self._controller_scope.cancel()
+
+    # ------------------------------------------------------------------ ZooKeeper events
+
+    async def _dispatch_events(self) -> None:
+        async for event in self.zk_client.events:
+            try:
+                await self._on_event(event)
+            except ZooKeeperError as exc:
+                logger.warning("handling %s %s: %s", event.kind, event.path, exc)
+
+    async def _on_event(self, event) -> None:
+        if event.kind == "session":
+            if event.state == "expired":
+                logger.warning("ZooKeeper session expired: registering again")
+                self._resign()
+            elif event.state == "connected" and self._endpoint is not None:
+                if await self.zk_client.get(f"/brokers/ids/{self.node_id}") is None:
+                    await self._register()
+                await self._elect()
+            return
+        if event.path == CONTROLLER_PATH:
+            # Events can be stale by the time they are handled: act on /controller as it is now.
+            current = await self.zk.controller_id()
+            if current is None:
+                self._resign()
+                await self._elect()
+            elif current != self.node_id:
+                self._resign()
+            return
+        kind = WATCHED.get(event.path)
+        if kind is not None and self.controller is not None:
+            self.controller.notify(kind)
+
+    # ------------------------------------------------------------------ requests
+
+    async def controller_request(self, kind: str, timeout_s: float, **args):
+        """Run a controller event on this broker (it must be the controller) and return its
+        result; ControllerError(NOT_CONTROLLER) otherwise."""
+        controller = self.controller
+        if controller is None or not controller.active:
+            raise ControllerError(ErrorCode.NOT_CONTROLLER, f"broker {self.node_id} is not the controller")
+        send, receive = trio.open_memory_channel(1)
+        controller.notify(kind, send, **args)
+        with trio.move_on_after(timeout_s):
+            result = await receive.receive()
+            if isinstance(result, ControllerError):
+                raise result
+            return result
+        raise ControllerError(ErrorCode.REQUEST_TIMED_OUT, f"controller did not handle {kind} in time")
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move this broker's leaderships away (Kafka's controlled
+        shutdown); True once nothing is left, False after the retries."""
+        if not self.settings.controlled_shutdown_enable:
+            return False
+        for attempt in range(self.settings.controlled_shutdown_max_retries + 1):
+            if attempt:
+                await trio.sleep(self.settings.controlled_shutdown_retry_backoff_ms / 1000)
+            controller_id = self.metadata.controller_id
+            endpoint = self.metadata.brokers.get(controller_id)
+            if endpoint is None:
+                found = await self._zk_controller_endpoint()
+                if found is None:
+                    continue
+                endpoint = found
+            channel = BrokerChannel(endpoint.host, endpoint.port, client_id=f"broker-{self.node_id}",
+                                    timeout_s=self.settings.controller_socket_timeout_ms / 1000)
+            try:
+                response = await channel.request(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": self.node_id})
+            except ChannelError as exc:
+                logger.warning("controlled shutdown: %s", exc)
+                continue
+            finally:
+                await channel.aclose()
+            if response.error_code:
+                logger.warning("controlled shutdown refused: %s", ErrorCode(response.error_code).name)
+                continue
+            remaining = list(response.remaining_partitions)
+            if not remaining:
+                logger.info("controlled shutdown complete: no partition is led here")
+                return True
+            logger.info("controlled shutdown: %d partition(s) still led here", len(remaining))
+        return False
+
+    async def _zk_controller_endpoint(self):
+        try:
+            controller_id = await self.zk.controller_id()
+            if controller_id is None:
+                return None
+            info = (await self.zk.live_brokers()).get(controller_id)
+        except ZooKeeperError:
+            return None
+        return info
+

@@ -1,0 +1,438 @@
+"""The controller: the one broker, elected through ZooKeeper's ``/controller``, that decides
+partition leadership for the cluster (Kafka 0.10.2's KafkaController, on trio).
+
+It reads the cluster's state from ZooKeeper when it takes over (bumping ``/controller_epoch``),
+then reacts to one event at a time: brokers registering or vanishing, topics created or marked
+for deletion, ISR changes reported by leaders, controlled shutdown requests. Each decision
+(replica assignment, leader election) is a pure function of ``assignment`` / ``election``;
+the controller writes the new partition state to ZooKeeper with a conditional update, then
+tells the brokers with LeaderAndIsr, StopReplica and UpdateMetadata, stamped with its epoch so
+that a deposed controller's requests are refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import trio
+
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from minikafka.replication.channel import BrokerChannel, ChannelError
+from minikafka.replication.election import controlled_shutdown_leader, offline_leader, preferred_leader
+from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr
+from minikafka.replication.zookeeper import BadVersion, NodeExists
+
+logger = logging.getLogger(__name__)
+
+NO_LEADER = -1
+# UpdateMetadata's leader for a partition being deleted (Kafka's LeaderDuringDelete).
+LEADER_DURING_DELETE = -2
+UPDATE_METADATA_VERSION = 0
+
+
+@dataclass
+class PartitionState:
+    leader_isr: LeaderIsr
+    zk_version: int
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    unclean_leader_election: bool
+    socket_timeout_ms: int
+
+
+class Controller:
+    """Runs while this broker is the controller; ``events`` carries what to react to."""
+
+    def __init__(self, node_id: int, zk: KafkaZk, settings: ControllerSettings) -> None:
+        self.node_id = node_id
+        self.zk = zk
+        self.settings = settings
+        self.epoch = 0
+        self.live: dict[int, tuple[BrokerInfo, str]] = {}   # id -> (info, registration stamp)
+        self.assignments: dict[str, dict[int, list[int]]] = {}
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.shutting_down: set[int] = set()
+        self._channels: dict[int, BrokerChannel] = {}
+        self._queue, self._events = trio.open_memory_channel[tuple](1000)
+        self.active = False
+
+    # ------------------------------------------------------------------ event intake
+
+    def notify(self, kind: str, reply: trio.MemorySendChannel | None = None, **args) -> None:
+        """Queue an event: "brokers", "topics", "deletions", "isr_changes",
+        "controlled_shutdown" (broker_id=...), "preferred_leader" (topic=..., partition=...)."""
+        try:
+            self._queue.send_nowait((kind, reply, args))
+        except trio.WouldBlock:
+            logger.error("controller event queue full: dropping %s", kind)
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await self._take_over()
+            self.active = True
+            task_status.started()
+            async for kind, reply, args in self._events:
+                try:
+                    try:
+                        result = await self._handle(kind, **args)
+                    except BadVersion:
+                        logger.info("controller: a partition state changed under %s; re-reading", kind)
+                        await self._load_states()
+                        result = await self._handle(kind, **args)
+                except ControllerError as exc:
+                    result = exc
+                if reply is not None:
+                    reply.send_nowait(result)
+        finally:
+            self.active = False
+            for channel in self._channels.values():
+                await channel.aclose()
+
+    async def _handle(self, kind: str, **args):
+        if kind == "brokers":
+            return await self._on_broker_change()
+        if kind == "topics":
+            return await self._on_topic_change()
+        if kind == "deletions":
+            return await self._on_deletions()
+        if kind == "isr_changes":
+            return await self._on_isr_changes()
+        if kind == "controlled_shutdown":
+            return await self._on_controlled_shutdown(args["broker_id"])
+        if kind == "preferred_leader":
+            return await self._on_preferred_leader(args["topic"], args["partition"], args.get("to"))
+        raise ValueError(f"unknown controller event {kind!r}")
+
+    # ------------------------------------------------------------------ take over
+
+    async def _take_over(self) -> None:
+        self.epoch = await self.zk.increment_controller_epoch()
+        logger.info("broker %d is the controller (controller epoch %d)", self.node_id, self.epoch)
+        self.live = await self._read_live()
+        for topic in await self.zk.topics():
+            assignment = await self.zk.topic_assignment(topic)
+            if assignment:
+                self.assignments[topic] = assignment
+                self.topic_configs[topic] = await self.zk.topic_config(topic)
+        await self._load_states()
+        await self._bring_online(list(self.states) + self._partitions_without_state())
+        await self._on_deletions()
+        # Every live broker gets its partitions' states (a broker ignores those it already
+        # has at that leader epoch) and the whole metadata.
+        await self._send_leader_and_isr(list(self.assignment_keys()), set(self.live))
+        await self._send_update_metadata(set(self.live))
+
+    async def _read_live(self) -> dict[int, tuple[BrokerInfo, str]]:
+        live = {}
+        for broker_id, info in (await self.zk.live_brokers()).items():
+            raw = await self.zk.zk.get(f"/brokers/ids/{broker_id}")
+            live[broker_id] = (info, raw[0].decode() if raw else "")
+        return live
+
+    async def _load_states(self) -> None:
+        self.states = {}
+        for topic, assignment in self.assignments.items():
+            for partition in assignment:
+                found = await self.zk.partition_state(topic, partition)
+                if found is not None:
+                    self.states[(topic, partition)] = PartitionState(*found)
+
+    def assignment_keys(self):
+        for topic, assignment in self.assignments.items():
+            for partition in sorted(assignment):
+                yield topic, partition
+
+    def _partitions_without_state(self) -> list[tuple[str, int]]:
+        return [key for key in self.assignment_keys() if key not in self.states]
+
+    # ------------------------------------------------------------------ leadership
+
+    def _live_ids(self) -> set[int]:
+        return set(self.live) - self.shutting_down
+
+    def _unclean(self, topic: str) -> bool:
+        value = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable")
+        return self.settings.unclean_leader_election if value is None else value == "true"
+
+    async def _bring_online(self, keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """New partitions get a first leader; partitions whose leader is gone get a new one.
+        Returns the partitions whose state changed."""
+        changed = []
+        live = self._live_ids()
+        for key in keys:
+            topic, partition = key
+            assigned = self.assignments[topic][partition]
+            state = self.states.get(key)
+            if state is None:
+                live_replicas = [r for r in assigned if r in live]
+                leader = live_replicas[0] if live_replicas else NO_LEADER
+                new = LeaderIsr(leader=leader, leader_epoch=0, isr=live_replicas or list(assigned),
+                                controller_epoch=self.epoch)
+                try:
+                    version = await self.zk.create_partition_state(topic, partition, new)
+                except NodeExists:
+                    found = await self.zk.partition_state(topic, partition)
+                    if found is not None:
+                        self.states[key] = PartitionState(*found)
+                    continue
+                self.states[key] = PartitionState(new, version)
+                changed.append(key)
+                continue
+            current = state.leader_isr
+            if current.leader in live:
+                continue
+            elected = offline_leader(assigned, current.isr, live, unclean=self._unclean(topic))
+            if elected is None:
+                if current.leader != NO_LEADER:
+                    await self._write_state(key, NO_LEADER, current.isr, bump=True)
+                    changed.append(key)
+                    logger.warning("%s-%d is offline: no live replica in ISR %s", topic, partition, current.isr)
+                continue
+            leader, isr = elected
+            if leader not in current.isr:
+                logger.warning("%s-%d: unclean leader election of broker %d (ISR was %s)",
+                               topic, partition, leader, current.isr)
+            await self._write_state(key, leader, isr, bump=True)
+            changed.append(key)
+        return changed
+
+    async def _write_state(self, key: tuple[str, int], leader: int, isr: list[int], *, bump: bool) -> None:
+        topic, partition = key
+        state = self.states[key]
+        epoch = state.leader_isr.leader_epoch + (1 if bump else 0)
+        new = LeaderIsr(leader=leader, leader_epoch=epoch, isr=list(isr), controller_epoch=self.epoch)
+        version = await self.zk.update_partition_state(topic, partition, new, state.zk_version)
+        self.states[key] = PartitionState(new, version)
+        logger.info("%s-%d: leader %d, leader epoch %d, ISR %s", topic, partition, leader, epoch, list(isr))
+
+    # ------------------------------------------------------------------ events
+
+    async def _on_broker_change(self) -> None:
+        now_live = await self._read_live()
+        gone = {b for b, (_, stamp) in self.live.items() if now_live.get(b, (None, None))[1] != stamp}
+        came = {b for b, (_, stamp) in now_live.items() if self.live.get(b, (None, None))[1] != stamp}
+        self.shutting_down &= set(now_live)
+        self.shutting_down -= came
+        if gone:
+            logger.info("controller: broker(s) %s left", sorted(gone))
+        if came:
+            logger.info("controller: broker(s) %s joined", sorted(came))
+        changed = []
+        if gone:
+            # A broker that re-registered (restarted before its old session expired) counts as
+            # failed first: it may have lost an unflushed tail, so its leaderships move to the
+            # ISR and it rejoins as a follower that truncates by epoch.
+            self.live = {b: v for b, v in now_live.items() if b not in gone}
+            changed += await self._on_brokers_failed(gone)
+        self.live = now_live
+        # Partitions the returning brokers can now lead, and everything they replicate.
+        changed += await self._bring_online([k for k in self.assignment_keys()
+                                             if self.states.get(k) is None
+                                             or self.states[k].leader_isr.leader == NO_LEADER])
+        await self._send_update_metadata(set(self.live))
+        if came:
+            theirs = [k for k in self.assignment_keys() if set(self.assignments[k[0]][k[1]]) & came]
+            await self._send_leader_and_isr(theirs, came)
+        if changed:
+            await self._send_leader_and_isr(changed, set(self.live) - came)
+
+    async def _on_brokers_failed(self, dead: set[int]) -> list[tuple[str, int]]:
+        changed = await self._bring_online([k for k, s in self.states.items() if s.leader_isr.leader in dead])
+        for key, state in list(self.states.items()):
+            current = state.leader_isr
+            if key in changed or current.leader in dead or current.leader == NO_LEADER:
+                continue
+            isr = [r for r in current.isr if r not in dead]
+            if isr != current.isr:
+                await self._write_state(key, current.leader, isr, bump=True)
+                changed.append(key)
+        return changed
+
+    async def _on_topic_change(self) -> None:
+        new_keys = []
+        for topic in await self.zk.topics():
+            if topic in self.assignments:
+                continue
+            assignment = await self.zk.topic_assignment(topic)
+            if not assignment:
+                continue
+            self.assignments[topic] = assignment
+            self.topic_configs[topic] = await self.zk.topic_config(topic)
+            new_keys += [(topic, p) for p in sorted(assignment)]
+        if not new_keys:
+            return
+        changed = await self._bring_online(new_keys)
+        await self._send_leader_and_isr(new_keys, set(self.live))
+        await self._send_update_metadata(set(self.live), keys=changed or new_keys)
+
+    async def _on_deletions(self) -> None:
+        for topic in await self.zk.topics_to_delete():
+            assignment = self.assignments.pop(topic, None) or {}
+            keys = [(topic, p) for p in sorted(assignment)]
+            replicas_of = {k: self.assignments_of(assignment, k[1]) for k in keys}
+            async with trio.open_nursery() as nursery:
+                for broker_id in set(self.live):
+                    mine = [k for k in keys if broker_id in replicas_of[k]]
+                    if mine:
+                        nursery.start_soon(self._stop_replicas, broker_id, mine, True)
+            for key in keys:
+                self.states.pop(key, None)
+            self.topic_configs.pop(topic, None)
+            await self.zk.delete_topic_nodes(topic)
+            await self._send_update_metadata(set(self.live), deleted=keys)
+            logger.info("controller: deleted topic %r", topic)
+
+    @staticmethod
+    def assignments_of(assignment: dict[int, list[int]], partition: int) -> list[int]:
+        return assignment.get(partition, [])
+
+    async def _on_isr_changes(self) -> None:
+        keys = [k for k in await self.zk.take_isr_change_notifications() if k in self.states]
+        for key in keys:
+            found = await self.zk.partition_state(*key)
+            if found is not None:
+                self.states[key] = PartitionState(*found)
+        if keys:
+            await self._send_update_metadata(set(self.live), keys=keys)
+
+    async def _on_controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        """Move ``broker_id``'s leaderships away and take it out of every ISR; answers the
+        replicated partitions it still leads (no other replica could take them)."""
+        if broker_id not in self.live:
+            raise ControllerError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not registered")
+        self.shutting_down.add(broker_id)
+        live = self._live_ids()
+        changed = []
+        stop = []
+        for key, state in list(self.states.items()):
+            current = state.leader_isr
+            assigned = self.assignments[key[0]][key[1]]
+            if broker_id not in assigned:
+                continue
+            if current.leader == broker_id:
+                if len(assigned) < 2:
+                    continue
+                elected = controlled_shutdown_leader(assigned, current.isr, live, {broker_id})
+                if elected is None:
+                    continue
+                await self._write_state(key, elected[0], elected[1], bump=True)
+                changed.append(key)
+            elif broker_id in current.isr and current.leader != NO_LEADER:
+                await self._write_state(key, current.leader, [r for r in current.isr if r != broker_id], bump=True)
+                changed.append(key)
+                stop.append(key)
+        if changed:
+            await self._send_leader_and_isr(changed, live)
+        if stop:
+            await self._stop_replicas(broker_id, stop, False)
+        await self._send_update_metadata(set(self.live))
+        # As Kafka, only replicated partitions count: one with a single replica cannot move.
+        return [k for k, s in self.states.items()
+                if s.leader_isr.leader == broker_id and len(self.assignments[k[0]][k[1]]) > 1]
+
+    async def _on_preferred_leader(self, topic: str, partition: int, to: int | None) -> ErrorCode:
+        """Make ``to`` (default: the preferred replica) the leader, if it is live and in the ISR."""
+        key = (topic, partition)
+        state = self.states.get(key)
+        if state is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assigned = list(self.assignments[topic][partition])
+        if to is not None:
+            if to not in assigned:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            assigned.remove(to)
+            assigned.insert(0, to)
+        current = state.leader_isr
+        if current.leader == assigned[0]:
+            return ErrorCode.NONE
+        elected = preferred_leader(assigned, current.isr, self._live_ids())
+        if elected is None:
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        await self._write_state(key, elected[0], elected[1], bump=True)
+        await self._send_leader_and_isr([key], set(self.live))
+        await self._send_update_metadata(set(self.live), keys=[key])
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ requests to brokers
+
+    def _channel(self, broker_id: int) -> BrokerChannel | None:
+        entry = self.live.get(broker_id)
+        if entry is None:
+            return None
+        info = entry[0]
+        channel = self._channels.get(broker_id)
+        if channel is None:
+            channel = BrokerChannel(info.host, info.port, client_id=f"controller-{self.node_id}",
+                                    timeout_s=self.settings.socket_timeout_ms / 1000)
+            self._channels[broker_id] = channel
+        else:
+            channel.retarget(info.host, info.port)
+        return channel
+
+    def _partition_state_entry(self, key: tuple[str, int], leader: int | None = None) -> dict:
+        state = self.states[key]
+        current = state.leader_isr
+        return {"topic_name": key[0], "partition_index": key[1], "controller_epoch": current.controller_epoch,
+                "leader": current.leader if leader is None else leader, "leader_epoch": current.leader_epoch,
+                "isr": list(current.isr), "zk_version": state.zk_version,
+                "replicas": list(self.assignments[key[0]][key[1]])}
+
+    def _live_broker_entries(self) -> list[dict]:
+        """UpdateMetadata v0's live brokers."""
+        return [{"id": b, "v0_host": info.host, "v0_port": info.port} for b, (info, _) in sorted(self.live.items())]
+
+    async def _send_leader_and_isr(self, keys: list[tuple[str, int]], brokers: set[int]) -> None:
+        async with trio.open_nursery() as nursery:
+            for broker_id in brokers:
+                mine = [k for k in keys if k in self.states and broker_id in self.assignments[k[0]][k[1]]]
+                if not mine:
+                    continue
+                leaders = {self.states[k].leader_isr.leader for k in mine}
+                body = {"controller_id": self.node_id, "controller_epoch": self.epoch,
+                        "ungrouped_partition_states": [self._partition_state_entry(k) for k in mine],
+                        "live_leaders": [{"broker_id": b, "host_name": self.live[b][0].host,
+                                          "port": self.live[b][0].port} for b in sorted(leaders) if b in self.live]}
+                nursery.start_soon(self._send, broker_id, ApiKey.LEADER_AND_ISR, 0, body)
+
+    async def _send_update_metadata(self, brokers: set[int], *, keys: list[tuple[str, int]] | None = None,
+                                    deleted: list[tuple[str, int]] = ()) -> None:
+        keys = list(self.states) if keys is None else [k for k in keys if k in self.states]
+        states = [self._partition_state_entry(k) for k in keys]
+        states += [{"topic_name": t, "partition_index": p, "controller_epoch": self.epoch, "leader": LEADER_DURING_DELETE,
+                    "leader_epoch": 0, "isr": [], "zk_version": 0, "replicas": []} for t, p in deleted]
+        body = {"controller_id": self.node_id, "controller_epoch": self.epoch,
+                "ungrouped_partition_states": states, "live_brokers": self._live_broker_entries()}
+        async with trio.open_nursery() as nursery:
+            for broker_id in brokers:
+                nursery.start_soon(self._send, broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, body)
+
+    async def _stop_replicas(self, broker_id: int, keys: list[tuple[str, int]], delete: bool) -> None:
+        body = {"controller_id": self.node_id, "controller_epoch": self.epoch, "delete_partitions": delete,
+                "ungrouped_partitions": [{"topic_name": t, "partition_index": p} for t, p in keys]}
+        await self._send(broker_id, ApiKey.STOP_REPLICA, 0, body)
+
+    async def _send(self, broker_id: int, api_key: ApiKey, version: int, body: dict) -> None:
+        channel = self._channel(broker_id)
+        if channel is None:
+            return
+        try:
+            response = await channel.request(api_key, version, body)
+        except ChannelError as exc:
+            # The broker is dead or unreachable: its ZooKeeper node will vanish (a broker
+            # change event follows) or it gets everything again when it re-registers.
+            logger.warning("controller: %s to broker %d failed: %s", api_key.name, broker_id, exc)
+            return
+        if response.error_code:
+            logger.warning("controller: broker %d answered %s with %s", broker_id, api_key.name,
+                           ErrorCode(response.error_code).name)
+
+
+class ControllerError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = ErrorCode(code)

@@ -1,0 +1,251 @@
+"""Replica fetchers: one per leader broker, copying its partitions' logs to this broker.
+
+A follower partition first learns where to truncate (KIP-101: OffsetForLeaderEpoch for its
+epochs, answered by the leader; ``truncation`` decides the point from the answers), then
+fetches from its log end with ``replica_id`` = this broker's id and appends the leader's
+message sets as they are: the leader's offsets, timestamps and compression
+(``Log.append_as_follower``). The leader's high watermark comes back with every answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.replication.channel import BrokerChannel, ChannelError
+from minikafka.replication.metadata_cache import BrokerEndpoint
+from minikafka.replication.truncation import (
+    epochs_to_query,
+    epochs_to_query_below,
+    epochs_to_record,
+    leader_epochs_from_answers,
+    truncation_offset_from_answers,
+)
+
+if TYPE_CHECKING:
+    from minikafka.replication.replica_manager import Replica, ReplicaManager
+
+logger = logging.getLogger(__name__)
+
+FETCH_VERSION = 3
+
+
+class FetcherSettings:
+    def __init__(self, *, wait_max_ms: int, min_bytes: int, max_bytes: int, response_max_bytes: int,
+                 backoff_ms: int, socket_timeout_ms: int) -> None:
+        self.wait_max_ms = wait_max_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.response_max_bytes = response_max_bytes
+        self.backoff_ms = backoff_ms
+        self.socket_timeout_ms = socket_timeout_ms
+
+
+class FetcherManager:
+    """Keeps one :class:`ReplicaFetcher` task per leader broker with follower partitions."""
+
+    def __init__(self, node_id: int, replicas: "ReplicaManager", settings: FetcherSettings,
+                 nursery: trio.Nursery) -> None:
+        self.node_id = node_id
+        self.replicas = replicas
+        self.settings = settings
+        self.nursery = nursery
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def add(self, replica: "Replica", leader: BrokerEndpoint) -> None:
+        fetcher = self.fetchers.get(leader.node_id)
+        if fetcher is None or fetcher.closed:
+            fetcher = ReplicaFetcher(self.node_id, leader, self.replicas, self.settings)
+            self.fetchers[leader.node_id] = fetcher
+            self.nursery.start_soon(fetcher.run)
+        else:
+            fetcher.channel.retarget(leader.host, leader.port)
+        fetcher.add(replica)
+
+    def remove(self, topic: str, partition: int) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(topic, partition)
+
+    def following(self) -> dict[int, list[tuple[str, int]]]:
+        return {leader: sorted(f.partitions) for leader, f in self.fetchers.items() if f.partitions}
+
+    async def aclose(self) -> None:
+        for fetcher in self.fetchers.values():
+            await fetcher.aclose()
+
+
+class ReplicaFetcher:
+    def __init__(self, node_id: int, leader: BrokerEndpoint, replicas: "ReplicaManager",
+                 settings: FetcherSettings) -> None:
+        self.node_id = node_id
+        self.leader_id = leader.node_id
+        self.replicas = replicas
+        self.settings = settings
+        self.channel = BrokerChannel(leader.host, leader.port, client_id=f"broker-{node_id}-fetcher",
+                                     timeout_s=(settings.wait_max_ms + settings.socket_timeout_ms) / 1000)
+        self.partitions: dict[tuple[str, int], Replica] = {}
+        self._changed = trio.Event()
+        self.closed = False
+
+    def add(self, replica: "Replica") -> None:
+        self.partitions[(replica.topic, replica.partition)] = replica
+        self._changed.set()
+
+    def remove(self, topic: str, partition: int) -> None:
+        if self.partitions.pop((topic, partition), None) is not None:
+            self._changed.set()
+
+    async def aclose(self) -> None:
+        self.closed = True
+        self._changed.set()
+        await self.channel.aclose()
+
+    async def run(self) -> None:
+        backoff = self.settings.backoff_ms / 1000
+        while not self.closed:
+            if not self.partitions:
+                self._changed = trio.Event()
+                await self._changed.wait()
+                continue
+            try:
+                truncating = [r for r in self.partitions.values() if r.needs_truncation]
+                if truncating:
+                    await self._truncate(truncating)
+                    continue
+                await self._fetch_once()
+            except ChannelError as exc:
+                logger.info("fetcher for broker %d: %s; retrying in %.1f s", self.leader_id, exc, backoff)
+                await trio.sleep(backoff)
+
+    # -- truncation --------------------------------------------------------------------------
+
+    async def _truncate(self, replicas: list["Replica"]) -> None:
+        queries = {(r.topic, r.partition): epochs_to_query(r.log.leader_epoch_cache.entries, r.leader_epoch)
+                   for r in replicas}
+        answers, errors = await self._ask_epochs(queries)
+        for replica in replicas:
+            key = (replica.topic, replica.partition)
+            if self.partitions.get(key) is not replica or not replica.needs_truncation:
+                continue  # the controller moved it meanwhile
+            if key in errors:
+                logger.info("%s-%d: leader %d answered OffsetForLeaderEpoch with %s; retrying",
+                            replica.topic, replica.partition, self.leader_id, ErrorCode(errors[key]).name)
+                await trio.sleep(self.settings.backoff_ms / 1000)
+                continue
+            await self._truncate_one(replica, answers[key])
+
+    async def _ask_epochs(self, queries: dict[tuple[str, int], list[int]]):
+        """One OffsetForLeaderEpoch v0 request for ``{partition: [epochs]}``; answers come back
+        per entry in request order (a partition is listed once per epoch)."""
+        topics: dict[str, list[dict]] = {}
+        for (topic, partition), epochs in queries.items():
+            topics.setdefault(topic, []).extend({"partition": partition, "leader_epoch": e} for e in epochs)
+        body = {"topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
+        response = await self.channel.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, body)
+        ends: dict[tuple[str, int], list[int]] = {}
+        errors: dict[tuple[str, int], int] = {}
+        for topic in response.topics:
+            for entry in topic.partitions:
+                key = (topic.topic, entry.partition)
+                if entry.error_code:
+                    errors[key] = entry.error_code
+                else:
+                    ends.setdefault(key, []).append(entry.end_offset)
+        answers = {key: dict(zip(epochs, ends.get(key, []))) for key, epochs in queries.items() if key not in errors}
+        return answers, errors
+
+    async def _truncate_one(self, replica: "Replica", ends: dict[int, int]) -> None:
+        log = replica.log
+        cache = log.leader_epoch_cache
+        local_end = log.log_end_offset
+        try:
+            point = truncation_offset_from_answers(cache.entries, local_end, ends, replica.leader_epoch,
+                                                   log.high_watermark)
+            below = epochs_to_query_below(ends, point)
+            if below:
+                more, errors = await self._ask_epochs({(replica.topic, replica.partition): below})
+                if errors:
+                    return  # asked again on the next round
+                ends = {**more[(replica.topic, replica.partition)], **ends}
+            leader_entries = leader_epochs_from_answers(ends, replica.leader_epoch)
+        except ValueError as exc:  # answers no leader gives: ask again later
+            logger.warning("%s-%d: leader %d's epoch answers %s are inconsistent (%s); retrying",
+                           replica.topic, replica.partition, self.leader_id, ends, exc)
+            await trio.sleep(self.settings.backoff_ms / 1000)
+            return
+        if self.partitions.get((replica.topic, replica.partition)) is not replica:
+            return
+        if point < local_end:
+            logger.info("%s-%d: truncating from %d to %d (leader %d, epoch %d)", replica.topic,
+                        replica.partition, local_end, point, self.leader_id, replica.leader_epoch)
+            log.truncate_to(point)
+        cache.truncate_from_end(point)
+        replica.pending_epochs = epochs_to_record(leader_entries, point)
+        replica.needs_truncation = False
+        self.replicas.follower_appended(replica, log.high_watermark)
+
+    # -- fetching ----------------------------------------------------------------------------
+
+    async def _fetch_once(self) -> None:
+        requested = dict(self.partitions)
+        topics: dict[str, list[dict]] = {}
+        for (topic, partition), replica in requested.items():
+            topics.setdefault(topic, []).append({
+                "partition": partition, "fetch_offset": replica.log.log_end_offset,
+                "partition_max_bytes": self.settings.max_bytes})
+        body = {"replica_id": self.node_id, "max_wait_ms": self.settings.wait_max_ms,
+                "min_bytes": self.settings.min_bytes, "max_bytes": self.settings.response_max_bytes,
+                "topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
+        response = await self.channel.request(ApiKey.FETCH, FETCH_VERSION, body)
+        for topic in response.responses:
+            for entry in topic.partitions:
+                key = (topic.topic, entry.partition_index)
+                replica = requested.get(key)
+                if replica is None or self.partitions.get(key) is not replica:
+                    continue
+                await self._apply(replica, entry)
+
+    async def _apply(self, replica: "Replica", entry) -> None:
+        code = entry.error_code
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._handle_out_of_range(replica)
+            return
+        if code:
+            # NOT_LEADER / UNKNOWN: the controller's next LeaderAndIsr moves this partition.
+            logger.info("%s-%d: leader %d answered Fetch with %s", replica.topic, replica.partition,
+                        self.leader_id, ErrorCode(code).name)
+            self.remove(replica.topic, replica.partition)
+            return
+        records = entry.records
+        if records:
+            try:
+                replica.log.append_as_follower(bytes(records))
+            except RecordError as exc:
+                logger.error("%s-%d: a set fetched from leader %d was refused (%s): stopping this "
+                             "partition's replication", replica.topic, replica.partition, self.leader_id, exc)
+                self.remove(replica.topic, replica.partition)
+                return
+        self.replicas.follower_appended(replica, entry.high_watermark)
+
+    async def _handle_out_of_range(self, replica: "Replica") -> None:
+        """Our log end is outside the leader's log: below its start (retention ran there), so
+        start over at the leader's log start; above its end cannot happen after truncation by
+        epoch, so truncate again."""
+        body = {"replica_id": self.node_id, "topics": [{"name": replica.topic, "partitions": [
+            {"partition_index": replica.partition, "timestamp": -2, "max_num_offsets": 1}]}]}
+        response = await self.channel.request(ApiKey.LIST_OFFSETS, 1, body)
+        (answer,) = response.topics[0].partitions
+        if answer.error_code:
+            return
+        log = replica.log
+        if log.log_end_offset < answer.offset:
+            logger.warning("%s-%d: log end %d is below leader %d's log start %d: starting over there",
+                           replica.topic, replica.partition, log.log_end_offset, self.leader_id, answer.offset)
+            log.truncate_fully_and_start_at(answer.offset)
+        else:
+            replica.needs_truncation = True
+

@@ -1,0 +1,591 @@
+"""Kafka 0.10.2's cluster state in ZooKeeper: its paths and its JSON, byte for byte in form.
+
+Kafka-era tools (``kafka-topics.sh --zookeeper``, zkCli, Burrow, kafka-manager) read these
+nodes, so a minikafka cluster looks to them like a Kafka cluster. The layout follows
+``kafka.utils.ZkUtils`` and friends at 0.10.2:
+
+==========================================================  ===================================
+/cluster/id                                                 {"version":"1","id":"<id>"}
+/brokers/ids/<id>  (ephemeral)                              Broker.toJson, version 4
+/controller  (ephemeral)                                    {"version":1,"brokerid":N,"timestamp":"<ms>"}
+/controller_epoch                                           plain text integer, first epoch 1
+/brokers/topics/<t>                                         {"version":1,"partitions":{"0":[1,2]}}
+/brokers/topics/<t>/partitions/<p>/state                    {"controller_epoch":E,"leader":L,"version":1,"leader_epoch":LE,"isr":[..]}
+/config/topics/<t>                                          {"version":1,"config":{"k":"v"}}
+/admin/delete_topics/<t>                                    empty
+/isr_change_notification/isr_change_<seq>                   {"version":1,"partitions":[{"topic":t,"partition":p}]}
+==========================================================  ===================================
+
+The ``encode_*`` / ``decode_*`` functions are pure (bytes in, values out); ``KafkaZk`` puts
+them on a ``ZkClient``. JSON is compact like Kafka's ``Json.encode`` (no spaces); Kafka's
+parser reads numbers as Int, so every number here is an integer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import trio
+
+from minikafka.replication.zookeeper import (
+    BadVersion, NodeExists, NoNode, ZkClient, ZooKeeperError, parse_json_object,
+)
+
+__all__ = [
+    "BrokerInfo", "LeaderIsr", "KafkaZk", "MalformedZnode", "new_cluster_id",
+    "CLUSTER_ID_PATH", "BROKER_IDS_PATH", "BROKER_TOPICS_PATH", "CONTROLLER_PATH",
+    "CONTROLLER_EPOCH_PATH", "TOPIC_CONFIG_PATH", "DELETE_TOPICS_PATH",
+    "ISR_CHANGE_NOTIFICATION_PATH", "PERSISTENT_PATHS", "INITIAL_CONTROLLER_EPOCH",
+    "broker_path", "topic_path", "partition_state_path", "topic_config_path", "delete_topic_path",
+    "encode_broker", "decode_broker", "encode_controller", "decode_controller",
+    "encode_controller_epoch", "decode_controller_epoch", "encode_cluster_id", "decode_cluster_id",
+    "encode_topic_assignment", "decode_topic_assignment", "encode_topic_config",
+    "decode_topic_config", "encode_leader_isr", "decode_leader_isr", "encode_isr_change",
+    "decode_isr_change",
+]
+
+CLUSTER_ID_PATH = "/cluster/id"
+BROKER_IDS_PATH = "/brokers/ids"
+BROKER_TOPICS_PATH = "/brokers/topics"
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+TOPIC_CONFIG_PATH = "/config/topics"
+DELETE_TOPICS_PATH = "/admin/delete_topics"
+ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+_ISR_CHANGE_PREFIX = "isr_change_"
+
+# ZkUtils.persistentZkPaths: what a 0.10.2 broker makes sure of at start-up.
+PERSISTENT_PATHS = (
+    "/consumers", BROKER_IDS_PATH, BROKER_TOPICS_PATH, "/config/changes", TOPIC_CONFIG_PATH,
+    "/config/clients", DELETE_TOPICS_PATH, "/brokers/seqid", ISR_CHANGE_NOTIFICATION_PATH,
+)
+
+# KafkaController.InitialControllerEpoch: the first controller writes 1.
+INITIAL_CONTROLLER_EPOCH = 1
+
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# EndPoint.uriParseExp: LISTENER://host:port, an IPv6 host in brackets, the host may be empty.
+_ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
+
+
+class MalformedZnode(ZooKeeperError, ValueError):
+    """A node holds data that is not Kafka's format for that node."""
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A broker's registration. ``host``/``port`` are the PLAINTEXT endpoint old clients use
+    (Kafka writes host null, port -1 for a broker without one: pass "" and -1); ``endpoints``
+    maps listener name to (host, port)."""
+
+    id: int
+    host: str
+    port: int
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class LeaderIsr:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+
+
+def new_cluster_id() -> str:
+    """A fresh cluster id in Kafka's form (CoreUtils.generateUuidAsBase64): 22 url-safe chars."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+# -- paths ------------------------------------------------------------------------------------
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS_PATH}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS_PATH}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS_PATH}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIG_PATH}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS_PATH}/{topic}"
+
+
+# -- JSON codecs (pure) -------------------------------------------------------------------------
+
+def _encode(value) -> bytes:
+    # Kafka's Json.encode writes non-ASCII as is (in UTF-8) and no whitespace.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _object(raw: bytes, what: str) -> dict:
+    try:
+        return parse_json_object(raw, what)
+    except ZooKeeperError as exc:
+        raise MalformedZnode(str(exc)) from None
+
+
+def _int(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MalformedZnode(f"{what} is {value!r}, not an integer")
+    return value
+
+
+def _int_list(value, what: str) -> list[int]:
+    if not isinstance(value, list):
+        raise MalformedZnode(f"{what} is {value!r}, not a list of integers")
+    return [_int(item, what) for item in value]
+
+
+def _field(obj: dict, key: str, what: str):
+    try:
+        return obj[key]
+    except KeyError:
+        raise MalformedZnode(f"{what} has no {key!r}: {obj!r}") from None
+
+
+def _format_endpoint(listener: str, host: str | None, port: int) -> str:
+    # Utils.formatAddress: an IPv6 literal goes in brackets; a missing host leaves ":port".
+    if not host:
+        return f"{listener}://:{port}"
+    return f"{listener}://[{host}]:{port}" if ":" in host else f"{listener}://{host}:{port}"
+
+
+def _parse_endpoint(text, what: str) -> tuple[str, str, int]:
+    match = _ENDPOINT.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise MalformedZnode(f"{what}: cannot parse endpoint {text!r}")
+    return match.group(1), match.group(2), int(match.group(3))
+
+
+def encode_broker(info: BrokerInfo, timestamp_ms: int | None = None) -> bytes:
+    """Broker.toJson version 4, key order as a 0.10.2 broker writes it.
+
+    A listener named after a security protocol uses that protocol, any other PLAINTEXT
+    (minikafka serves plaintext only).
+    """
+    if timestamp_ms is None:
+        timestamp_ms = int(time.time() * 1000)
+    registration = {
+        "listener_security_protocol_map": {
+            name: name if name in _SECURITY_PROTOCOLS else "PLAINTEXT" for name in info.endpoints},
+        "endpoints": [_format_endpoint(name, host, port) for name, (host, port) in info.endpoints.items()],
+        "jmx_port": -1,
+        "host": info.host or None,
+        "timestamp": str(timestamp_ms),
+        "port": info.port,
+        "version": 4,
+    }
+    if info.rack is not None:
+        registration["rack"] = info.rack
+    return _encode(registration)
+
+
+def decode_broker(broker_id: int, raw: bytes) -> BrokerInfo:
+    """Any registration version Kafka 0.10.2 reads (1 to 4)."""
+    what = broker_path(broker_id)
+    obj = _object(raw, what)
+    version = _int(_field(obj, "version", what), f"{what} version")
+    host = obj.get("host")
+    port = obj.get("port", -1)
+    if version < 1:
+        raise MalformedZnode(f"{what}: unsupported registration version {version}")
+    if version == 1:
+        if not isinstance(host, str):
+            raise MalformedZnode(f"{what}: version 1 registration without a host: {obj!r}")
+        endpoints = {"PLAINTEXT": (host, _int(port, f"{what} port"))}
+    else:
+        listed = _field(obj, "endpoints", what)
+        if not isinstance(listed, list):
+            raise MalformedZnode(f"{what}: endpoints is {listed!r}, not a list")
+        endpoints = {}
+        for text in listed:
+            name, ep_host, ep_port = _parse_endpoint(text, what)
+            endpoints[name] = (ep_host, ep_port)
+    rack = obj.get("rack")
+    if not isinstance(host, str) or not host:
+        # A broker without a PLAINTEXT listener writes host null, port -1 (KafkaHealthcheck).
+        first = next(iter(endpoints.values()), ("", -1))
+        host, port = first
+    return BrokerInfo(broker_id, host, _int(port, f"{what} port"), endpoints,
+                      rack if isinstance(rack, str) else None)
+
+
+def encode_controller(broker_id: int, timestamp_ms: int | None = None) -> bytes:
+    if timestamp_ms is None:
+        timestamp_ms = int(time.time() * 1000)
+    return _encode({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+
+
+def decode_controller(raw: bytes) -> int:
+    """The controller's broker id; like KafkaController.parseControllerId, also the bare
+    integer that 0.8.1 brokers wrote."""
+    text = raw.decode("utf-8", "replace").strip()
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    obj = _object(raw, CONTROLLER_PATH)
+    return _int(_field(obj, "brokerid", CONTROLLER_PATH), f"{CONTROLLER_PATH} brokerid")
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode("ascii")
+
+
+def decode_controller_epoch(raw: bytes) -> int:
+    text = raw.decode("ascii", "replace").strip()
+    if not re.fullmatch(r"-?\d+", text):
+        raise MalformedZnode(f"{CONTROLLER_EPOCH_PATH} holds {raw[:60]!r}, not an integer")
+    return int(text)
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    # Kafka writes this version as a string, unlike every other node's.
+    return _encode({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(raw: bytes) -> str:
+    value = _field(_object(raw, CLUSTER_ID_PATH), "id", CLUSTER_ID_PATH)
+    if not isinstance(value, str):
+        raise MalformedZnode(f"{CLUSTER_ID_PATH} id is {value!r}, not a string")
+    return value
+
+
+def encode_topic_assignment(assignment: dict[int, list[int]]) -> bytes:
+    return _encode({"version": 1, "partitions": {
+        str(partition): list(replicas) for partition, replicas in sorted(assignment.items())}})
+
+
+def decode_topic_assignment(topic: str, raw: bytes) -> dict[int, list[int]]:
+    what = topic_path(topic)
+    partitions = _field(_object(raw, what), "partitions", what)
+    if not isinstance(partitions, dict):
+        raise MalformedZnode(f"{what}: partitions is {partitions!r}, not an object")
+    assignment = {}
+    for key, replicas in partitions.items():
+        if not re.fullmatch(r"\d+", key):
+            raise MalformedZnode(f"{what}: partition {key!r} is not a number")
+        assignment[int(key)] = _int_list(replicas, f"{what} partition {key} replicas")
+    return dict(sorted(assignment.items()))
+
+
+def encode_topic_config(config: dict[str, str]) -> bytes:
+    return _encode({"version": 1, "config": dict(config)})
+
+
+def decode_topic_config(topic: str, raw: bytes) -> dict[str, str]:
+    what = topic_config_path(topic)
+    config = _field(_object(raw, what), "config", what)
+    if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
+        raise MalformedZnode(f"{what}: config is {config!r}, not an object of strings")
+    return dict(config)
+
+
+def encode_leader_isr(state: LeaderIsr) -> bytes:
+    # ZkUtils.leaderAndIsrZkData, in the order 0.10.2's Map writes it.
+    return _encode({"controller_epoch": state.controller_epoch, "leader": state.leader,
+                    "version": 1, "leader_epoch": state.leader_epoch, "isr": list(state.isr)})
+
+
+def decode_leader_isr(topic: str, partition: int, raw: bytes) -> LeaderIsr:
+    what = partition_state_path(topic, partition)
+    obj = _object(raw, what)
+    return LeaderIsr(
+        leader=_int(_field(obj, "leader", what), f"{what} leader"),
+        leader_epoch=_int(_field(obj, "leader_epoch", what), f"{what} leader_epoch"),
+        isr=_int_list(_field(obj, "isr", what), f"{what} isr"),
+        controller_epoch=_int(_field(obj, "controller_epoch", what), f"{what} controller_epoch"),
+    )
+
+
+def encode_isr_change(partitions: Iterable[tuple[str, int]]) -> bytes:
+    unique = list(dict.fromkeys(partitions))
+    return _encode({"version": 1, "partitions": [
+        {"topic": topic, "partition": partition} for topic, partition in unique]})
+
+
+def decode_isr_change(raw: bytes, what: str = ISR_CHANGE_NOTIFICATION_PATH) -> list[tuple[str, int]]:
+    listed = _field(_object(raw, what), "partitions", what)
+    if not isinstance(listed, list):
+        raise MalformedZnode(f"{what}: partitions is {listed!r}, not a list")
+    changes = []
+    for entry in listed:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise MalformedZnode(f"{what}: bad partition entry {entry!r}")
+        changes.append((entry["topic"], _int(entry.get("partition"), f"{what} partition")))
+    return changes
+
+
+# -- on a live session ----------------------------------------------------------------------
+
+class KafkaZk:
+    """Kafka 0.10.2's reads and writes of cluster state, on one ZkClient session."""
+
+    def __init__(self, zk: ZkClient):
+        self.zk = zk
+        #: ZooKeeper version of /controller_epoch after this broker's last increment
+        self.controller_epoch_zk_version: int | None = None
+
+    async def ensure_paths(self) -> None:
+        """The persistent paths a 0.10.2 broker creates at start-up (ZkUtils.setupCommonPaths)."""
+        for path in PERSISTENT_PATHS:
+            await self.zk.ensure_path(path)
+
+    # -- cluster id ---------------------------------------------------------------------------
+
+    async def get_or_create_cluster_id(self, proposed: str) -> str:
+        """The cluster's id: ``proposed`` if this call created /cluster/id, else the stored one."""
+        try:
+            await self.zk.create(CLUSTER_ID_PATH, encode_cluster_id(proposed))
+            return proposed
+        except NodeExists:
+            found = await self.zk.get(CLUSTER_ID_PATH)
+            if found is None:
+                raise ZooKeeperError(f"{CLUSTER_ID_PATH} was deleted while being read") from None
+            return decode_cluster_id(found[0])
+
+    # -- brokers ------------------------------------------------------------------------------
+
+    async def register_broker(self, info: BrokerInfo, *, wait_ms: int) -> None:
+        """Create this broker's ephemeral /brokers/ids/<id> (ZKCheckedEphemeral's rules).
+
+        A node already there that this session owns is ours (a retried create): it is
+        rewritten. One owned by another session that registered the same host(s) is taken as
+        this broker's previous incarnation, killed before its session expired: wait up to
+        ``wait_ms`` for ZooKeeper to expire it. Ports are not compared because a broker on
+        port 0 comes back on another one; a wrong guess only costs the wait, since a live
+        holder's node never goes. Any other holder: NodeExists at once.
+        """
+        path = broker_path(info.id)
+        data = encode_broker(info)
+        deadline = trio.current_time() + wait_ms / 1000
+        while True:
+            try:
+                await self.zk.create(path, data, ephemeral=True)
+                return
+            except NodeExists:
+                pass
+            found = await self.zk.get_stat(path)
+            if found is None:
+                continue  # expired between our create and our read: create again
+            raw, stat = found
+            if stat.ephemeral_owner == self.zk.session_id:
+                if raw != data:
+                    await self.zk.set(path, data)
+                return
+            try:
+                holder = decode_broker(info.id, raw)
+            except MalformedZnode:
+                holder = None
+            holder_text = (f"{', '.join(_format_endpoint(n, h, p) for n, (h, p) in holder.endpoints.items())}"
+                           if holder is not None else repr(raw[:80]))
+            if holder is None or stat.ephemeral_owner == 0 or _hosts(holder) != _hosts(info):
+                raise NodeExists(
+                    f"broker id {info.id} is already registered at {path} by another broker "
+                    f"({holder_text}): broker.id must be unique in the cluster")
+            remaining = deadline - trio.current_time()
+            if remaining <= 0 or not await self.zk.wait_deleted(path, remaining):
+                raise NodeExists(
+                    f"broker id {info.id} is still registered at {path} ({holder_text}) by session "
+                    f"0x{stat.ephemeral_owner:x}, which did not expire within {wait_ms} ms; if that is "
+                    f"this broker's previous run, wait for ZooKeeper's session timeout")
+
+    async def live_brokers(self) -> dict[int, BrokerInfo]:
+        ids = sorted(int(child) for child in await self.zk.children(BROKER_IDS_PATH)
+                     if re.fullmatch(r"-?\d+", child))
+        registrations = await self.zk.get_many([broker_path(broker_id) for broker_id in ids])
+        # A node gone between listing and reading is a broker no longer live.
+        return {broker_id: decode_broker(broker_id, found[0])
+                for broker_id, found in zip(ids, registrations) if found is not None}
+
+    # -- controller ---------------------------------------------------------------------------
+
+    async def try_elect_controller(self, broker_id: int) -> bool:
+        """Create the ephemeral /controller; True if this session holds it afterwards.
+
+        A /controller left by this broker's earlier (dead) session does not count: the watch on
+        /controller tells when it expires and the election can be tried again.
+        """
+        try:
+            await self.zk.create(CONTROLLER_PATH, encode_controller(broker_id), ephemeral=True)
+            return True
+        except NodeExists:
+            pass
+        found = await self.zk.get_stat(CONTROLLER_PATH)
+        if found is None:
+            return await self.try_elect_controller(broker_id)
+        raw, stat = found
+        return stat.ephemeral_owner == self.zk.session_id and decode_controller(raw) == broker_id
+
+    async def controller_id(self) -> int | None:
+        found = await self.zk.get(CONTROLLER_PATH)
+        return None if found is None else decode_controller(found[0])
+
+    async def increment_controller_epoch(self) -> int:
+        """Bump /controller_epoch by a conditional write (creating it at 1); returns the new
+        epoch. Losing a race re-reads and tries again, so each caller gets its own epoch."""
+        while True:
+            current = await self.controller_epoch()
+            if current is None:
+                try:
+                    await self.zk.create(CONTROLLER_EPOCH_PATH, encode_controller_epoch(INITIAL_CONTROLLER_EPOCH))
+                except NodeExists:
+                    continue
+                self.controller_epoch_zk_version = 0
+                return INITIAL_CONTROLLER_EPOCH
+            epoch, version = current
+            try:
+                self.controller_epoch_zk_version = await self.zk.set(
+                    CONTROLLER_EPOCH_PATH, encode_controller_epoch(epoch + 1), version)
+            except (BadVersion, NoNode):
+                continue
+            return epoch + 1
+
+    async def controller_epoch(self) -> tuple[int, int] | None:
+        """(epoch, ZooKeeper version of /controller_epoch), None before the first controller."""
+        found = await self.zk.get(CONTROLLER_EPOCH_PATH)
+        return None if found is None else (decode_controller_epoch(found[0]), found[1])
+
+    # -- topics -------------------------------------------------------------------------------
+
+    async def create_topic(self, topic: str, assignment: dict[int, list[int]], config: dict[str, str]) -> None:
+        """Write the topic's config, then its replica assignment (AdminUtils' order: brokers
+        react to the assignment, and find the config already there). NodeExists if the topic
+        exists; ValueError for an assignment Kafka would refuse. The topic name is the
+        caller's to validate (Kafka's Topic.validate, and its '.'/'_' collision check)."""
+        _check_assignment(topic, assignment)
+        if await self.zk.exists(topic_path(topic)) is not None:
+            raise NodeExists(f"topic {topic!r} already exists")
+        config_path = topic_config_path(topic)
+        config_data = encode_topic_config(config)
+        # A config left by a deleted topic of the same name is overwritten, as Kafka does.
+        try:
+            await self.zk.set(config_path, config_data)
+        except NoNode:
+            try:
+                await self.zk.create(config_path, config_data)
+            except NodeExists:
+                await self.zk.set(config_path, config_data)
+        try:
+            await self.zk.create(topic_path(topic), encode_topic_assignment(assignment))
+        except NodeExists:
+            raise NodeExists(f"topic {topic!r} already exists") from None
+
+    async def topics(self) -> list[str]:
+        return await self.zk.children(BROKER_TOPICS_PATH)
+
+    async def topic_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        found = await self.zk.get(topic_path(topic))
+        return None if found is None else decode_topic_assignment(topic, found[0])
+
+    async def topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's config overrides; {} when it has none (or no config node)."""
+        found = await self.zk.get(topic_config_path(topic))
+        return {} if found is None else decode_topic_config(topic, found[0])
+
+    # -- partition leader and ISR -------------------------------------------------------------
+
+    async def partition_state(self, topic: str, partition: int) -> tuple[LeaderIsr, int] | None:
+        found = await self.zk.get(partition_state_path(topic, partition))
+        return None if found is None else (decode_leader_isr(topic, partition, found[0]), found[1])
+
+    async def create_partition_state(self, topic: str, partition: int, state: LeaderIsr) -> int:
+        """The controller's first leader and ISR for a new partition; returns the ZooKeeper
+        version (0). NodeExists if the partition already has a state."""
+        path = partition_state_path(topic, partition)
+        await self.zk.create(path, encode_leader_isr(state))
+        return 0
+
+    async def update_partition_state(self, topic: str, partition: int, state: LeaderIsr,
+                                     expected_version: int) -> int:
+        """Conditional write (ReplicationUtils.updateLeaderAndIsr); the new ZooKeeper version.
+        BadVersion if someone wrote since ``expected_version``, NoNode if there is no state."""
+        return await self.zk.set(partition_state_path(topic, partition), encode_leader_isr(state),
+                                 expected_version)
+
+    # -- topic deletion -----------------------------------------------------------------------
+
+    async def request_topic_deletion(self, topic: str) -> None:
+        """Mark the topic for the controller to delete (AdminUtils.deleteTopic). Marking it
+        twice is not an error (AdminManager swallows TopicAlreadyMarkedForDeletion);
+        NoNode if the topic does not exist."""
+        if await self.zk.exists(topic_path(topic)) is None:
+            raise NoNode(f"topic {topic!r} does not exist")
+        try:
+            await self.zk.create(delete_topic_path(topic))
+        except NodeExists:
+            pass
+
+    async def topics_to_delete(self) -> list[str]:
+        return await self.zk.children(DELETE_TOPICS_PATH)
+
+    async def delete_topic_nodes(self, topic: str) -> None:
+        """The controller's last step of a deletion (TopicDeletionManager.completeDeleteTopic):
+        the deletion mark goes last, so a controller that dies half-way finds it and finishes."""
+        for path, recursive in ((topic_path(topic), True), (topic_config_path(topic), False),
+                                (delete_topic_path(topic), False)):
+            try:
+                await self.zk.delete(path, recursive=recursive)
+            except NoNode:
+                pass
+
+    # -- ISR change notifications ---------------------------------------------------------------
+
+    async def notify_isr_change(self, partitions: list[tuple[str, int]]) -> str:
+        """A leader tells the controller these partitions' ISR changed
+        (ReplicationUtils.propagateIsrChanges); returns the sequential node's path."""
+        return await self.zk.create(f"{ISR_CHANGE_NOTIFICATION_PATH}/{_ISR_CHANGE_PREFIX}",
+                                    encode_isr_change(partitions), sequence=True)
+
+    async def take_isr_change_notifications(self) -> list[tuple[str, int]]:
+        """The controller reads and deletes every pending notification; the partitions named,
+        oldest first, each once. A malformed notification is deleted and skipped, as Kafka does."""
+        changed: dict[tuple[str, int], None] = {}
+        for child in await self.zk.children(ISR_CHANGE_NOTIFICATION_PATH):
+            path = f"{ISR_CHANGE_NOTIFICATION_PATH}/{child}"
+            found = await self.zk.get(path)
+            if found is not None:
+                try:
+                    changed.update(dict.fromkeys(decode_isr_change(found[0], path)))
+                except MalformedZnode:
+                    pass
+            try:
+                await self.zk.delete(path)
+            except NoNode:
+                pass
+        return list(changed)
+
+
+def _hosts(info: BrokerInfo) -> set[str]:
+    return {host for host, _port in info.endpoints.values()} or {info.host}
+
+
+def _check_assignment(topic: str, assignment: dict[int, list[int]]) -> None:
+    """AdminUtils.validateCreateOrUpdateTopic's checks on a replica assignment (equal replica
+    counts, no replica twice), and partitions numbered 0..n-1, without which a partition
+    would have no leader and consumers would find a hole in the topic."""
+    if not assignment:
+        raise ValueError(f"topic {topic!r}: no partitions")
+    if sorted(assignment) != list(range(len(assignment))):
+        raise ValueError(f"topic {topic!r}: partitions must be numbered 0..{len(assignment) - 1}, "
+                         f"got {sorted(assignment)}")
+    sizes = {len(replicas) for replicas in assignment.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        raise ValueError(f"topic {topic!r}: every partition needs the same, non-zero number of replicas")
+    for partition, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise ValueError(f"topic {topic!r}: partition {partition} lists a replica twice: {replicas}")
