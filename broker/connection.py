@@ -134,6 +134,7 @@ class Connection:
                     except ProtocolError as exc:
                         logger.warning("bad request from %s, closing the connection after the "
                                        "requests before it: %s", self.peer, exc)
+                        self._discard_unread()
                         return
                     if request is None:
                         break
@@ -143,6 +144,18 @@ class Connection:
                     self._in_flight += 1
                     self._touch()
                     await requests.send(request)
+
+    def _discard_unread(self) -> None:
+        """Drop what the client sent after a bad size prefix (reads stop at frame boundaries,
+        so it is still in the socket): closing a socket with unread input sends a reset, and
+        the client should see an orderly close. Only what has arrived, up to 1 MiB."""
+        fd = self.socket.fileno()
+        for _ in range(16):
+            try:
+                if not os.read(fd, RECEIVE_SIZE):
+                    return
+            except OSError:  # nothing more now (the socket is non-blocking), or gone
+                return
 
     async def _execute(self, requests: trio.MemoryReceiveChannel,
                        responses: trio.MemorySendChannel) -> None:
