@@ -17,8 +17,8 @@ Three tasks share a connection, linked by two bounded queues::
 
 The queues are bounded, so a client that sends without reading stops being read from. Request
 memory is bounded across connections too (``queued.max.request.bytes``, broker.request_memory):
-the reader reserves each frame's length once its size prefix is in, reads no further than
-that frame, and the executor gives the reservation back when the request has been handled.
+the reader reserves each frame's length once its size prefix is in, before it reads again, and
+the executor gives the reservation back when the request has been handled.
 Produce with ``acks=0`` gets no response. Bytes that do not decode (``ProtocolError``) stop
 the reading; the requests decoded before them are answered, then the connection closes. When
 the client closes its end the connection goes at once, requests in flight included (a
@@ -118,17 +118,18 @@ class Connection:
         async with requests:
             frame_reserved = 0
             while True:
-                want, frame_length = self.protocol.wanted()
-                if frame_length is not None and not frame_reserved:
-                    await self._memory.reserve(frame_length)  # may stop reading for a while
-                    frame_reserved = frame_length
-                    self._reserved += frame_length
-                data = await self.stream.receive_some(min(want, RECEIVE_SIZE))
+                data = await self.stream.receive_some(RECEIVE_SIZE)
                 if not data:
                     raise _PeerClosed
                 self._touch()
                 self.protocol.receive_data(data)
                 while True:
+                    frame_length = self.protocol.pending_frame_length
+                    if frame_length is not None and not frame_reserved:
+                        # Reserved before any more is read; this may stop reading for a while.
+                        await self._memory.reserve(frame_length)
+                        frame_reserved = frame_length
+                        self._reserved += frame_length
                     try:
                         request = self.protocol.next_request()
                     except ProtocolError as exc:
@@ -146,9 +147,9 @@ class Connection:
                     await requests.send(request)
 
     def _discard_unread(self) -> None:
-        """Drop what the client sent after a bad size prefix (reads stop at frame boundaries,
-        so it is still in the socket): closing a socket with unread input sends a reset, and
-        the client should see an orderly close. Only what has arrived, up to 1 MiB."""
+        """Drop what the client sent after a bad size prefix that is still in the socket:
+        closing a socket with unread input sends a reset, and the client should see an
+        orderly close. Only what has arrived, up to 1 MiB."""
         fd = self.socket.fileno()
         for _ in range(16):
             try:

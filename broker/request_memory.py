@@ -1,15 +1,16 @@
 """``queued.max.request.bytes`` (KIP-72): one bound, across connections, on request memory.
 
 A connection reserves a frame's whole length as soon as its 4-byte size prefix is in, before
-reading the body, and gives it back once the request has been handled (its response queued,
-or none due). While a reservation does not fit, that connection reads nothing more: its
+it reads from its socket again, and gives it back once the request has been handled (its
+response queued, or none due). Reads take up to 64 KiB, so a connection may hold that much
+of following frames before their prefixes are seen: the slack is one read per connection. While a reservation does not fit, that connection reads nothing more: its
 bytes wait in the kernel's socket buffer and TCP flow control slows the client. A connection
 whose frame is reserved can always finish reading it, so the bound never deadlocks.
 
 Unlike Kafka's non-strict pool, which lets one allocation take the pool below zero, a frame is
 admitted only when it fits (or when nothing else is reserved: a frame larger than the whole
 bound, up to ``socket.request.max.bytes``, still gets through, alone). So request frames never
-hold more than ``max(limit, one frame)``.
+hold more than ``max(limit, one frame)`` plus one read per connection.
 """
 
 from __future__ import annotations

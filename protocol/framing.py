@@ -264,15 +264,12 @@ class ServerConnection:
         """Bytes received but not yet returned as requests."""
         return self._frames.buffered
 
-    def wanted(self) -> tuple[int, int | None]:
-        """``(bytes to read next, length of the frame they belong to)``: the rest of the size
-        prefix (frame length None: not known yet), else the rest of the frame. Reading no
-        more than this never takes in bytes of a next frame, so an I/O layer can reserve a
-        frame's memory before its body is read (KIP-72's memory pool)."""
-        length = self._frames.frame_length
-        if length is None:
-            return max(4 - self._frames.buffered, 1), None
-        return max(length - self._frames.buffered, 1), length
+    @property
+    def pending_frame_length(self) -> int | None:
+        """Length (size prefix included) of the next frame not yet returned as a request,
+        once its size prefix is in; an I/O layer reserves that much memory before reading
+        on (KIP-72's memory pool)."""
+        return self._frames.frame_length
 
 
 # ---------------------------------------------------------------------------------------------
