@@ -145,6 +145,13 @@ class _FrameBuffer:
     def buffered(self) -> int:
         return len(self._buf) - self._start
 
+    @property
+    def frame_length(self) -> int | None:
+        """Length (size prefix included) of the frame being assembled, once its prefix is in."""
+        if self._error is not None or len(self._buf) - self._start < 4:
+            return None
+        return 4 + INT32_S.unpack_from(self._buf, self._start)[0]
+
 
 def _read_header_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
     (n,) = INT16_S.unpack_from(buf, pos)
@@ -256,6 +263,13 @@ class ServerConnection:
     def buffered(self) -> int:
         """Bytes received but not yet returned as requests."""
         return self._frames.buffered
+
+    @property
+    def pending_frame_length(self) -> int | None:
+        """Length (size prefix included) of the next frame not yet returned as a request,
+        once its size prefix is in; an I/O layer reserves that much memory before reading
+        on (KIP-72's memory pool)."""
+        return self._frames.frame_length
 
 
 # ---------------------------------------------------------------------------------------------
