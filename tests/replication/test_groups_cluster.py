@@ -338,6 +338,8 @@ def test_an_acknowledged_commit_survives_the_coordinator_being_wiped(cluster):
 
     wiped = cluster.broker(coordinator)
     wiped.kill()
+    survivor = next(b for b in cluster.brokers if b is not wiped)
+    wait_for_offsets_isr(cluster, index, 2, via=survivor)
     shutil.rmtree(wiped.log_dir)
     wiped.start()
     wait_for_offsets_isr(cluster, index, 3)
