@@ -264,13 +264,29 @@ async def group_coordinator(broker, group_id: str) -> tuple[ErrorCode, tuple[int
     KafkaApis did) once ``offsets.topic.replication.factor`` brokers are live; until it has
     leaders the answer is COORDINATOR_NOT_AVAILABLE, which clients retry."""
     metadata = broker.cluster.metadata
+    coordinator = broker.group_coordinator
     if not metadata.has_topic(GROUP_METADATA_TOPIC):
         await _create_offsets_topic(broker)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-    endpoint = metadata.leader_endpoint(GROUP_METADATA_TOPIC, broker.group_coordinator.partition_for(group_id))
+    if coordinator.topic_partitions is None:
+        try:
+            coordinator.topic_partitions = await _offsets_topic_partitions(broker)
+        except ZooKeeperError as exc:
+            logger.warning("%s: partition count not read: %s", GROUP_METADATA_TOPIC, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    endpoint = metadata.leader_endpoint(GROUP_METADATA_TOPIC, coordinator.partition_for(group_id))
     if endpoint is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
     return ErrorCode.NONE, (endpoint.node_id, endpoint.host, endpoint.port)
+
+
+async def _offsets_topic_partitions(broker) -> int:
+    """The partition count of ``__consumer_offsets`` as ZooKeeper holds it (the metadata
+    cache may know only some of its partitions yet)."""
+    assignment = await broker.cluster.zk.topic_assignment(GROUP_METADATA_TOPIC)
+    if not assignment:
+        raise ZooKeeperError(f"{GROUP_METADATA_TOPIC} has no replica assignment")
+    return len(assignment)
 
 
 async def _create_offsets_topic(broker) -> None:
@@ -317,6 +333,9 @@ class OffsetsWriter:
         config = broker.group_coordinator.config
         self.required_acks = config.offsets_commit_required_acks
         self.timeout_s = config.offsets_commit_timeout_ms / 1000
+
+    async def topic_partitions(self) -> int:
+        return await _offsets_topic_partitions(self.broker)
 
     def append(self, message_set: bytes) -> int:
         try:

@@ -29,9 +29,16 @@ Where this departs from Kafka 0.10.2, and why:
   0.10.2 answered REBALANCE_IN_PROGRESS and so forced a second rebalance.
 * A member removed while its JoinGroup/SyncGroup waits gets UNKNOWN_MEMBER_ID instead of
   no answer.
-* One broker coordinates every group, and ``__consumer_offsets`` is loaded before the
+* A single broker coordinates every group, and ``__consumer_offsets`` is loaded before the
   listener serves anything, so NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS never
-  arise; before start-up and from shutdown on the answer is COORDINATOR_NOT_AVAILABLE.
+  arise there; before start-up and from shutdown on the answer is COORDINATOR_NOT_AVAILABLE.
+  In a cluster a broker coordinates the groups of the offsets partitions it leads: it loads
+  one when it becomes its leader (:meth:`GroupCoordinator.became_leader`; LOAD_IN_PROGRESS
+  meanwhile) and drops it when it stops (:meth:`GroupCoordinator.resigned`; NOT_COORDINATOR).
+* In a cluster OffsetCommit is answered once its commit is below the partition's high
+  watermark, and only then enters the state OffsetFetch reads (as in Kafka); group metadata
+  and expiry tombstones are not waited for (a lost one means members rejoin, or an offset
+  expires again).
 * As in 0.10.2, OffsetCommit is refused (REBALANCE_IN_PROGRESS) only in CompletingRebalance:
   during PreparingRebalance a member of the current generation may still commit, which is
   what consumers do just before they rejoin.
@@ -189,10 +196,11 @@ _STORE_ERRORS = {
 
 
 class GroupCoordinator:
-    """Coordinates every consumer group of this broker and stores their committed offsets.
+    """Coordinates the consumer groups of this broker and stores their committed offsets.
 
     Lifecycle: built in ``Broker.__init__``; :meth:`startup` after the log manager started
-    (creates ``__consumer_offsets`` if needed, loads snapshots, replays events);
+    (single broker: creates ``__consumer_offsets`` if needed, loads snapshots, replays events;
+    in a cluster partitions come and go with their leadership, see :meth:`became_leader`);
     :meth:`run` as a child of the broker nursery; :meth:`shutdown` before the log manager
     shuts down. ``load_reports`` says what start-up loaded and replayed per partition.
     """
@@ -217,8 +225,11 @@ class GroupCoordinator:
         self._snapshot_wakeup: trio.Event | None = None
         self._partition_cache: dict[str, int] = {}
         self._partition_cache_count = 0
-        # Single broker: the partition count of the topic it created or found at start-up.
-        self._fixed_partition_count: int | None = None
+        # Partitions of __consumer_offsets once known for certain: on a single broker from
+        # start-up; in a cluster from ZooKeeper, before the first partition is loaded (the
+        # metadata cache fills in partition by partition, and a group placed by a partial
+        # count would land in the wrong partition). It never changes afterwards.
+        self.topic_partitions: int | None = None
         # Followed partitions: the offset of the newest snapshot this broker holds of each.
         self._follower_snapshot_at: dict[int, int] = {}
 
@@ -241,7 +252,7 @@ class GroupCoordinator:
             count = self.config.offsets_topic_num_partitions
             log_manager.create_topic(GROUP_METADATA_TOPIC, count, self.offsets_topic_configs())
             logger.info("created %s with %d partition(s)", GROUP_METADATA_TOPIC, count)
-        self._fixed_partition_count = count
+        self.topic_partitions = count
         self.partitions = {}
         self._groups = {}
         self.load_reports = []
@@ -334,6 +345,14 @@ class GroupCoordinator:
         partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
                                      delete_covered_segments=False)
         groups: dict[str, GroupMetadata] = {}
+        while self.topic_partitions is None:
+            try:
+                self.topic_partitions = await writer.topic_partitions()
+            except Exception as exc:  # ZooKeeper unavailable: the load waits for it
+                logger.warning("%s-%d: partition count unknown (%s); retrying", GROUP_METADATA_TOPIC, index, exc)
+                await trio.sleep(0.5)
+                if self._loading.get(index) is not token:
+                    return
         try:
             report = await trio.to_thread.run_sync(self._load, partition, groups)
         except Exception:
@@ -409,9 +428,9 @@ class GroupCoordinator:
 
     def partition_count(self) -> int:
         """Partitions of ``__consumer_offsets``: the topic's, or the count it will be created with."""
-        if self._fixed_partition_count is not None:
-            return self._fixed_partition_count
-        return self.broker.partition_count(GROUP_METADATA_TOPIC) or self.config.offsets_topic_num_partitions
+        if self.topic_partitions is not None:
+            return self.topic_partitions
+        return self.config.offsets_topic_num_partitions
 
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition that holds ``group_id``."""

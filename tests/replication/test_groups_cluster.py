@@ -292,6 +292,17 @@ def test_group_of_three_clients_survives_the_coordinator(cluster, how):
             cluster.broker(coordinator).stop()
         new_coordinator = coordinator_of(cluster, group, timeout=60)
         assert new_coordinator != coordinator
+        # The group carries on at the new coordinator with all three clients in it.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            described = kafka_request(cluster.broker(new_coordinator).bootstrap, ApiKey.DESCRIBE_GROUPS, 0,
+                                      {"groups": [group]}).groups[0]
+            if (described.error_code == 0 and described.group_state == "Stable"
+                    and sorted(m.client_id for m in described.members) == ["aiokafka", "confluent", "kafka-python"]):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"the group did not re-form at broker {new_coordinator}: {described}")
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             committed = observe()
@@ -427,6 +438,7 @@ def test_the_new_coordinator_loads_from_its_snapshot(tmp_path, zookeeper):
             consumer.commit({TopicPartition("t", 0): OffsetAndMetadata(123, "", -1)})
         finally:
             consumer.close()
+        wait_for_offsets_isr(cluster, 0, 3)   # the restart began with only the broker stopped last in it
         cluster.broker(leader).kill()
         new_leader = coordinator_of(cluster, "after", timeout=120)
         assert new_leader != leader
