@@ -5,6 +5,9 @@ exactly one line to stdout::
 
     minikafka ready: bootstrap.servers=HOST:PORT log.dirs=PATH
 
+(preceded, with ``--test-control``, by the line that announces the test-control port, see
+``broker/control.py``).
+
 SIGINT or SIGTERM shut it down cleanly (checkpoints and the clean-shutdown marker are written,
 so the next start needs no recovery). Anything that stops it from starting (a bad flag, a
 bad config key or value, a busy port, an unusable log dir) is reported as one line on stderr
@@ -80,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--export-master", metavar="URL",
                        help="Spark master URL for the exporter (default local[*]; "
                             "config key minikafka.export.master)")
+    serve.add_argument("--test-control", action="store_true",
+                       help="for tests: open a control port on 127.0.0.1 (announced on stdout) "
+                            "through which errors and delays can be injected "
+                            "(config key minikafka.test.control.port)")
     serve.add_argument("--log-level", default="INFO",
                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     serve.set_defaults(func=_serve_command)
@@ -115,6 +122,8 @@ def _serve_command(args: argparse.Namespace) -> int:
             overrides["minikafka.export.dir"] = str(args.export_to)
         if args.export_master is not None:
             overrides["minikafka.export.master"] = args.export_master
+        if args.test_control:
+            overrides.setdefault("minikafka.test.control.port", "0")
         config = BrokerConfig.from_sources(
             config_file=args.config, overrides=overrides, host=args.host, port=args.port,
             log_dir=ephemeral_dir if ephemeral_dir is not None else args.log_dir)
@@ -203,6 +212,11 @@ async def _run_until_signalled(config) -> None:
 
             nursery.start_soon(stop_on_signal)
             host, port = await nursery.start(broker.serve)
+            if broker.control_address is not None:
+                from minikafka.broker.control import ANNOUNCEMENT
+
+                control_host, control_port = broker.control_address
+                print(ANNOUNCEMENT.format(host=control_host, port=control_port), flush=True)
             log_dirs = ",".join(str(path) for path in config.log_dirs)
             print(f"minikafka ready: bootstrap.servers={host_port(host, port)} log.dirs={log_dirs}", flush=True)
 

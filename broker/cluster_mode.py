@@ -21,7 +21,7 @@ from minikafka.replication.controller import ControllerError
 from minikafka.replication.fetcher import FetcherSettings
 from minikafka.replication.replica_manager import LEADER, NotLeader, Replica
 from minikafka.replication.zookeeper import NodeExists, ZooKeeperError
-from minikafka.storage.config import AppendResult, LogConfig
+from minikafka.storage.config import AppendResult
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ async def create_topic(broker, topic: str, num_partitions: int, replication_fact
         if replication_factor <= 0:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"Replication factor must be larger than 0, got {replication_factor}.")
-    overrides = _checked_overrides(broker, configs)
+    overrides = broker.checked_topic_overrides(configs)
     if cluster.metadata.has_topic(topic) or await cluster.zk.topic_assignment(topic):
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
     if validate_only:
@@ -146,19 +146,6 @@ def _assign(num_partitions: int, replication_factor: int, live: list[int]) -> di
         return assign_replicas(num_partitions, replication_factor, live)
     except InvalidReplicationFactor as exc:
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
-
-
-def _checked_overrides(broker, configs: dict[str, str | None]) -> dict[str, str]:
-    overrides = {}
-    for name, value in configs.items():
-        if value is None:
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config '{name}'.")
-        overrides[name] = value
-    try:
-        LogConfig.from_topic_configs(broker.default_log_config, overrides)
-    except ValueError as exc:
-        raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-    return overrides
 
 
 async def _write_topic(broker, topic: str, num_partitions: int, replication_factor: int,

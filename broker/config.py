@@ -179,6 +179,11 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Spark master URL the exporter runs on (same as `minikafka serve --export-master URL`); "
               "unset means local[*]. On a cluster, the log dirs and the export directory must be "
               "at the same path on the driver and every worker."),
+    ConfigKey("minikafka.test.control.port", "int", _UNSET,
+              "For tests only: open the test-control port on 127.0.0.1 (0 picks a free one; "
+              "same as `minikafka serve --test-control`), through which clients can inject "
+              "errors and delays into this broker's answers. Unset in production.",
+              minimum=0),
 )
 
 _GROUP_KEY_DESCRIPTIONS = {
@@ -427,6 +432,9 @@ class BrokerConfig:
             # Without an export dir there is no exporter to run on that master.
             raise ConfigError("minikafka.export.master: set without minikafka.export.dir "
                               "(serve --export-to DIR), so nothing would be exported")
+        if (values["minikafka.test.control.port"] or 0) > 65535:
+            raise ConfigError(f"minikafka.test.control.port: {values['minikafka.test.control.port']} "
+                              "is out of range 0-65535")
         self.log_config()
 
     @classmethod
@@ -519,6 +527,11 @@ class BrokerConfig:
     def export_master(self) -> str | None:
         """The exporter's Spark master URL; None for the exporter's default (local[*])."""
         return self._values["minikafka.export.master"] or None
+
+    @property
+    def test_control_port(self) -> int | None:
+        """The test-control port (0: any free one); None when fault injection is off."""
+        return self._values["minikafka.test.control.port"]
 
     def advertised_address(self, bound_port: int) -> tuple[str, int]:
         """The (host, port) Metadata reports: advertised.listeners if set, else the listener,

@@ -146,6 +146,8 @@ class Connection:
         if handler is None:
             raise CloseConnection(f"no handler for api key {request.api_key}")
         try:
+            if self.broker.faults is not None:
+                return await self.broker.faults.handle(handler, self.broker, request)
             return await handler(self.broker, request)
         except CloseConnection:
             raise

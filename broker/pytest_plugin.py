@@ -17,6 +17,10 @@ attached to the failure report.
 
 ``MinikafkaBroker`` is also usable directly (it is a context manager) for fixtures of wider
 scope, e.g. one broker per module.
+
+Brokers are started for tests (``--test-control``), so a test can make one fail on demand:
+``broker.inject("Produce", ["NOT_LEADER_FOR_PARTITION", 6])``, ``broker.delay("Fetch", ms=500)``,
+``broker.pause()`` / ``broker.resume()`` (see README, "Faults on demand").
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["MinikafkaBroker", "MinikafkaCluster", "BrokerStartError", "BrokerCrashed", "kafka_request"]
+__all__ = ["MinikafkaBroker", "MinikafkaCluster", "BrokerStartError", "BrokerCrashed", "ControlError",
+           "kafka_request"]
 
 READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P<port>\d+) log\.dirs=(?P<log_dirs>.+)$")
 
@@ -43,6 +48,15 @@ READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P
 _LAUNCHER = "import sys; from minikafka.broker.cli import main; sys.exit(main())"
 
 _LIVE_BROKERS: list["MinikafkaBroker"] = []
+
+# The announcement of the test-control port (broker/control.py's ANNOUNCEMENT), kept here so
+# that loading the plugin imports nothing of the broker.
+CONTROL_LINE = re.compile(r"^minikafka test control: (?P<host>\S+):(?P<port>\d+)$")
+
+
+class ControlError(RuntimeError):
+    """A fault command the broker refused, or a broker that cannot take one (not started
+    with test control, paused, stopped)."""
 
 
 class BrokerStartError(RuntimeError):
@@ -66,6 +80,11 @@ class MinikafkaBroker:
     A process that exits without being told to is a crash: its status is kept in
     ``unexpected_exits`` and ``close()`` raises ``BrokerCrashed`` after cleaning up, so a test
     whose broker died fails even if the test itself did not notice.
+
+    Faults (see README, "Faults on demand"): the broker is started with ``--test-control``
+    unless ``test_control=False``, so ``inject()`` and ``delay()`` can make its next requests
+    of an API fail or wait; ``pause()`` / ``resume()`` freeze and thaw the whole process
+    (SIGSTOP / SIGCONT). Queued faults live in the process: a restart forgets them.
     """
 
     def __init__(
@@ -76,6 +95,7 @@ class MinikafkaBroker:
         host: str = "127.0.0.1",
         start_timeout: float = 30.0,
         stop_timeout: float = 15.0,
+        test_control: bool = True,
     ) -> None:
         self._own_work_dir = work_dir is None
         self.work_dir = Path(tempfile.mkdtemp(prefix="minikafka-")) if work_dir is None else Path(work_dir)
@@ -92,6 +112,9 @@ class MinikafkaBroker:
         self.starts = 0
         self._start_of_stderr = 0
         self.unexpected_exits: list[int] = []
+        self.test_control = test_control
+        self.control_address: tuple[str, int] | None = None
+        self.paused = False
 
     @property
     def bootstrap(self) -> str:
@@ -108,6 +131,8 @@ class MinikafkaBroker:
                "--host", self.host, "--port", str(port), "--log-dir", str(self.log_dir)]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
+        if self.test_control:
+            cmd.append("--test-control")
         return cmd
 
     def start(self) -> "MinikafkaBroker":
@@ -127,6 +152,8 @@ class MinikafkaBroker:
 
     def _spawn(self, port: int) -> None:
         self.starts += 1
+        self.control_address = None
+        self.paused = False
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             start_of_stdout = out.tell()
             self._start_of_stderr = err.tell()
@@ -143,6 +170,9 @@ class MinikafkaBroker:
             match = self._ready_match(start_of_stdout)
             if match:
                 self.port = int(match["port"])
+                control = self._stdout_match(start_of_stdout, CONTROL_LINE)
+                if control:
+                    self.control_address = (control["host"], int(control["port"]))
                 return
             if self.process.poll() is not None:
                 self._reap()
@@ -156,10 +186,13 @@ class MinikafkaBroker:
             time.sleep(0.01)
 
     def _ready_match(self, start: int) -> re.Match | None:
+        return self._stdout_match(start, READY_LINE)
+
+    def _stdout_match(self, start: int, pattern: re.Pattern) -> re.Match | None:
         with open(self.stdout_path, "rb") as out:
             out.seek(start)
             for line in out.read().decode(errors="replace").splitlines():
-                match = READY_LINE.match(line.strip())
+                match = pattern.match(line.strip())
                 if match:
                     return match
         return None
@@ -170,6 +203,8 @@ class MinikafkaBroker:
             return None
         self._note_crash()
         if self.process.poll() is None:
+            if self.paused:  # a stopped process would hold SIGTERM until continued
+                self.resume()
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(self.stop_timeout)
@@ -185,6 +220,80 @@ class MinikafkaBroker:
         if self.process.poll() is None:
             self.process.kill()
         return self._reap()
+
+    # ------------------------------------------------------------------ faults
+
+    def inject(self, api: str | int, errors: list[str | int], topic: str | None = None,
+               partition: int | None = None, *, ms: int = 0) -> None:
+        """The next ``len(errors)`` requests of ``api`` (``"Produce"``, ``"Fetch"``, ... or the
+        key number) are answered with these Kafka errors (names such as
+        ``"NOT_LEADER_FOR_PARTITION"`` or numbers), one each, in order, each ``ms`` late.
+
+        With ``topic`` (and ``partition``) only requests naming it count, and the error goes in
+        that topic's (partition's) slot of the response; the request's other partitions are
+        served for real. Without, every partition of the request gets the error (top-level
+        for APIs without partitions)."""
+        self._control("inject", api=api, errors=list(errors), topic=topic, partition=partition, ms=ms)
+
+    def delay(self, api: str | int, ms: int, *, count: int = 1, topic: str | None = None,
+              partition: int | None = None) -> None:
+        """The next ``count`` requests of ``api`` are handled ``ms`` milliseconds late (and
+        then answered for real); later requests on the same connection wait behind them."""
+        self._control("delay", api=api, ms=ms, count=count, topic=topic, partition=partition)
+
+    def clear_faults(self, api: str | int | None = None) -> int:
+        """Drop the queued faults (of ``api`` only, when given); returns how many there were."""
+        return self._control("clear", api=api)["cleared"]
+
+    def faults(self) -> dict:
+        """``{"pending": [...], "served": [...]}``: the queues still waiting, and one entry per
+        request that met a fault (api, correlation_id, client_id, delay_ms, errors)."""
+        answer = self._control("status")
+        return {"pending": answer["pending"], "served": answer["served"]}
+
+    def _control(self, op: str, **fields) -> dict:
+        from minikafka.broker.control import ControlClient, ControlError as RefusedError
+
+        if not self.running:
+            raise ControlError("the minikafka broker is not running")
+        if self.control_address is None:
+            raise ControlError("this minikafka broker was started without test control "
+                               "(MinikafkaBroker(..., test_control=True) enables it)")
+        if self.paused:
+            raise ControlError("the minikafka broker is paused: resume() it first")
+        try:
+            return ControlClient(self.control_address).request(op, **fields)
+        except RefusedError as exc:
+            raise ControlError(str(exc)) from None
+
+    def pause(self) -> None:
+        """SIGSTOP the broker and wait until the kernel reports it stopped: from then on it
+        accepts, reads and answers nothing (connections stay open; the kernel queues bytes),
+        like a broker in a long GC pause or a frozen VM."""
+        if not self.running:
+            raise RuntimeError("minikafka broker is not running")
+        self.process.send_signal(signal.SIGSTOP)
+        self._wait_for_state(stopped=True)
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT a paused broker and wait until it runs again."""
+        if not self.running:
+            raise RuntimeError("minikafka broker is not running")
+        self.process.send_signal(signal.SIGCONT)
+        self._wait_for_state(stopped=False)
+        self.paused = False
+
+    def _wait_for_state(self, *, stopped: bool) -> None:
+        deadline = time.monotonic() + self.stop_timeout
+        while (_process_state(self.process.pid) == "T") != stopped:
+            if self.process.poll() is not None:
+                raise BrokerCrashed(f"minikafka exited with status {self.process.returncode} "
+                                    "while being paused or resumed")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"minikafka (pid {self.process.pid}) did not "
+                                   f"{'stop' if stopped else 'continue'} within {self.stop_timeout}s")
+            time.sleep(0.005)
 
     def restart(self, *, clean: bool = True) -> "MinikafkaBroker":
         """Stop (SIGTERM, or SIGKILL when ``clean=False``) and start on the same data dir."""
@@ -376,6 +485,20 @@ class MinikafkaCluster:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _process_state(pid: int) -> str:
+    """The kernel's one-letter state of a process ('R', 'S', 'T' stopped, ...)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # The command name in parentheses may contain spaces: the state follows the last ')'.
+            return stat.read().rsplit(b")", 1)[1].split()[0].decode()
+    except FileNotFoundError:
+        if not Path("/proc/self/stat").exists():  # no procfs (macOS): ask ps
+            state = subprocess.run(["ps", "-o", "state=", "-p", str(pid)], capture_output=True,
+                                   text=True).stdout.strip()
+            return state[:1] or "?"
+        return "?"
 
 
 @pytest.fixture

@@ -125,7 +125,8 @@ class Broker:
 
     Attributes the handlers and the group coordinator use: ``config``, ``clock``,
     ``node_id``, ``log_manager``, ``group_coordinator``, ``cluster_id``, ``advertised_host``,
-    ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``.
+    ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``, ``faults``
+    (a ``FaultInjector`` when started for tests, else None).
     """
 
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
@@ -139,6 +140,14 @@ class Broker:
         self.advertised_host: str | None = None
         self.advertised_port: int | None = None
         self.append_waiters = AppendWaiters()
+        # Tests only (minikafka.test.control.port): injected errors and delays, and where the
+        # channel that queues them listens once serving.
+        self.faults = None
+        if config.test_control_port is not None:
+            from minikafka.broker.fault_injection import FaultInjector  # imports the handlers
+
+            self.faults = FaultInjector()
+        self.control_address: tuple[str, int] | None = None
         self._dir_locks: list = []
         # Topic creation and deletion touch the disk in a worker thread; one at a time, so
         # "does it exist?" and "create it" cannot interleave with another request's.
@@ -195,6 +204,11 @@ class Broker:
                 nursery.start_soon(self.group_coordinator.run)
                 if self.export_handoff is not None:
                     nursery.start_soon(self.export_handoff.run)
+                if self.faults is not None:
+                    from minikafka.broker.control import serve_control
+
+                    self.control_address = await nursery.start(serve_control, self.faults,
+                                                               self.config.test_control_port)
 
                 async def handle(stream: trio.SocketStream) -> None:
                     await Connection(self, stream).run()
@@ -466,15 +480,7 @@ class Broker:
                 raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                  f"Replication factor: {replication_factor} larger than available "
                                  f"brokers: 1.")
-        overrides = {}
-        for name, value in configs.items():
-            if value is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config '{name}'.")
-            overrides[name] = value
-        try:
-            LogConfig.from_topic_configs(self.default_log_config, overrides)
-        except ValueError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        overrides = self.checked_topic_overrides(configs)
         async with self._topic_admin:
             if self.topic_exists(topic):
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
@@ -486,6 +492,20 @@ class Broker:
                 raise _creation_failed(topic, exc) from None
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
                     f", configs {overrides}" if overrides else "")
+
+    def checked_topic_overrides(self, configs: dict[str, str | None]) -> dict[str, str]:
+        """CreateTopics' configs as topic overrides; TopicError(INVALID_CONFIG) for a null value
+        or a name or value Kafka would refuse."""
+        overrides = {}
+        for name, value in configs.items():
+            if value is None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config '{name}'.")
+            overrides[name] = value
+        try:
+            LogConfig.from_topic_configs(self.default_log_config, overrides)
+        except ValueError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return overrides
 
     async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
         """Delete a topic and its data. Raises TopicError(UNKNOWN_TOPIC_OR_PARTITION /

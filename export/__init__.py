@@ -8,4 +8,5 @@
 * ``export.handoff``        - ``minikafka serve --export-to``: queue, retention veto, exporter process
 * ``export.replay``         - exported files back into a DataFrame or a broker
 * ``export.cli``            - ``minikafka export`` / ``minikafka replay`` (pyspark imported lazily)
+* ``export.standalone``     - a throwaway Spark standalone cluster on this machine (tests, benchmarks)
 """

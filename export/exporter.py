@@ -56,6 +56,7 @@ others'), the exporter SIGKILLs its own process at that point.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import re
 import shutil
@@ -71,6 +72,7 @@ from pathlib import Path
 from minikafka.export.console import ProgressBar
 from minikafka.export.planning import SegmentSlice, check_log_dir, scan_log_dirs, segments_option
 from minikafka.export.progress import ExportProgress
+from minikafka.export.session import SparkStartError, python_worker_failure
 from minikafka.storage import read_topic_id
 from minikafka.storage.checkpoint import fsync_dir
 
@@ -177,13 +179,16 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
     Raises ``ValueError`` for a missing log dir (or a file in its place) or unknown topic, ``SegmentCorrupt`` (a
     ``ValueError``) for a segment that fails its checks (nothing is renamed into place then),
     ``ExportBusy`` if another export holds the output directory, ``SegmentGone`` (a
-    ``FileNotFoundError``) if retention deleted a planned segment before Spark read it.
+    ``FileNotFoundError``) if retention deleted a planned segment before Spark read it,
+    ``SparkStartError`` if Spark's Python workers cannot run the data source.
     """
     started = time.monotonic()
-    log_dirs = [Path(d) for d in log_dirs]
+    # Absolute (not resolved: a shared mount's symlinks may differ between machines): Spark's
+    # executors run in work dirs of their own, and the staging directory becomes a file:// URI.
+    log_dirs = [Path(os.path.abspath(d)) for d in log_dirs]
     for log_dir in log_dirs:
         check_log_dir(log_dir)
-    out_dir = Path(out_dir)
+    out_dir = Path(os.path.abspath(out_dir))
     store = ExportProgress(out_dir)
     store.lock()
     try:
@@ -238,9 +243,10 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     # Exactly the planned files, not a fresh scan of the log dirs: a segment that retention
     # renamed to .deleted since planning would be missing from a scan (and its offsets from
     # the output) while progress still moved past it.
-    df = (spark.read.format(FORMAT)
-          .option("segments", segments_option(slices))
-          .load(",".join(str(d) for d in log_dirs)))
+    with _explained_failures(slices):  # the driver runs the data source's Python here already
+        df = (spark.read.format(FORMAT)
+              .option("segments", segments_option(slices))
+              .load(",".join(str(d) for d in log_dirs)))
     # UTC dates whatever the session's time zone: shift the instant so that formatting it
     # in the session zone prints its UTC wall-clock date (the identity when that zone is UTC).
     session_zone = spark.conf.get("spark.sql.session.timeZone")
@@ -263,25 +269,11 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
         # Rows in offset order within each file; no shuffle, so each task (one segment)
         # writes its own file per date and nothing else. A file:// URI whatever the cluster's
         # default filesystem: the driver checks and renames these files itself.
-        (dated.sortWithinPartitions("dt", "offset").write
-         .option("maxRecordsPerFile", 0)
-         .partitionBy("dt")
-         .parquet(staging.as_uri()))
-    except Exception as exc:
-        # A worker's SegmentCorrupt reaches the driver as text inside Spark's error: raise it
-        # again as itself, so the CLI prints the one line that names the file and offset.
-        corrupt = re.search(r"SegmentCorrupt: (.+)", str(exc))
-        if corrupt is not None:
-            from minikafka.export.segment_reader import SegmentCorrupt
-            raise SegmentCorrupt(corrupt.group(1).strip()) from None
-        gone = re.search(r"FileNotFoundError: \[Errno 2\] No such file or directory: '([^']+)'", str(exc))
-        if gone is not None and gone.group(1) in {s.log_path for s in slices}:
-            # Retention deleted it (past .deleted too) between planning and reading. Nothing
-            # is renamed or recorded; the next run plans without it (and warns about its
-            # offsets if the partition has recorded progress).
-            raise SegmentGone(f"{gone.group(1)} was deleted (retention) before it was read; nothing "
-                              "was exported or recorded: run the export again") from None
-        raise
+        with _explained_failures(slices):
+            (dated.sortWithinPartitions("dt", "offset").write
+             .option("maxRecordsPerFile", 0)
+             .partitionBy("dt")
+             .parquet(staging.as_uri()))
     finally:
         stop.set()
         watcher.join()
@@ -290,6 +282,39 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
         spark.conf.set("spark.sql.parquet.outputTimestampType", previous_timestamp_type)
     bar.update(len(slices))
     bar.finish()
+
+
+@contextlib.contextmanager
+def _explained_failures(slices: list[SegmentSlice]):
+    """Spark's failures that have a one-line explanation raise that instead (the CLI prints
+    it); any other failure is raised as it is."""
+    try:
+        yield
+    except Exception as exc:
+        known = _known_failure(str(exc), slices)
+        if known is not None:
+            raise known from None
+        raise
+
+
+def _known_failure(text: str, slices: list[SegmentSlice]) -> Exception | None:
+    """A worker's exception reaches the driver as text inside Spark's error: a SegmentCorrupt
+    is raised again as itself, so the CLI prints the one line that names the file and offset."""
+    corrupt = re.search(r"SegmentCorrupt: (.+)", text)
+    if corrupt is not None:
+        from minikafka.export.segment_reader import SegmentCorrupt
+        return SegmentCorrupt(corrupt.group(1).strip())
+    gone = re.search(r"FileNotFoundError: \[Errno 2\] No such file or directory: '([^']+)'", text)
+    if gone is not None and gone.group(1) in {s.log_path for s in slices}:
+        # Retention deleted it (past .deleted too) between planning and reading. Nothing
+        # is renamed or recorded; the next run plans without it (and warns about its
+        # offsets if the partition has recorded progress).
+        return SegmentGone(f"{gone.group(1)} was deleted (retention) before it was read; nothing "
+                           "was exported or recorded: run the export again")
+    reason = python_worker_failure(text)
+    if reason is not None:
+        return SparkStartError(reason)
+    return None
 
 
 def _watch_tasks(sc, group: str, bar: ProgressBar, stop: threading.Event) -> None:

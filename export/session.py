@@ -8,7 +8,9 @@ What it takes care of, measured on our machines (see the project notes):
   ``minikafka.export.datasource`` as the driver does. The driver's ``PYTHONPATH``, if any,
   goes to the executors too.
 * Dates for the ``dt=`` directories are computed in UTC (``spark.sql.session.timeZone``).
-* For a local master the driver binds to 127.0.0.1 and the UI is off.
+* The UI is off. For a local master the driver binds to 127.0.0.1 (``SPARK_LOCAL_IP`` too);
+  for a cluster it must not: executors on other machines connect back to the address the
+  driver advertises, and ``SPARK_LOCAL_IP=127.0.0.1`` would advertise ``localhost``.
 * A master URL Spark would refuse is refused here first (``check_master``): Spark reports it
   from the JVM with a Java stack trace, after seconds of start-up.
 """
@@ -19,7 +21,7 @@ import os
 import re
 import sys
 
-__all__ = ["SparkStartError", "check_master", "spark_session", "worker_environment"]
+__all__ = ["SparkStartError", "check_master", "python_worker_failure", "spark_session", "worker_environment"]
 
 # The master URLs Spark 4 accepts (SparkContext's patterns; Mesos support is gone).
 _MASTER_URL = re.compile(
@@ -38,11 +40,31 @@ def check_master(master: str) -> None:
                          "(local[*], local[N], spark://HOST:PORT, k8s://HOST:PORT or yarn)")
 
 
-def worker_environment() -> None:
-    """Point Spark's Python workers at this interpreter, and so this install (before the JVM starts)."""
+def worker_environment(master: str = "local[*]") -> None:
+    """Point Spark's Python workers at this interpreter, and so this install (before the JVM starts).
+
+    The path goes to the executors with each Python task, so on a cluster every worker needs
+    this interpreter, with minikafka installed, at the same path (or set ``PYSPARK_PYTHON``
+    to the workers' one before starting)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def python_worker_failure(error: str) -> str | None:
+    """One line for the user, if Spark's ``error`` says its Python workers could not run the
+    data source: the interpreter failed to start (``Error from python worker``, e.g. it does
+    not exist on a worker) or lacks minikafka or its packages; ``None`` for any other error."""
+    started = re.search(r"Error from python worker:\s*\n\s*(\S.*)", error)
+    missing = re.search(r"ModuleNotFoundError: No module named '((?:minikafka|pyarrow)[^']*)'", error)
+    if started is None and missing is None:
+        return None
+    detail = started.group(1).strip() if started is not None else f"no module named {missing.group(1)!r}"
+    interpreter = os.environ.get("PYSPARK_PYTHON", "python3")
+    return (f"Spark's Python workers could not run the minikafka data source with {interpreter} "
+            f"({detail}): every Spark worker needs that interpreter, with minikafka installed, "
+            "at the same path (or set PYSPARK_PYTHON to one that has it)")
 
 
 def spark_session(master: str = "local[*]", app_name: str = "minikafka export"):
@@ -51,7 +73,7 @@ def spark_session(master: str = "local[*]", app_name: str = "minikafka export"):
     Raises ``ValueError`` for a malformed master URL, ``SparkStartError`` if Spark fails to start.
     """
     check_master(master)
-    worker_environment()
+    worker_environment(master)
     from pyspark.sql import SparkSession
 
     from minikafka.export.datasource import register

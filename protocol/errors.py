@@ -21,8 +21,6 @@ class ErrorCode(enum.IntEnum):
     INVALID_FETCH_SIZE = 4
     LEADER_NOT_AVAILABLE = 5
     NOT_LEADER_OR_FOLLOWER = 6
-    # Kafka 0.10.2's name for 6, which the replication code and its guide use (an alias).
-    NOT_LEADER_FOR_PARTITION = 6
     REQUEST_TIMED_OUT = 7
     BROKER_NOT_AVAILABLE = 8
     REPLICA_NOT_AVAILABLE = 9
@@ -99,6 +97,13 @@ class ErrorCode(enum.IntEnum):
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+
+    # Kafka 0.10.2's names for codes since renamed (what its clients and docs say); aliases,
+    # so iterating the enum and ``ErrorCode(n).name`` still give the current names.
+    NOT_LEADER_FOR_PARTITION = 6
+    GROUP_LOAD_IN_PROGRESS = 14
+    GROUP_COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR_FOR_GROUP = 16
 
 
 class ProtocolError(Exception):

@@ -126,6 +126,8 @@ class ClusterMember:
                 await duty()
             except ZooKeeperError as exc:
                 logger.warning("%s: %s", getattr(duty, "__name__", duty), exc)
+            except Exception:  # a failing duty (a disk error) is retried next time
+                logger.exception("%s failed", getattr(duty, "__name__", duty))
 
     async def _checkpoint_high_watermarks(self) -> None:
         await trio.to_thread.run_sync(self.log_manager.checkpoint_high_watermarks)
@@ -151,14 +153,25 @@ class ClusterMember:
         assert self._nursery is not None
 
         async def run_controller(task_status=trio.TASK_STATUS_IGNORED) -> None:
+            failed = False
             with trio.CancelScope() as scope:
                 self._controller_scope = scope
                 try:
                     await controller.run(task_status=task_status)
                 except ZooKeeperError as exc:
                     logger.warning("controller stopped: %s", exc)
+                    failed = True
             if self.controller is controller:
                 self.controller = None
+            if failed:
+                # Give /controller up, so that an election (ours again, maybe) follows at once
+                # instead of the cluster waiting for this broker's session to end.
+                with trio.move_on_after(self.settings.session_timeout_ms / 1000):
+                    try:
+                        if await self.zk.controller_id() == self.node_id:
+                            await self.zk_client.delete(CONTROLLER_PATH)
+                    except ZooKeeperError as exc:
+                        logger.warning("cannot give up /controller: %s", exc)
 
         self._nursery.start_soon(run_controller)
 

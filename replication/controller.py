@@ -302,7 +302,7 @@ class Controller:
 
     async def _on_controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         """Move ``broker_id``'s leaderships away and take it out of every ISR; answers the
-        partitions it still leads (no other replica could take them)."""
+        replicated partitions it still leads (no other replica could take them)."""
         if broker_id not in self.live:
             raise ControllerError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not registered")
         self.shutting_down.add(broker_id)
@@ -331,7 +331,9 @@ class Controller:
         if stop:
             await self._stop_replicas(broker_id, stop, False)
         await self._send_update_metadata(set(self.live))
-        return [k for k, s in self.states.items() if s.leader_isr.leader == broker_id]
+        # As Kafka, only replicated partitions count: one with a single replica cannot move.
+        return [k for k, s in self.states.items()
+                if s.leader_isr.leader == broker_id and len(self.assignments[k[0]][k[1]]) > 1]
 
     async def _on_preferred_leader(self, topic: str, partition: int, to: int | None) -> ErrorCode:
         """Make ``to`` (default: the preferred replica) the leader, if it is live and in the ISR."""

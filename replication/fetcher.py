@@ -89,6 +89,7 @@ class ReplicaFetcher:
                                      timeout_s=(settings.wait_max_ms + settings.socket_timeout_ms) / 1000)
         self.partitions: dict[tuple[str, int], Replica] = {}
         self._changed = trio.Event()
+        self._failed_round = False
         self.closed = False
 
     def add(self, replica: "Replica") -> None:
@@ -191,6 +192,7 @@ class ReplicaFetcher:
     # -- fetching ----------------------------------------------------------------------------
 
     async def _fetch_once(self) -> None:
+        self._failed_round = False
         requested = dict(self.partitions)
         topics: dict[str, list[dict]] = {}
         for (topic, partition), replica in requested.items():
@@ -208,6 +210,8 @@ class ReplicaFetcher:
                 if replica is None or self.partitions.get(key) is not replica:
                     continue
                 await self._apply(replica, entry)
+        if self._failed_round:
+            await trio.sleep(self.settings.backoff_ms / 1000)
 
     async def _apply(self, replica: "Replica", entry) -> None:
         code = entry.error_code
@@ -215,10 +219,11 @@ class ReplicaFetcher:
             await self._handle_out_of_range(replica)
             return
         if code:
-            # NOT_LEADER / UNKNOWN: the controller's next LeaderAndIsr moves this partition.
-            logger.info("%s-%d: leader %d answered Fetch with %s", replica.topic, replica.partition,
-                        self.leader_id, ErrorCode(code).name)
-            self.remove(replica.topic, replica.partition)
+            # NOT_LEADER / UNKNOWN: the leader has not had its LeaderAndIsr yet, or leadership
+            # moved on and ours is on its way; keep asking (after a backoff) until it settles.
+            logger.info("%s-%d: leader %d answered Fetch with %s; retrying", replica.topic,
+                        replica.partition, self.leader_id, ErrorCode(code).name)
+            self._failed_round = True
             return
         records = entry.records
         if records:

@@ -158,10 +158,18 @@ class ReplicaManager:
             self.fetchers.remove(state.topic, state.partition)
         log.leader_epoch_cache.assign(state.leader_epoch, log.log_end_offset)
         now = self.clock.time_ms()
-        leader_state = LeaderState(
-            leader_id=self.node_id, assigned=list(state.replicas), isr=list(state.isr),
-            leader_epoch=state.leader_epoch, zk_version=state.zk_version,
-            leader_end_offset=log.log_end_offset, high_watermark=log.high_watermark, now_ms=now)
+        if old is not None and old.role == LEADER and old.leader_state is not None:
+            # Still the leader (a new epoch for an ISR change): the followers' positions stay.
+            leader_state = old.leader_state
+            leader_state.leader_and_isr(assigned=list(state.replicas), isr=list(state.isr),
+                                        leader_epoch=state.leader_epoch, zk_version=state.zk_version,
+                                        leader_end_offset=log.log_end_offset, now_ms=now)
+        else:
+            leader_state = LeaderState(
+                leader_id=self.node_id, assigned=list(state.replicas), isr=list(state.isr),
+                leader_epoch=state.leader_epoch, zk_version=state.zk_version,
+                leader_end_offset=log.log_end_offset, high_watermark=log.high_watermark, now_ms=now,
+                lag_time_max_ms=self.replica_lag_time_max_ms)
         replica = Replica(state.topic, state.partition, log, LEADER, self.node_id, state.leader_epoch,
                           list(state.replicas), leader_state)
         self._install(replica, old)

@@ -290,3 +290,30 @@ def test_ipv6_ready_line_is_a_bootstrap_address(tmp_path):
         code, err = server.stop()
     assert code == 0, err
     assert f"serving on [::1]:{server.port}" in err
+
+
+def test_test_control_is_announced_before_the_ready_line(tmp_path):
+    process = subprocess.Popen([*LAUNCH, "serve", "--port", "0", "--log-dir", str(tmp_path / "data"),
+                                "--test-control"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=REPO, stdin=subprocess.DEVNULL)
+    try:
+        announcement = process.stdout.readline().strip()
+        ready = process.stdout.readline().strip()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=30)
+    assert re.fullmatch(r"minikafka test control: 127\.0\.0\.1:\d+", announcement), announcement + err
+    assert READY.match(ready), ready
+    assert process.returncode == 0, err
+
+
+def test_busy_or_bad_test_control_port_is_one_line(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli("serve", "--port", "0", "--log-dir", str(tmp_path / "data"),
+                         "--override", f"minikafka.test.control.port={port}")
+    assert_one_line_error(result, f"test control port 127.0.0.1:{port}")
+    assert_one_line_error(run_cli("serve", "--log-dir", str(tmp_path / "data"), "--override",
+                                  "minikafka.test.control.port=70000"), "minikafka.test.control.port", "70000")

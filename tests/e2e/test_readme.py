@@ -9,7 +9,8 @@ Regenerate both after changing either with::
     python3 tests/e2e/test_readme.py
 
 Its kafka-python and confluent-kafka examples ("Use it from a client") are run against a real
-broker, with only the bootstrap address and the consumer loop's end substituted.
+broker, with only the bootstrap address and the consumer loop's end substituted; the "Faults
+on demand" example is run as the pytest module it is.
 """
 
 from __future__ import annotations
@@ -168,6 +169,20 @@ def test_readme_client_example_runs(minikafka_broker, tmp_path, client):
     match = re.fullmatch(expected, result.stdout.strip())
     assert match, result.stdout + result.stderr
     assert before <= int(match.group(1)) <= after
+
+
+def test_readme_fault_example_runs(tmp_path):
+    """The "Faults on demand" example is a pytest module: run it as a user would, with the
+    plugin installed."""
+    section = README.read_text().split("\n## Faults on demand\n", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("\n```", 1)[0] + "\n"
+    example = tmp_path / "test_readme_faults.py"
+    example.write_text(code)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example)],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    assert re.search(r"\b2 passed\b", result.stdout), result.stdout[-2000:]
 
 
 def regenerate() -> None:

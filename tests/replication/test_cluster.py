@@ -21,7 +21,7 @@ from minikafka.broker.pytest_plugin import MinikafkaCluster, kafka_request
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.zookeeper]
 
 
 @pytest.fixture
@@ -224,6 +224,31 @@ def test_min_insync_replicas_refuses_when_two_brokers_are_down(cluster):
     assert end.topics[0].partitions[0].offset == 0  # nothing was written
 
 
+def test_isr_shrinking_below_min_insync_while_waiting_answers_after_append(tmp_path, zookeeper):
+    """acks=-1 accepted with a full ISR, then both followers stall: the leader drops them after
+    replica.lag.time.max.ms, the high watermark reaches the message with an ISR of one, and the
+    answer is NOT_ENOUGH_REPLICAS_AFTER_APPEND (written, but not as durably as asked)."""
+    from minikafka.protocol.records import build_message_set
+
+    overrides = {"replica.lag.time.max.ms": "1500", "min.insync.replicas": "2"}
+    with MinikafkaCluster(tmp_path / "c", 3, overrides, zookeeper=zookeeper.connect_string) as three:
+        create_topic(three, "shrinking")
+        leader_id = three.leader("shrinking", 0)
+        followers = [b for i, b in enumerate(three.brokers, 1) if i != leader_id]
+        for follower in followers:
+            os.kill(follower.process.pid, signal.SIGSTOP)
+        try:
+            body = {"acks": -1, "timeout_ms": 30000, "topic_data": [{"name": "shrinking", "partition_data": [
+                {"index": 0, "records": build_message_set([(None, b"late", 1)])}]}]}
+            answer = kafka_request(three.broker(leader_id).bootstrap, ApiKey.PRODUCE, 2, body, timeout=40)
+        finally:
+            for follower in followers:
+                os.kill(follower.process.pid, signal.SIGCONT)
+        partition = answer.responses[0].partition_responses[0]
+        assert partition.error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        assert partition.base_offset == 0
+
+
 def test_controller_failover_bumps_the_epoch_and_fences_the_old_one(cluster):
     create_topic(cluster, "before")
     controller_id = cluster.controller()
@@ -405,7 +430,7 @@ def test_leader_kill_while_each_client_produces(cluster, client):
                            via=cluster.broker(old_leader))
         cluster.broker(old_leader).kill()
         survivor = next(b for i, b in enumerate(cluster.brokers, 1) if i != old_leader)
-        state = cluster.wait_until(lambda m: partition_state_in(m, "stream").leader_id not in (-1, old_leader),
+        state = cluster.wait_until(lambda m: leader_in(m, "stream") not in (None, -1, old_leader),
                                    "a new leader", 60, via=survivor)
         new_leader = partition_state_in(state, "stream").leader_id
         cluster.wait_until(lambda m: _end_offset(cluster, "stream", new_leader) >= 60, "30 more messages", 90,
@@ -437,7 +462,16 @@ def _epochs(broker, topic: str, partition: int = 0) -> list[tuple[int, int]]:
 
 
 def partition_state_in(metadata, topic: str, partition: int = 0):
-    return next(p for p in _topic(metadata, topic).partitions if p.partition_index == partition)
+    """The partition in a Metadata answer, or None while the broker does not know it yet."""
+    topic_metadata = _topic(metadata, topic)
+    if topic_metadata is None:
+        return None
+    return next((p for p in topic_metadata.partitions if p.partition_index == partition), None)
+
+
+def leader_in(metadata, topic: str, partition: int = 0) -> int | None:
+    state = partition_state_in(metadata, topic, partition)
+    return None if state is None else state.leader_id
 
 
 def _end_offset(cluster, topic: str, broker_id: int) -> int:
@@ -503,17 +537,17 @@ def test_leader_election_when_the_whole_isr_is_dead(tmp_path, zookeeper, unclean
         two.broker(leader_id).kill()
         two.broker(follower_id).start()
         if unclean:
-            two.wait_until(lambda m: partition_state_in(m, "fragile").leader_id == follower_id,
+            two.wait_until(lambda m: leader_in(m, "fragile") == follower_id,
                            "the stale replica leads", via=two.broker(follower_id))
             assert _epochs(two.broker(follower_id), "fragile")[-1][0] >= 1
         else:
             follower = two.broker(follower_id)
-            two.wait_until(lambda m: len(m.brokers) == 1 and partition_state_in(m, "fragile").leader_id == -1,
+            two.wait_until(lambda m: len(m.brokers) == 1 and leader_in(m, "fragile") == -1,
                            "the partition offline", via=follower)
             time.sleep(1)  # a window for a wrong election to show; none may happen
             assert partition_state_in(two.metadata(["fragile"], via=follower), "fragile").leader_id == -1
             two.broker(leader_id).start()
-            two.wait_until(lambda m: partition_state_in(m, "fragile").leader_id == leader_id,
+            two.wait_until(lambda m: leader_in(m, "fragile") == leader_id,
                            "the ISR member leads again", via=two.broker(follower_id))
             records = consume_all(two.bootstrap, "fragile", 1)
             assert [v for _, v in records] == [b"only-on-the-leader"]
@@ -527,7 +561,12 @@ def test_minikafka_cluster_command(tmp_path):
         line = process.stdout.readline()
         assert line.startswith("minikafka cluster ready: bootstrap.servers="), line
         bootstrap = line.split("bootstrap.servers=")[1].split()[0]
-        answer = kafka_request(bootstrap.split(",")[0], ApiKey.METADATA, 1, {"topics": None})
+        deadline = time.monotonic() + 30
+        while True:  # the first broker hears of the second from the controller, in its time
+            answer = kafka_request(bootstrap.split(",")[0], ApiKey.METADATA, 1, {"topics": None})
+            if len(answer.brokers) == 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert sorted(b.node_id for b in answer.brokers) == [1, 2]
     finally:
         process.send_signal(signal.SIGINT)
