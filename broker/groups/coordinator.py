@@ -323,15 +323,7 @@ class GroupCoordinator:
             group.rebalance_timer.cancel()
             group.rebalance_timer = None
         for member in group.members.values():
-            if member.heartbeat_timer is not None:
-                member.heartbeat_timer.cancel()
-                member.heartbeat_timer = None
-            join_callback, member.join_callback = member.join_callback, None
-            sync_callback, member.sync_callback = member.sync_callback, None
-            if join_callback is not None:
-                join_callback(JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
-            if sync_callback is not None:
-                sync_callback(SyncResult(ErrorCode.NOT_COORDINATOR))
+            self._release(member, ErrorCode.NOT_COORDINATOR)
         group.transition_to(GroupState.DEAD)
 
     async def _run_loads(self) -> None:
@@ -759,18 +751,23 @@ class GroupCoordinator:
         self._on_member_failure(group, member)
 
     def _remove_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
-        if member.heartbeat_timer is not None:
-            member.heartbeat_timer.cancel()
-            member.heartbeat_timer = None
         group.remove(member.member_id)
         # A request of the member still waiting (its LeaveGroup came on another connection)
         # is answered rather than left hanging.
+        self._release(member, ErrorCode.UNKNOWN_MEMBER_ID)
+
+    @staticmethod
+    def _release(member: MemberMetadata, error: ErrorCode) -> None:
+        """Stop the member's session timer and answer its waiting JoinGroup / SyncGroup with ``error``."""
+        if member.heartbeat_timer is not None:
+            member.heartbeat_timer.cancel()
+            member.heartbeat_timer = None
         join_callback, member.join_callback = member.join_callback, None
         sync_callback, member.sync_callback = member.sync_callback, None
         if join_callback is not None:
-            join_callback(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+            join_callback(JoinResult(error, member.member_id))
         if sync_callback is not None:
-            sync_callback(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+            sync_callback(SyncResult(error))
 
     def _on_member_failure(self, group: GroupMetadata, member: MemberMetadata) -> None:
         self._remove_member(group, member)
