@@ -295,6 +295,18 @@ async def _create_offsets_topic(broker) -> None:
                 config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
 
 
+def resign_moved_groups(broker) -> None:
+    """After a controlled shutdown: the controller moved this broker's leaderships without a
+    LeaderAndIsr to it (as Kafka's does), so the groups of offsets partitions now led
+    elsewhere (by the UpdateMetadata it did send) are given up at once; their members find
+    the new coordinator instead of waiting for this process to exit."""
+    coordinator = broker.group_coordinator
+    for index in coordinator.served_partitions():
+        info = broker.cluster.metadata.partition(GROUP_METADATA_TOPIC, index)
+        if info is not None and info.leader != broker.node_id:
+            coordinator.resigned(index, broker.get_log(GROUP_METADATA_TOPIC, index))
+
+
 def _role_changed(broker, topic: str, partition: int, replica: Replica | None) -> None:
     """The replica manager's leadership hook: the group coordinator serves the
     ``__consumer_offsets`` partitions this broker leads."""

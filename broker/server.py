@@ -563,4 +563,5 @@ class Broker:
         """Before a clean stop: in a cluster, move this broker's leaderships away first."""
         if self.cluster is not None:
             await self.cluster.controlled_shutdown()
+            cluster_mode().resign_moved_groups(self)
 

@@ -291,6 +291,10 @@ class GroupCoordinator:
         self._loading[index] = token
         self._loads_in.send_nowait((index, log, writer, token))
 
+    def served_partitions(self) -> list[int]:
+        """The partitions this broker coordinates or is loading."""
+        return sorted({*self.partitions, *self._loading})
+
     def resigned(self, index: int, log) -> None:
         """This broker follows (or no longer holds) ``__consumer_offsets-index``: its groups
         are dropped and their requests answered NOT_COORDINATOR; the new leader loads them."""
