@@ -1,8 +1,10 @@
-"""Consumer group figures: time to a first assignment, and coordinator start-up with 1M events.
+"""Consumer group figures: time to a first assignment, coordinator start-up with 1M events,
+and coordinator failover on a 3-broker cluster.
 
     python3 bench/bench_groups.py                  # full run (1,000,000 offset-commit events)
     python3 bench/bench_groups.py --quick          # 100,000 events
     python3 bench/bench_groups.py --events 20000   # any number
+    python3 bench/bench_groups.py --skip-assignment --skip-startup   # the cluster case only
 
 1. Time from subscribe to first assigned partition, per client library, against a real
    ``minikafka serve`` process with default settings, each run on a new group of a 6-partition
@@ -16,6 +18,14 @@
    after a clean shutdown (a snapshot covers the log; nothing is replayed). The events each
    start replayed are read from the broker's load lines and printed; the run fails if the
    first start replayed fewer than N or the second replayed any.
+3. Cluster (3 brokers, a ZooKeeper of their own, ``zookeeper.session.timeout.ms`` 4000): a
+   kafka-python consumer group commits after every poll of a 6-partition RF 3 topic being
+   produced to; the coordinator's broker is killed (SIGKILL) and the time from the kill to the
+   group's next committed offset is printed (goal: under 2 x the session timeout plus one
+   rebalance). Then the new coordinator's load of N committed-offset events in a one-partition
+   ``__consumer_offsets`` after a kill -9 of its leader: without a snapshot on the new leader
+   (followers' snapshots off) and with one (followers snapshot every 10,000 events), from its
+   "leader at epoch" log line to its "loaded" line, with the events it replayed.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from pathlib import Path
 
 from minikafka.broker.config import BrokerConfig  # noqa: E402
 from minikafka.broker.groups.coordinator import PartitionCommit, load_reports_in  # noqa: E402
-from minikafka.broker.pytest_plugin import MinikafkaBroker  # noqa: E402
+from minikafka.broker.pytest_plugin import MinikafkaBroker, MinikafkaCluster, kafka_request  # noqa: E402
 from minikafka.broker.server import Broker  # noqa: E402
 
 PARTITIONS = 6
@@ -256,6 +266,168 @@ def bench_startup(events: int) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+SESSION_TIMEOUT_MS = 4000   # MinikafkaCluster's zookeeper.session.timeout.ms
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def coordinator_node(cluster, group: str, timeout: float = 120.0) -> int:
+    from minikafka.protocol.apis import ApiKey
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for broker in cluster.brokers:
+            if broker.running:
+                try:
+                    answer = kafka_request(broker.bootstrap, ApiKey.FIND_COORDINATOR, 0, {"key": group})
+                except OSError:
+                    continue
+                if answer.error_code == 0 and cluster.broker(answer.node_id).running:
+                    return answer.node_id
+        time.sleep(0.05)
+    raise TimeoutError(f"no coordinator for {group}")
+
+
+def failover_to_next_commit(work: Path) -> float:
+    """Seconds from the coordinator's kill -9 to the group's next committed offset."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    with MinikafkaCluster(work, 3) as cluster:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        admin.create_topics([NewTopic("bench", PARTITIONS, 3)])
+        admin.close()
+        stop = threading.Event()
+        commits: list[float] = []
+
+        def produce():
+            producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks=1, retries=100)
+            while not stop.is_set():
+                producer.send("bench", b"x")
+                time.sleep(0.002)
+            producer.close(5)
+
+        def consume():
+            consumer = KafkaConsumer("bench", bootstrap_servers=cluster.bootstrap, group_id="bench-failover",
+                                     enable_auto_commit=False, auto_offset_reset="earliest")
+            while not stop.is_set():
+                if consumer.poll(100):
+                    consumer.commit()
+                    commits.append(time.perf_counter())
+            consumer.close()
+
+        threads = [threading.Thread(target=produce, daemon=True), threading.Thread(target=consume, daemon=True)]
+        for thread in threads:
+            thread.start()
+        try:
+            deadline = time.monotonic() + 120
+            while not commits:
+                if time.monotonic() > deadline:
+                    raise SystemExit("FAILED: the group committed nothing within 120 s")
+                time.sleep(0.05)
+            time.sleep(1)
+            coordinator = coordinator_node(cluster, "bench-failover")
+            cluster.broker(coordinator).kill()
+            killed = time.perf_counter()
+            deadline = killed + 120
+            while not [t for t in commits if t > killed]:
+                if time.perf_counter() > deadline:
+                    raise SystemExit("FAILED: no commit within 120 s of the coordinator's kill")
+                time.sleep(0.01)
+            return min(t for t in commits if t > killed) - killed
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(30)
+
+
+def wait_for_full_isr(cluster, topic: str, timeout: float = 600.0) -> None:
+    """Until every partition of ``topic`` has all three replicas in its ISR (after the
+    stop-everything-and-restart above, only the broker stopped last is)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        topics = cluster.metadata([topic]).topics
+        if topics and topics[0].partitions and all(len(p.isr_nodes) == 3 for p in topics[0].partitions):
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"FAILED: {topic} has no full ISR")
+
+
+_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ", re.M)
+
+
+def _log_seconds(line: str) -> float:
+    import datetime
+
+    stamp = datetime.datetime.strptime(_LOG_TIME.match(line).group(1), "%Y-%m-%d %H:%M:%S,%f")
+    return stamp.timestamp()
+
+
+def failover_load(work: Path, events: int, follower_snapshots: bool) -> tuple[float, int]:
+    """The new coordinator's load of ``events`` after its leader's kill -9: seconds from its
+    "leader at epoch" line to its "loaded" line, and the events it replayed."""
+    interval = 10_000 if follower_snapshots else 2**40
+    overrides = {"offsets.topic.num.partitions": "1", "offsets.snapshot.interval.events": str(interval)}
+    with MinikafkaCluster(work, 3, overrides) as cluster:
+        coordinator_node(cluster, "probe")   # creates __consumer_offsets
+        time.sleep(1)
+        for broker in cluster.brokers:
+            broker.stop()
+        first = cluster.brokers[0].log_dir
+        fill_offsets_log(first, events)
+        for snapshot_dir in first.glob(f"{OFFSETS_TOPIC}-*/group-snapshots"):
+            shutil.rmtree(snapshot_dir)
+        for broker in cluster.brokers[1:]:
+            target = broker.log_dir / f"{OFFSETS_TOPIC}-0"
+            shutil.rmtree(target)
+            shutil.copytree(first / f"{OFFSETS_TOPIC}-0", target)
+        for broker in cluster.brokers:
+            broker.start()
+        leader = coordinator_node(cluster, "probe", timeout=600)
+        followers = [b for i, b in enumerate(cluster.brokers, 1) if i != leader]
+        if follower_snapshots:
+            deadline = time.monotonic() + 600
+            while not all(list((b.log_dir / f"{OFFSETS_TOPIC}-0" / "group-snapshots").glob("*.snapshot"))
+                          for b in followers):
+                if time.monotonic() > deadline:
+                    raise SystemExit("FAILED: the followers wrote no snapshot")
+                time.sleep(0.5)
+        wait_for_full_isr(cluster, OFFSETS_TOPIC)
+        cluster.broker(leader).kill()
+        new_leader = coordinator_node(cluster, "probe", timeout=600)
+        deadline = time.monotonic() + 600
+        while True:
+            text = cluster.broker(new_leader).stderr_since_start()
+            became = [line for line in text.splitlines() if f"{OFFSETS_TOPIC}-0: leader at epoch" in line]
+            loaded = [line for line in text.splitlines() if f"loaded {OFFSETS_TOPIC}-0:" in line]
+            if became and loaded and _log_seconds(loaded[-1]) >= _log_seconds(became[-1]):
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit("FAILED: the new coordinator did not load")
+            time.sleep(0.2)
+        replayed = load_reports_in(loaded[-1])[0].events_replayed
+        return _log_seconds(loaded[-1]) - _log_seconds(became[-1]), replayed
+
+
+def bench_cluster(events: int) -> None:
+    if shutil.which("java") is None:
+        print("\ncluster figures skipped: no java for ZooKeeper")
+        return
+    work = Path(tempfile.mkdtemp(prefix="bench-groups-cluster-"))
+    try:
+        times = sorted(failover_to_next_commit(work / f"failover-{run}") for run in range(RUNS))
+        print(f"\ncluster of 3, zookeeper.session.timeout.ms {SESSION_TIMEOUT_MS}: coordinator kill -9 -> the "
+              f"group's next committed offset (kafka-python, best / median of {RUNS}): best {times[0]:.2f} s   "
+              f"median {times[len(times) // 2]:.2f} s   (goal: < {2 * SESSION_TIMEOUT_MS / 1000:.0f} s + one rebalance)",
+              flush=True)
+        print(f"new coordinator's load of {events:,} committed-offset events after its leader's kill -9:")
+        for snapshots in (False, True):
+            seconds, replayed = failover_load(work / f"load-{snapshots}", events, snapshots)
+            label = "with a follower snapshot:" if snapshots else "no snapshot (full replay):"
+            print(f"  {label:28} {seconds:7.2f} s   replayed {replayed:,} event(s)", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="100,000 events instead of 1,000,000")
@@ -264,16 +436,19 @@ def main() -> None:
                              "(default 1,000,000; 100,000 with --quick)")
     parser.add_argument("--skip-assignment", action="store_true")
     parser.add_argument("--skip-startup", action="store_true")
+    parser.add_argument("--skip-cluster", action="store_true")
     parser.add_argument("--initial-delay-ms", type=int, default=None,
                         help="run the broker with this group.initial.rebalance.delay.ms")
     args = parser.parse_args()
+    events = args.events if args.events is not None else 100_000 if args.quick else 1_000_000
+    if events < 1:
+        parser.error("--events must be at least 1")
     if not args.skip_assignment:
         bench_assignment(args.initial_delay_ms)
     if not args.skip_startup:
-        events = args.events if args.events is not None else 100_000 if args.quick else 1_000_000
-        if events < 1:
-            parser.error("--events must be at least 1")
         bench_startup(events)
+    if not args.skip_cluster:
+        bench_cluster(events)
 
 
 if __name__ == "__main__":

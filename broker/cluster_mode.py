@@ -12,7 +12,8 @@ import logging
 
 import trio
 
-from minikafka.broker.server import INTERNAL_TOPICS, TopicError
+from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
+from minikafka.broker.server import TopicError
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.replication.assignment import InvalidReplicationFactor, assign_replicas
 from minikafka.replication.cluster import ClusterMember, ClusterSettings
@@ -52,7 +53,8 @@ def cluster_member(broker) -> ClusterMember:
     )
     return ClusterMember(node_id=broker.node_id, settings=settings, log_manager=broker.log_manager,
                          clock=broker.clock, on_readable=broker.append_waiters.notify,
-                         local_topics_to_keep=INTERNAL_TOPICS)
+                         on_role_change=lambda topic, partition, replica: _role_changed(broker, topic, partition,
+                                                                                        replica))
 
 
 def export_view(broker):
@@ -247,3 +249,124 @@ async def controller_event(broker, kind: str, timeout_s: float, **args):
         return await broker.cluster.controller_request(kind, timeout_s, **args)
     except ControllerError as exc:
         raise TopicError(exc.code, str(exc)) from None
+
+
+# ---------------------------------------------------------------------- consumer groups
+
+
+async def group_coordinator(broker, group_id: str) -> tuple[ErrorCode, tuple[int, str, int] | None]:
+    """FindCoordinator in a cluster: the leader of the group's ``__consumer_offsets``
+    partition (Kafka's ``abs(groupId.hashCode) % offsets.topic.num.partitions``). The first
+    request creates the topic (through ZooKeeper and the controller, as Kafka 0.10.2's
+    KafkaApis did) once ``offsets.topic.replication.factor`` brokers are live; until it has
+    leaders the answer is COORDINATOR_NOT_AVAILABLE, which clients retry."""
+    metadata = broker.cluster.metadata
+    coordinator = broker.group_coordinator
+    if not metadata.has_topic(GROUP_METADATA_TOPIC):
+        await _create_offsets_topic(broker)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    if coordinator.topic_partitions is None:
+        try:
+            coordinator.topic_partitions = await _offsets_topic_partitions(broker)
+        except ZooKeeperError as exc:
+            logger.warning("%s: partition count not read: %s", GROUP_METADATA_TOPIC, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    endpoint = metadata.leader_endpoint(GROUP_METADATA_TOPIC, coordinator.partition_for(group_id))
+    if endpoint is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    return ErrorCode.NONE, (endpoint.node_id, endpoint.host, endpoint.port)
+
+
+async def _offsets_topic_partitions(broker) -> int:
+    """The partition count of ``__consumer_offsets`` as ZooKeeper holds it (the metadata
+    cache may know only some of its partitions yet)."""
+    assignment = await broker.cluster.zk.topic_assignment(GROUP_METADATA_TOPIC)
+    if not assignment:
+        raise ZooKeeperError(f"{GROUP_METADATA_TOPIC} has no replica assignment")
+    return len(assignment)
+
+
+async def _create_offsets_topic(broker) -> None:
+    coordinator = broker.group_coordinator
+    config = coordinator.config
+    live = len(broker.cluster.metadata.brokers)
+    if live < config.offsets_topic_replication_factor:
+        logger.info("%s not created yet: offsets.topic.replication.factor is %d, %d broker(s) live",
+                    GROUP_METADATA_TOPIC, config.offsets_topic_replication_factor, live)
+        return
+    try:
+        await _write_topic(broker, GROUP_METADATA_TOPIC, config.offsets_topic_num_partitions,
+                           config.offsets_topic_replication_factor, coordinator.offsets_topic_configs(), {})
+    except TopicError as exc:
+        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            logger.warning("%s not created: %s", GROUP_METADATA_TOPIC, exc)
+        return
+    logger.info("created %s with %d partition(s), replication factor %d", GROUP_METADATA_TOPIC,
+                config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
+
+
+def resign_moved_groups(broker) -> None:
+    """After a controlled shutdown: the controller moved this broker's leaderships without a
+    LeaderAndIsr to it (as Kafka's does), so the groups of offsets partitions now led
+    elsewhere (by the UpdateMetadata it did send) are given up at once; their members find
+    the new coordinator instead of waiting for this process to exit."""
+    coordinator = broker.group_coordinator
+    for index in coordinator.served_partitions():
+        info = broker.cluster.metadata.partition(GROUP_METADATA_TOPIC, index)
+        if info is not None and info.leader != broker.node_id:
+            coordinator.resigned(index, broker.get_log(GROUP_METADATA_TOPIC, index))
+
+
+def _role_changed(broker, topic: str, partition: int, replica: Replica | None) -> None:
+    """The replica manager's leadership hook: the group coordinator serves the
+    ``__consumer_offsets`` partitions this broker leads."""
+    if topic != GROUP_METADATA_TOPIC:
+        return
+    coordinator = broker.group_coordinator
+    if replica is not None and replica.role == LEADER:
+        coordinator.became_leader(partition, replica.log, OffsetsWriter(broker, partition))
+    else:
+        coordinator.resigned(partition, replica.log if replica is not None else broker.get_log(topic, partition))
+
+
+class OffsetsWriter:
+    """The group coordinator's appends to a ``__consumer_offsets`` partition this broker
+    leads: through the leader replica at its leader epoch, as a produce with
+    ``offsets.commit.required.acks`` (followers fetch them like any message), and committed
+    once the high watermark passes them (``offsets.commit.timeout.ms``). Same interface as
+    ``broker.groups.store.LocalWriter``."""
+
+    def __init__(self, broker, partition: int) -> None:
+        self.broker = broker
+        self.partition = partition
+        config = broker.group_coordinator.config
+        self.required_acks = config.offsets_commit_required_acks
+        self.timeout_s = config.offsets_commit_timeout_ms / 1000
+
+    async def topic_partitions(self) -> int:
+        return await _offsets_topic_partitions(self.broker)
+
+    def append(self, message_set: bytes) -> int:
+        try:
+            result, _ = append(self.broker, GROUP_METADATA_TOPIC, self.partition, message_set, self.required_acks)
+        except TopicError as exc:
+            raise RecordError(exc.code, str(exc)) from None
+        return result.last_offset
+
+    async def committed(self, last_offset: int) -> ErrorCode:
+        if self.required_acks != -1:
+            return ErrorCode.NONE
+        deadline = trio.current_time() + self.timeout_s
+        while True:
+            try:
+                replica = leader_replica(self.broker, GROUP_METADATA_TOPIC, self.partition)
+            except TopicError as exc:
+                return exc.code
+            remaining_ms = int((deadline - trio.current_time()) * 1000)
+            if remaining_ms <= 0:
+                return ErrorCode.REQUEST_TIMED_OUT
+            code = await wait_for_acks(self.broker, replica, last_offset, remaining_ms)
+            # A new leader epoch of this broker's leadership replaces the replica: wait on
+            # (the coordinator then checks that its leadership never lapsed).
+            if code != ErrorCode.NOT_LEADER_FOR_PARTITION:
+                return code

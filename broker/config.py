@@ -200,6 +200,14 @@ _GROUP_KEY_DESCRIPTIONS = {
         "empty group (Kafka's default is 3000; a test broker wants a lone consumer assigned at once).",
     "offsets.topic.num.partitions": "Partitions of __consumer_offsets when it is created.",
     "offsets.topic.segment.bytes": "Segment size of __consumer_offsets.",
+    "offsets.topic.replication.factor":
+        "In a cluster, replicas of each __consumer_offsets partition; the topic is created once this "
+        "many brokers are live (COORDINATOR_NOT_AVAILABLE until then). A single broker ignores it.",
+    "offsets.commit.required.acks":
+        "In a cluster, -1 answers an OffsetCommit once every in-sync replica has it, 1 once the leader has.",
+    "offsets.commit.timeout.ms":
+        "In a cluster, how long an OffsetCommit waits for offsets.commit.required.acks "
+        "(then COORDINATOR_NOT_AVAILABLE).",
     "offsets.retention.minutes": "Committed offsets expire this long after their commit.",
     "offsets.retention.check.interval.ms": "How often expired committed offsets are removed.",
     "offset.metadata.max.bytes": "Longest metadata string of an offset commit.",
@@ -337,11 +345,10 @@ IGNORED_KAFKA_KEYS = frozenset({
     "inter.broker.listener.name", "listener.security.protocol.map",
     "security.inter.broker.protocol", "inter.broker.protocol.version",
     "log.message.format.version", "delete.topic.enable", "auto.leader.rebalance.enable",
-    "offsets.topic.replication.factor", "offsets.commit.required.acks",
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
     "log.cleaner.enable", "log.cleaner.threads", "log.cleanup.policy", "compression.type",
     "metric.reporters",
-    "offsets.topic.compression.codec", "offsets.commit.timeout.ms", "offsets.load.buffer.size",
+    "offsets.topic.compression.codec", "offsets.load.buffer.size",
     "group.max.size", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
 })

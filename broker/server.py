@@ -570,21 +570,18 @@ class Broker:
             return log.high_watermark
         return log.log_end_offset
 
-    def coordinates_groups(self) -> bool:
-        """Whether this broker's group coordinator serves clients: always on a single broker;
-        in a cluster, on the controller only, whose disk holds ``__consumer_offsets``
-        (unreplicated until the offsets topic is replicated)."""
-        return self.cluster is None or self.cluster.controller is not None
-
-    def group_coordinator_endpoint(self) -> tuple[int, str, int] | None:
-        """``(node id, host, port)`` of the broker that coordinates groups."""
-        if self.cluster is None:
-            return self.node_id, self.advertised_host, self.advertised_port
-        endpoint = self.cluster.metadata.brokers.get(self.cluster.metadata.controller_id)
-        return None if endpoint is None else (endpoint.node_id, endpoint.host, endpoint.port)
+    async def find_group_coordinator(self, group_id: str) -> tuple[ErrorCode, tuple[int, str, int] | None]:
+        """FindCoordinator: ``(NONE, (node id, host, port))`` of the broker coordinating
+        ``group_id``, or the error to answer. A single broker coordinates every group; in a
+        cluster it is the leader of the group's ``__consumer_offsets`` partition."""
+        if self.cluster is not None:
+            return await cluster_mode().group_coordinator(self, group_id)
+        error = self.group_coordinator.find_coordinator(group_id)
+        return error, (None if error else (self.node_id, self.advertised_host, self.advertised_port))
 
     async def prepare_shutdown(self) -> None:
         """Before a clean stop: in a cluster, move this broker's leaderships away first."""
         if self.cluster is not None:
             await self.cluster.controlled_shutdown()
+            cluster_mode().resign_moved_groups(self)
 

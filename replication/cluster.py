@@ -52,7 +52,7 @@ class ClusterSettings:
 
 class ClusterMember:
     def __init__(self, *, node_id: int, settings: ClusterSettings, log_manager: LogManager, clock: Clock,
-                 on_readable, local_topics_to_keep: frozenset[str]) -> None:
+                 on_readable, on_role_change=None) -> None:
         self.node_id = node_id
         self.settings = settings
         self.log_manager = log_manager
@@ -63,10 +63,10 @@ class ClusterMember:
         self.replicas = ReplicaManager(
             node_id=node_id, log_manager=log_manager, clock=clock, zk=self.zk, metadata=self.metadata,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
-            min_insync_replicas=settings.min_insync_replicas, on_readable=on_readable)
+            min_insync_replicas=settings.min_insync_replicas, on_readable=on_readable,
+            on_role_change=on_role_change)
         self.controller: Controller | None = None
         self.cluster_id: str | None = None
-        self._local_topics_to_keep = local_topics_to_keep
         self._endpoint: tuple[str, int] | None = None
         self._controller_scope: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
@@ -86,7 +86,7 @@ class ClusterMember:
         controller's StopReplica could not reach it then)."""
         known = set(await self.zk.topics())
         for log in self.log_manager.logs():
-            if log.topic not in known and log.topic not in self._local_topics_to_keep:
+            if log.topic not in known:
                 logger.info("removing %s-%d: the topic no longer exists in the cluster", log.topic, log.partition)
                 await trio.to_thread.run_sync(self.log_manager.delete_log, log.topic, log.partition)
 

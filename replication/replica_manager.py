@@ -85,7 +85,8 @@ class Replica:
 class ReplicaManager:
     def __init__(self, *, node_id: int, log_manager: LogManager, clock: Clock, zk: KafkaZk,
                  metadata: MetadataCache, replica_lag_time_max_ms: int, min_insync_replicas: int,
-                 on_readable: Callable[[str, int], None]) -> None:
+                 on_readable: Callable[[str, int], None],
+                 on_role_change: Callable[[str, int, "Replica | None"], None] | None = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.clock = clock
@@ -96,6 +97,10 @@ class ReplicaManager:
         # Wakes consumers' long polls: a consumer reads below the high watermark, so "new
         # data" for it is a high watermark that moved, not an append.
         self.on_readable = on_readable
+        # Kafka's onLeadershipChange: told when this broker becomes leader or follower of a
+        # partition (a new leader, not a new epoch of the same one) or stops replicating it
+        # (None), so state kept beside a log (the group coordinator's) follows the log.
+        self.on_role_change = on_role_change
         self.controller_epoch = 0
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.fetchers = None  # FetcherManager, set by the broker (it needs the nursery)
@@ -189,6 +194,16 @@ class ReplicaManager:
         if old is not None:
             old.signal()  # produces waiting on the old role find it gone
         self.on_readable(replica.topic, replica.partition)
+        if old is None or (old.role, old.leader_id) != (replica.role, replica.leader_id):
+            self._role_changed(replica.topic, replica.partition, replica)
+
+    def _role_changed(self, topic: str, partition: int, replica: Replica | None) -> None:
+        if self.on_role_change is None:
+            return
+        try:
+            self.on_role_change(topic, partition, replica)
+        except Exception:  # the listener's failure must not fail the controller's request
+            logger.exception("%s-%d: role change listener failed", topic, partition)
 
     async def stop_replica(self, controller_epoch: int, delete: bool,
                            partitions: list[tuple[str, int]]) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
@@ -201,6 +216,7 @@ class ReplicaManager:
             replica = self.replicas.pop((topic, partition), None)
             if replica is not None:
                 replica.signal()
+                self._role_changed(topic, partition, None)
             if delete:
                 try:
                     await trio.to_thread.run_sync(self.log_manager.delete_log, topic, partition)

@@ -7,6 +7,9 @@
 | ``group.initial.rebalance.delay.ms`` | 0 | wait this long for more members before the first rebalance of an empty group (Kafka's default is 3000; a test broker wants the lone consumer assigned at once) |
 | ``offsets.topic.num.partitions`` | 4 | partitions of ``__consumer_offsets`` when it is created (Kafka: 50); an existing topic keeps its count |
 | ``offsets.topic.segment.bytes`` | 104857600 | segment size of ``__consumer_offsets`` |
+| ``offsets.topic.replication.factor`` | 3 | in a cluster, replicas of each ``__consumer_offsets`` partition; the topic is created once this many brokers are live (until then COORDINATOR_NOT_AVAILABLE). A single broker ignores it |
+| ``offsets.commit.required.acks`` | -1 | in a cluster, -1 answers an OffsetCommit once every ISR member has it (below the high watermark), 1 once the leader has |
+| ``offsets.commit.timeout.ms`` | 5000 | in a cluster, how long an OffsetCommit waits for that; then COORDINATOR_NOT_AVAILABLE |
 | ``offsets.retention.minutes`` | 1440 | committed offsets expire this long after their commit (OffsetCommit v2 may ask for another retention) |
 | ``offsets.retention.check.interval.ms`` | 600000 | how often expired offsets are removed |
 | ``offset.metadata.max.bytes`` | 4096 | longest metadata string of a commit (longer: OFFSET_METADATA_TOO_LARGE) |
@@ -37,6 +40,9 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 0
     offsets_topic_num_partitions: int = 4
     offsets_topic_segment_bytes: int = 104857600
+    offsets_topic_replication_factor: int = 3
+    offsets_commit_required_acks: int = -1
+    offsets_commit_timeout_ms: int = 5000
     offsets_retention_ms: int = 1440 * 60 * 1000
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
@@ -50,6 +56,9 @@ class GroupConfig:
         ("group.initial.rebalance.delay.ms", "initial_rebalance_delay_ms", 0, 1),
         ("offsets.topic.num.partitions", "offsets_topic_num_partitions", 1, 1),
         ("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", 1024, 1),
+        ("offsets.topic.replication.factor", "offsets_topic_replication_factor", 1, 1),
+        ("offsets.commit.required.acks", "offsets_commit_required_acks", -1, 1),
+        ("offsets.commit.timeout.ms", "offsets_commit_timeout_ms", 1, 1),
         ("offsets.retention.minutes", "offsets_retention_ms", 1, 60 * 1000),
         ("offsets.retention.check.interval.ms", "offsets_retention_check_interval_ms", 1, 1),
         ("offset.metadata.max.bytes", "offset_metadata_max_bytes", 0, 1),
@@ -75,6 +84,10 @@ class GroupConfig:
                 raise GroupConfigError(f"{name}: {value} is below the minimum {minimum}")
             values[field_name] = value * unit
         result = cls(**values)
+        if result.offsets_commit_required_acks not in (-1, 1):
+            # Kafka refuses 0 too: a commit nobody waits for could be lost unanswered.
+            raise GroupConfigError(f"offsets.commit.required.acks: {result.offsets_commit_required_acks} "
+                                   f"is neither -1 (all in-sync replicas) nor 1 (the leader)")
         if result.min_session_timeout_ms > result.max_session_timeout_ms:
             raise GroupConfigError("group.min.session.timeout.ms is above group.max.session.timeout.ms")
         return result

@@ -29,9 +29,16 @@ Where this departs from Kafka 0.10.2, and why:
   0.10.2 answered REBALANCE_IN_PROGRESS and so forced a second rebalance.
 * A member removed while its JoinGroup/SyncGroup waits gets UNKNOWN_MEMBER_ID instead of
   no answer.
-* One broker coordinates every group, and ``__consumer_offsets`` is loaded before the
+* A single broker coordinates every group, and ``__consumer_offsets`` is loaded before the
   listener serves anything, so NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS never
-  arise; before start-up and from shutdown on the answer is COORDINATOR_NOT_AVAILABLE.
+  arise there; before start-up and from shutdown on the answer is COORDINATOR_NOT_AVAILABLE.
+  In a cluster a broker coordinates the groups of the offsets partitions it leads: it loads
+  one when it becomes its leader (:meth:`GroupCoordinator.became_leader`; LOAD_IN_PROGRESS
+  meanwhile) and drops it when it stops (:meth:`GroupCoordinator.resigned`; NOT_COORDINATOR).
+* In a cluster OffsetCommit is answered once its commit is below the partition's high
+  watermark, and only then enters the state OffsetFetch reads (as in Kafka); group metadata
+  and expiry tombstones are not waited for (a lost one means members rejoin, or an offset
+  expires again).
 * As in 0.10.2, OffsetCommit is refused (REBALANCE_IN_PROGRESS) only in CompletingRebalance:
   during PreparingRebalance a member of the current generation may still commit, which is
   what consumers do just before they rejoin.
@@ -45,6 +52,7 @@ are fired by :meth:`GroupCoordinator.run` (or :meth:`poll` in tests).
 from __future__ import annotations
 
 import logging
+import math
 import re
 import uuid
 from collections.abc import Callable
@@ -58,6 +66,7 @@ from minikafka.broker.groups.records import (GroupKey, GroupRecordError, OffsetA
                                    decode_key, decode_offset_value, group_key, group_value,
                                    offset_key, offset_value, partition_for)
 from minikafka.broker.groups.store import LoadReport, OffsetsPartition, encode_snapshot
+from minikafka.storage.snapshot import SnapshotStore
 from minikafka.broker.groups.timers import TimerQueue
 from minikafka.protocol.errors import ErrorCode, RecordError
 
@@ -65,6 +74,8 @@ logger = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 SNAPSHOT_DIR_NAME = "group-snapshots"
+# How often a cluster broker looks whether a followed partition is due for a snapshot.
+FOLLOWER_SNAPSHOT_CHECK_S = 1.0
 
 # The line start-up logs per partition; tests and bench/ read it back from a broker process's
 # log (load_reports_in) to see what was loaded and replayed, so both directions live here.
@@ -140,6 +151,16 @@ class GroupSummary:
     members: tuple[MemberSummary, ...] = ()
 
 
+@dataclass(slots=True)
+class _Write:
+    """Events appended to ``partition`` up to ``last_offset``; ``apply`` puts them into the
+    in-memory state once they are committed."""
+
+    partition: OffsetsPartition
+    last_offset: int
+    apply: Callable[[], None] = lambda: None
+
+
 class _Reply:
     """A one-shot slot a request handler waits on until the state machine answers."""
 
@@ -164,6 +185,8 @@ class _Reply:
 _STORE_ERRORS = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.LEADER_NOT_AVAILABLE: ErrorCode.NOT_COORDINATOR,
     ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
@@ -173,10 +196,11 @@ _STORE_ERRORS = {
 
 
 class GroupCoordinator:
-    """Coordinates every consumer group of this broker and stores their committed offsets.
+    """Coordinates the consumer groups of this broker and stores their committed offsets.
 
     Lifecycle: built in ``Broker.__init__``; :meth:`startup` after the log manager started
-    (creates ``__consumer_offsets`` if needed, loads snapshots, replays events);
+    (single broker: creates ``__consumer_offsets`` if needed, loads snapshots, replays events;
+    in a cluster partitions come and go with their leadership, see :meth:`became_leader`);
     :meth:`run` as a child of the broker nursery; :meth:`shutdown` before the log manager
     shuts down. ``load_reports`` says what start-up loaded and replayed per partition.
     """
@@ -186,59 +210,178 @@ class GroupCoordinator:
         self.clock = broker.clock
         self.config = GroupConfig.from_broker_config(broker.config)
         self.timers = TimerQueue(on_earlier_deadline=self._wake)
-        self.partitions: list[OffsetsPartition] = []
-        self._groups: list[dict[str, GroupMetadata]] = []
+        # The partitions this broker coordinates (all of them on a single broker; those it
+        # leads, once loaded, in a cluster) and their groups, by partition index.
+        self.partitions: dict[int, OffsetsPartition] = {}
+        self._groups: dict[int, dict[str, GroupMetadata]] = {}
+        # Partitions being loaded after this broker became their leader -> the load's token
+        # (a load whose token is no longer here was overtaken by a leadership change).
+        self._loading: dict[int, object] = {}
+        self._loads_in, self._loads_out = trio.open_memory_channel(math.inf)
         self.load_reports: list[LoadReport] = []
         self._active = False
         self._wakeup: trio.Event | None = None
         self._snapshots_due: set[int] = set()
         self._snapshot_wakeup: trio.Event | None = None
         self._partition_cache: dict[str, int] = {}
+        self._partition_cache_count = 0
+        # Partitions of __consumer_offsets once known for certain: on a single broker from
+        # start-up; in a cluster from ZooKeeper, before the first partition is loaded (the
+        # metadata cache fills in partition by partition, and a group placed by a partial
+        # count would land in the wrong partition). It never changes afterwards.
+        self.topic_partitions: int | None = None
+        # Followed partitions: the offset of the newest snapshot this broker holds of each.
+        self._follower_snapshot_at: dict[int, int] = {}
+
+    @property
+    def clustered(self) -> bool:
+        return self.broker.cluster is not None
 
     # ================================================================ lifecycle
 
     def startup(self) -> None:
-        """Create ``__consumer_offsets`` if missing, then load every partition: newest valid
-        snapshot, then the events after it."""
+        """Single broker: create ``__consumer_offsets`` if missing, then load every partition
+        (newest valid snapshot, then the events after it). In a cluster nothing is loaded
+        here: partitions are loaded as this broker becomes their leader (:meth:`became_leader`)."""
+        if self.clustered:
+            self._active = True
+            return
         log_manager = self.broker.log_manager
         count = log_manager.topics().get(GROUP_METADATA_TOPIC)
         if count is None:
             count = self.config.offsets_topic_num_partitions
-            log_manager.create_topic(GROUP_METADATA_TOPIC, count, {
-                # As in Kafka, retention never deletes from this topic; segments go only
-                # once snapshots cover them (store.OffsetsPartition.snapshot_written).
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-            })
+            log_manager.create_topic(GROUP_METADATA_TOPIC, count, self.offsets_topic_configs())
             logger.info("created %s with %d partition(s)", GROUP_METADATA_TOPIC, count)
-        self._partition_cache.clear()
-        self.partitions = []
-        self._groups = [{} for _ in range(count)]
+        self.topic_partitions = count
+        self.partitions = {}
+        self._groups = {}
         self.load_reports = []
         for index in range(count):
             log = log_manager.get_log(GROUP_METADATA_TOPIC, index)
             partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock)
-            self.partitions.append(partition)
-            self.load_reports.append(self._load(partition))
-        now = self.clock.time_ms()
-        for groups in self._groups:
-            for group in groups.values():
-                for member in group.members.values():
-                    self._schedule_heartbeat(group, member, now)
+            groups: dict[str, GroupMetadata] = {}
+            self.load_reports.append(self._load(partition, groups))
+            self._install(partition, groups)
         self._active = True
+
+    def offsets_topic_configs(self) -> dict[str, str]:
+        """Topic configs of ``__consumer_offsets``, on one broker as in a cluster."""
+        # As in Kafka, retention never deletes from this topic; segments go only once
+        # snapshots cover them (store.OffsetsPartition.snapshot_written).
+        return {"cleanup.policy": "compact", "segment.bytes": str(self.config.offsets_topic_segment_bytes)}
+
+    def _install(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata]) -> None:
+        """Start coordinating a loaded partition: its groups' members get their sessions."""
+        index = partition.partition
+        self.partitions[index] = partition
+        self._groups[index] = groups
+        now = self.clock.time_ms()
+        for group in groups.values():
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member, now)
+
+    # ---------------------------------------------------------------- cluster leadership
+
+    def became_leader(self, index: int, log, writer) -> None:
+        """This broker now leads ``__consumer_offsets-index``: load it in the background and
+        answer COORDINATOR_LOAD_IN_PROGRESS for its groups until then. ``writer`` appends
+        through the leader replica and says when an append is committed."""
+        self._unload(index, log)
+        token = object()
+        self._loading[index] = token
+        self._loads_in.send_nowait((index, log, writer, token))
+
+    def served_partitions(self) -> list[int]:
+        """The partitions this broker coordinates or is loading."""
+        return sorted({*self.partitions, *self._loading})
+
+    def resigned(self, index: int, log) -> None:
+        """This broker follows (or no longer holds) ``__consumer_offsets-index``: its groups
+        are dropped and their requests answered NOT_COORDINATOR; the new leader loads them."""
+        self._unload(index, log)
+
+    def _unload(self, index: int, log) -> None:
+        self._loading.pop(index, None)
+        self._snapshots_due.discard(index)
+        self._follower_snapshot_at.pop(index, None)
+        self.partitions.pop(index, None)
+        groups = self._groups.pop(index, {})
+        for group in groups.values():
+            self._drop_group(group)
+        if groups:
+            logger.info("%s-%d: no longer its leader: dropped %d group(s)", GROUP_METADATA_TOPIC, index,
+                        len(groups))
+        if log is not None:
+            # A snapshot covers events up to its offset; above the high watermark those may
+            # not survive (a follower truncates to its new leader's log), and loading such a
+            # snapshot later would bring back commits the cluster never acknowledged.
+            removed = SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).remove_newer_than(log.high_watermark)
+            if removed:
+                logger.info("%s-%d: removed %d snapshot(s) above the high watermark %d", GROUP_METADATA_TOPIC,
+                            index, removed, log.high_watermark)
+
+    def _drop_group(self, group: GroupMetadata) -> None:
+        """Kafka's onGroupUnloaded: waiting requests learn that this broker is not the
+        coordinator any more, and no timer of the group fires again."""
+        if group.rebalance_timer is not None:
+            group.rebalance_timer.cancel()
+            group.rebalance_timer = None
+        for member in group.members.values():
+            self._release(member, ErrorCode.NOT_COORDINATOR)
+        group.transition_to(GroupState.DEAD)
+
+    async def _run_loads(self) -> None:
+        async with trio.open_nursery() as nursery:
+            async for index, log, writer, token in self._loads_out:
+                nursery.start_soon(self._load_led, index, log, writer, token)
+
+    async def _load_led(self, index: int, log, writer, token) -> None:
+        """Load a partition this broker became leader of, off the event loop; install it
+        unless leadership moved meanwhile, then snapshot it if the load replayed anything."""
+        partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
+                                     delete_covered_segments=False)
+        groups: dict[str, GroupMetadata] = {}
+        while self.topic_partitions is None:
+            try:
+                self.topic_partitions = await writer.topic_partitions()
+            except Exception as exc:  # ZooKeeper unavailable: the load waits for it
+                logger.warning("%s-%d: partition count unknown (%s); retrying", GROUP_METADATA_TOPIC, index, exc)
+                await trio.sleep(0.5)
+                if self._loading.get(index) is not token:
+                    return
+        try:
+            report = await trio.to_thread.run_sync(self._load, partition, groups)
+        except Exception:
+            if self._loading.get(index) is token:
+                logger.exception("%s-%d: loading failed; its groups stay unavailable", GROUP_METADATA_TOPIC, index)
+            return
+        if self._loading.get(index) is not token:
+            return
+        del self._loading[index]
+        self.load_reports.append(report)
+        self._install(partition, groups)
+        if partition.events_since_snapshot:
+            self._snapshot_soon(index)
+
+    def _snapshot_soon(self, index: int) -> None:
+        self._snapshots_due.add(index)
+        if self._snapshot_wakeup is not None:
+            self._snapshot_wakeup.set()
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Fire session and rebalance timers, expire offsets, write due snapshots."""
         self._wakeup = trio.Event()
         self._snapshot_wakeup = trio.Event()
         # A long replay at start-up is snapshotted at once, so the next start is quick.
-        for partition in self.partitions:
+        for partition in self.partitions.values():
             if partition.due_for_snapshot(self.config.snapshot_interval_events,
                                           self.config.snapshot_interval_bytes):
-                self._snapshots_due.add(partition.partition)
-                self._snapshot_wakeup.set()
+                self._snapshot_soon(partition.partition)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._snapshot_writer)
+            if self.clustered:
+                nursery.start_soon(self._run_loads)
+                nursery.start_soon(self._follower_snapshots)
             task_status.started()
             next_expiry = self.clock.time_ms()
             while True:
@@ -266,7 +409,7 @@ class GroupCoordinator:
         if not self._active:
             return
         self._active = False
-        for partition in self.partitions:
+        for partition in self.partitions.values():
             try:
                 self._snapshot_sync(partition)
             except Exception:
@@ -279,20 +422,29 @@ class GroupCoordinator:
 
     # ================================================================ lookup
 
+    def partition_count(self) -> int:
+        """Partitions of ``__consumer_offsets``: the topic's, or the count it will be created with."""
+        if self.topic_partitions is not None:
+            return self.topic_partitions
+        return self.config.offsets_topic_num_partitions
+
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition that holds ``group_id``."""
+        count = self.partition_count()
+        if count != self._partition_cache_count:
+            self._partition_cache.clear()
+            self._partition_cache_count = count
         index = self._partition_cache.get(group_id)
         if index is None:
             # Java's String.hashCode is a Python loop; every request of a group needs it.
             if len(self._partition_cache) > 100_000:
                 self._partition_cache.clear()
-            index = self._partition_cache[group_id] = partition_for(group_id, len(self.partitions))
+            index = self._partition_cache[group_id] = partition_for(group_id, count)
         return index
 
     def group(self, group_id: str) -> GroupMetadata | None:
-        if not self.partitions:
-            return None
-        return self._groups[self.partition_for(group_id)].get(group_id)
+        groups = self._groups.get(self.partition_for(group_id))
+        return None if groups is None else groups.get(group_id)
 
     def _add_group(self, group_id: str) -> GroupMetadata:
         group = GroupMetadata(group_id)
@@ -303,7 +455,10 @@ class GroupCoordinator:
         """The coordinator-level error for a request about ``group_id`` (NONE if we serve it)."""
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if not self.broker.coordinates_groups():
+        index = self.partition_for(group_id)
+        if index in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if index not in self.partitions:
             return ErrorCode.NOT_COORDINATOR
         if validate_id and not group_id:
             return ErrorCode.INVALID_GROUP_ID
@@ -600,18 +755,23 @@ class GroupCoordinator:
         self._on_member_failure(group, member)
 
     def _remove_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
-        if member.heartbeat_timer is not None:
-            member.heartbeat_timer.cancel()
-            member.heartbeat_timer = None
         group.remove(member.member_id)
         # A request of the member still waiting (its LeaveGroup came on another connection)
         # is answered rather than left hanging.
+        self._release(member, ErrorCode.UNKNOWN_MEMBER_ID)
+
+    @staticmethod
+    def _release(member: MemberMetadata, error: ErrorCode) -> None:
+        """Stop the member's session timer and answer its waiting JoinGroup / SyncGroup with ``error``."""
+        if member.heartbeat_timer is not None:
+            member.heartbeat_timer.cancel()
+            member.heartbeat_timer = None
         join_callback, member.join_callback = member.join_callback, None
         sync_callback, member.sync_callback = member.sync_callback, None
         if join_callback is not None:
-            join_callback(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+            join_callback(JoinResult(error, member.member_id))
         if sync_callback is not None:
-            sync_callback(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+            sync_callback(SyncResult(error))
 
     def _on_member_failure(self, group: GroupMetadata, member: MemberMetadata) -> None:
         self._remove_member(group, member)
@@ -622,20 +782,42 @@ class GroupCoordinator:
 
     # ================================================================ offsets
 
+    async def commit(self, group_id: str, member_id: str, generation_id: int,
+                     retention_ms: int, commits: list[PartitionCommit]) -> list[ErrorCode]:
+        """OffsetCommit: store committed offsets; one error per commit, in order, answered once
+        the commit is committed in ``__consumer_offsets`` (in a cluster: below its high
+        watermark, or in the leader with ``offsets.commit.required.acks`` 1).
+
+        ``retention_ms`` -1 means ``offsets.retention.minutes``; ``generation_id`` -1 with an
+        empty ``member_id`` is a commit outside group management. As in Kafka, the empty group
+        id is accepted here (old clients commit under it); only the membership APIs refuse it.
+        Until the commit is committed OffsetFetch still answers the previous offsets."""
+        errors, write = self._commit(group_id, member_id, generation_id, retention_ms, commits)
+        if write is not None:
+            error = await self._committed(write)
+            if error:
+                return [error if e == ErrorCode.NONE else e for e in errors]
+            write.apply()
+        return errors
+
     def commit_offsets(self, group_id: str, member_id: str, generation_id: int,
                        retention_ms: int, commits: list[PartitionCommit]) -> list[ErrorCode]:
-        """Store committed offsets; one error per commit, in order. ``retention_ms`` -1 means
-        ``offsets.retention.minutes``; ``generation_id`` -1 with an empty ``member_id`` is a
-        commit outside group management. As in Kafka, the empty group id is accepted here
-        (old clients commit under it); only the membership APIs refuse it."""
+        """:meth:`commit` for a single broker, whose appends are committed at once."""
+        errors, write = self._commit(group_id, member_id, generation_id, retention_ms, commits)
+        if write is not None:
+            write.apply()
+        return errors
+
+    def _commit(self, group_id: str, member_id: str, generation_id: int, retention_ms: int,
+                commits: list[PartitionCommit]) -> tuple[list[ErrorCode], "_Write | None"]:
         error = self._check(group_id, validate_id=False)
         if error:
-            return [error] * len(commits)
+            return [error] * len(commits), None
         group = self.group(group_id)
         if group is None:
             if generation_id >= 0:
                 # A member of a group we do not know: a stale generation.
-                return [ErrorCode.ILLEGAL_GENERATION] * len(commits)
+                return [ErrorCode.ILLEGAL_GENERATION] * len(commits), None
             group = self._add_group(group_id)
         if group.is_(GroupState.DEAD):
             error = ErrorCode.UNKNOWN_MEMBER_ID
@@ -650,11 +832,11 @@ class GroupCoordinator:
         else:
             self._schedule_heartbeat(group, group.members[member_id], self.clock.time_ms())
         if error:
-            return [error] * len(commits)
+            return [error] * len(commits), None
         return self._store_offsets(group, retention_ms, commits)
 
     def _store_offsets(self, group: GroupMetadata, retention_ms: int,
-                       commits: list[PartitionCommit]) -> list[ErrorCode]:
+                       commits: list[PartitionCommit]) -> tuple[list[ErrorCode], "_Write | None"]:
         now = self.clock.time_ms()
         retention = self.config.offsets_retention_ms if retention_ms == -1 else retention_ms
         errors: list[ErrorCode] = []
@@ -669,14 +851,23 @@ class GroupCoordinator:
                 commit.offset, metadata, committed_at, committed_at + retention)
             errors.append(ErrorCode.NONE)
         if not accepted:
-            return errors
+            return errors, None
         events = [(offset_key(group.group_id, topic, partition), offset_value(committed))
                   for (topic, partition), committed in accepted.items()]
-        store_error = self._append(group.group_id, events)
+        store_error, write = self._append(group.group_id, events)
         if store_error:
-            return [store_error if e == ErrorCode.NONE else e for e in errors]
-        group.offsets.update(accepted)
-        return errors
+            return [store_error if e == ErrorCode.NONE else e for e in errors], None
+
+        def apply() -> None:
+            # Commits of one group may be acknowledged out of order: an offset only ever
+            # replaces one appended before it.
+            for key, committed in accepted.items():
+                if group.offset_positions.get(key, -1) < write.last_offset:
+                    group.offsets[key] = committed
+                    group.offset_positions[key] = write.last_offset
+
+        write.apply = apply
+        return errors, write
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
                       ) -> tuple[ErrorCode, list[FetchedOffset]]:
@@ -705,7 +896,7 @@ class GroupCoordinator:
         if not self._active:
             return 0
         removed = 0
-        for groups in self._groups:
+        for groups in self._groups.values():
             for group in list(groups.values()):
                 expired = [tp for tp, committed in group.offsets.items()
                            if committed.expire_timestamp < now]
@@ -715,7 +906,7 @@ class GroupCoordinator:
                     events.append((group_key(group.group_id), None))
                 if not events:
                     continue
-                if self._append(group.group_id, events):
+                if self._append(group.group_id, events)[0]:
                     continue   # logged; the next pass retries
                 for tp in expired:
                     del group.offsets[tp]
@@ -733,8 +924,10 @@ class GroupCoordinator:
     def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str]]]:
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        if self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         return ErrorCode.NONE, [(group.group_id, group.protocol_type or "")
-                                for groups in self._groups for group in groups.values()
+                                for groups in self._groups.values() for group in groups.values()
                                 if not group.is_(GroupState.DEAD)]
 
     def describe_group(self, group_id: str) -> GroupSummary:
@@ -760,34 +953,44 @@ class GroupCoordinator:
 
     def _store_group(self, group: GroupMetadata) -> ErrorCode:
         value = group_value(group.stored())
-        error = self._append(group.group_id, [(group_key(group.group_id), value)])
+        error, _ = self._append(group.group_id, [(group_key(group.group_id), value)])
         if not error:
             group.persisted = value
         return error
 
-    def _append(self, group_id: str, events) -> ErrorCode:
+    def _append(self, group_id: str, events) -> tuple[ErrorCode, "_Write | None"]:
+        """Append events of ``group_id`` to its partition (which this broker coordinates).
+        Group metadata and tombstones do not wait for the returned write to be committed:
+        a lost one is a group the members rejoin, an offset that expires again."""
         index = self.partition_for(group_id)
         partition = self.partitions[index]
         try:
-            partition.append(events)
+            last_offset = partition.append(events)
         except RecordError as exc:
             logger.warning("%s-%d: append refused: %s", GROUP_METADATA_TOPIC, index, exc)
-            return _STORE_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return _STORE_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR), None
         except OSError:
             logger.exception("%s-%d: append failed", GROUP_METADATA_TOPIC, index)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        self.broker.append_waiters.notify(GROUP_METADATA_TOPIC, index)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if not self.clustered:
+            # In a cluster the replica manager wakes readers as the high watermark moves.
+            self.broker.append_waiters.notify(GROUP_METADATA_TOPIC, index)
         if partition.due_for_snapshot(self.config.snapshot_interval_events,
                                       self.config.snapshot_interval_bytes):
-            self._snapshots_due.add(index)
-            if self._snapshot_wakeup is not None:
-                self._snapshot_wakeup.set()
-        return ErrorCode.NONE
+            self._snapshot_soon(index)
+        return ErrorCode.NONE, _Write(partition, last_offset)
 
-    def _apply_event(self, index: int, key: bytes, value: bytes | None) -> None:
-        """Fold one event (from a snapshot or the log) into the in-memory state."""
+    async def _committed(self, write: "_Write") -> ErrorCode:
+        """Wait until ``write`` is committed; NOT_COORDINATOR if this broker stopped leading
+        its partition meanwhile (the state it was applied to is gone)."""
+        error = await write.partition.writer.committed(write.last_offset)
+        if self.partitions.get(write.partition.partition) is not write.partition:
+            return ErrorCode.NOT_COORDINATOR
+        return _STORE_ERRORS.get(error, error) if error else ErrorCode.NONE
+
+    def _apply_event(self, groups: dict[str, GroupMetadata], key: bytes, value: bytes | None) -> None:
+        """Fold one event (from a snapshot or the log) into one partition's ``groups``."""
         decoded = decode_key(key)
-        groups = self._groups[index]
         group = groups.get(decoded.group_id)
         if isinstance(decoded, GroupKey):
             if value is None:
@@ -824,24 +1027,28 @@ class GroupCoordinator:
             group = groups[decoded.group_id] = GroupMetadata(decoded.group_id)
         group.offsets[topic_partition] = committed
 
-    def _load(self, partition: OffsetsPartition) -> LoadReport:
+    def _load(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata], *,
+              end: int | None = None, report_line: bool = True) -> LoadReport:
+        """Fold the newest valid snapshot and the events after it, up to ``end`` (default:
+        the log end), into ``groups``. Touches no other state, so it may run in a worker
+        thread while the partition is not served."""
         index = partition.partition
         log = partition.log
-        snapshot_offset = partition.load_snapshot(lambda key, value: self._apply_event(index, key, value),
-                                                  self._groups[index].clear)
+        snapshot_offset = partition.load_snapshot(lambda key, value: self._apply_event(groups, key, value),
+                                                  groups.clear)
         if snapshot_offset is not None:
             partition.snapshot_offsets = [snapshot_offset]
         start = partition.replay_start(snapshot_offset)
         replayed = 0
-        for offset, key, value in partition.read_events(start):
+        for offset, key, value in partition.read_events(start, end):
             try:
-                self._apply_event(index, key, value)
+                self._apply_event(groups, key, value)
             except GroupRecordError as exc:
                 logger.error("%s-%d: skipping undecodable event at offset %d: %s",
                              GROUP_METADATA_TOPIC, index, offset, exc)
                 continue
             replayed += 1
-        end = log.log_end_offset
+        end = log.log_end_offset if end is None else end
         partition.events_since_snapshot = replayed
         if snapshot_offset is not None and snapshot_offset > end:
             # The log lost its tail (power loss before a flush) below a fsynced snapshot.
@@ -850,24 +1057,27 @@ class GroupCoordinator:
             logger.warning("%s-%d: snapshot at %d is past the log end %d; rewriting it at %d",
                            GROUP_METADATA_TOPIC, index, snapshot_offset, end, end)
             partition.snapshot_offsets = []
-            self._snapshot_sync(partition, force=True)
+            self._snapshot_sync(partition, groups, force=True)
             partition.snapshots.remove_newer_than(end)
         report = LoadReport(index, snapshot_offset, start, end, replayed)
-        logger.info(_LOAD_LINE, GROUP_METADATA_TOPIC, index,
+        if report_line:
+            logger.info(_LOAD_LINE, GROUP_METADATA_TOPIC, index,
                     "none" if snapshot_offset is None else f"at offset {snapshot_offset}",
                     replayed, start, end)
         return report
 
     # ================================================================ snapshots
 
-    def _capture(self, partition: OffsetsPartition, *, force: bool = False):
+    def _capture(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata], *, force: bool = False):
         """The snapshot offset and a copy of the partition's state, or None if nothing is new."""
         offset = partition.begin_snapshot(force=force)
         if offset is None:
             return None
-        state = [(group.group_id, group.persisted, list(group.offsets.items()))
-                 for group in self._groups[partition.partition].values()]
-        return offset, state
+        return offset, self._state(groups)
+
+    @staticmethod
+    def _state(groups: dict[str, GroupMetadata]):
+        return [(group.group_id, group.persisted, list(group.offsets.items())) for group in groups.values()]
 
     @staticmethod
     def _entries(state):
@@ -877,8 +1087,10 @@ class GroupCoordinator:
             for (topic, partition), committed in offsets:
                 yield offset_key(group_id, topic, partition), offset_value(committed)
 
-    def _snapshot_sync(self, partition: OffsetsPartition, *, force: bool = False) -> None:
-        captured = self._capture(partition, force=force)
+    def _snapshot_sync(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata] | None = None, *,
+                       force: bool = False) -> None:
+        captured = self._capture(partition, self._groups[partition.partition] if groups is None else groups,
+                                 force=force)
         if captured is None:
             return
         offset, state = captured
@@ -898,8 +1110,10 @@ class GroupCoordinator:
             self._snapshot_wakeup = trio.Event()
             while self._snapshots_due:
                 index = self._snapshots_due.pop()
-                partition = self.partitions[index]
-                captured = self._capture(partition)
+                partition = self.partitions.get(index)
+                if partition is None:
+                    continue
+                captured = self._capture(partition, self._groups[index])
                 if captured is None:
                     continue
                 offset, state = captured
@@ -917,5 +1131,49 @@ class GroupCoordinator:
                     # must still see these events as new.
                     partition.abandon_snapshot()
                     raise
+                if self.partitions.get(index) is not partition:
+                    # Leadership moved while it was written: it may cover events above the
+                    # high watermark that the new leader does not have (see _unload).
+                    partition.snapshots.remove_newer_than(partition.log.high_watermark)
+                    continue
                 partition.snapshot_written(offset)
                 logger.info("%s-%d: wrote snapshot at offset %d", GROUP_METADATA_TOPIC, index, offset)
+
+    async def _follower_snapshots(self) -> None:
+        """Snapshot the partitions this broker follows, so that whichever replica becomes
+        leader replays little: every ``offsets.snapshot.interval.events`` committed offsets
+        of the log, its newest snapshot plus the events up to the high watermark are folded
+        (in a worker thread) into a snapshot at the high watermark, which no truncation
+        goes below."""
+        while True:
+            await trio.sleep(FOLLOWER_SNAPSHOT_CHECK_S)
+            log_manager = self.broker.log_manager
+            for index in range(self.partition_count()):
+                log = log_manager.get_log(GROUP_METADATA_TOPIC, index)
+                if log is None or index in self.partitions or index in self._loading:
+                    continue
+                newest = self._follower_snapshot_at.get(index)
+                if newest is None:
+                    newest = max(SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).offsets(), default=0)
+                    self._follower_snapshot_at[index] = newest
+                if log.high_watermark - newest < self.config.snapshot_interval_events:
+                    continue
+                try:
+                    offset = await trio.to_thread.run_sync(self._snapshot_by_replay, index, log)
+                except Exception:
+                    logger.exception("%s-%d: follower snapshot failed", GROUP_METADATA_TOPIC, index)
+                    continue
+                if index not in self.partitions and index not in self._loading:
+                    self._follower_snapshot_at[index] = offset
+
+    def _snapshot_by_replay(self, index: int, log) -> int:
+        partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock,
+                                     delete_covered_segments=False)
+        end = log.high_watermark
+        groups: dict[str, GroupMetadata] = {}
+        report = self._load(partition, groups, end=end, report_line=False)
+        partition.write_snapshot(end, encode_snapshot(index, end, self._entries(self._state(groups))))
+        partition.snapshot_written(end)
+        logger.info("%s-%d: follower wrote snapshot at offset %d (replayed %d event(s) from offset %d)",
+                    GROUP_METADATA_TOPIC, index, end, report.events_replayed, report.replay_start_offset)
+        return end

@@ -104,6 +104,9 @@ class GroupMetadata:
     leader_id: str | None = None
     members: dict[str, MemberMetadata] = field(default_factory=dict)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # (topic, partition) -> log offset of the commit event ``offsets`` holds, for commits
+    # of this process (acknowledged in any order in a cluster).
+    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
     persisted: bytes | None = None
     rebalance_epoch: int = 0
     rebalance_timer: Timer | None = None

@@ -11,7 +11,9 @@ valid snapshot and replays only the events from its offset on.
 Why a committed offset is never lost
 -------------------------------------
 * An OffsetCommit is answered only after its event is in the log (page cache: survives a
-  killed process, like any Kafka append; ``log.flush.*`` settings decide fsync).
+  killed process, like any Kafka append; ``log.flush.*`` settings decide fsync) and, in a
+  cluster, in the partition's in-sync replicas (below the high watermark: the partition's
+  writer, see :class:`LocalWriter`).
 * A snapshot is written to a temporary file, fsynced, then renamed (``SnapshotStore``), so it
   is either whole or absent; a file damaged later fails its checksum and is skipped. One whose
   checksum holds but which cannot be decoded (a format from another version) is set aside as
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minikafka.broker.groups.records import GroupRecordError
+from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import build_message_set, iter_records
 from minikafka.storage.snapshot import SnapshotStore
 
@@ -110,6 +113,25 @@ def decode_snapshot(partition: int, offset: int, data: bytes) -> Iterator[tuple[
         raise SnapshotFormatError(f"{len(data) - pos} bytes after the last snapshot entry")
 
 
+class LocalWriter:
+    """How the coordinator appends to a partition on a single broker: as the leader, which is
+    the whole ISR, so an append is committed as soon as it is in the log.
+
+    A cluster's writer (``broker.cluster_mode.OffsetsWriter``) has the same two methods:
+    ``append`` goes through the partition's leader replica at its leader epoch, and
+    ``committed`` waits for the high watermark."""
+
+    def __init__(self, log) -> None:
+        self.log = log
+
+    def append(self, message_set: bytes) -> int:
+        """Append and return the last offset; raises what the log raises (RecordError, OSError)."""
+        return self.log.append_as_leader(message_set).last_offset
+
+    async def committed(self, last_offset: int) -> ErrorCode:
+        return ErrorCode.NONE
+
+
 @dataclass(frozen=True, slots=True)
 class LoadReport:
     """What start-up did for one partition: the snapshot it used (None: full replay from
@@ -129,9 +151,15 @@ class OffsetsPartition:
     one loaded at start-up, then every one written), oldest first.
     """
 
-    def __init__(self, partition: int, log, snapshot_dir: Path, clock) -> None:
+    def __init__(self, partition: int, log, snapshot_dir: Path, clock, writer=None, *,
+                 delete_covered_segments: bool = True) -> None:
         self.partition = partition
         self.log = log
+        # A replicated partition keeps its segments: a replica that fetches the log from the
+        # leader's start has no snapshot of what came before (Kafka compacts instead; KRaft
+        # would send the snapshot).
+        self.delete_covered_segments = delete_covered_segments
+        self.writer = writer if writer is not None else LocalWriter(log)
         self.snapshots = SnapshotStore(snapshot_dir)
         self.clock = clock
         self.snapshot_offsets: list[int] = []
@@ -141,19 +169,21 @@ class OffsetsPartition:
 
     # ------------------------------------------------------------------ events
 
-    def append(self, events: list[Event]) -> None:
-        """Append events as one magic-1 message set (all or nothing); raises what the log
-        raises (RecordError, OSError)."""
+    def append(self, events: list[Event]) -> int:
+        """Append events as one magic-1 message set (all or nothing) and return its last
+        offset; raises what the writer raises (RecordError, OSError)."""
         now = self.clock.time_ms()
         message_set = build_message_set([(key, value, now) for key, value in events], magic=1)
-        self.log.append_as_leader(message_set)
+        last_offset = self.writer.append(message_set)
         self.events_since_snapshot += len(events)
         self.bytes_since_snapshot += len(message_set)
+        return last_offset
 
-    def read_events(self, start_offset: int) -> Iterator[tuple[int, bytes, bytes | None]]:
-        """Yield (offset, key, value) of every event from ``start_offset`` to the log end."""
+    def read_events(self, start_offset: int, end: int | None = None) -> Iterator[tuple[int, bytes, bytes | None]]:
+        """Yield (offset, key, value) of every event from ``start_offset`` to ``end`` (default:
+        the log end)."""
         offset = start_offset
-        end = self.log.log_end_offset
+        end = self.log.log_end_offset if end is None else end
         while offset < end:
             chunk = self.log.read(offset, REPLAY_READ_BYTES).read_bytes()
             if not chunk:
@@ -162,6 +192,8 @@ class OffsetsPartition:
             for record in iter_records(chunk):
                 if record.offset < offset:
                     continue   # inner messages of a wrapper that straddles start_offset
+                if record.offset >= end:
+                    return
                 next_offset = record.offset + 1
                 if record.key is not None:
                     yield record.offset, record.key, record.value
@@ -254,6 +286,8 @@ class OffsetsPartition:
         del self.snapshot_offsets[:-SNAPSHOTS_KEPT]
         keep_from = self.snapshot_offsets[0]
         self.snapshots.remove_older_than(keep_from)
+        if not self.delete_covered_segments:
+            return
         deleted = self.log.delete_segments_below(keep_from)
         if deleted:
             logger.info("__consumer_offsets-%d: removed %d segment(s) below offset %d, covered by snapshots %s",

@@ -2,8 +2,8 @@
 
 On a single broker that is always this one (``node_id``, advertised host and port), as soon
 as the group coordinator is up; before that (or after shutdown began) the answer is
-COORDINATOR_NOT_AVAILABLE, which clients retry. In a cluster it is the controller (until
-``__consumer_offsets`` is replicated, its disk holds the groups).
+COORDINATOR_NOT_AVAILABLE, which clients retry. In a cluster it is the leader of the group's
+``__consumer_offsets`` partition (``Broker.find_group_coordinator``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ API_KEY = ApiKey.FIND_COORDINATOR
 
 
 async def handle(broker, request) -> dict:
-    error = broker.group_coordinator.find_coordinator(request.body.key)
-    endpoint = broker.group_coordinator_endpoint()
+    error, endpoint = await broker.find_group_coordinator(request.body.key)
     if error or endpoint is None:
         return {"error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "", "port": -1}
     node_id, host, port = endpoint

@@ -4,7 +4,8 @@ v0 carries no generation or member (a commit outside group management, generatio
 v1 adds them and a per-partition commit timestamp (-1: now); v2 replaces the timestamp with
 a request-wide retention time (-1: ``offsets.retention.minutes``). Offsets of topics the
 broker does not have fail with UNKNOWN_TOPIC_OR_PARTITION, as in Kafka; the rest go to the
-coordinator in one append.
+coordinator in one append, answered once that append is committed (in a cluster: below
+``__consumer_offsets``' high watermark, ``offsets.commit.required.acks``).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ async def handle(broker, request) -> dict:
                 partition.committed_metadata,
                 partition.commit_timestamp if version == 1 else -1))
     if commits:
-        results = broker.group_coordinator.commit_offsets(body.group_id, member_id, generation_id,
-                                                          retention_ms, commits)
+        results = await broker.group_coordinator.commit(body.group_id, member_id, generation_id,
+                                                        retention_ms, commits)
         for commit, error in zip(commits, results):
             errors[(commit.topic, commit.partition)] = error
     return {"topics": [

@@ -183,7 +183,7 @@ def test_a_server_properties_written_for_kafka_is_accepted(tmp_path, caplog):
     warned = {record.args[0] for record in caplog.records}
     assert warned == {"num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
                       "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
-                      "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                      "transaction.state.log.replication.factor",
                       "transaction.state.log.min.isr"}
 
 
