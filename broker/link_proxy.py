@@ -15,6 +15,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from typing import Callable
 
 __all__ = ["LinkProxy"]
@@ -39,7 +40,7 @@ def _reset(sock: socket.socket) -> None:
 class LinkProxy:
     """Listens on ``127.0.0.1:<free port>`` (``address``) and forwards every connection to
     ``target()`` -- looked up per connection, since a restarted broker may have a new port;
-    None (target not running) refuses the connection."""
+    None (target not running) for ``connect_timeout`` refuses the connection."""
 
     def __init__(self, name: str, target: Callable[[], tuple[str, int] | None],
                  connect_timeout: float = 2.0) -> None:
@@ -101,7 +102,11 @@ class LinkProxy:
                              name=f"link-proxy {self.name} connect").start()
 
     def _open(self, client: socket.socket) -> None:
-        target = self.target()
+        # A broker registers (and is dialled) a moment before the fixture has read its port
+        # from the ready line: give the target that moment rather than refuse.
+        deadline = time.monotonic() + self.connect_timeout
+        while (target := self.target()) is None and time.monotonic() < deadline and not self.cut_off:
+            time.sleep(0.01)
         if target is None:
             _reset(client)
             return

@@ -618,6 +618,10 @@ class MinikafkaCluster:
             if broker.running and not broker.paused:
                 self._wait_registered(self.brokers.index(broker) + 1, True)
 
+    def _is_cut(self, frm: int, to: int | str) -> bool:
+        link = self.links.get((frm, to))
+        return link is not None and link.cut_off
+
     def cut_links(self) -> list[tuple[int, int | str]]:
         """The directed links cut now."""
         return sorted((k for k, link in self.links.items() if link.cut_off), key=str)
@@ -687,23 +691,30 @@ class MinikafkaCluster:
             self._before(deadline, "a controller")
 
     def _wait_registered(self, broker_id: int, live: bool) -> None:
-        """Until ZooKeeper holds (or has dropped) the broker's registration and the controller's
-        metadata agrees; a cluster without a reachable controller is judged by ZooKeeper alone."""
+        """Until ZooKeeper holds (or has dropped) the broker's registration and every broker
+        the controller can reach has metadata that agrees (so any client sees the change); a
+        cluster without a controller is judged by ZooKeeper alone."""
         deadline = time.monotonic() + self.fault_timeout
         state = "live" if live else "gone"
         while (broker_id in self._registered()) != live:
             self._before(deadline, f"broker {broker_id} {state} in ZooKeeper")
+        pending = None
         while True:
             try:
                 controller = self._controller_broker() if self._zk().exists("/controller") else None
                 if controller is None:
                     return
-                listed = {b.node_id for b in self.metadata(via=controller).brokers}
-                if (broker_id in listed) == live:
+                controller_id = self.brokers.index(controller) + 1
+                observers = [b for b in self._registered()
+                             if self.broker(b).running and not self.broker(b).paused
+                             and not self._is_cut(controller_id, b)]
+                pending = [b for b in observers
+                           if (broker_id in {n.node_id for n in self.metadata(via=self.broker(b)).brokers}) != live]
+                if not pending:
                     return
             except OSError:
                 pass
-            self._before(deadline, f"broker {broker_id} {state} in the controller's metadata")
+            self._before(deadline, f"broker {broker_id} {state} in the metadata of brokers {pending}")
 
     def close(self) -> None:
         crashes = []
