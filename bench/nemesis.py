@@ -433,13 +433,13 @@ def _probe_acks_all(cluster: MinikafkaCluster, recorder: Recorder, deadline: flo
                 producer.close(timeout=2)
 
 
-def run(seconds: float, seed: int, work_dir: Path, out=print) -> Verdict:
+def run(seconds: float, seed: int, work_dir: Path, out=print, zookeeper: str | None = None) -> Verdict:
     steps = schedule(seed, seconds)
     out(f"seed {seed}, {seconds:.0f} s, {len(steps)} faults scheduled:")
     for step in steps:
         out("  " + step.describe())
     recorder = Recorder()
-    with MinikafkaCluster(work_dir, len(BROKERS), OVERRIDES) as cluster:
+    with MinikafkaCluster(work_dir, len(BROKERS), OVERRIDES, zookeeper=zookeeper) as cluster:
         for client in CLIENTS:
             cluster.create_topic(topic_of(client), PARTITIONS, len(BROKERS))
         stop_producers, stop_consumer = threading.Event(), threading.Event()
@@ -516,11 +516,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=1.0, help="length of the nemesis phase")
     parser.add_argument("--seed", type=int, default=None, help="draws the schedule (default: random)")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep the cluster's files here")
+    parser.add_argument("--zookeeper", default=None,
+                        help="connect string of a running ZooKeeper to use (a chroot is taken); "
+                             "default: start one")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line too")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="minikafka-nemesis-"))
-    verdict = run(args.minutes * 60, seed, work_dir, out=lambda line: print(line, flush=True))
+    verdict = run(args.minutes * 60, seed, work_dir, out=lambda line: print(line, flush=True),
+                  zookeeper=args.zookeeper)
     if args.json:
         print(json.dumps({"seed": seed, **verdict.figures, "violations": len(verdict.violations)}))
     return 1 if verdict.violations else 0

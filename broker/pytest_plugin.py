@@ -455,8 +455,13 @@ class MinikafkaCluster:
                     overrides["minikafka.test.broker.dial"] = ",".join(
                         f"{to}={proxy.address[0]}:{proxy.address[1]}"
                         for (frm, to), proxy in sorted(self.links.items(), key=str) if frm == broker_id and to != ZOOKEEPER)
-                self.brokers.append(MinikafkaBroker(self.work_dir / f"broker-{broker_id}", overrides,
-                                                    start_timeout=self.start_timeout))
+                broker = MinikafkaBroker(self.work_dir / f"broker-{broker_id}", overrides,
+                                         start_timeout=self.start_timeout)
+                if self.use_links:
+                    # A broker registers, and is dialled through its proxies, a moment before it
+                    # prints the port it bound; a port chosen here is known to the proxy at once.
+                    broker.port = _free_port()
+                self.brokers.append(broker)
         for broker in self.brokers:
             if not broker.running:
                 broker.start()
@@ -693,7 +698,7 @@ class MinikafkaCluster:
     def _wait_registered(self, broker_id: int, live: bool) -> None:
         """Until ZooKeeper holds (or has dropped) the broker's registration and every broker
         the controller can reach has metadata that agrees (so any client sees the change); a
-        cluster without a controller is judged by ZooKeeper alone."""
+        cluster where no broker can become controller is judged by ZooKeeper alone."""
         deadline = time.monotonic() + self.fault_timeout
         state = "live" if live else "gone"
         while (broker_id in self._registered()) != live:
@@ -701,9 +706,12 @@ class MinikafkaCluster:
         pending = None
         while True:
             try:
-                controller = self._controller_broker() if self._zk().exists("/controller") else None
-                if controller is None:
+                # When the broker's session ends, so does a controllership it held: wait for the
+                # next controller, if any broker can still reach ZooKeeper to become one.
+                if not any(self.broker(b).running and not self.broker(b).paused and not self._is_cut(b, ZOOKEEPER)
+                           for b in self.ids if b != broker_id or live):
                     return
+                controller = self._controller_broker()
                 controller_id = self.brokers.index(controller) + 1
                 observers = [b for b in self._registered()
                              if self.broker(b).running and not self.broker(b).paused
@@ -744,6 +752,14 @@ class MinikafkaCluster:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _leader_in(metadata, topic: str, partition: int) -> int | None:

@@ -185,6 +185,21 @@ def test_readme_fault_example_runs(tmp_path):
     assert re.search(r"\b2 passed\b", result.stdout), result.stdout[-2000:]
 
 
+@pytest.mark.zookeeper
+@pytest.mark.timeout(300)
+def test_readme_cluster_fault_example_runs(tmp_path):
+    """The "Faults on a cluster" example, run as a user's pytest module."""
+    section = README.read_text().split("\n## Faults on a cluster\n", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("\n```", 1)[0] + "\n"
+    example = tmp_path / "test_readme_cluster.py"
+    example.write_text(code)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example)],
+                            capture_output=True, text=True, timeout=280, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    assert re.search(r"\b1 passed\b", result.stdout), result.stdout[-2000:]
+
+
 def regenerate() -> None:
     text = README.read_text()
     for block, render in RENDERERS.items():
