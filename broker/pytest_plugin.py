@@ -725,13 +725,8 @@ class MinikafkaCluster:
             self._before(deadline, f"broker {broker_id} {state} in the metadata of brokers {pending}")
 
     def close(self) -> None:
-        crashes = []
         try:
-            for broker in self.brokers:
-                try:
-                    broker.close()
-                except BrokerCrashed as crash:
-                    crashes.append(crash)
+            close_all(self.brokers)
         finally:
             for link in self.links.values():
                 link.close()
@@ -740,8 +735,6 @@ class MinikafkaCluster:
                 self._kazoo.close()
             if self._own_zookeeper is not None:
                 self._own_zookeeper.stop()
-        if crashes:
-            raise crashes[0]
 
     def __enter__(self) -> "MinikafkaCluster":
         try:
@@ -752,6 +745,18 @@ class MinikafkaCluster:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def close_all(things) -> None:
+    """Close every broker or cluster, then raise the first ``BrokerCrashed`` among them."""
+    crashes = []
+    for thing in things:
+        try:
+            thing.close()
+        except BrokerCrashed as crash:
+            crashes.append(crash)
+    if crashes:
+        raise crashes[0]
 
 
 def _free_port() -> int:
@@ -800,14 +805,7 @@ def minikafka_broker_factory(tmp_path_factory):
         return broker.start()
 
     yield make
-    crashes = []
-    for broker in brokers:
-        try:
-            broker.close()
-        except BrokerCrashed as crash:
-            crashes.append(crash)
-    if crashes:
-        raise crashes[0]
+    close_all(brokers)
 
 
 @pytest.fixture
@@ -845,14 +843,7 @@ def minikafka_cluster_factory(tmp_path_factory, minikafka_zookeeper):
             raise
 
     yield make
-    crashes = []
-    for cluster in clusters:
-        try:
-            cluster.close()
-        except BrokerCrashed as crash:
-            crashes.append(crash)
-    if crashes:
-        raise crashes[0]
+    close_all(clusters)
 
 
 @pytest.fixture

@@ -219,3 +219,27 @@ def test_move_leader_and_a_consumer_follows(minikafka_cluster_factory):
     with pytest.raises(ControlError, match="did not elect broker 9"):
         cluster.move_leader("m", 0, to=9)
     assert cluster.leader("m", 0) == to
+
+
+def test_kafkas_own_preferred_replica_election_request_moves_leadership_back(minikafka_cluster_factory):
+    """What kafka-preferred-replica-election.sh writes (no minikafka field): the controller
+    elects the assignment's first replica and deletes the request."""
+    from kazoo.client import KazooClient
+
+    cluster = minikafka_cluster_factory()
+    cluster.create_topic("pref")
+    preferred = cluster.metadata(["pref"]).topics[0].partitions[0].replica_nodes[0]
+    cluster.move_leader("pref", 0, to=other_than(cluster, preferred))
+    zk = KazooClient(hosts=cluster.zookeeper_connect)
+    zk.start(timeout=15)
+    try:
+        zk.create("/admin/preferred_replica_election", b'{"version":1,"partitions":[{"topic":"pref","partition":0}]}')
+        cluster.wait_until(lambda m: any(t.name == "pref" and t.partitions[0].leader_id == preferred
+                                         for t in m.topics), "the preferred replica leads", 30)
+        deadline = time.monotonic() + 10
+        while zk.exists("/admin/preferred_replica_election") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert zk.exists("/admin/preferred_replica_election") is None
+    finally:
+        zk.stop()
+        zk.close()
