@@ -484,10 +484,13 @@ class MinikafkaCluster:
                     self.links[(frm, to)] = LinkProxy(f"{frm}->{to}", lambda to=to: broker_address(to))
 
     def metadata(self, topics: list[str] | None = None, *, via: MinikafkaBroker | None = None):
-        """A Metadata v1 answer from ``via`` (default: the first running broker)."""
+        """A Metadata v1 answer from ``via`` (default: the first running, unpaused broker,
+        preferring one that ZooKeeper can reach: a broker cut off answers from a stale view)."""
         from minikafka.protocol.apis import ApiKey
 
-        target = via or next(b for b in self.brokers if b.running and not b.paused)
+        answering = [b for b in self.ids if self.broker(b).running and not self.broker(b).paused]
+        target = via or self.broker(next((b for b in answering if not self._is_cut(b, ZOOKEEPER)),
+                                         next(iter(answering))))
         body = {"topics": None if topics is None else [{"name": t} for t in topics]}
         return kafka_request(target.bootstrap, ApiKey.METADATA, 1, body)
 
