@@ -97,7 +97,8 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-replication-"))
     try:
-        with MinikafkaCluster(work, 3, {"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}) as cluster:
+        # links=False: brokers connect directly, so no proxy in the test process carries replication.
+        with MinikafkaCluster(work, 3, {"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}, links=False) as cluster:
             create(cluster, "rf1", 1)
             create(cluster, "rf3", 3)
             rows = []

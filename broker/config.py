@@ -190,6 +190,10 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "same as `minikafka serve --test-control`), through which clients can inject "
               "errors and delays into this broker's answers. Unset in production.",
               minimum=0),
+    ConfigKey("minikafka.test.broker.dial", "string", _UNSET,
+              "For tests only: `ID=HOST:PORT,...` makes this broker connect to broker ID at "
+              "HOST:PORT instead of its registered address (the cluster fixture's per-link "
+              "proxies, which it can cut to partition the network). Unset in production."),
 )
 
 _GROUP_KEY_DESCRIPTIONS = {
@@ -325,6 +329,19 @@ class Listener:
         return f"PLAINTEXT://{host_port(self.host or '', self.port)}"
 
 
+def parse_broker_dial(text: str) -> dict[int, tuple[str, int]]:
+    """``minikafka.test.broker.dial``: ``"2=127.0.0.1:40001,3=127.0.0.1:40002"`` -> {2: (host, port), ...}."""
+    dial: dict[int, tuple[str, int]] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        broker_id, sep, address = item.partition("=")
+        host, colon, port = address.rpartition(":")
+        if not (sep and colon and host and broker_id.strip().isdigit() and port.isdigit()
+                and 0 < int(port) <= 65535):
+            raise ConfigError(f"minikafka.test.broker.dial: {item!r} is not BROKER_ID=HOST:PORT")
+        dial[int(broker_id)] = (host.strip("[]"), int(port))
+    return dial
+
+
 def host_port(host: str, port: int) -> str:
     """``HOST:PORT`` as clients' bootstrap.servers take it: an IPv6 address in brackets."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -389,6 +406,7 @@ class BrokerConfig:
         if (values["minikafka.test.control.port"] or 0) > 65535:
             raise ConfigError(f"minikafka.test.control.port: {values['minikafka.test.control.port']} "
                               "is out of range 0-65535")
+        self.test_broker_dial = parse_broker_dial(values["minikafka.test.broker.dial"] or "")
         self.log_config()
 
     @classmethod

@@ -34,11 +34,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-__all__ = ["MinikafkaBroker", "MinikafkaCluster", "BrokerStartError", "BrokerCrashed", "ControlError",
-           "kafka_request"]
+if TYPE_CHECKING:
+    from minikafka.broker.link_proxy import LinkProxy
+
+__all__ = ["MinikafkaBroker", "MinikafkaCluster", "ZOOKEEPER", "BrokerStartError", "BrokerCrashed",
+           "ControlError", "kafka_request"]
 
 READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P<port>\d+) log\.dirs=(?P<log_dirs>.+)$")
 
@@ -375,6 +379,10 @@ def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeou
             conn.receive_data(data)
 
 
+ZOOKEEPER = "zookeeper"
+"""The ZooKeeper server's name in :meth:`MinikafkaCluster.partition`'s groups."""
+
+
 class MinikafkaCluster:
     """A ZooKeeper and ``brokers`` minikafka processes forming one cluster (broker ids 1..N).
 
@@ -382,10 +390,18 @@ class MinikafkaCluster:
     without one the cluster starts its own (Debian's ``zookeeper`` package). ``bootstrap``
     lists every broker; ``brokers[i]`` are :class:`MinikafkaBroker` objects (``broker(id)``
     by id); ``leader(topic, partition)`` and ``controller()`` ask the cluster itself.
+
+    Faults (README, "Faults on a cluster"), each reversible and each returning once it has
+    taken effect: ``kill``, ``stop``, ``restart``, ``pause`` / ``resume``, ``partition`` /
+    ``heal``, ``move_leader``. For ``partition`` every broker reaches every other broker and
+    ZooKeeper through a :class:`~minikafka.broker.link_proxy.LinkProxy` of that one link
+    (``links=False`` connects them directly and leaves ``partition`` unavailable). Clients
+    always reach the brokers directly.
     """
 
     def __init__(self, work_dir: Path | str, brokers: int = 3, overrides: dict[str, str] | None = None, *,
-                 zookeeper: str | None = None, start_timeout: float = 60.0) -> None:
+                 zookeeper: str | None = None, start_timeout: float = 60.0, links: bool = True,
+                 fault_timeout: float = 60.0) -> None:
         import uuid
 
         self.work_dir = Path(work_dir)
@@ -400,7 +416,12 @@ class MinikafkaCluster:
         self.overrides = {str(k): str(v) for k, v in (overrides or {}).items()}
         self.size = brokers
         self.start_timeout = start_timeout
+        self.fault_timeout = fault_timeout
         self.brokers: list[MinikafkaBroker] = []
+        self.use_links = links
+        # (from broker id, to broker id or ZOOKEEPER) -> the proxy of that directed link
+        self.links: dict[tuple[int, int | str], "LinkProxy"] = {}
+        self._kazoo = None
 
     @property
     def zookeeper_connect(self) -> str:
@@ -411,6 +432,10 @@ class MinikafkaCluster:
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers if b.running)
 
+    @property
+    def ids(self) -> list[int]:
+        return list(range(1, self.size + 1))
+
     def broker(self, broker_id: int) -> MinikafkaBroker:
         return self.brokers[broker_id - 1]
 
@@ -418,23 +443,54 @@ class MinikafkaCluster:
         if self._own_zookeeper is not None and self._own_zookeeper.process is None:
             self._own_zookeeper.start()
         if not self.brokers:
-            for broker_id in range(1, self.size + 1):
+            if self.use_links:
+                self._open_links()
+            for broker_id in self.ids:
                 overrides = {"zookeeper.connect": self.zookeeper_connect, "broker.id": str(broker_id),
                              "zookeeper.session.timeout.ms": "4000",
                              "controlled.shutdown.retry.backoff.ms": "500", **self.overrides}
-                self.brokers.append(MinikafkaBroker(self.work_dir / f"broker-{broker_id}", overrides,
-                                                    start_timeout=self.start_timeout))
+                if self.use_links:
+                    zk_proxy = self.links[(broker_id, ZOOKEEPER)].address
+                    overrides["zookeeper.connect"] = f"{zk_proxy[0]}:{zk_proxy[1]}{self.chroot}"
+                    overrides["minikafka.test.broker.dial"] = ",".join(
+                        f"{to}={proxy.address[0]}:{proxy.address[1]}"
+                        for (frm, to), proxy in sorted(self.links.items(), key=str) if frm == broker_id and to != ZOOKEEPER)
+                broker = MinikafkaBroker(self.work_dir / f"broker-{broker_id}", overrides,
+                                         start_timeout=self.start_timeout)
+                if self.use_links:
+                    # A broker registers, and is dialled through its proxies, a moment before it
+                    # prints the port it bound; a port chosen here is known to the proxy at once.
+                    broker.port = _free_port()
+                self.brokers.append(broker)
         for broker in self.brokers:
             if not broker.running:
                 broker.start()
         self.wait_until(lambda m: len(m.brokers) == self.size, "every broker registered")
         return self
 
+    def _open_links(self) -> None:
+        from minikafka.broker.link_proxy import LinkProxy
+
+        zk_host, _, zk_port = self.zookeeper_connect.split("/", 1)[0].split(",")[0].rpartition(":")
+
+        def broker_address(broker_id: int):
+            broker = self.broker(broker_id)
+            return (broker.host, broker.port) if broker.running and broker.port else None
+
+        for frm in self.ids:
+            self.links[(frm, ZOOKEEPER)] = LinkProxy(f"{frm}->zookeeper", lambda: (zk_host, int(zk_port)))
+            for to in self.ids:
+                if to != frm:
+                    self.links[(frm, to)] = LinkProxy(f"{frm}->{to}", lambda to=to: broker_address(to))
+
     def metadata(self, topics: list[str] | None = None, *, via: MinikafkaBroker | None = None):
-        """A Metadata v1 answer from ``via`` (default: the first running broker)."""
+        """A Metadata v1 answer from ``via`` (default: the first running, unpaused broker,
+        preferring one that ZooKeeper can reach: a broker cut off answers from a stale view)."""
         from minikafka.protocol.apis import ApiKey
 
-        target = via or next(b for b in self.brokers if b.running)
+        answering = [b for b in self.ids if self.broker(b).running and not self.broker(b).paused]
+        target = via or self.broker(next((b for b in answering if not self._is_cut(b, ZOOKEEPER)),
+                                         next(iter(answering))))
         body = {"topics": None if topics is None else [{"name": t} for t in topics]}
         return kafka_request(target.bootstrap, ApiKey.METADATA, 1, body)
 
@@ -446,7 +502,7 @@ class MinikafkaCluster:
                 metadata = self.metadata(via=via)
                 if condition(metadata):
                     return metadata
-            except OSError as exc:
+            except (OSError, StopIteration) as exc:
                 last_error = exc
             time.sleep(0.05)
         raise TimeoutError(f"cluster: not {what} within {timeout} s ({last_error or 'condition false'})")
@@ -462,19 +518,226 @@ class MinikafkaCluster:
     def controller(self) -> int:
         return self.metadata().controller_id
 
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
+                     timeout: float = 60.0, **configs: str) -> None:
+        """CreateTopics on the controller, then wait until every partition has a leader and
+        a full ISR in the controller's metadata. ``configs`` are topic configs with ``_`` for
+        ``.`` (``min_insync_replicas="2"``)."""
+        from minikafka.protocol.apis import ApiKey
+        from minikafka.protocol.errors import ErrorCode
+
+        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
+                            "assignments": [], "configs": [{"name": k.replace("_", "."), "value": str(v)}
+                                                            for k, v in configs.items()]}],
+                "timeout_ms": int(timeout * 1000)}
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = kafka_request(self._controller_broker().bootstrap, ApiKey.CREATE_TOPICS, 0, body, timeout)
+            code = answer.topics[0].error_code
+            if code == ErrorCode.NONE:
+                break
+            if code != ErrorCode.NOT_CONTROLLER or time.monotonic() > deadline:
+                raise ControlError(f"CreateTopics {name}: {ErrorCode(code).name}")
+            time.sleep(0.1)
+        self.wait_for_full_isr([name], timeout=timeout)
+
+    def wait_for_full_isr(self, topics: list[str] | None = None, timeout: float | None = None):
+        """Wait until every partition (of ``topics``, default all) has a leader and every
+        assigned replica in its ISR, as the controller reports it; returns that metadata."""
+        def complete(metadata) -> bool:
+            listed = [t for t in metadata.topics if topics is None or t.name in topics]
+            if topics is not None and len(listed) < len(topics):
+                return False
+            return all(t.error_code == 0 and p.leader_id >= 0 and sorted(p.isr_nodes) == sorted(p.replica_nodes)
+                       for t in listed for p in t.partitions)
+
+        return self.wait_until(complete, f"every partition fully in sync ({topics or 'all topics'})",
+                               timeout or self.fault_timeout, via=self._controller_broker())
+
+    # ------------------------------------------------------------------ faults
+
+    def kill(self, broker_id: int) -> None:
+        """SIGKILL the broker; returns once ZooKeeper has expired its session and the
+        controller has moved its leaderships (it counts as gone in the controller's metadata)."""
+        self.broker(broker_id).kill()
+        self._wait_registered(broker_id, False)
+
+    def stop(self, broker_id: int) -> None:
+        """Controlled shutdown (SIGTERM: the broker asks the controller to move its
+        leaderships first); returns once the controller counts it as gone."""
+        self.broker(broker_id).stop()
+        self._wait_registered(broker_id, False)
+
+    def restart(self, broker_id: int, *, clean: bool = True) -> None:
+        """Start a stopped or killed broker again on its data directory (a running one is
+        stopped first: SIGTERM, or SIGKILL with ``clean=False``); returns once the controller
+        counts it as live. It rejoins its partitions' ISRs once it has caught up
+        (``wait_for_full_isr``)."""
+        broker = self.broker(broker_id)
+        if broker.running:
+            if clean:
+                self.stop(broker_id)
+            else:
+                self.kill(broker_id)
+        broker.start()
+        self._wait_registered(broker_id, True)
+
+    def pause(self, broker_id: int) -> None:
+        """SIGSTOP the broker; returns once the kernel reports it stopped. The cluster notices
+        after ``zookeeper.session.timeout.ms``, when its session expires."""
+        self.broker(broker_id).pause()
+
+    def resume(self, broker_id: int) -> None:
+        """SIGCONT a paused broker; returns once it runs again."""
+        self.broker(broker_id).resume()
+
+    def partition(self, group_a, group_b=None) -> None:
+        """Cut every link between the two groups of broker ids (``ZOOKEEPER`` names the
+        ZooKeeper server; ``group_b`` defaults to everything not in ``group_a``, ZooKeeper
+        included). Live connections are closed and new ones refused, both ways. Returns once
+        the links are cut and, for running brokers cut from ZooKeeper, once ZooKeeper has
+        expired their sessions (after ``zookeeper.session.timeout.ms``) and the controller,
+        if one is left, counts them as gone. Cuts add up until :meth:`heal`."""
+        if not self.use_links:
+            raise ControlError("this cluster was started with links=False: its brokers connect directly")
+        nodes = set(self.ids) | {ZOOKEEPER}
+        a = set(group_a)
+        b = nodes - a if group_b is None else set(group_b)
+        unknown = (a | b) - nodes
+        if unknown or a & b or not a or not b:
+            raise ValueError(f"partition: groups {sorted(a, key=str)} and {sorted(b, key=str)} must be "
+                             f"disjoint, non-empty sets of {sorted(nodes, key=str)}")
+        for x in a:
+            for y in b:
+                for link in ((x, y), (y, x)):
+                    if link in self.links:
+                        self.links[link].cut()
+        cut_from_zk = [x for x in (a if ZOOKEEPER in b else b if ZOOKEEPER in a else ())
+                       if x != ZOOKEEPER and self.broker(x).running]
+        for broker_id in cut_from_zk:
+            self._wait_registered(broker_id, False)
+
+    def heal(self) -> None:
+        """Reconnect every cut link; returns once every running, unpaused broker is
+        registered again and the controller counts it as live."""
+        for link in self.links.values():
+            link.heal()
+        for broker in self.brokers:
+            if broker.running and not broker.paused:
+                self._wait_registered(self.brokers.index(broker) + 1, True)
+
+    def _is_cut(self, frm: int, to: int | str) -> bool:
+        link = self.links.get((frm, to))
+        return link is not None and link.cut_off
+
+    def cut_links(self) -> list[tuple[int, int | str]]:
+        """The directed links cut now."""
+        return sorted((k for k, link in self.links.items() if link.cut_off), key=str)
+
+    def move_leader(self, topic: str, partition: int, to: int) -> None:
+        """Make broker ``to`` the partition's leader through the controller: the request goes
+        to ZooKeeper's ``/admin/preferred_replica_election`` as kafka-preferred-replica-election.sh
+        writes it, with ``to`` in minikafka's ``minikafka.leader`` field (the assignment's
+        order is left alone). Returns once every live broker's metadata shows the new leader;
+        ControlError if the controller refused (``to`` is not a live replica in the ISR)."""
+        from kazoo.exceptions import NodeExistsError
+
+        from minikafka.replication.kafka_zk import (
+            PREFERRED_REPLICA_ELECTION_PATH, decode_leader_isr, encode_preferred_replica_election,
+            partition_state_path,
+        )
+
+        zk = self._zk()
+        deadline = time.monotonic() + self.fault_timeout
+        request = encode_preferred_replica_election([(topic, partition, to)])
+        while True:
+            try:
+                zk.create(PREFERRED_REPLICA_ELECTION_PATH, request, makepath=True)
+                break
+            except NodeExistsError:  # the controller is still on an earlier request
+                self._before(deadline, "the previous preferred replica election to finish")
+        while zk.exists(PREFERRED_REPLICA_ELECTION_PATH) is not None:
+            self._before(deadline, f"a controller to take the election of {topic}-{partition}")
+        state = decode_leader_isr(topic, partition, zk.get(partition_state_path(topic, partition))[0])
+        if state.leader != to:
+            raise ControlError(f"{topic}-{partition}: the controller did not elect broker {to} "
+                               f"(leader {state.leader}, ISR {state.isr})")
+        for broker_id in self._registered():
+            broker = self.broker(broker_id)
+            if broker.running and not broker.paused:
+                self.wait_until(lambda m: _leader_in(m, topic, partition) == to,
+                                f"leader of {topic}-{partition} {to} as broker {broker_id} sees it",
+                                max(deadline - time.monotonic(), 1.0), via=broker)
+
+    def _before(self, deadline: float, what: str) -> None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"cluster: waited {self.fault_timeout} s for {what}")
+        time.sleep(0.05)
+
+    def _zk(self):
+        """The fixture's own ZooKeeper session (direct, never through a link proxy)."""
+        if self._kazoo is None:
+            from kazoo.client import KazooClient
+
+            self._kazoo = KazooClient(hosts=self.zookeeper_connect)
+            self._kazoo.start(timeout=15)
+        return self._kazoo
+
+    def _registered(self) -> set[int]:
+        return {int(child) for child in self._zk().get_children("/brokers/ids")}
+
+    def _controller_broker(self) -> MinikafkaBroker:
+        deadline = time.monotonic() + self.fault_timeout
+        while True:
+            found = self._zk().get("/controller") if self._zk().exists("/controller") else None
+            if found is not None:
+                from minikafka.replication.kafka_zk import decode_controller
+
+                broker = self.broker(decode_controller(found[0]))
+                if broker.running and not broker.paused:
+                    return broker
+            self._before(deadline, "a controller")
+
+    def _wait_registered(self, broker_id: int, live: bool) -> None:
+        """Until ZooKeeper holds (or has dropped) the broker's registration and every broker
+        the controller can reach has metadata that agrees (so any client sees the change); a
+        cluster where no broker can become controller is judged by ZooKeeper alone."""
+        deadline = time.monotonic() + self.fault_timeout
+        state = "live" if live else "gone"
+        while (broker_id in self._registered()) != live:
+            self._before(deadline, f"broker {broker_id} {state} in ZooKeeper")
+        pending = None
+        while True:
+            try:
+                # When the broker's session ends, so does a controllership it held: wait for the
+                # next controller, if any broker can still reach ZooKeeper to become one.
+                if not any(self.broker(b).running and not self.broker(b).paused and not self._is_cut(b, ZOOKEEPER)
+                           for b in self.ids if b != broker_id or live):
+                    return
+                controller = self._controller_broker()
+                controller_id = self.brokers.index(controller) + 1
+                observers = [b for b in self._registered()
+                             if self.broker(b).running and not self.broker(b).paused
+                             and not self._is_cut(controller_id, b)]
+                pending = [b for b in observers
+                           if (broker_id in {n.node_id for n in self.metadata(via=self.broker(b)).brokers}) != live]
+                if not pending:
+                    return
+            except OSError:
+                pass
+            self._before(deadline, f"broker {broker_id} {state} in the metadata of brokers {pending}")
+
     def close(self) -> None:
-        crashes = []
         try:
-            for broker in self.brokers:
-                try:
-                    broker.close()
-                except BrokerCrashed as crash:
-                    crashes.append(crash)
+            close_all(self.brokers)
         finally:
+            for link in self.links.values():
+                link.close()
+            if self._kazoo is not None:
+                self._kazoo.stop()
+                self._kazoo.close()
             if self._own_zookeeper is not None:
                 self._own_zookeeper.stop()
-        if crashes:
-            raise crashes[0]
 
     def __enter__(self) -> "MinikafkaCluster":
         try:
@@ -485,6 +748,35 @@ class MinikafkaCluster:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def close_all(things) -> None:
+    """Close every broker or cluster, then raise the first ``BrokerCrashed`` among them."""
+    crashes = []
+    for thing in things:
+        try:
+            thing.close()
+        except BrokerCrashed as crash:
+            crashes.append(crash)
+    if crashes:
+        raise crashes[0]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _leader_in(metadata, topic: str, partition: int) -> int | None:
+    for entry in metadata.topics:
+        if entry.name == topic:
+            for p in entry.partitions:
+                if p.partition_index == partition:
+                    return p.leader_id
+    return None
 
 
 def _process_state(pid: int) -> str:
@@ -516,20 +808,51 @@ def minikafka_broker_factory(tmp_path_factory):
         return broker.start()
 
     yield make
-    crashes = []
-    for broker in brokers:
-        try:
-            broker.close()
-        except BrokerCrashed as crash:
-            crashes.append(crash)
-    if crashes:
-        raise crashes[0]
+    close_all(brokers)
 
 
 @pytest.fixture
 def minikafka_broker(minikafka_broker_factory) -> MinikafkaBroker:
     """A running broker with default settings, on a free port, private to this test."""
     return minikafka_broker_factory()
+
+
+@pytest.fixture(scope="session")
+def minikafka_zookeeper(tmp_path_factory):
+    """One ZooKeeper server (Debian's ``zookeeper`` package, Java) for the test session; each
+    cluster takes a chroot of its own in it, so clusters never see each other's nodes."""
+    from minikafka.replication.zk_server import ZooKeeperServer
+
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+@pytest.fixture
+def minikafka_cluster_factory(tmp_path_factory, minikafka_zookeeper):
+    """Factory: ``minikafka_cluster_factory(brokers=3, **{"min.insync.replicas": "2"})`` ->
+    a started :class:`MinikafkaCluster` (broker config overrides as keyword arguments, string
+    values); every cluster made is closed when the test ends, with its link proxies."""
+    clusters: list[MinikafkaCluster] = []
+
+    def make(brokers: int = 3, **overrides: str) -> MinikafkaCluster:
+        cluster = MinikafkaCluster(tmp_path_factory.mktemp("minikafka-cluster"), brokers, overrides,
+                                   zookeeper=minikafka_zookeeper.connect_string)
+        clusters.append(cluster)
+        try:
+            return cluster.start()
+        except BaseException:
+            clusters.remove(cluster)
+            cluster.close()
+            raise
+
+    yield make
+    close_all(clusters)
+
+
+@pytest.fixture
+def minikafka_cluster(minikafka_cluster_factory) -> MinikafkaCluster:
+    """Three brokers (ids 1, 2, 3) and a ZooKeeper, private to this test."""
+    return minikafka_cluster_factory()
 
 
 @pytest.hookimpl(hookwrapper=True)

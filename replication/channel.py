@@ -9,7 +9,7 @@ closes the socket, and the next request reconnects.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Mapping
 
 import trio
 
@@ -18,6 +18,14 @@ from minikafka.protocol.framing import ClientConnection
 from minikafka.protocol.schema import Struct
 
 logger = logging.getLogger(__name__)
+
+
+def dial_address(broker_id: int, host: str, port: int,
+                 dial: Mapping[int, tuple[str, int]]) -> tuple[str, int]:
+    """Where to connect to reach ``broker_id``, registered at ``host:port``. ``dial`` is the
+    test-only ``minikafka.test.broker.dial`` (empty in production): the cluster fixture routes
+    each broker-to-broker link through a proxy of its own so that it can cut the link."""
+    return dial.get(broker_id, (host, port))
 
 
 class ChannelError(Exception):

@@ -11,18 +11,19 @@ going, and survives session expiry by registering again. It owns the broker's
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import trio
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.replication.channel import BrokerChannel, ChannelError
+from minikafka.replication.channel import BrokerChannel, ChannelError, dial_address
 from minikafka.replication.controller import Controller, ControllerError, ControllerSettings
 from minikafka.replication.fetcher import FetcherManager, FetcherSettings
-from minikafka.replication.metadata_cache import MetadataCache
+from minikafka.replication.metadata_cache import BrokerEndpoint, MetadataCache
 from minikafka.replication.replica_manager import ReplicaManager
-from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk
+from minikafka.replication.kafka_zk import PREFERRED_REPLICA_ELECTION_PATH, BrokerInfo, KafkaZk
 from minikafka.replication.zookeeper import ZkClient, ZooKeeperError
 from minikafka.storage.clock import Clock
 from minikafka.storage.log_manager import LogManager
@@ -32,6 +33,9 @@ logger = logging.getLogger(__name__)
 CONTROLLER_PATH = "/controller"
 WATCHED = {"/brokers/ids": "brokers", "/brokers/topics": "topics",
            "/admin/delete_topics": "deletions", "/isr_change_notification": "isr_changes"}
+# Watched for data (creation): kafka-preferred-replica-election.sh's request, or the test
+# fixture's move_leader.
+WATCHED_DATA = {PREFERRED_REPLICA_ELECTION_PATH: "preferred_elections"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class ClusterSettings:
     controlled_shutdown_enable: bool
     controlled_shutdown_max_retries: int
     controlled_shutdown_retry_backoff_ms: int
+    # minikafka.test.broker.dial: the test fixture's per-link proxies; empty in production.
+    dial: Mapping[int, tuple[str, int]] = field(default_factory=dict)
 
 
 class ClusterMember:
@@ -100,6 +106,8 @@ class ClusterMember:
                 for path in WATCHED:
                     await self.zk_client.watch_children(path)
                 await self.zk_client.watch_data(CONTROLLER_PATH)
+                for path in WATCHED_DATA:
+                    await self.zk_client.watch_data(path)
                 await self._register()
                 nursery.start_soon(self._dispatch_events)
                 nursery.start_soon(self._every, self.settings.replica_lag_time_max_ms / 2000, self.replicas.shrink_isrs)
@@ -148,7 +156,7 @@ class ClusterMember:
     async def _start_controller(self) -> None:
         controller = Controller(self.node_id, self.zk, ControllerSettings(
             unclean_leader_election=self.settings.unclean_leader_election,
-            socket_timeout_ms=self.settings.controller_socket_timeout_ms))
+            socket_timeout_ms=self.settings.controller_socket_timeout_ms, dial=self.settings.dial))
         self.controller = controller
         assert self._nursery is not None
 
@@ -210,7 +218,7 @@ class ClusterMember:
             elif current != self.node_id:
                 self._resign()
             return
-        kind = WATCHED.get(event.path)
+        kind = WATCHED.get(event.path) or WATCHED_DATA.get(event.path)
         if kind is not None and self.controller is not None:
             self.controller.notify(kind)
 
@@ -246,7 +254,8 @@ class ClusterMember:
                 if found is None:
                     continue
                 endpoint = found
-            channel = BrokerChannel(endpoint.host, endpoint.port, client_id=f"broker-{self.node_id}",
+            host, port = dial_address(endpoint.node_id, endpoint.host, endpoint.port, self.settings.dial)
+            channel = BrokerChannel(host, port, client_id=f"broker-{self.node_id}",
                                     timeout_s=self.settings.controller_socket_timeout_ms / 1000)
             try:
                 response = await channel.request(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": self.node_id})
@@ -273,5 +282,5 @@ class ClusterMember:
             info = (await self.zk.live_brokers()).get(controller_id)
         except ZooKeeperError:
             return None
-        return info
+        return None if info is None else BrokerEndpoint(info.id, info.host, info.port, info.rack)
 

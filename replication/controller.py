@@ -13,13 +13,14 @@ that a deposed controller's requests are refused.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import trio
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.replication.channel import BrokerChannel, ChannelError
+from minikafka.replication.channel import BrokerChannel, ChannelError, dial_address
 from minikafka.replication.election import controlled_shutdown_leader, offline_leader, preferred_leader
 from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr
 from minikafka.replication.zookeeper import BadVersion, NodeExists
@@ -42,6 +43,7 @@ class PartitionState:
 class ControllerSettings:
     unclean_leader_election: bool
     socket_timeout_ms: int
+    dial: Mapping[int, tuple[str, int]] = field(default_factory=dict)
 
 
 class Controller:
@@ -65,7 +67,8 @@ class Controller:
 
     def notify(self, kind: str, reply: trio.MemorySendChannel | None = None, **args) -> None:
         """Queue an event: "brokers", "topics", "deletions", "isr_changes",
-        "controlled_shutdown" (broker_id=...), "preferred_leader" (topic=..., partition=...)."""
+        "controlled_shutdown" (broker_id=...), "preferred_leader" (topic=..., partition=...),
+        "preferred_elections" (the /admin/preferred_replica_election request)."""
         try:
             self._queue.send_nowait((kind, reply, args))
         except trio.WouldBlock:
@@ -106,6 +109,8 @@ class Controller:
             return await self._on_controlled_shutdown(args["broker_id"])
         if kind == "preferred_leader":
             return await self._on_preferred_leader(args["topic"], args["partition"], args.get("to"))
+        if kind == "preferred_elections":
+            return await self._on_preferred_elections()
         raise ValueError(f"unknown controller event {kind!r}")
 
     # ------------------------------------------------------------------ take over
@@ -122,6 +127,8 @@ class Controller:
         await self._load_states()
         await self._bring_online(list(self.states) + self._partitions_without_state())
         await self._on_deletions()
+        # Kafka's controller also finishes an election request left by its predecessor.
+        await self._on_preferred_elections()
         # Every live broker gets its partitions' states (a broker ignores those it already
         # has at that leader epoch) and the whole metadata.
         await self._send_leader_and_isr(list(self.assignment_keys()), set(self.live))
@@ -358,20 +365,32 @@ class Controller:
         await self._send_update_metadata(set(self.live), keys=[key])
         return ErrorCode.NONE
 
+    async def _on_preferred_elections(self) -> dict[tuple[str, int], ErrorCode]:
+        """Run the elections /admin/preferred_replica_election asks for, then delete it (so the
+        next request can be written); one partition's failure does not stop the others."""
+        results = {}
+        for topic, partition, leader in await self.zk.take_preferred_replica_election():
+            code = await self._on_preferred_leader(topic, partition, leader)
+            if code != ErrorCode.NONE:
+                logger.warning("controller: preferred replica election of %s-%d%s: %s", topic, partition,
+                               "" if leader is None else f" to broker {leader}", code.name)
+            results[(topic, partition)] = code
+        return results
+
     # ------------------------------------------------------------------ requests to brokers
 
     def _channel(self, broker_id: int) -> BrokerChannel | None:
         entry = self.live.get(broker_id)
         if entry is None:
             return None
-        info = entry[0]
+        host, port = dial_address(broker_id, entry[0].host, entry[0].port, self.settings.dial)
         channel = self._channels.get(broker_id)
         if channel is None:
-            channel = BrokerChannel(info.host, info.port, client_id=f"controller-{self.node_id}",
+            channel = BrokerChannel(host, port, client_id=f"controller-{self.node_id}",
                                     timeout_s=self.settings.socket_timeout_ms / 1000)
             self._channels[broker_id] = channel
         else:
-            channel.retarget(info.host, info.port)
+            channel.retarget(host, port)
         return channel
 
     def _partition_state_entry(self, key: tuple[str, int], leader: int | None = None) -> dict:

@@ -16,7 +16,7 @@ import trio
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode, RecordError
-from minikafka.replication.channel import BrokerChannel, ChannelError
+from minikafka.replication.channel import BrokerChannel, ChannelError, dial_address
 from minikafka.replication.metadata_cache import BrokerEndpoint
 from minikafka.replication.truncation import (
     epochs_to_query,
@@ -36,13 +36,15 @@ FETCH_VERSION = 3
 
 class FetcherSettings:
     def __init__(self, *, wait_max_ms: int, min_bytes: int, max_bytes: int, response_max_bytes: int,
-                 backoff_ms: int, socket_timeout_ms: int) -> None:
+                 backoff_ms: int, socket_timeout_ms: int,
+                 dial: dict[int, tuple[str, int]] | None = None) -> None:
         self.wait_max_ms = wait_max_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
         self.response_max_bytes = response_max_bytes
         self.backoff_ms = backoff_ms
         self.socket_timeout_ms = socket_timeout_ms
+        self.dial = dial or {}
 
 
 class FetcherManager:
@@ -63,7 +65,7 @@ class FetcherManager:
             self.fetchers[leader.node_id] = fetcher
             self.nursery.start_soon(fetcher.run)
         else:
-            fetcher.channel.retarget(leader.host, leader.port)
+            fetcher.channel.retarget(*dial_address(leader.node_id, leader.host, leader.port, self.settings.dial))
         fetcher.add(replica)
 
     def remove(self, topic: str, partition: int) -> None:
@@ -85,7 +87,8 @@ class ReplicaFetcher:
         self.leader_id = leader.node_id
         self.replicas = replicas
         self.settings = settings
-        self.channel = BrokerChannel(leader.host, leader.port, client_id=f"broker-{node_id}-fetcher",
+        host, port = dial_address(leader.node_id, leader.host, leader.port, settings.dial)
+        self.channel = BrokerChannel(host, port, client_id=f"broker-{node_id}-fetcher",
                                      timeout_s=(settings.wait_max_ms + settings.socket_timeout_ms) / 1000)
         self.partitions: dict[tuple[str, int], Replica] = {}
         self._changed = trio.Event()

@@ -14,7 +14,13 @@ nodes, so a minikafka cluster looks to them like a Kafka cluster. The layout fol
 /config/topics/<t>                                          {"version":1,"config":{"k":"v"}}
 /admin/delete_topics/<t>                                    empty
 /isr_change_notification/isr_change_<seq>                   {"version":1,"partitions":[{"topic":t,"partition":p}]}
+/admin/preferred_replica_election                           {"version":1,"partitions":[{"topic":t,"partition":p}]}
 ==========================================================  ===================================
+
+One extension of ours: an entry of ``/admin/preferred_replica_election`` may name the replica
+to elect, ``{"topic":t,"partition":p,"minikafka.leader":id}``, which the controller treats as
+the preferred one for that election only (the assignment's order in ZooKeeper is unchanged,
+so a later plain preferred election moves leadership back). Kafka ignores the field.
 
 The ``encode_*`` / ``decode_*`` functions are pure (bytes in, values out); ``KafkaZk`` puts
 them on a ``ZkClient``. JSON is compact like Kafka's ``Json.encode`` (no spaces); Kafka's
@@ -41,13 +47,13 @@ __all__ = [
     "BrokerInfo", "LeaderIsr", "KafkaZk", "MalformedZnode", "new_cluster_id",
     "CLUSTER_ID_PATH", "BROKER_IDS_PATH", "BROKER_TOPICS_PATH", "CONTROLLER_PATH",
     "CONTROLLER_EPOCH_PATH", "TOPIC_CONFIG_PATH", "DELETE_TOPICS_PATH",
-    "ISR_CHANGE_NOTIFICATION_PATH", "PERSISTENT_PATHS", "INITIAL_CONTROLLER_EPOCH",
+    "ISR_CHANGE_NOTIFICATION_PATH", "PREFERRED_REPLICA_ELECTION_PATH", "PERSISTENT_PATHS", "INITIAL_CONTROLLER_EPOCH",
     "broker_path", "topic_path", "partition_state_path", "topic_config_path", "delete_topic_path",
     "encode_broker", "decode_broker", "encode_controller", "decode_controller",
     "encode_controller_epoch", "decode_controller_epoch", "encode_cluster_id", "decode_cluster_id",
     "encode_topic_assignment", "decode_topic_assignment", "encode_topic_config",
     "decode_topic_config", "encode_leader_isr", "decode_leader_isr", "encode_isr_change",
-    "decode_isr_change",
+    "decode_isr_change", "encode_preferred_replica_election", "decode_preferred_replica_election",
 ]
 
 CLUSTER_ID_PATH = "/cluster/id"
@@ -58,6 +64,8 @@ CONTROLLER_EPOCH_PATH = "/controller_epoch"
 TOPIC_CONFIG_PATH = "/config/topics"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
+PREFERRED_LEADER_FIELD = "minikafka.leader"
 _ISR_CHANGE_PREFIX = "isr_change_"
 
 # ZkUtils.persistentZkPaths: what a 0.10.2 broker makes sure of at start-up.
@@ -319,15 +327,43 @@ def encode_isr_change(partitions: Iterable[tuple[str, int]]) -> bytes:
 
 
 def decode_isr_change(raw: bytes, what: str = ISR_CHANGE_NOTIFICATION_PATH) -> list[tuple[str, int]]:
+    return [(entry["topic"], partition) for entry, partition in _partition_entries(raw, what)]
+
+
+def _partition_entries(raw: bytes, what: str) -> list[tuple[dict, int]]:
+    """The ``{"version":1,"partitions":[{"topic":t,"partition":p}, ...]}`` form: each entry
+    (checked to have a topic name) with its partition number."""
     listed = _field(_object(raw, what), "partitions", what)
     if not isinstance(listed, list):
         raise MalformedZnode(f"{what}: partitions is {listed!r}, not a list")
-    changes = []
+    entries = []
     for entry in listed:
         if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
             raise MalformedZnode(f"{what}: bad partition entry {entry!r}")
-        changes.append((entry["topic"], _int(entry.get("partition"), f"{what} partition")))
-    return changes
+        entries.append((entry, _int(entry.get("partition"), f"{what} partition")))
+    return entries
+
+
+def encode_preferred_replica_election(elections: Iterable[tuple[str, int, int | None]]) -> bytes:
+    """``(topic, partition, leader)`` triples; ``leader`` None means the assignment's first
+    replica (Kafka's meaning), an id is our extension (see the module docstring)."""
+    entries = []
+    for topic, partition, leader in elections:
+        entry = {"topic": topic, "partition": partition}
+        if leader is not None:
+            entry[PREFERRED_LEADER_FIELD] = leader
+        entries.append(entry)
+    return _encode({"version": 1, "partitions": entries})
+
+
+def decode_preferred_replica_election(raw: bytes) -> list[tuple[str, int, int | None]]:
+    what = PREFERRED_REPLICA_ELECTION_PATH
+    elections = []
+    for entry, partition in _partition_entries(raw, what):
+        leader = entry.get(PREFERRED_LEADER_FIELD)
+        elections.append((entry["topic"], partition,
+                          None if leader is None else _int(leader, f"{what} {PREFERRED_LEADER_FIELD}")))
+    return elections
 
 
 # -- on a live session ----------------------------------------------------------------------
@@ -568,6 +604,29 @@ class KafkaZk:
             except NoNode:
                 pass
         return list(changed)
+
+    # -- preferred replica election -------------------------------------------------------------
+
+    async def request_preferred_replica_election(self, elections: list[tuple[str, int, int | None]]) -> None:
+        """What kafka-preferred-replica-election.sh writes; NodeExists while the controller
+        has not finished the previous one (Kafka refuses a second election meanwhile too)."""
+        await self.zk.create(PREFERRED_REPLICA_ELECTION_PATH, encode_preferred_replica_election(elections))
+
+    async def take_preferred_replica_election(self) -> list[tuple[str, int, int | None]]:
+        """The controller reads and deletes the pending request ([] when there is none); a
+        malformed one is deleted and ignored, as Kafka's controller does."""
+        found = await self.zk.get(PREFERRED_REPLICA_ELECTION_PATH)
+        if found is None:
+            return []
+        try:
+            elections = decode_preferred_replica_election(found[0])
+        except MalformedZnode:
+            elections = []
+        try:
+            await self.zk.delete(PREFERRED_REPLICA_ELECTION_PATH)
+        except NoNode:
+            pass
+        return elections
 
 
 def _hosts(info: BrokerInfo) -> set[str]:

@@ -25,17 +25,17 @@ def pytest_collection_modifyitems(items):
     # `-m "not zookeeper"` leaves out every test that needs a ZooKeeper (and so Java).
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
-        if "zookeeper" in fixtures or "private_zookeeper" in fixtures:
+        if {"zookeeper", "private_zookeeper", "minikafka_zookeeper"} & set(fixtures):
             item.add_marker(pytest.mark.zookeeper)
 
 
 @pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory) -> ZooKeeperServer:
+def zookeeper(minikafka_zookeeper) -> ZooKeeperServer:
     """One real ZooKeeper server (Debian's 3.8, standalone, free port) for the whole test
-    session. Tests must not share nodes through it: take a connect string from ``zk_chroot``.
-    Tests that stop or pause a server start a private ``ZooKeeperServer`` instead."""
-    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
-        yield server
+    session, the plugin's (the cluster fixtures use it too). Tests must not share nodes
+    through it: take a connect string from ``zk_chroot``. Tests that stop or pause a server
+    start a private ``ZooKeeperServer`` instead."""
+    return minikafka_zookeeper
 
 
 @pytest.fixture

@@ -190,3 +190,16 @@ def test_a_server_properties_written_for_kafka_is_accepted(tmp_path, caplog):
 def test_a_misspelt_key_is_refused_with_a_suggestion():
     with pytest.raises(ConfigError, match="did you mean 'log.retention.ms'"):
         BrokerConfig({"log.retension.ms": "5"})
+
+
+def test_test_broker_dial_maps_broker_ids_to_proxy_addresses():
+    from minikafka.broker.config import BrokerConfig, parse_broker_dial
+
+    assert parse_broker_dial("") == {}
+    assert parse_broker_dial("2=127.0.0.1:40001, 3=[::1]:40002") == {2: ("127.0.0.1", 40001), 3: ("::1", 40002)}
+    config = BrokerConfig({"minikafka.test.broker.dial": "2=127.0.0.1:40001"})
+    assert config.test_broker_dial == {2: ("127.0.0.1", 40001)}
+    assert BrokerConfig({}).test_broker_dial == {}
+    for bad in ("2", "x=h:1", "2=h", "2=h:0", "2=h:99999", "2=:1"):
+        with pytest.raises(ConfigError, match="minikafka.test.broker.dial"):
+            parse_broker_dial(bad)

@@ -180,18 +180,27 @@ def test_readme_client_example_runs_twice(minikafka_broker, tmp_path, client):
         assert before <= int(match.group(1)) <= after
 
 
-def test_readme_fault_example_runs(tmp_path):
-    """The "Faults on demand" example is a pytest module: run it as a user would, with the
-    plugin installed."""
-    section = README.read_text().split("\n## Faults on demand\n", 1)[1].split("\n## ", 1)[0]
-    code = section.split("```python\n", 1)[1].split("\n```", 1)[0] + "\n"
-    example = tmp_path / "test_readme_faults.py"
-    example.write_text(code)
+def _run_example_module(section: str, tmp_path, passed: int) -> None:
+    """The first python block of a README section is a pytest module: run it as a user would,
+    with the plugin installed."""
+    text = README.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    example = tmp_path / "test_readme_example.py"
+    example.write_text(text.split("```python\n", 1)[1].split("\n```", 1)[0] + "\n")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example)],
-                            capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=280, cwd=tmp_path,
                             stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    assert re.search(r"\b2 passed\b", result.stdout), result.stdout[-2000:]
+    assert re.search(rf"\b{passed} passed\b", result.stdout), result.stdout[-2000:]
+
+
+def test_readme_fault_example_runs(tmp_path):
+    _run_example_module("Faults on demand", tmp_path, passed=2)
+
+
+@pytest.mark.zookeeper
+@pytest.mark.timeout(300)
+def test_readme_cluster_fault_example_runs(tmp_path):
+    _run_example_module("Faults on a cluster", tmp_path, passed=1)
 
 
 def regenerate() -> None:

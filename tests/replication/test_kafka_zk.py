@@ -19,7 +19,8 @@ from minikafka.replication.kafka_zk import (
     decode_cluster_id, decode_controller, decode_controller_epoch, decode_isr_change,
     decode_leader_isr, decode_topic_assignment, decode_topic_config, encode_broker,
     encode_cluster_id, encode_controller, encode_isr_change, encode_leader_isr,
-    encode_topic_assignment, encode_topic_config, new_cluster_id,
+    encode_topic_assignment, encode_topic_config, new_cluster_id, decode_preferred_replica_election,
+    encode_preferred_replica_election,
 )
 from minikafka.replication.zookeeper import BadVersion, NodeExists, NoNode, ZkClient
 
@@ -34,6 +35,20 @@ def plaintext_broker(broker_id: int, host: str = "127.0.0.1", port: int = 9092, 
 
 
 # -- pure codecs ----------------------------------------------------------------------------------
+
+def test_preferred_replica_election_is_kafkas_form_with_our_optional_leader():
+    # What kafka-preferred-replica-election.sh writes, read as "the assignment's first replica".
+    kafkas = b'{"version":1,"partitions":[{"topic":"t","partition":0},{"topic":"u","partition":2}]}'
+    assert decode_preferred_replica_election(kafkas) == [("t", 0, None), ("u", 2, None)]
+    assert encode_preferred_replica_election([("t", 0, None), ("u", 2, None)]) == kafkas
+    ours = encode_preferred_replica_election([("t", 1, 3)])
+    assert ours == b'{"version":1,"partitions":[{"topic":"t","partition":1,"minikafka.leader":3}]}'
+    assert decode_preferred_replica_election(ours) == [("t", 1, 3)]
+    for bad in (b'{"version":1}', b'{"version":1,"partitions":[{"partition":0}]}',
+                b'{"version":1,"partitions":[{"topic":"t","partition":0,"minikafka.leader":"x"}]}'):
+        with pytest.raises(MalformedZnode):
+            decode_preferred_replica_election(bad)
+
 
 def test_broker_registration_is_kafkas_version_4():
     raw = encode_broker(plaintext_broker(3, "h1", 9092), timestamp_ms=1495200000000)
