@@ -165,12 +165,14 @@ class Broker:
                 raise ConfigError(f"minikafka.export.dir: the export package is not available ({exc})") from None
 
             options = {"master": config.export_master} if config.export_master is not None else {}
+            handoff_class = ExportHandoff
             if config.zookeeper_connect is not None:  # progress shared by the cluster, in ZooKeeper
-                from minikafka.export.cluster_handoff import ClusterExportHandoff as ExportHandoff
+                from minikafka.export.cluster_handoff import ClusterExportHandoff
 
+                handoff_class = ClusterExportHandoff
                 options["node_id"] = config.node_id
             try:
-                self.export_handoff = ExportHandoff(out_dir=config.export_dir, log_dirs=config.log_dirs, **options)
+                self.export_handoff = handoff_class(out_dir=config.export_dir, log_dirs=config.log_dirs, **options)
             except ValueError as exc:  # a malformed Spark master URL
                 raise ConfigError(f"minikafka.export.master: {exc}") from None
             segment_hooks = {"on_segment_closed": self.export_handoff.segment_closed,
