@@ -1,4 +1,5 @@
-"""The ``minikafka`` command: ``serve`` here, ``export`` and ``replay`` from the export package.
+"""The ``minikafka`` command: ``serve`` and ``healthcheck`` here, ``export`` and ``replay`` from
+the export package.
 
 ``minikafka serve`` runs one broker in the foreground. When it accepts connections it prints
 exactly one line to stdout::
@@ -95,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_cluster(subparsers)
 
+    health = subparsers.add_parser(
+        "healthcheck", help="exit 0 if a broker answers ApiVersions",
+        description="Connect to a broker and make one Kafka ApiVersions round trip (what the "
+                    "Docker image's HEALTHCHECK runs): exit 0 when it answers without error, "
+                    "1 otherwise, with one line on stderr saying why.")
+    health.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT")
+    health.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
+    health.set_defaults(func=_healthcheck_command)
+
     try:
         from minikafka.export.cli import register
     except ModuleNotFoundError as exc:
@@ -103,6 +113,34 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         register(subparsers)
     return parser
+
+
+def _healthcheck_command(args: argparse.Namespace) -> int:
+    import socket
+
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode, ProtocolError
+    from minikafka.protocol.framing import ClientConnection
+
+    host, _, port = args.bootstrap.strip("[").rpartition(":")
+    host = host.rstrip("]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=args.timeout) as sock:
+            client = ClientConnection("minikafka-healthcheck")
+            sock.sendall(client.send_request(ApiKey.API_VERSIONS, 0, {})[1])
+            while (response := client.next_response()) is None:
+                data = sock.recv(65536)
+                if not data:
+                    raise ConnectionError("the broker closed the connection")
+                client.receive_data(data)
+    except (OSError, ValueError, ProtocolError) as exc:
+        print(f"minikafka healthcheck: {args.bootstrap}: {exc}", file=sys.stderr)
+        return 1
+    if response.body.error_code != ErrorCode.NONE:
+        print(f"minikafka healthcheck: {args.bootstrap}: ApiVersions error {response.body.error_code}",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 def _serve_command(args: argparse.Namespace) -> int:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import javaproperties
+
 from minikafka.storage.config import LogConfig
 
 INT32_MAX = 2**31 - 1
@@ -74,6 +76,10 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("socket.request.max.bytes", "int", 104857600,
               "Largest request frame accepted; a bigger size prefix closes the connection.",
               minimum=1),
+    ConfigKey("queued.max.request.bytes", "long", 104857600,
+              "Bytes of request frames being read or waiting to be handled, across all "
+              "connections (KIP-72); beyond it the broker stops reading from sockets until "
+              "handled requests free memory. -1: no bound (Kafka's default).", minimum=-1),
     ConfigKey("connections.max.idle.ms", "long", 600000,
               "Close a connection after this long without a request in flight or bytes received; "
               "-1 never.", minimum=-1),
@@ -255,72 +261,20 @@ def parse_value(key: ConfigKey, raw: str) -> Any:
     return text
 
 
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    def replace(match: re.Match[str]) -> str:
-        char = match.group(1)
-        if char.startswith("u"):
-            return chr(int(char[1:], 16))
-        return _ESCAPES.get(char, char)
-
-    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", replace, text)
-
-
-def _logical_lines(text: str):
-    """Yield (line number, logical line) of a java.util.Properties text: comment lines
-    dropped, backslash-continued lines joined with the continuation's leading blanks removed."""
-    pending: str | None = None
-    start = 0
-    for number, physical in enumerate(text.splitlines(), start=1):
-        line = physical.lstrip() if pending is not None else physical.strip()
-        if pending is None:
-            if not line or line[0] in "#!":
-                continue
-            start = number
-        else:
-            line = pending + line
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending = line[:-1]
-            continue
-        pending = None
-        yield start, line.rstrip()
-    if pending is not None:
-        yield start, pending
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    """Split a logical line at the first unescaped ``=``, ``:`` or blank (Properties rules)."""
-    index = 0
-    while index < len(line):
-        char = line[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char in "=:" or char.isspace():
-            break
-        index += 1
-    key, rest = line[:index], line[index:].lstrip()
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip()
-    return key, rest
-
-
 def parse_properties(text: str, *, source: str = "properties") -> dict[str, str]:
-    """Parse ``server.properties``-style text (java.util.Properties rules) into a dict.
-
-    ``key=value``, ``key: value`` and ``key value`` are accepted; ``#`` and ``!`` start
-    comment lines; a trailing backslash continues a line. Later duplicates win.
+    """Parse ``server.properties``-style text into a dict, as java.util.Properties reads it
+    (``javaproperties``: separators, comments, continuations, escapes). Later duplicates win;
+    trailing blanks stay in values, as in Java (typed settings ignore them).
     """
     result: dict[str, str] = {}
-    for number, line in _logical_lines(text):
-        key_text, value_text = _split_key_value(line)
-        key = _unescape(key_text)
-        if not key:
-            raise ConfigError(f"{source}: line {number} has no key")
-        result[key] = _unescape(value_text)
+    try:
+        for entry in javaproperties.parse(text):
+            if isinstance(entry, javaproperties.KeyValue):
+                if not entry.key:
+                    raise ConfigError(f"{source}: {entry.source.strip()!r} has no key")
+                result[entry.key] = entry.value
+    except javaproperties.InvalidUEscapeError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     return result
 
 
@@ -494,6 +448,11 @@ class BrokerConfig:
     @property
     def socket_request_max_bytes(self) -> int:
         return self._values["socket.request.max.bytes"]
+
+    @property
+    def queued_max_request_bytes(self) -> int | None:
+        value = self._values["queued.max.request.bytes"]
+        return None if value < 0 else value
 
     @property
     def connections_max_idle_ms(self) -> int:

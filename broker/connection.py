@@ -15,7 +15,10 @@ Three tasks share a connection, linked by two bounded queues::
   message sets (storage ``FileSlice`` chunks) with ``os.sendfile`` from the segment file, so
   fetched bytes never pass through Python.
 
-The queues are bounded, so a client that sends without reading stops being read from.
+The queues are bounded, so a client that sends without reading stops being read from. Request
+memory is bounded across connections too (``queued.max.request.bytes``, broker.request_memory):
+the reader reserves each frame's length once its size prefix is in, reads no further than
+that frame, and the executor gives the reservation back when the request has been handled.
 Produce with ``acks=0`` gets no response. Bytes that do not decode (``ProtocolError``) stop
 the reading; the requests decoded before them are answered, then the connection closes. When
 the client closes its end the connection goes at once, requests in flight included (a
@@ -29,6 +32,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections import deque
 
 import trio
 
@@ -68,6 +72,9 @@ class Connection:
         self._idle_seconds = math.inf if idle_ms < 0 else idle_ms / 1000
         self._idle_scope = trio.CancelScope()
         self._in_flight = 0
+        self._memory = broker.request_memory
+        self._reserved = 0  # bytes this connection holds in the pool
+        self._request_sizes: deque[int] = deque()  # reservation of each request read, in order
 
     async def run(self) -> None:
         """Serve the connection until the peer leaves, misbehaves or idles out; never raises
@@ -92,6 +99,7 @@ class Connection:
         except* Exception:
             logger.exception("closing connection from %s after an unexpected error", self.peer)
         finally:
+            self._memory.release(self._reserved)
             await trio.aclose_forcefully(self.stream)
             logger.debug("connection from %s closed", self.peer)
 
@@ -108,8 +116,14 @@ class Connection:
 
     async def _read(self, requests: trio.MemorySendChannel) -> None:
         async with requests:
+            frame_reserved = 0
             while True:
-                data = await self.stream.receive_some(RECEIVE_SIZE)
+                want, frame_length = self.protocol.wanted()
+                if frame_length is not None and not frame_reserved:
+                    await self._memory.reserve(frame_length)  # may stop reading for a while
+                    frame_reserved = frame_length
+                    self._reserved += frame_length
+                data = await self.stream.receive_some(min(want, RECEIVE_SIZE))
                 if not data:
                     raise _PeerClosed
                 self._touch()
@@ -124,6 +138,8 @@ class Connection:
                     if request is None:
                         break
                     request.client_host = self.peer_host
+                    self._request_sizes.append(frame_reserved)
+                    frame_reserved = 0
                     self._in_flight += 1
                     self._touch()
                     await requests.send(request)
@@ -136,6 +152,9 @@ class Connection:
                     logger.debug("%s: api key %d v%d correlation id %d", self.peer, request.api_key,
                                  request.api_version, request.correlation_id)
                 body = await self._dispatch(request)
+                handled = self._request_sizes.popleft()
+                self._reserved -= handled
+                self._memory.release(handled)
                 if body is None:
                     self._finished_one()
                     continue

@@ -21,23 +21,25 @@ import resource
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import trio
 
 from minikafka.broker.config import BrokerConfig, ConfigError, host_port, parse_properties
 from minikafka.broker.groups import GroupCoordinator
+from minikafka.broker.request_memory import RequestMemory
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.storage.clock import Clock, SystemClock
 from minikafka.storage.config import AppendResult, LogConfig
 from minikafka.storage.log import Log
 from minikafka.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from minikafka.storage.names import InvalidTopicName, validate_topic_name
-from minikafka.storage.types import CorruptPartitionMetadata
+from minikafka.storage.types import CorruptPartitionMetadata, TooManyPartitions
 
 logger = logging.getLogger(__name__)
 
 # Topics that belong to the broker itself: clients may read them but not write them, and
-# they are listed in Metadata only when asked for by name.
+# Metadata flags them is_internal so clients can leave them out of their topic lists.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 
 # accept(2) failing for want of resources, which may come back (as trio.serve_listeners).
@@ -125,8 +127,9 @@ class Broker:
 
     Attributes the handlers and the group coordinator use: ``config``, ``clock``,
     ``node_id``, ``log_manager``, ``group_coordinator``, ``cluster_id``, ``advertised_host``,
-    ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``, ``faults``
-    (a ``FaultInjector`` when started for tests, else None).
+    ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``,
+    ``request_memory`` (``queued.max.request.bytes``), ``faults`` (a ``FaultInjector`` when
+    started for tests, else None).
     """
 
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
@@ -140,6 +143,7 @@ class Broker:
         self.advertised_host: str | None = None
         self.advertised_port: int | None = None
         self.append_waiters = AppendWaiters()
+        self.request_memory = RequestMemory(config.queued_max_request_bytes)
         # Tests only (minikafka.test.control.port): injected errors and delays, and where the
         # channel that queues them listens once serving.
         self.faults = None
@@ -289,9 +293,12 @@ class Broker:
                 logger.warning("log dir %s was not shut down cleanly: recovering its logs", log_dir)
         try:
             self.log_manager.startup()
-        except OSError as exc:
-            raise BrokerStartupError(
-                f"cannot load logs from {exc.filename or 'the log dirs'}: {exc.strerror or exc}") from None
+        except OSError as exc:  # e.g. a full disk while recovery rebuilds indexes: one line, not a signal
+            dirs = self.config.log_dirs
+            where = next((d for d in dirs if exc.filename and Path(exc.filename).is_relative_to(d)), None)
+            named = f"log dir {where}" if where else f"log dir{'s' * (len(dirs) > 1)} {','.join(map(str, dirs))}"
+            raise BrokerStartupError(f"cannot load logs from {named}: {exc.strerror or exc}"
+                                     + (f" ({exc.filename})" if exc.filename else "")) from None
         except (RuntimeError, CorruptPartitionMetadata) as exc:  # e.g. one partition in two log dirs
             raise BrokerStartupError(f"cannot load logs: {exc}") from None
 
@@ -427,6 +434,8 @@ class Broker:
             try:
                 await trio.to_thread.run_sync(self.log_manager.create_topic, topic,
                                               self.config.num_partitions, {})
+            except TooManyPartitions as exc:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
             except OSError as exc:
                 raise _creation_failed(topic, exc) from None
         logger.info("auto-created topic %r with %d partition(s)", topic, self.config.num_partitions)
@@ -438,7 +447,9 @@ class Broker:
 
         ``num_partitions`` / ``replication_factor`` of -1 take the broker defaults
         (``num.partitions``, 1), as Kafka does since KIP-464; with explicit ``assignments``
-        both must be -1. Raises TopicError with INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
+        both must be -1. More partitions than the process can keep open (open-file limit,
+        memory maps: LogManager.check_partition_room) are INVALID_PARTITIONS. Raises TopicError
+        with INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
         INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
         INVALID_REQUEST, INVALID_CONFIG or KAFKA_STORAGE_ERROR (the disk refused it).
         """
@@ -484,10 +495,13 @@ class Broker:
         async with self._topic_admin:
             if self.topic_exists(topic):
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
-            if validate_only:
-                return
             try:
+                self.log_manager.check_partition_room(num_partitions)
+                if validate_only:
+                    return
                 await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, overrides)
+            except TooManyPartitions as exc:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
             except OSError as exc:
                 raise _creation_failed(topic, exc) from None
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,

@@ -122,6 +122,12 @@ class _SparkInterrupt:
 
 
 def run_export(args) -> int:
+    from minikafka.export.session import MissingExtra, require_extra
+
+    try:
+        require_extra("pyspark", "pyarrow")
+    except MissingExtra as exc:
+        return _fail("export", str(exc))
     from minikafka.export.console import summary_line
     from minikafka.export.exporter import export
     from minikafka.export.progress import ExportBusy
@@ -158,6 +164,12 @@ def run_export(args) -> int:
 
 
 def run_replay(args) -> int:
+    from minikafka.export.session import MissingExtra, require_extra
+
+    try:
+        require_extra("pyarrow", "confluent_kafka")
+    except MissingExtra as exc:
+        return _fail("replay", str(exc))
     from minikafka.export.console import summary_line
     from minikafka.export.replay import ReplayError, ReplayInterrupted, replay
 

@@ -21,7 +21,6 @@ forever.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import shlex
 import subprocess
@@ -33,20 +32,14 @@ import trio
 
 from minikafka.export.exporter import internal_topic
 from minikafka.export.progress import ExportProgress
-from minikafka.export.session import check_master
+from minikafka.export.session import check_master, require_extra
 
 __all__ = ["ExportHandoff"]
 
 logger = logging.getLogger("minikafka.export")
 
 
-def _require_exporter_packages() -> None:
-    for name in ("pyspark", "pyarrow"):
-        if importlib.util.find_spec(name) is None:
-            raise ModuleNotFoundError(f"No module named {name!r} (pip install 'minikafka[export]')", name=name)
-
-
-_require_exporter_packages()
+require_extra("pyspark", "pyarrow")
 
 
 class ExportHandoff:

@@ -37,6 +37,7 @@ import zlib
 
 import lz4.frame
 import snappy
+import xxhash
 
 from minikafka.protocol.errors import ErrorCode, RecordError
 
@@ -211,53 +212,5 @@ def _with_header_checksum(frame: bytes, *, legacy: bool) -> bytes:
     if len(frame) <= hc_position:
         raise RecordError(ErrorCode.CORRUPT_MESSAGE, "LZ4 frame header is truncated")
     hashed = frame[0 if legacy else 4 : hc_position]
-    checksum = (xxh32(hashed) >> 8) & 0xFF
+    checksum = (xxhash.xxh32_intdigest(hashed) >> 8) & 0xFF
     return frame[:hc_position] + bytes((checksum,)) + frame[hc_position + 1 :]
-
-
-_PRIME1 = 2654435761
-_PRIME2 = 2246822519
-_PRIME3 = 3266489917
-_PRIME4 = 668265263
-_PRIME5 = 374761393
-_MASK = 0xFFFFFFFF
-
-
-def _rotl(value: int, bits: int) -> int:
-    return ((value << bits) | (value >> (32 - bits))) & _MASK
-
-
-def xxh32(data: bytes, seed: int = 0) -> int:
-    """XXH32 of ``data``: used only for LZ4 frame header checksums (a few bytes), where a
-    pure-Python version costs nothing and spares a native dependency."""
-    length = len(data)
-    position = 0
-    if length >= 16:
-        v1 = (seed + _PRIME1 + _PRIME2) & _MASK
-        v2 = (seed + _PRIME2) & _MASK
-        v3 = seed & _MASK
-        v4 = (seed - _PRIME1) & _MASK
-        while position + 16 <= length:
-            lanes = struct.unpack_from("<4I", data, position)
-            v1 = (_rotl((v1 + lanes[0] * _PRIME2) & _MASK, 13) * _PRIME1) & _MASK
-            v2 = (_rotl((v2 + lanes[1] * _PRIME2) & _MASK, 13) * _PRIME1) & _MASK
-            v3 = (_rotl((v3 + lanes[2] * _PRIME2) & _MASK, 13) * _PRIME1) & _MASK
-            v4 = (_rotl((v4 + lanes[3] * _PRIME2) & _MASK, 13) * _PRIME1) & _MASK
-            position += 16
-        acc = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _MASK
-    else:
-        acc = (seed + _PRIME5) & _MASK
-    acc = (acc + length) & _MASK
-    while position + 4 <= length:
-        (lane,) = struct.unpack_from("<I", data, position)
-        acc = (_rotl((acc + lane * _PRIME3) & _MASK, 17) * _PRIME4) & _MASK
-        position += 4
-    while position < length:
-        acc = (_rotl((acc + data[position] * _PRIME5) & _MASK, 11) * _PRIME1) & _MASK
-        position += 1
-    acc ^= acc >> 15
-    acc = (acc * _PRIME2) & _MASK
-    acc ^= acc >> 13
-    acc = (acc * _PRIME3) & _MASK
-    acc ^= acc >> 16
-    return acc

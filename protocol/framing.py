@@ -145,6 +145,13 @@ class _FrameBuffer:
     def buffered(self) -> int:
         return len(self._buf) - self._start
 
+    @property
+    def frame_length(self) -> int | None:
+        """Length (size prefix included) of the frame being assembled, once its prefix is in."""
+        if self._error is not None or len(self._buf) - self._start < 4:
+            return None
+        return 4 + INT32_S.unpack_from(self._buf, self._start)[0]
+
 
 def _read_header_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
     (n,) = INT16_S.unpack_from(buf, pos)
@@ -256,6 +263,16 @@ class ServerConnection:
     def buffered(self) -> int:
         """Bytes received but not yet returned as requests."""
         return self._frames.buffered
+
+    def wanted(self) -> tuple[int, int | None]:
+        """``(bytes to read next, length of the frame they belong to)``: the rest of the size
+        prefix (frame length None: not known yet), else the rest of the frame. Reading no
+        more than this never takes in bytes of a next frame, so an I/O layer can reserve a
+        frame's memory before its body is read (KIP-72's memory pool)."""
+        length = self._frames.frame_length
+        if length is None:
+            return max(4 - self._frames.buffered, 1), None
+        return max(length - self._frames.buffered, 1), length
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,10 +17,15 @@ per line::
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 from pathlib import Path
 
 CHECKPOINT_VERSION = 0
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_syncfs = getattr(_libc, "syncfs", None)  # Linux only
 
 
 class CorruptCheckpoint(ValueError):
@@ -32,6 +37,22 @@ def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_filesystem(directory: Path) -> None:
+    """Make everything written on ``directory``'s filesystem durable in one call (syncfs(2);
+    sync(2) where there is none): for many new files at once, where one fsync each, with
+    a journal commit each, costs milliseconds per file."""
+    if _syncfs is None:
+        os.sync()
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(directory))
     finally:
         os.close(fd)
 

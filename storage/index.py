@@ -16,7 +16,11 @@ increasing::
 
 Size policy (as Kafka): the active segment's index files are preallocated (sparse) to
 ``segment.index.bytes`` rounded down to whole entries and mapped read/write; when the segment
-rolls or the log closes they are truncated to their real entry count. A full index rolls the
+rolls or the log closes they are truncated to their real entry count. A sparse file's pages
+get disk space only when first written, and through a mapping a full disk cannot say so but
+with SIGBUS, which kills the process: so before entries go into a part of the file not yet
+reserved, the next ``RESERVE_BYTES`` are allocated with ``posix_fallocate``, and a full disk is
+an ``OSError`` (ENOSPC) raised before anything is written. A full index rolls the
 segment; the time index keeps one slot spare for the entry written at roll. Closed segments'
 indexes are mapped read-only on first lookup. After a crash an active index still has its
 preallocated length, so its entry count is wrong; the sanity check notices (the zero-filled
@@ -30,6 +34,11 @@ import os
 import struct
 from pathlib import Path
 from typing import ClassVar
+
+
+# Disk space reserved ahead of the entries at a time: 8192 offset-index entries, so one
+# posix_fallocate per 32 MiB of log at the default index.interval.bytes.
+RESERVE_BYTES = 64 * 1024
 
 
 class CorruptIndex(Exception):
@@ -48,6 +57,7 @@ class _MappedIndex:
         self.max_entries = max(max_index_size // entry_size, 2)
         self._mm: mmap.mmap | None = None
         self._writable = False
+        self._reserved = 0  # bytes from the start of the file known to have disk space
         try:
             self._file_length = path.stat().st_size
         except FileNotFoundError:  # created by open_for_append; readers never create files
@@ -70,6 +80,7 @@ class _MappedIndex:
             os.close(fd)
         self._file_length = length
         self._writable = True
+        self._reserved = 0
 
     def reset(self) -> None:
         """Forget every entry (before a rebuild); leaves the index writable."""
@@ -137,7 +148,16 @@ class _MappedIndex:
         return self.entries >= self.max_entries
 
     def entry(self, i: int) -> tuple[int, int]:
-        return self.ENTRY.unpack_from(self._view(), i * self.ENTRY.size)
+        if self._mm is None:
+            # Not mapped yet (a segment being loaded): read the one entry. Mapping an index
+            # left at its preallocated length by a crash and touching its end would read a
+            # hole, which tmpfs backs with a new page: SIGBUS on a full disk.
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                return self._read_file_entry(fd, i)
+            finally:
+                os.close(fd)
+        return self.ENTRY.unpack_from(self._mm, i * self.ENTRY.size)
 
     def _write(self, rows: list[tuple[int, int]]) -> None:
         """Store already-checked entries (fields as on disk) after the last one."""
@@ -146,8 +166,22 @@ class _MappedIndex:
         start = self.entries * self.ENTRY.size
         pack = self.ENTRY.pack
         data = b"".join([pack(*row) for row in rows])
+        if start + len(data) > self._reserved:
+            self._reserve(start + len(data))
         self._mm[start:start + len(data)] = data
         self.entries += len(rows)
+
+    def _reserve(self, end: int) -> None:
+        """Give the file disk space up to ``end`` and a bit beyond (see the module docstring)."""
+        target = min(max(end, self._reserved + RESERVE_BYTES), self._file_length)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, self._reserved, target - self._reserved)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+        finally:
+            os.close(fd)
+        self._reserved = target
 
     def _largest_at_most(self, key_field: int, target: int) -> int:
         """Index of the last entry whose ``key_field`` is <= target, or -1."""

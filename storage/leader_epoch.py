@@ -35,7 +35,12 @@ class LeaderEpochCheckpointFile:
         self.path = path
 
     def write(self, entries: list[tuple[int, int]]) -> None:
-        write_atomically(self.path, format_versioned_lines([f"{e} {o}" for e, o in entries]))
+        write_atomically(self.path, self.format(entries))
+
+    @staticmethod
+    def format(entries: list[tuple[int, int]]) -> bytes:
+        """The file's bytes for ``entries`` (for callers that make them durable in bulk)."""
+        return format_versioned_lines([f"{e} {o}" for e, o in entries])
 
     def read(self) -> list[tuple[int, int]]:
         """Entries in file order; [] if missing. Raises CorruptCheckpoint."""

@@ -19,8 +19,10 @@ skipped; ``<topic>-<p>.<id>-delete`` directories (a topic deletion cut short) ar
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import resource
 import shutil
 import threading
 import traceback
@@ -28,14 +30,17 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, write_atomically
+from minikafka.storage.checkpoint import (CorruptCheckpoint, OffsetCheckpointFile, fsync_dir, sync_filesystem,
+                                         write_atomically)
+from minikafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from minikafka.storage.clock import Clock
 from minikafka.storage.config import LogConfig
 from minikafka.storage.log import Log
 from minikafka.storage.names import (DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir_name,
                            partition_dir_name, validate_topic_name)
-from minikafka.storage.partition_metadata import new_topic_id, read_topic_id
-from minikafka.storage.types import CorruptPartitionMetadata, SegmentInfo, TopicAlreadyExists, UnknownTopic
+from minikafka.storage.partition_metadata import PARTITION_METADATA_FILE, format_topic_id, new_topic_id, read_topic_id
+from minikafka.storage.types import (CorruptPartitionMetadata, SegmentInfo, TooManyPartitions, TopicAlreadyExists,
+                                     UnknownTopic)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -46,6 +51,32 @@ TOPIC_CONFIG_FILE = "topic-config.properties"
 logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+# What one open partition costs the process: its active segment's .log file, plus one
+# descriptor and one memory map held by each of its two mapped indexes (mmap keeps a dup of
+# the descriptor). Closed segments keep their .log open too, but a new topic has none.
+FILES_PER_PARTITION = 3
+MAPS_PER_PARTITION = 2
+# Descriptors and maps kept free for connections, checkpoints, rolls and the interpreter.
+RESERVED_FILES = 512
+RESERVED_MAPS = 1024
+
+
+def _count(path: str, *, lines: bool) -> int | None:
+    try:
+        if lines:
+            with open(path, "rb") as file:
+                return sum(1 for _ in file)
+        return len(os.listdir(path))
+    except OSError:  # no /proc (not Linux): only the rlimit bounds us
+        return None
+
+
+def _limit_for_maps() -> int | None:
+    try:
+        return int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -99,6 +130,7 @@ class LogManager:
         self.may_delete_segment = may_delete_segment
         self._logs: dict[TopicPartition, Log] = {}
         self._overrides: dict[str, dict[str, str]] = {}
+        self._creating: set[str] = set()  # topics whose partitions are being made, unlocked
         self._lock = threading.RLock()
 
     # -- start and stop ----------------------------------------------------------------------
@@ -186,17 +218,18 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
 
+    # The readers take no lock: copying the dict is one step under the GIL, and the broker's
+    # event loop calls them, which must never wait for a thread holding the lock over disk work.
+
     def logs(self) -> list[Log]:
-        with self._lock:
-            return list(self._logs.values())
+        return list(self._logs.values())
 
     def topics(self) -> dict[str, int]:
         """Topic -> number of partitions, from the partitions present."""
-        with self._lock:
-            counts: dict[str, int] = {}
-            for topic, _ in self._logs:
-                counts[topic] = counts.get(topic, 0) + 1
-            return counts
+        counts: dict[str, int] = {}
+        for topic, _ in list(self._logs):
+            counts[topic] = counts.get(topic, 0) + 1
+        return counts
 
     def topic_overrides(self, topic: str) -> dict[str, str]:
         """The overrides the topic was created with ({} for none); UnknownTopic if absent."""
@@ -205,48 +238,121 @@ class LogManager:
                 raise UnknownTopic(topic)
             return dict(self._overrides[topic])
 
+    def check_partition_room(self, partitions: int) -> None:
+        """Raise TooManyPartitions unless ``partitions`` more can be opened now.
+
+        The limit is derived from what this process can hold, each new partition costing
+        FILES_PER_PARTITION descriptors and MAPS_PER_PARTITION memory maps: the open-file
+        limit (RLIMIT_NOFILE, soft) less the descriptors open now and RESERVED_FILES, and
+        the kernel's ``vm.max_map_count`` less the maps present and RESERVED_MAPS. Refused
+        up front, a count no disk could hold (a bit-flipped 10^9) costs nothing.
+        """
+        limits = []
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        open_files = _count("/proc/self/fd", lines=False)
+        if soft != resource.RLIM_INFINITY:
+            if open_files is None:
+                open_files = len(self._logs) * FILES_PER_PARTITION
+            room = max(soft - open_files - RESERVED_FILES, 0) // FILES_PER_PARTITION
+            limits.append((room, f"each keeps {FILES_PER_PARTITION} files open (its active segment and two "
+                                 f"memory-mapped indexes) and {open_files} of the open-file limit {soft} "
+                                 f"are in use, {RESERVED_FILES} kept spare (raise it with ulimit -n)"))
+        max_maps, maps = _limit_for_maps(), _count("/proc/self/maps", lines=True)
+        if max_maps is not None and maps is not None:
+            room = max(max_maps - maps - RESERVED_MAPS, 0) // MAPS_PER_PARTITION
+            limits.append((room, f"each maps {MAPS_PER_PARTITION} index files and {maps} of vm.max_map_count "
+                                 f"{max_maps} maps are in use, {RESERVED_MAPS} kept spare"))
+        if not limits:
+            return
+        room, why = min(limits)
+        if partitions > room:
+            raise TooManyPartitions(f"Number of partitions {partitions} is more than this broker can open: "
+                                    f"{room} more partitions fit, as {why}.")
+
     def create_topic(self, topic: str, partitions: int, overrides: dict[str, str]) -> list[Log]:
         """Create ``partitions`` empty logs with ``overrides`` persisted beside them.
 
-        Raises InvalidTopicName, ValueError (bad partition count or config) or
-        TopicAlreadyExists, all before touching the filesystem; OSError when the disk (or the
-        open-file limit) fails midway, after removing the partitions made so far, so a
-        failed creation never leaves half a topic to load at the next start.
+        Raises InvalidTopicName, ValueError (bad partition count or config),
+        TooManyPartitions or TopicAlreadyExists, all before touching the filesystem; OSError
+        when the disk (or the open-file limit) fails midway, after removing the partitions
+        made so far, so a failed creation never leaves half a topic to load at the next start.
+
+        The manager's lock is held only to reserve the name and to install the finished
+        logs, so other threads (and the broker's event loop asking for ``topics()``) are
+        never held up by the disk work. That work is linear in the partition count: every
+        partition's files are written into a directory under a ``-delete`` name (which the
+        next start removes, should it crash meanwhile), made durable by one filesystem
+        sync, then renamed into place and the log dirs fsynced once; only then are the logs
+        opened. One fsync per file, as write_atomically does, would cost milliseconds each.
         """
         validate_topic_name(topic)
         if not isinstance(partitions, int) or partitions < 1:
             raise ValueError(f"number of partitions must be at least 1, not {partitions!r}")
         overrides = {str(k): str(v) for k, v in overrides.items()}
         config = LogConfig.from_topic_configs(self.default_config, overrides)
+        self.check_partition_room(partitions)
         with self._lock:
-            if topic in self._overrides:
+            if topic in self._overrides or topic in self._creating:
                 raise TopicAlreadyExists(f"topic {topic!r} already exists")
-            created: list[Log] = []
-            half_made: int | None = None  # the partition whose dir exists but whose log does not
-            topic_id = new_topic_id()
-            try:
-                for partition in range(partitions):
-                    log_dir = self._least_loaded_dir()
-                    directory = log_dir / partition_dir_name(topic, partition)
-                    directory.mkdir()
-                    half_made = partition
-                    write_atomically(directory / TOPIC_CONFIG_FILE, _format_overrides(overrides))
-                    log = Log.create(directory, topic, partition, config, self.clock, topic_id=topic_id)
-                    half_made = None
-                    self._install(log)
-                    created.append(log)
-            except BaseException as exc:
-                # The files a half-made log opened are reachable only through the traceback's
-                # frames: clearing them closes those descriptors, which the removal below may
-                # need when the open-file limit is what failed.
-                traceback.clear_frames(exc.__traceback__)
+            self._creating.add(topic)
+            load = self._dir_loads()
+        try:
+            created = self._make_partitions(topic, partitions, overrides, config, load)
+            with self._lock:
                 for log in created:
-                    self._remove(log)
-                if half_made is not None:
-                    self._bury(directory, topic, half_made)
-                raise
-            self._overrides[topic] = overrides
+                    self._install(log)
+                self._overrides[topic] = overrides
             return created
+        finally:
+            with self._lock:
+                self._creating.discard(topic)
+
+    def _make_partitions(self, topic: str, partitions: int, overrides: dict[str, str], config: LogConfig,
+                         load: dict[Path, int]) -> list[Log]:
+        topic_id = new_topic_id()
+        files = {PARTITION_METADATA_FILE: format_topic_id(topic_id),
+                 LEADER_EPOCH_CHECKPOINT: LeaderEpochCheckpointFile.format([(0, 0)])}  # epoch 0 from offset 0
+        if overrides:  # no file reads as no overrides: one file creation less per partition
+            files[TOPIC_CONFIG_FILE] = _format_overrides(overrides)
+        staged: list[tuple[Path, Path]] = []  # (directory now, its final name)
+        placed: list[Path] = []
+        created: list[Log] = []
+        try:
+            for partition in range(partitions):
+                log_dir = min(self.log_dirs, key=lambda d: load[d])
+                load[log_dir] += 1
+                final = log_dir / partition_dir_name(topic, partition)
+                if final.exists():  # a rename would replace an empty directory silently
+                    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(final))
+                staging = log_dir / delete_dir_name(topic, partition, uuid.uuid4().hex)
+                staging.mkdir()
+                staged.append((staging, final))
+                for name, data in files.items():
+                    with open(staging / name, "wb") as file:
+                        file.write(data)
+            used_dirs = sorted({final.parent for _, final in staged})
+            for log_dir in used_dirs:
+                sync_filesystem(log_dir)
+            for staging, final in staged:
+                os.rename(staging, final)
+                placed.append(final)
+            for log_dir in used_dirs:
+                fsync_dir(log_dir)
+            for partition, final in enumerate(placed):
+                created.append(Log(final, topic, partition, config, self.clock, topic_id=topic_id))
+            return created
+        except BaseException as exc:
+            # The files a half-made log opened are reachable only through the traceback's
+            # frames: clearing them closes those descriptors, which the removal below may
+            # need when the open-file limit is what failed.
+            traceback.clear_frames(exc.__traceback__)
+            for log in created:
+                log.close()
+            for partition, final in enumerate(placed):
+                self._bury(final, topic, partition)
+            for staging, _ in staged[len(placed):]:
+                shutil.rmtree(staging, ignore_errors=True)
+            raise
 
     def create_log(self, topic: str, partition: int, overrides: dict[str, str]) -> Log:
         """The replica of one partition, created empty if this broker does not hold it yet
@@ -313,16 +419,21 @@ class LogManager:
             shutil.rmtree(graveyard, ignore_errors=True)
         return graveyard
 
-    def _install(self, log: Log) -> None:
-        log.on_segment_closed = self.on_segment_closed
-        self._logs[(log.topic, log.partition)] = log
-
-    def _least_loaded_dir(self) -> Path:
+    def _dir_loads(self) -> dict[Path, int]:
+        """Partitions per log dir, for placing new ones where there are fewest."""
         load = {d: 0 for d in self.log_dirs}
         for log in self._logs.values():
             if log.dir.parent in load:
                 load[log.dir.parent] += 1
+        return load
+
+    def _least_loaded_dir(self) -> Path:
+        load = self._dir_loads()
         return min(self.log_dirs, key=lambda d: load[d])
+
+    def _install(self, log: Log) -> None:
+        log.on_segment_closed = self.on_segment_closed
+        self._logs[(log.topic, log.partition)] = log
 
     # -- periodic work -----------------------------------------------------------------------
 

@@ -78,5 +78,9 @@ def read_topic_id(directory: Path) -> str | None:
 
 def write_topic_id(directory: Path, topic_id: str) -> None:
     """Record ``topic_id`` in a partition directory, atomically."""
-    text = f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {parse_topic_id(topic_id)}"
-    write_atomically(Path(directory) / PARTITION_METADATA_FILE, text.encode())
+    write_atomically(Path(directory) / PARTITION_METADATA_FILE, format_topic_id(topic_id))
+
+
+def format_topic_id(topic_id: str) -> bytes:
+    """The bytes of ``partition.metadata`` for ``topic_id`` (for callers that make them durable in bulk)."""
+    return f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {parse_topic_id(topic_id)}".encode()

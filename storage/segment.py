@@ -104,19 +104,17 @@ class LogSegment:
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, *, create: bool) -> None:
         self.base_offset = base_offset
         self.config = config
-        stem = directory / segment_file_stem(base_offset)
-        self.log_path = stem.with_name(stem.name + LOG_SUFFIX)
+        stem = segment_file_stem(base_offset)
+        self.log_path = directory / (stem + LOG_SUFFIX)
+        index_path, time_index_path = directory / (stem + INDEX_SUFFIX), directory / (stem + TIME_INDEX_SUFFIX)
         if create:
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                stem.with_name(stem.name + suffix).unlink(missing_ok=True)
+            index_path.unlink(missing_ok=True)
+            time_index_path.unlink(missing_ok=True)
         self.file = SegmentFile(self.log_path, "w+" if create else "r+")
         self.size = os.fstat(self.file.fileno()).st_size
-        self.indexes_missing = not (stem.with_name(stem.name + INDEX_SUFFIX).exists()
-                                    and stem.with_name(stem.name + TIME_INDEX_SUFFIX).exists())
-        self.offset_index = OffsetIndex(stem.with_name(stem.name + INDEX_SUFFIX), base_offset,
-                                        config.segment_index_bytes)
-        self.time_index = TimeIndex(stem.with_name(stem.name + TIME_INDEX_SUFFIX), base_offset,
-                                    config.segment_index_bytes)
+        self.indexes_missing = create or not (index_path.exists() and time_index_path.exists())
+        self.offset_index = OffsetIndex(index_path, base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes)
         self.next_offset = base_offset
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
         self._index_anchor = 0
@@ -299,13 +297,31 @@ class LogSegment:
     def append(self, buffer: bytes, entries: list[tuple[int, int, int]], last_offset: int, now: int) -> None:
         """Write a validated set and index it from its per-entry ``(position, last offset,
         max timestamp)`` list, without parsing the bytes again; entries without a
-        timestamp count at ``now``."""
+        timestamp count at ``now``.
+
+        Raises OSError (ENOSPC: the disk is full) with the segment, file and indexes, as it
+        was before the call."""
+        offset_entries_before, time_entries_before = self.offset_index.entries, self.time_index.entries
+        rolling_base_before = self._rolling_base_timestamp
         start = self.size
         fd = self.file.fileno()
         view = memoryview(buffer)
         written = 0
-        while written < len(buffer):
-            written += os.pwrite(fd, view[written:], start + written)
+        try:
+            while written < len(buffer):
+                written += os.pwrite(fd, view[written:], start + written)
+            self._index_appended(buffer, entries, last_offset, now, start)
+        except OSError:
+            # A full disk (or any write error) leaves the segment as it was, so nothing of a
+            # refused set is read, or found after a restart: cut the file back (truncation
+            # needs no space), and forget index entries added (their pages stay reserved).
+            os.ftruncate(fd, start)
+            self.offset_index.entries, self.time_index.entries = offset_entries_before, time_entries_before
+            self._rolling_base_timestamp = rolling_base_before
+            raise
+
+    def _index_appended(self, buffer: bytes, entries: list[tuple[int, int, int]], last_offset: int, now: int,
+                        start: int) -> None:
         if start == 0 and entries:
             self._rolling_base_timestamp = entries[0][2] if entries[0][2] >= 0 else now
         max_timestamp, offset_of_max = self.max_timestamp, self.offset_of_max_timestamp

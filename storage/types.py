@@ -16,6 +16,10 @@ class TopicAlreadyExists(Exception):
     """create_topic for a topic that already has partitions (TOPIC_ALREADY_EXISTS)."""
 
 
+class TooManyPartitions(ValueError):
+    """More partitions than the process can keep open; the message names the limit."""
+
+
 class UnknownTopic(KeyError):
     """An operation on a topic this broker does not hold (UNKNOWN_TOPIC_OR_PARTITION)."""
 

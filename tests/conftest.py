@@ -4,11 +4,17 @@ The broker fixtures (``minikafka_broker``, ``minikafka_broker_factory``) come fr
 ``minikafka.broker.pytest_plugin``, which pytest loads through minikafka's ``pytest11`` entry
 point: the suite runs against the installed package (``bash tests/run.sh`` runs
 ``pip install -e .`` first), since the layer folders are importable only as ``minikafka.*``.
+
+It also provides ``small_filesystem``: a real tmpfs of a few MiB for full-disk tests.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +43,53 @@ def zk_chroot(zookeeper) -> str:
     """A connect string with a chroot of this test's own ("127.0.0.1:PORT/t<uuid>"); clients
     create the chroot on connect, so each test starts from an empty tree."""
     return f"{zookeeper.connect_string}/t{uuid.uuid4().hex}"
+
+
+class SmallFilesystem:
+    """A real tmpfs of a few MiB mounted at ``path``, to run out of space for real."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._filler = path / "filler"
+
+    def fill(self, leave: int = 0) -> None:
+        """Fill the filesystem with a filler file, then free ``leave`` bytes of it again
+        (tmpfs counts whole pages: pass multiples of the page size)."""
+        with open(self._filler, "ab") as file:
+            chunk = b"\0" * 65536
+            while True:
+                try:
+                    file.write(chunk)
+                    file.flush()
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+            page = os.sysconf("SC_PAGE_SIZE")
+            file.truncate(file.tell() // page * page)
+        os.truncate(self._filler, max(os.path.getsize(self._filler) - leave, 0))
+
+    def free(self) -> None:
+        self._filler.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """``small_filesystem(size="2m", at=None)`` -> a SmallFilesystem on a fresh tmpfs (mounted at
+    ``at``, default a new directory under tmp_path); unmounted after
+    the test. Mounting needs root (CI runs as root); elsewhere the test is skipped."""
+    mounted: list[Path] = []
+
+    def mount(size: str = "2m", at: Path | None = None) -> SmallFilesystem:
+        where = at if at is not None else tmp_path / f"small-fs-{len(mounted)}"
+        where.mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                                capture_output=True, text=True)
+        if result.returncode:
+            pytest.skip(f"cannot mount a {size} tmpfs (needs root): {result.stderr.strip()}")
+        mounted.append(where)
+        return SmallFilesystem(where)
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)

@@ -4,11 +4,12 @@ Follows Kafka 0.10.2: v0 asks for every topic with an empty list, v1+ with null 
 list then means none). Requested topics that do not exist are created when
 ``auto.create.topics.enable`` is on (the ``allow_auto_topic_creation`` flag only arrives in
 v4); otherwise they answer UNKNOWN_TOPIC_OR_PARTITION, and names Kafka would refuse answer
-INVALID_TOPIC_EXCEPTION. Internal topics (``__consumer_offsets``) appear only when asked for
-by name. On a single broker every partition is led by it with itself as the only replica and
-ISR; in a cluster the answer is the controller's last UpdateMetadata: every live broker, the
-controller, and each partition's leader (-1 with LEADER_NOT_AVAILABLE while it has none),
-replicas and ISR.
+INVALID_TOPIC_EXCEPTION. An all-topics request lists internal topics (``__consumer_offsets``)
+too, with ``is_internal`` set from v1 on, as Kafka 0.10.2's ``metadataCache.getAllTopics`` does
+for every version: clients hide them themselves (``exclude.internal.topics``). On a single
+broker every partition is led by it with itself as the only replica and ISR; in a cluster the
+answer is the controller's last UpdateMetadata: every live broker, the controller, and each
+partition's leader (-1 with LEADER_NOT_AVAILABLE while it has none), replicas and ISR.
 """
 
 from __future__ import annotations
@@ -63,9 +64,7 @@ def _brokers(broker) -> tuple[list[dict], int]:
 async def handle(broker, request) -> dict:
     requested = request.body.topics
     if requested is None or (request.api_version == 0 and not requested):
-        topics = [_topic_metadata(broker, name, count)
-                  for name, count in sorted(broker.topics().items())
-                  if not broker.is_internal(name)]
+        topics = [_topic_metadata(broker, name, count) for name, count in sorted(broker.topics().items())]
     else:
         topics = []
         seen = set()

@@ -56,8 +56,10 @@ async def _produce_topic(broker, name: str, partition_data, acks: int, waits: li
             logger.debug("produce to %s-%d refused: %s", name, partition.index, exc)
             results.append(_failed(partition.index, exc.code))
             continue
-        except OSError:  # the disk, not the request: the partition fails, the connection stays
-            logger.exception("append to %s-%d failed", name, partition.index)
+        except OSError as exc:  # the disk, not the request: the partition fails, the connection stays
+            # Nothing of the set was kept (storage cuts a failed append back); one line, as a
+            # full disk fails every append until space is freed.
+            logger.error("append to %s-%d failed: %s", name, partition.index, exc)
             results.append(_failed(partition.index, ErrorCode.KAFKA_STORAGE_ERROR))
             continue
         results.append({"index": partition.index, "error_code": ErrorCode.NONE,

@@ -317,3 +317,19 @@ def test_busy_or_bad_test_control_port_is_one_line(tmp_path):
     assert_one_line_error(result, f"test control port 127.0.0.1:{port}")
     assert_one_line_error(run_cli("serve", "--log-dir", str(tmp_path / "data"), "--override",
                                   "minikafka.test.control.port=70000"), "minikafka.test.control.port", "70000")
+
+
+def test_healthcheck_is_a_real_apiversions_round_trip(minikafka_broker):
+    assert run_cli("healthcheck", "--bootstrap", minikafka_broker.bootstrap).returncode == 0
+    # An open port that does not speak Kafka is not healthy: it accepts, then hangs up.
+    with socket.create_server(("127.0.0.1", 0)) as impostor:
+        port = impostor.getsockname()[1]
+        result = subprocess.Popen([*LAUNCH, "healthcheck", "--bootstrap", f"127.0.0.1:{port}", "--timeout", "5"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        conn, _ = impostor.accept()
+        conn.close()
+        stdout, stderr = result.communicate(timeout=30)
+    assert result.returncode == 1
+    assert_one_line_error(subprocess.CompletedProcess([], 1, stdout, stderr), "closed the connection")
+    closed = run_cli("healthcheck", "--bootstrap", f"127.0.0.1:{port}")
+    assert_one_line_error(closed, f"127.0.0.1:{port}", "refused")

@@ -35,10 +35,24 @@ def test_properties_syntax_follows_java_properties():
         "num.partitions": "3",
         "log.dirs": "/a,/b",
         "listeners": "PLAINTEXT://127.0.0.1:9000",
-        "log.retention.ms": "1000",  # trailing blanks dropped (friendlier than Java)
+        "log.retention.ms": "1000 ",  # Java keeps trailing blanks; typed values ignore them
         "key=with:escapes": "vA",
         "empty": "",
     }
+    assert BrokerConfig({"log.retention.ms": "1000 "}).log_config().retention_ms == 1000
+
+
+@pytest.mark.parametrize("text", ["bad=\\u12G4\n", "bad=\\u00\n"])
+def test_a_malformed_unicode_escape_is_a_config_error(text):
+    # java.util.Properties throws "Malformed \\uxxxx encoding"; reading it as "u12G4"
+    # would start the broker with a value nobody wrote.
+    with pytest.raises(ConfigError, match=r"server.properties: Invalid \\u escape"):
+        parse_properties(text, source="server.properties")
+
+
+def test_a_continued_line_ending_in_an_escaped_backslash_ends_there():
+    assert parse_properties("a=x\\\\\nb=y\n") == {"a": "x\\", "b": "y"}
+    assert parse_properties("a=x\\\\\\\n  y\n") == {"a": "x\\y"}
 
 
 def test_defaults():

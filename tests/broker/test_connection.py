@@ -10,6 +10,7 @@ import trio
 from minikafka.broker.handlers import HANDLERS
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.framing import encode_request
+from minikafka.protocol.records import iter_records
 
 
 async def produce_and_consume_work(client, topic: str, message_set) -> None:
@@ -227,3 +228,48 @@ async def test_out_of_descriptors_accept_waits_with_one_line_then_serves(broker,
     await wait_for_log(caplog, "accepting connections again")
     [error] = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert "Too many open files" in error.getMessage() and error.exc_info is None
+
+
+async def test_queued_request_bytes_pause_reading_then_resume_losing_nothing(start_broker, connect, message_set):
+    """queued.max.request.bytes (KIP-72): once frames being read or handled reach the bound,
+    a connection starting another frame is not read from until memory is freed."""
+    broker = await start_broker({"queued.max.request.bytes": "300000"})
+    memory = broker.request_memory
+    first, second, bystander = await connect(broker), await connect(broker), await connect(broker)
+
+    def produce_frame(client, value: bytes) -> bytes:
+        body = {"acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": "bounded", "partition_data": [{"index": 0, "records": message_set(value)}]}]}
+        return client.conn.send_request(ApiKey.PRODUCE, 2, body)[1]
+
+    async def wait_for(condition):
+        with trio.fail_after(10):
+            while not condition():
+                await trio.sleep(0.005)
+
+    frame_1 = produce_frame(first, b"1" * 200_000)
+    frame_2 = produce_frame(second, b"2" * 200_000)
+    answered = []
+
+    async def answer(client, name):
+        response = await client.receive()
+        answered.append((name, response.body.responses[0].partition_responses[0].error_code))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(answer, first, "first")
+        nursery.start_soon(answer, second, "second")
+        await first.send_raw(frame_1[:100_000])  # half a frame: its whole length is reserved
+        await wait_for(lambda: memory.used == len(frame_1))
+        nursery.start_soon(second.send_raw, frame_2)  # does not fit beside it: not read
+        await wait_for(lambda: memory.waiting == 1)
+        # A small request elsewhere still fits and is served meanwhile.
+        metadata = await bystander.request(ApiKey.METADATA, 1, {"topics": []})
+        assert metadata.brokers and answered == []
+        assert memory.used == len(frame_1) and memory.waiting == 1
+        await first.send_raw(frame_1[100_000:])  # the first frame completes and is handled
+        await wait_for(lambda: len(answered) == 2)
+    assert answered == [("first", 0), ("second", 0)]
+    assert memory.peak <= 300_000 and memory.used == 0 and memory.waiting == 0
+    fetched = await bystander.fetch("bounded", 0, 0, partition_max_bytes=1 << 20)
+    values = [record.value for record in iter_records(bytes(fetched.records))]
+    assert values == [b"1" * 200_000, b"2" * 200_000]

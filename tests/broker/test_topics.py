@@ -3,7 +3,10 @@ over real sockets, with every error answer."""
 
 from __future__ import annotations
 
+import re
 import time
+
+import pytest
 
 import trio
 
@@ -48,8 +51,8 @@ async def test_metadata_describes_the_broker_and_auto_creates(start_broker, conn
     assert [(p.error_code, p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
             for p in topic.partitions] == [(0, i, 0, [0], [0]) for i in range(3)]
     # v0: an empty list means every topic; v1+: null means every topic, empty means none
-    assert [t.name for t in (await client.request(ApiKey.METADATA, 0, {"topics": []})).topics] == ["auto"]
-    assert [t.name for t in (await client.request(ApiKey.METADATA, 1, {"topics": None})).topics] == ["auto"]
+    assert [t.name for t in (await client.request(ApiKey.METADATA, 0, {"topics": []})).topics] == ["__consumer_offsets", "auto"]
+    assert [t.name for t in (await client.request(ApiKey.METADATA, 1, {"topics": None})).topics] == ["__consumer_offsets", "auto"]
     assert (await client.request(ApiKey.METADATA, 1, {"topics": []})).topics == []
 
 
@@ -62,11 +65,19 @@ async def test_metadata_errors_without_auto_create(start_broker, connect):
     assert user_topics(broker) == {}
 
 
-async def test_internal_topics_are_listed_only_by_name(broker, client):
+@pytest.mark.parametrize("version", [0, 1, 2])
+async def test_all_topics_include_internal_ones_flagged_as_kafka_does(broker, client, version):
+    # Kafka 0.10.2 answers every version's all-topics request from getAllTopics, internal
+    # topics included; v1+ carries is_internal so clients can filter them.
     assert "__consumer_offsets" in broker.topics()  # the group coordinator's
     await broker.create_topic("visible", 1, 1, {}, {})
-    everything = await client.request(ApiKey.METADATA, 1, {"topics": None})
-    assert [t.name for t in everything.topics] == ["visible"]
+    everything = await client.request(ApiKey.METADATA, version, {"topics": [] if version == 0 else None})
+    assert [t.name for t in everything.topics] == ["__consumer_offsets", "visible"]
+    if version:
+        assert [t.is_internal for t in everything.topics] == [True, False]
+
+
+async def test_internal_topics_can_be_asked_for_by_name(broker, client):
     by_name = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "__consumer_offsets"}]})
     assert [(t.name, t.error_code, t.is_internal) for t in by_name.topics] == [("__consumer_offsets", 0, True)]
     assert by_name.topics[0].partitions
@@ -122,29 +133,69 @@ async def test_create_topics_and_every_error(broker, client):
     assert [(t.name, t.error_code) for t in again.topics] == [("created", ErrorCode.TOPIC_ALREADY_EXISTS)]
 
 
-async def test_a_topic_the_disk_refuses_is_answered_and_rolled_back(start_broker, connect, open_file_limit):
+async def test_more_partitions_than_descriptors_allow_are_refused_up_front(start_broker, connect, open_file_limit):
     broker = await start_broker(num_partitions=20)
     client = await connect(broker)
-    # An active partition holds three descriptors (its log and two mapped indexes): a few
-    # partitions fit, then creation fails midway.
+    # An active partition holds three descriptors (its log and two mapped indexes); with few
+    # to spare neither an explicit nor an auto-created topic of 20 partitions fits.
     with open_file_limit(spare=20):
         created = await client.request(ApiKey.CREATE_TOPICS, 1, create_body({"name": "wide", "num_partitions": 20}))
         auto = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "auto"}]})
     [topic] = created.topics
-    assert topic.error_code == ErrorCode.KAFKA_STORAGE_ERROR
-    assert "Too many open files" in topic.error_message
+    assert topic.error_code == ErrorCode.INVALID_PARTITIONS
+    assert re.search(r"Number of partitions 20 is more than this broker can open: 0 more partitions fit, as "
+                     r"each keeps 3 files open .* of the open-file limit \d+ are in use", topic.error_message)
     assert [(t.name, t.error_code, list(t.partitions)) for t in auto.topics] == [
-        ("auto", ErrorCode.KAFKA_STORAGE_ERROR, [])]
+        ("auto", ErrorCode.INVALID_PARTITIONS, [])]
     # Nothing of either topic is left, in the broker or on disk for the next start to load.
     assert user_topics(broker) == {}
     assert [p.name for p in broker.config.log_dirs[0].iterdir()
-            if p.name.startswith(("wide-", "auto-"))] == []
+            if p.name.startswith(("wide", "auto"))] == []
     # The same connection goes on, and with descriptors to spare both topics are made whole.
     created = await client.request(ApiKey.CREATE_TOPICS, 1, create_body({"name": "wide", "num_partitions": 20}))
     auto = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "auto"}]})
     assert [(t.name, t.error_code) for t in created.topics] == [("wide", 0)]
     assert [(t.name, t.error_code, len(t.partitions)) for t in auto.topics] == [("auto", 0, 20)]
     assert user_topics(broker) == {"wide": 20, "auto": 20}
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+async def test_a_bit_flipped_partition_count_is_refused_at_once(broker, client, validate_only):
+    response = await client.request(ApiKey.CREATE_TOPICS, 1, create_body(
+        {"name": "flipped", "num_partitions": 1 << 30}, validate_only=validate_only))
+    [topic] = response.topics
+    assert topic.error_code == ErrorCode.INVALID_PARTITIONS
+    assert topic.error_message.startswith(f"Number of partitions {1 << 30} is more than this broker can open: ")
+    assert "open-file limit" in topic.error_message or "vm.max_map_count" in topic.error_message
+    assert [p for p in broker.config.log_dirs[0].iterdir() if p.name.startswith("flipped")] == []
+
+
+async def test_other_connections_are_served_while_a_big_topic_is_created(broker, connect, message_set):
+    """The disk work runs in a thread that holds no lock the event loop waits for: Metadata
+    (which lists partition counts) and Produce on other connections are answered before the
+    CreateTopics of a big topic is."""
+    admin, other = await connect(broker), await connect(broker)
+    assert (await other.produce("busy", 0, message_set(b"first"))).error_code == 0
+    events = []
+
+    async def create():
+        body = create_body({"name": "big", "num_partitions": 2000})
+        body["timeout_ms"] = 600_000
+        response = await admin.request(ApiKey.CREATE_TOPICS, 1, body)
+        assert [(t.name, t.error_code) for t in response.topics] == [("big", 0)]
+        events.append("created")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(create)
+        while not any(p.name.startswith("big-") for p in broker.config.log_dirs[0].iterdir()):
+            await trio.sleep(0.005)  # creation is under way on disk
+        metadata = await other.request(ApiKey.METADATA, 1, {"topics": [{"name": "busy"}]})
+        assert [(t.name, t.error_code) for t in metadata.topics] == [("busy", 0)]
+        events.append("metadata")
+        assert (await other.produce("busy", 0, message_set(b"second"))).base_offset == 1
+        events.append("produce")
+    assert events == ["metadata", "produce", "created"]
+    assert user_topics(broker)["big"] == 2000
 
 
 async def test_create_topics_validate_only_creates_nothing(broker, client):

@@ -286,3 +286,25 @@ def test_admin_creates_and_deletes_topics(broker, topic):
         finally:
             await admin.close()
     run(scenario())
+
+
+@pytest.mark.parametrize("exclude", [False, True])
+def test_pattern_subscription_sees_internal_topics_only_when_asked(broker, exclude):
+    # aiokafka's own test of exclude_internal_topics=False: Metadata must list
+    # __consumer_offsets (flagged internal) for the client to match it.
+    async def subscribed():
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=f"internal-{exclude}",
+                                    exclude_internal_topics=exclude, metadata_max_age_ms=200)
+        consumer.subscribe(pattern="^__consumer_off.*")
+        await consumer.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not consumer.subscription() and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            return consumer.subscription(), consumer._client.cluster.internal_topics
+        finally:
+            await consumer.stop()
+
+    subscription, internal = run(subscribed())
+    assert internal == {"__consumer_offsets"}
+    assert subscription == (set() if exclude else {"__consumer_offsets"})

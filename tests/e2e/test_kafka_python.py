@@ -190,3 +190,15 @@ def test_a_waiting_consumer_is_woken_by_a_produce(broker, topic):
         assert [r.value for r in records] == [b"second"]
     finally:
         consumer.close()
+
+
+def test_internal_topics_are_listed_and_hidden_by_the_client(broker, topic):
+    produce(broker.bootstrap, topic, [(None, b"x")])
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    try:
+        assert topic in consumer.topics() and "__consumer_offsets" not in consumer.topics()
+        cluster = consumer._client.cluster
+        assert "__consumer_offsets" in cluster.topics(exclude_internal_topics=False)
+        assert cluster.internal_topics == {"__consumer_offsets"}
+    finally:
+        consumer.close()

@@ -1,0 +1,63 @@
+"""A full disk, with real clients and a real ``minikafka serve`` process on a real tmpfs.
+
+What is refused is not kept: a produce answered KAFKA_STORAGE_ERROR leaves nothing in the log
+(the append is cut back, indexes included), so a producer that retries gets no duplicates,
+including after a kill -9 and a start on the still-full disk. That start either recovers or
+exits with one line naming the log dir, never by a signal (a sparse memory-mapped index
+touched on a full tmpfs raises SIGBUS).
+"""
+
+from __future__ import annotations
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaStorageError
+
+from minikafka.broker.pytest_plugin import BrokerStartError, MinikafkaBroker
+
+
+def consume_all(bootstrap: str, topic: str) -> list[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=3000, auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        return [record.value for record in consumer]
+    finally:
+        consumer.close()
+
+
+def test_refused_produces_leave_nothing_after_a_crash_on_a_full_disk(tmp_path, small_filesystem):
+    work = tmp_path / "broker"
+    disk = small_filesystem("4m", at=work / "data")
+    broker = MinikafkaBroker(work, {"num.partitions": "1"})
+    try:
+        broker.start()
+        disk.fill(leave=512 * 1024)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0, linger_ms=0)
+        acked, refused = [], []
+        for i in range(1000):
+            value = b"%05d" % i + b"x" * 5000
+            try:
+                producer.send("full", value).get(timeout=30)
+                acked.append(value)
+            except KafkaStorageError:
+                refused.append(value)
+                if len(refused) >= 10:
+                    break
+        producer.close()
+        assert len(acked) > 20 and len(refused) == 10
+        assert consume_all(broker.bootstrap, "full") == acked
+
+        broker.kill()
+        try:
+            broker.start()
+        except BrokerStartError:
+            stderr = broker.stderr_since_start()
+            assert broker.process.returncode == 1, stderr
+            assert stderr.rstrip().splitlines()[-1].startswith(
+                f"minikafka: cannot load logs from log dir {work / 'data'}: No space left on device"), stderr
+            assert "Traceback" not in stderr
+            disk.free()
+            broker.start()
+        assert consume_all(broker.bootstrap, "full") == acked
+    finally:
+        broker.close()

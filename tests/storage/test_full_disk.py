@@ -1,0 +1,135 @@
+"""A full disk is an OSError that leaves the log as it was, never SIGBUS.
+
+Index files are sparse and memory-mapped: writing an entry into a page the filesystem cannot
+back raises SIGBUS, which kills the process. These tests run the log in a child process on a
+real, full tmpfs (``small_filesystem``), so a signal shows as the child's exit status.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+CHILD = textwrap.dedent('''
+    import errno, sys
+    from pathlib import Path
+    from minikafka.protocol.records import build_message_set, iter_records
+    from minikafka.storage import Log, LogConfig, SystemClock
+
+    disk = Path(sys.argv[1])
+    config = LogConfig(index_interval_bytes=1)  # index every set after the first
+
+    def values(log):
+        return [r.value for r in iter_records(log.read(0, 1 << 20).read_bytes())]
+
+    def fill():  # every page of the disk taken
+        with open(disk / "filler", "wb", buffering=0) as filler:
+            try:
+                while True:
+                    filler.write(b"\\0" * 4096)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+
+    log = Log(disk / "t-0", "t", 0, config, SystemClock())
+    log.append_as_leader(build_message_set([(None, b"kept", 1_700_000_000_000)]))
+    fill()
+    # The set fits in the .log file's first page, already allocated; its index entries
+    # need pages of the sparse index files.
+    refused = build_message_set([(None, b"refused-%d" % i, 1_700_000_000_001) for i in range(3)])
+    try:
+        log.append_as_leader(refused)
+    except OSError as exc:
+        print("refused:", errno.errorcode[exc.errno], exc.filename is not None)
+    else:
+        print("appended")
+    print("end offset", log.log_end_offset, values(log))
+    (disk / "filler").unlink()  # space again: the log goes on from where it was
+    log.append_as_leader(build_message_set([(None, b"later", 1_700_000_000_002)]))
+    print("then", values(log))
+    fill()
+    # An unclean stop (no close) and a start with recovery, on the full disk again.
+    again = Log(disk / "t-0", "t", 0, config, SystemClock(), needs_recovery=True)
+    print("after restart", again.log_end_offset, values(again))
+''')
+
+
+def run_child(disk) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", CHILD, str(disk)], capture_output=True, text=True, timeout=60)
+
+
+def test_an_append_on_a_full_disk_is_refused_and_leaves_nothing(small_filesystem):
+    disk = small_filesystem("2m")
+    result = run_child(disk.path)
+    assert result.returncode != -signal.SIGBUS, "killed by SIGBUS writing a memory-mapped index"
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "refused: ENOSPC True",
+        "end offset 1 [b'kept']",
+        "then [b'kept', b'later']",
+        "after restart 2 [b'kept', b'later']",
+    ]
+
+
+PARTIAL = textwrap.dedent('''
+    import errno, os, sys
+    from pathlib import Path
+    from minikafka.protocol.records import build_message_set, iter_records
+    from minikafka.storage import Log, LogConfig, SystemClock
+
+    disk = Path(sys.argv[1])
+    log = Log(disk / "t-0", "t", 0, LogConfig(), SystemClock())
+    log.append_as_leader(build_message_set([(None, b"kept", 1_700_000_000_000)]))
+    with open(disk / "filler", "wb", buffering=0) as filler:  # fill the disk, then free one page
+        try:
+            while True:
+                filler.write(b"\\\\0" * 4096)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    os.truncate(disk / "filler", os.path.getsize(disk / "filler") - 4096)
+    # 100 messages of about 100 bytes: the write stops short after the free page, with
+    # dozens of whole messages of the set in the file.
+    refused = build_message_set([(None, b"refused-%d" % i + b"." * 80, 1_700_000_000_001) for i in range(100)])
+    try:
+        log.append_as_leader(refused)
+    except OSError as exc:
+        print("refused:", errno.errorcode[exc.errno])
+    print("file holds", os.path.getsize(disk / "t-0" / "00000000000000000000.log"), "bytes")
+    (disk / "filler").unlink()
+    # A crash now (no close) and a start with recovery, with space again.
+    again = Log(disk / "t-0", "t", 0, LogConfig(), SystemClock(), needs_recovery=True)
+    print("after restart", again.log_end_offset,
+          [r.value for r in iter_records(again.read(0, 1 << 20).read_bytes())])
+''')
+
+
+def test_a_write_cut_short_by_a_full_disk_leaves_no_message_of_the_set(small_filesystem):
+    disk = small_filesystem("2m")
+    result = subprocess.run([sys.executable, "-c", PARTIAL, str(disk.path)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "refused: ENOSPC"
+    assert lines[-1] == "after restart 1 [b'kept']"
+
+
+def test_a_topic_the_full_disk_refuses_midway_is_rolled_back(small_filesystem, tmp_path):
+    from minikafka.storage import LogConfig, LogManager, SystemClock
+
+    disk = small_filesystem("2m")
+    manager = LogManager([disk.path / "logs"], LogConfig(), SystemClock())
+    manager.startup()
+    disk.fill(leave=10 * 4096)  # room for the files of a few partitions, not of 50
+    try:
+        manager.create_topic("wide", 50, {})
+    except OSError as exc:
+        assert exc.errno == 28  # ENOSPC
+    else:
+        raise AssertionError("50 partitions fitted on a full disk")
+    assert manager.topics() == {}
+    assert [p.name for p in (disk.path / "logs").iterdir() if p.is_dir()] == []
+    disk.free()
+    assert len(manager.create_topic("wide", 50, {})) == 50
+    assert manager.topics() == {"wide": 50}
+    manager.shutdown()
