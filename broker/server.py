@@ -25,7 +25,9 @@ from pathlib import Path
 
 import trio
 
-from minikafka.broker.config import BrokerConfig, ConfigError, host_port, parse_properties
+from minikafka.broker.config import BrokerConfig, ConfigError, Listener, host_port, parse_properties
+from minikafka.broker.security import sasl, tls
+from minikafka.broker.security.scram import CredentialStore
 from minikafka.broker.groups import GroupCoordinator
 from minikafka.broker.request_memory import RequestMemory
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -142,6 +144,19 @@ class Broker:
         self.port: int | None = None
         self.advertised_host: str | None = None
         self.advertised_port: int | None = None
+        # Listener name -> advertised (host, port), once serving.
+        self.endpoints: dict[str, tuple[str, int]] = {}
+        self.tls_contexts = {listener.name: tls.server_context(config, listener)
+                             for listener in config.listeners if listener.uses_tls}
+        self.plain_users: dict[str, dict[str, str]] = {}
+        for listener in config.listeners:
+            if listener.uses_sasl and "PLAIN" in config.listener_setting(listener, "sasl.enabled.mechanisms"):
+                try:
+                    self.plain_users[listener.name] = sasl.plain_users(
+                        config.listener_setting(listener, "sasl.jaas.config", "PLAIN"))
+                except sasl.JaasError as exc:
+                    raise ConfigError(f"sasl.jaas.config of listener {listener.name}: {exc}") from None
+        self.scram_credentials = CredentialStore(config.log_dirs[0])
         self.append_waiters = AppendWaiters()
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
         # Tests only (minikafka.test.control.port): injected errors and delays, and where the
@@ -214,11 +229,12 @@ class Broker:
                     self.control_address = await nursery.start(serve_control, self.faults,
                                                                self.config.test_control_port)
 
-                async def handle(stream: trio.SocketStream) -> None:
-                    await Connection(self, stream).run()
+                for listener, sockets in listeners:
+                    async def handle(stream: trio.SocketStream, listener=listener) -> None:
+                        await Connection(self, stream, listener, self.tls_contexts.get(listener.name)).run()
 
-                for listener in listeners:
-                    nursery.start_soon(self._accept, listener, handle, nursery)
+                    for socket_listener in sockets:
+                        nursery.start_soon(self._accept, socket_listener, handle, nursery)
                 if self.cluster is not None:
                     await nursery.start(self.cluster.run, self.advertised_host, self.advertised_port)
                 logger.info("serving on %s (advertised %s), log dirs %s", host_port(self.host, self.port),
@@ -227,25 +243,43 @@ class Broker:
                 task_status.started((self.advertised_host, self.advertised_port))
         finally:
             with trio.CancelScope(shield=True):
-                for listener in listeners:
-                    await trio.aclose_forcefully(listener)
+                for _, sockets in listeners:
+                    for socket_listener in sockets:
+                        await trio.aclose_forcefully(socket_listener)
                 if storage_started:
                     await trio.to_thread.run_sync(self._stop_storage)
                 else:
                     self._release_dir_locks()
 
-    async def _open_listeners(self) -> list[trio.SocketListener]:
-        listener = self.config.listener
+    async def _open_listeners(self) -> list[tuple[Listener, list[trio.SocketListener]]]:
+        """Bind every configured listener (the first one's address is ``host``/``port``), and
+        note each one's advertised address."""
+        opened: list[tuple[Listener, list[trio.SocketListener]]] = []
         try:
-            listeners = await trio.open_tcp_listeners(listener.port, host=listener.host)
-        except OSError as exc:
-            where = f"{listener.host or '*'}:{listener.port}"
-            reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-            raise BrokerStartupError(f"cannot listen on {where}: {reason}") from None
-        sockname = listeners[0].socket.getsockname()
+            for listener in self.config.listeners:
+                try:
+                    sockets = await trio.open_tcp_listeners(listener.port, host=listener.host)
+                except OSError as exc:
+                    where = f"{listener.name}://{listener.host or '*'}:{listener.port}"
+                    reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+                    raise BrokerStartupError(f"cannot listen on {where}: {reason}") from None
+                opened.append((listener, sockets))
+                bound_port = sockets[0].socket.getsockname()[1]
+                self.endpoints[listener.name] = self.config.advertised_address(bound_port, listener)
+        except BaseException:
+            for _, sockets in opened:
+                for socket_listener in sockets:
+                    await trio.aclose_forcefully(socket_listener)
+            raise
+        sockname = opened[0][1][0].socket.getsockname()
         self.host, self.port = sockname[0], sockname[1]
-        self.advertised_host, self.advertised_port = self.config.advertised_address(self.port)
-        return listeners
+        self.advertised_host, self.advertised_port = self.endpoints[self.config.listener.name]
+        return opened
+
+    def advertised_endpoint(self, listener_name: str = "") -> tuple[str, int]:
+        """The (host, port) clients of ``listener_name`` are told to use: Kafka answers
+        Metadata with the addresses of the listener the request came in on."""
+        return self.endpoints.get(listener_name, (self.advertised_host, self.advertised_port))
 
     async def _accept(self, listener: trio.SocketListener, handle, nursery: trio.Nursery) -> None:
         """``trio.serve_listeners`` for one listener, but out of descriptors (or memory) it
@@ -570,10 +604,11 @@ class Broker:
         (unreplicated until the offsets topic is replicated)."""
         return self.cluster is None or self.cluster.controller is not None
 
-    def group_coordinator_endpoint(self) -> tuple[int, str, int] | None:
-        """``(node id, host, port)`` of the broker that coordinates groups."""
+    def group_coordinator_endpoint(self, listener_name: str = "") -> tuple[int, str, int] | None:
+        """``(node id, host, port)`` of the broker that coordinates groups, on the listener
+        the request came in on."""
         if self.cluster is None:
-            return self.node_id, self.advertised_host, self.advertised_port
+            return (self.node_id, *self.advertised_endpoint(listener_name))
         endpoint = self.cluster.metadata.brokers.get(self.cluster.metadata.controller_id)
         return None if endpoint is None else (endpoint.node_id, endpoint.host, endpoint.port)
 

@@ -16,7 +16,7 @@ API_KEY = ApiKey.FIND_COORDINATOR
 
 async def handle(broker, request) -> dict:
     error = broker.group_coordinator.find_coordinator(request.body.key)
-    endpoint = broker.group_coordinator_endpoint()
+    endpoint = broker.group_coordinator_endpoint(request.listener)
     if error or endpoint is None:
         return {"error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "", "port": -1}
     node_id, host, port = endpoint

@@ -52,10 +52,10 @@ def _cluster_topic_metadata(broker, name: str) -> dict:
     }
 
 
-def _brokers(broker) -> tuple[list[dict], int]:
+def _brokers(broker, listener_name: str) -> tuple[list[dict], int]:
     if broker.cluster is None:
-        return [{"node_id": broker.node_id, "host": broker.advertised_host,
-                 "port": broker.advertised_port, "rack": None}], broker.node_id
+        host, port = broker.advertised_endpoint(listener_name)
+        return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}], broker.node_id
     metadata = broker.cluster.metadata
     return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
             for b in sorted(metadata.brokers.values(), key=lambda b: b.node_id)], metadata.controller_id
@@ -84,6 +84,6 @@ async def handle(broker, request) -> dict:
                                "partitions": []})
                 continue
             topics.append(_topic_metadata(broker, name, count))
-    brokers, controller_id = _brokers(broker)
+    brokers, controller_id = _brokers(broker, request.listener)
     return {"brokers": brokers, "cluster_id": broker.cluster_id, "controller_id": controller_id,
             "topics": topics}
