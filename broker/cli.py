@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_cluster(subparsers)
 
+    from minikafka.broker.users_cli import register as register_users
+
+    register_users(subparsers)
+
     health = subparsers.add_parser(
         "healthcheck", help="exit 0 if a broker answers ApiVersions",
         description="Connect to a broker and make one Kafka ApiVersions round trip (what the "

@@ -119,7 +119,10 @@ class ScramServer:
     ``credentials(user) -> ScramCredential | None`` looks the user up when its name arrives.
     """
 
-    def __init__(self, mechanism: str, credentials: Callable[[str], ScramCredential | None]) -> None:
+    def __init__(self, mechanism: str, credentials: Callable[[str], ScramCredential | None], *,
+                 server_nonce: str | None = None) -> None:
+        # server_nonce: fixed only to replay RFC 7677's example exchange in tests.
+        self._server_nonce = server_nonce or secrets.token_urlsafe(24)
         self._hash = HASHES[mechanism]
         self.mechanism = mechanism
         self._credentials = credentials
@@ -156,7 +159,7 @@ class ScramServer:
         self._credential = credential
         self._user_pending = user
         self._gs2_header = f"{flag},{authzid},"
-        self._nonce = attributes[1][1] + secrets.token_urlsafe(24)
+        self._nonce = attributes[1][1] + self._server_nonce
         self._client_first_bare = bare
         salt = base64.b64encode(credential.salt).decode("ascii")
         self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"

@@ -1,0 +1,76 @@
+"""``minikafka users add|remove|list``: the single broker's SCRAM users (kafka-configs'
+``--entity-type users --alter --add-config SCRAM-SHA-256=[...]`` for a broker without
+ZooKeeper). Credentials are stored salted in the first log dir (broker.security.scram); a
+running broker reads them at each authentication, so no restart is needed."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+
+from minikafka.broker.security.scram import HASHES, MIN_ITERATIONS, CredentialError, CredentialStore
+
+
+def register(subparsers) -> None:
+    users = subparsers.add_parser(
+        "users", help="manage SCRAM users of a single broker",
+        description="Add, remove or list the SCRAM-SHA-256/512 users a single broker's SASL "
+                    "listeners accept; credentials are kept salted in the log dir, never the password.")
+    actions = users.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    common = argparse.ArgumentParser(add_help=False)
+    where = common.add_mutually_exclusive_group()
+    where.add_argument("--log-dir", type=Path, help="the broker's data directory (default ./minikafka-data)")
+    where.add_argument("--config", type=Path, metavar="FILE", help="take log.dirs from this server.properties")
+    add = actions.add_parser("add", parents=[common], help="add a user or change its password")
+    add.add_argument("user")
+    add.add_argument("--mechanism", action="append", choices=sorted(HASHES),
+                     help="SCRAM mechanism (repeatable; default both)")
+    add.add_argument("--iterations", type=int, default=MIN_ITERATIONS)
+    source = add.add_mutually_exclusive_group()
+    source.add_argument("--password", help="the password (visible to other local users in ps; "
+                                           "prefer --password-stdin or the prompt)")
+    source.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    remove = actions.add_parser("remove", parents=[common], help="remove a user's credentials")
+    remove.add_argument("user")
+    remove.add_argument("--mechanism", action="append", choices=sorted(HASHES),
+                        help="only this mechanism's credential (repeatable)")
+    actions.add_parser("list", parents=[common], help="list users and their mechanisms")
+    users.set_defaults(func=_users_command)
+
+
+def _store(args) -> CredentialStore:
+    from minikafka.broker.config import BrokerConfig
+
+    config = BrokerConfig.from_sources(config_file=args.config, log_dir=args.log_dir)
+    return CredentialStore(config.log_dirs[0])
+
+
+def _users_command(args: argparse.Namespace) -> int:
+    try:
+        store = _store(args)
+        if args.action == "list":
+            for user, mechanisms in store.users().items():
+                print(f"{user}\t{','.join(mechanisms)}")
+            return 0
+        if args.action == "remove":
+            if not store.remove(args.user, args.mechanism):
+                print(f"minikafka users: no user {args.user!r}", file=sys.stderr)
+                return 1
+            return 0
+        if args.password is not None:
+            password = args.password
+        elif args.password_stdin:
+            password = sys.stdin.readline().rstrip("\n")
+        else:
+            password = getpass.getpass(f"password for {args.user}: ")
+        if not password:
+            print("minikafka users: the password is empty", file=sys.stderr)
+            return 1
+        store.add(args.user, password, args.mechanism or sorted(HASHES), iterations=args.iterations)
+        return 0
+    except (CredentialError, OSError, ValueError) as exc:
+        print(f"minikafka users: {exc}", file=sys.stderr)
+        return 1
