@@ -57,6 +57,8 @@ _LIVE_BROKERS: list["MinikafkaBroker"] = []
 
 # The announcement of the test-control port (broker/control.py's ANNOUNCEMENT), kept here so
 # that loading the plugin imports nothing of the broker.
+# With several listeners, each one's advertised address (before the ready line).
+LISTENER_LINE = re.compile(r"^minikafka listener: (?P<name>[A-Za-z0-9_]+)://(?P<host>\S+):(?P<port>\d+)$")
 CONTROL_LINE = re.compile(r"^minikafka test control: (?P<host>\S+):(?P<port>\d+)$")
 
 
@@ -131,6 +133,8 @@ class MinikafkaBroker:
         self.users = dict(users or {})
         self.ssl_client_auth = ssl_client_auth
         self.ca = ca
+        # Listener name -> port, when the broker has several listeners (from `--config`).
+        self.listener_ports: dict[str, int] = {}
         self.config_path: Path | None = None
         if self.security_protocol != "PLAINTEXT":
             self._write_security_config()
@@ -288,6 +292,8 @@ class MinikafkaBroker:
             match = self._ready_match(start_of_stdout)
             if match:
                 self.port = int(match["port"])
+                self.listener_ports = {m["name"]: int(m["port"])
+                                       for m in self._stdout_matches(start_of_stdout, LISTENER_LINE)}
                 control = self._stdout_match(start_of_stdout, CONTROL_LINE)
                 if control:
                     self.control_address = (control["host"], int(control["port"]))
@@ -307,13 +313,16 @@ class MinikafkaBroker:
         return self._stdout_match(start, READY_LINE)
 
     def _stdout_match(self, start: int, pattern: re.Pattern) -> re.Match | None:
+        return next(self._stdout_matches(start, pattern), None)
+
+    def _stdout_matches(self, start: int, pattern: re.Pattern):
         with open(self.stdout_path, "rb") as out:
             out.seek(start)
-            for line in out.read().decode(errors="replace").splitlines():
-                match = pattern.match(line.strip())
-                if match:
-                    return match
-        return None
+            lines = out.read().decode(errors="replace").splitlines()
+        for line in lines:
+            match = pattern.match(line.strip())
+            if match:
+                yield match
 
     def stop(self) -> int | None:
         """SIGTERM and wait for a clean shutdown (SIGKILL after ``stop_timeout``)."""
