@@ -49,6 +49,7 @@ def cluster_member(broker) -> ClusterMember:
         controlled_shutdown_enable=config.get("controlled.shutdown.enable"),
         controlled_shutdown_max_retries=config.get("controlled.shutdown.max.retries"),
         controlled_shutdown_retry_backoff_ms=config.get("controlled.shutdown.retry.backoff.ms"),
+        inter_broker_listener=config.inter_broker_listener().name,
     )
     return ClusterMember(node_id=broker.node_id, settings=settings, log_manager=broker.log_manager,
                          clock=broker.clock, on_readable=broker.append_waiters.notify,

@@ -612,7 +612,7 @@ class BrokerConfig:
             if listener.uses_tls and not self.listener_setting(listener, "ssl.keystore.location"):
                 raise ConfigError(f"ssl.keystore.location: listener {listener.name} uses TLS and "
                                   "needs a PEM key and certificate")
-        self.inter_broker_listener()  # fails now rather than when the cluster forms
+        self._check_inter_broker_listener()  # fails now rather than when the cluster forms
 
     def listener_setting(self, listener: Listener, name: str, mechanism: str | None = None) -> Any:
         """A security setting as ``listener`` sees it: ``listener.name.<l>.<mech>.<name>``
@@ -636,6 +636,14 @@ class BrokerConfig:
         key = "inter.broker.listener.name" if self._values["inter.broker.listener.name"] else \
             "security.inter.broker.protocol"
         raise ConfigError(f"{key}: no listener named {wanted} in listeners")
+
+    def _check_inter_broker_listener(self) -> None:
+        listener = self.inter_broker_listener()
+        if self.zookeeper_connect is not None and listener.security_protocol != "PLAINTEXT":
+            # The inter-broker channel (replication.channel) speaks neither TLS nor SASL yet.
+            raise ConfigError(f"inter.broker.listener.name: listener {listener.name} is "
+                              f"{listener.security_protocol}; brokers talk to each other over a "
+                              "PLAINTEXT listener only")
 
     def advertised_address(self, bound_port: int, listener: Listener | None = None) -> tuple[str, int]:
         """The (host, port) Metadata reports for ``listener`` (default the first):

@@ -236,7 +236,8 @@ class Broker:
                     for socket_listener in sockets:
                         nursery.start_soon(self._accept, socket_listener, handle, nursery)
                 if self.cluster is not None:
-                    await nursery.start(self.cluster.run, self.advertised_host, self.advertised_port)
+                    await nursery.start(self.cluster.run, self.endpoints,
+                                        {listener.name: listener.security_protocol for listener in self.config.listeners})
                 logger.info("serving on %s (advertised %s), log dirs %s", host_port(self.host, self.port),
                             host_port(self.advertised_host, self.advertised_port),
                             ",".join(map(str, self.config.log_dirs)))
@@ -610,7 +611,8 @@ class Broker:
         if self.cluster is None:
             return (self.node_id, *self.advertised_endpoint(listener_name))
         endpoint = self.cluster.metadata.brokers.get(self.cluster.metadata.controller_id)
-        return None if endpoint is None else (endpoint.node_id, endpoint.host, endpoint.port)
+        address = None if endpoint is None else endpoint.address(listener_name)
+        return None if address is None else (endpoint.node_id, *address)
 
     async def prepare_shutdown(self) -> None:
         """Before a clean stop: in a cluster, move this broker's leaderships away first."""

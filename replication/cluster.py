@@ -48,6 +48,8 @@ class ClusterSettings:
     controlled_shutdown_enable: bool
     controlled_shutdown_max_retries: int
     controlled_shutdown_retry_backoff_ms: int
+    # The listener brokers reach each other on (inter.broker.listener.name).
+    inter_broker_listener: str = "PLAINTEXT"
 
 
 class ClusterMember:
@@ -90,9 +92,11 @@ class ClusterMember:
                 logger.info("removing %s-%d: the topic no longer exists in the cluster", log.topic, log.partition)
                 await trio.to_thread.run_sync(self.log_manager.delete_log, log.topic, log.partition)
 
-    async def run(self, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Register at ``host:port`` (the advertised listener) and take part until cancelled."""
-        self._endpoint = (host, port)
+    async def run(self, endpoints: dict[str, tuple[str, int]], protocols: dict[str, str], *,
+                  task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Register with the advertised ``endpoints`` (listener name -> (host, port)) and their
+        security ``protocols``, and take part until cancelled."""
+        self._endpoint = (dict(endpoints), dict(protocols))
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -114,10 +118,14 @@ class ClusterMember:
                 await self.zk_client.close()
 
     async def _register(self) -> None:
-        host, port = self._endpoint
-        info = BrokerInfo(id=self.node_id, host=host, port=port, endpoints={"PLAINTEXT": (host, port)}, rack=None)
+        endpoints, protocols = self._endpoint
+        # Kafka's top-level host/port: the PLAINTEXT listener old clients use, or null/-1.
+        host, port = next((endpoints[name] for name in endpoints if protocols[name] == "PLAINTEXT"), ("", -1))
+        info = BrokerInfo(id=self.node_id, host=host, port=port, endpoints=endpoints, rack=None,
+                          protocols=protocols)
         await self.zk.register_broker(info, wait_ms=self.settings.session_timeout_ms * 2)
-        logger.info("registered as broker %d at %s:%d", self.node_id, host, port)
+        logger.info("registered as broker %d at %s", self.node_id,
+                    ",".join(f"{name}://{h}:{p}" for name, (h, p) in endpoints.items()))
 
     async def _every(self, seconds: float, duty) -> None:
         while True:
@@ -146,7 +154,8 @@ class ClusterMember:
     async def _start_controller(self) -> None:
         controller = Controller(self.node_id, self.zk, ControllerSettings(
             unclean_leader_election=self.settings.unclean_leader_election,
-            socket_timeout_ms=self.settings.controller_socket_timeout_ms))
+            socket_timeout_ms=self.settings.controller_socket_timeout_ms,
+            inter_broker_listener=self.settings.inter_broker_listener))
         self.controller = controller
         assert self._nursery is not None
 
@@ -228,12 +237,14 @@ class ClusterMember:
                 await trio.sleep(self.settings.controlled_shutdown_retry_backoff_ms / 1000)
             controller_id = self.metadata.controller_id
             endpoint = self.metadata.brokers.get(controller_id)
-            if endpoint is None:
+            if endpoint is not None:
+                host, port = endpoint.host, endpoint.port
+            else:
                 found = await self._zk_controller_endpoint()
                 if found is None:
                     continue
-                endpoint = found
-            channel = BrokerChannel(endpoint.host, endpoint.port, client_id=f"broker-{self.node_id}",
+                host, port = found.address(self.settings.inter_broker_listener)
+            channel = BrokerChannel(host, port, client_id=f"broker-{self.node_id}",
                                     timeout_s=self.settings.controller_socket_timeout_ms / 1000)
             try:
                 response = await channel.request(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": self.node_id})

@@ -29,7 +29,10 @@ logger = logging.getLogger(__name__)
 NO_LEADER = -1
 # UpdateMetadata's leader for a partition being deleted (Kafka's LeaderDuringDelete).
 LEADER_DURING_DELETE = -2
-UPDATE_METADATA_VERSION = 0
+# v3: every listener of every broker, with its name, so each broker answers Metadata with the
+# addresses of the listener a client used.
+UPDATE_METADATA_VERSION = 3
+_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 @dataclass
@@ -42,6 +45,7 @@ class PartitionState:
 class ControllerSettings:
     unclean_leader_election: bool
     socket_timeout_ms: int
+    inter_broker_listener: str = "PLAINTEXT"
 
 
 class Controller:
@@ -366,12 +370,13 @@ class Controller:
             return None
         info = entry[0]
         channel = self._channels.get(broker_id)
+        host, port = info.address(self.settings.inter_broker_listener)
         if channel is None:
-            channel = BrokerChannel(info.host, info.port, client_id=f"controller-{self.node_id}",
+            channel = BrokerChannel(host, port, client_id=f"controller-{self.node_id}",
                                     timeout_s=self.settings.socket_timeout_ms / 1000)
             self._channels[broker_id] = channel
         else:
-            channel.retarget(info.host, info.port)
+            channel.retarget(host, port)
         return channel
 
     def _partition_state_entry(self, key: tuple[str, int], leader: int | None = None) -> dict:
@@ -383,8 +388,12 @@ class Controller:
                 "replicas": list(self.assignments[key[0]][key[1]])}
 
     def _live_broker_entries(self) -> list[dict]:
-        """UpdateMetadata v0's live brokers."""
-        return [{"id": b, "v0_host": info.host, "v0_port": info.port} for b, (info, _) in sorted(self.live.items())]
+        """UpdateMetadata v3's live brokers: every listener, named."""
+        return [{"id": b, "rack": info.rack,
+                 "endpoints": [{"host": host, "port": port, "listener": name,
+                                "security_protocol": _PROTOCOL_IDS[info.protocol(name)]}
+                               for name, (host, port) in info.endpoints.items()]}
+                for b, (info, _) in sorted(self.live.items())]
 
     async def _send_leader_and_isr(self, keys: list[tuple[str, int]], brokers: set[int]) -> None:
         async with trio.open_nursery() as nursery:
@@ -395,8 +404,9 @@ class Controller:
                 leaders = {self.states[k].leader_isr.leader for k in mine}
                 body = {"controller_id": self.node_id, "controller_epoch": self.epoch,
                         "ungrouped_partition_states": [self._partition_state_entry(k) for k in mine],
-                        "live_leaders": [{"broker_id": b, "host_name": self.live[b][0].host,
-                                          "port": self.live[b][0].port} for b in sorted(leaders) if b in self.live]}
+                        "live_leaders": [{"broker_id": b, "host_name": address[0], "port": address[1]}
+                                         for b in sorted(leaders) if b in self.live
+                                         for address in [self.live[b][0].address(self.settings.inter_broker_listener)]]}
                 nursery.start_soon(self._send, broker_id, ApiKey.LEADER_AND_ISR, 0, body)
 
     async def _send_update_metadata(self, brokers: set[int], *, keys: list[tuple[str, int]] | None = None,

@@ -89,6 +89,16 @@ class BrokerInfo:
     port: int
     endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     rack: str | None = None
+    # listener name -> security protocol; a listener missing here is named after its protocol
+    # (or is PLAINTEXT), as in registrations older than listener_security_protocol_map.
+    protocols: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def protocol(self, listener: str) -> str:
+        return self.protocols.get(listener) or (listener if listener in _SECURITY_PROTOCOLS else "PLAINTEXT")
+
+    def address(self, listener: str) -> tuple[str, int]:
+        """Where this broker's ``listener`` is reached (its v0 host/port without one)."""
+        return self.endpoints.get(listener, (self.host, self.port))
 
 
 @dataclass(frozen=True)
@@ -176,14 +186,14 @@ def _parse_endpoint(text, what: str) -> tuple[str, str, int]:
 def encode_broker(info: BrokerInfo, timestamp_ms: int | None = None) -> bytes:
     """Broker.toJson version 4, key order as a 0.10.2 broker writes it.
 
-    A listener named after a security protocol uses that protocol, any other PLAINTEXT
-    (minikafka serves plaintext only).
+    ``listener_security_protocol_map`` comes from ``info.protocols`` (a listener named after a
+    security protocol uses that protocol, any other PLAINTEXT).
     """
     if timestamp_ms is None:
         timestamp_ms = int(time.time() * 1000)
     registration = {
         "listener_security_protocol_map": {
-            name: name if name in _SECURITY_PROTOCOLS else "PLAINTEXT" for name in info.endpoints},
+            name: info.protocol(name) for name in info.endpoints},
         "endpoints": [_format_endpoint(name, host, port) for name, (host, port) in info.endpoints.items()],
         "jmx_port": -1,
         "host": info.host or None,
@@ -222,8 +232,10 @@ def decode_broker(broker_id: int, raw: bytes) -> BrokerInfo:
         # A broker without a PLAINTEXT listener writes host null, port -1 (KafkaHealthcheck).
         first = next(iter(endpoints.values()), ("", -1))
         host, port = first
+    protocols = obj.get("listener_security_protocol_map")
+    protocols = {str(k): str(v) for k, v in protocols.items()} if isinstance(protocols, dict) else {}
     return BrokerInfo(broker_id, host, _int(port, f"{what} port"), endpoints,
-                      rack if isinstance(rack, str) else None)
+                      rack if isinstance(rack, str) else None, protocols)
 
 
 def encode_controller(broker_id: int, timestamp_ms: int | None = None) -> bytes:

@@ -57,8 +57,10 @@ def _brokers(broker, listener_name: str) -> tuple[list[dict], int]:
         host, port = broker.advertised_endpoint(listener_name)
         return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}], broker.node_id
     metadata = broker.cluster.metadata
-    return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in sorted(metadata.brokers.values(), key=lambda b: b.node_id)], metadata.controller_id
+    # As Kafka: brokers without the client's listener are left out.
+    return [{"node_id": b.node_id, "host": address[0], "port": address[1], "rack": b.rack}
+            for b in sorted(metadata.brokers.values(), key=lambda b: b.node_id)
+            for address in [b.address(listener_name)] if address is not None], metadata.controller_id
 
 
 async def handle(broker, request) -> dict:

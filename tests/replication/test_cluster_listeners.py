@@ -1,0 +1,56 @@
+"""A cluster with several listeners (Kafka's listener names): brokers replicate and take the
+controller's requests over inter.broker.listener.name, each listener's clients are told that
+listener's addresses, and a SASL client produces with acks=all and consumes across brokers."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from minikafka.broker.pytest_plugin import MinikafkaCluster
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.zookeeper]
+
+SASL = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "alice", "sasl_plain_password": "alice-pw"}
+
+
+def test_replication_uses_the_inter_broker_listener_and_clients_their_own(tmp_path, zookeeper):
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "REPLICATION",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw";',
+    }
+    with MinikafkaCluster(tmp_path / "c", 2, overrides, zookeeper=zookeeper.connect_string) as cluster:
+        ports = {i + 1: b.listener_ports for i, b in enumerate(cluster.brokers)}  # broker ids 1..N
+        # Metadata on the plaintext listener names every broker's PLAINTEXT port.
+        metadata = cluster.metadata()
+        assert {(b.node_id, b.port) for b in metadata.brokers} == {(i, p["PLAINTEXT"]) for i, p in ports.items()}
+        sasl_bootstrap = f"127.0.0.1:{ports[1]['SASL_PLAINTEXT']}"
+        admin = KafkaAdminClient(bootstrap_servers=sasl_bootstrap, **SASL)
+        try:
+            admin.create_topics([NewTopic("replicated", 2, 2)])
+            # Over SASL, the brokers a client is sent to are the SASL listeners.
+            described = admin.describe_cluster()
+            assert {b["port"] for b in described["brokers"]} == \
+                {p["SASL_PLAINTEXT"] for p in ports.values()}
+        finally:
+            admin.close()
+        cluster.wait_until(lambda m: any(t.name == "replicated" and all(len(p.isr_nodes) == 2 for p in t.partitions)
+                                         for t in m.topics), "both replicas in sync")
+        producer = KafkaProducer(bootstrap_servers=sasl_bootstrap, acks="all", **SASL)
+        for i in range(20):
+            producer.send("replicated", f"m{i}".encode(), partition=i % 2).get(timeout=30)
+        producer.close()
+        consumer = KafkaConsumer("replicated", bootstrap_servers=sasl_bootstrap, auto_offset_reset="earliest",
+                                 consumer_timeout_ms=10000, **SASL)
+        got = sorted(m.value for m in consumer)
+        consumer.close()
+        assert got == sorted(f"m{i}".encode() for i in range(20))
+        # Every replica caught up over the REPLICATION listener: both brokers log their
+        # registration with it, and the followers' fetches reached the leaders there.
+        for broker in cluster.brokers:
+            assert f"REPLICATION://127.0.0.1:{broker.listener_ports['REPLICATION']}" in broker.stderr_since_start()
