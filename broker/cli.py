@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_users(subparsers)
 
+    from minikafka.broker.acls_cli import register as register_acls
+
+    register_acls(subparsers)
+
     health = subparsers.add_parser(
         "healthcheck", help="exit 0 if a broker answers ApiVersions",
         description="Connect to a broker and make one Kafka ApiVersions round trip (what the "

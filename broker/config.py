@@ -169,6 +169,14 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Under CreateTime, refuse a message set with INVALID_TIMESTAMP when a timestamp "
               "is further than this from the broker's clock; topic-level "
               "message.timestamp.difference.max.ms.", minimum=0),
+    ConfigKey("authorizer.class.name", "string", _UNSET,
+              "Set (e.g. kafka.security.auth.SimpleAclAuthorizer, the only authorizer there is), "
+              "requests are checked against the ACLs of `minikafka acls`; unset, everyone may do "
+              "everything."),
+    ConfigKey("super.users", "string", _UNSET,
+              "Principals the authorizer lets do anything, separated by ';' (User:admin;User:CN=ops,O=Example)."),
+    ConfigKey("allow.everyone.if.no.acl.found", "bool", False,
+              "With the authorizer on, a resource without any ACL is open to everyone (else to super users only)."),
     # -- cluster mode (Kafka 0.10.2's names); without zookeeper.connect they have no effect
     ConfigKey("zookeeper.connect", "string", _UNSET,
               "HOST:PORT[,HOST:PORT...][/chroot] of the ZooKeeper ensemble: set, the broker joins "

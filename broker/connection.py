@@ -235,6 +235,7 @@ class Connection:
                         break
                     request.client_host = self.peer_host
                     request.listener = self.listener.name
+                    request.principal = self.principal
                     self._request_sizes.append(frame_reserved)
                     frame_reserved = 0
                     self._in_flight += 1

@@ -27,6 +27,7 @@ import trio
 
 from minikafka.broker.config import BrokerConfig, ConfigError, Listener, host_port, parse_properties
 from minikafka.broker.security import sasl, tls
+from minikafka.broker.security.acl import CLUSTER_NAME, AclError, AclStore, Authorizer, parse_super_users
 from minikafka.broker.security.scram import CredentialStore
 from minikafka.broker.groups import GroupCoordinator
 from minikafka.broker.request_memory import RequestMemory
@@ -157,6 +158,11 @@ class Broker:
                 except sasl.JaasError as exc:
                     raise ConfigError(f"sasl.jaas.config of listener {listener.name}: {exc}") from None
         self.scram_credentials = CredentialStore(config.log_dirs[0])
+        self.authorizer = None
+        if config.get("authorizer.class.name"):
+            self.authorizer = Authorizer(AclStore(config.log_dirs[0]),
+                                         super_users=parse_super_users(config.get("super.users")),
+                                         allow_if_no_acls=config.get("allow.everyone.if.no.acl.found"))
         self.append_waiters = AppendWaiters()
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
         # Tests only (minikafka.test.control.port): injected errors and delays, and where the
@@ -276,6 +282,22 @@ class Broker:
         self.host, self.port = sockname[0], sockname[1]
         self.advertised_host, self.advertised_port = self.endpoints[self.config.listener.name]
         return opened
+
+    def authorize(self, request, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> bool:
+        """Whether ``request``'s principal may do ``operation`` ("Read", "Write", ...) on the
+        resource (``"Topic"``/``"Group"``/``"Cluster"``); always without an authorizer. An
+        unreadable ACL file denies (and says so in the log) rather than opening everything."""
+        if self.authorizer is None:
+            return True
+        try:
+            allowed = self.authorizer.authorize(request.principal, request.client_host, operation, resource_type, name)
+        except AclError as exc:
+            logger.error("authorizer: %s; denying", exc)
+            return False
+        if not allowed:
+            logger.info("authorizer: %s from %s may not %s %s:%s", request.principal, request.client_host,
+                        operation, resource_type, name)
+        return allowed
 
     def advertised_endpoint(self, listener_name: str = "") -> tuple[str, int]:
         """The (host, port) clients of ``listener_name`` are told to use: Kafka answers

@@ -20,10 +20,7 @@ def register(subparsers) -> None:
                     "listeners accept; credentials are kept salted in the log dir, never the password.")
     actions = users.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
-    common = argparse.ArgumentParser(add_help=False)
-    where = common.add_mutually_exclusive_group()
-    where.add_argument("--log-dir", type=Path, help="the broker's data directory (default ./minikafka-data)")
-    where.add_argument("--config", type=Path, metavar="FILE", help="take log.dirs from this server.properties")
+    common = log_dir_arguments()
     add = actions.add_parser("add", parents=[common], help="add a user or change its password")
     add.add_argument("user")
     add.add_argument("--mechanism", action="append", choices=sorted(HASHES),
@@ -41,11 +38,23 @@ def register(subparsers) -> None:
     users.set_defaults(func=_users_command)
 
 
-def _store(args) -> CredentialStore:
+def log_dir_arguments() -> argparse.ArgumentParser:
+    """--log-dir / --config: where an offline tool finds the broker's first log dir."""
+    common = argparse.ArgumentParser(add_help=False)
+    where = common.add_mutually_exclusive_group()
+    where.add_argument("--log-dir", type=Path, help="the broker's data directory (default ./minikafka-data)")
+    where.add_argument("--config", type=Path, metavar="FILE", help="take log.dirs from this server.properties")
+    return common
+
+
+def first_log_dir(args) -> Path:
     from minikafka.broker.config import BrokerConfig
 
-    config = BrokerConfig.from_sources(config_file=args.config, log_dir=args.log_dir)
-    return CredentialStore(config.log_dirs[0])
+    return BrokerConfig.from_sources(config_file=args.config, log_dir=args.log_dir).log_dirs[0]
+
+
+def _store(args) -> CredentialStore:
+    return CredentialStore(first_log_dir(args))
 
 
 def _users_command(args: argparse.Namespace) -> int:

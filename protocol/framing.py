@@ -76,6 +76,8 @@ class Request:
     client_host: str = ""
     # The name of the listener it came in on (Metadata answers with that listener's addresses).
     listener: str = ""
+    # Who sent it (Kafka's principal string), as TLS or SASL established; for the authorizer.
+    principal: str = "User:ANONYMOUS"
 
 
 class _FrameBuffer:

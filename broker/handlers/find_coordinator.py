@@ -15,6 +15,8 @@ API_KEY = ApiKey.FIND_COORDINATOR
 
 
 async def handle(broker, request) -> dict:
+    if not broker.authorize(request, "Describe", "Group", request.body.key):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "node_id": -1, "host": "", "port": -1}
     error = broker.group_coordinator.find_coordinator(request.body.key)
     endpoint = broker.group_coordinator_endpoint(request.listener)
     if error or endpoint is None:

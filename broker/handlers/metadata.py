@@ -66,7 +66,9 @@ def _brokers(broker, listener_name: str) -> tuple[list[dict], int]:
 async def handle(broker, request) -> dict:
     requested = request.body.topics
     if requested is None or (request.api_version == 0 and not requested):
-        topics = [_topic_metadata(broker, name, count) for name, count in sorted(broker.topics().items())]
+        # Topics the principal may not describe are left out, as if they did not exist.
+        topics = [_topic_metadata(broker, name, count) for name, count in sorted(broker.topics().items())
+                  if broker.authorize(request, "Describe", "Topic", name)]
     else:
         topics = []
         seen = set()
@@ -75,6 +77,10 @@ async def handle(broker, request) -> dict:
             if name in seen:
                 continue
             seen.add(name)
+            if not broker.authorize(request, "Describe", "Topic", name) or (
+                    not broker.topic_exists(name) and not broker.authorize(request, "Create", "Cluster")):
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
+                continue
             try:
                 await broker.ensure_topic(name)
             except TopicError as exc:

@@ -115,3 +115,33 @@ def test_certificate_dn_is_rfc2253_most_specific_first():
     cert = {"subject": ((("countryName", "US"),), (("organizationName", "Example, Inc."),),
                         (("organizationalUnitName", "Eng"),), (("commonName", "alice"),))}
     assert certificate_dn(cert) == "CN=alice,OU=Eng,O=Example\\, Inc.,C=US"
+
+
+def test_authorizer_follows_kafkas_rules(tmp_path):
+    from minikafka.broker.security.acl import Acl, AclError, AclStore, Authorizer, parse_super_users
+
+    store = AclStore(tmp_path)
+    store.add("Topic:orders", [Acl.make("User:alice", "Write"), Acl.make("User:*", "Read", host="10.0.0.1")])
+    store.add("Topic:*", [Acl.make("User:carol", "All")])
+    store.add("Group:billing", [Acl.make("User:alice", "Read"), Acl.make("User:alice", "Read", "Deny", "10.9.9.9")])
+    authorizer = Authorizer(store, super_users=parse_super_users("User:root; User:CN=ops,O=Example"))
+    allowed = lambda *args: authorizer.authorize(*args)  # noqa: E731
+    assert allowed("User:alice", "127.0.0.1", "Write", "Topic", "orders")
+    assert allowed("User:alice", "127.0.0.1", "Describe", "Topic", "orders")  # WRITE implies DESCRIBE
+    assert not allowed("User:alice", "127.0.0.1", "Read", "Topic", "orders")  # READ only from 10.0.0.1
+    assert allowed("User:bob", "10.0.0.1", "Read", "Topic", "orders")          # User:* from that host
+    assert allowed("User:carol", "1.2.3.4", "Delete", "Topic", "anything")     # ALL on Topic:*
+    assert not allowed("User:alice", "10.9.9.9", "Read", "Group", "billing")   # DENY wins
+    assert allowed("User:alice", "10.0.0.2", "Read", "Group", "billing")
+    assert allowed("User:CN=ops,O=Example", "h", "Create", "Cluster", "kafka-cluster")  # super user
+    # No ACL on a resource: closed unless allow.everyone.if.no.acl.found.
+    assert not allowed("User:alice", "h", "Read", "Group", "other")
+    assert Authorizer(store, allow_if_no_acls=True).authorize("User:alice", "h", "Read", "Group", "other")
+    # Removing takes effect at the next decision (the file is re-read when it changes).
+    assert store.remove("Topic:orders", [Acl.make("User:alice", "Write")]) == 1
+    assert not allowed("User:alice", "127.0.0.1", "Write", "Topic", "orders")
+    with pytest.raises(AclError, match="operation 'Fly'"):
+        Acl.make("User:alice", "Fly")
+    store.path.write_text("{not json")
+    with pytest.raises(AclError, match="cannot read"):
+        authorizer.authorize("User:alice", "h", "Read", "Topic", "orders")
