@@ -365,7 +365,7 @@ def main() -> None:
         print(f"minikafka serve -> ready line: {ready * 1000:.0f} ms; "
               f"-> first consumed message: {first_message * 1000:.0f} ms")
         print("ratio = broker MB/s / ceiling MB/s; cpu = broker process CPU time / wall time")
-        print(f"{'client':16} {'size':>5} {'codec':5} {'msgs':>7} | "
+        print(f"{'client':20} {'size':>5} {'codec':5} {'msgs':>7} | "
               f"{'produce MB/s':>12} {'msg/s':>9} {'ratio':>6} {'cpu':>4} | "
               f"{'consume MB/s':>12} {'msg/s':>9} {'ratio':>6} {'cpu':>4} | {'ceiling MB/s':>12}")
         for client, size, codec, full_count in WORKLOADS:
@@ -378,7 +378,7 @@ def main() -> None:
             target = ssl_bootstrap if client.endswith("/SSL") else bootstrap
             produce_s, produce_cpu = timed(process.pid, produce, target, topic, values, codec)
             consume_s, consume_cpu = timed(process.pid, consume, target, topic, count)
-            print(f"{client:16} {size:>5} {codec:5} {count:>7} | "
+            print(f"{client:20} {size:>5} {codec:5} {count:>7} | "
                   f"{megabytes / produce_s:>12.1f} {count / produce_s:>9.0f} "
                   f"{megabytes / produce_s / ceiling_mbs:>6.3f} {produce_cpu:>4.0%} | "
                   f"{megabytes / consume_s:>12.1f} {count / consume_s:>9.0f} "

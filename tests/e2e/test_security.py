@@ -217,12 +217,34 @@ def test_bad_credentials_are_an_authentication_error(sasl_broker, user, password
     with pytest.raises(KafkaError):
         KafkaProducer(**kp_config, bootstrap_timeout_ms=3000)
     assert time.monotonic() - started < 30
+    aio_config = sasl_broker.client_config("aiokafka")
+    aio_config.update({"sasl_plain_username": user, "sasl_plain_password": password})
+    assert "Unable to bootstrap" in _aiokafka_refusal(aio_config)
     # The broker still serves a client with good credentials.
     assert kafka_python_roundtrip(sasl_broker.client_config(), _topic()) == VALUES
     log = sasl_broker.stderr_since_start()
     assert f"refused 127.0.0.1:" in log and repr(user) in log
     for secret in (password, PASSWORD, USERS["bob"]):
         assert secret not in log
+
+
+def _aiokafka_refusal(config: dict) -> str:
+    """What aiokafka's producer raises at start (a broken connection: SASL v0 has no error)."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError
+
+    async def run():
+        producer = AIOKafkaProducer(**config, request_timeout_ms=5000)
+        try:
+            async with asyncio.timeout(30):
+                await producer.start()
+        except KafkaError as exc:
+            return str(exc)
+        finally:
+            await producer.stop()
+        return "started"
+
+    return asyncio.run(run())
 
 
 def _raw_exchange(port: int, api_key: int, version: int, body: dict):
