@@ -12,6 +12,7 @@ import logging
 
 import trio
 
+from minikafka.broker.security import tls
 from minikafka.broker.server import INTERNAL_TOPICS, TopicError
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.replication.assignment import InvalidReplicationFactor, assign_replicas
@@ -31,6 +32,8 @@ _METADATA_POLL_S = 0.02
 def cluster_member(broker) -> ClusterMember:
     config = broker.config
     session_timeout = config.get("zookeeper.session.timeout.ms")
+    listener = config.inter_broker_listener()
+    channel_ssl = tls.client_context(config, listener) if listener.uses_tls else None
     settings = ClusterSettings(
         zookeeper_connect=config.zookeeper_connect,
         session_timeout_ms=session_timeout,
@@ -43,13 +46,14 @@ def cluster_member(broker) -> ClusterMember:
             max_bytes=config.get("replica.fetch.max.bytes"),
             response_max_bytes=config.get("replica.fetch.response.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
-            socket_timeout_ms=config.get("controller.socket.timeout.ms")),
+            socket_timeout_ms=config.get("controller.socket.timeout.ms"), ssl_context=channel_ssl),
         controller_socket_timeout_ms=config.get("controller.socket.timeout.ms"),
         hw_checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
         controlled_shutdown_enable=config.get("controlled.shutdown.enable"),
         controlled_shutdown_max_retries=config.get("controlled.shutdown.max.retries"),
         controlled_shutdown_retry_backoff_ms=config.get("controlled.shutdown.retry.backoff.ms"),
-        inter_broker_listener=config.inter_broker_listener().name,
+        inter_broker_listener=listener.name,
+        ssl_context=channel_ssl,
     )
     return ClusterMember(node_id=broker.node_id, settings=settings, log_manager=broker.log_manager,
                          clock=broker.clock, on_readable=broker.append_waiters.notify,

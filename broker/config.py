@@ -647,11 +647,11 @@ class BrokerConfig:
 
     def _check_inter_broker_listener(self) -> None:
         listener = self.inter_broker_listener()
-        if self.zookeeper_connect is not None and listener.security_protocol != "PLAINTEXT":
-            # The inter-broker channel (replication.channel) speaks neither TLS nor SASL yet.
+        if self.zookeeper_connect is not None and listener.uses_sasl:
+            # The inter-broker channel (replication.channel) speaks TLS but not SASL yet.
             raise ConfigError(f"inter.broker.listener.name: listener {listener.name} is "
                               f"{listener.security_protocol}; brokers talk to each other over a "
-                              "PLAINTEXT listener only")
+                              "PLAINTEXT or SSL listener only")
 
     def advertised_address(self, bound_port: int, listener: Listener | None = None) -> tuple[str, int]:
         """The (host, port) Metadata reports for ``listener`` (default the first):

@@ -50,6 +50,8 @@ class ClusterSettings:
     controlled_shutdown_retry_backoff_ms: int
     # The listener brokers reach each other on (inter.broker.listener.name).
     inter_broker_listener: str = "PLAINTEXT"
+    # TLS client context for that listener when its protocol is SSL.
+    ssl_context: object = None
 
 
 class ClusterMember:
@@ -155,7 +157,8 @@ class ClusterMember:
         controller = Controller(self.node_id, self.zk, ControllerSettings(
             unclean_leader_election=self.settings.unclean_leader_election,
             socket_timeout_ms=self.settings.controller_socket_timeout_ms,
-            inter_broker_listener=self.settings.inter_broker_listener))
+            inter_broker_listener=self.settings.inter_broker_listener,
+            ssl_context=self.settings.ssl_context))
         self.controller = controller
         assert self._nursery is not None
 
@@ -245,7 +248,8 @@ class ClusterMember:
                     continue
                 host, port = found.address(self.settings.inter_broker_listener)
             channel = BrokerChannel(host, port, client_id=f"broker-{self.node_id}",
-                                    timeout_s=self.settings.controller_socket_timeout_ms / 1000)
+                                    timeout_s=self.settings.controller_socket_timeout_ms / 1000,
+                                    ssl_context=self.settings.ssl_context)
             try:
                 response = await channel.request(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": self.node_id})
             except ChannelError as exc:

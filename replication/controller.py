@@ -46,6 +46,7 @@ class ControllerSettings:
     unclean_leader_election: bool
     socket_timeout_ms: int
     inter_broker_listener: str = "PLAINTEXT"
+    ssl_context: object = None  # TLS to the other brokers (an SSL inter-broker listener)
 
 
 class Controller:
@@ -373,7 +374,8 @@ class Controller:
         host, port = info.address(self.settings.inter_broker_listener)
         if channel is None:
             channel = BrokerChannel(host, port, client_id=f"controller-{self.node_id}",
-                                    timeout_s=self.settings.socket_timeout_ms / 1000)
+                                    timeout_s=self.settings.socket_timeout_ms / 1000,
+                                    ssl_context=self.settings.ssl_context)
             self._channels[broker_id] = channel
         else:
             channel.retarget(host, port)

@@ -41,6 +41,25 @@ def server_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext:
     return context
 
 
+def client_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext:
+    """The TLS context a broker connects to other brokers' ``listener`` with: it trusts
+    ``ssl.truststore.location`` and shows its own keystore certificate (for mutual TLS). Host
+    names are not checked, as Kafka 0.10.2 did not by default
+    (``ssl.endpoint.identification.algorithm`` was empty)."""
+    setting = lambda name: config.listener_setting(listener, name)  # noqa: E731
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = False
+    try:
+        if setting("ssl.truststore.location"):
+            context.load_verify_locations(cafile=setting("ssl.truststore.location"))
+        context.load_cert_chain(setting("ssl.keystore.location"),
+                                password=setting("ssl.key.password") or setting("ssl.keystore.password"))
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"inter-broker TLS on listener {listener.name}: {exc}") from None
+    return context
+
+
 # RFC 2253's attribute names for the OIDs Python reports under longer names.
 _RDN_NAMES = {"commonName": "CN", "countryName": "C", "localityName": "L",
               "stateOrProvinceName": "ST", "organizationName": "O",

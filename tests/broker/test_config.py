@@ -121,6 +121,9 @@ def test_log_dir_fallback_and_list(tmp_path):
     ({"listener.name.plaintext.log.dirs": "/x"}, "listener.name.plaintext.log.dirs: not a per-listener security setting"),
     ({"zookeeper.connect": "zk:2181", "inter.broker.listener.name": "REPLICATION"},
      "inter.broker.listener.name: no listener named REPLICATION"),
+    ({"zookeeper.connect": "zk:2181", "listeners": "SASL_PLAINTEXT://:0",
+      "security.inter.broker.protocol": "SASL_PLAINTEXT"},
+     "inter.broker.listener.name: listener SASL_PLAINTEXT is SASL_PLAINTEXT; brokers talk to each other over a PLAINTEXT or SSL"),
     ({"advertised.listeners": "PLAINTEXT://:9092"}, "advertised.listeners: a host is required"),
     ({"minikafka.export.master": "local[2]"}, "minikafka.export.master: set without minikafka.export.dir"),
 ])

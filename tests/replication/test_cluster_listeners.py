@@ -4,6 +4,8 @@ listener's addresses, and a SASL client produces with acks=all and consumes acro
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -16,14 +18,24 @@ SASL = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
         "sasl_plain_username": "alice", "sasl_plain_password": "alice-pw"}
 
 
-def test_replication_uses_the_inter_broker_listener_and_clients_their_own(tmp_path, zookeeper):
+@pytest.mark.parametrize("replication", ["PLAINTEXT", "SSL"])
+def test_replication_uses_the_inter_broker_listener_and_clients_their_own(tmp_path, zookeeper, replication,
+                                                                         minikafka_ca):
     overrides = {
         "listeners": "PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,REPLICATION:{replication},SASL_PLAINTEXT:SASL_PLAINTEXT",
         "inter.broker.listener.name": "REPLICATION",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config":
             'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw";',
     }
+    if replication == "SSL":
+        # Mutual TLS between the brokers: each shows the keystore certificate and requires the peer's.
+        keystore, ca_path = tmp_path / "broker.pem", tmp_path / "ca.pem"
+        minikafka_ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+        minikafka_ca.cert_pem.write_to_path(str(ca_path))
+        overrides.update({"listener.name.replication.ssl.keystore.location": str(keystore),
+                          "listener.name.replication.ssl.truststore.location": str(ca_path),
+                          "listener.name.replication.ssl.client.auth": "required"})
     with MinikafkaCluster(tmp_path / "c", 2, overrides, zookeeper=zookeeper.connect_string) as cluster:
         ports = {i + 1: b.listener_ports for i, b in enumerate(cluster.brokers)}  # broker ids 1..N
         # Metadata on the plaintext listener names every broker's PLAINTEXT port.
@@ -50,7 +62,18 @@ def test_replication_uses_the_inter_broker_listener_and_clients_their_own(tmp_pa
         got = sorted(m.value for m in consumer)
         consumer.close()
         assert got == sorted(f"m{i}".encode() for i in range(20))
+        # Both replicas of both partitions hold the same bytes: the followers fetched them
+        # from the leaders over REPLICATION (the ISR alone would not show it: a follower that
+        # cannot fetch is only dropped from it after replica.lag.time.max.ms).
+        for partition in (0, 1):
+            segments = [b.log_dir / f"replicated-{partition}" / "00000000000000000000.log" for b in cluster.brokers]
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and len({s.read_bytes() for s in segments}) != 1:
+                time.sleep(0.2)
+            assert segments[0].read_bytes() and len({s.read_bytes() for s in segments}) == 1
         # Every replica caught up over the REPLICATION listener: both brokers log their
         # registration with it, and the followers' fetches reached the leaders there.
         for broker in cluster.brokers:
-            assert f"REPLICATION://127.0.0.1:{broker.listener_ports['REPLICATION']}" in broker.stderr_since_start()
+            log = broker.stderr_since_start()
+            assert f"REPLICATION://127.0.0.1:{broker.listener_ports['REPLICATION']}" in log
+            assert "TLS handshake failed" not in log
