@@ -33,6 +33,8 @@ def _endpoint(entry, version: int, inter_broker_listener: str):
 
 async def handle(broker, request) -> dict:
     body = request.body
+    if not broker.authorize(request, "ClusterAction", "Cluster"):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     cluster = broker.cluster
     if cluster is None or cluster.replicas.stale_controller(body.controller_epoch):
         return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}

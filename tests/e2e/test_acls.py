@@ -116,3 +116,36 @@ def test_acls_cli_changes_take_effect_on_the_running_broker(broker):
     producer.close()
     assert minikafka("acls", "remove", "--topic", "open", "--deny-principal", "User:alice",
                      "--operation", "Write").returncode == 0
+
+
+def test_broker_to_broker_requests_need_cluster_action(broker):
+    """The controller's requests and a follower's fetch come from brokers: a client principal
+    without CLUSTER_ACTION gets CLUSTER_AUTHORIZATION_FAILED, never a changed replica state."""
+    import socket
+
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+    from minikafka.protocol.framing import ClientConnection
+
+    client = ClientConnection("alice")
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        def call(api_key, version, body):
+            sock.sendall(client.send_request(api_key, version, body)[1])
+            while (response := client.next_response()) is None:
+                data = sock.recv(65536)
+                assert data, "the broker closed the connection"
+                client.receive_data(data)
+            return response.body
+
+        assert call(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"}).error_code == ErrorCode.NONE
+        # PLAIN's bare token frame, then the empty success frame.
+        sock.sendall(len(b"\0alice\0alice-pw-2").to_bytes(4, "big") + b"\0alice\0alice-pw-2")
+        assert sock.recv(4) == b"\0\0\0\0"
+        assert call(ApiKey.UPDATE_METADATA, 0, {"controller_id": 1, "controller_epoch": 99,
+                                                "ungrouped_partition_states": [], "live_brokers": []}
+                    ).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert call(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": 0}).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        fetch = call(ApiKey.FETCH, 3, {"replica_id": 1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1000,
+                                       "topics": [{"topic": "open", "partitions": [
+                                           {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]}]})
+        assert fetch.responses[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
