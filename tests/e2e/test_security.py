@@ -307,3 +307,32 @@ def test_tls_refusals_are_reported_and_the_broker_serves_on(sasl_broker, minikaf
     assert kafka_python_roundtrip(config, _topic()) == VALUES
     log = sasl_broker.stderr_since_start()
     assert "on listener SSL: TLS handshake failed" in log
+
+
+@pytest.mark.timeout(120)
+def test_users_cli_adds_and_removes_scram_users_of_a_running_broker(tmp_path_factory):
+    import sys
+
+    from kafka.errors import KafkaError
+
+    def users(*args, stdin=None):
+        return subprocess.run([sys.executable, "-m", "minikafka.broker", "users", *args, "--log-dir", str(broker.log_dir)],
+                              input=stdin, capture_output=True, text=True, timeout=60)
+
+    with MinikafkaBroker(tmp_path_factory.mktemp("users"), security_protocol="SASL_PLAINTEXT",
+                         sasl_mechanism="SCRAM-SHA-512", users={"alice": PASSWORD}) as broker:
+        carol_pw = "carol-Only-77"
+        assert users("add", "carol", "--mechanism", "SCRAM-SHA-512", "--password-stdin", stdin=carol_pw + "\n").returncode == 0
+        assert users("list").stdout.splitlines() == ["alice\tSCRAM-SHA-512", "carol\tSCRAM-SHA-512"]
+        stored = (broker.log_dir / "scram-credentials.json").read_text()
+        assert carol_pw not in stored and PASSWORD not in stored
+        config = {**broker.client_config(), "sasl_plain_username": "carol", "sasl_plain_password": carol_pw}
+        assert kafka_python_roundtrip(config, _topic()) == VALUES  # no restart needed
+        assert users("remove", "carol").returncode == 0
+        with pytest.raises(KafkaError):
+            from kafka import KafkaProducer
+
+            KafkaProducer(**config, bootstrap_timeout_ms=3000)
+        assert users("remove", "carol").returncode == 1
+        log = broker.stderr_since_start()
+        assert "unknown user 'carol'" in log and carol_pw not in log
