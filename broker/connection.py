@@ -156,6 +156,7 @@ class Connection:
         self.protocol.max_frame_size = min(configured, MAX_UNAUTHENTICATED_FRAME)
         enabled = self.broker.config.listener_setting(self.listener, "sasl.enabled.mechanisms")
         mechanism = None
+        scram_users: dict = {}  # the one user a SCRAM exchange names, and its credential
         while mechanism is None or mechanism.user is None:
             try:
                 frame = self.protocol.next_frame()
@@ -168,6 +169,9 @@ class Connection:
                     self.protocol.receive_data(data)
                     continue
                 if mechanism is not None:
+                    if isinstance(mechanism, ScramServer) and not scram_users:
+                        user = ScramServer.user_of(frame)
+                        scram_users[user] = await self.broker.scram_credential(user, mechanism.mechanism)
                     await self._send_bytes(encode_frame(mechanism.step(frame)))
                     continue
                 request = parse_request(frame)
@@ -183,7 +187,7 @@ class Connection:
                 error = ErrorCode.NONE if wanted in enabled else ErrorCode.UNSUPPORTED_SASL_MECHANISM
                 body = {"error_code": error, "mechanisms": list(enabled)}
                 if not error:
-                    mechanism = self._sasl_server(wanted)
+                    mechanism = self._sasl_server(wanted, scram_users)
             else:
                 raise _Refused(f"api key {request.api_key} before authentication")
             await self._send_bytes(b"".join(self.protocol.encode_response(request, body)))
@@ -193,11 +197,10 @@ class Connection:
         self.protocol.max_frame_size = configured
         logger.debug("%s authenticated as %s", self.peer, self.principal)
 
-    def _sasl_server(self, mechanism: str):
+    def _sasl_server(self, mechanism: str, scram_users: dict):
         if mechanism == "PLAIN":
             return PlainServer(self.broker.plain_users.get(self.listener.name, {}))
-        credentials = self.broker.scram_credentials
-        return ScramServer(mechanism, lambda user: credentials.get(user, mechanism))
+        return ScramServer(mechanism, scram_users.get)
 
     def _touch(self) -> None:
         """Restart the idle clock, or stop it while a request is in flight."""

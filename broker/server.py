@@ -28,7 +28,7 @@ import trio
 from minikafka.broker.config import BrokerConfig, ConfigError, Listener, host_port, parse_properties
 from minikafka.broker.security import sasl, tls
 from minikafka.broker.security.acl import CLUSTER_NAME, AclError, AclStore, Authorizer, parse_super_users
-from minikafka.broker.security.scram import CredentialStore
+from minikafka.broker.security.scram import CredentialError, CredentialStore, ScramCredential
 from minikafka.broker.groups import GroupCoordinator
 from minikafka.broker.request_memory import RequestMemory
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -282,6 +282,19 @@ class Broker:
         self.host, self.port = sockname[0], sockname[1]
         self.advertised_host, self.advertised_port = self.endpoints[self.config.listener.name]
         return opened
+
+    async def scram_credential(self, user: str, mechanism: str):
+        """``user``'s SCRAM credential: from ``/config/users/<user>`` in ZooKeeper in a
+        cluster (where Kafka keeps them), else from the log dir's file; None if it has none."""
+        if self.cluster is not None:
+            from minikafka.replication.zookeeper import ZooKeeperError
+
+            try:
+                text = (await self.cluster.zk.user_config(user)).get(mechanism)
+            except ZooKeeperError as exc:
+                raise CredentialError(f"cannot read the credentials of {user!r} from ZooKeeper: {exc}") from None
+            return None if text is None else ScramCredential.parse(text)
+        return await trio.to_thread.run_sync(self.scram_credentials.get, user, mechanism)
 
     def authorize(self, request, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> bool:
         """Whether ``request``'s principal may do ``operation`` ("Read", "Write", ...) on the

@@ -1,7 +1,8 @@
-"""``minikafka users add|remove|list``: the single broker's SCRAM users (kafka-configs'
-``--entity-type users --alter --add-config SCRAM-SHA-256=[...]`` for a broker without
-ZooKeeper). Credentials are stored salted in the first log dir (broker.security.scram); a
-running broker reads them at each authentication, so no restart is needed."""
+"""``minikafka users add|remove|list``: SCRAM users (kafka-configs' ``--entity-type users
+--alter --add-config SCRAM-SHA-256=[...]``). Credentials are stored salted: in the first log
+dir of a single broker (broker.security.scram), or with ``--zookeeper`` in
+``/config/users/<user>`` of a cluster's ZooKeeper, where Kafka keeps them. Brokers read them at
+each authentication, so no restart is needed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import getpass
 import sys
 from pathlib import Path
 
-from minikafka.broker.security.scram import HASHES, MIN_ITERATIONS, CredentialError, CredentialStore
+from minikafka.broker.security.scram import (HASHES, MIN_ITERATIONS, CredentialError, CredentialStore,
+                                              with_password, without)
 
 
 def register(subparsers) -> None:
@@ -21,6 +23,8 @@ def register(subparsers) -> None:
     actions = users.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     common = log_dir_arguments()
+    common.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                        help="a cluster's ZooKeeper (the brokers' zookeeper.connect) instead of a log dir")
     add = actions.add_parser("add", parents=[common], help="add a user or change its password")
     add.add_argument("user")
     add.add_argument("--mechanism", action="append", choices=sorted(HASHES),
@@ -57,8 +61,54 @@ def _store(args) -> CredentialStore:
     return CredentialStore(first_log_dir(args))
 
 
+def _password(args) -> str:
+    if args.password is not None:
+        return args.password
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    return getpass.getpass(f"password for {args.user}: ")
+
+
+async def _zookeeper_command(args, password: str | None) -> int:
+    from minikafka.replication.kafka_zk import KafkaZk
+    from minikafka.replication.zookeeper import ZkClient
+
+    async with ZkClient(args.zookeeper) as client:
+        zk = KafkaZk(client)
+        if args.action == "list":
+            for user, entry in (await zk.users()).items():
+                print(f"{user}\t{','.join(sorted(entry))}")
+            return 0
+        entry = await zk.user_config(args.user)
+        if args.action == "remove":
+            if not entry:
+                print(f"minikafka users: no user {args.user!r}", file=sys.stderr)
+                return 1
+            await zk.set_user_config(args.user, without(entry, args.mechanism))
+            return 0
+        await zk.set_user_config(args.user, with_password(entry, password, args.mechanism or sorted(HASHES),
+                                                          iterations=args.iterations))
+        return 0
+
+
 def _users_command(args: argparse.Namespace) -> int:
     try:
+        password = None
+        if args.action == "add":
+            password = _password(args)
+            if not password:
+                print("minikafka users: the password is empty", file=sys.stderr)
+                return 1
+        if args.zookeeper:
+            import trio
+
+            from minikafka.replication.zookeeper import ZooKeeperError
+
+            try:
+                return trio.run(_zookeeper_command, args, password)
+            except ZooKeeperError as exc:
+                print(f"minikafka users: ZooKeeper {args.zookeeper}: {exc}", file=sys.stderr)
+                return 1
         store = _store(args)
         if args.action == "list":
             for user, mechanisms in store.users().items():
@@ -69,15 +119,6 @@ def _users_command(args: argparse.Namespace) -> int:
                 print(f"minikafka users: no user {args.user!r}", file=sys.stderr)
                 return 1
             return 0
-        if args.password is not None:
-            password = args.password
-        elif args.password_stdin:
-            password = sys.stdin.readline().rstrip("\n")
-        else:
-            password = getpass.getpass(f"password for {args.user}: ")
-        if not password:
-            print("minikafka users: the password is empty", file=sys.stderr)
-            return 1
         store.add(args.user, password, args.mechanism or sorted(HASHES), iterations=args.iterations)
         return 0
     except (CredentialError, OSError, ValueError) as exc:

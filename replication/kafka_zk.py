@@ -12,6 +12,7 @@ nodes, so a minikafka cluster looks to them like a Kafka cluster. The layout fol
 /brokers/topics/<t>                                         {"version":1,"partitions":{"0":[1,2]}}
 /brokers/topics/<t>/partitions/<p>/state                    {"controller_epoch":E,"leader":L,"version":1,"leader_epoch":LE,"isr":[..]}
 /config/topics/<t>                                          {"version":1,"config":{"k":"v"}}
+/config/users/<u>                                           {"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,server_key=...,iterations=N"}}
 /admin/delete_topics/<t>                                    empty
 /isr_change_notification/isr_change_<seq>                   {"version":1,"partitions":[{"topic":t,"partition":p}]}
 ==========================================================  ===================================
@@ -56,6 +57,7 @@ BROKER_TOPICS_PATH = "/brokers/topics"
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 TOPIC_CONFIG_PATH = "/config/topics"
+USER_CONFIG_PATH = "/config/users"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 _ISR_CHANGE_PREFIX = "isr_change_"
@@ -130,6 +132,10 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIG_PATH}/{topic}"
+
+
+def user_config_path(user: str) -> str:
+    return f"{USER_CONFIG_PATH}/{user}"
 
 
 def delete_topic_path(topic: str) -> str:
@@ -300,7 +306,11 @@ def encode_topic_config(config: dict[str, str]) -> bytes:
 
 
 def decode_topic_config(topic: str, raw: bytes) -> dict[str, str]:
-    what = topic_config_path(topic)
+    return decode_config(topic_config_path(topic), raw)
+
+
+def decode_config(what: str, raw: bytes) -> dict[str, str]:
+    """Any entity's config node (topics, users): ``{"version":1,"config":{...}}``."""
     config = _field(_object(raw, what), "config", what)
     if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
         raise MalformedZnode(f"{what}: config is {config!r}, not an object of strings")
@@ -508,6 +518,30 @@ class KafkaZk:
         """The topic's config overrides; {} when it has none (or no config node)."""
         found = await self.zk.get(topic_config_path(topic))
         return {} if found is None else decode_topic_config(topic, found[0])
+
+    # -- users (SCRAM credentials, as kafka-configs --entity-type users writes them) ------------
+
+    async def user_config(self, user: str) -> dict[str, str]:
+        found = await self.zk.get(user_config_path(user))
+        return {} if found is None else decode_config(user_config_path(user), found[0])
+
+    async def set_user_config(self, user: str, config: dict[str, str]) -> None:
+        """Write (or, with no entry left, delete) ``/config/users/<user>``."""
+        path = user_config_path(user)
+        if not config:
+            if await self.zk.exists(path) is not None:
+                await self.zk.delete(path)
+            return
+        await self.zk.ensure_path(USER_CONFIG_PATH)
+        if await self.zk.exists(path) is None:
+            await self.zk.create(path, encode_topic_config(config))
+        else:
+            await self.zk.set(path, encode_topic_config(config))
+
+    async def users(self) -> dict[str, dict[str, str]]:
+        if await self.zk.exists(USER_CONFIG_PATH) is None:
+            return {}
+        return {user: await self.user_config(user) for user in sorted(await self.zk.children(USER_CONFIG_PATH))}
 
     # -- partition leader and ISR -------------------------------------------------------------
 

@@ -141,7 +141,9 @@ class ScramServer:
             return self._final(message)
         raise AuthenticationFailed("SCRAM: a token after authentication")
 
-    def _first(self, message: str) -> bytes:
+    @staticmethod
+    def _parse_first(message: str) -> tuple[str, str, str, str, str]:
+        """client-first -> (gs2 flag, authzid, bare message, user, client nonce)."""
         # gs2-header: no channel binding ('n' or 'y'), an optional authzid, then the bare part.
         flag, _, rest = message.partition(",")
         authzid, _, bare = rest.partition(",")
@@ -153,13 +155,26 @@ class ScramServer:
         user = _saslname(attributes[0][1])
         if authzid and _saslname(authzid[2:]) != user:
             raise AuthenticationFailed(f"SCRAM: user {user!r} may not act as {authzid[2:]!r}")
+        return flag, authzid, bare, user, attributes[1][1]
+
+    @classmethod
+    def user_of(cls, token: bytes) -> str:
+        """The user a client-first message names, so its credential can be looked up (on
+        ZooKeeper, say) before ``step`` takes the message."""
+        try:
+            return cls._parse_first(token.decode("utf-8"))[3]
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("SCRAM: message is not UTF-8") from None
+
+    def _first(self, message: str) -> bytes:
+        flag, authzid, bare, user, client_nonce = self._parse_first(message)
         credential = self._credentials(user)
         if credential is None:
             raise AuthenticationFailed(f"{self.mechanism}: unknown user {user!r}")
         self._credential = credential
         self._user_pending = user
         self._gs2_header = f"{flag},{authzid},"
-        self._nonce = attributes[1][1] + self._server_nonce
+        self._nonce = client_nonce + self._server_nonce
         self._client_first_bare = bare
         salt = base64.b64encode(credential.salt).decode("ascii")
         self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"

@@ -75,6 +75,19 @@ def _hash(mechanism: str) -> str:
         raise CredentialError(f"{mechanism} is not a SCRAM mechanism ({', '.join(HASHES)})") from None
 
 
+def with_password(entry: dict[str, str], password: str, mechanisms: list[str], *,
+                  iterations: int = MIN_ITERATIONS) -> dict[str, str]:
+    """A user's mechanism -> credential map with fresh credentials for ``mechanisms`` (what
+    both the log-dir file and ZooKeeper's ``/config/users/<user>`` hold)."""
+    return {**entry, **{mechanism: ScramCredential.from_password(mechanism, password, iterations=iterations).format()
+                        for mechanism in mechanisms}}
+
+
+def without(entry: dict[str, str], mechanisms: list[str] | None) -> dict[str, str]:
+    """``entry`` without ``mechanisms`` (all of them when None)."""
+    return {} if mechanisms is None else {m: c for m, c in entry.items() if m not in mechanisms}
+
+
 class CredentialStore:
     """The single broker's SCRAM users, in ``<log dir>/scram-credentials.json``."""
 
@@ -111,9 +124,7 @@ class CredentialStore:
         if not user:
             raise CredentialError("the user name is empty")
         data = self._load()
-        entry = data.setdefault(user, {})
-        for mechanism in mechanisms:
-            entry[mechanism] = ScramCredential.from_password(mechanism, password, iterations=iterations).format()
+        data[user] = with_password(data.get(user, {}), password, mechanisms, iterations=iterations)
         self._save(data)
 
     def remove(self, user: str, mechanisms: list[str] | None = None) -> bool:
@@ -122,9 +133,8 @@ class CredentialStore:
         entry = data.get(user)
         if entry is None:
             return False
-        for mechanism in list(entry) if mechanisms is None else mechanisms:
-            entry.pop(mechanism, None)
-        if not entry:
+        data[user] = without(entry, mechanisms)
+        if not data[user]:
             del data[user]
         self._save(data)
         return True

@@ -4,6 +4,8 @@ listener's addresses, and a SASL client produces with acks=all and consumes acro
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -62,6 +64,21 @@ def test_replication_uses_the_inter_broker_listener_and_clients_their_own(tmp_pa
         got = sorted(m.value for m in consumer)
         consumer.close()
         assert got == sorted(f"m{i}".encode() for i in range(20))
+        # SCRAM users live in ZooKeeper's /config/users/<user>, which every broker reads.
+        added = subprocess.run([sys.executable, "-m", "minikafka.broker", "users", "add", "bob", "--mechanism",
+                                "SCRAM-SHA-256", "--password-stdin", "--zookeeper", cluster.zookeeper_connect],
+                               input="bob-Zk-pw\n", capture_output=True, text=True, timeout=60)
+        assert added.returncode == 0, added.stderr
+        for broker in cluster.brokers:
+            scram = KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.listener_ports['SASL_PLAINTEXT']}",
+                                  security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                                  sasl_plain_username="bob", sasl_plain_password="bob-Zk-pw", acks="all")
+            scram.send("replicated", b"from bob", partition=0).get(timeout=30)
+            scram.close()
+            assert "bob-Zk-pw" not in broker.stderr_since_start()
+        listed = subprocess.run([sys.executable, "-m", "minikafka.broker", "users", "list", "--zookeeper",
+                                 cluster.zookeeper_connect], capture_output=True, text=True, timeout=60)
+        assert listed.stdout.splitlines() == ["bob\tSCRAM-SHA-256"]
         # Both replicas of both partitions hold the same bytes: the followers fetched them
         # from the leaders over REPLICATION (the ISR alone would not show it: a follower that
         # cannot fetch is only dropped from it after replica.lag.time.max.ms).
