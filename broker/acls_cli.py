@@ -1,13 +1,15 @@
-"""``minikafka acls add|remove|list``: a single broker's ACLs, with kafka-acls' arguments
-(``--allow-principal User:alice --operation Write --topic orders``). They are written to the
-first log dir (broker.security.acl) and a running broker picks them up at its next request."""
+"""``minikafka acls add|remove|list``: ACLs with kafka-acls' arguments (``--allow-principal
+User:alice --operation Write --topic orders``). They are written to the first log dir of a
+single broker (broker.security.acl), which picks them up at its next request, or with
+``--zookeeper`` to a cluster's ``/kafka-acl`` nodes, which every broker re-reads each second."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from minikafka.broker.security.acl import CLUSTER_NAME, OPERATIONS, Acl, AclError, AclStore, resource_key
+from minikafka.broker.security.acl import (CLUSTER_NAME, OPERATIONS, Acl, AclError, AclStore, entry_json,
+                                           parse_entries, resource_key, with_acls, without_acls)
 from minikafka.broker.users_cli import first_log_dir, log_dir_arguments
 
 
@@ -30,11 +32,13 @@ def register(subparsers) -> None:
     rules.add_argument("--deny-host", action="append", default=[], metavar="HOST")
     rules.add_argument("--operation", action="append", default=[], metavar="OPERATION",
                        help=f"one of {', '.join(OPERATIONS)} (repeatable; default All)")
-    for name, parents, help_text in (("add", [log_dir_arguments(), resource, rules], "add ACLs"),
-                                     ("remove", [log_dir_arguments(), resource, rules],
-                                      "remove ACLs (all of the resource without principals)"),
-                                     ("list", [log_dir_arguments(), resource], "list ACLs")):
-        actions.add_parser(name, parents=parents, help=help_text)
+    for name, parents, help_text in (("add", [resource, rules], "add ACLs"),
+                                     ("remove", [resource, rules], "remove ACLs (all of the resource without principals)"),
+                                     ("list", [resource], "list ACLs")):
+        where = log_dir_arguments()
+        where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                           help="a cluster's ZooKeeper (the brokers' zookeeper.connect) instead of a log dir")
+        actions.add_parser(name, parents=[where, *parents], help=help_text)
     acls.set_defaults(func=_acls_command)
 
 
@@ -59,24 +63,54 @@ def _acls(args) -> list[Acl]:
     return made
 
 
+def _print(acls_by_resource: dict, key: str | None) -> None:
+    for resource, acls in sorted(acls_by_resource.items()):
+        if key is None or resource == key:
+            print(f"Current ACLs for resource `{resource}`:")
+            for acl in acls:
+                print(f"    {acl.principal} has {acl.permission} permission for operations: "
+                      f"{acl.operation} from hosts: {acl.host}")
+
+
+async def _zookeeper_command(args, key: str | None, acls: list[Acl]) -> None:
+    from minikafka.replication.kafka_zk import KafkaZk
+    from minikafka.replication.zookeeper import ZkClient
+
+    async with ZkClient(args.zookeeper) as client:
+        zk = KafkaZk(client)
+        current = parse_entries(await zk.acls())
+        if args.action == "list":
+            _print(current, key)
+            return
+        entries = with_acls(current.get(key, []), acls) if args.action == "add" else \
+            without_acls(current.get(key, []), acls or None)
+        resource_type, _, name = key.partition(":")
+        await zk.set_acls(resource_type, name, entry_json(entries) if entries else None)
+
+
 def _acls_command(args: argparse.Namespace) -> int:
     try:
-        store = AclStore(first_log_dir(args))
         key = _resource(args)
-        if args.action == "list":
-            for resource, acls in sorted(store.load().items()):
-                if key is None or resource == key:
-                    print(f"Current ACLs for resource `{resource}`:")
-                    for acl in acls:
-                        print(f"    {acl.principal} has {acl.permission} permission for operations: "
-                              f"{acl.operation} from hosts: {acl.host}")
-            return 0
-        if key is None:
+        acls = _acls(args) if args.action != "list" else []
+        if args.action != "list" and key is None:
             raise AclError("name the resource: --topic, --group or --cluster")
-        acls = _acls(args)
+        if args.action == "add" and not acls:
+            raise AclError("give --allow-principal or --deny-principal")
+        if args.zookeeper:
+            import trio
+
+            from minikafka.replication.zookeeper import ZooKeeperError
+
+            try:
+                trio.run(_zookeeper_command, args, key, acls)
+            except ZooKeeperError as exc:
+                raise AclError(f"ZooKeeper {args.zookeeper}: {exc}") from None
+            return 0
+        store = AclStore(first_log_dir(args))
+        if args.action == "list":
+            _print(store.load(), key)
+            return 0
         if args.action == "add":
-            if not acls:
-                raise AclError("give --allow-principal or --deny-principal")
             store.add(key, acls)
         else:
             store.remove(key, acls or None)

@@ -27,7 +27,7 @@ import trio
 
 from minikafka.broker.config import BrokerConfig, ConfigError, Listener, host_port, parse_properties
 from minikafka.broker.security import sasl, tls
-from minikafka.broker.security.acl import CLUSTER_NAME, AclError, AclStore, Authorizer, parse_super_users
+from minikafka.broker.security.acl import CLUSTER_NAME, AclError, AclStore, Authorizer, ZkAcls, parse_super_users
 from minikafka.broker.security.scram import CredentialError, CredentialStore, ScramCredential
 from minikafka.broker.groups import GroupCoordinator
 from minikafka.broker.request_memory import RequestMemory
@@ -160,7 +160,9 @@ class Broker:
         self.scram_credentials = CredentialStore(config.log_dirs[0])
         self.authorizer = None
         if config.get("authorizer.class.name"):
-            self.authorizer = Authorizer(AclStore(config.log_dirs[0]),
+            # A cluster's ACLs are its ZooKeeper's /kafka-acl nodes, refreshed while serving.
+            acls = ZkAcls() if config.zookeeper_connect is not None else AclStore(config.log_dirs[0])
+            self.authorizer = Authorizer(acls,
                                          super_users=parse_super_users(config.get("super.users")),
                                          allow_if_no_acls=config.get("allow.everyone.if.no.acl.found"))
         self.append_waiters = AppendWaiters()
@@ -241,6 +243,9 @@ class Broker:
 
                     for socket_listener in sockets:
                         nursery.start_soon(self._accept, socket_listener, handle, nursery)
+                if self.cluster is not None and self.authorizer is not None:
+                    await self._refresh_acls()  # before the first client is authorized
+                    nursery.start_soon(self._every_async, 1.0, self._refresh_acls)
                 if self.cluster is not None:
                     await nursery.start(self.cluster.run, self.endpoints,
                                         {listener.name: listener.security_protocol for listener in self.config.listeners})
@@ -445,6 +450,20 @@ class Broker:
                 await trio.to_thread.run_sync(duty)
             except Exception:
                 logger.exception("background %s failed", name)
+
+    async def _refresh_acls(self) -> None:
+        """Re-read a cluster's ACLs from ZooKeeper; on failure the last copy stays."""
+        from minikafka.replication.zookeeper import ZooKeeperError
+
+        try:
+            self.authorizer.store.replace(await self.cluster.zk.acls())
+        except (ZooKeeperError, AclError) as exc:
+            logger.warning("cannot refresh ACLs from ZooKeeper: %s", exc)
+
+    async def _every_async(self, seconds: float, duty) -> None:
+        while True:
+            await trio.sleep(seconds)
+            await duty()
 
     def _retention_pass(self) -> None:
         deleted = self.log_manager.cleanup()

@@ -13,6 +13,8 @@ nodes, so a minikafka cluster looks to them like a Kafka cluster. The layout fol
 /brokers/topics/<t>/partitions/<p>/state                    {"controller_epoch":E,"leader":L,"version":1,"leader_epoch":LE,"isr":[..]}
 /config/topics/<t>                                          {"version":1,"config":{"k":"v"}}
 /config/users/<u>                                           {"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,server_key=...,iterations=N"}}
+/kafka-acl/<Topic|Group|Cluster>/<name>                     {"version":1,"acls":[{"principal":"User:a","permissionType":"Allow","operation":"Read","host":"*"}]}
+/kafka-acl-changes/acl_changes_<seq>                        "<Type>:<name>" (a change notification)
 /admin/delete_topics/<t>                                    empty
 /isr_change_notification/isr_change_<seq>                   {"version":1,"partitions":[{"topic":t,"partition":p}]}
 ==========================================================  ===================================
@@ -58,6 +60,8 @@ CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 TOPIC_CONFIG_PATH = "/config/topics"
 USER_CONFIG_PATH = "/config/users"
+ACL_PATH = "/kafka-acl"
+ACL_CHANGES_PATH = "/kafka-acl-changes"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 _ISR_CHANGE_PREFIX = "isr_change_"
@@ -542,6 +546,35 @@ class KafkaZk:
         if await self.zk.exists(USER_CONFIG_PATH) is None:
             return {}
         return {user: await self.user_config(user) for user in sorted(await self.zk.children(USER_CONFIG_PATH))}
+
+    # -- ACLs (SimpleAclAuthorizer's nodes) ----------------------------------------------------
+
+    async def acls(self) -> dict[str, dict]:
+        """Every resource's ACL node, as ``{"<Type>:<name>": <its JSON>}``."""
+        found: dict[str, dict] = {}
+        if await self.zk.exists(ACL_PATH) is None:
+            return found
+        for resource_type in await self.zk.children(ACL_PATH):
+            for name in await self.zk.children(f"{ACL_PATH}/{resource_type}"):
+                node = await self.zk.get_json(f"{ACL_PATH}/{resource_type}/{name}")
+                if node is not None:
+                    found[f"{resource_type}:{name}"] = node[0]
+        return found
+
+    async def set_acls(self, resource_type: str, name: str, entry: dict | None) -> None:
+        """Write (None: delete) one resource's ACL node and leave Kafka's change notification."""
+        path = f"{ACL_PATH}/{resource_type}/{name}"
+        if entry is None:
+            if await self.zk.exists(path) is not None:
+                await self.zk.delete(path)
+        else:
+            await self.zk.ensure_path(f"{ACL_PATH}/{resource_type}")
+            if await self.zk.exists(path) is None:
+                await self.zk.create(path, _encode(entry))
+            else:
+                await self.zk.set(path, _encode(entry))
+        await self.zk.ensure_path(ACL_CHANGES_PATH)
+        await self.zk.create(f"{ACL_CHANGES_PATH}/acl_changes_", f"{resource_type}:{name}".encode(), sequence=True)
 
     # -- partition leader and ISR -------------------------------------------------------------
 

@@ -16,7 +16,8 @@ Storage is Kafka's ZooKeeper layout turned into one JSON file, ``<first log dir>
 ``{"Topic:orders": {"version": 1, "acls": [{"principal": "User:alice", "permissionType":
 "Allow", "operation": "Write", "host": "*"}]}}`` (each value is what Kafka writes to
 ``/kafka-acl/Topic/orders``). The authorizer re-reads it when it changes, so ``minikafka acls``
-takes effect on a running broker.
+takes effect on a running broker. In a cluster the ACLs are Kafka's ZooKeeper nodes themselves
+(``ZkAcls``: every broker re-reads ``/kafka-acl`` every second).
 """
 
 from __future__ import annotations
@@ -75,6 +76,42 @@ def resource_key(resource_type: str, name: str) -> str:
     return f"{resource_type}:{name}"
 
 
+def parse_entries(data: dict) -> dict[str, list[Acl]]:
+    """``{"Topic:orders": {"version": 1, "acls": [...]}}`` -> ACLs by resource."""
+    try:
+        return {key: [Acl.make(a["principal"], a["operation"], a["permissionType"], a["host"])
+                      for a in entry["acls"]] for key, entry in data.items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise AclError(f"malformed ACL entry ({exc!r})") from None
+
+
+def entry_json(acls: list[Acl]) -> dict:
+    """One resource's ACLs as Kafka writes them to ``/kafka-acl/<Type>/<name>``."""
+    return {"version": 1, "acls": [acl.to_json() for acl in acls]}
+
+
+def with_acls(entries: list[Acl], new: list[Acl]) -> list[Acl]:
+    return entries + [acl for i, acl in enumerate(new) if acl not in entries and acl not in new[:i]]
+
+
+def without_acls(entries: list[Acl], gone: list[Acl] | None) -> list[Acl]:
+    """``entries`` without ``gone`` (all of them when None)."""
+    return [] if gone is None else [acl for acl in entries if acl not in gone]
+
+
+class ZkAcls:
+    """A cluster broker's copy of ``/kafka-acl``, replaced by each refresh."""
+
+    def __init__(self) -> None:
+        self._acls: dict[str, list[Acl]] = {}
+
+    def load(self) -> dict[str, list[Acl]]:
+        return self._acls
+
+    def replace(self, data: dict) -> None:
+        self._acls = parse_entries(data)
+
+
 class AclStore:
     """The single broker's ACLs, in ``<log dir>/acls.json``."""
 
@@ -97,15 +134,12 @@ class AclStore:
 
     def _read(self) -> dict[str, list[Acl]]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            return {key: [Acl.make(a["principal"], a["operation"], a["permissionType"], a["host"])
-                          for a in entry["acls"]] for key, entry in data.items()}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return parse_entries(json.loads(self.path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
             raise AclError(f"cannot read {self.path}: {exc}") from None
 
     def _write(self, acls: dict[str, list[Acl]]) -> None:
-        data = {key: {"version": 1, "acls": [acl.to_json() for acl in entries]}
-                for key, entries in sorted(acls.items()) if entries}
+        data = {key: entry_json(entries) for key, entries in sorted(acls.items()) if entries}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as out:
@@ -115,16 +149,15 @@ class AclStore:
         os.replace(tmp, self.path)
 
     def add(self, key: str, new: list[Acl]) -> None:
-        acls = {k: list(v) for k, v in self.load().items()}
-        entries = acls.setdefault(key, [])
-        entries.extend(acl for acl in new if acl not in entries)
+        acls = dict(self.load())
+        acls[key] = with_acls(acls.get(key, []), new)
         self._write(acls)
 
     def remove(self, key: str, gone: list[Acl] | None = None) -> int:
         """Remove ``gone`` (every ACL of the resource by default); how many went."""
-        acls = {k: list(v) for k, v in self.load().items()}
+        acls = dict(self.load())
         entries = acls.get(key, [])
-        keep = [] if gone is None else [acl for acl in entries if acl not in gone]
+        keep = without_acls(entries, gone)
         acls[key] = keep
         self._write(acls)
         return len(entries) - len(keep)

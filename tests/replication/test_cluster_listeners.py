@@ -94,3 +94,49 @@ def test_replication_uses_the_inter_broker_listener_and_clients_their_own(tmp_pa
             log = broker.stderr_since_start()
             assert f"REPLICATION://127.0.0.1:{broker.listener_ports['REPLICATION']}" in log
             assert "TLS handshake failed" not in log
+
+
+def test_acls_written_to_zookeeper_apply_on_the_running_cluster(tmp_path, zookeeper):
+    from kafka.errors import TopicAuthorizationFailedError
+
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw";',
+        "authorizer.class.name": "kafka.security.auth.SimpleAclAuthorizer",
+        # The brokers talk to each other as User:ANONYMOUS over PLAINTEXT.
+        "super.users": "User:ANONYMOUS",
+    }
+    with MinikafkaCluster(tmp_path / "c", 2, overrides, zookeeper=zookeeper.connect_string) as cluster:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        admin.create_topics([NewTopic("guarded", 1, 2)])
+        admin.close()
+        cluster.wait_until(lambda m: any(t.name == "guarded" and t.partitions for t in m.topics), "topic known")
+
+        def produce_as_alice(via) -> None:
+            producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{via.listener_ports['SASL_PLAINTEXT']}",
+                                     acks="all", max_block_ms=10000, **SASL)
+            try:
+                producer.send("guarded", b"x").get(timeout=30)
+            finally:
+                producer.close()
+
+        with pytest.raises(TopicAuthorizationFailedError):
+            produce_as_alice(cluster.brokers[0])
+        added = subprocess.run([sys.executable, "-m", "minikafka.broker", "acls", "add", "--zookeeper",
+                                cluster.zookeeper_connect, "--allow-principal", "User:alice",
+                                "--operation", "Write", "--topic", "guarded"],
+                               capture_output=True, text=True, timeout=60)
+        assert added.returncode == 0, added.stderr
+        for broker in cluster.brokers:
+            deadline = time.monotonic() + 15
+            while True:  # each broker re-reads /kafka-acl every second
+                try:
+                    produce_as_alice(broker)
+                    break
+                except TopicAuthorizationFailedError:
+                    assert time.monotonic() < deadline, "the ACL never reached the broker"
+                    time.sleep(0.5)
+        listed = subprocess.run([sys.executable, "-m", "minikafka.broker", "acls", "list", "--zookeeper",
+                                 cluster.zookeeper_connect], capture_output=True, text=True, timeout=60)
+        assert "User:alice has Allow permission for operations: Write from hosts: *" in listed.stdout
