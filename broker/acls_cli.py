@@ -15,7 +15,7 @@ from minikafka.broker.users_cli import first_log_dir, log_dir_arguments
 
 def register(subparsers) -> None:
     acls = subparsers.add_parser(
-        "acls", help="manage ACLs of a single broker",
+        "acls", help="manage ACLs (a single broker's log dir or a cluster's ZooKeeper)",
         description="Add, remove or list the ACLs the authorizer (authorizer.class.name) checks, "
                     "with kafka-acls' arguments.")
     actions = acls.add_subparsers(dest="action", metavar="ACTION")
@@ -35,10 +35,7 @@ def register(subparsers) -> None:
     for name, parents, help_text in (("add", [resource, rules], "add ACLs"),
                                      ("remove", [resource, rules], "remove ACLs (all of the resource without principals)"),
                                      ("list", [resource], "list ACLs")):
-        where = log_dir_arguments()
-        where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                           help="a cluster's ZooKeeper (the brokers' zookeeper.connect) instead of a log dir")
-        actions.add_parser(name, parents=[where, *parents], help=help_text)
+        actions.add_parser(name, parents=[log_dir_arguments(), *parents], help=help_text)
     acls.set_defaults(func=_acls_command)
 
 

@@ -17,14 +17,12 @@ from minikafka.broker.security.scram import (HASHES, MIN_ITERATIONS, CredentialE
 
 def register(subparsers) -> None:
     users = subparsers.add_parser(
-        "users", help="manage SCRAM users of a single broker",
+        "users", help="manage SCRAM users (a single broker's log dir or a cluster's ZooKeeper)",
         description="Add, remove or list the SCRAM-SHA-256/512 users a single broker's SASL "
                     "listeners accept; credentials are kept salted in the log dir, never the password.")
     actions = users.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     common = log_dir_arguments()
-    common.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                        help="a cluster's ZooKeeper (the brokers' zookeeper.connect) instead of a log dir")
     add = actions.add_parser("add", parents=[common], help="add a user or change its password")
     add.add_argument("user")
     add.add_argument("--mechanism", action="append", choices=sorted(HASHES),
@@ -43,11 +41,14 @@ def register(subparsers) -> None:
 
 
 def log_dir_arguments() -> argparse.ArgumentParser:
-    """--log-dir / --config: where an offline tool finds the broker's first log dir."""
+    """--log-dir / --config: where a tool finds a single broker's first log dir; --zookeeper:
+    a cluster's ZooKeeper instead."""
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_mutually_exclusive_group()
     where.add_argument("--log-dir", type=Path, help="the broker's data directory (default ./minikafka-data)")
     where.add_argument("--config", type=Path, metavar="FILE", help="take log.dirs from this server.properties")
+    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                       help="a cluster's ZooKeeper (the brokers' zookeeper.connect) instead of a log dir")
     return common
 
 
