@@ -17,6 +17,11 @@ requests holding ready-made 1 MB message sets and reads the partition back with 
 request at a time over one connection, using this repository's own protocol codecs. Its figures
 are close to what the broker itself can do.
 
+TLS rows (listener ``SSL``, a ``trustme`` certificate, TLS 1.3 by default) repeat some
+workloads against the SSL listener of the same broker, next to the PLAINTEXT figures. Over TLS
+the broker cannot sendfile fetched segments: it reads them in 1 MiB chunks in a worker thread
+and encrypts them in the event loop, so the consume figures show that cost.
+
 It also reports the time from starting ``minikafka serve`` to the first message a consumer
 receives (start-up, ready line, topic auto-creation, one produce and one fetch).
 """
@@ -55,7 +60,21 @@ WORKLOADS = [
     ("raw", 100, "lz4", 300_000),
     ("raw", 1024, "none", 100_000),
     ("raw", 1024, "lz4", 100_000),
+    ("confluent-kafka/SSL", 100, "none", 300_000),
+    ("confluent-kafka/SSL", 1024, "none", 100_000),
+    ("kafka-python/SSL", 1024, "none", 40_000),
 ]
+
+# Client settings per bootstrap address: the SSL listener's CA; empty for PLAINTEXT.
+SETTINGS: dict[str, dict[str, dict]] = {}
+
+
+def _confluent(bootstrap: str) -> dict:
+    return {"bootstrap.servers": bootstrap, **SETTINGS.get(bootstrap, {}).get("confluent-kafka", {})}
+
+
+def _kafka_python(bootstrap: str) -> dict:
+    return {"bootstrap_servers": bootstrap, **SETTINGS.get(bootstrap, {}).get("kafka-python", {})}
 
 READER = textwrap.dedent("""
     import socket, sys, time
@@ -114,7 +133,7 @@ def _push_through_loopback(payload: bytes, directory: str) -> float:
 
 
 def confluent_produce(bootstrap, topic, values, codec) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec})
+    producer = Producer({**_confluent(bootstrap), "compression.type": codec})
     failures = []
 
     def on_delivery(err, _msg):
@@ -136,7 +155,7 @@ def confluent_produce(bootstrap, topic, values, codec) -> float:
 
 
 def confluent_consume(bootstrap, topic, count) -> float:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench"})
+    consumer = Consumer({**_confluent(bootstrap), "group.id": "bench"})
     consumer.assign([TopicPartition(topic, 0, 0)])
     received = 0
     start = time.perf_counter()
@@ -152,7 +171,7 @@ def confluent_consume(bootstrap, topic, count) -> float:
 
 
 def kafka_python_produce(bootstrap, topic, values, codec) -> float:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec)
+    producer = KafkaProducer(**_kafka_python(bootstrap), compression_type=None if codec == "none" else codec)
     start = time.perf_counter()
     futures = [producer.send(topic, value) for value in values]
     producer.flush(300)
@@ -163,7 +182,7 @@ def kafka_python_produce(bootstrap, topic, values, codec) -> float:
 
 
 def kafka_python_consume(bootstrap, topic, count) -> float:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    consumer = KafkaConsumer(**_kafka_python(bootstrap))
     tp = KafkaTopicPartition(topic, 0)
     consumer.assign([tp])
     consumer.seek(tp, 0)
@@ -272,7 +291,25 @@ CLIENTS = {
     "confluent-kafka": (confluent_produce, confluent_consume),
     "kafka-python": (kafka_python_produce, kafka_python_consume),
     "raw": (raw_produce, raw_consume),
+    "confluent-kafka/SSL": (confluent_produce, confluent_consume),
+    "kafka-python/SSL": (kafka_python_produce, kafka_python_consume),
 }
+
+
+def tls_config(workdir: str) -> str:
+    """A properties file adding an SSL listener with a ``trustme`` certificate; the CA goes
+    in the SSL clients' settings once the port is known."""
+    import trustme
+
+    ca = trustme.CA()
+    keystore, ca_path = os.path.join(workdir, "broker.pem"), os.path.join(workdir, "ca.pem")
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(keystore)
+    ca.cert_pem.write_to_path(ca_path)
+    path = os.path.join(workdir, "server.properties")
+    with open(path, "w") as out:
+        out.write(f"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0\nssl.keystore.location={keystore}\n")
+    SETTINGS["ca"] = {"path": ca_path}
+    return path
 
 
 def serve_command() -> list[str]:
@@ -282,13 +319,16 @@ def serve_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from minikafka.broker.cli import main; sys.exit(main())"]
 
 
-def start_broker(stderr) -> tuple[subprocess.Popen, str, float, float]:
-    """Start ``minikafka serve``; return (process, bootstrap, seconds to ready line, seconds
-    to the first consumed message)."""
+def start_broker(stderr, config: str) -> tuple[subprocess.Popen, str, str, float, float]:
+    """Start ``minikafka serve``; return (process, PLAINTEXT bootstrap, SSL bootstrap, seconds
+    to ready line, seconds to the first consumed message)."""
     start = time.perf_counter()
-    process = subprocess.Popen([*serve_command(), "serve", "--port", "0", "--ephemeral"],
+    process = subprocess.Popen([*serve_command(), "serve", "--port", "0", "--ephemeral", "--config", config],
                                stdout=subprocess.PIPE, stderr=stderr, text=True)
-    line = process.stdout.readline().strip()
+    listeners = {}
+    while (line := process.stdout.readline().strip()).startswith("minikafka listener: "):
+        name, _, address = line.split(": ", 1)[1].partition("://")
+        listeners[name] = address
     ready = time.perf_counter() - start
     if not line.startswith("minikafka ready: "):
         process.kill()
@@ -306,7 +346,10 @@ def start_broker(stderr) -> tuple[subprocess.Popen, str, float, float]:
             break
     first_message = time.perf_counter() - start
     consumer.close()
-    return process, bootstrap, ready, first_message
+    ca_path = SETTINGS.pop("ca")["path"]
+    SETTINGS[listeners["SSL"]] = {"confluent-kafka": {"security.protocol": "SSL", "ssl.ca.location": ca_path},
+                                  "kafka-python": {"security_protocol": "SSL", "ssl_cafile": ca_path}}
+    return process, bootstrap, listeners["SSL"], ready, first_message
 
 
 def main() -> None:
@@ -317,12 +360,12 @@ def main() -> None:
 
     workdir = tempfile.mkdtemp(prefix="minikafka-bench-")
     stderr = open(os.path.join(workdir, "broker.stderr"), "w")
-    process, bootstrap, ready, first_message = start_broker(stderr)
+    process, bootstrap, ssl_bootstrap, ready, first_message = start_broker(stderr, tls_config(workdir))
     try:
         print(f"minikafka serve -> ready line: {ready * 1000:.0f} ms; "
               f"-> first consumed message: {first_message * 1000:.0f} ms")
         print("ratio = broker MB/s / ceiling MB/s; cpu = broker process CPU time / wall time")
-        print(f"{'client':16} {'size':>5} {'codec':5} {'msgs':>7} | "
+        print(f"{'client':20} {'size':>5} {'codec':5} {'msgs':>7} | "
               f"{'produce MB/s':>12} {'msg/s':>9} {'ratio':>6} {'cpu':>4} | "
               f"{'consume MB/s':>12} {'msg/s':>9} {'ratio':>6} {'cpu':>4} | {'ceiling MB/s':>12}")
         for client, size, codec, full_count in WORKLOADS:
@@ -331,10 +374,11 @@ def main() -> None:
             megabytes = count * size / MB
             ceiling_mbs = megabytes / ceiling(values, workdir)
             produce, consume = CLIENTS[client]
-            topic = f"bench-{client}-{size}-{codec}-{uuid.uuid4().hex[:6]}"
-            produce_s, produce_cpu = timed(process.pid, produce, bootstrap, topic, values, codec)
-            consume_s, consume_cpu = timed(process.pid, consume, bootstrap, topic, count)
-            print(f"{client:16} {size:>5} {codec:5} {count:>7} | "
+            topic = f"bench-{client.replace('/', '-')}-{size}-{codec}-{uuid.uuid4().hex[:6]}"
+            target = ssl_bootstrap if client.endswith("/SSL") else bootstrap
+            produce_s, produce_cpu = timed(process.pid, produce, target, topic, values, codec)
+            consume_s, consume_cpu = timed(process.pid, consume, target, topic, count)
+            print(f"{client:20} {size:>5} {codec:5} {count:>7} | "
                   f"{megabytes / produce_s:>12.1f} {count / produce_s:>9.0f} "
                   f"{megabytes / produce_s / ceiling_mbs:>6.3f} {produce_cpu:>4.0%} | "
                   f"{megabytes / consume_s:>12.1f} {count / consume_s:>9.0f} "

@@ -96,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_cluster(subparsers)
 
+    from minikafka.broker.users_cli import register as register_users
+
+    register_users(subparsers)
+
+    from minikafka.broker.acls_cli import register as register_acls
+
+    register_acls(subparsers)
+
     health = subparsers.add_parser(
         "healthcheck", help="exit 0 if a broker answers ApiVersions",
         description="Connect to a broker and make one Kafka ApiVersions round trip (what the "
@@ -255,6 +263,9 @@ async def _run_until_signalled(config) -> None:
 
                 control_host, control_port = broker.control_address
                 print(ANNOUNCEMENT.format(host=control_host, port=control_port), flush=True)
+            if len(broker.endpoints) > 1:
+                for name, (listener_host, listener_port) in broker.endpoints.items():
+                    print(f"minikafka listener: {name}://{host_port(listener_host, listener_port)}", flush=True)
             log_dirs = ",".join(str(path) for path in config.log_dirs)
             print(f"minikafka ready: bootstrap.servers={host_port(host, port)} log.dirs={log_dirs}", flush=True)
 

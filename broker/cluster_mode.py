@@ -13,6 +13,7 @@ import logging
 import trio
 
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
+from minikafka.broker.security import tls
 from minikafka.broker.server import TopicError
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.replication.assignment import InvalidReplicationFactor, assign_replicas
@@ -32,6 +33,8 @@ _METADATA_POLL_S = 0.02
 def cluster_member(broker) -> ClusterMember:
     config = broker.config
     session_timeout = config.get("zookeeper.session.timeout.ms")
+    listener = config.inter_broker_listener()
+    channel_ssl = tls.client_context(config, listener) if listener.uses_tls else None
     settings = ClusterSettings(
         zookeeper_connect=config.zookeeper_connect,
         session_timeout_ms=session_timeout,
@@ -44,13 +47,16 @@ def cluster_member(broker) -> ClusterMember:
             max_bytes=config.get("replica.fetch.max.bytes"),
             response_max_bytes=config.get("replica.fetch.response.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
-            socket_timeout_ms=config.get("controller.socket.timeout.ms"), dial=config.test_broker_dial),
+            socket_timeout_ms=config.get("controller.socket.timeout.ms"), dial=config.test_broker_dial,
+            ssl_context=channel_ssl),
         controller_socket_timeout_ms=config.get("controller.socket.timeout.ms"),
         hw_checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
         controlled_shutdown_enable=config.get("controlled.shutdown.enable"),
         controlled_shutdown_max_retries=config.get("controlled.shutdown.max.retries"),
         controlled_shutdown_retry_backoff_ms=config.get("controlled.shutdown.retry.backoff.ms"),
         dial=config.test_broker_dial,
+        inter_broker_listener=listener.name,
+        ssl_context=channel_ssl,
     )
     return ClusterMember(node_id=broker.node_id, settings=settings, log_manager=broker.log_manager,
                          clock=broker.clock, on_readable=broker.append_waiters.notify,
@@ -255,7 +261,8 @@ async def controller_event(broker, kind: str, timeout_s: float, **args):
 # ---------------------------------------------------------------------- consumer groups
 
 
-async def group_coordinator(broker, group_id: str) -> tuple[ErrorCode, tuple[int, str, int] | None]:
+async def group_coordinator(broker, group_id: str,
+                            listener_name: str = "") -> tuple[ErrorCode, tuple[int, str, int] | None]:
     """FindCoordinator in a cluster: the leader of the group's ``__consumer_offsets``
     partition (Kafka's ``abs(groupId.hashCode) % offsets.topic.num.partitions``). The first
     request creates the topic (through ZooKeeper and the controller, as Kafka 0.10.2's
@@ -273,9 +280,10 @@ async def group_coordinator(broker, group_id: str) -> tuple[ErrorCode, tuple[int
             logger.warning("%s: partition count not read: %s", GROUP_METADATA_TOPIC, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
     endpoint = metadata.leader_endpoint(GROUP_METADATA_TOPIC, coordinator.partition_for(group_id))
-    if endpoint is None:
+    address = None if endpoint is None else endpoint.address(listener_name)
+    if address is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-    return ErrorCode.NONE, (endpoint.node_id, endpoint.host, endpoint.port)
+    return ErrorCode.NONE, (endpoint.node_id, *address)
 
 
 async def _offsets_topic_partitions(broker) -> int:

@@ -60,11 +60,51 @@ class ConfigKey:
 CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("broker.id", "int", 0, "Node id this broker reports in Metadata.", minimum=0),
     ConfigKey("listeners", "string", f"PLAINTEXT://{DEFAULT_HOST}:{DEFAULT_PORT}",
-              "The listener, PLAINTEXT://HOST:PORT (an empty HOST binds every interface; "
-              "port 0 picks a free port)."),
+              "Comma-separated listeners NAME://HOST:PORT (an empty HOST binds every interface; "
+              "port 0 picks a free port); NAME is a security protocol (PLAINTEXT, SSL, "
+              "SASL_PLAINTEXT, SASL_SSL) or a name listener.security.protocol.map maps to one. "
+              "The first listener is the one --host/--port change."),
     ConfigKey("advertised.listeners", "string", _UNSET,
-              "The address clients are told to connect to, PLAINTEXT://HOST:PORT; "
-              "defaults to the listener (with the bound port when the listener port is 0)."),
+              "The addresses clients are told to connect to, NAME://HOST:PORT per listener; a "
+              "listener not named here advertises its own address (with the bound port when the "
+              "listener port is 0)."),
+    ConfigKey("listener.security.protocol.map", "string",
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "NAME:PROTOCOL pairs giving each listener name its security protocol."),
+    ConfigKey("inter.broker.listener.name", "string", _UNSET,
+              "The listener brokers of a cluster use to talk to each other (controller requests, "
+              "replica fetches); unset means the listener named after security.inter.broker.protocol."),
+    ConfigKey("security.inter.broker.protocol", "enum", "PLAINTEXT",
+              "Security protocol between brokers when inter.broker.listener.name is unset.",
+              choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    ConfigKey("ssl.keystore.location", "string", _UNSET,
+              "PEM file holding the broker's private key and certificate chain (SSL and SASL_SSL "
+              "listeners); JKS and PKCS12 keystores are not read. Per listener: "
+              "listener.name.NAME.ssl.keystore.location."),
+    ConfigKey("ssl.keystore.type", "enum", "PEM", "Format of ssl.keystore.location: PEM only.",
+              choices=("PEM",)),
+    ConfigKey("ssl.keystore.password", "string", _UNSET,
+              "Password of an encrypted private key in ssl.keystore.location when ssl.key.password "
+              "is unset."),
+    ConfigKey("ssl.key.password", "string", _UNSET,
+              "Password of an encrypted private key in ssl.keystore.location."),
+    ConfigKey("ssl.truststore.location", "string", _UNSET,
+              "PEM file of the CA certificates client certificates must chain to (mutual TLS); "
+              "unset uses the system's CAs."),
+    ConfigKey("ssl.truststore.type", "enum", "PEM", "Format of ssl.truststore.location: PEM only.",
+              choices=("PEM",)),
+    ConfigKey("ssl.client.auth", "enum", "none",
+              "Ask TLS clients for a certificate: none; requested (verified if given); required "
+              "(refuse a client without one). The principal is User:<the certificate's subject DN>.",
+              choices=("none", "requested", "required")),
+    ConfigKey("sasl.enabled.mechanisms", "list", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+              "SASL mechanisms SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+              "(no GSSAPI). Per listener: listener.name.NAME.sasl.enabled.mechanisms."),
+    ConfigKey("sasl.jaas.config", "string", _UNSET,
+              "PLAIN's users in Kafka's JAAS syntax: org.apache.kafka.common.security.plain."
+              "PlainLoginModule required user_NAME=\"PASSWORD\" ...; Per listener and mechanism: "
+              "listener.name.NAME.plain.sasl.jaas.config. SCRAM users live in the log dir "
+              "(minikafka users)."),
     ConfigKey("log.dirs", "list", _UNSET, "Data directories (comma-separated); overrides log.dir."),
     ConfigKey("log.dir", "string", DEFAULT_LOG_DIR, "Data directory used when log.dirs is unset."),
     ConfigKey("num.partitions", "int", 1, "Partitions of an auto-created topic.", minimum=1),
@@ -129,6 +169,14 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Under CreateTime, refuse a message set with INVALID_TIMESTAMP when a timestamp "
               "is further than this from the broker's clock; topic-level "
               "message.timestamp.difference.max.ms.", minimum=0),
+    ConfigKey("authorizer.class.name", "string", _UNSET,
+              "Set (e.g. kafka.security.auth.SimpleAclAuthorizer, the only authorizer there is), "
+              "requests are checked against the ACLs of `minikafka acls`; unset, everyone may do "
+              "everything."),
+    ConfigKey("super.users", "string", _UNSET,
+              "Principals the authorizer lets do anything, separated by ';' (User:admin;User:CN=ops,O=Example)."),
+    ConfigKey("allow.everyone.if.no.acl.found", "bool", False,
+              "With the authorizer on, a resource without any ACL is open to everyone (else to super users only)."),
     # -- cluster mode (Kafka 0.10.2's names); without zookeeper.connect they have no effect
     ConfigKey("zookeeper.connect", "string", _UNSET,
               "HOST:PORT[,HOST:PORT...][/chroot] of the ZooKeeper ensemble: set, the broker joins "
@@ -300,33 +348,79 @@ def load_properties_file(path: Path) -> dict[str, str]:
     return parse_properties(text, source=str(path))
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+_LISTENER = re.compile(r"(?:(?P<name>[A-Za-z0-9_]+)://)?(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)")
+
+
 @dataclass(frozen=True, slots=True)
 class Listener:
-    """A PLAINTEXT listener address. ``host`` None means every interface."""
+    """One listener: where it binds (``host`` None means every interface), its name and the
+    security protocol the name maps to."""
 
     host: str | None
     port: int
+    name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
     @classmethod
-    def parse(cls, name: str, text: str) -> "Listener":
-        entries = [entry.strip() for entry in text.split(",") if entry.strip()]
-        if len(entries) != 1:
-            raise ConfigError(f"{name}: exactly one listener is supported, got {text!r}")
-        match = re.fullmatch(r"(?:(?P<proto>[A-Za-z_]+)://)?(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)",
-                             entries[0])
-        if match is None:
-            raise ConfigError(f"{name}: {text!r} is not PLAINTEXT://HOST:PORT")
-        protocol = (match.group("proto") or "PLAINTEXT").upper()
-        if protocol != "PLAINTEXT":
-            raise ConfigError(f"{name}: only PLAINTEXT listeners are supported, got {protocol}")
-        port = int(match.group("port"))
-        if port > 65535:
-            raise ConfigError(f"{name}: port {port} is out of range")
-        host = match.group("host").strip("[]") or None
-        return cls(host, port)
+    def parse(cls, name: str, text: str, protocol_map: Mapping[str, str] | None = None) -> "Listener":
+        """The first of ``parse_all`` (what --host/--port change)."""
+        return parse_listeners(name, text, protocol_map)[0]
 
     def __str__(self) -> str:
-        return f"PLAINTEXT://{host_port(self.host or '', self.port)}"
+        return f"{self.name}://{host_port(self.host or '', self.port)}"
+
+
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """``listener.security.protocol.map``: NAME:PROTOCOL pairs."""
+    result = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        name, sep, protocol = entry.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"listener.security.protocol.map: {entry!r} is not NAME:PROTOCOL with "
+                              f"PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
+        result[name] = protocol
+    return result
+
+
+def parse_listeners(key: str, text: str, protocol_map: Mapping[str, str] | None = None) -> list[Listener]:
+    """Kafka's listener list, ``NAME://HOST:PORT,...``; a missing NAME:// means PLAINTEXT."""
+    protocols = parse_protocol_map(CONFIG_KEYS_BY_NAME["listener.security.protocol.map"].default) \
+        if protocol_map is None else protocol_map
+    listeners: list[Listener] = []
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        match = _LISTENER.fullmatch(entry)
+        if match is None:
+            raise ConfigError(f"{key}: {entry!r} is not NAME://HOST:PORT")
+        listener_name = (match.group("name") or "PLAINTEXT").upper()
+        protocol = protocols.get(listener_name)
+        if protocol is None:
+            raise ConfigError(f"{key}: listener {listener_name} is not in listener.security.protocol.map "
+                              f"({', '.join(protocols)})")
+        port = int(match.group("port"))
+        if port > 65535:
+            raise ConfigError(f"{key}: port {port} is out of range")
+        if any(other.name == listener_name for other in listeners):
+            raise ConfigError(f"{key}: listener {listener_name} is listed twice")
+        listeners.append(Listener(match.group("host").strip("[]") or None, port, listener_name, protocol))
+    if not listeners:
+        raise ConfigError(f"{key}: no listener in {text!r}")
+    return listeners
 
 
 def parse_broker_dial(text: str) -> dict[int, tuple[str, int]]:
@@ -359,8 +453,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "zookeeper.set.acl", "process.roles", "node.id", "controller.quorum.voters",
     "controller.quorum.bootstrap.servers", "controller.listener.names",
-    "inter.broker.listener.name", "listener.security.protocol.map",
-    "security.inter.broker.protocol", "inter.broker.protocol.version",
+    "inter.broker.protocol.version",
     "log.message.format.version", "delete.topic.enable", "auto.leader.rebalance.enable",
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
     "log.cleaner.enable", "log.cleaner.threads", "log.cleanup.policy", "compression.type",
@@ -381,8 +474,16 @@ class BrokerConfig:
     def __init__(self, properties: Mapping[str, str] | None = None) -> None:
         values: dict[str, Any] = {key.name: key.default for key in CONFIG_KEYS}
         self._explicit: set[str] = set()
+        # listener.name.<listener>.<key>: Kafka's per-listener security settings, checked
+        # against the table under the plain key once the listeners are known.
+        self._per_listener: dict[str, dict[str, str]] = {}
         for name, raw in (properties or {}).items():
             key = CONFIG_KEYS_BY_NAME.get(name)
+            if key is None and name.startswith("listener.name."):
+                listener_name, _, setting = name[len("listener.name."):].partition(".")
+                self._per_listener.setdefault(listener_name.upper(), {})[setting] = str(raw)
+                self._explicit.add(name)
+                continue
             if key is None:
                 if name in IGNORED_KAFKA_KEYS:
                     logger.warning("config key %r has no effect in minikafka; ignored", name)
@@ -394,11 +495,18 @@ class BrokerConfig:
             self._explicit.add(name)
         self._values = values
         # Parse the derived settings now so a bad value fails at startup, not later.
-        self.listener = Listener.parse("listeners", values["listeners"])
+        protocol_map = parse_protocol_map(values["listener.security.protocol.map"])
+        self.listeners = parse_listeners("listeners", values["listeners"], protocol_map)
+        self.listener = self.listeners[0]
         advertised = values["advertised.listeners"]
-        self.advertised_listener = Listener.parse("advertised.listeners", advertised) if advertised else None
-        if self.advertised_listener is not None and self.advertised_listener.host is None:
-            raise ConfigError("advertised.listeners: a host is required")
+        self.advertised_listeners: dict[str, Listener] = {}
+        for entry in parse_listeners("advertised.listeners", advertised, protocol_map) if advertised else ():
+            if entry.host is None:
+                raise ConfigError("advertised.listeners: a host is required")
+            if not any(listener.name == entry.name for listener in self.listeners):
+                raise ConfigError(f"advertised.listeners: {entry.name} is not one of the listeners")
+            self.advertised_listeners[entry.name] = entry
+        self._check_security()
         if values["minikafka.export.master"] and not values["minikafka.export.dir"]:
             # Without an export dir there is no exporter to run on that master.
             raise ConfigError("minikafka.export.master: set without minikafka.export.dir "
@@ -425,10 +533,15 @@ class BrokerConfig:
             properties.update(load_properties_file(config_file))
         properties.update(overrides or {})
         if host is not None or port is not None:
-            current = Listener.parse("listeners", properties.get("listeners", CONFIG_KEYS_BY_NAME["listeners"].default))
+            protocol_map = parse_protocol_map(properties.get(
+                "listener.security.protocol.map", CONFIG_KEYS_BY_NAME["listener.security.protocol.map"].default))
+            listeners = parse_listeners("listeners", properties.get(
+                "listeners", CONFIG_KEYS_BY_NAME["listeners"].default), protocol_map)
+            current = listeners[0]
             new_host = current.host if host is None else (host or None)
             new_port = current.port if port is None else port
-            properties["listeners"] = str(Listener(new_host, new_port))
+            listeners[0] = Listener(new_host, new_port, current.name, current.security_protocol)
+            properties["listeners"] = ",".join(map(str, listeners))
         if log_dir is not None:
             properties["log.dirs"] = str(log_dir)
             properties.pop("log.dir", None)
@@ -510,11 +623,68 @@ class BrokerConfig:
         """The test-control port (0: any free one); None when fault injection is off."""
         return self._values["minikafka.test.control.port"]
 
-    def advertised_address(self, bound_port: int) -> tuple[str, int]:
-        """The (host, port) Metadata reports: advertised.listeners if set, else the listener,
-        with the port actually bound when the configured one is 0, and this machine's name
-        when the listener binds every interface."""
-        listener = self.advertised_listener or self.listener
+    def _check_security(self) -> None:
+        for listener_name, settings in self._per_listener.items():
+            if not any(listener.name == listener_name for listener in self.listeners):
+                raise ConfigError(f"listener.name.{listener_name.lower()}: no listener named {listener_name}")
+            for setting, raw in settings.items():
+                mechanism, _, rest = setting.partition(".")
+                if rest == "sasl.jaas.config" and mechanism.upper() in SASL_MECHANISMS:
+                    continue
+                key = CONFIG_KEYS_BY_NAME.get(setting)
+                if key is None or not setting.startswith(("ssl.", "sasl.")):
+                    raise ConfigError(f"listener.name.{listener_name.lower()}.{setting}: not a "
+                                      "per-listener security setting")
+                settings[setting] = parse_value(key, raw)
+        for listener in self.listeners:
+            if listener.uses_sasl:
+                for mechanism in self.listener_setting(listener, "sasl.enabled.mechanisms"):
+                    if mechanism not in SASL_MECHANISMS:
+                        raise ConfigError(f"sasl.enabled.mechanisms: {mechanism} is not supported "
+                                          f"(only {', '.join(SASL_MECHANISMS)})")
+            if listener.uses_tls and not self.listener_setting(listener, "ssl.keystore.location"):
+                raise ConfigError(f"ssl.keystore.location: listener {listener.name} uses TLS and "
+                                  "needs a PEM key and certificate")
+        self._check_inter_broker_listener()  # fails now rather than when the cluster forms
+
+    def listener_setting(self, listener: Listener, name: str, mechanism: str | None = None) -> Any:
+        """A security setting as ``listener`` sees it: ``listener.name.<l>.<mech>.<name>``
+        (for sasl.jaas.config), then ``listener.name.<l>.<name>``, then ``<name>``."""
+        settings = self._per_listener.get(listener.name, {})
+        if mechanism is not None and f"{mechanism.lower()}.{name}" in settings:
+            return settings[f"{mechanism.lower()}.{name}"]
+        if name in settings:
+            return settings[name]
+        return self._values[name]
+
+    def inter_broker_listener(self) -> Listener:
+        """The listener other brokers reach this one on (inter.broker.listener.name, else the
+        one named after security.inter.broker.protocol)."""
+        wanted = self._values["inter.broker.listener.name"] or self._values["security.inter.broker.protocol"]
+        for listener in self.listeners:
+            if listener.name == wanted.upper():
+                return listener
+        if self.zookeeper_connect is None:
+            return self.listener  # a single broker has no peers to talk to
+        key = "inter.broker.listener.name" if self._values["inter.broker.listener.name"] else \
+            "security.inter.broker.protocol"
+        raise ConfigError(f"{key}: no listener named {wanted} in listeners")
+
+    def _check_inter_broker_listener(self) -> None:
+        listener = self.inter_broker_listener()
+        if self.zookeeper_connect is not None and listener.uses_sasl:
+            # The inter-broker channel (replication.channel) speaks TLS but not SASL yet.
+            raise ConfigError(f"inter.broker.listener.name: listener {listener.name} is "
+                              f"{listener.security_protocol}; brokers talk to each other over a "
+                              "PLAINTEXT or SSL listener only")
+
+    def advertised_address(self, bound_port: int, listener: Listener | None = None) -> tuple[str, int]:
+        """The (host, port) Metadata reports for ``listener`` (default the first):
+        advertised.listeners if it names it, else the listener, with the port actually bound
+        when the configured one is 0, and this machine's name when the listener binds every
+        interface."""
+        listener = listener or self.listener
+        listener = self.advertised_listeners.get(listener.name, listener)
         host = listener.host
         if host is None or host in ("0.0.0.0", "::"):
             host = socket.getfqdn()

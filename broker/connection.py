@@ -25,6 +25,15 @@ the client closes its end the connection goes at once, requests in flight includ
 long-polling Fetch does not outlive its client), as in Kafka. An unexpected exception in a
 handler is logged and closes this connection only. A connection with nothing in flight and
 nothing received for ``connections.max.idle.ms`` is closed.
+
+On an SSL or SASL_SSL listener the socket is wrapped in a ``trio.SSLStream`` first (a failed
+handshake closes the connection), and the principal comes from the client certificate when
+``ssl.client.auth`` asked for one. Fetched slices then cannot go out with sendfile: the writer
+reads them from the segment file in a worker thread, 1 MiB at a time, and encrypts them like
+any response. On a SASL listener the pipeline starts only after authentication
+(:meth:`Connection._authenticate`): until then ApiVersions and SaslHandshake are answered,
+SaslHandshake v0 is followed by bare SASL token frames, and anything else, or a failed
+authentication, closes the connection with a log line naming the client's address.
 """
 
 from __future__ import annotations
@@ -36,9 +45,15 @@ from collections import deque
 
 import trio
 
+from minikafka.broker.config import Listener
 from minikafka.broker.handlers import HANDLERS, CloseConnection
-from minikafka.protocol.errors import ProtocolError
-from minikafka.protocol.framing import Request, ServerConnection
+from minikafka.broker.security import ANONYMOUS
+from minikafka.broker.security.sasl import AuthenticationFailed, PlainServer, ScramServer
+from minikafka.broker.security.scram import CredentialError
+from minikafka.broker.security.tls import certificate_dn
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode, ProtocolError
+from minikafka.protocol.framing import Request, ServerConnection, encode_frame, parse_request
 
 logger = logging.getLogger(__name__)
 
@@ -47,19 +62,33 @@ RECEIVE_SIZE = 65536
 MAX_QUEUED_REQUESTS = 32
 # Encoded responses waiting for the writer.
 MAX_QUEUED_RESPONSES = 8
+# Largest frame before authentication (Kafka's SASL receive limit, 512 KiB).
+MAX_UNAUTHENTICATED_FRAME = 524288
+# Bytes of a fetched file slice read at a time when TLS rules out sendfile.
+TLS_FILE_CHUNK = 1 << 20
 
 
 class _PeerClosed(Exception):
     """The client closed its end: like Kafka, drop the connection and whatever is in flight."""
 
 
-class Connection:
-    """The broker side of one TCP connection (see the module docstring for the pipeline)."""
+class _Refused(Exception):
+    """TLS or SASL refused the client: logged as a warning with its address, then closed."""
 
-    def __init__(self, broker, stream: trio.SocketStream) -> None:
+
+class Connection:
+    """The broker side of one TCP connection (see the module docstring for the pipeline).
+
+    ``principal`` is Kafka's ``User:...`` for the client once TLS and SASL are through."""
+
+    def __init__(self, broker, stream: trio.SocketStream, listener: Listener | None = None,
+                 tls_context=None) -> None:
         self.broker = broker
         self.stream = stream
         self.socket = stream.socket
+        self.listener = listener or broker.config.listener
+        self._tls_context = tls_context
+        self.principal = ANONYMOUS
         try:
             peer = self.socket.getpeername()
             self.peer = f"{peer[0]}:{peer[1]}"
@@ -83,6 +112,10 @@ class Connection:
         try:
             with self._idle_scope:
                 self._touch()
+                if self._tls_context is not None:
+                    await self._start_tls()
+                if self.listener.uses_sasl:
+                    await self._authenticate()
                 requests_in, requests_out = trio.open_memory_channel(MAX_QUEUED_REQUESTS)
                 responses_in, responses_out = trio.open_memory_channel(MAX_QUEUED_RESPONSES)
                 async with trio.open_nursery() as nursery:
@@ -94,6 +127,8 @@ class Connection:
         # The three tasks' errors arrive in an exception group (trio's strict groups).
         except* CloseConnection as group:
             logger.info("closing connection from %s: %s", self.peer, group.exceptions[0])
+        except* _Refused as group:
+            logger.warning("refused %s on listener %s: %s", self.peer, self.listener.name, group.exceptions[0])
         except* (_PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             logger.debug("connection from %s lost", self.peer)
         except* Exception:
@@ -102,6 +137,70 @@ class Connection:
             self._memory.release(self._reserved)
             await trio.aclose_forcefully(self.stream)
             logger.debug("connection from %s closed", self.peer)
+
+    async def _start_tls(self) -> None:
+        self.stream = trio.SSLStream(self.stream, self._tls_context, server_side=True)
+        try:
+            await self.stream.do_handshake()
+        except trio.BrokenResourceError as exc:
+            raise _Refused(f"TLS handshake failed: {exc.__cause__ or exc}") from None
+        certificate = self.stream.getpeercert()
+        if certificate:
+            self.principal = f"User:{certificate_dn(certificate)}"
+
+    async def _authenticate(self) -> None:
+        """Kafka 0.10.2's SASL server side: ApiVersions and SaslHandshake v0 as requests, then
+        the mechanism's bare token frames until it succeeds. Frames are read no further than
+        the one at hand, so the first request after authentication is left for ``_read``."""
+        configured = self.protocol.max_frame_size
+        self.protocol.max_frame_size = min(configured, MAX_UNAUTHENTICATED_FRAME)
+        enabled = self.broker.config.listener_setting(self.listener, "sasl.enabled.mechanisms")
+        mechanism = None
+        scram_users: dict = {}  # the one user a SCRAM exchange names, and its credential
+        while mechanism is None or mechanism.user is None:
+            try:
+                frame = self.protocol.next_frame()
+                if frame is None:
+                    want, _ = self.protocol.wanted()
+                    data = await self.stream.receive_some(min(want, RECEIVE_SIZE))
+                    if not data:
+                        raise _PeerClosed
+                    self._touch()
+                    self.protocol.receive_data(data)
+                    continue
+                if mechanism is not None:
+                    if isinstance(mechanism, ScramServer) and not scram_users:
+                        user = ScramServer.user_of(frame)
+                        scram_users[user] = await self.broker.scram_credential(user, mechanism.mechanism)
+                    await self._send_bytes(encode_frame(mechanism.step(frame)))
+                    continue
+                request = parse_request(frame)
+            except ProtocolError as exc:
+                raise _Refused(f"bad bytes before authentication: {exc}") from None
+            except (AuthenticationFailed, CredentialError) as exc:
+                raise _Refused(f"authentication failed: {exc}") from None
+            request.client_host, request.listener = self.peer_host, self.listener.name
+            if request.api_key == ApiKey.API_VERSIONS:
+                body = await self._dispatch(request)
+            elif request.api_key == ApiKey.SASL_HANDSHAKE:
+                wanted = request.body.mechanism
+                error = ErrorCode.NONE if wanted in enabled else ErrorCode.UNSUPPORTED_SASL_MECHANISM
+                body = {"error_code": error, "mechanisms": list(enabled)}
+                if not error:
+                    mechanism = self._sasl_server(wanted, scram_users)
+            else:
+                raise _Refused(f"api key {request.api_key} before authentication")
+            await self._send_bytes(b"".join(self.protocol.encode_response(request, body)))
+            if request.api_key == ApiKey.SASL_HANDSHAKE and mechanism is None:
+                raise _Refused(f"SASL mechanism {request.body.mechanism!r} is not enabled")
+        self.principal = f"User:{mechanism.user}"
+        self.protocol.max_frame_size = configured
+        logger.debug("%s authenticated as %s", self.peer, self.principal)
+
+    def _sasl_server(self, mechanism: str, scram_users: dict):
+        if mechanism == "PLAIN":
+            return PlainServer(self.broker.plain_users.get(self.listener.name, {}))
+        return ScramServer(mechanism, scram_users.get)
 
     def _touch(self) -> None:
         """Restart the idle clock, or stop it while a request is in flight."""
@@ -140,6 +239,8 @@ class Connection:
                     if request is None:
                         break
                     request.client_host = self.peer_host
+                    request.listener = self.listener.name
+                    request.principal = self.principal
                     self._request_sizes.append(frame_reserved)
                     frame_reserved = 0
                     self._in_flight += 1
@@ -218,12 +319,17 @@ class Connection:
             await self._send_bytes(b"".join(pending))
 
     async def _send_bytes(self, data: bytes) -> None:
+        if self._tls_context is not None:
+            await self.stream.send_all(data)
+            return
         view = memoryview(data)
         while view:
             sent = await self.socket.send(view)
             view = view[sent:]
 
     async def _sendfile(self, file_slice) -> None:
+        if self._tls_context is not None:
+            return await self._send_file_over_tls(file_slice)
         out_fd = self.socket.fileno()
         in_fd = file_slice.fileno()
         position = file_slice.position
@@ -241,3 +347,16 @@ class Connection:
             position += sent
             remaining -= sent
         await trio.lowlevel.checkpoint()
+
+    async def _send_file_over_tls(self, file_slice) -> None:
+        """TLS encrypts in user space, so the slice is read (off the event loop) and sent."""
+        in_fd = file_slice.fileno()
+        position = file_slice.position
+        remaining = file_slice.length
+        while remaining:
+            chunk = await trio.to_thread.run_sync(os.pread, in_fd, min(remaining, TLS_FILE_CHUNK), position)
+            if not chunk:
+                raise CloseConnection(f"segment file ended {remaining} bytes short of a fetched slice")
+            await self.stream.send_all(chunk)
+            position += len(chunk)
+            remaining -= len(chunk)

@@ -18,6 +18,12 @@ attached to the failure report.
 ``MinikafkaBroker`` is also usable directly (it is a context manager) for fixtures of wider
 scope, e.g. one broker per module.
 
+Security (see README, "Security"): ``minikafka_broker_factory(security_protocol="SASL_SSL",
+sasl_mechanism="SCRAM-SHA-256", users={"alice": "secret"})`` starts a broker whose one listener
+speaks that protocol, with certificates from a per-session ``trustme`` CA; and
+``broker.client_config("kafka-python" | "aiokafka" | "confluent-kafka")`` gives the settings a
+client needs to connect to it (as the first user unless ``user=`` names another).
+
 Brokers are started for tests (``--test-control``), so a test can make one fail on demand:
 ``broker.inject("Produce", ["NOT_LEADER_FOR_PARTITION", 6])``, ``broker.delay("Fetch", ms=500)``,
 ``broker.pause()`` / ``broker.resume()`` (see README, "Faults on demand").
@@ -55,6 +61,8 @@ _LIVE_BROKERS: list["MinikafkaBroker"] = []
 
 # The announcement of the test-control port (broker/control.py's ANNOUNCEMENT), kept here so
 # that loading the plugin imports nothing of the broker.
+# With several listeners, each one's advertised address (before the ready line).
+LISTENER_LINE = re.compile(r"^minikafka listener: (?P<name>[A-Za-z0-9_]+)://(?P<host>\S+):(?P<port>\d+)$")
 CONTROL_LINE = re.compile(r"^minikafka test control: (?P<host>\S+):(?P<port>\d+)$")
 
 
@@ -100,6 +108,11 @@ class MinikafkaBroker:
         start_timeout: float = 30.0,
         stop_timeout: float = 15.0,
         test_control: bool = True,
+        security_protocol: str = "PLAINTEXT",
+        sasl_mechanism: str | None = None,
+        users: dict[str, str] | None = None,
+        ssl_client_auth: str = "none",
+        ca=None,
     ) -> None:
         self._own_work_dir = work_dir is None
         self.work_dir = Path(tempfile.mkdtemp(prefix="minikafka-")) if work_dir is None else Path(work_dir)
@@ -119,6 +132,16 @@ class MinikafkaBroker:
         self.test_control = test_control
         self.control_address: tuple[str, int] | None = None
         self.paused = False
+        self.security_protocol = security_protocol.upper()
+        self.sasl_mechanism = sasl_mechanism or ("PLAIN" if "SASL" in self.security_protocol else None)
+        self.users = dict(users or {})
+        self.ssl_client_auth = ssl_client_auth
+        self.ca = ca
+        # Listener name -> port, when the broker has several listeners (from `--config`).
+        self.listener_ports: dict[str, int] = {}
+        self.config_path: Path | None = None
+        if self.security_protocol != "PLAINTEXT":
+            self._write_security_config()
 
     @property
     def bootstrap(self) -> str:
@@ -130,9 +153,108 @@ class MinikafkaBroker:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def _write_security_config(self) -> None:
+        """Certificates, users and a properties file in the work dir; the settings go in a
+        file rather than on the command line, which the broker's stderr file records."""
+        from minikafka.broker.security.scram import HASHES, CredentialStore
+
+        uses_tls = self.security_protocol in ("SSL", "SASL_SSL")
+        uses_sasl = self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        if self.security_protocol not in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(f"security_protocol {self.security_protocol!r} is not one of PLAINTEXT, "
+                             "SSL, SASL_PLAINTEXT, SASL_SSL")
+        name = self.security_protocol.lower()
+        props = {"listeners": f"{self.security_protocol}://{self.host}:0"}
+        if uses_tls:
+            if self.ca is None:
+                import trustme
+
+                self.ca = trustme.CA()
+            self.ca_path = self.work_dir / "ca.pem"
+            self.ca.cert_pem.write_to_path(str(self.ca_path))
+            server = self.ca.issue_cert("127.0.0.1", "localhost", "::1")
+            keystore = self.work_dir / "broker.pem"
+            server.private_key_and_cert_chain_pem.write_to_path(str(keystore))
+            props.update({"ssl.keystore.location": str(keystore), "ssl.truststore.location": str(self.ca_path),
+                          "ssl.client.auth": self.ssl_client_auth})
+        if uses_sasl:
+            props["sasl.enabled.mechanisms"] = self.sasl_mechanism
+            if self.sasl_mechanism == "PLAIN":
+                accounts = " ".join(f'user_{user}="{_jaas_escape(password)}"' for user, password in self.users.items())
+                props[f"listener.name.{name}.plain.sasl.jaas.config"] = (
+                    f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};")
+            elif self.sasl_mechanism in HASHES:
+                store = CredentialStore(self.log_dir)
+                for user, password in self.users.items():
+                    store.add(user, password, [self.sasl_mechanism])
+            else:
+                raise ValueError(f"sasl_mechanism {self.sasl_mechanism!r} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+        self.config_path = self.work_dir / "security.properties"
+        fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            for key, value in props.items():
+                out.write(f"{key}={value.replace(chr(92), chr(92) * 2)}\n")
+
+    def client_certificate(self, common_name: str = "client"):
+        """A ``trustme.LeafCert`` for mutual TLS, issued by this broker's CA, whose principal
+        is ``User:CN=<common_name>,...``; written to ``<work dir>/client-<cn>.pem``."""
+        leaf = self.ca.issue_cert(f"{common_name}.client.test", common_name=common_name)
+        return leaf
+
+    def client_config(self, client: str = "kafka-python", *, user: str | None = None,
+                      certificate=None) -> dict:
+        """Settings for ``client`` ("kafka-python", "aiokafka", "confluent-kafka", whose names
+        kcat's -X takes too) to reach this broker: bootstrap servers, security protocol, the
+        CA, SASL credentials of ``user`` (the first of ``users`` by default) and, for mutual
+        TLS, ``certificate`` (a ``client_certificate()``, made on demand when the broker
+        requires one)."""
+        protocol = self.security_protocol
+        uses_tls = protocol in ("SSL", "SASL_SSL")
+        uses_sasl = protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        if uses_sasl:
+            user = user or next(iter(self.users), None)
+            password = self.users.get(user)
+        if uses_tls and certificate is None and self.ssl_client_auth == "required":
+            certificate = self.client_certificate()
+        cert_path = None
+        if certificate is not None:
+            cert_path = self.work_dir / f"client-{id(certificate)}.pem"
+            certificate.private_key_and_cert_chain_pem.write_to_path(str(cert_path))
+        if client == "confluent-kafka":
+            config = {"bootstrap.servers": self.bootstrap, "security.protocol": protocol}
+            if uses_tls:
+                config["ssl.ca.location"] = str(self.ca_path)
+                if cert_path is not None:
+                    config["ssl.certificate.location"] = config["ssl.key.location"] = str(cert_path)
+            if uses_sasl:
+                config.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": user,
+                               "sasl.password": password})
+            return config
+        if client not in ("kafka-python", "aiokafka"):
+            raise ValueError(f"client {client!r} is not kafka-python, aiokafka or confluent-kafka")
+        config = {"bootstrap_servers": self.bootstrap, "security_protocol": protocol}
+        if uses_tls:
+            if client == "aiokafka":
+                import ssl
+
+                context = ssl.create_default_context(cafile=str(self.ca_path))
+                if cert_path is not None:
+                    context.load_cert_chain(str(cert_path))
+                config["ssl_context"] = context
+            else:
+                config["ssl_cafile"] = str(self.ca_path)
+                if cert_path is not None:
+                    config["ssl_certfile"] = config["ssl_keyfile"] = str(cert_path)
+        if uses_sasl:
+            config.update({"sasl_mechanism": self.sasl_mechanism, "sasl_plain_username": user,
+                           "sasl_plain_password": password})
+        return config
+
     def command(self, port: int) -> list[str]:
         cmd = [sys.executable, "-c", _LAUNCHER, "serve",
                "--host", self.host, "--port", str(port), "--log-dir", str(self.log_dir)]
+        if self.config_path is not None:
+            cmd += ["--config", str(self.config_path)]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
         if self.test_control:
@@ -174,6 +296,8 @@ class MinikafkaBroker:
             match = self._ready_match(start_of_stdout)
             if match:
                 self.port = int(match["port"])
+                self.listener_ports = {m["name"]: int(m["port"])
+                                       for m in self._stdout_matches(start_of_stdout, LISTENER_LINE)}
                 control = self._stdout_match(start_of_stdout, CONTROL_LINE)
                 if control:
                     self.control_address = (control["host"], int(control["port"]))
@@ -193,13 +317,16 @@ class MinikafkaBroker:
         return self._stdout_match(start, READY_LINE)
 
     def _stdout_match(self, start: int, pattern: re.Pattern) -> re.Match | None:
+        return next(self._stdout_matches(start, pattern), None)
+
+    def _stdout_matches(self, start: int, pattern: re.Pattern):
         with open(self.stdout_path, "rb") as out:
             out.seek(start)
-            for line in out.read().decode(errors="replace").splitlines():
-                match = pattern.match(line.strip())
-                if match:
-                    return match
-        return None
+            lines = out.read().decode(errors="replace").splitlines()
+        for line in lines:
+            match = pattern.match(line.strip())
+            if match:
+                yield match
 
     def stop(self) -> int | None:
         """SIGTERM and wait for a clean shutdown (SIGKILL after ``stop_timeout``)."""
@@ -793,17 +920,37 @@ def _process_state(pid: int) -> str:
         return "?"
 
 
+def _jaas_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+@pytest.fixture(scope="session")
+def minikafka_ca():
+    """One ``trustme.CA`` per test session: it signs every TLS broker's certificate and the
+    client certificates for mutual TLS."""
+    import trustme
+
+    return trustme.CA()
+
+
 @pytest.fixture
-def minikafka_broker_factory(tmp_path_factory):
+def minikafka_broker_factory(tmp_path_factory, request):
     """Factory: ``minikafka_broker_factory(**{"message.max.bytes": "2000"})`` -> started broker.
 
-    Keyword arguments are Kafka broker config names with string values; every broker made is
-    stopped when the test ends.
+    Keyword arguments are Kafka broker config names with string values, plus
+    ``security_protocol`` ("SSL", "SASL_PLAINTEXT", "SASL_SSL"), ``sasl_mechanism`` ("PLAIN",
+    "SCRAM-SHA-256", "SCRAM-SHA-512"), ``users`` ({name: password}) and ``ssl_client_auth``
+    ("none", "requested", "required"); every broker made is stopped when the test ends.
     """
     brokers: list[MinikafkaBroker] = []
 
-    def make(**overrides: str) -> MinikafkaBroker:
-        broker = MinikafkaBroker(tmp_path_factory.mktemp("minikafka"), overrides)
+    def make(*, security_protocol: str = "PLAINTEXT", sasl_mechanism: str | None = None,
+             users: dict[str, str] | None = None, ssl_client_auth: str = "none",
+             **overrides: str) -> MinikafkaBroker:
+        ca = request.getfixturevalue("minikafka_ca") if security_protocol.upper() in ("SSL", "SASL_SSL") else None
+        broker = MinikafkaBroker(tmp_path_factory.mktemp("minikafka"), overrides,
+                                 security_protocol=security_protocol, sasl_mechanism=sasl_mechanism,
+                                 users=users, ssl_client_auth=ssl_client_auth, ca=ca)
         brokers.append(broker)
         return broker.start()
 

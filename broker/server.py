@@ -25,7 +25,10 @@ from pathlib import Path
 
 import trio
 
-from minikafka.broker.config import BrokerConfig, ConfigError, host_port, parse_properties
+from minikafka.broker.config import BrokerConfig, ConfigError, Listener, host_port, parse_properties
+from minikafka.broker.security import sasl, tls
+from minikafka.broker.security.acl import CLUSTER_NAME, AclError, AclStore, Authorizer, ZkAcls, parse_super_users
+from minikafka.broker.security.scram import CredentialError, CredentialStore, ScramCredential
 from minikafka.broker.groups import GroupCoordinator
 from minikafka.broker.request_memory import RequestMemory
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -142,6 +145,26 @@ class Broker:
         self.port: int | None = None
         self.advertised_host: str | None = None
         self.advertised_port: int | None = None
+        # Listener name -> advertised (host, port), once serving.
+        self.endpoints: dict[str, tuple[str, int]] = {}
+        self.tls_contexts = {listener.name: tls.server_context(config, listener)
+                             for listener in config.listeners if listener.uses_tls}
+        self.plain_users: dict[str, dict[str, str]] = {}
+        for listener in config.listeners:
+            if listener.uses_sasl and "PLAIN" in config.listener_setting(listener, "sasl.enabled.mechanisms"):
+                try:
+                    self.plain_users[listener.name] = sasl.plain_users(
+                        config.listener_setting(listener, "sasl.jaas.config", "PLAIN"))
+                except sasl.JaasError as exc:
+                    raise ConfigError(f"sasl.jaas.config of listener {listener.name}: {exc}") from None
+        self.scram_credentials = CredentialStore(config.log_dirs[0])
+        self.authorizer = None
+        if config.get("authorizer.class.name"):
+            # A cluster's ACLs are its ZooKeeper's /kafka-acl nodes, refreshed while serving.
+            acls = ZkAcls() if config.zookeeper_connect is not None else AclStore(config.log_dirs[0])
+            self.authorizer = Authorizer(acls,
+                                         super_users=parse_super_users(config.get("super.users")),
+                                         allow_if_no_acls=config.get("allow.everyone.if.no.acl.found"))
         self.append_waiters = AppendWaiters()
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
         # Tests only (minikafka.test.control.port): injected errors and delays, and where the
@@ -222,38 +245,90 @@ class Broker:
                     self.control_address = await nursery.start(serve_control, self.faults,
                                                                self.config.test_control_port)
 
-                async def handle(stream: trio.SocketStream) -> None:
-                    await Connection(self, stream).run()
+                for listener, sockets in listeners:
+                    async def handle(stream: trio.SocketStream, listener=listener) -> None:
+                        await Connection(self, stream, listener, self.tls_contexts.get(listener.name)).run()
 
-                for listener in listeners:
-                    nursery.start_soon(self._accept, listener, handle, nursery)
+                    for socket_listener in sockets:
+                        nursery.start_soon(self._accept, socket_listener, handle, nursery)
+                if self.cluster is not None and self.authorizer is not None:
+                    await self._refresh_acls()  # before the first client is authorized
+                    nursery.start_soon(self._every_async, 1.0, self._refresh_acls)
                 if self.cluster is not None:
-                    await nursery.start(self.cluster.run, self.advertised_host, self.advertised_port)
+                    await nursery.start(self.cluster.run, self.endpoints,
+                                        {listener.name: listener.security_protocol for listener in self.config.listeners})
                 logger.info("serving on %s (advertised %s), log dirs %s", host_port(self.host, self.port),
                             host_port(self.advertised_host, self.advertised_port),
                             ",".join(map(str, self.config.log_dirs)))
                 task_status.started((self.advertised_host, self.advertised_port))
         finally:
             with trio.CancelScope(shield=True):
-                for listener in listeners:
-                    await trio.aclose_forcefully(listener)
+                for _, sockets in listeners:
+                    for socket_listener in sockets:
+                        await trio.aclose_forcefully(socket_listener)
                 if storage_started:
                     await trio.to_thread.run_sync(self._stop_storage)
                 else:
                     self._release_dir_locks()
 
-    async def _open_listeners(self) -> list[trio.SocketListener]:
-        listener = self.config.listener
+    async def _open_listeners(self) -> list[tuple[Listener, list[trio.SocketListener]]]:
+        """Bind every configured listener (the first one's address is ``host``/``port``), and
+        note each one's advertised address."""
+        opened: list[tuple[Listener, list[trio.SocketListener]]] = []
         try:
-            listeners = await trio.open_tcp_listeners(listener.port, host=listener.host)
-        except OSError as exc:
-            where = f"{listener.host or '*'}:{listener.port}"
-            reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-            raise BrokerStartupError(f"cannot listen on {where}: {reason}") from None
-        sockname = listeners[0].socket.getsockname()
+            for listener in self.config.listeners:
+                try:
+                    sockets = await trio.open_tcp_listeners(listener.port, host=listener.host)
+                except OSError as exc:
+                    where = f"{listener.name}://{listener.host or '*'}:{listener.port}"
+                    reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+                    raise BrokerStartupError(f"cannot listen on {where}: {reason}") from None
+                opened.append((listener, sockets))
+                bound_port = sockets[0].socket.getsockname()[1]
+                self.endpoints[listener.name] = self.config.advertised_address(bound_port, listener)
+        except BaseException:
+            for _, sockets in opened:
+                for socket_listener in sockets:
+                    await trio.aclose_forcefully(socket_listener)
+            raise
+        sockname = opened[0][1][0].socket.getsockname()
         self.host, self.port = sockname[0], sockname[1]
-        self.advertised_host, self.advertised_port = self.config.advertised_address(self.port)
-        return listeners
+        self.advertised_host, self.advertised_port = self.endpoints[self.config.listener.name]
+        return opened
+
+    async def scram_credential(self, user: str, mechanism: str):
+        """``user``'s SCRAM credential: from ``/config/users/<user>`` in ZooKeeper in a
+        cluster (where Kafka keeps them), else from the log dir's file; None if it has none."""
+        if self.cluster is not None:
+            from minikafka.replication.zookeeper import ZooKeeperError
+
+            try:
+                text = (await self.cluster.zk.user_config(user)).get(mechanism)
+            except ZooKeeperError as exc:
+                raise CredentialError(f"cannot read the credentials of {user!r} from ZooKeeper: {exc}") from None
+            return None if text is None else ScramCredential.parse(text)
+        return await trio.to_thread.run_sync(self.scram_credentials.get, user, mechanism)
+
+    def authorize(self, request, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> bool:
+        """Whether ``request``'s principal may do ``operation`` ("Read", "Write", ...) on the
+        resource (``"Topic"``/``"Group"``/``"Cluster"``); always without an authorizer. An
+        unreadable ACL file denies (and says so in the log) rather than opening everything."""
+        if self.authorizer is None:
+            return True
+        try:
+            allowed = self.authorizer.authorize(request.principal, request.client_host, operation, resource_type, name)
+        except AclError as exc:
+            logger.error("authorizer: %s; denying", exc)
+            return False
+        if not allowed:
+            logger.info("authorizer: %s from %s may not %s %s:%s", request.principal, request.client_host,
+                        operation, resource_type, name)
+        return allowed
+
+    def advertised_endpoint(self, listener_name: str = "") -> tuple[str, int]:
+        """The (host, port) clients of ``listener_name`` are told to use: Kafka answers
+        Metadata with the addresses of the listener the request came in on."""
+        return self.endpoints.get(listener_name, (self.advertised_host, self.advertised_port))
 
     async def _accept(self, listener: trio.SocketListener, handle, nursery: trio.Nursery) -> None:
         """``trio.serve_listeners`` for one listener, but out of descriptors (or memory) it
@@ -383,6 +458,20 @@ class Broker:
                 await trio.to_thread.run_sync(duty)
             except Exception:
                 logger.exception("background %s failed", name)
+
+    async def _refresh_acls(self) -> None:
+        """Re-read a cluster's ACLs from ZooKeeper; on failure the last copy stays."""
+        from minikafka.replication.zookeeper import ZooKeeperError
+
+        try:
+            self.authorizer.store.replace(await self.cluster.zk.acls())
+        except (ZooKeeperError, AclError) as exc:
+            logger.warning("cannot refresh ACLs from ZooKeeper: %s", exc)
+
+    async def _every_async(self, seconds: float, duty) -> None:
+        while True:
+            await trio.sleep(seconds)
+            await duty()
 
     def _retention_pass(self) -> None:
         deleted = self.log_manager.cleanup()
@@ -572,14 +661,16 @@ class Broker:
             return log.high_watermark
         return log.log_end_offset
 
-    async def find_group_coordinator(self, group_id: str) -> tuple[ErrorCode, tuple[int, str, int] | None]:
+    async def find_group_coordinator(self, group_id: str,
+                                     listener_name: str = "") -> tuple[ErrorCode, tuple[int, str, int] | None]:
         """FindCoordinator: ``(NONE, (node id, host, port))`` of the broker coordinating
-        ``group_id``, or the error to answer. A single broker coordinates every group; in a
-        cluster it is the leader of the group's ``__consumer_offsets`` partition."""
+        ``group_id`` on the listener the request came in on, or the error to answer. A single
+        broker coordinates every group; in a cluster it is the leader of the group's
+        ``__consumer_offsets`` partition."""
         if self.cluster is not None:
-            return await cluster_mode().group_coordinator(self, group_id)
+            return await cluster_mode().group_coordinator(self, group_id, listener_name)
         error = self.group_coordinator.find_coordinator(group_id)
-        return error, (None if error else (self.node_id, self.advertised_host, self.advertised_port))
+        return error, (None if error else (self.node_id, *self.advertised_endpoint(listener_name)))
 
     async def prepare_shutdown(self) -> None:
         """Before a clean stop: in a cluster, move this broker's leaderships away first."""

@@ -49,6 +49,7 @@ __all__ = [
     "ServerConnection",
     "api_versions_table",
     "decode_response",
+    "encode_frame",
     "encode_request",
     "encode_response",
     "parse_request",
@@ -73,6 +74,10 @@ class Request:
     # The peer's address, filled in by the server side's I/O layer (the sans-I/O decoder never
     # sees a socket); the group coordinator shows it as each member's client host.
     client_host: str = ""
+    # The name of the listener it came in on (Metadata answers with that listener's addresses).
+    listener: str = ""
+    # Who sent it (Kafka's principal string), as TLS or SASL established; for the authorizer.
+    principal: str = "User:ANONYMOUS"
 
 
 class _FrameBuffer:
@@ -256,6 +261,23 @@ class ServerConnection:
             return None
         return parse_request(frame)
 
+    def next_frame(self) -> bytes | None:
+        """The next frame's payload as it is, for the bare SASL tokens that follow a
+        SaslHandshake v0 (they carry no request header)."""
+        frame = self._frames.next_frame()
+        return None if frame is None else bytes(frame)
+
+    @property
+    def max_frame_size(self) -> int:
+        return self._frames._max
+
+    @max_frame_size.setter
+    def max_frame_size(self, value: int) -> None:
+        """A smaller bound before authentication (Kafka's 512 KiB SASL receive limit), so an
+        unauthenticated client cannot make the broker hold socket.request.max.bytes."""
+        self._frames._max = value
+        self._frames._check_head()
+
     def encode_response(self, request: Request, body: Any) -> list[Any]:
         return encode_response(request, body)
 
@@ -270,6 +292,11 @@ class ServerConnection:
         once its size prefix is in; an I/O layer reserves that much memory before reading
         on (KIP-72's memory pool)."""
         return self._frames.frame_length
+
+
+def encode_frame(payload: bytes) -> bytes:
+    """A bare size-prefixed frame (a SASL token answered after SaslHandshake v0)."""
+    return INT32_S.pack(len(payload)) + payload
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Used by the controller (LeaderAndIsr, UpdateMetadata, StopReplica to each broker), by replica
 fetchers (Fetch and OffsetForLeaderEpoch to a leader) and by a broker asking the controller
 for a controlled shutdown. One request at a time per channel; a failed or timed-out request
-closes the socket, and the next request reconnects.
+closes the socket, and the next request reconnects. With an ``ssl_context`` (an SSL
+inter-broker listener) the socket is wrapped in TLS before the first request.
 """
 
 from __future__ import annotations
@@ -37,12 +38,14 @@ class BrokerChannel:
     """Requests to one broker at ``host:port``; ``request`` is safe to call from many tasks
     (they queue on a lock, as Kafka's per-connection ordering needs anyway)."""
 
-    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float, ssl_context=None) -> None:
+        self.ssl_context = ssl_context
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
-        self._stream: trio.SocketStream | None = None
+        self._stream: trio.abc.Stream | None = None
+        self._socket = None
         self._conn: ClientConnection | None = None
         self._lock = trio.Lock()
 
@@ -67,7 +70,12 @@ class BrokerChannel:
 
     async def _exchange(self, api_key: int, version: int, body: Any) -> Struct:
         if self._stream is None:
-            self._stream = await trio.open_tcp_stream(self.host, self.port)
+            tcp = await trio.open_tcp_stream(self.host, self.port)
+            self._socket = tcp.socket
+            self._stream = tcp
+            if self.ssl_context is not None:
+                self._stream = trio.SSLStream(tcp, self.ssl_context, server_hostname=self.host)
+                await self._stream.do_handshake()
             self._conn = ClientConnection(client_id=self.client_id)
         assert self._conn is not None
         _, frame = self._conn.send_request(api_key, version, body)
@@ -82,10 +90,10 @@ class BrokerChannel:
             self._conn.receive_data(data)
 
     def _drop(self) -> None:
-        stream, self._stream, self._conn = self._stream, None, None
-        if stream is not None:
+        sock, self._socket, self._stream, self._conn = self._socket, None, None, None
+        if sock is not None:
             try:
-                stream.socket.close()
+                sock.close()
             except OSError:
                 pass
 

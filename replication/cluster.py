@@ -54,6 +54,10 @@ class ClusterSettings:
     controlled_shutdown_retry_backoff_ms: int
     # minikafka.test.broker.dial: the test fixture's per-link proxies; empty in production.
     dial: Mapping[int, tuple[str, int]] = field(default_factory=dict)
+    # The listener brokers reach each other on (inter.broker.listener.name).
+    inter_broker_listener: str = "PLAINTEXT"
+    # TLS client context for that listener when its protocol is SSL.
+    ssl_context: object = None
 
 
 class ClusterMember:
@@ -96,9 +100,11 @@ class ClusterMember:
                 logger.info("removing %s-%d: the topic no longer exists in the cluster", log.topic, log.partition)
                 await trio.to_thread.run_sync(self.log_manager.delete_log, log.topic, log.partition)
 
-    async def run(self, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Register at ``host:port`` (the advertised listener) and take part until cancelled."""
-        self._endpoint = (host, port)
+    async def run(self, endpoints: dict[str, tuple[str, int]], protocols: dict[str, str], *,
+                  task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Register with the advertised ``endpoints`` (listener name -> (host, port)) and their
+        security ``protocols``, and take part until cancelled."""
+        self._endpoint = (dict(endpoints), dict(protocols))
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -122,10 +128,14 @@ class ClusterMember:
                 await self.zk_client.close()
 
     async def _register(self) -> None:
-        host, port = self._endpoint
-        info = BrokerInfo(id=self.node_id, host=host, port=port, endpoints={"PLAINTEXT": (host, port)}, rack=None)
+        endpoints, protocols = self._endpoint
+        # Kafka's top-level host/port: the PLAINTEXT listener old clients use, or null/-1.
+        host, port = next((endpoints[name] for name in endpoints if protocols[name] == "PLAINTEXT"), ("", -1))
+        info = BrokerInfo(id=self.node_id, host=host, port=port, endpoints=endpoints, rack=None,
+                          protocols=protocols)
         await self.zk.register_broker(info, wait_ms=self.settings.session_timeout_ms * 2)
-        logger.info("registered as broker %d at %s:%d", self.node_id, host, port)
+        logger.info("registered as broker %d at %s", self.node_id,
+                    ",".join(f"{name}://{h}:{p}" for name, (h, p) in endpoints.items()))
 
     async def _every(self, seconds: float, duty) -> None:
         while True:
@@ -156,7 +166,9 @@ class ClusterMember:
     async def _start_controller(self) -> None:
         controller = Controller(self.node_id, self.zk, ControllerSettings(
             unclean_leader_election=self.settings.unclean_leader_election,
-            socket_timeout_ms=self.settings.controller_socket_timeout_ms, dial=self.settings.dial))
+            socket_timeout_ms=self.settings.controller_socket_timeout_ms, dial=self.settings.dial,
+            inter_broker_listener=self.settings.inter_broker_listener,
+            ssl_context=self.settings.ssl_context))
         self.controller = controller
         assert self._nursery is not None
 
@@ -249,14 +261,18 @@ class ClusterMember:
                 await trio.sleep(self.settings.controlled_shutdown_retry_backoff_ms / 1000)
             controller_id = self.metadata.controller_id
             endpoint = self.metadata.brokers.get(controller_id)
-            if endpoint is None:
+            if endpoint is not None:
+                host, port = endpoint.host, endpoint.port
+            else:
                 found = await self._zk_controller_endpoint()
                 if found is None:
                     continue
-                endpoint = found
-            host, port = dial_address(endpoint.node_id, endpoint.host, endpoint.port, self.settings.dial)
+                host, port = found.address(self.settings.inter_broker_listener)
+                controller_id = found.id
+            host, port = dial_address(controller_id, host, port, self.settings.dial)
             channel = BrokerChannel(host, port, client_id=f"broker-{self.node_id}",
-                                    timeout_s=self.settings.controller_socket_timeout_ms / 1000)
+                                    timeout_s=self.settings.controller_socket_timeout_ms / 1000,
+                                    ssl_context=self.settings.ssl_context)
             try:
                 response = await channel.request(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": self.node_id})
             except ChannelError as exc:

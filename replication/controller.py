@@ -30,7 +30,10 @@ logger = logging.getLogger(__name__)
 NO_LEADER = -1
 # UpdateMetadata's leader for a partition being deleted (Kafka's LeaderDuringDelete).
 LEADER_DURING_DELETE = -2
-UPDATE_METADATA_VERSION = 0
+# v3: every listener of every broker, with its name, so each broker answers Metadata with the
+# addresses of the listener a client used.
+UPDATE_METADATA_VERSION = 3
+_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 @dataclass
@@ -44,6 +47,8 @@ class ControllerSettings:
     unclean_leader_election: bool
     socket_timeout_ms: int
     dial: Mapping[int, tuple[str, int]] = field(default_factory=dict)
+    inter_broker_listener: str = "PLAINTEXT"
+    ssl_context: object = None  # TLS to the other brokers (an SSL inter-broker listener)
 
 
 class Controller:
@@ -383,11 +388,13 @@ class Controller:
         entry = self.live.get(broker_id)
         if entry is None:
             return None
-        host, port = dial_address(broker_id, entry[0].host, entry[0].port, self.settings.dial)
+        host, port = dial_address(broker_id, *entry[0].address(self.settings.inter_broker_listener),
+                                  self.settings.dial)
         channel = self._channels.get(broker_id)
         if channel is None:
             channel = BrokerChannel(host, port, client_id=f"controller-{self.node_id}",
-                                    timeout_s=self.settings.socket_timeout_ms / 1000)
+                                    timeout_s=self.settings.socket_timeout_ms / 1000,
+                                    ssl_context=self.settings.ssl_context)
             self._channels[broker_id] = channel
         else:
             channel.retarget(host, port)
@@ -402,8 +409,12 @@ class Controller:
                 "replicas": list(self.assignments[key[0]][key[1]])}
 
     def _live_broker_entries(self) -> list[dict]:
-        """UpdateMetadata v0's live brokers."""
-        return [{"id": b, "v0_host": info.host, "v0_port": info.port} for b, (info, _) in sorted(self.live.items())]
+        """UpdateMetadata v3's live brokers: every listener, named."""
+        return [{"id": b, "rack": info.rack,
+                 "endpoints": [{"host": host, "port": port, "listener": name,
+                                "security_protocol": _PROTOCOL_IDS[info.protocol(name)]}
+                               for name, (host, port) in info.endpoints.items()]}
+                for b, (info, _) in sorted(self.live.items())]
 
     async def _send_leader_and_isr(self, keys: list[tuple[str, int]], brokers: set[int]) -> None:
         async with trio.open_nursery() as nursery:
@@ -414,8 +425,9 @@ class Controller:
                 leaders = {self.states[k].leader_isr.leader for k in mine}
                 body = {"controller_id": self.node_id, "controller_epoch": self.epoch,
                         "ungrouped_partition_states": [self._partition_state_entry(k) for k in mine],
-                        "live_leaders": [{"broker_id": b, "host_name": self.live[b][0].host,
-                                          "port": self.live[b][0].port} for b in sorted(leaders) if b in self.live]}
+                        "live_leaders": [{"broker_id": b, "host_name": address[0], "port": address[1]}
+                                         for b in sorted(leaders) if b in self.live
+                                         for address in [self.live[b][0].address(self.settings.inter_broker_listener)]]}
                 nursery.start_soon(self._send, broker_id, ApiKey.LEADER_AND_ISR, 0, body)
 
     async def _send_update_metadata(self, brokers: set[int], *, keys: list[tuple[str, int]] | None = None,

@@ -37,7 +37,8 @@ FETCH_VERSION = 3
 class FetcherSettings:
     def __init__(self, *, wait_max_ms: int, min_bytes: int, max_bytes: int, response_max_bytes: int,
                  backoff_ms: int, socket_timeout_ms: int,
-                 dial: dict[int, tuple[str, int]] | None = None) -> None:
+                 dial: dict[int, tuple[str, int]] | None = None, ssl_context=None) -> None:
+        self.ssl_context = ssl_context  # TLS to the leaders (an SSL inter-broker listener)
         self.wait_max_ms = wait_max_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
@@ -89,7 +90,8 @@ class ReplicaFetcher:
         self.settings = settings
         host, port = dial_address(leader.node_id, leader.host, leader.port, settings.dial)
         self.channel = BrokerChannel(host, port, client_id=f"broker-{node_id}-fetcher",
-                                     timeout_s=(settings.wait_max_ms + settings.socket_timeout_ms) / 1000)
+                                     timeout_s=(settings.wait_max_ms + settings.socket_timeout_ms) / 1000,
+                                     ssl_context=settings.ssl_context)
         self.partitions: dict[tuple[str, int], Replica] = {}
         self._changed = trio.Event()
         self._failed_round = False

@@ -12,6 +12,9 @@ nodes, so a minikafka cluster looks to them like a Kafka cluster. The layout fol
 /brokers/topics/<t>                                         {"version":1,"partitions":{"0":[1,2]}}
 /brokers/topics/<t>/partitions/<p>/state                    {"controller_epoch":E,"leader":L,"version":1,"leader_epoch":LE,"isr":[..]}
 /config/topics/<t>                                          {"version":1,"config":{"k":"v"}}
+/config/users/<u>                                           {"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,server_key=...,iterations=N"}}
+/kafka-acl/<Topic|Group|Cluster>/<name>                     {"version":1,"acls":[{"principal":"User:a","permissionType":"Allow","operation":"Read","host":"*"}]}
+/kafka-acl-changes/acl_changes_<seq>                        "<Type>:<name>" (a change notification)
 /admin/delete_topics/<t>                                    empty
 /isr_change_notification/isr_change_<seq>                   {"version":1,"partitions":[{"topic":t,"partition":p}]}
 /admin/preferred_replica_election                           {"version":1,"partitions":[{"topic":t,"partition":p}]}
@@ -62,6 +65,9 @@ BROKER_TOPICS_PATH = "/brokers/topics"
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 TOPIC_CONFIG_PATH = "/config/topics"
+USER_CONFIG_PATH = "/config/users"
+ACL_PATH = "/kafka-acl"
+ACL_CHANGES_PATH = "/kafka-acl-changes"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
@@ -97,6 +103,16 @@ class BrokerInfo:
     port: int
     endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     rack: str | None = None
+    # listener name -> security protocol; a listener missing here is named after its protocol
+    # (or is PLAINTEXT), as in registrations older than listener_security_protocol_map.
+    protocols: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def protocol(self, listener: str) -> str:
+        return self.protocols.get(listener) or (listener if listener in _SECURITY_PROTOCOLS else "PLAINTEXT")
+
+    def address(self, listener: str) -> tuple[str, int]:
+        """Where this broker's ``listener`` is reached (its v0 host/port without one)."""
+        return self.endpoints.get(listener, (self.host, self.port))
 
 
 @dataclass(frozen=True)
@@ -128,6 +144,10 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIG_PATH}/{topic}"
+
+
+def user_config_path(user: str) -> str:
+    return f"{USER_CONFIG_PATH}/{user}"
 
 
 def delete_topic_path(topic: str) -> str:
@@ -184,14 +204,14 @@ def _parse_endpoint(text, what: str) -> tuple[str, str, int]:
 def encode_broker(info: BrokerInfo, timestamp_ms: int | None = None) -> bytes:
     """Broker.toJson version 4, key order as a 0.10.2 broker writes it.
 
-    A listener named after a security protocol uses that protocol, any other PLAINTEXT
-    (minikafka serves plaintext only).
+    ``listener_security_protocol_map`` comes from ``info.protocols`` (a listener named after a
+    security protocol uses that protocol, any other PLAINTEXT).
     """
     if timestamp_ms is None:
         timestamp_ms = int(time.time() * 1000)
     registration = {
         "listener_security_protocol_map": {
-            name: name if name in _SECURITY_PROTOCOLS else "PLAINTEXT" for name in info.endpoints},
+            name: info.protocol(name) for name in info.endpoints},
         "endpoints": [_format_endpoint(name, host, port) for name, (host, port) in info.endpoints.items()],
         "jmx_port": -1,
         "host": info.host or None,
@@ -230,8 +250,10 @@ def decode_broker(broker_id: int, raw: bytes) -> BrokerInfo:
         # A broker without a PLAINTEXT listener writes host null, port -1 (KafkaHealthcheck).
         first = next(iter(endpoints.values()), ("", -1))
         host, port = first
+    protocols = obj.get("listener_security_protocol_map")
+    protocols = {str(k): str(v) for k, v in protocols.items()} if isinstance(protocols, dict) else {}
     return BrokerInfo(broker_id, host, _int(port, f"{what} port"), endpoints,
-                      rack if isinstance(rack, str) else None)
+                      rack if isinstance(rack, str) else None, protocols)
 
 
 def encode_controller(broker_id: int, timestamp_ms: int | None = None) -> bytes:
@@ -296,7 +318,11 @@ def encode_topic_config(config: dict[str, str]) -> bytes:
 
 
 def decode_topic_config(topic: str, raw: bytes) -> dict[str, str]:
-    what = topic_config_path(topic)
+    return decode_config(topic_config_path(topic), raw)
+
+
+def decode_config(what: str, raw: bytes) -> dict[str, str]:
+    """Any entity's config node (topics, users): ``{"version":1,"config":{...}}``."""
     config = _field(_object(raw, what), "config", what)
     if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
         raise MalformedZnode(f"{what}: config is {config!r}, not an object of strings")
@@ -532,6 +558,59 @@ class KafkaZk:
         """The topic's config overrides; {} when it has none (or no config node)."""
         found = await self.zk.get(topic_config_path(topic))
         return {} if found is None else decode_topic_config(topic, found[0])
+
+    # -- users (SCRAM credentials, as kafka-configs --entity-type users writes them) ------------
+
+    async def user_config(self, user: str) -> dict[str, str]:
+        found = await self.zk.get(user_config_path(user))
+        return {} if found is None else decode_config(user_config_path(user), found[0])
+
+    async def set_user_config(self, user: str, config: dict[str, str]) -> None:
+        """Write (or, with no entry left, delete) ``/config/users/<user>``."""
+        path = user_config_path(user)
+        if not config:
+            if await self.zk.exists(path) is not None:
+                await self.zk.delete(path)
+            return
+        await self.zk.ensure_path(USER_CONFIG_PATH)
+        if await self.zk.exists(path) is None:
+            await self.zk.create(path, encode_topic_config(config))
+        else:
+            await self.zk.set(path, encode_topic_config(config))
+
+    async def users(self) -> dict[str, dict[str, str]]:
+        if await self.zk.exists(USER_CONFIG_PATH) is None:
+            return {}
+        return {user: await self.user_config(user) for user in sorted(await self.zk.children(USER_CONFIG_PATH))}
+
+    # -- ACLs (SimpleAclAuthorizer's nodes) ----------------------------------------------------
+
+    async def acls(self) -> dict[str, dict]:
+        """Every resource's ACL node, as ``{"<Type>:<name>": <its JSON>}``."""
+        found: dict[str, dict] = {}
+        if await self.zk.exists(ACL_PATH) is None:
+            return found
+        for resource_type in await self.zk.children(ACL_PATH):
+            for name in await self.zk.children(f"{ACL_PATH}/{resource_type}"):
+                node = await self.zk.get_json(f"{ACL_PATH}/{resource_type}/{name}")
+                if node is not None:
+                    found[f"{resource_type}:{name}"] = node[0]
+        return found
+
+    async def set_acls(self, resource_type: str, name: str, entry: dict | None) -> None:
+        """Write (None: delete) one resource's ACL node and leave Kafka's change notification."""
+        path = f"{ACL_PATH}/{resource_type}/{name}"
+        if entry is None:
+            if await self.zk.exists(path) is not None:
+                await self.zk.delete(path)
+        else:
+            await self.zk.ensure_path(f"{ACL_PATH}/{resource_type}")
+            if await self.zk.exists(path) is None:
+                await self.zk.create(path, _encode(entry))
+            else:
+                await self.zk.set(path, _encode(entry))
+        await self.zk.ensure_path(ACL_CHANGES_PATH)
+        await self.zk.create(f"{ACL_CHANGES_PATH}/acl_changes_", f"{resource_type}:{name}".encode(), sequence=True)
 
     # -- partition leader and ISR -------------------------------------------------------------
 

@@ -7,15 +7,27 @@ leadership checks. Plain data, no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
+    """A live broker: ``host``/``port`` is its inter-broker listener (what replica fetchers
+    and controlled shutdown connect to); ``listeners`` every listener's address by name, for
+    Metadata's answer on the listener a client came in on."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    listeners: dict[str, tuple[str, int]] = field(default_factory=dict, compare=False)
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """The address of ``listener`` (None: the broker has no such listener); a broker
+        described without listener names (UpdateMetadata v0) has only its one address."""
+        if not self.listeners:
+            return self.host, self.port
+        return self.listeners.get(listener)
 
 
 @dataclass(frozen=True, slots=True)

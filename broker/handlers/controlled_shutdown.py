@@ -15,6 +15,8 @@ TIMEOUT_S = 30.0
 
 
 async def handle(broker, request) -> dict:
+    if not broker.authorize(request, "ClusterAction", "Cluster"):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
     if broker.cluster is None:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
     try:

@@ -25,10 +25,15 @@ async def handle(broker, request) -> dict:
     counts = Counter(topic.name for topic in body.topics)
     results = []
     reported = set()
+    may_create = broker.authorize(request, "Create", "Cluster")
     for topic in body.topics:
         if topic.name in reported:
             continue
         reported.add(topic.name)
+        if not may_create:
+            results.append({"name": topic.name, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            "error_message": "Authorization failed."})
+            continue
         if counts[topic.name] > 1:
             results.append({"name": topic.name, "error_code": ErrorCode.INVALID_REQUEST,
                             "error_message": "Create topics request from client contains "

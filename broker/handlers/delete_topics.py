@@ -23,6 +23,9 @@ async def handle(broker, request) -> dict:
         if name in seen:
             continue
         seen.add(name)
+        if not broker.authorize(request, "Delete", "Topic", name):
+            responses.append({"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+            continue
         try:
             await broker.delete_topic(name, request.body.timeout_ms)
         except TopicError as exc:

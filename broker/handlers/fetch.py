@@ -32,7 +32,7 @@ API_KEY = ApiKey.FETCH
 NO_RESPONSE_LIMIT = 0x7FFFFFFF
 
 
-def _read_partitions(broker, body, version: int) -> tuple[list[dict], int, bool]:
+def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[list[dict], int, bool]:
     """One pass over the requested partitions: (response topics, bytes found, any error)."""
     response_limit = body.max_bytes if version >= 3 else NO_RESPONSE_LIMIT
     remaining = max(response_limit, 0)
@@ -44,8 +44,10 @@ def _read_partitions(broker, body, version: int) -> tuple[list[dict], int, bool]
     from_follower = body.replica_id >= 0
     for topic in body.topics:
         partitions = []
+        allowed = topic.topic not in unreadable
         for request in topic.partitions:
-            log, error = _source_log(broker, topic.topic, request.partition)
+            log, error = _source_log(broker, topic.topic, request.partition) if allowed else \
+                (None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             if log is None:
                 any_error = True
                 partitions.append({"partition_index": request.partition, "error_code": error,
@@ -101,11 +103,15 @@ async def handle(broker, request) -> dict:
     version = request.api_version
     if body.replica_id >= 0 and broker.cluster is not None:
         await _record_follower_positions(broker, body)
+    # Checked once, not at each wake-up of a long poll.
+    unreadable = {topic.topic for topic in body.topics
+                  if not broker.authorize(request, "ClusterAction" if body.replica_id >= 0 else "Read",
+                                          *(("Cluster",) if body.replica_id >= 0 else ("Topic", topic.topic)))}
     watched = {(topic.topic, p.partition) for topic in body.topics for p in topic.partitions}
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:
         with broker.append_waiters.watch(watched) as appended:
-            topics, total, any_error = _read_partitions(broker, body, version)
+            topics, total, any_error = _read_partitions(broker, body, version, unreadable)
             if total >= body.min_bytes or any_error or trio.current_time() >= deadline:
                 break
             with trio.move_on_at(deadline):

@@ -15,7 +15,9 @@ API_KEY = ApiKey.FIND_COORDINATOR
 
 
 async def handle(broker, request) -> dict:
-    error, endpoint = await broker.find_group_coordinator(request.body.key)
+    if not broker.authorize(request, "Describe", "Group", request.body.key):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "node_id": -1, "host": "", "port": -1}
+    error, endpoint = await broker.find_group_coordinator(request.body.key, request.listener)
     if error or endpoint is None:
         return {"error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "", "port": -1}
     node_id, host, port = endpoint

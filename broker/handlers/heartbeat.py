@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.HEARTBEAT
 
 
 async def handle(broker, request) -> dict:
     body = request.body
+    if not broker.authorize(request, "Read", "Group", body.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     return {"error_code": broker.group_coordinator.heartbeat(body.group_id, body.member_id,
                                                              body.generation_id)}

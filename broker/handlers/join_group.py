@@ -7,12 +7,16 @@ no rebalance timeout; the session timeout stands in for it, as in Kafka.
 from __future__ import annotations
 
 from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.JOIN_GROUP
 
 
 async def handle(broker, request) -> dict:
     body = request.body
+    if not broker.authorize(request, "Read", "Group", body.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+                "protocol_name": "", "leader": "", "member_id": body.member_id, "members": []}
     rebalance_timeout_ms = body.session_timeout_ms if request.api_version == 0 else body.rebalance_timeout_ms
     result = await broker.group_coordinator.join_group(
         body.group_id, body.member_id, request.client_id or "", client_host(request),

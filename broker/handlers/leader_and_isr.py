@@ -16,6 +16,8 @@ API_KEY = ApiKey.LEADER_AND_ISR
 
 async def handle(broker, request) -> dict:
     body = request.body
+    if not broker.authorize(request, "ClusterAction", "Cluster"):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "partition_errors": []}
     if broker.cluster is None:
         return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
     from minikafka.replication.metadata_cache import BrokerEndpoint

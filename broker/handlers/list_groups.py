@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.LIST_GROUPS
 
 
 async def handle(broker, request) -> dict:
+    if not broker.authorize(request, "Describe", "Cluster"):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "groups": []}
     error, groups = broker.group_coordinator.list_groups()
     return {"error_code": error,
             "groups": [{"group_id": group_id, "protocol_type": protocol_type}

@@ -81,6 +81,9 @@ async def handle(broker, request) -> dict:
     return {"topics": [
         {"name": topic.name,
          "partitions": [_partition_answer(broker, topic.name, partition, version, request.body.replica_id)
+                        if broker.authorize(request, "Describe", "Topic", topic.name)
+                        else {"partition_index": partition.partition_index,
+                              "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "old_style_offsets": []}
                         for partition in topic.partitions]}
         for topic in request.body.topics
     ]}

@@ -52,19 +52,23 @@ def _cluster_topic_metadata(broker, name: str) -> dict:
     }
 
 
-def _brokers(broker) -> tuple[list[dict], int]:
+def _brokers(broker, listener_name: str) -> tuple[list[dict], int]:
     if broker.cluster is None:
-        return [{"node_id": broker.node_id, "host": broker.advertised_host,
-                 "port": broker.advertised_port, "rack": None}], broker.node_id
+        host, port = broker.advertised_endpoint(listener_name)
+        return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}], broker.node_id
     metadata = broker.cluster.metadata
-    return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in sorted(metadata.brokers.values(), key=lambda b: b.node_id)], metadata.controller_id
+    # As Kafka: brokers without the client's listener are left out.
+    return [{"node_id": b.node_id, "host": address[0], "port": address[1], "rack": b.rack}
+            for b in sorted(metadata.brokers.values(), key=lambda b: b.node_id)
+            for address in [b.address(listener_name)] if address is not None], metadata.controller_id
 
 
 async def handle(broker, request) -> dict:
     requested = request.body.topics
     if requested is None or (request.api_version == 0 and not requested):
-        topics = [_topic_metadata(broker, name, count) for name, count in sorted(broker.topics().items())]
+        # Topics the principal may not describe are left out, as if they did not exist.
+        topics = [_topic_metadata(broker, name, count) for name, count in sorted(broker.topics().items())
+                  if broker.authorize(request, "Describe", "Topic", name)]
     else:
         topics = []
         seen = set()
@@ -73,6 +77,10 @@ async def handle(broker, request) -> dict:
             if name in seen:
                 continue
             seen.add(name)
+            if not broker.authorize(request, "Describe", "Topic", name) or (
+                    not broker.topic_exists(name) and not broker.authorize(request, "Create", "Cluster")):
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
+                continue
             try:
                 await broker.ensure_topic(name)
             except TopicError as exc:
@@ -84,6 +92,6 @@ async def handle(broker, request) -> dict:
                                "partitions": []})
                 continue
             topics.append(_topic_metadata(broker, name, count))
-    brokers, controller_id = _brokers(broker)
+    brokers, controller_id = _brokers(broker, request.listener)
     return {"brokers": brokers, "cluster_id": broker.cluster_id, "controller_id": controller_id,
             "topics": topics}

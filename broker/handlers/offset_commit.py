@@ -26,9 +26,17 @@ async def handle(broker, request) -> dict:
     topics = broker.topics()
     errors: dict[tuple[str, int], ErrorCode] = {}
     commits: list[PartitionCommit] = []
+    group_allowed = broker.authorize(request, "Read", "Group", body.group_id)
     for topic in body.topics:
         count = topics.get(topic.name)
+        topic_allowed = group_allowed and broker.authorize(request, "Read", "Topic", topic.name)
         for partition in topic.partitions:
+            if not group_allowed:
+                errors[(topic.name, partition.partition_index)] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                continue
+            if not topic_allowed:
+                errors[(topic.name, partition.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if count is None or not 0 <= partition.partition_index < count:
                 errors[(topic.name, partition.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -8,6 +8,7 @@ report a coordinator error on every requested partition instead.
 from __future__ import annotations
 
 from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.OFFSET_FETCH
 
@@ -17,7 +18,10 @@ async def handle(broker, request) -> dict:
     requested = None   # v2's null: every partition the group committed
     if body.topics is not None:
         requested = [(topic.name, index) for topic in body.topics for index in topic.partition_indexes]
-    error, fetched = broker.group_coordinator.fetch_offsets(body.group_id, requested)
+    if broker.authorize(request, "Read", "Group", body.group_id):
+        error, fetched = broker.group_coordinator.fetch_offsets(body.group_id, requested)
+    else:
+        error, fetched = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     topics: dict[str, list[dict]] = {}
     if error and requested:
         for name, index in requested:

@@ -17,9 +17,13 @@ API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 
 async def handle(broker, request) -> dict:
     topics = []
+    allowed = broker.authorize(request, "ClusterAction", "Cluster")
     for topic in request.body.topics:
         partitions = []
         for entry in topic.partitions:
+            if not allowed:
+                partitions.append({"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "partition": entry.partition})
+                continue
             if broker.cluster is not None:
                 try:  # only the leader knows where its epochs end
                     log = cluster_mode().leader_replica(broker, topic.topic, entry.partition).log

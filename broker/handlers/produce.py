@@ -86,7 +86,9 @@ async def handle(broker, request) -> dict | None:
     waits: list = []
     responses = [
         {"name": topic.name,
-         "partition_responses": await _produce_topic(broker, topic.name, topic.partition_data, body.acks, waits)}
+         "partition_responses": await _produce_topic(broker, topic.name, topic.partition_data, body.acks, waits)
+         if broker.authorize(request, "Write", "Topic", topic.name)
+         else [_failed(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partition_data]}
         for topic in body.topic_data
     ]
     if waits:

@@ -12,6 +12,8 @@ API_KEY = ApiKey.STOP_REPLICA
 
 async def handle(broker, request) -> dict:
     body = request.body
+    if not broker.authorize(request, "ClusterAction", "Cluster"):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "partition_errors": []}
     if broker.cluster is None:
         return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
     error, results = await broker.cluster.replicas.stop_replica(

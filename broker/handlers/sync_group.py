@@ -6,12 +6,15 @@ A follower's answer waits for the leader's SyncGroup of the same generation.
 from __future__ import annotations
 
 from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.SYNC_GROUP
 
 
 async def handle(broker, request) -> dict:
     body = request.body
+    if not broker.authorize(request, "Read", "Group", body.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
     assignments = {entry.member_id: bytes(entry.assignment) for entry in body.assignments}
     result = await broker.group_coordinator.sync_group(body.group_id, body.generation_id,
                                                        body.member_id, assignments)

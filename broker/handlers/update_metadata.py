@@ -1,4 +1,4 @@
-"""UpdateMetadata (key 6), v0: the controller's view of live brokers and partition states,
+"""UpdateMetadata (key 6), v0-v3: the controller's view of live brokers and partition states,
 which this broker answers Metadata from. STALE_CONTROLLER_EPOCH from an older controller, or
 on a single broker."""
 
@@ -12,17 +12,29 @@ API_KEY = ApiKey.UPDATE_METADATA
 LEADER_DURING_DELETE = -2
 
 
-def _endpoint(entry, version: int):
+_PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+
+
+def _endpoint(entry, version: int, inter_broker_listener: str):
+    """A live broker; its main address is the inter-broker listener's (what fetchers and
+    controlled shutdown use), else its PLAINTEXT one."""
     from minikafka.replication.metadata_cache import BrokerEndpoint
 
     if version == 0:
         return BrokerEndpoint(entry.id, entry.v0_host, entry.v0_port)
-    plaintext = next((e for e in entry.endpoints if e.security_protocol == 0), entry.endpoints[0])
-    return BrokerEndpoint(entry.id, plaintext.host, plaintext.port, getattr(entry, "rack", None))
+    # Before v3 an endpoint is named by its security protocol, as Kafka 0.10.1 did.
+    listeners = {(e.listener or _PROTOCOL_NAMES.get(e.security_protocol, str(e.security_protocol))): (e.host, e.port)
+                 for e in entry.endpoints}
+    plaintext = next(((e.host, e.port) for e in entry.endpoints if e.security_protocol == 0),
+                     (entry.endpoints[0].host, entry.endpoints[0].port) if entry.endpoints else ("", -1))
+    host, port = listeners.get(inter_broker_listener, plaintext)
+    return BrokerEndpoint(entry.id, host, port, getattr(entry, "rack", None), listeners)
 
 
 async def handle(broker, request) -> dict:
     body = request.body
+    if not broker.authorize(request, "ClusterAction", "Cluster"):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     cluster = broker.cluster
     if cluster is None or cluster.replicas.stale_controller(body.controller_epoch):
         return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}
@@ -34,7 +46,8 @@ async def handle(broker, request) -> dict:
             state.leader, state.leader_epoch, tuple(state.isr), tuple(state.replicas), state.zk_version,
             state.controller_epoch)
     cluster.metadata.update(body.controller_id, body.controller_epoch,
-                            [_endpoint(b, request.api_version) for b in body.live_brokers], partitions)
+                            [_endpoint(b, request.api_version, broker.config.inter_broker_listener().name)
+                             for b in body.live_brokers], partitions)
     for topic, partition in partitions:
         broker.append_waiters.notify(topic, partition)
     return {"error_code": ErrorCode.NONE}

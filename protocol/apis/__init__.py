@@ -44,6 +44,7 @@ from minikafka.protocol.apis.offset_commit import OFFSET_COMMIT
 from minikafka.protocol.apis.offset_fetch import OFFSET_FETCH
 from minikafka.protocol.apis.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from minikafka.protocol.apis.produce import PRODUCE
+from minikafka.protocol.apis.sasl_handshake import SASL_HANDSHAKE
 from minikafka.protocol.apis.stop_replica import STOP_REPLICA
 from minikafka.protocol.apis.sync_group import SYNC_GROUP
 from minikafka.protocol.apis.update_metadata import UPDATE_METADATA
@@ -70,6 +71,7 @@ APIS: dict[int, Api] = {
         SYNC_GROUP,
         DESCRIBE_GROUPS,
         LIST_GROUPS,
+        SASL_HANDSHAKE,
         API_VERSIONS,
         CREATE_TOPICS,
         DELETE_TOPICS,

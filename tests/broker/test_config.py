@@ -110,9 +110,20 @@ def test_log_dir_fallback_and_list(tmp_path):
     ({"message.max.bytes": str(2**31)}, "message.max.bytes: 2147483648 is out of range"),
     ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable: 'yes' is not true or false"),
     ({"log.message.timestamp.type": "Now"}, "log.message.timestamp.type: 'Now' is not one of CreateTime, LogAppendTime"),
-    ({"listeners": "SSL://host:9093"}, "listeners: only PLAINTEXT listeners are supported, got SSL"),
-    ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "listeners: exactly one listener is supported"),
-    ({"listeners": "localhost"}, "listeners: 'localhost' is not PLAINTEXT://HOST:PORT"),
+    ({"listeners": "SSL://host:9093"}, "ssl.keystore.location: listener SSL uses TLS and needs a PEM key"),
+    ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "listeners: listener PLAINTEXT is listed twice"),
+    ({"listeners": "localhost"}, "listeners: 'localhost' is not NAME://HOST:PORT"),
+    ({"listeners": "INTERNAL://a:1"}, "listeners: listener INTERNAL is not in listener.security.protocol.map"),
+    ({"listener.security.protocol.map": "A:TLS"}, "listener.security.protocol.map: 'A:TLS' is not NAME:PROTOCOL"),
+    ({"listeners": "SASL_PLAINTEXT://a:1", "sasl.enabled.mechanisms": "GSSAPI"},
+     "sasl.enabled.mechanisms: GSSAPI is not supported"),
+    ({"listener.name.ssl.ssl.client.auth": "required"}, "listener.name.ssl: no listener named SSL"),
+    ({"listener.name.plaintext.log.dirs": "/x"}, "listener.name.plaintext.log.dirs: not a per-listener security setting"),
+    ({"zookeeper.connect": "zk:2181", "inter.broker.listener.name": "REPLICATION"},
+     "inter.broker.listener.name: no listener named REPLICATION"),
+    ({"zookeeper.connect": "zk:2181", "listeners": "SASL_PLAINTEXT://:0",
+      "security.inter.broker.protocol": "SASL_PLAINTEXT"},
+     "inter.broker.listener.name: listener SASL_PLAINTEXT is SASL_PLAINTEXT; brokers talk to each other over a PLAINTEXT or SSL"),
     ({"advertised.listeners": "PLAINTEXT://:9092"}, "advertised.listeners: a host is required"),
     ({"minikafka.export.master": "local[2]"}, "minikafka.export.master: set without minikafka.export.dir"),
 ])
@@ -149,6 +160,34 @@ def test_advertised_address():
     config = BrokerConfig({"listeners": "PLAINTEXT://[::1]:0"})
     assert config.listener == Listener("::1", 0)
     assert str(config.listener) == "PLAINTEXT://[::1]:0"
+
+
+def test_several_listeners_with_names_mapped_to_protocols():
+    config = BrokerConfig({
+        "listeners": "PLAINTEXT://127.0.0.1:0,CLIENTS://:9094,REPLICATION://10.0.0.1:9095",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:SASL_SSL,REPLICATION:SSL",
+        "advertised.listeners": "CLIENTS://kafka.example:19094",
+        "inter.broker.listener.name": "REPLICATION",
+        "ssl.keystore.location": "/etc/broker.pem",
+        "listener.name.replication.ssl.client.auth": "required",
+        "listener.name.clients.plain.sasl.jaas.config": "x",
+    })
+    plain, clients, replication = config.listeners
+    assert config.listener == plain == Listener("127.0.0.1", 0)
+    assert clients == Listener(None, 9094, "CLIENTS", "SASL_SSL") and clients.uses_tls and clients.uses_sasl
+    assert replication.security_protocol == "SSL" and not replication.uses_sasl
+    assert config.inter_broker_listener() == replication
+    assert config.advertised_address(41000, clients) == ("kafka.example", 19094)
+    assert config.advertised_address(41000, plain) == ("127.0.0.1", 41000)
+    # Per-listener settings win over the broker-wide ones, which are the fallback.
+    assert config.listener_setting(replication, "ssl.client.auth") == "required"
+    assert config.listener_setting(clients, "ssl.client.auth") == "none"
+    assert config.listener_setting(clients, "sasl.jaas.config", "PLAIN") == "x"
+    assert config.listener_setting(clients, "sasl.jaas.config", "SCRAM-SHA-256") is None
+    # --host/--port change the first listener and keep the others.
+    flagged = BrokerConfig.from_sources(overrides={"listeners": "SSL://:9093,PLAINTEXT://:9092",
+                                                   "ssl.keystore.location": "/k.pem"}, port=0)
+    assert [str(listener) for listener in flagged.listeners] == ["SSL://:0", "PLAINTEXT://:9092"]
 
 
 def test_every_key_has_a_description_and_a_valid_default():

@@ -19,6 +19,7 @@ import kafka.protocol.admin as kp_admin
 import kafka.protocol.consumer as kp_consumer
 import kafka.protocol.metadata as kp_metadata
 import kafka.protocol.producer as kp_producer
+import kafka.protocol.sasl as kp_sasl
 from kafka.protocol.old import types as old_types
 
 ALL_VERSIONS = [
@@ -180,7 +181,7 @@ def test_nullable_only_where_declared():
 
 def _kp_class(api, direction: str):
     name = api.name + ("Request" if direction == "request" else "Response")
-    for module in (kp_producer, kp_consumer, kp_metadata, kp_admin):
+    for module in (kp_producer, kp_consumer, kp_metadata, kp_admin, kp_sasl):
         if hasattr(module, name):
             return getattr(module, name)
     raise AssertionError(f"kafka-python has no {name}")
@@ -239,7 +240,7 @@ _OLD_MODULES = {
     ApiKey.FIND_COORDINATOR: "find_coordinator", ApiKey.JOIN_GROUP: "group",
     ApiKey.SYNC_GROUP: "group", ApiKey.HEARTBEAT: "group", ApiKey.LEAVE_GROUP: "group",
     ApiKey.OFFSET_COMMIT: "commit", ApiKey.OFFSET_FETCH: "commit",
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch",
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch", ApiKey.SASL_HANDSHAKE: "sasl_handshake",
 }
 
 
@@ -314,7 +315,7 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "HEARTBEAT": (0, 0), "LEAVE_GROUP": (0, 0), "OFFSET_COMMIT": (0, 2),
         "OFFSET_FETCH": (0, 2), "LIST_GROUPS": (0, 0), "DESCRIBE_GROUPS": (0, 0),
         "OFFSET_FOR_LEADER_EPOCH": (0, 0), "LEADER_AND_ISR": (0, 0), "STOP_REPLICA": (0, 0),
-        "UPDATE_METADATA": (0, 3), "CONTROLLED_SHUTDOWN": (0, 1),
+        "UPDATE_METADATA": (0, 3), "CONTROLLED_SHUTDOWN": (0, 1), "SASL_HANDSHAKE": (0, 0),
     }
 
 

@@ -63,6 +63,12 @@ def test_broker_registration_is_kafkas_version_4():
     assert obj["endpoints"] == ["PLAINTEXT://h:1", "INTERNAL://[::1]:2"]
     assert obj["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "PLAINTEXT"}
     assert decode_broker(4, racked) == BrokerInfo(4, "h", 1, {"PLAINTEXT": ("h", 1), "INTERNAL": ("::1", 2)}, "dc1")
+    # Listener names mapped to security protocols travel in listener_security_protocol_map.
+    secured = encode_broker(BrokerInfo(5, "", -1, {"CLIENTS": ("h", 9094), "REPLICATION": ("h", 9095)},
+                                       protocols={"CLIENTS": "SASL_SSL", "REPLICATION": "PLAINTEXT"}), 1)
+    assert json.loads(secured)["listener_security_protocol_map"] == {"CLIENTS": "SASL_SSL", "REPLICATION": "PLAINTEXT"}
+    decoded = decode_broker(5, secured)
+    assert decoded.protocol("CLIENTS") == "SASL_SSL" and decoded.address("REPLICATION") == ("h", 9095)
 
 
 def test_broker_registrations_kafka_wrote_in_every_version_decode():

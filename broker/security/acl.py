@@ -1,0 +1,191 @@
+"""Kafka 0.10.2's SimpleAclAuthorizer, as plain data and functions, and where a single broker
+keeps its ACLs.
+
+An ACL allows or denies a principal (``User:alice``, or ``User:*``) from a host (or ``*``) one
+operation on one resource (``Topic:orders``, ``Group:billing``, ``Cluster:kafka-cluster``; the
+name ``*`` is every resource of the type). The decision, in Kafka's order:
+
+1. a super user (``super.users``) may do anything;
+2. a resource with no ACLs at all (its own and the type's ``*`` ones) is open to everyone if
+   ``allow.everyone.if.no.acl.found``, else closed;
+3. a matching DENY wins;
+4. a matching ALLOW of the operation grants it; READ, WRITE, DELETE and ALTER each imply
+   DESCRIBE, and ALL matches every operation.
+
+Storage is Kafka's ZooKeeper layout turned into one JSON file, ``<first log dir>/acls.json``:
+``{"Topic:orders": {"version": 1, "acls": [{"principal": "User:alice", "permissionType":
+"Allow", "operation": "Write", "host": "*"}]}}`` (each value is what Kafka writes to
+``/kafka-acl/Topic/orders``). The authorizer re-reads it when it changes, so ``minikafka acls``
+takes effect on a running broker. In a cluster the ACLs are Kafka's ZooKeeper nodes themselves
+(``ZkAcls``: every broker re-reads ``/kafka-acl`` every second).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+RESOURCE_TYPES = ("Topic", "Group", "Cluster")
+CLUSTER_NAME = "kafka-cluster"
+OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "All")
+PERMISSIONS = ("Allow", "Deny")
+ACLS_FILE = "acls.json"
+_IMPLIES_DESCRIBE = ("Describe", "Read", "Write", "Delete", "Alter")
+
+
+class AclError(ValueError):
+    """An ACL or ACL file that cannot be used; the message is one sentence."""
+
+
+def _canonical(value: str, choices: tuple[str, ...], what: str) -> str:
+    for choice in choices:
+        if value.replace("_", "").lower() == choice.lower():
+            return choice
+    raise AclError(f"{what} {value!r} is not one of {', '.join(choices)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Acl:
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+    @classmethod
+    def make(cls, principal: str, operation: str, permission: str = "Allow", host: str = "*") -> "Acl":
+        if ":" not in principal:
+            raise AclError(f"principal {principal!r} is not TYPE:NAME (e.g. User:alice)")
+        return cls(principal, host, _canonical(operation, OPERATIONS, "operation"),
+                   _canonical(permission, PERMISSIONS, "permission type"))
+
+    def to_json(self) -> dict:
+        return {"principal": self.principal, "permissionType": self.permission,
+                "operation": self.operation, "host": self.host}
+
+    def matches(self, principal: str, host: str, operations: tuple[str, ...]) -> bool:
+        return (self.principal in (principal, "User:*") and self.host in (host, "*")
+                and (self.operation == "All" or self.operation in operations))
+
+
+def resource_key(resource_type: str, name: str) -> str:
+    resource_type = _canonical(resource_type, RESOURCE_TYPES, "resource type")
+    if not name:
+        raise AclError("the resource name is empty")
+    return f"{resource_type}:{name}"
+
+
+def parse_entries(data: dict) -> dict[str, list[Acl]]:
+    """``{"Topic:orders": {"version": 1, "acls": [...]}}`` -> ACLs by resource."""
+    try:
+        return {key: [Acl.make(a["principal"], a["operation"], a["permissionType"], a["host"])
+                      for a in entry["acls"]] for key, entry in data.items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise AclError(f"malformed ACL entry ({exc!r})") from None
+
+
+def entry_json(acls: list[Acl]) -> dict:
+    """One resource's ACLs as Kafka writes them to ``/kafka-acl/<Type>/<name>``."""
+    return {"version": 1, "acls": [acl.to_json() for acl in acls]}
+
+
+def with_acls(entries: list[Acl], new: list[Acl]) -> list[Acl]:
+    return entries + [acl for i, acl in enumerate(new) if acl not in entries and acl not in new[:i]]
+
+
+def without_acls(entries: list[Acl], gone: list[Acl] | None) -> list[Acl]:
+    """``entries`` without ``gone`` (all of them when None)."""
+    return [] if gone is None else [acl for acl in entries if acl not in gone]
+
+
+class ZkAcls:
+    """A cluster broker's copy of ``/kafka-acl``, replaced by each refresh."""
+
+    def __init__(self) -> None:
+        self._acls: dict[str, list[Acl]] = {}
+
+    def load(self) -> dict[str, list[Acl]]:
+        return self._acls
+
+    def replace(self, data: dict) -> None:
+        self._acls = parse_entries(data)
+
+
+class AclStore:
+    """The single broker's ACLs, in ``<log dir>/acls.json``."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.path = Path(log_dir) / ACLS_FILE
+        self._stamp = None
+        self._acls: dict[str, list[Acl]] = {}
+
+    def load(self) -> dict[str, list[Acl]]:
+        """Every resource's ACLs, re-read only when the file changed."""
+        try:
+            stat = self.path.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        except FileNotFoundError:
+            stamp = None
+        if stamp != self._stamp:
+            self._acls = self._read() if stamp is not None else {}
+            self._stamp = stamp
+        return self._acls
+
+    def _read(self) -> dict[str, list[Acl]]:
+        try:
+            return parse_entries(json.loads(self.path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise AclError(f"cannot read {self.path}: {exc}") from None
+
+    def _write(self, acls: dict[str, list[Acl]]) -> None:
+        data = {key: entry_json(entries) for key, entries in sorted(acls.items()) if entries}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=1)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.path)
+
+    def add(self, key: str, new: list[Acl]) -> None:
+        acls = dict(self.load())
+        acls[key] = with_acls(acls.get(key, []), new)
+        self._write(acls)
+
+    def remove(self, key: str, gone: list[Acl] | None = None) -> int:
+        """Remove ``gone`` (every ACL of the resource by default); how many went."""
+        acls = dict(self.load())
+        entries = acls.get(key, [])
+        keep = without_acls(entries, gone)
+        acls[key] = keep
+        self._write(acls)
+        return len(entries) - len(keep)
+
+
+class Authorizer:
+    """``authorize(principal, host, operation, resource_type, name) -> bool`` (see the module
+    docstring for the rules)."""
+
+    def __init__(self, store: AclStore, *, super_users: frozenset[str] = frozenset(),
+                 allow_if_no_acls: bool = False) -> None:
+        self.store = store
+        self.super_users = super_users
+        self.allow_if_no_acls = allow_if_no_acls
+
+    def authorize(self, principal: str, host: str, operation: str, resource_type: str, name: str) -> bool:
+        if principal in self.super_users:
+            return True
+        acls = self.store.load()
+        found = acls.get(f"{resource_type}:{name}", []) + acls.get(f"{resource_type}:*", [])
+        if not found:
+            return self.allow_if_no_acls
+        if any(acl.permission == "Deny" and acl.matches(principal, host, (operation,)) for acl in found):
+            return False
+        allowed_by = _IMPLIES_DESCRIBE if operation == "Describe" else (operation,)
+        return any(acl.permission == "Allow" and acl.matches(principal, host, allowed_by) for acl in found)
+
+
+def parse_super_users(text: str | None) -> frozenset[str]:
+    """``super.users``: principals separated by semicolons (``User:admin;User:ops``)."""
+    return frozenset(p.strip() for p in (text or "").split(";") if p.strip())
