@@ -161,7 +161,9 @@ class Connection:
             try:
                 frame = self.protocol.next_frame()
                 if frame is None:
-                    want, _ = self.protocol.wanted()
+                    # No further than the frame at hand (its size prefix first).
+                    frame_length = self.protocol.pending_frame_length
+                    want = max((frame_length if frame_length is not None else 4) - self.protocol.buffered, 1)
                     data = await self.stream.receive_some(min(want, RECEIVE_SIZE))
                     if not data:
                         raise _PeerClosed

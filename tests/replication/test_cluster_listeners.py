@@ -38,7 +38,7 @@ def test_replication_uses_the_inter_broker_listener_and_clients_their_own(tmp_pa
         overrides.update({"listener.name.replication.ssl.keystore.location": str(keystore),
                           "listener.name.replication.ssl.truststore.location": str(ca_path),
                           "listener.name.replication.ssl.client.auth": "required"})
-    with MinikafkaCluster(tmp_path / "c", 2, overrides, zookeeper=zookeeper.connect_string) as cluster:
+    with MinikafkaCluster(tmp_path / "c", 2, overrides, zookeeper=zookeeper.connect_string, links=False) as cluster:
         ports = {i + 1: b.listener_ports for i, b in enumerate(cluster.brokers)}  # broker ids 1..N
         # Metadata on the plaintext listener names every broker's PLAINTEXT port.
         metadata = cluster.metadata()
@@ -107,7 +107,7 @@ def test_acls_written_to_zookeeper_apply_on_the_running_cluster(tmp_path, zookee
         # The brokers talk to each other as User:ANONYMOUS over PLAINTEXT.
         "super.users": "User:ANONYMOUS",
     }
-    with MinikafkaCluster(tmp_path / "c", 2, overrides, zookeeper=zookeeper.connect_string) as cluster:
+    with MinikafkaCluster(tmp_path / "c", 2, overrides, zookeeper=zookeeper.connect_string, links=False) as cluster:
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
         admin.create_topics([NewTopic("guarded", 1, 2)])
         admin.close()
