@@ -123,6 +123,10 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("connections.max.idle.ms", "long", 600000,
               "Close a connection after this long without a request in flight or bytes received; "
               "-1 never.", minimum=-1),
+    ConfigKey("connection.failed.authentication.delay.ms", "int", 100,
+              "How long a SASL connection whose authentication failed stays open after its error "
+              "response, unless the client closes it first (KIP-306): a client reads the answer "
+              "before it sees the connection close.", minimum=0),
     ConfigKey("log.segment.bytes", "int", 1073741824,
               "Roll to a new segment when the active one reaches this size; topic-level "
               "segment.bytes.", minimum=14),

@@ -5,15 +5,18 @@ CA, a plaintext client on the TLS port, a TLS client on the plaintext port) end 
 client reports rather than a hang, the broker keeps serving the others, and its log never holds
 a password.
 
-What a refused client sees is bounded by Kafka 0.10.2's protocol: SaslHandshake v0 has no
-error frame, so a failed authentication is a closed connection. librdkafka (confluent-kafka,
-kcat) reports it as ``_AUTHENTICATION`` ("SASL authentication failure"); kafka-python and
-aiokafka see a broken connection and fail their bootstrap.
+A refused SASL client sees an authentication error because the broker serves SaslHandshake
+v1 and SaslAuthenticate (KIP-152) besides 0.10.2's v0 with bare tokens, which has no room for an
+error: librdkafka (confluent-kafka, kcat) reports ``_AUTHENTICATION`` "SASL authentication
+error: <Kafka's message>"; kafka-python and aiokafka log SaslAuthenticationFailed(Error) with
+the message and fail their bootstrap (KafkaTimeoutError at the bootstrap timeout,
+KafkaConnectionError at once), as they do against Kafka 1.0 and later.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import socket
 import subprocess
@@ -26,7 +29,7 @@ import trustme
 from minikafka.broker.pytest_plugin import MinikafkaBroker
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.framing import ClientConnection
+from minikafka.protocol.framing import ClientConnection, encode_frame
 
 PASSWORD = "pa55-Vault-7x!"
 USERS = {"alice": PASSWORD, "bob": "bob-Secret-42"}
@@ -199,33 +202,47 @@ def _confluent_errors(config: dict, seconds: float = 4.0) -> list:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("user, password", [("alice", "not-Alices-pw-99"), ("mallory", PASSWORD)],
                          ids=["wrong-password", "unknown-user"])
-def test_bad_credentials_are_an_authentication_error(sasl_broker, user, password):
+def test_bad_credentials_are_an_authentication_error(sasl_broker, user, password, caplog):
+    """Each client reports the broker's SASL_AUTHENTICATION_FAILED answer (SaslAuthenticate,
+    after SaslHandshake v1), with Kafka's message, which is the same for a wrong password and
+    an unknown user."""
     import confluent_kafka
     from kafka import KafkaProducer
-    from kafka.errors import KafkaError
+    from kafka.errors import KafkaTimeoutError
 
     config = sasl_broker.client_config("confluent-kafka")
     config.update({"sasl.username": user, "sasl.password": password})
     errors = _confluent_errors(config)
     assert errors and errors[0].code() == confluent_kafka.KafkaError._AUTHENTICATION, errors
+    assert f"SASL authentication error: {SCRAM_REFUSAL}" in errors[0].str()
     if shutil.which("kcat"):
         result = subprocess.run(["kcat", "-L", *kcat_args(config), "-m", "5"], capture_output=True, text=True, timeout=60)
-        assert result.returncode != 0 and "SASL authentication failure" in result.stderr
+        assert result.returncode != 0 and f"SASL authentication error: {SCRAM_REFUSAL}" in result.stderr
     kp_config = sasl_broker.client_config(user=None)
     kp_config.update({"sasl_plain_username": user, "sasl_plain_password": password})
-    started = time.monotonic()
-    with pytest.raises(KafkaError):
+    # kafka-python's bootstrap retries until its timeout and logs each refusal.
+    with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaTimeoutError):
         KafkaProducer(**kp_config, bootstrap_timeout_ms=3000)
-    assert time.monotonic() - started < 30
+    assert _logged(caplog, "kafka", f"SaslAuthenticationFailedError: {SCRAM_REFUSAL}")
+    # aiokafka's start fails at once with "Unable to bootstrap" and logs why.
     aio_config = sasl_broker.client_config("aiokafka")
     aio_config.update({"sasl_plain_username": user, "sasl_plain_password": password})
-    assert "Unable to bootstrap" in _aiokafka_refusal(aio_config)
+    with caplog.at_level(logging.ERROR, logger="aiokafka"):
+        assert "Unable to bootstrap" in _aiokafka_refusal(aio_config)
+    assert _logged(caplog, "aiokafka", f"SaslAuthenticationFailed: {SCRAM_REFUSAL}")
     # The broker still serves a client with good credentials.
     assert kafka_python_roundtrip(sasl_broker.client_config(), _topic()) == VALUES
     log = sasl_broker.stderr_since_start()
     assert f"refused 127.0.0.1:" in log and repr(user) in log
     for secret in (password, PASSWORD, USERS["bob"]):
         assert secret not in log
+
+
+SCRAM_REFUSAL = "Authentication failed: Invalid user credentials"
+
+
+def _logged(caplog, logger: str, text: str) -> bool:
+    return any(record.name.startswith(logger) and text in record.getMessage() for record in caplog.records)
 
 
 def _aiokafka_refusal(config: dict) -> str:
@@ -247,17 +264,80 @@ def _aiokafka_refusal(config: dict) -> str:
     return asyncio.run(run())
 
 
-def _raw_exchange(port: int, api_key: int, version: int, body: dict):
-    """One request on a fresh connection: the response body, or None if the broker closed."""
-    client = ClientConnection("raw")
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(client.send_request(api_key, version, body)[1])
-        while (response := client.next_response()) is None:
-            data = sock.recv(65536)
+class _Raw:
+    """One connection speaking the protocol layer's client side, request by request."""
+
+    def __init__(self, port: int) -> None:
+        self.client = ClientConnection("raw")
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+
+    def call(self, api_key: int, version: int, body: dict):
+        """The response body, or None if the broker closed the connection instead."""
+        self.sock.sendall(self.client.send_request(api_key, version, body)[1])
+        return self._response()
+
+    def send_bare(self, token: bytes) -> bytes | None:
+        """A size-prefixed frame without a header (SASL after a v0 handshake); the bare answer."""
+        self.sock.sendall(encode_frame(token))
+        head = self.sock.recv(4)
+        return None if not head else self.sock.recv(65536)
+
+    def _response(self):
+        while (response := self.client.next_response()) is None:
+            data = self.sock.recv(65536)
             if not data:
                 return None
-            client.receive_data(data)
+            self.client.receive_data(data)
         return response.body
+
+    def closed(self) -> bool:
+        return self.sock.recv(1) == b""
+
+
+def _raw_exchange(port: int, api_key: int, version: int, body: dict):
+    """One request on a fresh connection: the response body, or None if the broker closed."""
+    return _Raw(port).call(api_key, version, body)
+
+
+@pytest.mark.timeout(60)
+def test_a_refused_handshake_v1_client_is_told_why_and_a_v0_one_is_closed(sasl_broker):
+    first = b"n,,n=mallory,r=fyko+d2lbbFgONRv9qkxdawL"
+    raw = _Raw(sasl_broker.port)
+    assert raw.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}).error_code == ErrorCode.NONE
+    refused = raw.call(ApiKey.SASL_AUTHENTICATE, 0, {"auth_bytes": first})
+    assert (refused.error_code, refused.error_message) == (ErrorCode.SASL_AUTHENTICATION_FAILED, SCRAM_REFUSAL)
+    assert raw.closed()
+    # Kafka 0.10.2's way: the tokens are bare frames, and a refusal is only a close.
+    raw = _Raw(sasl_broker.port)
+    assert raw.call(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "SCRAM-SHA-256"}).error_code == ErrorCode.NONE
+    assert raw.send_bare(first) is None
+    # After a v1 handshake only SaslAuthenticate is taken.
+    raw = _Raw(sasl_broker.port)
+    assert raw.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}).error_code == ErrorCode.NONE
+    assert raw.call(ApiKey.METADATA, 0, {"topics": []}) is None
+    assert "during SASL authentication" in sasl_broker.stderr_since_start()
+    # Where there is nothing to authenticate, SaslAuthenticate is in the wrong state.
+    raw = _Raw(sasl_broker.listener_ports["PLAINTEXT"])
+    late = raw.call(ApiKey.SASL_AUTHENTICATE, 0, {"auth_bytes": first})
+    assert late.error_code == ErrorCode.ILLEGAL_SASL_STATE
+    # ...and the broker serves on.
+    assert kafka_python_roundtrip(sasl_broker.client_config(), _topic()) == VALUES
+
+
+@pytest.mark.timeout(60)
+def test_sasl_authenticate_leaves_kafka_python_inferring_0_10_2(sasl_broker):
+    from kafka import KafkaProducer
+    from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+
+    table = _Raw(sasl_broker.port).call(ApiKey.API_VERSIONS, 0, {})
+    versions = {entry.api_key: (entry.min_version, entry.max_version) for entry in table.api_keys}
+    assert versions[ApiKey.SASL_HANDSHAKE] == (0, 1) and versions[ApiKey.SASL_AUTHENTICATE] == (0, 0)
+    assert infer_broker_version_from_api_versions(versions) == (0, 10, 2)
+    producer = KafkaProducer(**sasl_broker.client_config(), bootstrap_timeout_ms=15000)
+    try:
+        assert producer.config["api_version"] == (0, 10, 2)
+    finally:
+        producer.close(timeout=5)
 
 
 @pytest.mark.timeout(60)
