@@ -38,6 +38,7 @@ then the connection closes with a log line naming the client's address.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -141,10 +142,21 @@ class Connection:
         try:
             await self.stream.do_handshake()
         except trio.BrokenResourceError as exc:
+            await self._send_tls_alert()
             raise _Refused(f"TLS handshake failed: {exc.__cause__ or exc}") from None
         certificate = self.stream.getpeercert()
         if certificate:
             self.principal = f"User:{certificate_dn(certificate)}"
+
+    async def _send_tls_alert(self) -> None:
+        """Send the alert OpenSSL wrote when it refused the handshake (a certificate from an
+        unknown CA, no certificate, a protocol or cipher the client lacks): trio drops it, and
+        without it the client sees a bare close rather than the reason."""
+        outgoing = getattr(self.stream, "_outgoing", None)  # trio.SSLStream's memory BIO
+        alert = outgoing.read() if outgoing is not None else b""
+        if alert:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await self.stream.transport_stream.send_all(alert)
 
     async def _authenticate(self) -> None:
         """SASL before anything else; broker.security.authenticator says what each frame

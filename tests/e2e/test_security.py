@@ -22,6 +22,7 @@ import socket
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import trustme
@@ -233,7 +234,7 @@ def test_bad_credentials_are_an_authentication_error(sasl_broker, user, password
     # The broker still serves a client with good credentials.
     assert kafka_python_roundtrip(sasl_broker.client_config(), _topic()) == VALUES
     log = sasl_broker.stderr_since_start()
-    assert f"refused 127.0.0.1:" in log and repr(user) in log
+    assert "refused 127.0.0.1:" in log and repr(user) in log
     for secret in (password, PASSWORD, USERS["bob"]):
         assert secret not in log
 
@@ -363,9 +364,6 @@ def test_tls_refusals_are_reported_and_the_broker_serves_on(sasl_broker, minikaf
     stranger = trustme.CA().issue_cert("client.test", common_name="stranger")
     stranger_path = sasl_broker.work_dir / "stranger.pem"
     stranger.private_key_and_cert_chain_pem.write_to_path(str(stranger_path))
-    good = minikafka_ca.issue_cert("client.test", common_name="good")
-    good_path = sasl_broker.work_dir / "good.pem"
-    good.private_key_and_cert_chain_pem.write_to_path(str(good_path))
     tls = {"security.protocol": "SSL", "ssl.ca.location": str(sasl_broker.ca_path)}
     cases = {
         "certificate from another CA": {"bootstrap.servers": f"127.0.0.1:{ssl_port}", **tls,
@@ -381,12 +379,85 @@ def test_tls_refusals_are_reported_and_the_broker_serves_on(sasl_broker, minikaf
         codes = {error.code() for error in errors}
         assert codes & {confluent_kafka.KafkaError._SSL, confluent_kafka.KafkaError._AUTHENTICATION,
                         confluent_kafka.KafkaError._TRANSPORT, confluent_kafka.KafkaError._ALL_BROKERS_DOWN}, (what, errors)
-    # A client with a certificate of the broker's CA gets in, as User:CN=good,...
-    config = {"bootstrap_servers": f"127.0.0.1:{ssl_port}", "security_protocol": "SSL",
-              "ssl_cafile": str(sasl_broker.ca_path), "ssl_certfile": str(good_path), "ssl_keyfile": str(good_path)}
-    assert kafka_python_roundtrip(config, _topic()) == VALUES
+    _mutual_tls_roundtrip(sasl_broker, minikafka_ca)
     log = sasl_broker.stderr_since_start()
     assert "on listener SSL: TLS handshake failed" in log
+
+
+# What each client reports, by case: kafka-python's log, kcat's stderr (aiokafka only says
+# "Unable to bootstrap", logging a closed connection).
+TLS_REFUSALS = {
+    "certificate from another CA": ("alert unknown ca", "alert unknown ca"),
+    "plaintext client on the TLS port": ("socket disconnected", "Disconnected while requesting ApiVersion"),
+    "TLS client on the plaintext port": ("Handshake failed", "SSL handshake failed"),
+}
+
+
+def _tls_refusal_settings(broker, what: str) -> tuple[int, str | None, Path | None]:
+    """(port, CA file or None for plaintext, client certificate or None) for a TLS_REFUSALS case."""
+    stranger = broker.work_dir / "stranger.pem"
+    if not stranger.exists():
+        trustme.CA().issue_cert("client.test", common_name="stranger").private_key_and_cert_chain_pem.write_to_path(
+            str(stranger))
+    ssl_port, plain_port = broker.listener_ports["SSL"], broker.listener_ports["PLAINTEXT"]
+    return {"certificate from another CA": (ssl_port, str(broker.ca_path), stranger),
+            "plaintext client on the TLS port": (ssl_port, None, None),
+            "TLS client on the plaintext port": (plain_port, str(broker.ca_path), None)}[what]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka", "kcat"])
+def test_tls_refusals_with_each_client(sasl_broker, minikafka_ca, client, caplog):
+    """Each refusal ends in an error within the client's own bound, never a hang; the broker
+    sends the TLS alert OpenSSL wrote, so a certificate from another CA reads as "unknown ca"."""
+    if client == "kcat" and shutil.which("kcat") is None:
+        pytest.skip("kcat is not installed")
+    for what, (kafka_python_says, kcat_says) in TLS_REFUSALS.items():
+        port, cafile, certificate = _tls_refusal_settings(sasl_broker, what)
+        bootstrap = f"127.0.0.1:{port}"
+        started = time.monotonic()
+        if client == "kafka-python":
+            from kafka import KafkaProducer
+            from kafka.errors import KafkaTimeoutError
+
+            config = {"bootstrap_servers": bootstrap}
+            if cafile:
+                config.update(security_protocol="SSL", ssl_cafile=cafile)
+            if certificate:
+                config.update(ssl_certfile=str(certificate), ssl_keyfile=str(certificate))
+            caplog.clear()
+            with caplog.at_level(logging.ERROR, logger="kafka"), pytest.raises(KafkaTimeoutError):
+                KafkaProducer(**config, bootstrap_timeout_ms=3000)
+            assert _logged(caplog, "kafka", kafka_python_says), what
+        elif client == "aiokafka":
+            import ssl
+
+            config = {"bootstrap_servers": bootstrap}
+            if cafile:
+                context = ssl.create_default_context(cafile=cafile)
+                if certificate:
+                    context.load_cert_chain(str(certificate))
+                config.update(security_protocol="SSL", ssl_context=context)
+            assert "Unable to bootstrap" in _aiokafka_refusal(config), what
+        else:
+            args = ["-b", bootstrap]
+            if cafile:
+                args += ["-X", "security.protocol=ssl", "-X", f"ssl.ca.location={cafile}"]
+            if certificate:
+                args += ["-X", f"ssl.certificate.location={certificate}", "-X", f"ssl.key.location={certificate}"]
+            result = subprocess.run(["kcat", "-L", *args, "-m", "3"], capture_output=True, text=True, timeout=60)
+            assert result.returncode != 0 and kcat_says in result.stderr, (what, result.stderr)
+        assert time.monotonic() - started < 30, what
+    _mutual_tls_roundtrip(sasl_broker, minikafka_ca)
+
+
+def _mutual_tls_roundtrip(broker, ca) -> None:
+    """A client with a certificate of the broker's CA gets in (as User:CN=good,...)."""
+    good_path = broker.work_dir / "good.pem"
+    ca.issue_cert("client.test", common_name="good").private_key_and_cert_chain_pem.write_to_path(str(good_path))
+    config = {"bootstrap_servers": f"127.0.0.1:{broker.listener_ports['SSL']}", "security_protocol": "SSL",
+              "ssl_cafile": str(broker.ca_path), "ssl_certfile": str(good_path), "ssl_keyfile": str(good_path)}
+    assert kafka_python_roundtrip(config, _topic()) == VALUES
 
 
 @pytest.mark.timeout(120)
