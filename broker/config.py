@@ -97,6 +97,19 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Ask TLS clients for a certificate: none; requested (verified if given); required "
               "(refuse a client without one). The principal is User:<the certificate's subject DN>.",
               choices=("none", "requested", "required")),
+    ConfigKey("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"],
+              "TLS versions offered, a contiguous range of TLSv1, TLSv1.1, TLSv1.2, TLSv1.3 (Kafka "
+              "0.10.2 offered TLSv1.2,TLSv1.1,TLSv1, which OpenSSL 3 refuses below TLS 1.2 at its "
+              "default security level)."),
+    ConfigKey("ssl.protocol", "string", "TLS",
+              "Java's SSLContext protocol: TLS (or SSL) leaves ssl.enabled.protocols as it is; "
+              "TLSv1.2 (say) offers nothing newer."),
+    ConfigKey("ssl.cipher.suites", "list", [],
+              "Cipher suites by their Java/IANA names (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...); "
+              "empty: OpenSSL's defaults. TLS 1.3's suites go all or none (none turns TLS 1.3 off)."),
+    ConfigKey("ssl.endpoint.identification.algorithm", "string", "",
+              "HTTPS: a broker dialling another's TLS inter-broker listener checks that the "
+              "certificate names the host it dialled; empty (Kafka 0.10.2's default): no check."),
     ConfigKey("sasl.enabled.mechanisms", "list", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
               "SASL mechanisms SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
               "(no GSSAPI). Per listener: listener.name.NAME.sasl.enabled.mechanisms."),

@@ -3,7 +3,8 @@ kcat): each produces and consumes over SSL, mutual TLS, SASL_PLAINTEXT (PLAIN, S
 SCRAM-SHA-512) and SASL_SSL; refusals (wrong password, unknown user, a certificate from another
 CA, a plaintext client on the TLS port, a TLS client on the plaintext port) end in an error the
 client reports rather than a hang, the broker keeps serving the others, and its log never holds
-a password.
+a password; Kafka's TLS protocol settings (versions, cipher suites, endpoint identification)
+take effect.
 
 A refused SASL client sees an authentication error because the broker serves SaslHandshake
 v1 and SaslAuthenticate (KIP-152) besides 0.10.2's v0 with bare tokens, which has no room for an
@@ -19,6 +20,7 @@ import asyncio
 import logging
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import uuid
@@ -27,7 +29,9 @@ from pathlib import Path
 import pytest
 import trustme
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker
+from minikafka.broker.config import BrokerConfig
+from minikafka.broker.pytest_plugin import BrokerStartError, MinikafkaBroker
+from minikafka.broker.security import tls
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.framing import ClientConnection, encode_frame
@@ -430,8 +434,6 @@ def test_tls_refusals_with_each_client(sasl_broker, minikafka_ca, client, caplog
                 KafkaProducer(**config, bootstrap_timeout_ms=3000)
             assert _logged(caplog, "kafka", kafka_python_says), what
         elif client == "aiokafka":
-            import ssl
-
             config = {"bootstrap_servers": bootstrap}
             if cafile:
                 context = ssl.create_default_context(cafile=cafile)
@@ -487,3 +489,77 @@ def test_users_cli_adds_and_removes_scram_users_of_a_running_broker(tmp_path_fac
         assert users("remove", "carol").returncode == 1
         log = broker.stderr_since_start()
         assert "unknown user 'carol'" in log and carol_pw not in log
+
+
+# ------------------------------------------------------------------- TLS protocol settings
+# ssl.enabled.protocols refuses a client that lacks the versions offered, ssl.cipher.suites
+# decides the suite a client negotiates, a bad setting stops the broker at start-up with one
+# line, and ssl.endpoint.identification.algorithm=HTTPS makes the broker's own client context
+# (the inter-broker side) check the host name of the broker it dials.
+
+
+def _handshake(broker, *, context: ssl.SSLContext | None = None, server_hostname: str = "127.0.0.1"):
+    """A TLS handshake with ``broker``: the negotiated (cipher, version, bits)."""
+    context = context or ssl.create_default_context(cafile=str(broker.ca_path))
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        with context.wrap_socket(sock, server_hostname=server_hostname) as tls_sock:
+            return tls_sock.cipher()
+
+
+@pytest.mark.timeout(60)
+def test_a_tls_1_2_client_is_refused_by_a_tls_1_3_broker(tmp_path, minikafka_ca):
+    with MinikafkaBroker(tmp_path, {"ssl.enabled.protocols": "TLSv1.3"}, security_protocol="SSL",
+                         ca=minikafka_ca) as broker:
+        old = ssl.create_default_context(cafile=str(broker.ca_path))
+        old.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises(ssl.SSLError, match="PROTOCOL_VERSION|protocol version"):
+            _handshake(broker, context=old)
+        assert _handshake(broker)[1] == "TLSv1.3"
+        assert kafka_python_roundtrip(broker.client_config(), _topic()) == VALUES
+        assert "TLS handshake failed" in broker.stderr_since_start()
+
+
+@pytest.mark.timeout(60)
+def test_cipher_suites_decide_the_negotiated_suite(tmp_path, minikafka_ca):
+    # trustme's keys are ECDSA, so the suites that can work are ECDHE_ECDSA ones.
+    suites = "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
+    with MinikafkaBroker(tmp_path, {"ssl.cipher.suites": suites}, security_protocol="SSL",
+                         ca=minikafka_ca) as broker:
+        # A client able to do everything gets the one suite, and TLS 1.2 (no TLS 1.3 suite listed).
+        assert _handshake(broker) == ("ECDHE-ECDSA-CHACHA20-POLY1305", "TLSv1.2", 256)
+        other = ssl.create_default_context(cafile=str(broker.ca_path))
+        other.maximum_version = ssl.TLSVersion.TLSv1_2
+        other.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256")
+        with pytest.raises(ssl.SSLError):
+            _handshake(broker, context=other)
+        assert kafka_python_roundtrip(broker.client_config(), _topic()) == VALUES
+
+
+@pytest.mark.timeout(60)
+def test_an_unknown_cipher_suite_stops_the_broker_with_one_line(tmp_path, minikafka_ca):
+    broker = MinikafkaBroker(tmp_path, {"ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,SSL_FANCY_SUITE"},
+                             security_protocol="SSL", ca=minikafka_ca)
+    with pytest.raises(BrokerStartError):
+        broker.start()
+    errors = [line for line in broker.stderr_since_start().splitlines() if line.startswith("minikafka:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "minikafka: config error: ssl.cipher.suites: SSL_FANCY_SUITE unknown to OpenSSL"), errors
+
+
+@pytest.mark.timeout(60)
+def test_endpoint_identification_checks_the_dialled_brokers_name(tmp_path, minikafka_ca):
+    """The context a broker dials other brokers with (tls.client_context) checks host names
+    under HTTPS: the broker's certificate names 127.0.0.1 and localhost, not elsewhere.test."""
+    with MinikafkaBroker(tmp_path / "peer", security_protocol="SSL", ca=minikafka_ca) as peer:
+        def dialler(algorithm: str) -> ssl.SSLContext:
+            config = BrokerConfig({"listeners": "SSL://127.0.0.1:0",
+                                   "ssl.keystore.location": str(peer.work_dir / "broker.pem"),
+                                   "ssl.truststore.location": str(peer.ca_path),
+                                   "ssl.endpoint.identification.algorithm": algorithm})
+            return tls.client_context(config, config.listener)
+
+        checking = dialler("HTTPS")
+        assert _handshake(peer, context=checking, server_hostname="127.0.0.1")
+        with pytest.raises(ssl.SSLCertVerificationError, match="elsewhere.test"):
+            _handshake(peer, context=checking, server_hostname="elsewhere.test")
+        assert _handshake(peer, context=dialler(""), server_hostname="elsewhere.test")
