@@ -284,8 +284,8 @@ class _Raw:
     def send_bare(self, token: bytes) -> bytes | None:
         """A size-prefixed frame without a header (SASL after a v0 handshake); the bare answer."""
         self.sock.sendall(encode_frame(token))
-        head = self.sock.recv(4)
-        return None if not head else self.sock.recv(65536)
+        head = self.sock.recv(4, socket.MSG_WAITALL)
+        return None if not head else self.sock.recv(int.from_bytes(head, "big"), socket.MSG_WAITALL)
 
     def _response(self):
         while (response := self.client.next_response()) is None:
@@ -327,6 +327,31 @@ def test_a_refused_handshake_v1_client_is_told_why_and_a_v0_one_is_closed(sasl_b
     assert late.error_code == ErrorCode.ILLEGAL_SASL_STATE
     # ...and the broker serves on.
     assert kafka_python_roundtrip(sasl_broker.client_config(), _topic()) == VALUES
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("handshake_version", [0, 1])
+def test_both_handshake_versions_authenticate(sasl_broker, handshake_version):
+    """v0 (bare tokens, what a 0.10.2 client or broker sends) and v1 (SaslAuthenticate), with
+    kafka-python's SCRAM client; the next request is served as alice."""
+    from kafka.net.sasl.scram import ScramClient
+
+    raw = _Raw(sasl_broker.port)
+    assert raw.call(ApiKey.SASL_HANDSHAKE, handshake_version, {"mechanism": "SCRAM-SHA-256"}).error_code == 0
+    client = ScramClient("alice", PASSWORD, "SCRAM-SHA-256")
+
+    def exchange(token: bytes) -> bytes:
+        if handshake_version == 0:
+            return raw.send_bare(token)
+        answer = raw.call(ApiKey.SASL_AUTHENTICATE, 0, {"auth_bytes": token})
+        assert answer.error_code == ErrorCode.NONE, answer
+        return answer.auth_bytes
+
+    client.process_server_first_message(exchange(client.first_message()))
+    client.process_server_final_message(exchange(client.final_message()))  # checks the server's proof
+    assert raw.call(ApiKey.METADATA, 0, {"topics": []}).brokers
+    late = raw.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"})
+    assert late.error_code == ErrorCode.ILLEGAL_SASL_STATE
 
 
 @pytest.mark.timeout(60)
