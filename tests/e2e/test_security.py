@@ -330,6 +330,19 @@ def test_a_refused_handshake_v1_client_is_told_why_and_a_v0_one_is_closed(sasl_b
 
 
 @pytest.mark.timeout(60)
+def test_plain_refusals_say_the_same_for_a_wrong_password_and_an_unknown_user(tmp_path):
+    with MinikafkaBroker(tmp_path, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", users=USERS) as broker:
+        for token in (b"\0alice\0not-Alices-pw-99", b"\0mallory\0" + PASSWORD.encode()):
+            raw = _Raw(broker.port)
+            assert raw.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == ErrorCode.NONE
+            refused = raw.call(ApiKey.SASL_AUTHENTICATE, 0, {"auth_bytes": token})
+            assert (refused.error_code, refused.error_message) == (
+                ErrorCode.SASL_AUTHENTICATION_FAILED, "Authentication failed: Invalid username or password")
+        log = broker.stderr_since_start()
+        assert "unknown user 'mallory'" in log and "'alice'" in log and PASSWORD not in log
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("handshake_version", [0, 1])
 def test_both_handshake_versions_authenticate(sasl_broker, handshake_version):
     """v0 (bare tokens, what a 0.10.2 client or broker sends) and v1 (SaslAuthenticate), with
