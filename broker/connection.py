@@ -196,7 +196,8 @@ class Connection:
         """Give a refused client ``delay_ms`` to read its answer and close first: closing at
         once lets the answer and the close arrive together, and kafka-python then reports only
         the close."""
-        with trio.move_on_after(delay_ms / 1000):
+        with trio.move_on_after(delay_ms / 1000), \
+                contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             while await self.stream.receive_some(RECEIVE_SIZE):
                 pass
 
