@@ -97,6 +97,19 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Ask TLS clients for a certificate: none; requested (verified if given); required "
               "(refuse a client without one). The principal is User:<the certificate's subject DN>.",
               choices=("none", "requested", "required")),
+    ConfigKey("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"],
+              "TLS versions offered, a contiguous range of TLSv1, TLSv1.1, TLSv1.2, TLSv1.3 (Kafka "
+              "0.10.2 offered TLSv1.2,TLSv1.1,TLSv1, which OpenSSL 3 refuses below TLS 1.2 at its "
+              "default security level)."),
+    ConfigKey("ssl.protocol", "string", "TLS",
+              "Java's SSLContext protocol: TLS (or SSL) leaves ssl.enabled.protocols as it is; "
+              "TLSv1.2 (say) offers nothing newer."),
+    ConfigKey("ssl.cipher.suites", "list", [],
+              "Cipher suites by their Java/IANA names (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...); "
+              "empty: OpenSSL's defaults. TLS 1.3's suites go all or none (none turns TLS 1.3 off)."),
+    ConfigKey("ssl.endpoint.identification.algorithm", "string", "",
+              "HTTPS: a broker dialling another's TLS inter-broker listener checks that the "
+              "certificate names the host it dialled; empty (Kafka 0.10.2's default): no check."),
     ConfigKey("sasl.enabled.mechanisms", "list", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
               "SASL mechanisms SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
               "(no GSSAPI). Per listener: listener.name.NAME.sasl.enabled.mechanisms."),
@@ -123,6 +136,10 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("connections.max.idle.ms", "long", 600000,
               "Close a connection after this long without a request in flight or bytes received; "
               "-1 never.", minimum=-1),
+    ConfigKey("connection.failed.authentication.delay.ms", "int", 100,
+              "How long a SASL connection whose authentication failed stays open after its error "
+              "response, unless the client closes it first (KIP-306): a client reads the answer "
+              "before it sees the connection close.", minimum=0),
     ConfigKey("log.segment.bytes", "int", 1073741824,
               "Roll to a new segment when the active one reaches this size; topic-level "
               "segment.bytes.", minimum=14),
