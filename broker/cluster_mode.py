@@ -13,7 +13,7 @@ import logging
 import trio
 
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
-from minikafka.broker.security import tls
+from minikafka.broker.security.inter_broker import channel_security
 from minikafka.broker.server import TopicError
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.replication.assignment import InvalidReplicationFactor, assign_replicas
@@ -34,7 +34,7 @@ def cluster_member(broker) -> ClusterMember:
     config = broker.config
     session_timeout = config.get("zookeeper.session.timeout.ms")
     listener = config.inter_broker_listener()
-    channel_ssl = tls.client_context(config, listener) if listener.uses_tls else None
+    security = channel_security(config)
     settings = ClusterSettings(
         zookeeper_connect=config.zookeeper_connect,
         session_timeout_ms=session_timeout,
@@ -48,7 +48,7 @@ def cluster_member(broker) -> ClusterMember:
             response_max_bytes=config.get("replica.fetch.response.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get("controller.socket.timeout.ms"), dial=config.test_broker_dial,
-            ssl_context=channel_ssl),
+            security=security),
         controller_socket_timeout_ms=config.get("controller.socket.timeout.ms"),
         hw_checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
         controlled_shutdown_enable=config.get("controlled.shutdown.enable"),
@@ -56,7 +56,7 @@ def cluster_member(broker) -> ClusterMember:
         controlled_shutdown_retry_backoff_ms=config.get("controlled.shutdown.retry.backoff.ms"),
         dial=config.test_broker_dial,
         inter_broker_listener=listener.name,
-        ssl_context=channel_ssl,
+        security=security,
     )
     return ClusterMember(node_id=broker.node_id, settings=settings, log_manager=broker.log_manager,
                          clock=broker.clock, on_readable=broker.append_waiters.notify,

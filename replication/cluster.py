@@ -18,7 +18,7 @@ import trio
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.replication.channel import BrokerChannel, ChannelError, dial_address
+from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelSecurity, dial_address
 from minikafka.replication.controller import Controller, ControllerError, ControllerSettings
 from minikafka.replication.fetcher import FetcherManager, FetcherSettings
 from minikafka.replication.metadata_cache import BrokerEndpoint, MetadataCache
@@ -56,8 +56,8 @@ class ClusterSettings:
     dial: Mapping[int, tuple[str, int]] = field(default_factory=dict)
     # The listener brokers reach each other on (inter.broker.listener.name).
     inter_broker_listener: str = "PLAINTEXT"
-    # TLS client context for that listener when its protocol is SSL.
-    ssl_context: object = None
+    # How that listener is secured (TLS, SASL) from the connecting broker's side.
+    security: ChannelSecurity = PLAINTEXT
 
 
 class ClusterMember:
@@ -168,7 +168,7 @@ class ClusterMember:
             unclean_leader_election=self.settings.unclean_leader_election,
             socket_timeout_ms=self.settings.controller_socket_timeout_ms, dial=self.settings.dial,
             inter_broker_listener=self.settings.inter_broker_listener,
-            ssl_context=self.settings.ssl_context))
+            security=self.settings.security))
         self.controller = controller
         assert self._nursery is not None
 
@@ -272,7 +272,7 @@ class ClusterMember:
             host, port = dial_address(controller_id, host, port, self.settings.dial)
             channel = BrokerChannel(host, port, client_id=f"broker-{self.node_id}",
                                     timeout_s=self.settings.controller_socket_timeout_ms / 1000,
-                                    ssl_context=self.settings.ssl_context)
+                                    security=self.settings.security)
             try:
                 response = await channel.request(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": self.node_id})
             except ChannelError as exc:
