@@ -92,15 +92,19 @@ class BrokerChannel:
         timeout = timeout_s if timeout_s is not None else self.timeout_s
         async with self._lock:
             with trio.move_on_after(timeout):
-                try:
-                    return await self._exchange(api_key, version, body)
-                except AuthenticationError:
-                    self._drop()
-                    raise
-                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
-                        ProtocolError) as exc:
-                    self._drop()
-                    raise ChannelError(f"{self.host}:{self.port}: {exc or type(exc).__name__}") from None
+                # A kept connection may have died unseen (the peer restarted on the same port):
+                # one fresh connection is tried then, as Kafka's controller resends.
+                for fresh in ((True,) if self._stream is None else (False, True)):
+                    try:
+                        return await self._exchange(api_key, version, body)
+                    except AuthenticationError:
+                        self._drop()
+                        raise
+                    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                            ProtocolError) as exc:
+                        self._drop()
+                        if fresh:
+                            raise ChannelError(f"{self.host}:{self.port}: {str(exc) or type(exc).__name__}") from None
             self._drop()
             raise ChannelError(f"{self.host}:{self.port}: no answer within {timeout:.1f} s")
 
