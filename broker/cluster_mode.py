@@ -13,6 +13,7 @@ import logging
 import trio
 
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
+from minikafka.broker.security.acl import AclError
 from minikafka.broker.security.inter_broker import channel_security
 from minikafka.broker.server import TopicError
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -20,6 +21,8 @@ from minikafka.replication.assignment import InvalidReplicationFactor, assign_re
 from minikafka.replication.cluster import ClusterMember, ClusterSettings
 from minikafka.replication.controller import ControllerError
 from minikafka.replication.fetcher import FetcherSettings
+from minikafka.replication.kafka_zk import ACL_CHANGE_PREFIX, ACL_CHANGES_PATH
+from minikafka.replication.notifications import NotificationListener
 from minikafka.replication.replica_manager import LEADER, NotLeader, Replica
 from minikafka.replication.zookeeper import NodeExists, ZooKeeperError
 from minikafka.storage.config import AppendResult
@@ -62,6 +65,28 @@ def cluster_member(broker) -> ClusterMember:
                          clock=broker.clock, on_readable=broker.append_waiters.notify,
                          on_role_change=lambda topic, partition, replica: _role_changed(broker, topic, partition,
                                                                                         replica))
+
+
+async def follow_acls(broker) -> None:
+    """A cluster's ACLs: all of ``/kafka-acl`` now, then each resource a ``/kafka-acl-changes``
+    notification names (Kafka's SimpleAclAuthorizer), re-read by this broker's event task."""
+    cluster, store = broker.cluster, broker.authorizer.store
+    try:
+        store.replace(await cluster.zk.acls())
+    except (ZooKeeperError, AclError) as exc:
+        logger.warning("cannot read the ACLs from ZooKeeper: %s (re-read as changes are notified)", exc)
+
+    async def changed(data: bytes) -> None:
+        resource = data.decode("utf-8", "replace")
+        try:
+            store.update(resource, await cluster.zk.acl(resource))
+        except AclError as exc:
+            logger.warning("ACLs of %s not applied: %s", resource, exc)
+        else:
+            logger.info("ACLs of %s re-read after a change notification", resource)
+
+    listener = NotificationListener(cluster.zk_client, ACL_CHANGES_PATH, ACL_CHANGE_PREFIX, changed)
+    await cluster.watch_children(ACL_CHANGES_PATH, listener.on_children)
 
 
 def export_view(broker):

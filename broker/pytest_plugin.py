@@ -646,7 +646,9 @@ class MinikafkaCluster:
 
     @property
     def inter_broker_listener(self) -> str:
-        return self.security_protocol
+        """The name of the listener the brokers dial each other on."""
+        named = self.overrides.get("inter.broker.listener.name") or self.overrides.get("security.inter.broker.protocol")
+        return (named or self.security_protocol).upper()
 
     def _security_overrides(self, broker_id: int) -> dict[str, str]:
         """The second listener, its certificates and the broker's own SASL account."""
@@ -717,10 +719,17 @@ class MinikafkaCluster:
         zk_host, _, zk_port = self.zookeeper_connect.split("/", 1)[0].split(",")[0].rpartition(":")
 
         def broker_address(broker_id: int):
-            # The listener the brokers dial each other on: the inter-broker one when it is not
-            # the first (PLAINTEXT) listener.
+            # Where the brokers dial each other: the inter-broker listener, at the port chosen
+            # for it here, or the one the broker printed (None until then: the proxy waits),
+            # or the first listener's when that is the inter-broker one.
             broker = self.broker(broker_id)
-            port = self._inter_broker_ports.get(broker_id) or broker.port
+            name = self.inter_broker_listener
+            if broker_id in self._inter_broker_ports:
+                port = self._inter_broker_ports[broker_id]
+            elif name == "PLAINTEXT" or not broker.listener_ports:
+                port = broker.port if name == "PLAINTEXT" else None
+            else:
+                port = broker.listener_ports.get(name)
             return (broker.host, port) if broker.running and port else None
 
         for frm in self.ids:

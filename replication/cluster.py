@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Awaitable, Callable, Mapping
 
 import trio
 
@@ -80,6 +80,14 @@ class ClusterMember:
         self._endpoint: tuple[str, int] | None = None
         self._controller_scope: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
+        # Paths watched for others (the ACL change notifications): path -> on_children.
+        self._children_handlers: dict[str, Callable[[list[str]], Awaitable[None]]] = {}
+
+    async def watch_children(self, path: str, on_children: Callable[[list[str]], Awaitable[None]]) -> None:
+        """Call ``on_children(children)`` with ``path``'s children now and after each change,
+        from this member's event task (so calls never overlap). Needs ``connect`` first."""
+        self._children_handlers[path] = on_children
+        await self.zk_client.watch_children(path)
 
     # ------------------------------------------------------------------ start-up
 
@@ -229,6 +237,10 @@ class ClusterMember:
                 await self._elect()
             elif current != self.node_id:
                 self._resign()
+            return
+        handler = self._children_handlers.get(event.path)
+        if handler is not None and event.kind == "children":
+            await handler(event.children)
             return
         kind = WATCHED.get(event.path) or WATCHED_DATA.get(event.path)
         if kind is not None and self.controller is not None:
