@@ -151,3 +151,74 @@ def test_sasl_plaintext_scram_cluster_and_a_broker_with_a_wrong_password_never_j
             assert cluster.broker_password not in broker.stderr_since_start()
         leaders_logs = "".join(cluster.broker(b).stderr_since_start() for b in (1, 2))
         assert "wrong password for user 'broker'" in leaders_logs
+
+
+# ------------------------------------------------------------------ one channel, one broker
+
+
+def _channel_security(tmp_path, ca, **settings: str):
+    """What a broker with ``settings`` dials its peers with (its own certificate from ``ca``)."""
+    from minikafka.broker.config import BrokerConfig
+    from minikafka.broker.security.inter_broker import channel_security
+
+    own, ca_path = tmp_path / "own.pem", tmp_path / "ca.pem"
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(own))
+    ca.cert_pem.write_to_path(str(ca_path))
+    protocol = settings.pop("protocol")
+    return channel_security(BrokerConfig({
+        "listeners": f"{protocol}://127.0.0.1:0", "security.inter.broker.protocol": protocol,
+        "ssl.keystore.location": str(own), "ssl.truststore.location": str(ca_path), **settings}))
+
+
+async def _api_versions(port: int, security) -> int:
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.replication.channel import BrokerChannel
+
+    channel = BrokerChannel("127.0.0.1", port, client_id="test", timeout_s=10, security=security)
+    try:
+        return (await channel.request(ApiKey.API_VERSIONS, 0, {})).error_code
+    finally:
+        await channel.aclose()
+
+
+@pytest.mark.timeout(60)
+async def test_endpoint_identification_checks_the_peer_certificates_host_name(tmp_path, minikafka_ca):
+    from minikafka.broker.pytest_plugin import MinikafkaBroker
+    from minikafka.replication.channel import AuthenticationError
+
+    # A peer whose certificate names another host than the one dialled.
+    keystore, ca_path = tmp_path / "peer.pem", tmp_path / "peer-ca.pem"
+    minikafka_ca.issue_cert("other.example").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    minikafka_ca.cert_pem.write_to_path(str(ca_path))
+    with MinikafkaBroker(tmp_path / "peer", {"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore),
+                                             "ssl.truststore.location": str(ca_path)}) as peer:
+        port = peer.listener_ports.get("SSL", peer.port)
+        unchecked = _channel_security(tmp_path, minikafka_ca, protocol="SSL")
+        assert await _api_versions(port, unchecked) == 0  # Kafka 0.10.2's default: no name check
+        checked = _channel_security(tmp_path, minikafka_ca, protocol="SSL",
+                                    **{"ssl.endpoint.identification.algorithm": "HTTPS"})
+        with pytest.raises(AuthenticationError, match="mismatch, certificate is not valid for .127.0.0.1."):
+            await _api_versions(port, checked)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+async def test_a_sasl_channel_authenticates_and_a_wrong_password_is_an_authentication_error(
+        tmp_path, minikafka_broker_factory, minikafka_ca, mechanism):
+    from minikafka.replication.channel import AuthenticationError
+
+    peer = minikafka_broker_factory(security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
+                                    users={"broker": "right-pw"})
+
+    def security(password: str):
+        module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
+        return _channel_security(tmp_path, minikafka_ca, protocol="SASL_PLAINTEXT", **{
+            "sasl.mechanism.inter.broker.protocol": mechanism,
+            "sasl.jaas.config": f'org.apache.kafka.common.security.{module} required '
+                                f'username="broker" password="{password}";'})
+
+    assert await _api_versions(peer.port, security("right-pw")) == 0
+    with pytest.raises(AuthenticationError, match=f"SASL {mechanism} as user 'broker': refused") as refused:
+        await _api_versions(peer.port, security("wrong-pw"))
+    assert "wrong-pw" not in str(refused.value)
+    assert "wrong-pw" not in peer.stderr_since_start()
