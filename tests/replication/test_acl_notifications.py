@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-import trio
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 
@@ -85,16 +84,9 @@ def _alice_may_write(cluster, broker_id: int) -> bool:
         producer.close()
 
 
-def _until(condition, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not {what} within {timeout} s"
-        time.sleep(0.2)
-
-
 @pytest.mark.zookeeper
 @pytest.mark.timeout(240)
-def test_an_acl_change_reaches_every_broker_of_a_secured_cluster(minikafka_cluster_factory):
+def test_an_acl_change_reaches_every_broker_of_a_secured_cluster(minikafka_cluster_factory, until):
     # The brokers replicate over SASL as User:broker, which the authorizer lets through as a
     # super user (a follower's Fetch needs ClusterAction); the fixture looks the cluster up as
     # User:ANONYMOUS on PLAINTEXT.
@@ -104,11 +96,11 @@ def test_an_acl_change_reaches_every_broker_of_a_secured_cluster(minikafka_clust
     cluster.create_topic("guarded", 1, 3)
     assert not any(_alice_may_write(cluster, b) for b in cluster.ids)
     _acls(cluster, "add", "--allow-principal", "User:alice", "--operation", "Write", "--topic", "guarded")
-    _until(lambda: _alice_may_write(cluster, cluster.leader("guarded", 0)), "the ACL at the leader")
+    until(lambda: _alice_may_write(cluster, cluster.leader("guarded", 0)), "the ACL at the leader", 20)
     for broker_id in cluster.ids:
         # Every broker, leader or not, re-read just that resource when notified.
-        _until(lambda: "ACLs of Topic:guarded re-read after a change notification"
+        until(lambda: "ACLs of Topic:guarded re-read after a change notification"
                in cluster.broker(broker_id).stderr_since_start(), f"broker {broker_id} notified")
     _acls(cluster, "remove", "--allow-principal", "User:alice", "--operation", "Write", "--topic", "guarded")
-    _until(lambda: not _alice_may_write(cluster, cluster.leader("guarded", 0)), "the removal at the leader")
+    until(lambda: not _alice_may_write(cluster, cluster.leader("guarded", 0)), "the removal at the leader")
     cluster.wait_for_full_isr(["guarded"])  # replication kept going as User:broker all along

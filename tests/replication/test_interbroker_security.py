@@ -6,7 +6,6 @@ against the server's."""
 from __future__ import annotations
 
 import base64
-import time
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
@@ -91,16 +90,9 @@ def _produce_and_consume(cluster: MinikafkaCluster, topic: str, count: int) -> N
     assert got[-count:] == [f"m{i}".encode() for i in range(count)]
 
 
-def _wait(condition, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not {what} within {timeout} s"
-        time.sleep(0.2)
-
-
 @pytest.mark.zookeeper
 @pytest.mark.timeout(240)
-def test_sasl_ssl_cluster_replicates_through_link_proxies_and_a_cut_follower_rejoins(minikafka_cluster_factory):
+def test_sasl_ssl_cluster_replicates_through_link_proxies_and_a_cut_follower_rejoins(minikafka_cluster_factory, until):
     cluster = minikafka_cluster_factory(3, security_protocol="SASL_SSL", users=USERS,
                                         **{"replica.lag.time.max.ms": "2000"})
     cluster.create_topic("secured", 1, 3)
@@ -112,10 +104,10 @@ def test_sasl_ssl_cluster_replicates_through_link_proxies_and_a_cut_follower_rej
     assert all(cluster.links[(f, leader)].live_connections for f in followers)
     follower = followers[0]
     cluster.partition([follower], [leader])
-    _wait(lambda: follower not in _isr(cluster, "secured"), f"broker {follower} out of the ISR")
+    until(lambda: follower not in _isr(cluster, "secured"), f"broker {follower} out of the ISR", 60)
     _produce_and_consume(cluster, "secured", 5)  # the two left in the ISR take acks=all
     cluster.heal()
-    _wait(lambda: _isr(cluster, "secured") == [1, 2, 3], f"broker {follower} back in the ISR")
+    until(lambda: _isr(cluster, "secured") == [1, 2, 3], f"broker {follower} back in the ISR", 60)
     for broker in cluster.brokers:
         log = broker.stderr_since_start()
         assert cluster.broker_password not in log and "alice-pw" not in log
@@ -124,7 +116,7 @@ def test_sasl_ssl_cluster_replicates_through_link_proxies_and_a_cut_follower_rej
 
 @pytest.mark.zookeeper
 @pytest.mark.timeout(240)
-def test_sasl_plaintext_scram_cluster_and_a_broker_with_a_wrong_password_never_joins(tmp_path, zookeeper):
+def test_sasl_plaintext_scram_cluster_and_a_broker_with_a_wrong_password_never_joins(tmp_path, zookeeper, until):
     wrong = "not-the-broker-password"
     with MinikafkaCluster(tmp_path / "c", 3, {"replica.lag.time.max.ms": "2000"},
                           zookeeper=zookeeper.connect_string, security_protocol="SASL_PLAINTEXT",
@@ -142,7 +134,7 @@ def test_sasl_plaintext_scram_cluster_and_a_broker_with_a_wrong_password_never_j
         _produce_and_consume(cluster, "scrammed", 5)
         # It registered, and the leader refuses its fetches: it stays out of the ISR.
         refusal = "SASL SCRAM-SHA-256 as user 'broker': refused"
-        _wait(lambda: cluster.broker(3).stderr_since_start().count(refusal) >= 2, "broker 3 refused twice")
+        until(lambda: cluster.broker(3).stderr_since_start().count(refusal) >= 2, "broker 3 refused twice", 60)
         assert 3 not in _isr(cluster, "scrammed")
         own_log = cluster.broker(3).stderr_since_start()
         assert "refused" in own_log and wrong not in own_log
