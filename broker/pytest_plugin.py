@@ -934,6 +934,14 @@ class MinikafkaCluster:
         if self._kazoo is None:
             from kazoo.client import KazooClient
 
+            hosts = self.zookeeper_connect.split("/", 1)[0]
+            root = KazooClient(hosts=hosts)  # the chroot first: SCRAM users go in before any broker
+            root.start(timeout=15)
+            try:
+                root.ensure_path(self.chroot)
+            finally:
+                root.stop()
+                root.close()
             self._kazoo = KazooClient(hosts=self.zookeeper_connect)
             self._kazoo.start(timeout=15)
         return self._kazoo
