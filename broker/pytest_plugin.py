@@ -23,6 +23,9 @@ sasl_mechanism="SCRAM-SHA-256", users={"alice": "secret"})`` starts a broker who
 speaks that protocol, with certificates from a per-session ``trustme`` CA; and
 ``broker.client_config("kafka-python" | "aiokafka" | "confluent-kafka")`` gives the settings a
 client needs to connect to it (as the first user unless ``user=`` names another).
+``minikafka_cluster_factory`` takes the same options: the brokers then also replicate over
+that listener, authenticating to each other as ``BROKER_USER``, and ``cluster.client_config()``
+gives a client's settings.
 
 Brokers are started for tests (``--test-control``), so a test can make one fail on demand:
 ``broker.inject("Produce", ["NOT_LEADER_FOR_PARTITION", 6])``, ``broker.delay("Fetch", ms=500)``,
