@@ -545,7 +545,8 @@ class MinikafkaCluster:
     ``sasl_mechanism``, PLAIN by default; SCRAM users go to ZooKeeper's
     ``/config/users``), certificates come from ``ca`` (a ``trustme.CA``), ``users`` are the
     clients' accounts and ``client_config()`` the settings a client needs. The first listener
-    stays PLAINTEXT for the fixture's own look-ups, and the link proxies forward to the
+    stays PLAINTEXT for the fixture's own look-ups (as ``User:ANONYMOUS``: a super user when an
+    authorizer is on), and the link proxies forward to the
     inter-broker listener. These settings go in each broker's ``security.properties`` (mode
     0600, ``broker.config_path``), the overrides, which come after them, on the command line.
     ``broker_overrides`` gives single brokers settings of their own.
