@@ -118,6 +118,11 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "PlainLoginModule required user_NAME=\"PASSWORD\" ...; Per listener and mechanism: "
               "listener.name.NAME.plain.sasl.jaas.config. SCRAM users live in the log dir "
               "(minikafka users)."),
+    ConfigKey("sasl.mechanism.inter.broker.protocol", "enum", "PLAIN",
+              "SASL mechanism brokers authenticate to each other with on a SASL inter-broker "
+              "listener; the broker's own username/password come from that listener's "
+              "listener.name.NAME.MECHANISM.sasl.jaas.config. Kafka's default is GSSAPI, which "
+              "minikafka does not offer.", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
     ConfigKey("log.dirs", "list", _UNSET, "Data directories (comma-separated); overrides log.dir."),
     ConfigKey("log.dir", "string", DEFAULT_LOG_DIR, "Data directory used when log.dirs is unset."),
     ConfigKey("num.partitions", "int", 1, "Partitions of an auto-created topic.", minimum=1),
@@ -689,11 +694,10 @@ class BrokerConfig:
 
     def _check_inter_broker_listener(self) -> None:
         listener = self.inter_broker_listener()
-        if self.zookeeper_connect is not None and listener.uses_sasl:
-            # The inter-broker channel (replication.channel) speaks TLS but not SASL yet.
-            raise ConfigError(f"inter.broker.listener.name: listener {listener.name} is "
-                              f"{listener.security_protocol}; brokers talk to each other over a "
-                              "PLAINTEXT or SSL listener only")
+        if self.zookeeper_connect is not None and (listener.uses_tls or listener.uses_sasl):
+            from minikafka.broker.security.inter_broker import channel_security
+
+            channel_security(self)  # the broker's own credentials and certificates load
 
     def advertised_address(self, bound_port: int, listener: Listener | None = None) -> tuple[str, int]:
         """The (host, port) Metadata reports for ``listener`` (default the first):
