@@ -65,9 +65,57 @@ static inline void write_uint32(unsigned char *p, uint32_t v)
     p[3] = (unsigned char)v;
 }
 
+/* CRC-32 (IEEE, as zlib's). zlib's crc32 costs about 0.2-0.3 us a call on a 100-byte message
+   here (its braided loop has a fixed cost per call), three to five times this slicing-by-8
+   table loop; on long inputs zlib is as fast or faster, so it takes those. */
+#define SHORT_CRC_LIMIT 512
+static uint32_t crc_table[8][256];
+
+static void make_crc_table(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+static uint32_t crc32_ieee(const unsigned char *p, size_t n)
+{
+    if (n >= SHORT_CRC_LIMIT)
+        return (uint32_t)crc32(0L, p, (uInt)n);
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t a = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t b = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        c = crc_table[7][a & 0xFF] ^ crc_table[6][(a >> 8) & 0xFF] ^ crc_table[5][(a >> 16) & 0xFF] ^
+            crc_table[4][a >> 24] ^ crc_table[3][b & 0xFF] ^ crc_table[2][(b >> 8) & 0xFF] ^
+            crc_table[1][(b >> 16) & 0xFF] ^ crc_table[0][b >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
 static inline uint32_t message_crc(const unsigned char *buf, Py_ssize_t position, Py_ssize_t end)
 {
-    return (uint32_t)crc32(0L, buf + position + MAGIC_POSITION, (uInt)(end - position - MAGIC_POSITION));
+    return crc32_ieee(buf + position + MAGIC_POSITION, (size_t)(end - position - MAGIC_POSITION));
+}
+
+static PyObject *crc32_function(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t crc = crc32_ieee(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
 }
 
 /* Raise RecordError(code, message formatted as by PyUnicode_FromFormat); always NULL. */
@@ -122,19 +170,24 @@ static int indexing_add(Indexing *ix, Py_ssize_t position, int64_t last_offset, 
 
 static PyObject *assign_loop(PyObject *self, PyObject *args)
 {
-    PyObject *out, *assign_wrapper;
+    PyObject *buf, *assign_wrapper;
     long long next_offset, now_ms, max_message_bytes, earliest, latest, index_after, index_interval;
     int log_append_time;
-    if (!PyArg_ParseTuple(args, "OLLLpLLLLO:assign_loop", &out, &next_offset, &now_ms, &max_message_bytes,
+    if (!PyArg_ParseTuple(args, "OLLLpLLLLO:assign_loop", &buf, &next_offset, &now_ms, &max_message_bytes,
                           &log_append_time, &earliest, &latest, &index_after, &index_interval, &assign_wrapper))
         return NULL;
-    Py_buffer view;
-    /* Held until the end: the bytearray cannot be resized meanwhile, so `b` stays valid
-       while _assign_wrapper rewrites wrappers in place. */
-    if (PyObject_GetBuffer(out, &view, PyBUF_WRITABLE) < 0)
+    Py_buffer input;
+    if (PyObject_GetBuffer(buf, &input, PyBUF_SIMPLE) < 0)
         return NULL;
-    unsigned char *b = view.buf;
-    Py_ssize_t length = view.len;
+    /* The output is the one copy of the set: a bytes object nobody else has seen yet, written
+       in place here, and through `writable` (a memoryview of its memory) by _assign_wrapper. */
+    PyObject *out = PyBytes_FromStringAndSize(input.buf, input.len);
+    PyBuffer_Release(&input);
+    if (out == NULL)
+        return NULL;
+    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t length = PyBytes_GET_SIZE(out);
+    PyObject *writable = NULL;
     PyObject *replacements = NULL, *result = NULL;
     Indexing ix = {NO_TIMESTAMP, -1, -1, index_after, index_interval, PyList_New(0)};
     if (ix.points == NULL)
@@ -203,7 +256,9 @@ static PyObject *assign_loop(PyObject *self, PyObject *args)
 
         int64_t entry_timestamp, last_offset;
         if (attributes & CODEC_MASK) {
-            PyObject *answer = PyObject_CallFunction(assign_wrapper, "OnnLLOLL", out, position, (Py_ssize_t)end,
+            if (writable == NULL && (writable = PyMemoryView_FromMemory((char *)b, length, PyBUF_WRITE)) == NULL)
+                goto done;
+            PyObject *answer = PyObject_CallFunction(assign_wrapper, "OnnLLOLL", writable, position, (Py_ssize_t)end,
                                                      (long long)offset, now_ms,
                                                      log_append_time ? Py_True : Py_False, earliest, latest);
             if (answer == NULL)
@@ -270,13 +325,14 @@ static PyObject *assign_loop(PyObject *self, PyObject *args)
             goto done;
         position = (Py_ssize_t)end;
     }
-    result = Py_BuildValue("(LLLLOO)", (long long)offset, (long long)ix.max_timestamp,
+    result = Py_BuildValue("(OLLLLOO)", out, (long long)offset, (long long)ix.max_timestamp,
                            (long long)ix.offset_of_max_timestamp, (long long)ix.first_untimed, ix.points,
                            replacements ? replacements : Py_None);
 done:
     Py_XDECREF(ix.points);
     Py_XDECREF(replacements);
-    PyBuffer_Release(&view);
+    Py_XDECREF(writable);
+    Py_DECREF(out);
     return result;
 }
 
@@ -470,6 +526,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"crc32", crc32_function, METH_O, "CRC-32 of a bytes-like object, as zlib.crc32 (the loops' own)."},
     {"assign_loop", assign_loop, METH_VARARGS, "validate_and_assign's per-message loop (see _py_assign_loop)."},
     {"scan_inner", scan_inner, METH_VARARGS, "Check a decompressed inner set (see _py_scan_inner)."},
     {"shallow_loop", shallow_loop, METH_VARARGS, "validate_given_offsets' loop (see _py_shallow_loop)."},
@@ -497,5 +554,6 @@ PyMODINIT_FUNC PyInit__records(void)
     Py_DECREF(codes);
     if (CORRUPT_MESSAGE == NULL || MESSAGE_TOO_LARGE == NULL || INVALID_TIMESTAMP == NULL)
         return NULL;
+    make_crc_table();
     return PyModule_Create(&module);
 }

@@ -524,7 +524,6 @@ def validate_and_assign(
         raise _corrupt("empty message set")
     if length > _MAGIC_POSITION and buf[_MAGIC_POSITION] == RECORD_BATCH_MAGIC:
         buf = _magic_1_from_record_batches(buf, config.max_message_bytes)
-    out = bytearray(buf)
     interval = config.index_interval_bytes
     if index_after is None:
         index_after = interval
@@ -532,8 +531,8 @@ def validate_and_assign(
     # Clamped to int64, where every timestamp lies, so the native loop can compare them.
     earliest = max(now_ms - config.max_timestamp_difference_ms, _INT64_MIN)
     latest = min(now_ms + config.max_timestamp_difference_ms, _INT64_MAX)
-    offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements = _assign_loop(
-        out, next_offset, now_ms, config.max_message_bytes, log_append_time, earliest, latest,
+    out, offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements = _assign_loop(
+        buf, next_offset, now_ms, config.max_message_bytes, log_append_time, earliest, latest,
         index_after, interval, _assign_wrapper,
     )
     if replacements:
@@ -542,7 +541,7 @@ def validate_and_assign(
         # timestamps, so positions and offsets are all the index needs.
         points = _untimed_index_points(out, index_after, interval)
     return ValidatedSet(
-        buffer=bytes(out),
+        buffer=out,
         first_offset=next_offset,
         last_offset=offset - 1,
         max_timestamp=max_timestamp,
@@ -564,7 +563,7 @@ def _first_timestamp(out) -> int:
 
 
 def _py_assign_loop(
-    out: bytearray,
+    buf,
     next_offset: int,
     now_ms: int,
     max_message_bytes: int,
@@ -574,14 +573,16 @@ def _py_assign_loop(
     index_after: int,
     index_interval: int,
     assign_wrapper,
-) -> tuple[int, int, int, int, list, dict[int, bytes] | None]:
-    """``validate_and_assign``'s per-message loop over ``out`` (a copy it rewrites in place).
+) -> tuple[bytes, int, int, int, int, list, dict[int, bytes] | None]:
+    """``validate_and_assign``'s per-message loop over ``buf``.
 
-    Returns the next free offset, the max timestamp and its offset, the first untimed
-    offset, the index points and the replacement entries by position (recompressed magic 0
-    wrappers; None if there are none). Wrappers go to ``assign_wrapper``
-    (``_assign_wrapper``). ``_records.assign_loop`` is the same loop in C: keep them in step.
+    Returns the set with offsets (and LogAppendTime) written in, the next free offset, the
+    max timestamp and its offset, the first untimed offset, the index points and the
+    replacement entries by position (recompressed magic 0 wrappers; None if there are none).
+    Wrappers go to ``assign_wrapper`` (``_assign_wrapper``). ``_records.assign_loop`` is the
+    same loop in C: keep them in step.
     """
+    out = bytearray(buf)
     length = len(out)
     view = memoryview(out)
     max_size = max_message_bytes - LOG_OVERHEAD
@@ -670,7 +671,7 @@ def _py_assign_loop(
             position = end
     finally:
         view.release()
-    return offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements
+    return bytes(out), offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements
 
 
 def _magic_1_from_record_batches(buf, max_message_bytes: int) -> bytes:
@@ -736,7 +737,7 @@ def _invalid_timestamp(timestamp: int, now_ms: int) -> RecordError:
 
 
 def _assign_wrapper(
-    out: bytearray,
+    out,
     position: int,
     end: int,
     next_offset: int,
@@ -745,8 +746,8 @@ def _assign_wrapper(
     earliest: int,
     latest: int,
 ) -> tuple[int, int, bytes | None]:
-    """Validate the wrapper at ``position`` (its outer CRC and lengths already checked) and
-    assign its offsets.
+    """Validate the wrapper at ``position`` of ``out`` (a writable buffer: the set being
+    assigned; its outer CRC and lengths already checked) and assign its offsets.
 
     Returns the next free offset, the entry's max timestamp, and either None (rewritten in
     place in ``out``) or the bytes of a recompressed replacement entry.
@@ -864,7 +865,7 @@ def _recompressed_magic_0_wrapper(inner: bytes, first_offset: int, codec: Codec)
     return bytes(out)
 
 
-def _splice(out: bytearray, replacements: dict[int, bytes]) -> bytearray:
+def _splice(out: bytes, replacements: dict[int, bytes]) -> bytes:
     """``out`` with the entries at the given positions replaced."""
     spliced = bytearray()
     position = 0
@@ -873,10 +874,10 @@ def _splice(out: bytearray, replacements: dict[int, bytes]) -> bytearray:
         position = start + LOG_OVERHEAD + _INT32.unpack_from(out, start + 8)[0]
         spliced += replacements[start]
     spliced += out[position:]
-    return spliced
+    return bytes(spliced)
 
 
-def _untimed_index_points(out: bytearray, index_after: int, interval: int) -> list[tuple[int, int, int, int, int]]:
+def _untimed_index_points(out: bytes, index_after: int, interval: int) -> list[tuple[int, int, int, int, int]]:
     """Index points of a validated magic 0 set (no timestamps), from its entry heads."""
     points = []
     first_untimed = -1

@@ -343,12 +343,17 @@ class LogSegment:
         if start == 0:
             self._rolling_base_timestamp = validated.first_timestamp if validated.first_timestamp >= 0 else now
         seg_max, seg_offset = self.max_timestamp, self.offset_of_max_timestamp
-        if validated.index_points:
-            offset_entries, time_entries = [], []
-            for position, last_offset, max_timestamp, offset_of_max, first_untimed in validated.index_points:
-                offset_entries.append((last_offset, start + position))
-                timestamp, offset = _counting_untimed_at(now, max_timestamp, offset_of_max, first_untimed)
-                time_entries.append((timestamp, offset) if timestamp > seg_max else (seg_max, seg_offset))
+        points = validated.index_points
+        if points:
+            offset_entries = [(last_offset, start + position) for position, last_offset, *_ in points]
+            if validated.first_untimed_offset < 0:  # every entry has a timestamp: the usual case
+                time_entries = [(max_timestamp, offset) if max_timestamp > seg_max else (seg_max, seg_offset)
+                                for _, _, max_timestamp, offset, _ in points]
+            else:
+                time_entries = []
+                for _, _, max_timestamp, offset_of_max, first_untimed in points:
+                    timestamp, offset = _counting_untimed_at(now, max_timestamp, offset_of_max, first_untimed)
+                    time_entries.append((timestamp, offset) if timestamp > seg_max else (seg_max, seg_offset))
             added = self.offset_index.append_many(offset_entries)
             if added:
                 self.time_index.append_many(time_entries[:added])
