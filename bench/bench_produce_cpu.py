@@ -5,7 +5,8 @@ that differ only in how ``protocol.records`` validates, side by side in one run.
     python3 bench/bench_produce_cpu.py --count 300000 --runs 3 \\
         --broker before=/usr/bin/python3                    # plus another checkout's broker
 
-Each run starts every broker fresh (``minikafka serve --ephemeral``), in turn, and for each codec
+Each run starts every broker fresh (``minikafka serve --ephemeral``), in turn (rotating which
+goes first), and for each codec
 produces ``--count`` values to a new single-partition topic with confluent-kafka's defaults
 (acks=1 at librdkafka 2.x is acks=all on one broker: the same thing), then consumes them back
 from offset 0. Printed per broker and codec, medians over the runs: produce msg/s, the broker
@@ -69,7 +70,8 @@ def main() -> None:
     values = make_values(args.count, SIZE)
     figures: dict[tuple[str, str], dict[str, list[float]]] = {}
     for run in range(args.runs):
-        for name, python, env in brokers:
+        # Each run starts with another broker, so none always goes first on a busy machine.
+        for name, python, env in brokers[run % len(brokers):] + brokers[:run % len(brokers)]:
             process, bootstrap = start(python, env)
             try:
                 for codec in CODECS:

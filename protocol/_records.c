@@ -136,6 +136,50 @@ static PyObject *refuse(PyObject *code, const char *format, ...)
     return NULL;
 }
 
+/* A message's fixed head, read as the layout of `magic` says (the set's or the wrapper's: a
+   message of another magic is refused after its size is checked). */
+typedef struct {
+    int64_t offset;
+    int32_t size;
+    uint32_t crc;
+    int magic;
+    int attributes;
+    int64_t timestamp; /* NO_TIMESTAMP for magic 0 */
+    int32_t key_length;
+    int32_t value_length; /* right only when the key is null: see lengths_check */
+    int64_t end;          /* the entry's end in its buffer */
+} Head;
+
+static inline void read_head(const unsigned char *b, Py_ssize_t position, int magic, Head *h)
+{
+    const unsigned char *p = b + position;
+    h->offset = read_int64(p);
+    h->size = read_int32(p + 8);
+    h->crc = read_uint32(p + CRC_POSITION);
+    h->magic = (int8_t)p[MAGIC_POSITION];
+    h->attributes = (int8_t)p[ATTRIBUTES_POSITION];
+    h->timestamp = magic ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
+    h->key_length = read_int32(p + HEAD_SIZE(magic) - 8);
+    h->value_length = read_int32(p + HEAD_SIZE(magic) - 4);
+    h->end = (int64_t)position + LOG_OVERHEAD + h->size;
+}
+
+/* Key and value lengths must add up to the message's end: 0 if they do, else 'k' (bad key
+   length) or 'v' (bad value length, then stored in h->value_length for the message). */
+static inline int lengths_check(const unsigned char *b, Py_ssize_t position, int magic, Head *h)
+{
+    int64_t value_length_position = position + NULL_KEY_VALUE_POSITION(magic);
+    if (h->key_length != -1) {
+        value_length_position += h->key_length;
+        if (h->key_length < -1 || value_length_position + 4 > h->end)
+            return 'k';
+        h->value_length = read_int32(b + value_length_position);
+    }
+    if (value_length_position + 4 + (h->value_length > 0 ? h->value_length : 0) != h->end || h->value_length < -1)
+        return 'v';
+    return 0;
+}
+
 /* The running max timestamp / first untimed offset, and the index points (see ValidatedSet). */
 typedef struct {
     int64_t max_timestamp;
@@ -200,7 +244,6 @@ static PyObject *assign_loop(PyObject *self, PyObject *args)
         goto done;
     }
     const Py_ssize_t head_size = HEAD_SIZE(set_magic), min_size = MIN_MESSAGE_SIZE(set_magic);
-    const Py_ssize_t value_position = NULL_KEY_VALUE_POSITION(set_magic);
     Py_ssize_t position = 0;
     while (position < length) {
         const unsigned char *p = b + position;
@@ -211,14 +254,11 @@ static PyObject *assign_loop(PyObject *self, PyObject *args)
                 refuse(CORRUPT_MESSAGE, "message set ends in a truncated message at byte %zd", position);
             goto done;
         }
-        int32_t size = read_int32(p + 8);
-        uint32_t crc = read_uint32(p + CRC_POSITION);
-        int magic = (int8_t)p[MAGIC_POSITION];
-        int attributes = (int8_t)p[ATTRIBUTES_POSITION];
-        int64_t timestamp = set_magic ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
-        int32_t key_length = read_int32(p + head_size - 8);
-        int32_t value_length = read_int32(p + head_size - 4);
-        int64_t end = (int64_t)position + LOG_OVERHEAD + size;
+        Head h;
+        read_head(b, position, set_magic, &h);
+        int32_t size = h.size;
+        int magic = h.magic, attributes = h.attributes;
+        int64_t timestamp = h.timestamp, end = h.end;
         if (size < min_size) {
             refuse(CORRUPT_MESSAGE, "message at byte %zd has impossible size %d", position, size);
             goto done;
@@ -236,21 +276,16 @@ static PyObject *assign_loop(PyObject *self, PyObject *args)
             refuse(CORRUPT_MESSAGE, "message set mixes magic %d and magic %d", set_magic, magic);
             goto done;
         }
-        if (message_crc(b, position, end) != crc) {
+        if (message_crc(b, position, end) != h.crc) {
             refuse(CORRUPT_MESSAGE, "message at byte %zd fails its CRC check", position);
             goto done;
         }
-        int64_t value_length_position = position + value_position;
-        if (key_length != -1) {
-            value_length_position += key_length;
-            if (key_length < -1 || value_length_position + 4 > end) {
-                refuse(CORRUPT_MESSAGE, "message at byte %zd has a bad key length %d", position, key_length);
-                goto done;
-            }
-            value_length = read_int32(b + value_length_position);
-        }
-        if (value_length_position + 4 + (value_length > 0 ? value_length : 0) != end || value_length < -1) {
-            refuse(CORRUPT_MESSAGE, "message at byte %zd has a bad value length %d", position, value_length);
+        switch (lengths_check(b, position, set_magic, &h)) {
+        case 'k':
+            refuse(CORRUPT_MESSAGE, "message at byte %zd has a bad key length %d", position, h.key_length);
+            goto done;
+        case 'v':
+            refuse(CORRUPT_MESSAGE, "message at byte %zd has a bad value length %d", position, h.value_length);
             goto done;
         }
 
@@ -357,7 +392,6 @@ static PyObject *scan_inner(PyObject *self, PyObject *args)
     Py_ssize_t length = view.len;
     PyObject *result = NULL;
     const Py_ssize_t head_size = HEAD_SIZE(magic), min_size = MIN_MESSAGE_SIZE(magic);
-    const Py_ssize_t value_position = NULL_KEY_VALUE_POSITION(magic);
     long long count = 0;
     int64_t max_timestamp = NO_TIMESTAMP;
     Py_ssize_t position = 0;
@@ -371,44 +405,33 @@ static PyObject *scan_inner(PyObject *self, PyObject *args)
                        wrapper_offset, read_int32(p + 8));
             goto done;
         }
-        int64_t inner_offset = read_int64(p);
-        int32_t size = read_int32(p + 8);
-        uint32_t crc = read_uint32(p + CRC_POSITION);
-        int inner_magic = (int8_t)p[MAGIC_POSITION];
-        int attributes = (int8_t)p[ATTRIBUTES_POSITION];
-        int64_t timestamp = magic ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
-        int32_t key_length = read_int32(p + head_size - 8);
-        int32_t value_length = read_int32(p + head_size - 4);
-        int64_t end = (int64_t)position + LOG_OVERHEAD + size;
-        if (size < min_size || end > length) {
+        Head h;
+        read_head(b, position, magic, &h);
+        int64_t inner_offset = h.offset, timestamp = h.timestamp, end = h.end;
+        if (h.size < min_size || end > length) {
             refuse(CORRUPT_MESSAGE, "compressed message at offset %lld has an inner message of bad size %d",
-                   wrapper_offset, size);
+                   wrapper_offset, h.size);
             goto done;
         }
-        if (inner_magic != magic) {
+        if (h.magic != magic) {
             refuse(CORRUPT_MESSAGE, "compressed message at offset %lld (magic %d) holds a magic %d message",
-                   wrapper_offset, magic, inner_magic);
+                   wrapper_offset, magic, h.magic);
             goto done;
         }
-        if (attributes & CODEC_MASK) {
+        if (h.attributes & CODEC_MASK) {
             refuse(CORRUPT_MESSAGE, "compressed message at offset %lld nests compression", wrapper_offset);
             goto done;
         }
-        if (message_crc(b, position, end) != crc) {
+        if (message_crc(b, position, end) != h.crc) {
             refuse(CORRUPT_MESSAGE, "inner message %lld of compressed message at offset %lld fails its CRC check",
                    count, wrapper_offset);
             goto done;
         }
-        int64_t value_length_position = position + value_position;
-        if (key_length != -1) {
-            value_length_position += key_length;
-            if (key_length < -1 || value_length_position + 4 > end) {
-                refuse(CORRUPT_MESSAGE, "inner message of offset %lld has a bad key length", wrapper_offset);
-                goto done;
-            }
-            value_length = read_int32(b + value_length_position);
-        }
-        if (value_length_position + 4 + (value_length > 0 ? value_length : 0) != end || value_length < -1) {
+        switch (lengths_check(b, position, magic, &h)) {
+        case 'k':
+            refuse(CORRUPT_MESSAGE, "inner message of offset %lld has a bad key length", wrapper_offset);
+            goto done;
+        case 'v':
             refuse(CORRUPT_MESSAGE, "inner message of offset %lld has a bad value length", wrapper_offset);
             goto done;
         }

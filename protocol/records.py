@@ -940,7 +940,9 @@ def _py_shallow_loop(
 ) -> tuple[int, int, int, int, int, int, int, list]:
     """``validate_given_offsets``' loop: returns the end of the last whole entry, first and
     last offset, entry count, max timestamp and its offset, first untimed offset and index
-    points. ``_records.shallow_loop`` is the same loop in C: keep them in step."""
+    points. ``_records.shallow_loop`` is the same loop in C: keep them in step. The running
+    max / index point bookkeeping is written out as in ``_py_assign_loop`` rather than called
+    (a call per message is what these loops cannot afford; the C loops share indexing_add)."""
     view = memoryview(buf)
     length = len(view)
     points: list[tuple[int, int, int, int, int]] = []
