@@ -233,7 +233,8 @@ class ReplicaFetcher:
         records = entry.records
         if records:
             try:
-                replica.log.append_as_follower(bytes(records))
+                # A view of the response frame, not a copy: validation makes the bytes to keep.
+                replica.log.append_as_follower(records)
             except RecordError as exc:
                 logger.error("%s-%d: a set fetched from leader %d was refused (%s): stopping this "
                              "partition's replication", replica.topic, replica.partition, self.leader_id, exc)

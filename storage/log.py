@@ -250,7 +250,7 @@ class Log:
             self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
             return self._append(validated, validate, now)
 
-    def append_as_follower(self, records: bytes) -> AppendResult:
+    def append_as_follower(self, records: bytes | memoryview) -> AppendResult:
         """Append a leader's set keeping its offsets (strictly increasing, >= log end),
         checked shallowly (see ``validate_given_offsets``: ``first_offset`` and
         ``record_count`` of the result are the first shallow entry's offset and the number
