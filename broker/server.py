@@ -510,20 +510,34 @@ class Broker:
         return self._group_coordinator
 
     async def groups(self):
-        """The running group coordinator. A single broker starts it on the first group
-        request, as Kafka creates ``__consumer_offsets`` on the first FindCoordinator: the
-        topic is created, or its snapshots and events loaded, in a worker thread while that
-        request (and any other group request) waits; other requests go on being served."""
+        """The group coordinator, started. A single broker starts it at the first group
+        request, as Kafka creates ``__consumer_offsets`` at the first FindCoordinator: the
+        topic is created, or its snapshots and events loaded, in a worker thread while the
+        group requests wait; other requests go on being served. If the disk refuses, that is
+        logged and the coordinator stays stopped, answering COORDINATOR_NOT_AVAILABLE (which
+        clients retry), and the next group request tries again."""
         coordinator = self.group_coordinator
         if not self._groups_running:
             async with self._groups_starting:
                 if not self._groups_running:
-                    # Under the topic lock: a CreateTopics of __consumer_offsets must see it.
-                    async with self._topic_admin:
-                        await trio.to_thread.run_sync(coordinator.startup)
+                    try:
+                        # Under the topic lock: a CreateTopics of __consumer_offsets must see it.
+                        async with self._topic_admin:
+                            await trio.to_thread.run_sync(coordinator.startup)
+                    except OSError as exc:
+                        logger.error("cannot start the group coordinator: %s", exc.strerror or exc)
+                        return coordinator
                     await self._nursery.start(coordinator.run)
                     self._groups_running = True
         return coordinator
+
+    async def _start_groups(self) -> None:
+        """:meth:`groups` in the background: a failure is the group requests' to report, not
+        the broker's to die of."""
+        try:
+            await self.groups()
+        except Exception:
+            logger.exception("cannot start the group coordinator")
 
     # ------------------------------------------------------------------ topics
 
@@ -716,7 +730,12 @@ class Broker:
         ``__consumer_offsets`` partition."""
         if self.cluster is not None:
             return await cluster_mode().group_coordinator(self, group_id, listener_name)
-        error = (await self.groups()).find_coordinator(group_id)
+        if not self._groups_running:
+            # The answer (this broker) does not wait for the coordinator to start: a consumer
+            # looks it up first thing, and its fetches share the connection behind this answer.
+            self._nursery.start_soon(self._start_groups)
+            return ErrorCode.NONE, (self.node_id, *self.advertised_endpoint(listener_name))
+        error = self.group_coordinator.find_coordinator(group_id)
         return error, (None if error else (self.node_id, *self.advertised_endpoint(listener_name)))
 
     async def prepare_shutdown(self) -> None:

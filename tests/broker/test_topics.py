@@ -21,9 +21,9 @@ def user_topics(broker) -> dict[str, int]:
 
 
 async def use_a_group(client) -> None:
-    """A consumer's first group request: the broker creates ``__consumer_offsets`` then, as
-    Kafka does at the first FindCoordinator."""
-    assert (await client.request(ApiKey.FIND_COORDINATOR, 0, {"key": "some-group"})).error_code == 0
+    """A group request: the broker creates ``__consumer_offsets`` for the first one, as Kafka
+    does at the first FindCoordinator (which it answers without waiting for that)."""
+    assert (await client.request(ApiKey.LIST_GROUPS, 0, {})).error_code == 0
 
 
 def create_body(*topics: dict, validate_only: bool = False) -> dict:
@@ -105,6 +105,19 @@ async def test_consumer_offsets_is_created_by_the_first_group_request(broker, cl
     assert broker.topics() == {"__consumer_offsets": broker.group_coordinator.config.offsets_topic_num_partitions}
     await use_a_group(client)  # started once only
     assert broker.topics() == {"__consumer_offsets": broker.group_coordinator.config.offsets_topic_num_partitions}
+
+
+async def test_find_coordinator_answers_before_the_coordinator_has_started(start_broker, connect):
+    """The first FindCoordinator is answered at once (the answer is this broker whatever the
+    coordinator's state); the coordinator starts meanwhile, and the group's requests wait for it."""
+    broker = await start_broker({"offsets.topic.num.partitions": "2"})
+    client = await connect(broker)
+    found = await client.request(ApiKey.FIND_COORDINATOR, 0, {"key": "early"})
+    assert (found.error_code, found.node_id, found.port) == (0, 0, broker.advertised_port)
+    fetched = await client.request(ApiKey.OFFSET_FETCH, 1, {"group_id": "early", "topics": [
+        {"name": "t", "partition_indexes": [0]}]})
+    assert fetched.topics[0].partitions[0].committed_offset == -1
+    assert broker.topics() == {"__consumer_offsets": 2}
 
 
 async def test_cluster_id_is_stable_per_data_dir(broker_config):
