@@ -2,6 +2,7 @@
 
     python3 bench/bench_latency.py                       # this checkout's broker, 5 start-ups
     python3 bench/bench_latency.py --python /usr/bin/python3 --runs 3 --rounds 500
+    python3 bench/bench_latency.py --python A/python --python B/python   # two checkouts, interleaved
 
 It prints, each a median over ``--runs`` fresh processes:
 
@@ -236,47 +237,60 @@ def minikafka_command(python: str, port: int, log_dir: str) -> list[str]:
     return [python, "-m", "minikafka.broker", "serve", "--port", str(port), "--log-dir", log_dir]
 
 
+def _ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--python", default=sys.executable,
-                        help="interpreter that runs the broker (its minikafka is measured)")
-    parser.add_argument("--runs", type=int, default=5, help="fresh broker processes for start-up")
-    parser.add_argument("--rounds", type=int, default=2000, help="measured produce round trips")
+    parser.add_argument("--python", action="append",
+                        help="interpreter that runs the broker (its minikafka is measured); give it "
+                             "twice or more to compare checkouts, their runs interleaved "
+                             "(default: this interpreter)")
+    parser.add_argument("--runs", type=int, default=5, help="fresh broker processes for start-up, each")
+    parser.add_argument("--rounds", type=int, default=2000, help="measured produce round trips, each")
     args = parser.parse_args()
-
-    interpreter, with_trio = python_floors(args.python)
-    print(f"python floor: interpreter {interpreter * 1000:.1f} ms, "
-          f"interpreter + import trio {with_trio * 1000:.1f} ms  ({args.python})")
+    pythons = args.python or [sys.executable]
     env = python_env()
     workdir = tempfile.mkdtemp(prefix="minikafka-latency-")
     try:
-        runs = []
-        for i in range(args.runs + 1):
+        floors = {python: python_floors(python) for python in pythons}
+        startups: dict[str, list[Startup]] = {python: [] for python in pythons}
+        for i in range(args.runs + 1):  # interleaved: load on a shared machine hits all alike
+            for python in pythons:
+                port = free_port()
+                command = minikafka_command(python, port, os.path.join(workdir, f"{len(startups[python])}-{i}"))
+                run = measure_startup(command, f"127.0.0.1:{port}", ready_prefix="minikafka ready:", env=env)
+                if i:  # the first round was the warm-up
+                    startups[python].append(run)
+        latencies = {}
+        for python in pythons:
             port = free_port()
-            runs.append(measure_startup(minikafka_command(args.python, port, os.path.join(workdir, f"s{i}")),
-                                        f"127.0.0.1:{port}", ready_prefix="minikafka ready:", env=env))
-        runs = runs[1:]  # the first one was the warm-up
-        median = lambda values: statistics.median(values) * 1000  # noqa: E731
-        print(f"spawn -> ready line {median([r.ready for r in runs]):.1f} ms, "
-              f"-> port open {median([r.port_open for r in runs]):.1f} ms, "
-              f"-> first consumed message {median([r.first_message for r in runs]):.1f} ms; "
-              f"port open -> first message {median([r.port_to_first_message for r in runs]):.1f} ms "
-              f"(medians of {args.runs})")
-
-        port = free_port()
-        process = subprocess.Popen(minikafka_command(args.python, port, os.path.join(workdir, "latency")),
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-        try:
-            line = process.stdout.readline()
-            if not line.startswith("minikafka ready:"):
-                raise SystemExit(f"minikafka did not start: {line!r}")
-            latency = measure_produce_latency(f"127.0.0.1:{port}", rounds=args.rounds, broker_pid=process.pid)
-        finally:
-            process.terminate()
-            process.wait(30)
-        print(f"produce latency (confluent-kafka, acks=1, 1 message + flush, {args.rounds} round trips): "
-              f"p50 {latency.p50 * 1000:.3f} ms, p99 {latency.p99 * 1000:.3f} ms; "
-              f"broker CPU {latency.broker_cpu_per_round_trip * 1e6:.0f} us per round trip")
+            process = subprocess.Popen(minikafka_command(python, port, os.path.join(workdir, f"latency-{len(latencies)}")),
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            try:
+                line = process.stdout.readline()
+                if not line.startswith("minikafka ready:"):
+                    raise SystemExit(f"minikafka did not start: {line!r}")
+                latencies[python] = measure_produce_latency(f"127.0.0.1:{port}", rounds=args.rounds,
+                                                            broker_pid=process.pid)
+            finally:
+                process.terminate()
+                process.wait(30)
+        for python in pythons:
+            interpreter, with_trio = floors[python]
+            runs, latency = startups[python], latencies[python]
+            print(f"== {python}")
+            print(f"python floor: interpreter {interpreter * 1000:.1f} ms, "
+                  f"interpreter + import trio {with_trio * 1000:.1f} ms")
+            print(f"spawn -> ready line {_ms([r.ready for r in runs]):.1f} ms, "
+                  f"-> port open {_ms([r.port_open for r in runs]):.1f} ms, "
+                  f"-> first consumed message {_ms([r.first_message for r in runs]):.1f} ms; "
+                  f"port open -> first message {_ms([r.port_to_first_message for r in runs]):.1f} ms "
+                  f"(medians of {args.runs})")
+            print(f"produce latency (confluent-kafka, acks=1, 1 message + flush, {args.rounds} round trips): "
+                  f"p50 {latency.p50 * 1000:.3f} ms, p99 {latency.p99 * 1000:.3f} ms; "
+                  f"broker CPU {latency.broker_cpu_per_round_trip * 1e6:.0f} us per round trip")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -511,9 +511,9 @@ class Broker:
 
     async def groups(self):
         """The group coordinator, started. A single broker starts it at the first group
-        request, as Kafka creates ``__consumer_offsets`` at the first FindCoordinator: the
-        topic is created, or its snapshots and events loaded, in a worker thread while the
-        group requests wait; other requests go on being served. If the disk refuses, that is
+        request other than FindCoordinator (Kafka creates ``__consumer_offsets`` at the first
+        FindCoordinator): the topic is created, or its snapshots and events loaded, in a worker
+        thread while the group requests wait; other requests go on being served. If the disk refuses, that is
         logged and the coordinator stays stopped, answering COORDINATOR_NOT_AVAILABLE (which
         clients retry), and the next group request tries again."""
         coordinator = self.group_coordinator
@@ -530,14 +530,6 @@ class Broker:
                     await self._nursery.start(coordinator.run)
                     self._groups_running = True
         return coordinator
-
-    async def _start_groups(self) -> None:
-        """:meth:`groups` in the background: a failure is the group requests' to report, not
-        the broker's to die of."""
-        try:
-            await self.groups()
-        except Exception:
-            logger.exception("cannot start the group coordinator")
 
     # ------------------------------------------------------------------ topics
 
@@ -731,9 +723,9 @@ class Broker:
         if self.cluster is not None:
             return await cluster_mode().group_coordinator(self, group_id, listener_name)
         if not self._groups_running:
-            # The answer (this broker) does not wait for the coordinator to start: a consumer
-            # looks it up first thing, and its fetches share the connection behind this answer.
-            self._nursery.start_soon(self._start_groups)
+            # This broker, without starting the coordinator: the group's first request that
+            # needs it does (groups()). Consumers look the coordinator up first thing, also
+            # those that only fetch, and their fetches share the connection behind this answer.
             return ErrorCode.NONE, (self.node_id, *self.advertised_endpoint(listener_name))
         error = self.group_coordinator.find_coordinator(group_id)
         return error, (None if error else (self.node_id, *self.advertised_endpoint(listener_name)))

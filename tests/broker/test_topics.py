@@ -21,8 +21,8 @@ def user_topics(broker) -> dict[str, int]:
 
 
 async def use_a_group(client) -> None:
-    """A group request: the broker creates ``__consumer_offsets`` for the first one, as Kafka
-    does at the first FindCoordinator (which it answers without waiting for that)."""
+    """A group request: the broker creates ``__consumer_offsets`` for the first one (Kafka does
+    at the first FindCoordinator, which here is answered without it)."""
     assert (await client.request(ApiKey.LIST_GROUPS, 0, {})).error_code == 0
 
 
@@ -107,13 +107,15 @@ async def test_consumer_offsets_is_created_by_the_first_group_request(broker, cl
     assert broker.topics() == {"__consumer_offsets": broker.group_coordinator.config.offsets_topic_num_partitions}
 
 
-async def test_find_coordinator_answers_before_the_coordinator_has_started(start_broker, connect):
-    """The first FindCoordinator is answered at once (the answer is this broker whatever the
-    coordinator's state); the coordinator starts meanwhile, and the group's requests wait for it."""
+async def test_find_coordinator_answers_without_starting_the_coordinator(start_broker, connect):
+    """FindCoordinator is answered at once (this broker, whatever the coordinator's state): a
+    consumer that only fetches never makes the broker create ``__consumer_offsets``; the
+    group's first request that needs the coordinator starts it."""
     broker = await start_broker({"offsets.topic.num.partitions": "2"})
     client = await connect(broker)
     found = await client.request(ApiKey.FIND_COORDINATOR, 0, {"key": "early"})
     assert (found.error_code, found.node_id, found.port) == (0, 0, broker.advertised_port)
+    assert broker.topics() == {} and broker._group_coordinator is None
     fetched = await client.request(ApiKey.OFFSET_FETCH, 1, {"group_id": "early", "topics": [
         {"name": "t", "partition_indexes": [0]}]})
     assert fetched.topics[0].partitions[0].committed_offset == -1
