@@ -290,8 +290,11 @@ class Broker:
         opened: list[tuple[Listener, list[trio.SocketListener]]] = []
         try:
             for listener in self.config.listeners:
+                host = listener.host
+                if host is not None and host.isascii():
+                    host = host.encode()  # a str would load the idna codec (1 ms of start-up)
                 try:
-                    sockets = await trio.open_tcp_listeners(listener.port, host=listener.host)
+                    sockets = await trio.open_tcp_listeners(listener.port, host=host)
                 except OSError as exc:
                     where = f"{listener.name}://{listener.host or '*'}:{listener.port}"
                     reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
