@@ -364,9 +364,10 @@ def main() -> None:
     try:
         print(f"minikafka serve -> ready line: {ready * 1000:.0f} ms; "
               f"-> first consumed message: {first_message * 1000:.0f} ms")
-        print("ratio = broker MB/s / ceiling MB/s; cpu = broker process CPU time / wall time")
+        print("ratio = broker MB/s / ceiling MB/s; cpu = broker process CPU time / wall time; "
+              "µs/msg = broker CPU time per produced message")
         print(f"{'client':20} {'size':>5} {'codec':5} {'msgs':>7} | "
-              f"{'produce MB/s':>12} {'msg/s':>9} {'ratio':>6} {'cpu':>4} | "
+              f"{'produce MB/s':>12} {'msg/s':>9} {'ratio':>6} {'cpu':>4} {'µs/msg':>6} | "
               f"{'consume MB/s':>12} {'msg/s':>9} {'ratio':>6} {'cpu':>4} | {'ceiling MB/s':>12}")
         for client, size, codec, full_count in WORKLOADS:
             count = int(full_count * scale)
@@ -380,7 +381,8 @@ def main() -> None:
             consume_s, consume_cpu = timed(process.pid, consume, target, topic, count)
             print(f"{client:20} {size:>5} {codec:5} {count:>7} | "
                   f"{megabytes / produce_s:>12.1f} {count / produce_s:>9.0f} "
-                  f"{megabytes / produce_s / ceiling_mbs:>6.3f} {produce_cpu:>4.0%} | "
+                  f"{megabytes / produce_s / ceiling_mbs:>6.3f} {produce_cpu:>4.0%} "
+                  f"{produce_cpu * produce_s / count * 1e6:>6.2f} | "
                   f"{megabytes / consume_s:>12.1f} {count / consume_s:>9.0f} "
                   f"{megabytes / consume_s / ceiling_mbs:>6.3f} {consume_cpu:>4.0%} | "
                   f"{ceiling_mbs:>12.1f}", flush=True)

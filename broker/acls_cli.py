@@ -1,7 +1,8 @@
 """``minikafka acls add|remove|list``: ACLs with kafka-acls' arguments (``--allow-principal
 User:alice --operation Write --topic orders``). They are written to the first log dir of a
 single broker (broker.security.acl), which picks them up at its next request, or with
-``--zookeeper`` to a cluster's ``/kafka-acl`` nodes, which every broker re-reads each second."""
+``--zookeeper`` to a cluster's ``/kafka-acl`` nodes plus a ``/kafka-acl-changes`` notification
+naming the resource, which every broker watches and answers by re-reading that resource."""
 
 from __future__ import annotations
 

@@ -13,13 +13,16 @@ import logging
 import trio
 
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
-from minikafka.broker.security import tls
+from minikafka.broker.security.acl import AclError
+from minikafka.broker.security.inter_broker import channel_security
 from minikafka.broker.server import TopicError
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.replication.assignment import InvalidReplicationFactor, assign_replicas
 from minikafka.replication.cluster import ClusterMember, ClusterSettings
 from minikafka.replication.controller import ControllerError
 from minikafka.replication.fetcher import FetcherSettings
+from minikafka.replication.kafka_zk import ACL_CHANGE_PREFIX, ACL_CHANGES_PATH
+from minikafka.replication.notifications import NotificationListener
 from minikafka.replication.replica_manager import LEADER, NotLeader, Replica
 from minikafka.replication.zookeeper import NodeExists, ZooKeeperError
 from minikafka.storage.config import AppendResult
@@ -34,7 +37,7 @@ def cluster_member(broker) -> ClusterMember:
     config = broker.config
     session_timeout = config.get("zookeeper.session.timeout.ms")
     listener = config.inter_broker_listener()
-    channel_ssl = tls.client_context(config, listener) if listener.uses_tls else None
+    security = channel_security(config)
     settings = ClusterSettings(
         zookeeper_connect=config.zookeeper_connect,
         session_timeout_ms=session_timeout,
@@ -48,7 +51,7 @@ def cluster_member(broker) -> ClusterMember:
             response_max_bytes=config.get("replica.fetch.response.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get("controller.socket.timeout.ms"), dial=config.test_broker_dial,
-            ssl_context=channel_ssl),
+            security=security),
         controller_socket_timeout_ms=config.get("controller.socket.timeout.ms"),
         hw_checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
         controlled_shutdown_enable=config.get("controlled.shutdown.enable"),
@@ -56,12 +59,34 @@ def cluster_member(broker) -> ClusterMember:
         controlled_shutdown_retry_backoff_ms=config.get("controlled.shutdown.retry.backoff.ms"),
         dial=config.test_broker_dial,
         inter_broker_listener=listener.name,
-        ssl_context=channel_ssl,
+        security=security,
     )
     return ClusterMember(node_id=broker.node_id, settings=settings, log_manager=broker.log_manager,
                          clock=broker.clock, on_readable=broker.append_waiters.notify,
                          on_role_change=lambda topic, partition, replica: _role_changed(broker, topic, partition,
                                                                                         replica))
+
+
+async def follow_acls(broker) -> None:
+    """A cluster's ACLs: all of ``/kafka-acl`` now, then each resource a ``/kafka-acl-changes``
+    notification names (Kafka's SimpleAclAuthorizer), re-read by this broker's event task."""
+    cluster, store = broker.cluster, broker.authorizer.store
+    try:
+        store.replace(await cluster.zk.acls())
+    except (ZooKeeperError, AclError) as exc:
+        logger.warning("cannot read the ACLs from ZooKeeper: %s (re-read as changes are notified)", exc)
+
+    async def changed(data: bytes) -> None:
+        resource = data.decode("utf-8", "replace")
+        try:
+            store.update(resource, await cluster.zk.acl(resource))
+        except AclError as exc:
+            logger.warning("ACLs of %s not applied: %s", resource, exc)
+        else:
+            logger.info("ACLs of %s re-read after a change notification", resource)
+
+    listener = NotificationListener(cluster.zk_client, ACL_CHANGES_PATH, ACL_CHANGE_PREFIX, changed)
+    await cluster.watch_children(ACL_CHANGES_PATH, listener.on_children)
 
 
 def export_view(broker):

@@ -93,6 +93,19 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Ask TLS clients for a certificate: none; requested (verified if given); required "
               "(refuse a client without one). The principal is User:<the certificate's subject DN>.",
               choices=("none", "requested", "required")),
+    ConfigKey("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"],
+              "TLS versions offered, a contiguous range of TLSv1, TLSv1.1, TLSv1.2, TLSv1.3 (Kafka "
+              "0.10.2 offered TLSv1.2,TLSv1.1,TLSv1, which OpenSSL 3 refuses below TLS 1.2 at its "
+              "default security level)."),
+    ConfigKey("ssl.protocol", "string", "TLS",
+              "Java's SSLContext protocol: TLS (or SSL) leaves ssl.enabled.protocols as it is; "
+              "TLSv1.2 (say) offers nothing newer."),
+    ConfigKey("ssl.cipher.suites", "list", [],
+              "Cipher suites by their Java/IANA names (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...); "
+              "empty: OpenSSL's defaults. TLS 1.3's suites go all or none (none turns TLS 1.3 off)."),
+    ConfigKey("ssl.endpoint.identification.algorithm", "string", "",
+              "HTTPS: a broker dialling another's TLS inter-broker listener checks that the "
+              "certificate names the host it dialled; empty (Kafka 0.10.2's default): no check."),
     ConfigKey("sasl.enabled.mechanisms", "list", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
               "SASL mechanisms SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
               "(no GSSAPI). Per listener: listener.name.NAME.sasl.enabled.mechanisms."),
@@ -101,6 +114,11 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "PlainLoginModule required user_NAME=\"PASSWORD\" ...; Per listener and mechanism: "
               "listener.name.NAME.plain.sasl.jaas.config. SCRAM users live in the log dir "
               "(minikafka users)."),
+    ConfigKey("sasl.mechanism.inter.broker.protocol", "enum", "PLAIN",
+              "SASL mechanism brokers authenticate to each other with on a SASL inter-broker "
+              "listener; the broker's own username/password come from that listener's "
+              "listener.name.NAME.MECHANISM.sasl.jaas.config. Kafka's default is GSSAPI, which "
+              "minikafka does not offer.", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
     ConfigKey("log.dirs", "list", _UNSET, "Data directories (comma-separated); overrides log.dir."),
     ConfigKey("log.dir", "string", DEFAULT_LOG_DIR, "Data directory used when log.dirs is unset."),
     ConfigKey("num.partitions", "int", 1, "Partitions of an auto-created topic.", minimum=1),
@@ -119,6 +137,10 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("connections.max.idle.ms", "long", 600000,
               "Close a connection after this long without a request in flight or bytes received; "
               "-1 never.", minimum=-1),
+    ConfigKey("connection.failed.authentication.delay.ms", "int", 100,
+              "How long a SASL connection whose authentication failed stays open after its error "
+              "response, unless the client closes it first (KIP-306): a client reads the answer "
+              "before it sees the connection close.", minimum=0),
     ConfigKey("log.segment.bytes", "int", 1073741824,
               "Roll to a new segment when the active one reaches this size; topic-level "
               "segment.bytes.", minimum=14),
@@ -672,11 +694,10 @@ class BrokerConfig:
 
     def _check_inter_broker_listener(self) -> None:
         listener = self.inter_broker_listener()
-        if self.zookeeper_connect is not None and listener.uses_sasl:
-            # The inter-broker channel (replication.channel) speaks TLS but not SASL yet.
-            raise ConfigError(f"inter.broker.listener.name: listener {listener.name} is "
-                              f"{listener.security_protocol}; brokers talk to each other over a "
-                              "PLAINTEXT or SSL listener only")
+        if self.zookeeper_connect is not None and (listener.uses_tls or listener.uses_sasl):
+            from minikafka.broker.security.inter_broker import channel_security
+
+            channel_security(self)  # the broker's own credentials and certificates load
 
     def advertised_address(self, bound_port: int, listener: Listener | None = None) -> tuple[str, int]:
         """The (host, port) Metadata reports for ``listener`` (default the first):

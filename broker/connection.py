@@ -41,13 +41,14 @@ handshake closes the connection), and the principal comes from the client certif
 ``ssl.client.auth`` asked for one. Fetched slices then cannot go out with sendfile: they are
 read from the segment file in a worker thread, 1 MiB at a time, and encrypted like any
 response. On a SASL listener requests are served only after authentication
-(:meth:`Connection._authenticate`): until then ApiVersions and SaslHandshake are answered,
-SaslHandshake v0 is followed by bare SASL token frames, and anything else, or a failed
-authentication, closes the connection with a log line naming the client's address.
+(:meth:`Connection._authenticate`, with broker.security.authenticator deciding what each
+frame before it means); a refused client gets its answer, if the protocol has room for one,
+then the connection closes with a log line naming the client's address.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -58,9 +59,8 @@ import trio
 from minikafka.broker.config import Listener
 from minikafka.broker.handlers import HANDLERS, CloseConnection
 from minikafka.broker.security import ANONYMOUS
-from minikafka.protocol.apis import ApiKey
-from minikafka.protocol.errors import ErrorCode, ProtocolError
-from minikafka.protocol.framing import Request, ServerConnection, encode_frame, parse_request
+from minikafka.protocol.errors import ProtocolError
+from minikafka.protocol.framing import Request, ServerConnection
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +184,7 @@ class Connection:
         try:
             await self.stream.do_handshake()
         except trio.BrokenResourceError as exc:
+            await self._send_tls_alert()
             raise _Refused(f"TLS handshake failed: {exc.__cause__ or exc}") from None
         certificate = self.stream.getpeercert()
         if certificate:
@@ -191,66 +192,60 @@ class Connection:
 
             self.principal = f"User:{certificate_dn(certificate)}"
 
+    async def _send_tls_alert(self) -> None:
+        """Send the alert OpenSSL wrote when it refused the handshake (a certificate from an
+        unknown CA, no certificate, a protocol or cipher the client lacks): trio drops it, and
+        without it the client sees a bare close rather than the reason."""
+        outgoing = getattr(self.stream, "_outgoing", None)  # trio.SSLStream's memory BIO
+        alert = outgoing.read() if outgoing is not None else b""
+        if alert:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await self.stream.transport_stream.send_all(alert)
+
     async def _authenticate(self) -> None:
-        """Kafka 0.10.2's SASL server side: ApiVersions and SaslHandshake v0 as requests, then
-        the mechanism's bare token frames until it succeeds. Frames are read no further than
-        the one at hand, so the first request after authentication is left for ``_serve``."""
-        from minikafka.broker.security.sasl import AuthenticationFailed, ScramServer
-        from minikafka.broker.security.scram import CredentialError
+        """SASL before anything else; broker.security.authenticator says what each frame
+        means and what to answer. Frames are read no further than the one at hand, so the
+        first request after authentication is left for ``_serve``."""
+        from minikafka.broker.security.authenticator import Refused, SaslAuthenticator
 
         configured = self.protocol.max_frame_size
         self.protocol.max_frame_size = min(configured, MAX_UNAUTHENTICATED_FRAME)
-        enabled = self.broker.config.listener_setting(self.listener, "sasl.enabled.mechanisms")
-        mechanism = None
-        scram_users: dict = {}  # the one user a SCRAM exchange names, and its credential
-        while mechanism is None or mechanism.user is None:
+        authenticator = SaslAuthenticator(self.broker, self.listener, self.peer_host, self._dispatch)
+        while authenticator.user is None:
             try:
                 frame = self.protocol.next_frame()
-                if frame is None:
-                    # No further than the frame at hand (its size prefix first).
-                    frame_length = self.protocol.pending_frame_length
-                    want = max((frame_length if frame_length is not None else 4) - self.protocol.buffered, 1)
-                    data = await self._receive(min(want, RECEIVE_SIZE))
-                    if not data:
-                        raise _PeerClosed
-                    self._last_activity = trio.current_time()
-                    self.protocol.receive_data(data)
-                    continue
-                if mechanism is not None:
-                    if isinstance(mechanism, ScramServer) and not scram_users:
-                        user = ScramServer.user_of(frame)
-                        scram_users[user] = await self.broker.scram_credential(user, mechanism.mechanism)
-                    await self._send_all(encode_frame(mechanism.step(frame)))
-                    continue
-                request = parse_request(frame)
             except ProtocolError as exc:
                 raise _Refused(f"bad bytes before authentication: {exc}") from None
-            except (AuthenticationFailed, CredentialError) as exc:
-                raise _Refused(f"authentication failed: {exc}") from None
-            request.client_host, request.listener = self.peer_host, self.listener.name
-            if request.api_key == ApiKey.API_VERSIONS:
-                body = await self._dispatch(request)
-            elif request.api_key == ApiKey.SASL_HANDSHAKE:
-                wanted = request.body.mechanism
-                error = ErrorCode.NONE if wanted in enabled else ErrorCode.UNSUPPORTED_SASL_MECHANISM
-                body = {"error_code": error, "mechanisms": list(enabled)}
-                if not error:
-                    mechanism = self._sasl_server(wanted, scram_users)
-            else:
-                raise _Refused(f"api key {request.api_key} before authentication")
-            await self._send_response(self.protocol.encode_response(request, body))
-            if request.api_key == ApiKey.SASL_HANDSHAKE and mechanism is None:
-                raise _Refused(f"SASL mechanism {request.body.mechanism!r} is not enabled")
-        self.principal = f"User:{mechanism.user}"
+            if frame is None:
+                # No further than the frame at hand (its size prefix first).
+                frame_length = self.protocol.pending_frame_length
+                want = max((frame_length if frame_length is not None else 4) - self.protocol.buffered, 1)
+                data = await self._receive(min(want, RECEIVE_SIZE))
+                if not data:
+                    raise _PeerClosed
+                self._last_activity = trio.current_time()
+                self.protocol.receive_data(data)
+                continue
+            try:
+                reply = await authenticator.receive(frame)
+            except Refused as exc:
+                if exc.reply is not None:
+                    await self._send_all(exc.reply)
+                    await self._wait_for_close(self.broker.config.get("connection.failed.authentication.delay.ms"))
+                raise _Refused(str(exc)) from None
+            await self._send_all(reply)
+        self.principal = f"User:{authenticator.user}"
         self.protocol.max_frame_size = configured
         logger.debug("%s authenticated as %s", self.peer, self.principal)
 
-    def _sasl_server(self, mechanism: str, scram_users: dict):
-        from minikafka.broker.security.sasl import PlainServer, ScramServer
-
-        if mechanism == "PLAIN":
-            return PlainServer(self.broker.plain_users.get(self.listener.name, {}))
-        return ScramServer(mechanism, scram_users.get)
+    async def _wait_for_close(self, delay_ms: int) -> None:
+        """Give a refused client ``delay_ms`` to read its answer and close first: closing at
+        once lets the answer and the close arrive together, and kafka-python then reports only
+        the close."""
+        with trio.move_on_after(delay_ms / 1000), \
+                contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError, _PeerClosed):
+            while await self._receive(RECEIVE_SIZE):
+                pass
 
     # ------------------------------------------------------------------ serving requests
 

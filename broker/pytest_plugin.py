@@ -23,6 +23,9 @@ sasl_mechanism="SCRAM-SHA-256", users={"alice": "secret"})`` starts a broker who
 speaks that protocol, with certificates from a per-session ``trustme`` CA; and
 ``broker.client_config("kafka-python" | "aiokafka" | "confluent-kafka")`` gives the settings a
 client needs to connect to it (as the first user unless ``user=`` names another).
+``minikafka_cluster_factory`` takes the same options: the brokers then also replicate over
+that listener, authenticating to each other as ``BROKER_USER``, and ``cluster.client_config()``
+gives a client's settings.
 
 Brokers are started for tests (``--test-control``), so a test can make one fail on demand:
 ``broker.inject("Produce", ["NOT_LEADER_FOR_PARTITION", 6])``, ``broker.delay("Fetch", ms=500)``,
@@ -47,8 +50,8 @@ import pytest
 if TYPE_CHECKING:
     from minikafka.broker.link_proxy import LinkProxy
 
-__all__ = ["MinikafkaBroker", "MinikafkaCluster", "ZOOKEEPER", "BrokerStartError", "BrokerCrashed",
-           "ControlError", "kafka_request"]
+__all__ = ["MinikafkaBroker", "MinikafkaCluster", "ZOOKEEPER", "BROKER_USER", "BrokerStartError",
+           "BrokerCrashed", "ControlError", "kafka_request", "client_settings"]
 
 READY_LINE = re.compile(r"^minikafka ready: bootstrap\.servers=(?P<host>\S+):(?P<port>\d+) log\.dirs=(?P<log_dirs>.+)$")
 
@@ -189,11 +192,7 @@ class MinikafkaBroker:
                     store.add(user, password, [self.sasl_mechanism])
             else:
                 raise ValueError(f"sasl_mechanism {self.sasl_mechanism!r} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-        self.config_path = self.work_dir / "security.properties"
-        fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for key, value in props.items():
-                out.write(f"{key}={value.replace(chr(92), chr(92) * 2)}\n")
+        self.config_path = _write_properties(self.work_dir / "security.properties", props)
 
     def client_certificate(self, common_name: str = "client"):
         """A ``trustme.LeafCert`` for mutual TLS, issued by this broker's CA, whose principal
@@ -208,47 +207,12 @@ class MinikafkaBroker:
         CA, SASL credentials of ``user`` (the first of ``users`` by default) and, for mutual
         TLS, ``certificate`` (a ``client_certificate()``, made on demand when the broker
         requires one)."""
-        protocol = self.security_protocol
-        uses_tls = protocol in ("SSL", "SASL_SSL")
-        uses_sasl = protocol in ("SASL_PLAINTEXT", "SASL_SSL")
-        if uses_sasl:
-            user = user or next(iter(self.users), None)
-            password = self.users.get(user)
-        if uses_tls and certificate is None and self.ssl_client_auth == "required":
+        if self.security_protocol in ("SSL", "SASL_SSL") and certificate is None and self.ssl_client_auth == "required":
             certificate = self.client_certificate()
-        cert_path = None
-        if certificate is not None:
-            cert_path = self.work_dir / f"client-{id(certificate)}.pem"
-            certificate.private_key_and_cert_chain_pem.write_to_path(str(cert_path))
-        if client == "confluent-kafka":
-            config = {"bootstrap.servers": self.bootstrap, "security.protocol": protocol}
-            if uses_tls:
-                config["ssl.ca.location"] = str(self.ca_path)
-                if cert_path is not None:
-                    config["ssl.certificate.location"] = config["ssl.key.location"] = str(cert_path)
-            if uses_sasl:
-                config.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": user,
-                               "sasl.password": password})
-            return config
-        if client not in ("kafka-python", "aiokafka"):
-            raise ValueError(f"client {client!r} is not kafka-python, aiokafka or confluent-kafka")
-        config = {"bootstrap_servers": self.bootstrap, "security_protocol": protocol}
-        if uses_tls:
-            if client == "aiokafka":
-                import ssl
-
-                context = ssl.create_default_context(cafile=str(self.ca_path))
-                if cert_path is not None:
-                    context.load_cert_chain(str(cert_path))
-                config["ssl_context"] = context
-            else:
-                config["ssl_cafile"] = str(self.ca_path)
-                if cert_path is not None:
-                    config["ssl_certfile"] = config["ssl_keyfile"] = str(cert_path)
-        if uses_sasl:
-            config.update({"sasl_mechanism": self.sasl_mechanism, "sasl_plain_username": user,
-                           "sasl_plain_password": password})
-        return config
+        return client_settings(client, bootstrap=self.bootstrap, security_protocol=self.security_protocol,
+                               sasl_mechanism=self.sasl_mechanism, users=self.users, user=user,
+                               ca_path=getattr(self, "ca_path", None), certificate=certificate,
+                               work_dir=self.work_dir)
 
     def command(self, port: int) -> list[str]:
         cmd = [sys.executable, "-c", _LAUNCHER, "serve",
@@ -484,6 +448,52 @@ class MinikafkaBroker:
         return f"<MinikafkaBroker {self.bootstrap} {state} log_dir={self.log_dir}>"
 
 
+def client_settings(client: str, *, bootstrap: str, security_protocol: str, sasl_mechanism: str | None,
+                    users: dict[str, str], user: str | None, ca_path: Path | None, certificate, work_dir: Path) -> dict:
+    """What ``client`` ("kafka-python", "aiokafka", "confluent-kafka") needs to reach
+    ``bootstrap`` over ``security_protocol``: the CA, SASL credentials of ``user`` (the first of
+    ``users`` by default) and ``certificate`` (a trustme leaf, written to ``work_dir``) for
+    mutual TLS. A single broker's and a cluster's ``client_config`` both answer with it."""
+    protocol = security_protocol
+    uses_tls = protocol in ("SSL", "SASL_SSL")
+    uses_sasl = protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+    if uses_sasl:
+        user = user or next(iter(users), None)
+        password = users.get(user)
+    cert_path = None
+    if certificate is not None:
+        cert_path = work_dir / f"client-{id(certificate)}.pem"
+        certificate.private_key_and_cert_chain_pem.write_to_path(str(cert_path))
+    if client == "confluent-kafka":
+        config = {"bootstrap.servers": bootstrap, "security.protocol": protocol}
+        if uses_tls:
+            config["ssl.ca.location"] = str(ca_path)
+            if cert_path is not None:
+                config["ssl.certificate.location"] = config["ssl.key.location"] = str(cert_path)
+        if uses_sasl:
+            config.update({"sasl.mechanism": sasl_mechanism, "sasl.username": user, "sasl.password": password})
+        return config
+    if client not in ("kafka-python", "aiokafka"):
+        raise ValueError(f"client {client!r} is not kafka-python, aiokafka or confluent-kafka")
+    config = {"bootstrap_servers": bootstrap, "security_protocol": protocol}
+    if uses_tls:
+        if client == "aiokafka":
+            import ssl
+
+            context = ssl.create_default_context(cafile=str(ca_path))
+            if cert_path is not None:
+                context.load_cert_chain(str(cert_path))
+            config["ssl_context"] = context
+        else:
+            config["ssl_cafile"] = str(ca_path)
+            if cert_path is not None:
+                config["ssl_certfile"] = config["ssl_keyfile"] = str(cert_path)
+    if uses_sasl:
+        config.update({"sasl_mechanism": sasl_mechanism, "sasl_plain_username": user,
+                       "sasl_plain_password": password})
+    return config
+
+
 def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeout: float = 10.0):
     """One request to a broker over a plain blocking socket (the protocol layer's client side),
     for fixtures that read the cluster's own view of itself."""
@@ -509,6 +519,10 @@ def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeou
 ZOOKEEPER = "zookeeper"
 """The ZooKeeper server's name in :meth:`MinikafkaCluster.partition`'s groups."""
 
+BROKER_USER = "broker"
+"""The user a secured cluster's brokers authenticate to each other as (``User:broker``, to
+put in ``super.users`` when an authorizer is on)."""
+
 
 class MinikafkaCluster:
     """A ZooKeeper and ``brokers`` minikafka processes forming one cluster (broker ids 1..N).
@@ -524,11 +538,27 @@ class MinikafkaCluster:
     ZooKeeper through a :class:`~minikafka.broker.link_proxy.LinkProxy` of that one link
     (``links=False`` connects them directly and leaves ``partition`` unavailable). Clients
     always reach the brokers directly.
+
+    Security: with ``security_protocol`` ("SSL", "SASL_PLAINTEXT", "SASL_SSL") every broker
+    has a second listener of that name, which is also ``inter.broker.listener.name``: the
+    brokers replicate over it and authenticate to each other as ``BROKER_USER`` (with
+    ``sasl_mechanism``, PLAIN by default; SCRAM users go to ZooKeeper's
+    ``/config/users``), certificates come from ``ca`` (a ``trustme.CA``), ``users`` are the
+    clients' accounts and ``client_config()`` the settings a client needs. The first listener
+    stays PLAINTEXT for the fixture's own look-ups (as ``User:ANONYMOUS``: a super user when an
+    authorizer is on), and the link proxies forward to the
+    inter-broker listener. These settings go in each broker's ``security.properties`` (mode
+    0600, ``broker.config_path``), the overrides, which come after them, on the command line.
+    ``broker_overrides`` gives single brokers settings of their own.
     """
 
     def __init__(self, work_dir: Path | str, brokers: int = 3, overrides: dict[str, str] | None = None, *,
                  zookeeper: str | None = None, start_timeout: float = 60.0, links: bool = True,
-                 fault_timeout: float = 60.0) -> None:
+                 fault_timeout: float = 60.0, security_protocol: str = "PLAINTEXT",
+                 sasl_mechanism: str | None = None, users: dict[str, str] | None = None, ca=None,
+                 ssl_client_auth: str = "none",
+                 broker_overrides: dict[int, dict[str, str]] | None = None) -> None:
+        import secrets
         import uuid
 
         self.work_dir = Path(work_dir)
@@ -549,6 +579,22 @@ class MinikafkaCluster:
         # (from broker id, to broker id or ZOOKEEPER) -> the proxy of that directed link
         self.links: dict[tuple[int, int | str], "LinkProxy"] = {}
         self._kazoo = None
+        self.security_protocol = security_protocol.upper()
+        if self.security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(f"security_protocol {security_protocol!r} is not one of PLAINTEXT, SSL, "
+                             "SASL_PLAINTEXT, SASL_SSL")
+        self.sasl_mechanism = sasl_mechanism or ("PLAIN" if "SASL" in self.security_protocol else None)
+        self.users = dict(users or {})
+        self.ca = ca
+        self.ssl_client_auth = ssl_client_auth
+        self.ca_path: Path | None = None
+        # The brokers' own account on the inter-broker listener (never a client's).
+        self.broker_password = secrets.token_urlsafe(16)
+        self.broker_overrides = {b: {str(k): str(v) for k, v in o.items()}
+                                 for b, o in (broker_overrides or {}).items()}
+        # Broker id -> the port its inter-broker listener binds, chosen before it starts so the
+        # link proxies know it at once (and a restart binds it again).
+        self._inter_broker_ports: dict[int, int] = {}
 
     @property
     def zookeeper_connect(self) -> str:
@@ -570,12 +616,16 @@ class MinikafkaCluster:
         if self._own_zookeeper is not None and self._own_zookeeper.process is None:
             self._own_zookeeper.start()
         if not self.brokers:
+            if self.security_protocol != "PLAINTEXT":
+                self._inter_broker_ports = {broker_id: _free_port() for broker_id in self.ids}
+                self._add_scram_users()
             if self.use_links:
                 self._open_links()
             for broker_id in self.ids:
                 overrides = {"zookeeper.connect": self.zookeeper_connect, "broker.id": str(broker_id),
                              "zookeeper.session.timeout.ms": "4000",
-                             "controlled.shutdown.retry.backoff.ms": "500", **self.overrides}
+                             "controlled.shutdown.retry.backoff.ms": "500", **self.overrides,
+                             **self.broker_overrides.get(broker_id, {})}
                 if self.use_links:
                     zk_proxy = self.links[(broker_id, ZOOKEEPER)].address
                     overrides["zookeeper.connect"] = f"{zk_proxy[0]}:{zk_proxy[1]}{self.chroot}"
@@ -584,6 +634,9 @@ class MinikafkaCluster:
                         for (frm, to), proxy in sorted(self.links.items(), key=str) if frm == broker_id and to != ZOOKEEPER)
                 broker = MinikafkaBroker(self.work_dir / f"broker-{broker_id}", overrides,
                                          start_timeout=self.start_timeout)
+                if self.security_protocol != "PLAINTEXT":
+                    broker.config_path = _write_properties(broker.work_dir / "security.properties",
+                                                           self._security_overrides(broker_id))
                 if self.use_links:
                     # A broker registers, and is dialled through its proxies, a moment before it
                     # prints the port it bound; a port chosen here is known to the proxy at once.
@@ -595,14 +648,93 @@ class MinikafkaCluster:
         self.wait_until(lambda m: len(m.brokers) == self.size, "every broker registered")
         return self
 
+    @property
+    def inter_broker_listener(self) -> str:
+        """The name of the listener the brokers dial each other on."""
+        named = self.overrides.get("inter.broker.listener.name") or self.overrides.get("security.inter.broker.protocol")
+        return (named or self.security_protocol).upper()
+
+    def _security_overrides(self, broker_id: int) -> dict[str, str]:
+        """The second listener, its certificates and the broker's own SASL account."""
+        protocol = self.security_protocol
+        if protocol == "PLAINTEXT":
+            return {}
+        prefix = f"listener.name.{protocol.lower()}"
+        props = {"listeners": f"PLAINTEXT://127.0.0.1:0,{protocol}://127.0.0.1:{self._inter_broker_ports[broker_id]}",
+                 "inter.broker.listener.name": protocol}
+        if protocol in ("SSL", "SASL_SSL"):
+            if self.ca is None:
+                import trustme
+
+                self.ca = trustme.CA()
+            self.ca_path = self.work_dir / "ca.pem"
+            self.ca.cert_pem.write_to_path(str(self.ca_path))
+            keystore = self.work_dir / f"broker-{broker_id}.pem"
+            self.ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+            props.update({f"{prefix}.ssl.keystore.location": str(keystore),
+                          f"{prefix}.ssl.truststore.location": str(self.ca_path),
+                          f"{prefix}.ssl.client.auth": self.ssl_client_auth,
+                          "ssl.endpoint.identification.algorithm": "HTTPS"})
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mechanism = self.sasl_mechanism
+            props.update({f"{prefix}.sasl.enabled.mechanisms": mechanism,
+                          "sasl.mechanism.inter.broker.protocol": mechanism})
+            own = f'username="{BROKER_USER}" password="{_jaas_escape(self.broker_password)}"'
+            if mechanism == "PLAIN":
+                accounts = " ".join(f'user_{user}="{_jaas_escape(password)}"'
+                                    for user, password in {BROKER_USER: self.broker_password, **self.users}.items())
+                props[f"{prefix}.plain.sasl.jaas.config"] = \
+                    f"org.apache.kafka.common.security.plain.PlainLoginModule required {own} {accounts};"
+            else:
+                props[f"{prefix}.{mechanism.lower()}.sasl.jaas.config"] = \
+                    f"org.apache.kafka.common.security.scram.ScramLoginModule required {own};"
+        return props
+
+    def _add_scram_users(self) -> None:
+        """The brokers' and the clients' SCRAM credentials, where a cluster keeps them."""
+        if self.sasl_mechanism not in ("SCRAM-SHA-256", "SCRAM-SHA-512") or "SASL" not in self.security_protocol:
+            return
+        from minikafka.broker.security.scram import with_password
+        from minikafka.replication.kafka_zk import encode_topic_config, user_config_path
+
+        for user, password in {BROKER_USER: self.broker_password, **self.users}.items():
+            path = user_config_path(user)
+            self._zk().ensure_path(path)
+            self._zk().set(path, encode_topic_config(with_password({}, password, [self.sasl_mechanism])))
+
+    def client_config(self, client: str = "kafka-python", *, user: str | None = None, certificate=None) -> dict:
+        """Settings for ``client`` ("kafka-python", "aiokafka", "confluent-kafka") to reach
+        the running brokers' ``security_protocol`` listeners as ``user`` (default: the first
+        of ``users``); see :meth:`MinikafkaBroker.client_config`."""
+        if self.security_protocol == "PLAINTEXT":
+            return client_settings(client, bootstrap=self.bootstrap, security_protocol="PLAINTEXT",
+                                   sasl_mechanism=None, users={}, user=None, ca_path=None, certificate=None,
+                                   work_dir=self.work_dir)
+        if certificate is None and self.ssl_client_auth == "required":
+            certificate = self.ca.issue_cert("client.client.test", common_name="client")
+        bootstrap = ",".join(f"127.0.0.1:{self._inter_broker_ports[b]}" for b in self.ids if self.broker(b).running)
+        return client_settings(client, bootstrap=bootstrap, security_protocol=self.security_protocol,
+                               sasl_mechanism=self.sasl_mechanism, users=self.users, user=user,
+                               ca_path=self.ca_path, certificate=certificate, work_dir=self.work_dir)
+
     def _open_links(self) -> None:
         from minikafka.broker.link_proxy import LinkProxy
 
         zk_host, _, zk_port = self.zookeeper_connect.split("/", 1)[0].split(",")[0].rpartition(":")
 
         def broker_address(broker_id: int):
+            # Where the brokers dial each other: the inter-broker listener, at the port chosen
+            # for it here, or the one the broker printed (None until then: the proxy waits),
+            # or the first listener's when that is the inter-broker one.
             broker = self.broker(broker_id)
-            return (broker.host, broker.port) if broker.running and broker.port else None
+            name = self.inter_broker_listener
+            if broker_id in self._inter_broker_ports:
+                port = self._inter_broker_ports[broker_id]
+            elif name == "PLAINTEXT" or not broker.listener_ports:
+                port = broker.port if name == "PLAINTEXT" else None
+            else:
+                port = broker.listener_ports.get(name)
+            return (broker.host, port) if broker.running and port else None
 
         for frm in self.ids:
             self.links[(frm, ZOOKEEPER)] = LinkProxy(f"{frm}->zookeeper", lambda: (zk_host, int(zk_port)))
@@ -806,6 +938,14 @@ class MinikafkaCluster:
         if self._kazoo is None:
             from kazoo.client import KazooClient
 
+            hosts = self.zookeeper_connect.split("/", 1)[0]
+            root = KazooClient(hosts=hosts)  # the chroot first: SCRAM users go in before any broker
+            root.start(timeout=15)
+            try:
+                root.ensure_path(self.chroot)
+            finally:
+                root.stop()
+                root.close()
             self._kazoo = KazooClient(hosts=self.zookeeper_connect)
             self._kazoo.start(timeout=15)
         return self._kazoo
@@ -920,6 +1060,16 @@ def _process_state(pid: int) -> str:
         return "?"
 
 
+def _write_properties(path: Path, props: dict[str, str]) -> Path:
+    """A properties file only its owner reads: secrets go there rather than on the command
+    line, which the broker's stderr file records."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        for key, value in props.items():
+            out.write(f"{key}={value.replace(chr(92), chr(92) * 2)}\n")
+    return path
+
+
 def _jaas_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
@@ -975,15 +1125,25 @@ def minikafka_zookeeper(tmp_path_factory):
 
 
 @pytest.fixture
-def minikafka_cluster_factory(tmp_path_factory, minikafka_zookeeper):
+def minikafka_cluster_factory(tmp_path_factory, minikafka_zookeeper, request):
     """Factory: ``minikafka_cluster_factory(brokers=3, **{"min.insync.replicas": "2"})`` ->
     a started :class:`MinikafkaCluster` (broker config overrides as keyword arguments, string
-    values); every cluster made is closed when the test ends, with its link proxies."""
+    values); every cluster made is closed when the test ends, with its link proxies.
+
+    As with ``minikafka_broker_factory``, ``security_protocol``, ``sasl_mechanism``, ``users``
+    and ``ssl_client_auth`` secure it (certificates from the session's ``minikafka_ca``; the
+    brokers replicate over that listener too), and ``cluster.client_config()`` gives a
+    client's settings; ``links=False`` connects the brokers without link proxies."""
     clusters: list[MinikafkaCluster] = []
 
-    def make(brokers: int = 3, **overrides: str) -> MinikafkaCluster:
+    def make(brokers: int = 3, *, security_protocol: str = "PLAINTEXT", sasl_mechanism: str | None = None,
+             users: dict[str, str] | None = None, ssl_client_auth: str = "none", links: bool = True,
+             **overrides: str) -> MinikafkaCluster:
+        ca = request.getfixturevalue("minikafka_ca") if security_protocol.upper() in ("SSL", "SASL_SSL") else None
         cluster = MinikafkaCluster(tmp_path_factory.mktemp("minikafka-cluster"), brokers, overrides,
-                                   zookeeper=minikafka_zookeeper.connect_string)
+                                   zookeeper=minikafka_zookeeper.connect_string, links=links,
+                                   security_protocol=security_protocol, sasl_mechanism=sasl_mechanism,
+                                   users=users, ca=ca, ssl_client_auth=ssl_client_auth)
         clusters.append(cluster)
         try:
             return cluster.start()

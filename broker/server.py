@@ -265,8 +265,7 @@ class Broker:
                     for socket_listener in sockets:
                         nursery.start_soon(self._accept, socket_listener, handle, nursery)
                 if self.cluster is not None and self.authorizer is not None:
-                    await self._refresh_acls()  # before the first client is authorized
-                    nursery.start_soon(self._every_async, 1.0, self._refresh_acls)
+                    await cluster_mode().follow_acls(self)  # before the first client is authorized
                 if self.cluster is not None:
                     await nursery.start(self.cluster.run, self.endpoints,
                                         {listener.name: listener.security_protocol for listener in self.config.listeners})
@@ -479,21 +478,6 @@ class Broker:
                 await trio.to_thread.run_sync(duty)
             except Exception:
                 logger.exception("background %s failed", name)
-
-    async def _refresh_acls(self) -> None:
-        """Re-read a cluster's ACLs from ZooKeeper; on failure the last copy stays."""
-        from minikafka.broker.security.acl import AclError
-        from minikafka.replication.zookeeper import ZooKeeperError
-
-        try:
-            self.authorizer.store.replace(await self.cluster.zk.acls())
-        except (ZooKeeperError, AclError) as exc:
-            logger.warning("cannot refresh ACLs from ZooKeeper: %s", exc)
-
-    async def _every_async(self, seconds: float, duty) -> None:
-        while True:
-            await trio.sleep(seconds)
-            await duty()
 
     def _retention_pass(self) -> None:
         deleted = self.log_manager.cleanup()

@@ -144,12 +144,23 @@ def _lz4_decompress(data, limit: int) -> bytes:
     import lz4.frame
 
     decompressor = lz4.frame.LZ4FrameDecompressor()
-    out = decompressor.decompress(data, max_length=limit + 1)
-    if len(out) > limit:
+    # lz4 allocates max_length up front: asking for the whole limit at once (128 MiB) doubles
+    # the cost of decompressing a producer's batch. Start near the likely size, then go on in
+    # growing steps while the frame has more.
+    step = min(limit + 1, max(1 << 20, 8 * len(data)))
+    parts = [decompressor.decompress(data, max_length=step)]
+    total = len(parts[0])
+    while not decompressor.eof and not decompressor.needs_input and total <= limit:
+        part = decompressor.decompress(b"", max_length=min(limit + 1 - total, max(step, total)))
+        if not part:
+            break
+        parts.append(part)
+        total += len(part)
+    if total > limit:
         raise _too_large(limit)
     if not decompressor.eof:
         raise RecordError(ErrorCode.CORRUPT_MESSAGE, "LZ4 frame is truncated")
-    return out
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _snappy_block(block, limit: int) -> bytes:

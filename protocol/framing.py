@@ -441,6 +441,12 @@ class ClientConnection:
             raise ProtocolError(f"response correlation id {got_id}, expected {correlation_id}")
         return Response(correlation_id, api_key, version, body)
 
+    def next_raw_frame(self) -> bytes | None:
+        """The next frame's payload as it came, or None if more is needed: Kafka 0.10.2's SASL
+        tokens after a SaslHandshake travel as bare size-prefixed frames, not responses."""
+        frame = self._frames.next_frame()
+        return None if frame is None else bytes(frame)
+
     @property
     def pending(self) -> int:
         return len(self._pending)

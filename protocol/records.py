@@ -50,6 +50,7 @@ Where this module departs from Kafka 0.10.2's ``LogValidator`` / ``Log.append``,
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 from dataclasses import dataclass
@@ -107,6 +108,8 @@ _HEAD_AND_LENGTHS = (struct.Struct(">qiIbb0sii"), struct.Struct(">qiIbbqii"))
 _ATTRIBUTES_TIMESTAMP = struct.Struct(">Bq")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_OFFSET_SIZE = struct.Struct(">qi")
 _UINT32 = struct.Struct(">I")
 _MIN_ENTRY_SIZE = _HEAD.size  # the smallest whole entry: a magic 0 message, null key and value
 
@@ -157,24 +160,35 @@ class Record:
 class ValidationConfig:
     """The topic settings that govern append validation (Kafka's topic-level names:
     ``max.message.bytes``, ``message.timestamp.type``,
-    ``message.timestamp.difference.max.ms``)."""
+    ``message.timestamp.difference.max.ms``), and ``index.interval.bytes``, by which the
+    validator picks the entries the log's offset index points at."""
 
     max_message_bytes: int = 1048588
     timestamp_type: int = CREATE_TIME
     max_timestamp_difference_ms: int = 2**63 - 1
+    index_interval_bytes: int = 4096
 
 
 @dataclass(slots=True)
 class ValidatedSet:
     """A message set ready to append, and what the log needs to index it.
 
-    ``entries`` has one ``(position in buffer, last offset, max timestamp)`` tuple per
-    shallow entry, in order, so the offset and time indexes can be built without parsing
-    ``buffer`` again (max timestamp is -1 for magic 0 entries). ``max_timestamp`` is -1 and
-    ``offset_of_max_timestamp`` -1 when no message has a timestamp; for a compressed entry
-    the offset of the max timestamp is the wrapper's (last) offset, as Kafka indexes it.
-    ``log_append_time`` is the time stamped into the set under LogAppendTime, else -1.
-    ``record_count`` counts logical (inner) messages.
+    ``max_timestamp`` is -1 and ``offset_of_max_timestamp`` -1 when no message has a
+    timestamp; for a compressed entry the offset of the max timestamp is the wrapper's (last)
+    offset, as Kafka indexes it. ``log_append_time`` is the time stamped into the set under
+    LogAppendTime, else -1. ``record_count`` counts logical (inner) messages
+    (``validate_given_offsets``: shallow entries, see there).
+
+    The log indexes a set without parsing it again, and with work per index entry, not per
+    message: ``index_points`` holds one ``(position in buffer, last offset, max timestamp so
+    far, its offset, first untimed offset so far)`` tuple per shallow entry the offset index
+    must point at (the first entry past the ``index_after`` the validator was given, then the
+    first more than ``index.interval.bytes`` past the previous point). The last three fields
+    are the running ``max_timestamp`` / ``offset_of_max_timestamp`` up to and including that
+    entry and the (last) offset of the first entry without a timestamp, -1 if none yet: the
+    log counts such entries at their append time, which the validator does not know.
+    ``first_untimed_offset`` is that offset for the whole set, and ``first_timestamp`` the
+    first entry's timestamp (-1 if it has none), which starts a new segment's roll clock.
     """
 
     buffer: bytes
@@ -184,7 +198,9 @@ class ValidatedSet:
     offset_of_max_timestamp: int
     log_append_time: int
     record_count: int
-    entries: list[tuple[int, int, int]]
+    first_timestamp: int
+    first_untimed_offset: int
+    index_points: list[tuple[int, int, int, int, int]]
 
 
 # ---------------------------------------------------------------------------------------
@@ -466,7 +482,9 @@ def build_message_set(
 # Validation on append
 
 
-def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationConfig) -> ValidatedSet:
+def validate_and_assign(
+    buf, next_offset: int, now_ms: int, config: ValidationConfig, index_after: int | None = None
+) -> ValidatedSet:
     """Check a produced message set and assign offsets from ``next_offset`` (leader path).
 
     Refuses the whole set with ``RecordError``:
@@ -493,6 +511,10 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     magic 1 uncompressed message or wrapper gets timestamp ``now_ms`` and attribute bit 3,
     and only its outer CRC is recomputed.
 
+    ``index_after``: the position in the set past which the log's next offset-index entry is
+    due (default ``index_interval_bytes``: the set starts an empty segment); see
+    ``ValidatedSet.index_points``.
+
     Magic 2 record batches (a set whose first entry has magic 2 at byte 16) are first
     converted to magic 1, as Kafka converts them to an older log format, then validated as
     above: see ``protocol.record_batch`` for what is refused there and with which code.
@@ -502,24 +524,79 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
         raise _corrupt("empty message set")
     if length > _MAGIC_POSITION and buf[_MAGIC_POSITION] == RECORD_BATCH_MAGIC:
         buf = _magic_1_from_record_batches(buf, config.max_message_bytes)
-        length = len(buf)
-    out = bytearray(buf)
-    view = memoryview(out)
-    max_size = config.max_message_bytes - LOG_OVERHEAD
+    interval = config.index_interval_bytes
+    if index_after is None:
+        index_after = interval
     log_append_time = config.timestamp_type == LOG_APPEND_TIME
-    earliest = now_ms - config.max_timestamp_difference_ms
-    latest = now_ms + config.max_timestamp_difference_ms
+    # Clamped to int64, where every timestamp lies, so the native loop can compare them.
+    earliest = max(now_ms - config.max_timestamp_difference_ms, _INT64_MIN)
+    latest = min(now_ms + config.max_timestamp_difference_ms, _INT64_MAX)
+    out, offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements = _assign_loop(
+        buf, next_offset, now_ms, config.max_message_bytes, log_append_time, earliest, latest,
+        index_after, interval, _assign_wrapper,
+    )
+    if replacements:
+        out = _splice(out, replacements)
+        # Recompressed magic 0 wrappers moved every entry after them; such sets carry no
+        # timestamps, so positions and offsets are all the index needs.
+        points = _untimed_index_points(out, index_after, interval)
+    return ValidatedSet(
+        buffer=out,
+        first_offset=next_offset,
+        last_offset=offset - 1,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max_timestamp,
+        log_append_time=now_ms if log_append_time else NO_TIMESTAMP,
+        record_count=offset - next_offset,
+        first_timestamp=_first_timestamp(out),
+        first_untimed_offset=first_untimed,
+        index_points=points,
+    )
+
+
+def _first_timestamp(out) -> int:
+    """The first entry's timestamp as written (magic 1: after LogAppendTime or the wrapper's
+    max inner timestamp went in), -1 for magic 0."""
+    if out[_MAGIC_POSITION] == 0:
+        return NO_TIMESTAMP
+    return _INT64.unpack_from(out, _TIMESTAMP_POSITION)[0]
+
+
+def _py_assign_loop(
+    buf,
+    next_offset: int,
+    now_ms: int,
+    max_message_bytes: int,
+    log_append_time: bool,
+    earliest: int,
+    latest: int,
+    index_after: int,
+    index_interval: int,
+    assign_wrapper,
+) -> tuple[bytes, int, int, int, int, list, dict[int, bytes] | None]:
+    """``validate_and_assign``'s per-message loop over ``buf``.
+
+    Returns the set with offsets (and LogAppendTime) written in, the next free offset, the
+    max timestamp and its offset, the first untimed offset, the index points and the
+    replacement entries by position (recompressed magic 0 wrappers; None if there are none).
+    Wrappers go to ``assign_wrapper`` (``_assign_wrapper``). ``_records.assign_loop`` is the
+    same loop in C: keep them in step.
+    """
+    out = bytearray(buf)
+    length = len(out)
+    view = memoryview(out)
+    max_size = max_message_bytes - LOG_OVERHEAD
     unpack_int32 = _INT32.unpack_from
     pack_offset = _INT64.pack_into
     pack_crc = _UINT32.pack_into
     pack_attributes_timestamp = _ATTRIBUTES_TIMESTAMP.pack_into
     crc32 = _crc32
-    entries: list[tuple[int, int, int]] = []
-    append_entry = entries.append
-    replacements: dict[int, bytes] = {}
+    points: list[tuple[int, int, int, int, int]] = []
+    replacements: dict[int, bytes] | None = None
     offset = next_offset
     max_timestamp = NO_TIMESTAMP
     offset_of_max_timestamp = -1
+    first_untimed = -1
     set_magic = out[_MAGIC_POSITION] if length > _MAGIC_POSITION else -1
     if set_magic != 0 and set_magic != 1:
         raise _corrupt(f"message set starts with unknown magic {set_magic} or is truncated")
@@ -528,77 +605,73 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     head = _HEAD_AND_LENGTHS[set_magic]
     unpack_head, head_size = head.unpack_from, head.size
     position = 0
-    while position < length:
-        if length - position < head_size:
-            raise _short_tail(out, position, min_size)
-        _, size, crc, magic, attributes, timestamp, key_length, value_length = unpack_head(out, position)
-        end = position + LOG_OVERHEAD + size
-        if size < min_size or end > length:
-            if size < min_size:
-                raise _corrupt(f"message at byte {position} has impossible size {size}")
-            raise _corrupt(f"message set ends in a truncated message at byte {position}")
-        if size > max_size:
-            raise _too_large(size + LOG_OVERHEAD, config.max_message_bytes)
-        if magic != set_magic:
-            raise _corrupt(f"message set mixes magic {set_magic} and magic {magic}")
-        if crc32(view[position + _MAGIC_POSITION : end]) != crc:
-            raise _corrupt(f"message at byte {position} fails its CRC check")
-        if key_length != -1:
-            value_length_position = position + value_position + key_length
-            if key_length < -1 or value_length_position + 4 > end:
-                raise _corrupt(f"message at byte {position} has a bad key length {key_length}")
-            (value_length,) = unpack_int32(out, value_length_position)
-        else:
-            value_length_position = position + value_position
-        if value_length_position + 4 + (value_length if value_length > 0 else 0) != end or value_length < -1:
-            raise _corrupt(f"message at byte {position} has a bad value length {value_length}")
-
-        if attributes & _CODEC_MASK:
-            offset, entry_timestamp, replacement = _assign_wrapper(
-                out, position, end, offset, now_ms, log_append_time, earliest, latest
-            )
-            if replacement is not None:
-                if len(replacement) > config.max_message_bytes:
-                    raise _too_large(len(replacement), config.max_message_bytes)
-                replacements[position] = replacement
-            last_offset = offset - 1
-        else:
-            if magic == 0:
-                entry_timestamp = NO_TIMESTAMP
-            elif attributes & _TIMESTAMP_TYPE_BIT:
-                raise _producer_log_append_time(position)
-            elif log_append_time:
-                entry_timestamp = now_ms
-                pack_attributes_timestamp(
-                    out, position + _ATTRIBUTES_POSITION, (attributes | _TIMESTAMP_TYPE_BIT) & 0xFF, now_ms
-                )
-                pack_crc(out, position + _CRC_POSITION, crc32(view[position + _MAGIC_POSITION : end]))
+    try:
+        while position < length:
+            if length - position < head_size:
+                raise _short_tail(out, position, min_size)
+            _, size, crc, magic, attributes, timestamp, key_length, value_length = unpack_head(out, position)
+            end = position + LOG_OVERHEAD + size
+            if size < min_size or end > length:
+                if size < min_size:
+                    raise _corrupt(f"message at byte {position} has impossible size {size}")
+                raise _corrupt(f"message set ends in a truncated message at byte {position}")
+            if size > max_size:
+                raise _too_large(size + LOG_OVERHEAD, max_message_bytes)
+            if magic != set_magic:
+                raise _corrupt(f"message set mixes magic {set_magic} and magic {magic}")
+            if crc32(view[position + _MAGIC_POSITION : end]) != crc:
+                raise _corrupt(f"message at byte {position} fails its CRC check")
+            if key_length != -1:
+                value_length_position = position + value_position + key_length
+                if key_length < -1 or value_length_position + 4 > end:
+                    raise _corrupt(f"message at byte {position} has a bad key length {key_length}")
+                (value_length,) = unpack_int32(out, value_length_position)
             else:
-                entry_timestamp = timestamp
-                if (timestamp < earliest or timestamp > latest) and timestamp != NO_TIMESTAMP:
-                    raise _invalid_timestamp(timestamp, now_ms)
-            pack_offset(out, position, offset)
-            last_offset = offset
-            offset += 1
-        if entry_timestamp > max_timestamp:
-            max_timestamp = entry_timestamp
-            offset_of_max_timestamp = last_offset
-        append_entry((position, last_offset, entry_timestamp))
-        position = end
+                value_length_position = position + value_position
+            if value_length_position + 4 + (value_length if value_length > 0 else 0) != end or value_length < -1:
+                raise _corrupt(f"message at byte {position} has a bad value length {value_length}")
 
-    view.release()
-    if replacements:
-        out, entries = _splice(out, entries, replacements)
-    return ValidatedSet(
-        buffer=bytes(out),
-        first_offset=next_offset,
-        last_offset=offset - 1,
-        max_timestamp=max_timestamp,
-        offset_of_max_timestamp=offset_of_max_timestamp,
-        log_append_time=now_ms if log_append_time else NO_TIMESTAMP,
-        record_count=offset - next_offset,
-        entries=entries,
-    )
+            if attributes & _CODEC_MASK:
+                offset, entry_timestamp, replacement = assign_wrapper(
+                    out, position, end, offset, now_ms, log_append_time, earliest, latest
+                )
+                if replacement is not None:
+                    if len(replacement) > max_message_bytes:
+                        raise _too_large(len(replacement), max_message_bytes)
+                    if replacements is None:
+                        replacements = {}
+                    replacements[position] = replacement
+                last_offset = offset - 1
+            else:
+                if magic == 0:
+                    entry_timestamp = NO_TIMESTAMP
+                elif attributes & _TIMESTAMP_TYPE_BIT:
+                    raise _producer_log_append_time(position)
+                elif log_append_time:
+                    entry_timestamp = now_ms
+                    pack_attributes_timestamp(
+                        out, position + _ATTRIBUTES_POSITION, (attributes | _TIMESTAMP_TYPE_BIT) & 0xFF, now_ms
+                    )
+                    pack_crc(out, position + _CRC_POSITION, crc32(view[position + _MAGIC_POSITION : end]))
+                else:
+                    entry_timestamp = timestamp
+                    if (timestamp < earliest or timestamp > latest) and timestamp != NO_TIMESTAMP:
+                        raise _invalid_timestamp(timestamp, now_ms)
+                pack_offset(out, position, offset)
+                last_offset = offset
+                offset += 1
+            if entry_timestamp > max_timestamp:
+                max_timestamp = entry_timestamp
+                offset_of_max_timestamp = last_offset
+            elif entry_timestamp < 0 and first_untimed < 0:
+                first_untimed = last_offset
+            if position > index_after:
+                points.append((position, last_offset, max_timestamp, offset_of_max_timestamp, first_untimed))
+                index_after = position + index_interval
+            position = end
+    finally:
+        view.release()
+    return bytes(out), offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements
 
 
 def _magic_1_from_record_batches(buf, max_message_bytes: int) -> bytes:
@@ -664,7 +737,7 @@ def _invalid_timestamp(timestamp: int, now_ms: int) -> RecordError:
 
 
 def _assign_wrapper(
-    out: bytearray,
+    out,
     position: int,
     end: int,
     next_offset: int,
@@ -673,8 +746,8 @@ def _assign_wrapper(
     earliest: int,
     latest: int,
 ) -> tuple[int, int, bytes | None]:
-    """Validate the wrapper at ``position`` (its outer CRC and lengths already checked) and
-    assign its offsets.
+    """Validate the wrapper at ``position`` of ``out`` (a writable buffer: the set being
+    assigned; its outer CRC and lengths already checked) and assign its offsets.
 
     Returns the next free offset, the entry's max timestamp, and either None (rewritten in
     place in ``out``) or the bytes of a recompressed replacement entry.
@@ -702,7 +775,7 @@ def _assign_wrapper(
     return last_offset + 1, wrapper_timestamp, None
 
 
-def _scan_inner(
+def _py_scan_inner(
     inner: bytes, magic: int, wrapper_offset: int, now_ms: int, accepted: tuple[int, int] | None
 ) -> tuple[int, int]:
     """Check every message of a decompressed inner set without building objects.
@@ -711,8 +784,9 @@ def _scan_inner(
     magic) plus: not compressed, magic 1 relative offsets 0..n-1, and, when ``accepted`` is
     given, timestamps in that range. Returns the message count and the max timestamp.
 
-    The per-message checks are written out here and in ``validate_and_assign`` rather than
+    The per-message checks are written out here and in ``_py_assign_loop`` rather than
     shared through a helper: one more call per message costs about 9% of append throughput.
+    ``_records.scan_inner`` is the same loop in C: keep them in step.
     """
     length = len(inner)
     view = memoryview(inner)
@@ -791,94 +865,141 @@ def _recompressed_magic_0_wrapper(inner: bytes, first_offset: int, codec: Codec)
     return bytes(out)
 
 
-def _splice(
-    out: bytearray, entries: list[tuple[int, int, int]], replacements: dict[int, bytes]
-) -> tuple[bytearray, list[tuple[int, int, int]]]:
-    """Rebuild ``out`` with the entries at the given positions replaced, fixing positions."""
+def _splice(out: bytes, replacements: dict[int, bytes]) -> bytes:
+    """``out`` with the entries at the given positions replaced."""
     spliced = bytearray()
-    new_entries = []
-    bounds = [position for position, _, _ in entries] + [len(out)]
-    for index, (position, last_offset, timestamp) in enumerate(entries):
-        new_entries.append((len(spliced), last_offset, timestamp))
-        replacement = replacements.get(position)
-        if replacement is None:
-            spliced += out[position : bounds[index + 1]]
-        else:
-            spliced += replacement
-    return spliced, new_entries
+    position = 0
+    for start in sorted(replacements):
+        spliced += out[position:start]
+        position = start + LOG_OVERHEAD + _INT32.unpack_from(out, start + 8)[0]
+        spliced += replacements[start]
+    spliced += out[position:]
+    return bytes(spliced)
 
 
-def validate_given_offsets(buf, min_offset: int, config: ValidationConfig) -> ValidatedSet:
+def _untimed_index_points(out: bytes, index_after: int, interval: int) -> list[tuple[int, int, int, int, int]]:
+    """Index points of a validated magic 0 set (no timestamps), from its entry heads."""
+    points = []
+    first_untimed = -1
+    position = 0
+    while position < len(out):
+        offset, size = _OFFSET_SIZE.unpack_from(out, position)
+        if first_untimed < 0:
+            first_untimed = offset
+        if position > index_after:
+            points.append((position, offset, NO_TIMESTAMP, -1, first_untimed))
+            index_after = position + interval
+        position += LOG_OVERHEAD + size
+    return points
+
+
+def validate_given_offsets(
+    buf, min_offset: int, config: ValidationConfig, index_after: int | None = None
+) -> ValidatedSet:
     """Check a message set fetched from a leader and keep its offsets (follower path).
 
-    Every CRC (inner ones included) and size is checked as on the leader; offsets must be
-    strictly increasing across the set and the first must be ``>= min_offset``
-    (CORRUPT_MESSAGE otherwise). Timestamps are not judged: the leader already did. A
-    truncated tail is dropped (fetch responses end in one); a set with no whole entry gives
-    ``record_count`` 0, an empty ``buffer`` and offsets -1.
+    As Kafka 0.10.2's follower append, the set is checked shallowly and never decompressed:
+    each whole entry's size (MESSAGE_TOO_LARGE over ``max_message_bytes``), magic (0 or 1,
+    the same throughout), codec, CRC (the wrapper's own: it covers the compressed bytes, not
+    the inner messages' CRCs) and offset, which must be strictly increasing across the set
+    and ``>= min_offset``; CORRUPT_MESSAGE otherwise. The leader checked the rest (inner
+    messages, lengths, timestamps) when it appended the set, and down-conversion and readers
+    check inner CRCs on their way out.
+
+    A wrapper's offset field is its last inner offset, and what its first one is only
+    decompression can tell, so the result counts shallow entries: ``first_offset`` is the
+    first entry's offset field (a wrapper's last inner offset, as Kafka 0.10.2's
+    ``LogAppendInfo.firstOffset`` for a follower) and ``record_count`` the number of shallow
+    entries. ``last_offset`` is exact. A truncated tail is dropped (fetch responses end in
+    one); a set with no whole entry gives ``record_count`` 0, an empty ``buffer`` and offsets
+    -1. ``index_after`` is as for ``validate_and_assign``.
     """
+    interval = config.index_interval_bytes
+    end, first_offset, last_offset, count, max_timestamp, offset_of_max, first_untimed, points = _shallow_loop(
+        buf, min_offset, config.max_message_bytes, interval if index_after is None else index_after, interval
+    )
+    view = memoryview(buf)
+    buffer = view[:end].tobytes()
+    view.release()
+    return ValidatedSet(
+        buffer=buffer,
+        first_offset=first_offset,
+        last_offset=last_offset,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max,
+        log_append_time=NO_TIMESTAMP,
+        record_count=count,
+        first_timestamp=_first_timestamp(buffer) if count else NO_TIMESTAMP,
+        first_untimed_offset=first_untimed,
+        index_points=points,
+    )
+
+
+def _py_shallow_loop(
+    buf, min_offset: int, max_message_bytes: int, index_after: int, index_interval: int
+) -> tuple[int, int, int, int, int, int, int, list]:
+    """``validate_given_offsets``' loop: returns the end of the last whole entry, first and
+    last offset, entry count, max timestamp and its offset, first untimed offset and index
+    points. ``_records.shallow_loop`` is the same loop in C: keep them in step. The running
+    max / index point bookkeeping is written out as in ``_py_assign_loop`` rather than called
+    (a call per message is what these loops cannot afford; the C loops share indexing_add)."""
     view = memoryview(buf)
     length = len(view)
-    entries: list[tuple[int, int, int]] = []
+    points: list[tuple[int, int, int, int, int]] = []
     max_timestamp = NO_TIMESTAMP
-    offset_of_max_timestamp = -1
+    offset_of_max = -1
+    first_untimed = -1
     first_offset = -1
-    previous_offset = min_offset - 1
-    record_count = 0
+    previous = min_offset - 1
+    count = 0
     set_magic = -1
     position = 0
-    while True:
-        end = _whole_entry_end(view, position, length)
-        if end < 0:
-            break
-        if end - position > config.max_message_bytes:
-            raise RecordError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"message of {end - position} bytes exceeds max.message.bytes {config.max_message_bytes}",
-            )
-        message = _parse_message(view, position, end)
-        if set_magic == -1:
-            set_magic = message.magic
-        elif message.magic != set_magic:
-            raise _corrupt(f"message set mixes magic {set_magic} and magic {message.magic}")
-        if message.attributes & _CODEC_MASK:
-            _, messages = _inner_messages(message, view)
-            if message.magic == 0:
-                inner_offsets = [item.offset for item in messages]
-            else:
-                base = message.offset - messages[-1].offset
-                inner_offsets = [base + item.offset for item in messages]
-            count = len(messages)
-        else:
-            inner_offsets = [message.offset]
-            count = 1
-        for inner_offset in inner_offsets:
-            if inner_offset <= previous_offset:
-                raise _corrupt(
-                    f"offset {inner_offset} does not follow {previous_offset} "
-                    f"(minimum {min_offset})"
+    try:
+        while length - position >= LOG_OVERHEAD:
+            (size,) = _INT32.unpack_from(view, position + 8)
+            if size < _MIN_MESSAGE_SIZE[0]:
+                raise _corrupt(f"message at byte {position} has impossible size {size}")
+            end = position + LOG_OVERHEAD + size
+            if end > length:
+                break
+            if end - position > max_message_bytes:
+                raise RecordError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"message of {end - position} bytes exceeds max.message.bytes {max_message_bytes}",
                 )
-            previous_offset = inner_offset
-        if inner_offsets[-1] != message.offset:
-            raise _corrupt(f"compressed message at offset {message.offset} holds later offsets")
-        if first_offset < 0:
-            first_offset = inner_offsets[0]
-        record_count += count
-        if message.timestamp > max_timestamp:
-            max_timestamp = message.timestamp
-            offset_of_max_timestamp = message.offset
-        entries.append((position, message.offset, message.timestamp))
-        position = end
-    return ValidatedSet(
-        buffer=view[:position].tobytes(),
-        first_offset=first_offset,
-        last_offset=previous_offset if record_count else -1,
-        max_timestamp=max_timestamp,
-        offset_of_max_timestamp=offset_of_max_timestamp,
-        log_append_time=NO_TIMESTAMP,
-        record_count=record_count,
-        entries=entries,
-    )
+            offset, _, crc, magic, attributes, timestamp = _HEAD.unpack_from(view, position)
+            if magic != 0 and magic != 1:
+                raise _corrupt(f"message at offset {offset} has unknown magic {magic}")
+            if size < _MIN_MESSAGE_SIZE[magic]:
+                raise _corrupt(f"message at offset {offset} has impossible size {size}")
+            if _CODECS[attributes & _CODEC_MASK] is None:
+                raise _corrupt(f"message at offset {offset} has unknown codec {attributes & _CODEC_MASK}")
+            if _crc32(view[position + _MAGIC_POSITION : end]) != crc:
+                raise _corrupt(f"message at offset {offset} fails its CRC check")
+            if set_magic == -1:
+                set_magic = magic
+            elif magic != set_magic:
+                raise _corrupt(f"message set mixes magic {set_magic} and magic {magic}")
+            if offset <= previous:
+                raise _corrupt(f"offset {offset} does not follow {previous} (minimum {min_offset})")
+            if first_offset < 0:
+                first_offset = offset
+            previous = offset
+            count += 1
+            if magic == 0:
+                timestamp = NO_TIMESTAMP
+            if timestamp > max_timestamp:
+                max_timestamp = timestamp
+                offset_of_max = offset
+            elif timestamp < 0 and first_untimed < 0:
+                first_untimed = offset
+            if position > index_after:
+                points.append((position, offset, max_timestamp, offset_of_max, first_untimed))
+                index_after = position + index_interval
+            position = end
+    finally:
+        view.release()
+    return position, first_offset, previous if count else -1, count, max_timestamp, offset_of_max, first_untimed, points
 
 
 # ---------------------------------------------------------------------------------------
@@ -933,3 +1054,32 @@ def _append_converted(out: bytearray, view: memoryview, message: _Message, offse
         else view[message.value_position : message.value_position + message.value_length]
     )
     _append_message(out, offset, 0, 0, NO_TIMESTAMP, key, value)
+
+
+# ---------------------------------------------------------------------------------------
+# The native accelerator
+
+try:
+    from minikafka.protocol import _records as _native
+except ImportError:  # built without a compiler: the pure-Python loops serve
+    _native = None
+
+
+def use_native(enabled: bool) -> bool:
+    """Run the per-message loops in the C accelerator (``minikafka.protocol._records``) when
+    ``enabled`` and built, else in Python; returns whether C is now in use. Both give the
+    same results and the same errors. At import C is chosen unless the environment sets
+    ``MINIKAFKA_PURE_PYTHON=1``."""
+    global _assign_loop, _scan_inner, _shallow_loop
+    if enabled and _native is not None:
+        _assign_loop, _scan_inner, _shallow_loop = _native.assign_loop, _native.scan_inner, _native.shallow_loop
+        return True
+    _assign_loop, _scan_inner, _shallow_loop = _py_assign_loop, _py_scan_inner, _py_shallow_loop
+    return False
+
+
+def native_in_use() -> bool:
+    return _assign_loop is not _py_assign_loop
+
+
+use_native(os.environ.get("MINIKAFKA_PURE_PYTHON", "") in ("", "0"))

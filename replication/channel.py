@@ -3,19 +3,24 @@
 Used by the controller (LeaderAndIsr, UpdateMetadata, StopReplica to each broker), by replica
 fetchers (Fetch and OffsetForLeaderEpoch to a leader) and by a broker asking the controller
 for a controlled shutdown. One request at a time per channel; a failed or timed-out request
-closes the socket, and the next request reconnects. With an ``ssl_context`` (an SSL
-inter-broker listener) the socket is wrapped in TLS before the first request.
+closes the socket, and the next request reconnects. :class:`ChannelSecurity` says how the
+inter-broker listener is secured: TLS wraps the socket first, then SASL (Kafka 0.10.2's
+SaslHandshake v0 followed by the mechanism's bare token frames) authenticates the broker
+before its first request. The mechanisms themselves come from the broker layer.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+import ssl
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol
 
 import trio
 
-from minikafka.protocol.errors import ProtocolError
-from minikafka.protocol.framing import ClientConnection
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode, ProtocolError
+from minikafka.protocol.framing import ClientConnection, encode_frame
 from minikafka.protocol.schema import Struct
 
 logger = logging.getLogger(__name__)
@@ -34,12 +39,40 @@ class ChannelError(Exception):
     have been processed."""
 
 
+class AuthenticationError(ChannelError):
+    """The peer refused this broker's SASL authentication (or proved to be the wrong peer);
+    the message names the mechanism and user, never the password."""
+
+
+class SaslClient(Protocol):
+    """A client mechanism: ``respond(None)`` is the first token, ``respond(server_token)`` the
+    next, None once done; raises on a bad server answer (the message is safe to log)."""
+
+    mechanism: str
+    user: str
+
+    def respond(self, challenge: bytes | None) -> bytes | None: ...
+
+
+@dataclass(frozen=True)
+class ChannelSecurity:
+    """How this broker connects to the inter-broker listener of the others."""
+
+    ssl_context: ssl.SSLContext | None = None
+    # A fresh mechanism per connection (SCRAM nonces must not repeat); None: no SASL.
+    sasl: Callable[[], SaslClient] | None = None
+
+
+PLAINTEXT = ChannelSecurity()
+
+
 class BrokerChannel:
     """Requests to one broker at ``host:port``; ``request`` is safe to call from many tasks
     (they queue on a lock, as Kafka's per-connection ordering needs anyway)."""
 
-    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float, ssl_context=None) -> None:
-        self.ssl_context = ssl_context
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float,
+                 security: ChannelSecurity = PLAINTEXT) -> None:
+        self.security = security
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -59,12 +92,19 @@ class BrokerChannel:
         timeout = timeout_s if timeout_s is not None else self.timeout_s
         async with self._lock:
             with trio.move_on_after(timeout):
-                try:
-                    return await self._exchange(api_key, version, body)
-                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
-                        ProtocolError) as exc:
-                    self._drop()
-                    raise ChannelError(f"{self.host}:{self.port}: {exc or type(exc).__name__}") from None
+                # A kept connection may have died unseen (the peer restarted on the same port):
+                # one fresh connection is tried then, as Kafka's controller resends.
+                for fresh in ((True,) if self._stream is None else (False, True)):
+                    try:
+                        return await self._exchange(api_key, version, body)
+                    except AuthenticationError:
+                        self._drop()
+                        raise
+                    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                            ProtocolError) as exc:
+                        self._drop()
+                        if fresh:
+                            raise ChannelError(f"{self.host}:{self.port}: {str(exc) or type(exc).__name__}") from None
             self._drop()
             raise ChannelError(f"{self.host}:{self.port}: no answer within {timeout:.1f} s")
 
@@ -73,10 +113,19 @@ class BrokerChannel:
             tcp = await trio.open_tcp_stream(self.host, self.port)
             self._socket = tcp.socket
             self._stream = tcp
-            if self.ssl_context is not None:
-                self._stream = trio.SSLStream(tcp, self.ssl_context, server_hostname=self.host)
-                await self._stream.do_handshake()
+            if self.security.ssl_context is not None:
+                self._stream = trio.SSLStream(tcp, self.security.ssl_context, server_hostname=self.host)
+                try:
+                    await self._stream.do_handshake()
+                except trio.BrokenResourceError as exc:
+                    # A certificate the context refuses (another CA, the wrong host name).
+                    cause = exc.__cause__
+                    if isinstance(cause, ssl.SSLCertVerificationError):
+                        raise AuthenticationError(f"{self.host}:{self.port}: TLS: {cause.verify_message}") from None
+                    raise
             self._conn = ClientConnection(client_id=self.client_id)
+            if self.security.sasl is not None:
+                await self._authenticate(self.security.sasl())
         assert self._conn is not None
         _, frame = self._conn.send_request(api_key, version, body)
         await self._stream.send_all(frame)
@@ -84,10 +133,40 @@ class BrokerChannel:
             response = self._conn.next_response()
             if response is not None:
                 return response.body
-            data = await self._stream.receive_some(1 << 20)
-            if not data:
-                raise ProtocolError("connection closed by the peer")
-            self._conn.receive_data(data)
+            await self._receive()
+
+    async def _receive(self) -> None:
+        data = await self._stream.receive_some(1 << 20)
+        if not data:
+            raise ProtocolError("connection closed by the peer")
+        self._conn.receive_data(data)
+
+    async def _authenticate(self, client: SaslClient) -> None:
+        """SaslHandshake v0, then the mechanism's tokens as bare frames. A 0.10.2 broker answers
+        a failed authentication by closing the connection, so a close here is a refusal."""
+        who = f"{self.host}:{self.port}: SASL {client.mechanism} as user {client.user!r}"
+        _, frame = self._conn.send_request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": client.mechanism})
+        await self._stream.send_all(frame)
+        while (response := self._conn.next_response()) is None:
+            await self._receive()
+        if response.body.error_code:
+            raise AuthenticationError(f"{who}: {ErrorCode(response.body.error_code).name} (the listener "
+                                      f"enables {', '.join(response.body.mechanisms)})")
+        answer = None
+        while True:
+            try:
+                token = client.respond(answer)
+            except Exception as exc:  # the mechanism's own refusal of the server's answer
+                raise AuthenticationError(f"{who}: {exc}") from None
+            if token is None:
+                return
+            try:
+                await self._stream.send_all(encode_frame(token))
+                while (answer := self._conn.next_raw_frame()) is None:
+                    await self._receive()
+            except (ProtocolError, trio.BrokenResourceError, ConnectionError):
+                raise AuthenticationError(f"{who}: refused (the peer closed the connection: a wrong password, "
+                                          "an unknown user or a mechanism it does not accept)") from None
 
     def _drop(self) -> None:
         sock, self._socket, self._stream, self._conn = self._socket, None, None, None

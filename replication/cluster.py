@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Awaitable, Callable, Mapping
 
 import trio
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.replication.channel import BrokerChannel, ChannelError, dial_address
+from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelSecurity, dial_address
 from minikafka.replication.controller import Controller, ControllerError, ControllerSettings
 from minikafka.replication.fetcher import FetcherManager, FetcherSettings
 from minikafka.replication.metadata_cache import BrokerEndpoint, MetadataCache
@@ -56,8 +56,8 @@ class ClusterSettings:
     dial: Mapping[int, tuple[str, int]] = field(default_factory=dict)
     # The listener brokers reach each other on (inter.broker.listener.name).
     inter_broker_listener: str = "PLAINTEXT"
-    # TLS client context for that listener when its protocol is SSL.
-    ssl_context: object = None
+    # How that listener is secured (TLS, SASL) from the connecting broker's side.
+    security: ChannelSecurity = PLAINTEXT
 
 
 class ClusterMember:
@@ -80,6 +80,14 @@ class ClusterMember:
         self._endpoint: tuple[str, int] | None = None
         self._controller_scope: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
+        # Paths watched for others (the ACL change notifications): path -> on_children.
+        self._children_handlers: dict[str, Callable[[list[str]], Awaitable[None]]] = {}
+
+    async def watch_children(self, path: str, on_children: Callable[[list[str]], Awaitable[None]]) -> None:
+        """Call ``on_children(children)`` with ``path``'s children now and after each change,
+        from this member's event task (so calls never overlap). Needs ``connect`` first."""
+        self._children_handlers[path] = on_children
+        await self.zk_client.watch_children(path)
 
     # ------------------------------------------------------------------ start-up
 
@@ -168,7 +176,7 @@ class ClusterMember:
             unclean_leader_election=self.settings.unclean_leader_election,
             socket_timeout_ms=self.settings.controller_socket_timeout_ms, dial=self.settings.dial,
             inter_broker_listener=self.settings.inter_broker_listener,
-            ssl_context=self.settings.ssl_context))
+            security=self.settings.security))
         self.controller = controller
         assert self._nursery is not None
 
@@ -230,6 +238,10 @@ class ClusterMember:
             elif current != self.node_id:
                 self._resign()
             return
+        handler = self._children_handlers.get(event.path)
+        if handler is not None and event.kind == "children":
+            await handler(event.children)
+            return
         kind = WATCHED.get(event.path) or WATCHED_DATA.get(event.path)
         if kind is not None and self.controller is not None:
             self.controller.notify(kind)
@@ -272,7 +284,7 @@ class ClusterMember:
             host, port = dial_address(controller_id, host, port, self.settings.dial)
             channel = BrokerChannel(host, port, client_id=f"broker-{self.node_id}",
                                     timeout_s=self.settings.controller_socket_timeout_ms / 1000,
-                                    ssl_context=self.settings.ssl_context)
+                                    security=self.settings.security)
             try:
                 response = await channel.request(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": self.node_id})
             except ChannelError as exc:

@@ -20,7 +20,7 @@ import trio
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.replication.channel import BrokerChannel, ChannelError, dial_address
+from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelSecurity, dial_address
 from minikafka.replication.election import controlled_shutdown_leader, offline_leader, preferred_leader
 from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr
 from minikafka.replication.zookeeper import BadVersion, NodeExists
@@ -48,7 +48,7 @@ class ControllerSettings:
     socket_timeout_ms: int
     dial: Mapping[int, tuple[str, int]] = field(default_factory=dict)
     inter_broker_listener: str = "PLAINTEXT"
-    ssl_context: object = None  # TLS to the other brokers (an SSL inter-broker listener)
+    security: ChannelSecurity = PLAINTEXT  # how the other brokers' inter-broker listener is secured
 
 
 class Controller:
@@ -394,7 +394,7 @@ class Controller:
         if channel is None:
             channel = BrokerChannel(host, port, client_id=f"controller-{self.node_id}",
                                     timeout_s=self.settings.socket_timeout_ms / 1000,
-                                    ssl_context=self.settings.ssl_context)
+                                    security=self.settings.security)
             self._channels[broker_id] = channel
         else:
             channel.retarget(host, port)

@@ -16,7 +16,7 @@ import trio
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode, RecordError
-from minikafka.replication.channel import BrokerChannel, ChannelError, dial_address
+from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelSecurity, dial_address
 from minikafka.replication.metadata_cache import BrokerEndpoint
 from minikafka.replication.truncation import (
     epochs_to_query,
@@ -37,8 +37,8 @@ FETCH_VERSION = 3
 class FetcherSettings:
     def __init__(self, *, wait_max_ms: int, min_bytes: int, max_bytes: int, response_max_bytes: int,
                  backoff_ms: int, socket_timeout_ms: int,
-                 dial: dict[int, tuple[str, int]] | None = None, ssl_context=None) -> None:
-        self.ssl_context = ssl_context  # TLS to the leaders (an SSL inter-broker listener)
+                 dial: dict[int, tuple[str, int]] | None = None, security: ChannelSecurity = PLAINTEXT) -> None:
+        self.security = security  # how the leaders' inter-broker listener is secured
         self.wait_max_ms = wait_max_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
@@ -91,7 +91,7 @@ class ReplicaFetcher:
         host, port = dial_address(leader.node_id, leader.host, leader.port, settings.dial)
         self.channel = BrokerChannel(host, port, client_id=f"broker-{node_id}-fetcher",
                                      timeout_s=(settings.wait_max_ms + settings.socket_timeout_ms) / 1000,
-                                     ssl_context=settings.ssl_context)
+                                     security=settings.security)
         self.partitions: dict[tuple[str, int], Replica] = {}
         self._changed = trio.Event()
         self._failed_round = False

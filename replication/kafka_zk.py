@@ -68,6 +68,7 @@ TOPIC_CONFIG_PATH = "/config/topics"
 USER_CONFIG_PATH = "/config/users"
 ACL_PATH = "/kafka-acl"
 ACL_CHANGES_PATH = "/kafka-acl-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
@@ -597,6 +598,13 @@ class KafkaZk:
                     found[f"{resource_type}:{name}"] = node[0]
         return found
 
+    async def acl(self, resource: str) -> dict | None:
+        """One resource's ACL node (``"<Type>:<name>"``, as a change notification names it);
+        None when it has none."""
+        resource_type, _, name = resource.partition(":")
+        node = await self.zk.get_json(f"{ACL_PATH}/{resource_type}/{name}")
+        return None if node is None else node[0]
+
     async def set_acls(self, resource_type: str, name: str, entry: dict | None) -> None:
         """Write (None: delete) one resource's ACL node and leave Kafka's change notification."""
         path = f"{ACL_PATH}/{resource_type}/{name}"
@@ -610,7 +618,8 @@ class KafkaZk:
             else:
                 await self.zk.set(path, _encode(entry))
         await self.zk.ensure_path(ACL_CHANGES_PATH)
-        await self.zk.create(f"{ACL_CHANGES_PATH}/acl_changes_", f"{resource_type}:{name}".encode(), sequence=True)
+        await self.zk.create(f"{ACL_CHANGES_PATH}/{ACL_CHANGE_PREFIX}", f"{resource_type}:{name}".encode(),
+                             sequence=True)
 
     # -- partition leader and ISR -------------------------------------------------------------
 

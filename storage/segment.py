@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from minikafka.protocol.errors import RecordError
-from minikafka.protocol.records import iter_entries, iter_records
+from minikafka.protocol.records import ValidatedSet, iter_entries, iter_records
 from minikafka.storage.config import LogConfig
 from minikafka.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 from minikafka.storage.types import FileSlice, SegmentFile, SegmentInfo
@@ -90,6 +90,17 @@ def iter_headers(fd: int, start: int, end: int) -> Iterator[EntryHeader]:
             return
         yield EntryHeader(position, offset, LOG_OVERHEAD + size, attributes & 7, timestamp if magic else -1)
         position += LOG_OVERHEAD + size
+
+
+def _counting_untimed_at(now: int, max_timestamp: int, offset_of_max: int, first_untimed: int) -> tuple[int, int]:
+    """A set's (or its prefix's) largest timestamp and the offset where it first appears
+    once entries without a timestamp (the first at ``first_untimed``, -1 if none) count at
+    ``now``."""
+    if first_untimed < 0 or now < max_timestamp:
+        return max_timestamp, offset_of_max
+    if now > max_timestamp:
+        return now, first_untimed
+    return now, min(offset_of_max, first_untimed)
 
 
 def _crc_ok(view: memoryview, position: int, size: int) -> bool:
@@ -294,15 +305,21 @@ class LogSegment:
         base_timestamp = self.rolling_base_timestamp()
         return base_timestamp >= 0 and set_max_timestamp - base_timestamp > config.segment_ms
 
-    def append(self, buffer: bytes, entries: list[tuple[int, int, int]], last_offset: int, now: int) -> None:
-        """Write a validated set and index it from its per-entry ``(position, last offset,
-        max timestamp)`` list, without parsing the bytes again; entries without a
+    def index_after(self) -> int:
+        """Where in a set appended next the offset index's next entry is due: the validator
+        picks the set's index points from it (``ValidatedSet.index_points``)."""
+        return self._index_anchor + self.config.index_interval_bytes - self.size
+
+    def append(self, validated: ValidatedSet, now: int) -> None:
+        """Write a validated set and index it from its ``index_points`` (computed for
+        :meth:`index_after` as it is now), without parsing the bytes again; entries without a
         timestamp count at ``now``.
 
         Raises OSError (ENOSPC: the disk is full) with the segment, file and indexes, as it
         was before the call."""
         offset_entries_before, time_entries_before = self.offset_index.entries, self.time_index.entries
         rolling_base_before = self._rolling_base_timestamp
+        buffer = validated.buffer
         start = self.size
         fd = self.file.fileno()
         view = memoryview(buffer)
@@ -310,7 +327,7 @@ class LogSegment:
         try:
             while written < len(buffer):
                 written += os.pwrite(fd, view[written:], start + written)
-            self._index_appended(buffer, entries, last_offset, now, start)
+            self._index_appended(validated, now, start)
         except OSError:
             # A full disk (or any write error) leaves the segment as it was, so nothing of a
             # refused set is read, or found after a restart: cut the file back (truncation
@@ -319,32 +336,34 @@ class LogSegment:
             self.offset_index.entries, self.time_index.entries = offset_entries_before, time_entries_before
             self._rolling_base_timestamp = rolling_base_before
             raise
+        finally:
+            view.release()
 
-    def _index_appended(self, buffer: bytes, entries: list[tuple[int, int, int]], last_offset: int, now: int,
-                        start: int) -> None:
-        if start == 0 and entries:
-            self._rolling_base_timestamp = entries[0][2] if entries[0][2] >= 0 else now
-        max_timestamp, offset_of_max = self.max_timestamp, self.offset_of_max_timestamp
-        interval = self.config.index_interval_bytes
-        threshold = self._index_anchor + interval - start
-        offset_entries, time_entries = [], []
-        for position, entry_last_offset, entry_max_timestamp in entries:
-            if entry_max_timestamp < 0:
-                entry_max_timestamp = now
-            if entry_max_timestamp > max_timestamp:
-                max_timestamp, offset_of_max = entry_max_timestamp, entry_last_offset
-            if position > threshold:
-                offset_entries.append((entry_last_offset, start + position))
-                time_entries.append((max_timestamp, offset_of_max))
-                threshold = position + interval
-        if offset_entries:
+    def _index_appended(self, validated: ValidatedSet, now: int, start: int) -> None:
+        if start == 0:
+            self._rolling_base_timestamp = validated.first_timestamp if validated.first_timestamp >= 0 else now
+        seg_max, seg_offset = self.max_timestamp, self.offset_of_max_timestamp
+        points = validated.index_points
+        if points:
+            offset_entries = [(last_offset, start + position) for position, last_offset, *_ in points]
+            if validated.first_untimed_offset < 0:  # every entry has a timestamp: the usual case
+                time_entries = [(max_timestamp, offset) if max_timestamp > seg_max else (seg_max, seg_offset)
+                                for _, _, max_timestamp, offset, _ in points]
+            else:
+                time_entries = []
+                for _, _, max_timestamp, offset_of_max, first_untimed in points:
+                    timestamp, offset = _counting_untimed_at(now, max_timestamp, offset_of_max, first_untimed)
+                    time_entries.append((timestamp, offset) if timestamp > seg_max else (seg_max, seg_offset))
             added = self.offset_index.append_many(offset_entries)
             if added:
                 self.time_index.append_many(time_entries[:added])
                 self._index_anchor = offset_entries[added - 1][1]
-        self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
-        self.size = start + len(buffer)
-        self.next_offset = last_offset + 1
+        timestamp, offset = _counting_untimed_at(now, validated.max_timestamp, validated.offset_of_max_timestamp,
+                                                 validated.first_untimed_offset)
+        if timestamp > seg_max:
+            self.max_timestamp, self.offset_of_max_timestamp = timestamp, offset
+        self.size = start + len(validated.buffer)
+        self.next_offset = validated.last_offset + 1
 
     def finish(self) -> None:
         """The segment stops being active: record its largest timestamp as the last

@@ -29,6 +29,25 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.zookeeper)
 
 
+@pytest.fixture(scope="module", params=["native", "python"])
+def records_implementation(request):
+    """Runs a module's tests once with ``protocol.records``' C loops and once with its
+    pure-Python ones (protocol and storage suites take it automatically); without the C
+    accelerator built the native run is skipped, unless ``MINIKAFKA_REQUIRE_NATIVE=1``
+    (tests/run.sh sets it where a compiler is present) makes that a failure."""
+    from minikafka.protocol import records
+
+    native = request.param == "native"
+    if native and records._native is None:
+        if os.environ.get("MINIKAFKA_REQUIRE_NATIVE") == "1":
+            pytest.fail("minikafka.protocol._records is not built")
+        pytest.skip("the C accelerator minikafka.protocol._records is not built")
+    before = records.native_in_use()
+    records.use_native(native)
+    yield request.param
+    records.use_native(before)
+
+
 @pytest.fixture(scope="session")
 def zookeeper(minikafka_zookeeper) -> ZooKeeperServer:
     """One real ZooKeeper server (Debian's 3.8, standalone, free port) for the whole test

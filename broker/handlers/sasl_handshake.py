@@ -1,8 +1,8 @@
 """SaslHandshake (key 17) once the connection is past authentication.
 
-The handshake that starts authentication on a SASL listener is answered by the connection
-itself (broker.connection), since the bare SASL tokens that follow it are not requests. One
-arriving here came on a listener without SASL or after authentication: Kafka answers
+The handshake that starts authentication on a SASL listener is answered by
+broker.security.authenticator before the connection's request pipeline starts, since the bare
+SASL tokens that may follow it are not requests. One arriving here came on a listener without SASL or after authentication: Kafka answers
 ILLEGAL_SASL_STATE with the mechanisms it has enabled.
 """
 

@@ -17,7 +17,8 @@ Storage is Kafka's ZooKeeper layout turned into one JSON file, ``<first log dir>
 "Allow", "operation": "Write", "host": "*"}]}}`` (each value is what Kafka writes to
 ``/kafka-acl/Topic/orders``). The authorizer re-reads it when it changes, so ``minikafka acls``
 takes effect on a running broker. In a cluster the ACLs are Kafka's ZooKeeper nodes themselves
-(``ZkAcls``: every broker re-reads ``/kafka-acl`` every second).
+(``ZkAcls``: every broker reads ``/kafka-acl`` at start-up, then re-reads the resources that
+``/kafka-acl-changes`` notifications name).
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ def without_acls(entries: list[Acl], gone: list[Acl] | None) -> list[Acl]:
 
 
 class ZkAcls:
-    """A cluster broker's copy of ``/kafka-acl``, replaced by each refresh."""
+    """A cluster broker's copy of ``/kafka-acl``: read whole at start-up (``replace``), then
+    one resource at a time as ``/kafka-acl-changes`` notifications name them (``update``)."""
 
     def __init__(self) -> None:
         self._acls: dict[str, list[Acl]] = {}
@@ -111,6 +113,14 @@ class ZkAcls:
 
     def replace(self, data: dict) -> None:
         self._acls = parse_entries(data)
+
+    def update(self, resource: str, entry: dict | None) -> None:
+        """``resource``'s ACLs are now ``entry`` (its node's JSON; None: the node is gone).
+        A new dict, so an authorization in progress keeps the copy it started with."""
+        acls = {key: value for key, value in self._acls.items() if key != resource}
+        if entry is not None:
+            acls.update(parse_entries({resource: entry}))
+        self._acls = acls
 
 
 class AclStore:

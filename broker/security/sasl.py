@@ -1,9 +1,9 @@
 """SASL server mechanisms, sans-I/O: PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802/7677).
 
 Each mechanism takes the client's tokens one at a time (``step(token) -> reply``) and raises
-:class:`AuthenticationFailed` on anything wrong; ``user`` is set once it succeeded. Kafka
-0.10.2 answered a failure by closing the connection (no error frame before KIP-152), and so
-do we. Failure messages name the user, never a password.
+:class:`AuthenticationFailed` on anything wrong; ``user`` is set once it succeeded. How the
+tokens travel and what a refused client is told is broker.security.authenticator's business.
+Failure messages name the user, never a password.
 
 PLAIN's users come from Kafka's JAAS syntax (``sasl.jaas.config`` /
 ``listener.name.<l>.plain.sasl.jaas.config``)::
@@ -30,7 +30,18 @@ SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 class AuthenticationFailed(Exception):
-    """The client failed to authenticate; the message is safe to log."""
+    """The client failed to authenticate; the message is safe to log. ``client_message`` is
+    what the client may be told (Kafka's words for bad credentials, which do not say whether
+    the user exists); None for a malformed exchange."""
+
+    def __init__(self, message: str, client_message: str | None = None) -> None:
+        super().__init__(message)
+        self.client_message = client_message
+
+
+# Kafka's PlainSaslServer and ScramSaslServer messages for a wrong password or unknown user.
+PLAIN_BAD_CREDENTIALS = "Authentication failed: Invalid username or password"
+SCRAM_BAD_CREDENTIALS = "Authentication failed: Invalid user credentials"
 
 
 class JaasError(ValueError):
@@ -72,6 +83,8 @@ def plain_users(jaas: str | None) -> dict[str, str]:
 class PlainServer:
     """RFC 4616: one token ``authzid NUL authcid NUL passwd``; the reply is empty."""
 
+    mechanism = "PLAIN"
+
     def __init__(self, users: dict[str, str]) -> None:
         self._users = users
         self.user: str | None = None
@@ -92,7 +105,7 @@ class PlainServer:
         # Compare even for an unknown user, so timing does not tell which users exist.
         ok = hmac.compare_digest(password.encode(), (expected or "\0" + password).encode())
         if expected is None or not ok:
-            raise AuthenticationFailed(f"PLAIN: wrong password or unknown user {user!r}")
+            raise AuthenticationFailed(f"PLAIN: wrong password or unknown user {user!r}", PLAIN_BAD_CREDENTIALS)
         self.user = user
         return b""
 
@@ -170,7 +183,7 @@ class ScramServer:
         flag, authzid, bare, user, client_nonce = self._parse_first(message)
         credential = self._credentials(user)
         if credential is None:
-            raise AuthenticationFailed(f"{self.mechanism}: unknown user {user!r}")
+            raise AuthenticationFailed(f"{self.mechanism}: unknown user {user!r}", SCRAM_BAD_CREDENTIALS)
         self._credential = credential
         self._user_pending = user
         self._gs2_header = f"{flag},{authzid},"
@@ -200,10 +213,12 @@ class ScramServer:
         credential = self._credential
         signature = hmac.digest(credential.stored_key, auth_message, self._hash)
         if len(proof) != len(signature):
-            raise AuthenticationFailed(f"{self.mechanism}: wrong password for user {self._user_pending!r}")
+            raise AuthenticationFailed(f"{self.mechanism}: wrong password for user {self._user_pending!r}",
+                                       SCRAM_BAD_CREDENTIALS)
         client_key = bytes(a ^ b for a, b in zip(proof, signature))
         if not hmac.compare_digest(hashlib.new(self._hash, client_key).digest(), credential.stored_key):
-            raise AuthenticationFailed(f"{self.mechanism}: wrong password for user {self._user_pending!r}")
+            raise AuthenticationFailed(f"{self.mechanism}: wrong password for user {self._user_pending!r}",
+                                       SCRAM_BAD_CREDENTIALS)
         self.user = self._user_pending
         self._state = "done"
         server_signature = hmac.digest(credential.server_key, auth_message, self._hash)

@@ -45,12 +45,9 @@ class ScramCredential:
                       salt: bytes | None = None) -> "ScramCredential":
         if iterations < MIN_ITERATIONS:
             raise CredentialError(f"iterations must be at least {MIN_ITERATIONS}, got {iterations}")
-        name = _hash(mechanism)
         salt = secrets.token_bytes(32) if salt is None else salt
-        salted = hashlib.pbkdf2_hmac(name, password.encode("utf-8"), salt, iterations)
-        client_key = hmac.digest(salted, b"Client Key", name)
-        return cls(salt, hashlib.new(name, client_key).digest(), hmac.digest(salted, b"Server Key", name),
-                   iterations)
+        _, stored_key, server_key = derive_keys(mechanism, password, salt, iterations)
+        return cls(salt, stored_key, server_key, iterations)
 
     def format(self) -> str:
         b64 = lambda raw: base64.b64encode(raw).decode("ascii")  # noqa: E731
@@ -66,6 +63,15 @@ class ScramCredential:
                        base64.b64decode(fields["server_key"], validate=True), int(fields["iterations"]))
         except (ValueError, KeyError) as exc:
             raise CredentialError(f"malformed SCRAM credential ({exc})") from None
+
+
+def derive_keys(mechanism: str, password: str, salt: bytes, iterations: int) -> tuple[bytes, bytes, bytes]:
+    """RFC 5802's (ClientKey, StoredKey, ServerKey) of ``password``: the server keeps the last
+    two, a client (a broker authenticating to another) needs the first to prove itself."""
+    name = _hash(mechanism)
+    salted = hashlib.pbkdf2_hmac(name, password.encode("utf-8"), salt, iterations)
+    client_key = hmac.digest(salted, b"Client Key", name)
+    return client_key, hashlib.new(name, client_key).digest(), hmac.digest(salted, b"Server Key", name)
 
 
 def _hash(mechanism: str) -> str:

@@ -44,6 +44,7 @@ from minikafka.protocol.apis.offset_commit import OFFSET_COMMIT
 from minikafka.protocol.apis.offset_fetch import OFFSET_FETCH
 from minikafka.protocol.apis.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from minikafka.protocol.apis.produce import PRODUCE
+from minikafka.protocol.apis.sasl_authenticate import SASL_AUTHENTICATE
 from minikafka.protocol.apis.sasl_handshake import SASL_HANDSHAKE
 from minikafka.protocol.apis.stop_replica import STOP_REPLICA
 from minikafka.protocol.apis.sync_group import SYNC_GROUP
@@ -76,6 +77,7 @@ APIS: dict[int, Api] = {
         CREATE_TOPICS,
         DELETE_TOPICS,
         OFFSET_FOR_LEADER_EPOCH,
+        SASL_AUTHENTICATE,
     )
 }
 

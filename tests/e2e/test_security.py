@@ -3,30 +3,38 @@ kcat): each produces and consumes over SSL, mutual TLS, SASL_PLAINTEXT (PLAIN, S
 SCRAM-SHA-512) and SASL_SSL; refusals (wrong password, unknown user, a certificate from another
 CA, a plaintext client on the TLS port, a TLS client on the plaintext port) end in an error the
 client reports rather than a hang, the broker keeps serving the others, and its log never holds
-a password.
+a password; Kafka's TLS protocol settings (versions, cipher suites, endpoint identification)
+take effect.
 
-What a refused client sees is bounded by Kafka 0.10.2's protocol: SaslHandshake v0 has no
-error frame, so a failed authentication is a closed connection. librdkafka (confluent-kafka,
-kcat) reports it as ``_AUTHENTICATION`` ("SASL authentication failure"); kafka-python and
-aiokafka see a broken connection and fail their bootstrap.
+A refused SASL client sees an authentication error because the broker serves SaslHandshake
+v1 and SaslAuthenticate (KIP-152) besides 0.10.2's v0 with bare tokens, which has no room for an
+error: librdkafka (confluent-kafka, kcat) reports ``_AUTHENTICATION`` "SASL authentication
+error: <Kafka's message>"; kafka-python and aiokafka log SaslAuthenticationFailed(Error) with
+the message and fail their bootstrap (KafkaTimeoutError at the bootstrap timeout,
+KafkaConnectionError at once), as they do against Kafka 1.0 and later.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import trustme
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker
+from minikafka.broker.config import BrokerConfig
+from minikafka.broker.pytest_plugin import BrokerStartError, MinikafkaBroker
+from minikafka.broker.security import tls
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.framing import ClientConnection
+from minikafka.protocol.framing import ClientConnection, encode_frame
 
 PASSWORD = "pa55-Vault-7x!"
 USERS = {"alice": PASSWORD, "bob": "bob-Secret-42"}
@@ -199,33 +207,47 @@ def _confluent_errors(config: dict, seconds: float = 4.0) -> list:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("user, password", [("alice", "not-Alices-pw-99"), ("mallory", PASSWORD)],
                          ids=["wrong-password", "unknown-user"])
-def test_bad_credentials_are_an_authentication_error(sasl_broker, user, password):
+def test_bad_credentials_are_an_authentication_error(sasl_broker, user, password, caplog):
+    """Each client reports the broker's SASL_AUTHENTICATION_FAILED answer (SaslAuthenticate,
+    after SaslHandshake v1), with Kafka's message, which is the same for a wrong password and
+    an unknown user."""
     import confluent_kafka
     from kafka import KafkaProducer
-    from kafka.errors import KafkaError
+    from kafka.errors import KafkaTimeoutError
 
     config = sasl_broker.client_config("confluent-kafka")
     config.update({"sasl.username": user, "sasl.password": password})
     errors = _confluent_errors(config)
     assert errors and errors[0].code() == confluent_kafka.KafkaError._AUTHENTICATION, errors
+    assert f"SASL authentication error: {SCRAM_REFUSAL}" in errors[0].str()
     if shutil.which("kcat"):
         result = subprocess.run(["kcat", "-L", *kcat_args(config), "-m", "5"], capture_output=True, text=True, timeout=60)
-        assert result.returncode != 0 and "SASL authentication failure" in result.stderr
+        assert result.returncode != 0 and f"SASL authentication error: {SCRAM_REFUSAL}" in result.stderr
     kp_config = sasl_broker.client_config(user=None)
     kp_config.update({"sasl_plain_username": user, "sasl_plain_password": password})
-    started = time.monotonic()
-    with pytest.raises(KafkaError):
+    # kafka-python's bootstrap retries until its timeout and logs each refusal.
+    with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaTimeoutError):
         KafkaProducer(**kp_config, bootstrap_timeout_ms=3000)
-    assert time.monotonic() - started < 30
+    assert _logged(caplog, "kafka", f"SaslAuthenticationFailedError: {SCRAM_REFUSAL}")
+    # aiokafka's start fails at once with "Unable to bootstrap" and logs why.
     aio_config = sasl_broker.client_config("aiokafka")
     aio_config.update({"sasl_plain_username": user, "sasl_plain_password": password})
-    assert "Unable to bootstrap" in _aiokafka_refusal(aio_config)
+    with caplog.at_level(logging.ERROR, logger="aiokafka"):
+        assert "Unable to bootstrap" in _aiokafka_refusal(aio_config)
+    assert _logged(caplog, "aiokafka", f"SaslAuthenticationFailed: {SCRAM_REFUSAL}")
     # The broker still serves a client with good credentials.
     assert kafka_python_roundtrip(sasl_broker.client_config(), _topic()) == VALUES
     log = sasl_broker.stderr_since_start()
-    assert f"refused 127.0.0.1:" in log and repr(user) in log
+    assert "refused 127.0.0.1:" in log and repr(user) in log
     for secret in (password, PASSWORD, USERS["bob"]):
         assert secret not in log
+
+
+SCRAM_REFUSAL = "Authentication failed: Invalid user credentials"
+
+
+def _logged(caplog, logger: str, text: str) -> bool:
+    return any(record.name.startswith(logger) and text in record.getMessage() for record in caplog.records)
 
 
 def _aiokafka_refusal(config: dict) -> str:
@@ -247,17 +269,119 @@ def _aiokafka_refusal(config: dict) -> str:
     return asyncio.run(run())
 
 
-def _raw_exchange(port: int, api_key: int, version: int, body: dict):
-    """One request on a fresh connection: the response body, or None if the broker closed."""
-    client = ClientConnection("raw")
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(client.send_request(api_key, version, body)[1])
-        while (response := client.next_response()) is None:
-            data = sock.recv(65536)
+class _Raw:
+    """One connection speaking the protocol layer's client side, request by request."""
+
+    def __init__(self, port: int) -> None:
+        self.client = ClientConnection("raw")
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+
+    def call(self, api_key: int, version: int, body: dict):
+        """The response body, or None if the broker closed the connection instead."""
+        self.sock.sendall(self.client.send_request(api_key, version, body)[1])
+        return self._response()
+
+    def send_bare(self, token: bytes) -> bytes | None:
+        """A size-prefixed frame without a header (SASL after a v0 handshake); the bare answer."""
+        self.sock.sendall(encode_frame(token))
+        head = self.sock.recv(4, socket.MSG_WAITALL)
+        return None if not head else self.sock.recv(int.from_bytes(head, "big"), socket.MSG_WAITALL)
+
+    def _response(self):
+        while (response := self.client.next_response()) is None:
+            data = self.sock.recv(65536)
             if not data:
                 return None
-            client.receive_data(data)
+            self.client.receive_data(data)
         return response.body
+
+    def closed(self) -> bool:
+        return self.sock.recv(1) == b""
+
+
+def _raw_exchange(port: int, api_key: int, version: int, body: dict):
+    """One request on a fresh connection: the response body, or None if the broker closed."""
+    return _Raw(port).call(api_key, version, body)
+
+
+@pytest.mark.timeout(60)
+def test_a_refused_handshake_v1_client_is_told_why_and_a_v0_one_is_closed(sasl_broker):
+    first = b"n,,n=mallory,r=fyko+d2lbbFgONRv9qkxdawL"
+    raw = _Raw(sasl_broker.port)
+    assert raw.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}).error_code == ErrorCode.NONE
+    refused = raw.call(ApiKey.SASL_AUTHENTICATE, 0, {"auth_bytes": first})
+    assert (refused.error_code, refused.error_message) == (ErrorCode.SASL_AUTHENTICATION_FAILED, SCRAM_REFUSAL)
+    assert raw.closed()
+    # Kafka 0.10.2's way: the tokens are bare frames, and a refusal is only a close.
+    raw = _Raw(sasl_broker.port)
+    assert raw.call(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "SCRAM-SHA-256"}).error_code == ErrorCode.NONE
+    assert raw.send_bare(first) is None
+    # After a v1 handshake only SaslAuthenticate is taken.
+    raw = _Raw(sasl_broker.port)
+    assert raw.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}).error_code == ErrorCode.NONE
+    assert raw.call(ApiKey.METADATA, 0, {"topics": []}) is None
+    assert "during SASL authentication" in sasl_broker.stderr_since_start()
+    # Where there is nothing to authenticate, SaslAuthenticate is in the wrong state.
+    raw = _Raw(sasl_broker.listener_ports["PLAINTEXT"])
+    late = raw.call(ApiKey.SASL_AUTHENTICATE, 0, {"auth_bytes": first})
+    assert late.error_code == ErrorCode.ILLEGAL_SASL_STATE
+    # ...and the broker serves on.
+    assert kafka_python_roundtrip(sasl_broker.client_config(), _topic()) == VALUES
+
+
+@pytest.mark.timeout(60)
+def test_plain_refusals_say_the_same_for_a_wrong_password_and_an_unknown_user(tmp_path):
+    with MinikafkaBroker(tmp_path, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", users=USERS) as broker:
+        for token in (b"\0alice\0not-Alices-pw-99", b"\0mallory\0" + PASSWORD.encode()):
+            raw = _Raw(broker.port)
+            assert raw.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == ErrorCode.NONE
+            refused = raw.call(ApiKey.SASL_AUTHENTICATE, 0, {"auth_bytes": token})
+            assert (refused.error_code, refused.error_message) == (
+                ErrorCode.SASL_AUTHENTICATION_FAILED, "Authentication failed: Invalid username or password")
+            assert raw.closed()  # the refusal is logged as the connection closes
+        log = broker.stderr_since_start()
+        assert "unknown user 'mallory'" in log and "unknown user 'alice'" in log and PASSWORD not in log
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("handshake_version", [0, 1])
+def test_both_handshake_versions_authenticate(sasl_broker, handshake_version):
+    """v0 (bare tokens, what a 0.10.2 client or broker sends) and v1 (SaslAuthenticate), with
+    kafka-python's SCRAM client; the next request is served as alice."""
+    from kafka.net.sasl.scram import ScramClient
+
+    raw = _Raw(sasl_broker.port)
+    assert raw.call(ApiKey.SASL_HANDSHAKE, handshake_version, {"mechanism": "SCRAM-SHA-256"}).error_code == 0
+    client = ScramClient("alice", PASSWORD, "SCRAM-SHA-256")
+
+    def exchange(token: bytes) -> bytes:
+        if handshake_version == 0:
+            return raw.send_bare(token)
+        answer = raw.call(ApiKey.SASL_AUTHENTICATE, 0, {"auth_bytes": token})
+        assert answer.error_code == ErrorCode.NONE, answer
+        return answer.auth_bytes
+
+    client.process_server_first_message(exchange(client.first_message()))
+    client.process_server_final_message(exchange(client.final_message()))  # checks the server's proof
+    assert raw.call(ApiKey.METADATA, 0, {"topics": []}).brokers
+    late = raw.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"})
+    assert late.error_code == ErrorCode.ILLEGAL_SASL_STATE
+
+
+@pytest.mark.timeout(60)
+def test_sasl_authenticate_leaves_kafka_python_inferring_0_10_2(sasl_broker):
+    from kafka import KafkaProducer
+    from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+
+    table = _Raw(sasl_broker.port).call(ApiKey.API_VERSIONS, 0, {})
+    versions = {entry.api_key: (entry.min_version, entry.max_version) for entry in table.api_keys}
+    assert versions[ApiKey.SASL_HANDSHAKE] == (0, 1) and versions[ApiKey.SASL_AUTHENTICATE] == (0, 0)
+    assert infer_broker_version_from_api_versions(versions) == (0, 10, 2)
+    producer = KafkaProducer(**sasl_broker.client_config(), bootstrap_timeout_ms=15000)
+    try:
+        assert producer.config["api_version"] == (0, 10, 2)
+    finally:
+        producer.close(timeout=5)
 
 
 @pytest.mark.timeout(60)
@@ -283,9 +407,6 @@ def test_tls_refusals_are_reported_and_the_broker_serves_on(sasl_broker, minikaf
     stranger = trustme.CA().issue_cert("client.test", common_name="stranger")
     stranger_path = sasl_broker.work_dir / "stranger.pem"
     stranger.private_key_and_cert_chain_pem.write_to_path(str(stranger_path))
-    good = minikafka_ca.issue_cert("client.test", common_name="good")
-    good_path = sasl_broker.work_dir / "good.pem"
-    good.private_key_and_cert_chain_pem.write_to_path(str(good_path))
     tls = {"security.protocol": "SSL", "ssl.ca.location": str(sasl_broker.ca_path)}
     cases = {
         "certificate from another CA": {"bootstrap.servers": f"127.0.0.1:{ssl_port}", **tls,
@@ -301,12 +422,83 @@ def test_tls_refusals_are_reported_and_the_broker_serves_on(sasl_broker, minikaf
         codes = {error.code() for error in errors}
         assert codes & {confluent_kafka.KafkaError._SSL, confluent_kafka.KafkaError._AUTHENTICATION,
                         confluent_kafka.KafkaError._TRANSPORT, confluent_kafka.KafkaError._ALL_BROKERS_DOWN}, (what, errors)
-    # A client with a certificate of the broker's CA gets in, as User:CN=good,...
-    config = {"bootstrap_servers": f"127.0.0.1:{ssl_port}", "security_protocol": "SSL",
-              "ssl_cafile": str(sasl_broker.ca_path), "ssl_certfile": str(good_path), "ssl_keyfile": str(good_path)}
-    assert kafka_python_roundtrip(config, _topic()) == VALUES
+    _mutual_tls_roundtrip(sasl_broker, minikafka_ca)
     log = sasl_broker.stderr_since_start()
     assert "on listener SSL: TLS handshake failed" in log
+
+
+# What each client reports, by case: kafka-python's log, kcat's stderr (aiokafka only says
+# "Unable to bootstrap", logging a closed connection).
+TLS_REFUSALS = {
+    "certificate from another CA": ("alert unknown ca", "alert unknown ca"),
+    "plaintext client on the TLS port": ("socket disconnected", "Disconnected while requesting ApiVersion"),
+    "TLS client on the plaintext port": ("Handshake failed", "SSL handshake failed"),
+}
+
+
+def _tls_refusal_settings(broker, what: str) -> tuple[int, str | None, Path | None]:
+    """(port, CA file or None for plaintext, client certificate or None) for a TLS_REFUSALS case."""
+    stranger = broker.work_dir / "stranger.pem"
+    if not stranger.exists():
+        trustme.CA().issue_cert("client.test", common_name="stranger").private_key_and_cert_chain_pem.write_to_path(
+            str(stranger))
+    ssl_port, plain_port = broker.listener_ports["SSL"], broker.listener_ports["PLAINTEXT"]
+    return {"certificate from another CA": (ssl_port, str(broker.ca_path), stranger),
+            "plaintext client on the TLS port": (ssl_port, None, None),
+            "TLS client on the plaintext port": (plain_port, str(broker.ca_path), None)}[what]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka", "kcat"])
+def test_tls_refusals_with_each_client(sasl_broker, minikafka_ca, client, caplog):
+    """Each refusal ends in an error within the client's own bound, never a hang; the broker
+    sends the TLS alert OpenSSL wrote, so a certificate from another CA reads as "unknown ca"."""
+    if client == "kcat" and shutil.which("kcat") is None:
+        pytest.skip("kcat is not installed")
+    for what, (kafka_python_says, kcat_says) in TLS_REFUSALS.items():
+        port, cafile, certificate = _tls_refusal_settings(sasl_broker, what)
+        bootstrap = f"127.0.0.1:{port}"
+        started = time.monotonic()
+        if client == "kafka-python":
+            from kafka import KafkaProducer
+            from kafka.errors import KafkaTimeoutError
+
+            config = {"bootstrap_servers": bootstrap}
+            if cafile:
+                config.update(security_protocol="SSL", ssl_cafile=cafile)
+            if certificate:
+                config.update(ssl_certfile=str(certificate), ssl_keyfile=str(certificate))
+            caplog.clear()
+            with caplog.at_level(logging.ERROR, logger="kafka"), pytest.raises(KafkaTimeoutError):
+                KafkaProducer(**config, bootstrap_timeout_ms=3000)
+            assert _logged(caplog, "kafka", kafka_python_says), what
+        elif client == "aiokafka":
+            config = {"bootstrap_servers": bootstrap}
+            if cafile:
+                context = ssl.create_default_context(cafile=cafile)
+                if certificate:
+                    context.load_cert_chain(str(certificate))
+                config.update(security_protocol="SSL", ssl_context=context)
+            assert "Unable to bootstrap" in _aiokafka_refusal(config), what
+        else:
+            args = ["-b", bootstrap]
+            if cafile:
+                args += ["-X", "security.protocol=ssl", "-X", f"ssl.ca.location={cafile}"]
+            if certificate:
+                args += ["-X", f"ssl.certificate.location={certificate}", "-X", f"ssl.key.location={certificate}"]
+            result = subprocess.run(["kcat", "-L", *args, "-m", "3"], capture_output=True, text=True, timeout=60)
+            assert result.returncode != 0 and kcat_says in result.stderr, (what, result.stderr)
+        assert time.monotonic() - started < 30, what
+    _mutual_tls_roundtrip(sasl_broker, minikafka_ca)
+
+
+def _mutual_tls_roundtrip(broker, ca) -> None:
+    """A client with a certificate of the broker's CA gets in (as User:CN=good,...)."""
+    good_path = broker.work_dir / "good.pem"
+    ca.issue_cert("client.test", common_name="good").private_key_and_cert_chain_pem.write_to_path(str(good_path))
+    config = {"bootstrap_servers": f"127.0.0.1:{broker.listener_ports['SSL']}", "security_protocol": "SSL",
+              "ssl_cafile": str(broker.ca_path), "ssl_certfile": str(good_path), "ssl_keyfile": str(good_path)}
+    assert kafka_python_roundtrip(config, _topic()) == VALUES
 
 
 @pytest.mark.timeout(120)
@@ -336,3 +528,77 @@ def test_users_cli_adds_and_removes_scram_users_of_a_running_broker(tmp_path_fac
         assert users("remove", "carol").returncode == 1
         log = broker.stderr_since_start()
         assert "unknown user 'carol'" in log and carol_pw not in log
+
+
+# ------------------------------------------------------------------- TLS protocol settings
+# ssl.enabled.protocols refuses a client that lacks the versions offered, ssl.cipher.suites
+# decides the suite a client negotiates, a bad setting stops the broker at start-up with one
+# line, and ssl.endpoint.identification.algorithm=HTTPS makes the broker's own client context
+# (the inter-broker side) check the host name of the broker it dials.
+
+
+def _handshake(broker, *, context: ssl.SSLContext | None = None, server_hostname: str = "127.0.0.1"):
+    """A TLS handshake with ``broker``: the negotiated (cipher, version, bits)."""
+    context = context or ssl.create_default_context(cafile=str(broker.ca_path))
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        with context.wrap_socket(sock, server_hostname=server_hostname) as tls_sock:
+            return tls_sock.cipher()
+
+
+@pytest.mark.timeout(60)
+def test_a_tls_1_2_client_is_refused_by_a_tls_1_3_broker(tmp_path, minikafka_ca):
+    with MinikafkaBroker(tmp_path, {"ssl.enabled.protocols": "TLSv1.3"}, security_protocol="SSL",
+                         ca=minikafka_ca) as broker:
+        old = ssl.create_default_context(cafile=str(broker.ca_path))
+        old.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises(ssl.SSLError, match="PROTOCOL_VERSION|protocol version"):
+            _handshake(broker, context=old)
+        assert _handshake(broker)[1] == "TLSv1.3"
+        assert kafka_python_roundtrip(broker.client_config(), _topic()) == VALUES
+        assert "TLS handshake failed" in broker.stderr_since_start()
+
+
+@pytest.mark.timeout(60)
+def test_cipher_suites_decide_the_negotiated_suite(tmp_path, minikafka_ca):
+    # trustme's keys are ECDSA, so the suites that can work are ECDHE_ECDSA ones.
+    suites = "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
+    with MinikafkaBroker(tmp_path, {"ssl.cipher.suites": suites}, security_protocol="SSL",
+                         ca=minikafka_ca) as broker:
+        # A client able to do everything gets the one suite, and TLS 1.2 (no TLS 1.3 suite listed).
+        assert _handshake(broker) == ("ECDHE-ECDSA-CHACHA20-POLY1305", "TLSv1.2", 256)
+        other = ssl.create_default_context(cafile=str(broker.ca_path))
+        other.maximum_version = ssl.TLSVersion.TLSv1_2
+        other.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256")
+        with pytest.raises(ssl.SSLError):
+            _handshake(broker, context=other)
+        assert kafka_python_roundtrip(broker.client_config(), _topic()) == VALUES
+
+
+@pytest.mark.timeout(60)
+def test_an_unknown_cipher_suite_stops_the_broker_with_one_line(tmp_path, minikafka_ca):
+    broker = MinikafkaBroker(tmp_path, {"ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,SSL_FANCY_SUITE"},
+                             security_protocol="SSL", ca=minikafka_ca)
+    with pytest.raises(BrokerStartError):
+        broker.start()
+    errors = [line for line in broker.stderr_since_start().splitlines() if line.startswith("minikafka:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "minikafka: config error: ssl.cipher.suites: SSL_FANCY_SUITE unknown to OpenSSL"), errors
+
+
+@pytest.mark.timeout(60)
+def test_endpoint_identification_checks_the_dialled_brokers_name(tmp_path, minikafka_ca):
+    """The context a broker dials other brokers with (tls.client_context) checks host names
+    under HTTPS: the broker's certificate names 127.0.0.1 and localhost, not elsewhere.test."""
+    with MinikafkaBroker(tmp_path / "peer", security_protocol="SSL", ca=minikafka_ca) as peer:
+        def dialler(algorithm: str) -> ssl.SSLContext:
+            config = BrokerConfig({"listeners": "SSL://127.0.0.1:0",
+                                   "ssl.keystore.location": str(peer.work_dir / "broker.pem"),
+                                   "ssl.truststore.location": str(peer.ca_path),
+                                   "ssl.endpoint.identification.algorithm": algorithm})
+            return tls.client_context(config, config.listener)
+
+        checking = dialler("HTTPS")
+        assert _handshake(peer, context=checking, server_hostname="127.0.0.1")
+        with pytest.raises(ssl.SSLCertVerificationError, match="elsewhere.test"):
+            _handshake(peer, context=checking, server_hostname="elsewhere.test")
+        assert _handshake(peer, context=dialler(""), server_hostname="elsewhere.test")

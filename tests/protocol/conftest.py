@@ -71,3 +71,9 @@ def kafka_python_message():
         return cls[version](**_kafka_python_kwargs(cls._struct, value))
 
     return make
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _both_records_implementations(records_implementation):
+    """Every test here runs against the C accelerator and the pure-Python loops."""
+    return records_implementation

@@ -241,6 +241,7 @@ _OLD_MODULES = {
     ApiKey.SYNC_GROUP: "group", ApiKey.HEARTBEAT: "group", ApiKey.LEAVE_GROUP: "group",
     ApiKey.OFFSET_COMMIT: "commit", ApiKey.OFFSET_FETCH: "commit",
     ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch", ApiKey.SASL_HANDSHAKE: "sasl_handshake",
+    ApiKey.SASL_AUTHENTICATE: "sasl_authenticate",
 }
 
 
@@ -315,7 +316,8 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "HEARTBEAT": (0, 0), "LEAVE_GROUP": (0, 0), "OFFSET_COMMIT": (0, 2),
         "OFFSET_FETCH": (0, 2), "LIST_GROUPS": (0, 0), "DESCRIBE_GROUPS": (0, 0),
         "OFFSET_FOR_LEADER_EPOCH": (0, 0), "LEADER_AND_ISR": (0, 0), "STOP_REPLICA": (0, 0),
-        "UPDATE_METADATA": (0, 3), "CONTROLLED_SHUTDOWN": (0, 1), "SASL_HANDSHAKE": (0, 0),
+        "UPDATE_METADATA": (0, 3), "CONTROLLED_SHUTDOWN": (0, 1), "SASL_HANDSHAKE": (0, 1),
+        "SASL_AUTHENTICATE": (0, 0),
     }
 
 

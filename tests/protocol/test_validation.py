@@ -1,6 +1,7 @@
 """Append-side validation and offset assignment (leader and follower paths), checked with
 message sets built, and results read, by kafka-python's own legacy record code."""
 
+import dataclasses
 import struct
 import zlib
 
@@ -27,6 +28,26 @@ MAX_TIMESTAMP = max(ts for _, _, ts in RECORDS)
 CREATE = ValidationConfig()
 APPEND_TIME = ValidationConfig(timestamp_type=LOG_APPEND_TIME)
 ALL_FORMATS = [(magic, codec) for magic in (0, 1) for codec in Codec]
+
+
+# Index every entry: the index points then show each entry's position, offset and timestamps.
+EVERY_ENTRY = dict(index_after=-1)
+INDEX_ALL = ValidationConfig(index_interval_bytes=0)
+
+
+def expected_points(buf, index_after, interval):
+    """The index points of a validated set, derived from its shallow entries as written (a
+    wrapper's timestamp is its entry's)."""
+    points, max_ts, max_offset, untimed = [], -1, -1, -1
+    for entry in iter_entries(buf):
+        if entry.timestamp > max_ts:
+            max_ts, max_offset = entry.timestamp, entry.offset
+        elif entry.timestamp < 0 and untimed < 0:
+            untimed = entry.offset
+        if entry.position > index_after:
+            points.append((entry.position, entry.offset, max_ts, max_offset, untimed))
+            index_after = entry.position + interval
+    return points
 
 
 def refused(code, function, *args):
@@ -56,7 +77,7 @@ def payload_of(entry_bytes: bytes, magic: int) -> bytes:
 @pytest.mark.parametrize("magic,codec", ALL_FORMATS)
 def test_kafka_python_sets_validate_get_offsets_and_read_back_deep(magic, codec, kafka_python_records):
     data = kafka_python_records.build(magic, codec, RECORDS)
-    result = validate_and_assign(data, 1000, NOW, CREATE)
+    result = validate_and_assign(data, 1000, NOW, INDEX_ALL, **EVERY_ENTRY)
     assert (result.first_offset, result.last_offset, result.record_count) == (1000, 1019, 20)
     assert result.log_append_time == -1
     expected = [
@@ -70,15 +91,20 @@ def test_kafka_python_sets_validate_get_offsets_and_read_back_deep(magic, codec,
     shallow = list(iter_entries(result.buffer))
     if magic == 0:
         assert (result.max_timestamp, result.offset_of_max_timestamp) == (-1, -1)
-        assert [ts for _, _, ts in result.entries] == [-1] * len(shallow)
+        assert (result.first_timestamp, result.first_untimed_offset) == (-1, shallow[0].offset)
+        assert [point[2:] for point in result.index_points] == [(-1, -1, shallow[0].offset)] * len(shallow)
     elif codec == Codec.NONE:
         index = [ts for _, _, ts in RECORDS].index(MAX_TIMESTAMP)
         assert (result.max_timestamp, result.offset_of_max_timestamp) == (MAX_TIMESTAMP, 1000 + index)
-        assert [ts for _, _, ts in result.entries] == [ts for _, _, ts in RECORDS]
+        assert (result.first_timestamp, result.first_untimed_offset) == (RECORDS[0][2], -1)
+        assert [point[2] for point in result.index_points] == [
+            max(ts for _, _, ts in RECORDS[: i + 1]) for i in range(20)
+        ]
     else:
         assert (result.max_timestamp, result.offset_of_max_timestamp) == (MAX_TIMESTAMP, 1019)
         assert shallow[0].timestamp == MAX_TIMESTAMP  # Kafka sets the wrapper's CreateTime
-    assert [(p, o) for p, o, _ in result.entries] == [(e.position, e.offset) for e in shallow]
+        assert (result.first_timestamp, result.first_untimed_offset) == (MAX_TIMESTAMP, -1)
+    assert [(p, o) for p, o, *_ in result.index_points] == [(e.position, e.offset) for e in shallow]
 
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4])
@@ -99,7 +125,7 @@ def test_magic_0_wrapper_is_recompressed_with_absolute_inner_offsets(codec, kafk
     assert (entry.offset, entry.magic, entry.codec) == (5019, 0, codec)
     # kafka-python reads magic 0 inner offsets as they are: absolute.
     assert [o for o, *_ in kafka_python_records.read(result.buffer)] == list(range(5000, 5020))
-    assert result.entries == [(0, 5019, -1)]
+    assert validate_and_assign(data, 5000, NOW, INDEX_ALL, **EVERY_ENTRY).index_points == [(0, 5019, -1, -1, 5019)]
 
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4])
@@ -130,11 +156,11 @@ def test_several_entries_of_every_kind_get_consecutive_offsets_and_true_position
         + kafka_python_records.build(1, Codec.GZIP, RECORDS[7:9])
         + kafka_python_records.build(1, Codec.SNAPPY, RECORDS[9:])
     )
-    result = validate_and_assign(data, 0, NOW, CREATE)
+    result = validate_and_assign(data, 0, NOW, INDEX_ALL, **EVERY_ENTRY)
     assert [o for o, *_ in kafka_python_records.read(result.buffer)] == list(range(20))
     shallow = list(iter_entries(result.buffer))
-    assert [(e.position, e.offset) for e in shallow] == [(p, o) for p, o, _ in result.entries]
-    assert [o for _, o, _ in result.entries] == [3, 4, 5, 6, 8, 19]
+    assert [(e.position, e.offset) for e in shallow] == [(p, o) for p, o, *_ in result.index_points]
+    assert [o for _, o, *_ in result.index_points] == [3, 4, 5, 6, 8, 19]
     assert result.record_count == 20
 
 
@@ -144,7 +170,7 @@ def test_several_entries_of_every_kind_get_consecutive_offsets_and_true_position
 @pytest.mark.parametrize("codec", list(Codec))
 def test_log_append_time_rewrites_timestamps_and_outer_crc_only(codec, kafka_python_records):
     data = kafka_python_records.build(1, codec, RECORDS)
-    result = validate_and_assign(data, 40, NOW, APPEND_TIME)
+    result = validate_and_assign(data, 40, NOW, dataclasses.replace(APPEND_TIME, index_interval_bytes=0), **EVERY_ENTRY)
     assert result.log_append_time == NOW
     assert (result.max_timestamp, result.offset_of_max_timestamp) == (NOW, 40 if codec == Codec.NONE else 59)
     theirs = kafka_python_records.read(result.buffer)  # asserts every CRC, outer and inner
@@ -158,7 +184,7 @@ def test_log_append_time_rewrites_timestamps_and_outer_crc_only(codec, kafka_pyt
         old_bytes = data[old.position : old.position + old.size]
         new_bytes = result.buffer[new.position : new.position + new.size]
         assert payload_of(new_bytes, 1) == payload_of(old_bytes, 1)
-    assert [ts for _, _, ts in result.entries] == [NOW] * len(after)
+    assert [point[2] for point in result.index_points] == [NOW] * len(after)
 
 
 def test_log_append_time_leaves_magic_0_messages_alone(kafka_python_records):
@@ -223,7 +249,6 @@ def test_inner_crc_mismatch_is_corrupt_message(magic, codec):
     inner[last.position + last.size - 1] ^= 0x01
     data = wrapper_around(bytes(inner), magic=magic, codec=codec)
     assert "CRC" in refused(ErrorCode.CORRUPT_MESSAGE, validate_and_assign, data, 0, NOW, CREATE)
-    refused(ErrorCode.CORRUPT_MESSAGE, validate_given_offsets, data, 0, CREATE)
 
 
 def test_mixed_magic_in_one_set_is_corrupt_message():
@@ -315,20 +340,49 @@ def test_recompressed_wrapper_is_checked_against_the_limit_again():
 
 @pytest.mark.parametrize("magic,codec", ALL_FORMATS)
 def test_follower_keeps_leader_offsets_and_bytes(magic, codec, kafka_python_records):
-    leader = validate_and_assign(kafka_python_records.build(magic, codec, RECORDS), 200, NOW, CREATE)
-    follower = validate_given_offsets(leader.buffer, 200, CREATE)
+    leader = validate_and_assign(kafka_python_records.build(magic, codec, RECORDS), 200, NOW, INDEX_ALL, **EVERY_ENTRY)
+    follower = validate_given_offsets(leader.buffer, 200, INDEX_ALL, **EVERY_ENTRY)
+    shallow = list(iter_entries(leader.buffer))
     assert follower.buffer == leader.buffer
-    assert (follower.first_offset, follower.last_offset, follower.record_count) == (200, 219, 20)
-    assert follower.entries == leader.entries
-    assert (follower.max_timestamp, follower.offset_of_max_timestamp) == (
-        leader.max_timestamp,
-        leader.offset_of_max_timestamp,
-    )
+    # Shallow: a wrapper counts once, at its offset (its last inner one).
+    assert (follower.first_offset, follower.last_offset, follower.record_count) == (shallow[0].offset, 219, len(shallow))
+    assert follower.index_points == leader.index_points
+    assert (follower.max_timestamp, follower.offset_of_max_timestamp, follower.first_timestamp,
+            follower.first_untimed_offset) == (leader.max_timestamp, leader.offset_of_max_timestamp,
+                                               leader.first_timestamp, leader.first_untimed_offset)
+
+
+@pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4])
+@pytest.mark.parametrize("magic", [0, 1])
+def test_follower_checks_wrappers_shallowly(magic, codec):
+    """Kafka 0.10.2's follower path: the wrapper's own CRC covers its compressed bytes and is
+    checked; inner messages are not looked at (the leader checked them), so a damaged inner
+    message under a good wrapper CRC goes through, and nothing is decompressed."""
+    inner = bytearray(build_message_set(RECORDS, magic=magic, base_offset=0 if magic else 30))
+    last = list(iter_entries(inner))[-1]
+    inner[last.position + last.size - 1] ^= 0x01
+    data = wrapper_around(bytes(inner), magic=magic, codec=codec, offset=49)
+    refused(ErrorCode.CORRUPT_MESSAGE, validate_and_assign, data, 30, NOW, CREATE)
+    accepted = validate_given_offsets(data, 30, CREATE)
+    assert (accepted.buffer, accepted.first_offset, accepted.last_offset, accepted.record_count) == (data, 49, 49, 1)
+    # Not even a payload that does not decompress is noticed; its wrapper CRC is.
+    junk = wrapper_around(b"", magic=magic, codec=codec, offset=49, compressed=b"junk" * 10)
+    assert validate_given_offsets(junk, 30, CREATE).record_count == 1
+    for position in (12, len(data) - 1):  # the wrapper's CRC field, and its last compressed byte
+        damaged = bytearray(data)
+        damaged[position] ^= 0x40
+        assert "CRC" in refused(ErrorCode.CORRUPT_MESSAGE, validate_given_offsets, bytes(damaged), 30, CREATE)
+    # A wrapper's offset is its last inner offset: one below the follower's log end is refused.
+    assert "does not follow" in refused(ErrorCode.CORRUPT_MESSAGE, validate_given_offsets, data, 50, CREATE)
+    before = build_message_set(RECORDS[:2], magic=magic, base_offset=60)
+    refused(ErrorCode.CORRUPT_MESSAGE, validate_given_offsets, before + data, 30, CREATE)
 
 
 def test_follower_refuses_offsets_below_minimum_or_not_increasing():
-    data = build_message_set(RECORDS, magic=1, codec=Codec.LZ4, base_offset=100)
-    refused(ErrorCode.CORRUPT_MESSAGE, validate_given_offsets, data, 101, CREATE)
+    data = build_message_set(RECORDS, magic=1, codec=Codec.LZ4, base_offset=100)  # one wrapper at 119
+    refused(ErrorCode.CORRUPT_MESSAGE, validate_given_offsets, data, 120, CREATE)
+    # Its inner offsets 100..118 are not seen without decompressing (Kafka 0.10.2 neither).
+    assert validate_given_offsets(data, 101, CREATE).last_offset == 119
     twice = build_message_set(RECORDS[:3], magic=1, base_offset=5) + build_message_set(RECORDS[:3], magic=1, base_offset=7)
     refused(ErrorCode.CORRUPT_MESSAGE, validate_given_offsets, twice, 0, CREATE)
     gap = build_message_set(RECORDS[:3], magic=1, base_offset=5) + build_message_set(RECORDS[:3], magic=1, base_offset=9)
@@ -341,7 +395,8 @@ def test_follower_drops_a_truncated_tail_and_accepts_nothing_at_all():
     assert (result.first_offset, result.last_offset, result.record_count) == (10, 28, 19)
     assert result.buffer == data[: list(iter_entries(data))[-1].position]
     empty = validate_given_offsets(data[:20], 10, CREATE)
-    assert (empty.buffer, empty.record_count, empty.first_offset, empty.last_offset, empty.entries) == (b"", 0, -1, -1, [])
+    assert (empty.buffer, empty.record_count, empty.first_offset, empty.last_offset, empty.index_points) == (
+        b"", 0, -1, -1, [])
 
 
 def test_follower_checks_crc_and_size():
@@ -350,6 +405,13 @@ def test_follower_checks_crc_and_size():
     refused(ErrorCode.CORRUPT_MESSAGE, validate_given_offsets, bytes(data), 0, CREATE)
     data[-1] ^= 1
     refused(ErrorCode.MESSAGE_TOO_LARGE, validate_given_offsets, bytes(data), 0, ValidationConfig(max_message_bytes=40))
+    for position, value in ((16, 2), (17, 5)):  # magic, codec
+        bad = bytearray(data)
+        bad[position] = value
+        struct.pack_into(">I", bad, 12, zlib.crc32(bad[16:list(iter_entries(data))[1].position]))
+        refused(ErrorCode.CORRUPT_MESSAGE, validate_given_offsets, bytes(bad), 0, CREATE)
+    mixed = build_message_set(RECORDS[:2], magic=1) + build_message_set(RECORDS[2:4], magic=0, base_offset=2)
+    assert "mixes" in refused(ErrorCode.CORRUPT_MESSAGE, validate_given_offsets, mixed, 0, CREATE)
 
 
 # --- properties ---------------------------------------------------------------------------------
@@ -388,7 +450,32 @@ def test_validated_sets_read_back_with_consecutive_offsets(batches, magic, next_
         (r.offset, r.key, r.value) for r in got
     ]
     follower = validate_given_offsets(result.buffer, next_offset, config)
-    assert (follower.buffer, follower.entries, follower.record_count) == (result.buffer, result.entries, len(flat))
+    assert (follower.buffer, follower.index_points, follower.last_offset) == (
+        result.buffer, result.index_points, result.last_offset)
+    assert follower.record_count == len(list(iter_entries(result.buffer)))
+
+
+@given(
+    batches=st.lists(st.tuples(record_lists, st.sampled_from(list(Codec))), min_size=1, max_size=6),
+    magic=st.sampled_from([0, 1]),
+    timestamp_type=st.sampled_from([0, 1]),
+    index_after=st.integers(min_value=-100, max_value=3000),
+    interval=st.integers(min_value=0, max_value=1000),
+)
+@settings(max_examples=100, deadline=None)
+def test_index_points_are_every_entry_past_the_interval(batches, magic, timestamp_type, index_after, interval):
+    data = b"".join(build_message_set(records, magic=magic, codec=codec) for records, codec in batches)
+    config = ValidationConfig(timestamp_type=timestamp_type, index_interval_bytes=interval)
+    result = validate_and_assign(data, 7, NOW, config, index_after)
+    assert result.index_points == expected_points(result.buffer, index_after, interval)
+    shallow = list(iter_entries(result.buffer))
+    untimed = [e.offset for e in shallow if e.timestamp < 0]
+    assert result.first_untimed_offset == (untimed[0] if untimed else -1)
+    assert result.first_timestamp == shallow[0].timestamp
+    follower = validate_given_offsets(result.buffer, 7, config, index_after)
+    assert follower.index_points == result.index_points
+    assert (follower.first_untimed_offset, follower.first_timestamp) == (result.first_untimed_offset,
+                                                                         result.first_timestamp)
 
 
 @given(
@@ -410,7 +497,7 @@ def test_mutated_sets_are_refused_with_record_error_or_stay_readable(records, co
             result = validate(bytes(data))
         except RecordError:
             continue
-        assert len(list(iter_records(result.buffer))) == result.record_count
+        assert len(list(iter_entries(result.buffer))) <= result.record_count
 
 
 def test_inner_set_inflating_past_the_cap_is_message_too_large(monkeypatch):

@@ -44,3 +44,18 @@ def expire_session():
         return session_id
 
     return expire
+
+
+@pytest.fixture
+def until():
+    """``until(condition, what, timeout=30)``: poll ``condition()`` (a real check, not a sleep
+    standing in for one) until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    import time
+
+    def wait(condition, what: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"not {what} within {timeout} s"
+            time.sleep(0.2)
+
+    return wait

@@ -38,7 +38,8 @@ def test_replication_uses_the_inter_broker_listener_and_clients_their_own(tmp_pa
         overrides.update({"listener.name.replication.ssl.keystore.location": str(keystore),
                           "listener.name.replication.ssl.truststore.location": str(ca_path),
                           "listener.name.replication.ssl.client.auth": "required"})
-    with MinikafkaCluster(tmp_path / "c", 2, overrides, zookeeper=zookeeper.connect_string, links=False) as cluster:
+    # The link proxies forward to the REPLICATION listener the brokers dial each other on.
+    with MinikafkaCluster(tmp_path / "c", 2, overrides, zookeeper=zookeeper.connect_string) as cluster:
         ports = {i + 1: b.listener_ports for i, b in enumerate(cluster.brokers)}  # broker ids 1..N
         # Metadata on the plaintext listener names every broker's PLAINTEXT port.
         metadata = cluster.metadata()
@@ -94,6 +95,7 @@ def test_replication_uses_the_inter_broker_listener_and_clients_their_own(tmp_pa
             log = broker.stderr_since_start()
             assert f"REPLICATION://127.0.0.1:{broker.listener_ports['REPLICATION']}" in log
             assert "TLS handshake failed" not in log
+        assert all(link.live_connections for (frm, to), link in cluster.links.items() if to != "zookeeper")
 
 
 def test_acls_written_to_zookeeper_apply_on_the_running_cluster(tmp_path, zookeeper):
@@ -130,7 +132,7 @@ def test_acls_written_to_zookeeper_apply_on_the_running_cluster(tmp_path, zookee
         assert added.returncode == 0, added.stderr
         for broker in cluster.brokers:
             deadline = time.monotonic() + 15
-            while True:  # each broker re-reads /kafka-acl every second
+            while True:  # each broker re-reads the ACL when its change notification arrives
                 try:
                     produce_as_alice(broker)
                     break

@@ -42,3 +42,9 @@ def all_records(log: Log, start: int | None = None):
         records.extend(batch)
         offset = batch[-1].offset + 1
     return records
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _both_records_implementations(records_implementation):
+    """Every test here runs against the C accelerator and the pure-Python loops."""
+    return records_implementation

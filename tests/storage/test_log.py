@@ -1,9 +1,12 @@
 """Appends, reads, rolls and truncation of one Log on real files."""
 
 import os
+import struct
+import zlib
 
 import pytest
 
+from minikafka.protocol.compression import compress
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.records import Codec, build_message_set, iter_entries, iter_records
 from minikafka.storage import Log, LogConfig, OffsetOutOfRange, UnknownTopic
@@ -271,6 +274,35 @@ def test_roll_when_offsets_would_overflow_relative_offsets(tmp_path, clock):
     assert [s.base_offset for s in log.segments()] == [0, 2**31]
     assert [r.offset for r in iter_records(log.read(2**31, 1000).read_bytes())] == [2**31]
     assert [r.value for r in iter_records(log.read(1, 1000).read_bytes())] == [b"b"]
+
+
+def test_follower_append_is_shallow_like_kafkas(tmp_path, clock):
+    """A follower appends the leader's sets as they are, checking only shallow entries: a
+    damaged inner message under an intact wrapper CRC is stored (the leader vouched for it);
+    a damaged wrapper CRC, or offsets going back, write nothing."""
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_follower(build_message_set([(None, b"x", START_MS)] * 2, base_offset=0))
+    inner = bytearray(build_message_set([(None, b"inner %d" % i, START_MS) for i in range(3)]))
+    inner[-1] ^= 1  # the last inner message's CRC no longer matches
+    wrapper = bytearray(build_message_set([(None, compress(Codec.GZIP, bytes(inner), magic=1), START_MS)],
+                                          base_offset=4))
+    wrapper[17] = Codec.GZIP
+    struct.pack_into(">I", wrapper, 12, zlib.crc32(wrapper[16:]))
+    damaged = bytearray(wrapper)
+    damaged[-1] ^= 1
+    with pytest.raises(RecordError) as refused:
+        log.append_as_follower(bytes(damaged))
+    assert refused.value.code == ErrorCode.CORRUPT_MESSAGE and "CRC" in str(refused.value)
+    assert (log.log_end_offset, log.segments()[-1].size) == (2, 2 * len(build_message_set([(None, b"x", START_MS)])))
+    result = log.append_as_follower(bytes(wrapper))
+    assert (result.last_offset, log.log_end_offset) == (4, 5)
+    assert log.read(2, 10_000).read_bytes() == bytes(wrapper)
+    with pytest.raises(RecordError):
+        list(iter_records(log.read(2, 10_000).read_bytes()))  # readers still check inner CRCs
+    with pytest.raises(RecordError) as refused:
+        log.append_as_follower(build_message_set([(None, b"y", START_MS)], base_offset=4))
+    assert "does not follow" in str(refused.value)
+    assert log.log_end_offset == 5
 
 
 def test_explicit_roll_of_empty_segment_is_a_no_op(tmp_path, clock):

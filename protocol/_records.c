@@ -1,0 +1,582 @@
+/* The per-message loops of protocol/records.py in C: the produce hot path.
+ *
+ * assign_loop  is _py_assign_loop   (validate_and_assign's loop over shallow entries),
+ * scan_inner   is _py_scan_inner    (the check of a wrapper's decompressed inner set),
+ * shallow_loop is _py_shallow_loop  (validate_given_offsets, the follower's shallow check).
+ *
+ * Each takes the same arguments and returns the same values as its Python twin, and refuses
+ * a set with the same RecordError (same code, same message): records.py picks one or the
+ * other at import and the test suite runs against both. Decompression, the magic 0
+ * recompression and the LogAppendTime rewrite of wrappers stay in Python (assign_loop calls
+ * back _assign_wrapper for each wrapper): they are per wrapper, not per message. The message
+ * format is described in records.py's module docstring.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <zlib.h>
+
+#define LOG_OVERHEAD 12
+#define CRC_POSITION 12
+#define MAGIC_POSITION 16
+#define ATTRIBUTES_POSITION 17
+#define TIMESTAMP_POSITION 18
+#define CODEC_MASK 0x07
+#define TIMESTAMP_TYPE_BIT 0x08
+#define NO_TIMESTAMP (-1)
+/* offset, size, crc, magic, attributes, [timestamp,] key length, value length: per magic */
+#define HEAD_SIZE(magic) ((magic) ? 34 : 26)
+#define MIN_MESSAGE_SIZE(magic) ((magic) ? 22 : 14)
+/* where the value length field is when the key is null, relative to the entry start */
+#define NULL_KEY_VALUE_POSITION(magic) ((magic) ? 30 : 22)
+#define MIN_ENTRY_SIZE 26
+
+static PyObject *RecordError, *CORRUPT_MESSAGE, *MESSAGE_TOO_LARGE, *INVALID_TIMESTAMP;
+
+static inline int64_t read_int64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline uint32_t read_uint32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline int32_t read_int32(const unsigned char *p) { return (int32_t)read_uint32(p); }
+
+static inline void write_int64(unsigned char *p, int64_t value)
+{
+    uint64_t v = (uint64_t)value;
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+static inline void write_uint32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* CRC-32 (IEEE, as zlib's). zlib's crc32 costs about 0.2-0.3 us a call on a 100-byte message
+   here (its braided loop has a fixed cost per call), three to five times this slicing-by-8
+   table loop; on long inputs zlib is as fast or faster, so it takes those. */
+#define SHORT_CRC_LIMIT 512
+static uint32_t crc_table[8][256];
+
+static void make_crc_table(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+static uint32_t crc32_ieee(const unsigned char *p, size_t n)
+{
+    if (n >= SHORT_CRC_LIMIT)
+        return (uint32_t)crc32(0L, p, (uInt)n);
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t a = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t b = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        c = crc_table[7][a & 0xFF] ^ crc_table[6][(a >> 8) & 0xFF] ^ crc_table[5][(a >> 16) & 0xFF] ^
+            crc_table[4][a >> 24] ^ crc_table[3][b & 0xFF] ^ crc_table[2][(b >> 8) & 0xFF] ^
+            crc_table[1][(b >> 16) & 0xFF] ^ crc_table[0][b >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static inline uint32_t message_crc(const unsigned char *buf, Py_ssize_t position, Py_ssize_t end)
+{
+    return crc32_ieee(buf + position + MAGIC_POSITION, (size_t)(end - position - MAGIC_POSITION));
+}
+
+static PyObject *crc32_function(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t crc = crc32_ieee(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+/* Raise RecordError(code, message formatted as by PyUnicode_FromFormat); always NULL. */
+static PyObject *refuse(PyObject *code, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    PyObject *message = PyUnicode_FromFormatV(format, args);
+    va_end(args);
+    if (message == NULL)
+        return NULL;
+    PyObject *error = PyObject_CallFunctionObjArgs(RecordError, code, message, NULL);
+    Py_DECREF(message);
+    if (error != NULL) {
+        PyErr_SetObject(RecordError, error);
+        Py_DECREF(error);
+    }
+    return NULL;
+}
+
+/* A message's fixed head, read as the layout of `magic` says (the set's or the wrapper's: a
+   message of another magic is refused after its size is checked). */
+typedef struct {
+    int64_t offset;
+    int32_t size;
+    uint32_t crc;
+    int magic;
+    int attributes;
+    int64_t timestamp; /* NO_TIMESTAMP for magic 0 */
+    int32_t key_length;
+    int32_t value_length; /* right only when the key is null: see lengths_check */
+    int64_t end;          /* the entry's end in its buffer */
+} Head;
+
+static inline void read_head(const unsigned char *b, Py_ssize_t position, int magic, Head *h)
+{
+    const unsigned char *p = b + position;
+    h->offset = read_int64(p);
+    h->size = read_int32(p + 8);
+    h->crc = read_uint32(p + CRC_POSITION);
+    h->magic = (int8_t)p[MAGIC_POSITION];
+    h->attributes = (int8_t)p[ATTRIBUTES_POSITION];
+    h->timestamp = magic ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
+    h->key_length = read_int32(p + HEAD_SIZE(magic) - 8);
+    h->value_length = read_int32(p + HEAD_SIZE(magic) - 4);
+    h->end = (int64_t)position + LOG_OVERHEAD + h->size;
+}
+
+/* Key and value lengths must add up to the message's end: 0 if they do, else 'k' (bad key
+   length) or 'v' (bad value length, then stored in h->value_length for the message). */
+static inline int lengths_check(const unsigned char *b, Py_ssize_t position, int magic, Head *h)
+{
+    int64_t value_length_position = position + NULL_KEY_VALUE_POSITION(magic);
+    if (h->key_length != -1) {
+        value_length_position += h->key_length;
+        if (h->key_length < -1 || value_length_position + 4 > h->end)
+            return 'k';
+        h->value_length = read_int32(b + value_length_position);
+    }
+    if (value_length_position + 4 + (h->value_length > 0 ? h->value_length : 0) != h->end || h->value_length < -1)
+        return 'v';
+    return 0;
+}
+
+/* The running max timestamp / first untimed offset, and the index points (see ValidatedSet). */
+typedef struct {
+    int64_t max_timestamp;
+    int64_t offset_of_max_timestamp;
+    int64_t first_untimed;
+    int64_t index_after;
+    int64_t index_interval;
+    PyObject *points;
+} Indexing;
+
+static int indexing_add(Indexing *ix, Py_ssize_t position, int64_t last_offset, int64_t entry_timestamp)
+{
+    if (entry_timestamp > ix->max_timestamp) {
+        ix->max_timestamp = entry_timestamp;
+        ix->offset_of_max_timestamp = last_offset;
+    } else if (entry_timestamp < 0 && ix->first_untimed < 0) {
+        ix->first_untimed = last_offset;
+    }
+    if (position > ix->index_after) {
+        PyObject *point = Py_BuildValue("(nLLLL)", position, (long long)last_offset, (long long)ix->max_timestamp,
+                                        (long long)ix->offset_of_max_timestamp, (long long)ix->first_untimed);
+        if (point == NULL)
+            return -1;
+        int failed = PyList_Append(ix->points, point);
+        Py_DECREF(point);
+        if (failed)
+            return -1;
+        ix->index_after = position + ix->index_interval;
+    }
+    return 0;
+}
+
+static PyObject *assign_loop(PyObject *self, PyObject *args)
+{
+    PyObject *buf, *assign_wrapper;
+    long long next_offset, now_ms, max_message_bytes, earliest, latest, index_after, index_interval;
+    int log_append_time;
+    if (!PyArg_ParseTuple(args, "OLLLpLLLLO:assign_loop", &buf, &next_offset, &now_ms, &max_message_bytes,
+                          &log_append_time, &earliest, &latest, &index_after, &index_interval, &assign_wrapper))
+        return NULL;
+    Py_buffer input;
+    if (PyObject_GetBuffer(buf, &input, PyBUF_SIMPLE) < 0)
+        return NULL;
+    /* The output is the one copy of the set: a bytes object nobody else has seen yet, written
+       in place here, and through `writable` (a memoryview of its memory) by _assign_wrapper. */
+    PyObject *out = PyBytes_FromStringAndSize(input.buf, input.len);
+    PyBuffer_Release(&input);
+    if (out == NULL)
+        return NULL;
+    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t length = PyBytes_GET_SIZE(out);
+    PyObject *writable = NULL;
+    PyObject *replacements = NULL, *result = NULL;
+    Indexing ix = {NO_TIMESTAMP, -1, -1, index_after, index_interval, PyList_New(0)};
+    if (ix.points == NULL)
+        goto done;
+    int64_t offset = next_offset;
+    int64_t max_size = max_message_bytes - LOG_OVERHEAD;
+    int set_magic = length > MAGIC_POSITION ? b[MAGIC_POSITION] : -1;
+    if (set_magic != 0 && set_magic != 1) {
+        refuse(CORRUPT_MESSAGE, "message set starts with unknown magic %d or is truncated", set_magic);
+        goto done;
+    }
+    const Py_ssize_t head_size = HEAD_SIZE(set_magic), min_size = MIN_MESSAGE_SIZE(set_magic);
+    Py_ssize_t position = 0;
+    while (position < length) {
+        const unsigned char *p = b + position;
+        if (length - position < head_size) {
+            if (length - position >= MIN_ENTRY_SIZE && read_int32(p + 8) < min_size)
+                refuse(CORRUPT_MESSAGE, "message at byte %zd has impossible size %d", position, read_int32(p + 8));
+            else
+                refuse(CORRUPT_MESSAGE, "message set ends in a truncated message at byte %zd", position);
+            goto done;
+        }
+        Head h;
+        read_head(b, position, set_magic, &h);
+        int32_t size = h.size;
+        int magic = h.magic, attributes = h.attributes;
+        int64_t timestamp = h.timestamp, end = h.end;
+        if (size < min_size) {
+            refuse(CORRUPT_MESSAGE, "message at byte %zd has impossible size %d", position, size);
+            goto done;
+        }
+        if (end > length) {
+            refuse(CORRUPT_MESSAGE, "message set ends in a truncated message at byte %zd", position);
+            goto done;
+        }
+        if (size > max_size) {
+            refuse(MESSAGE_TOO_LARGE, "message of %lld bytes (log overhead included) exceeds max.message.bytes %lld",
+                   (long long)size + LOG_OVERHEAD, max_message_bytes);
+            goto done;
+        }
+        if (magic != set_magic) {
+            refuse(CORRUPT_MESSAGE, "message set mixes magic %d and magic %d", set_magic, magic);
+            goto done;
+        }
+        if (message_crc(b, position, end) != h.crc) {
+            refuse(CORRUPT_MESSAGE, "message at byte %zd fails its CRC check", position);
+            goto done;
+        }
+        switch (lengths_check(b, position, set_magic, &h)) {
+        case 'k':
+            refuse(CORRUPT_MESSAGE, "message at byte %zd has a bad key length %d", position, h.key_length);
+            goto done;
+        case 'v':
+            refuse(CORRUPT_MESSAGE, "message at byte %zd has a bad value length %d", position, h.value_length);
+            goto done;
+        }
+
+        int64_t entry_timestamp, last_offset;
+        if (attributes & CODEC_MASK) {
+            if (writable == NULL && (writable = PyMemoryView_FromMemory((char *)b, length, PyBUF_WRITE)) == NULL)
+                goto done;
+            PyObject *answer = PyObject_CallFunction(assign_wrapper, "OnnLLOLL", writable, position, (Py_ssize_t)end,
+                                                     (long long)offset, now_ms,
+                                                     log_append_time ? Py_True : Py_False, earliest, latest);
+            if (answer == NULL)
+                goto done;
+            PyObject *replacement;
+            long long wrapper_next, wrapper_timestamp;
+            if (!PyArg_ParseTuple(answer, "LLO", &wrapper_next, &wrapper_timestamp, &replacement)) {
+                Py_DECREF(answer);
+                goto done;
+            }
+            if (replacement != Py_None) {
+                Py_ssize_t replacement_size = PyObject_Length(replacement);
+                int failed = replacement_size < 0;
+                if (!failed && replacement_size > max_message_bytes) {
+                    refuse(MESSAGE_TOO_LARGE,
+                           "message of %zd bytes (log overhead included) exceeds max.message.bytes %lld",
+                           replacement_size, max_message_bytes);
+                    failed = 1;
+                }
+                if (!failed && replacements == NULL)
+                    failed = (replacements = PyDict_New()) == NULL;
+                if (!failed) {
+                    PyObject *key = PyLong_FromSsize_t(position);
+                    failed = key == NULL || PyDict_SetItem(replacements, key, replacement) < 0;
+                    Py_XDECREF(key);
+                }
+                if (failed) {
+                    Py_DECREF(answer);
+                    goto done;
+                }
+            }
+            Py_DECREF(answer);
+            offset = wrapper_next;
+            entry_timestamp = wrapper_timestamp;
+            last_offset = offset - 1;
+        } else {
+            unsigned char *w = b + position;
+            if (magic == 0) {
+                entry_timestamp = NO_TIMESTAMP;
+            } else if (attributes & TIMESTAMP_TYPE_BIT) {
+                refuse(INVALID_TIMESTAMP, "message at byte %zd has the LogAppendTime type set; only brokers set it",
+                       position);
+                goto done;
+            } else if (log_append_time) {
+                entry_timestamp = now_ms;
+                w[ATTRIBUTES_POSITION] = (unsigned char)((attributes | TIMESTAMP_TYPE_BIT) & 0xFF);
+                write_int64(w + TIMESTAMP_POSITION, now_ms);
+                write_uint32(w + CRC_POSITION, message_crc(b, position, end));
+            } else {
+                entry_timestamp = timestamp;
+                if ((timestamp < earliest || timestamp > latest) && timestamp != NO_TIMESTAMP) {
+                    refuse(INVALID_TIMESTAMP,
+                           "timestamp %lld is out of the accepted range around %lld "
+                           "(message.timestamp.difference.max.ms)",
+                           (long long)timestamp, now_ms);
+                    goto done;
+                }
+            }
+            write_int64(w, offset);
+            last_offset = offset;
+            offset += 1;
+        }
+        if (indexing_add(&ix, position, last_offset, entry_timestamp) < 0)
+            goto done;
+        position = (Py_ssize_t)end;
+    }
+    result = Py_BuildValue("(OLLLLOO)", out, (long long)offset, (long long)ix.max_timestamp,
+                           (long long)ix.offset_of_max_timestamp, (long long)ix.first_untimed, ix.points,
+                           replacements ? replacements : Py_None);
+done:
+    Py_XDECREF(ix.points);
+    Py_XDECREF(replacements);
+    Py_XDECREF(writable);
+    Py_DECREF(out);
+    return result;
+}
+
+static PyObject *scan_inner(PyObject *self, PyObject *args)
+{
+    PyObject *inner, *accepted;
+    int magic;
+    long long wrapper_offset, now_ms, earliest = 0, latest = 0;
+    if (!PyArg_ParseTuple(args, "OiLLO:scan_inner", &inner, &magic, &wrapper_offset, &now_ms, &accepted))
+        return NULL;
+    int check_timestamps = accepted != Py_None;
+    if (check_timestamps && !PyArg_ParseTuple(accepted, "LL", &earliest, &latest))
+        return NULL;
+    if (magic != 0 && magic != 1) {
+        PyErr_Format(PyExc_ValueError, "magic must be 0 or 1, not %d", magic);
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(inner, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *b = view.buf;
+    Py_ssize_t length = view.len;
+    PyObject *result = NULL;
+    const Py_ssize_t head_size = HEAD_SIZE(magic), min_size = MIN_MESSAGE_SIZE(magic);
+    long long count = 0;
+    int64_t max_timestamp = NO_TIMESTAMP;
+    Py_ssize_t position = 0;
+    while (position < length) {
+        const unsigned char *p = b + position;
+        if (length - position < head_size) {
+            if (length - position < MIN_ENTRY_SIZE)
+                refuse(CORRUPT_MESSAGE, "compressed message at offset %lld has a truncated inner set", wrapper_offset);
+            else
+                refuse(CORRUPT_MESSAGE, "compressed message at offset %lld has an inner message of bad size %d",
+                       wrapper_offset, read_int32(p + 8));
+            goto done;
+        }
+        Head h;
+        read_head(b, position, magic, &h);
+        int64_t inner_offset = h.offset, timestamp = h.timestamp, end = h.end;
+        if (h.size < min_size || end > length) {
+            refuse(CORRUPT_MESSAGE, "compressed message at offset %lld has an inner message of bad size %d",
+                   wrapper_offset, h.size);
+            goto done;
+        }
+        if (h.magic != magic) {
+            refuse(CORRUPT_MESSAGE, "compressed message at offset %lld (magic %d) holds a magic %d message",
+                   wrapper_offset, magic, h.magic);
+            goto done;
+        }
+        if (h.attributes & CODEC_MASK) {
+            refuse(CORRUPT_MESSAGE, "compressed message at offset %lld nests compression", wrapper_offset);
+            goto done;
+        }
+        if (message_crc(b, position, end) != h.crc) {
+            refuse(CORRUPT_MESSAGE, "inner message %lld of compressed message at offset %lld fails its CRC check",
+                   count, wrapper_offset);
+            goto done;
+        }
+        switch (lengths_check(b, position, magic, &h)) {
+        case 'k':
+            refuse(CORRUPT_MESSAGE, "inner message of offset %lld has a bad key length", wrapper_offset);
+            goto done;
+        case 'v':
+            refuse(CORRUPT_MESSAGE, "inner message of offset %lld has a bad value length", wrapper_offset);
+            goto done;
+        }
+        if (magic == 1) {
+            if (inner_offset != count) {
+                refuse(CORRUPT_MESSAGE,
+                       "inner message %lld of compressed message at offset %lld has relative offset %lld, not %lld",
+                       count, wrapper_offset, (long long)inner_offset, count);
+                goto done;
+            }
+            if (check_timestamps && (timestamp < earliest || timestamp > latest) && timestamp != NO_TIMESTAMP) {
+                refuse(INVALID_TIMESTAMP,
+                       "timestamp %lld is out of the accepted range around %lld (message.timestamp.difference.max.ms)",
+                       (long long)timestamp, now_ms);
+                goto done;
+            }
+            if (timestamp > max_timestamp)
+                max_timestamp = timestamp;
+        }
+        count += 1;
+        position = (Py_ssize_t)end;
+    }
+    if (!count) {
+        refuse(CORRUPT_MESSAGE, "compressed message at offset %lld holds no messages", wrapper_offset);
+        goto done;
+    }
+    result = Py_BuildValue("(LL)", count, (long long)max_timestamp);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *shallow_loop(PyObject *self, PyObject *args)
+{
+    PyObject *buf;
+    long long min_offset, max_message_bytes, index_after, index_interval;
+    if (!PyArg_ParseTuple(args, "OLLLL:shallow_loop", &buf, &min_offset, &max_message_bytes, &index_after,
+                          &index_interval))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *b = view.buf;
+    Py_ssize_t length = view.len;
+    PyObject *result = NULL;
+    Indexing ix = {NO_TIMESTAMP, -1, -1, index_after, index_interval, PyList_New(0)};
+    if (ix.points == NULL)
+        goto done;
+    int64_t first_offset = -1, previous = min_offset - 1;
+    long long count = 0;
+    int set_magic = -1;
+    Py_ssize_t position = 0;
+    while (length - position >= LOG_OVERHEAD) {
+        const unsigned char *p = b + position;
+        int32_t size = read_int32(p + 8);
+        if (size < MIN_MESSAGE_SIZE(0)) {
+            refuse(CORRUPT_MESSAGE, "message at byte %zd has impossible size %d", position, size);
+            goto done;
+        }
+        int64_t end = (int64_t)position + LOG_OVERHEAD + size;
+        if (end > length)
+            break;
+        if (end - position > max_message_bytes) {
+            refuse(MESSAGE_TOO_LARGE, "message of %lld bytes exceeds max.message.bytes %lld",
+                   (long long)(end - position), max_message_bytes);
+            goto done;
+        }
+        int64_t offset = read_int64(p);
+        int magic = (int8_t)p[MAGIC_POSITION];
+        int attributes = (int8_t)p[ATTRIBUTES_POSITION];
+        if (magic != 0 && magic != 1) {
+            refuse(CORRUPT_MESSAGE, "message at offset %lld has unknown magic %d", (long long)offset, magic);
+            goto done;
+        }
+        if (size < MIN_MESSAGE_SIZE(magic)) {
+            refuse(CORRUPT_MESSAGE, "message at offset %lld has impossible size %d", (long long)offset, size);
+            goto done;
+        }
+        if ((attributes & CODEC_MASK) > 3) {
+            refuse(CORRUPT_MESSAGE, "message at offset %lld has unknown codec %d", (long long)offset,
+                   attributes & CODEC_MASK);
+            goto done;
+        }
+        if (message_crc(b, position, end) != read_uint32(p + CRC_POSITION)) {
+            refuse(CORRUPT_MESSAGE, "message at offset %lld fails its CRC check", (long long)offset);
+            goto done;
+        }
+        if (set_magic == -1) {
+            set_magic = magic;
+        } else if (magic != set_magic) {
+            refuse(CORRUPT_MESSAGE, "message set mixes magic %d and magic %d", set_magic, magic);
+            goto done;
+        }
+        if (offset <= previous) {
+            refuse(CORRUPT_MESSAGE, "offset %lld does not follow %lld (minimum %lld)", (long long)offset,
+                   (long long)previous, min_offset);
+            goto done;
+        }
+        if (first_offset < 0)
+            first_offset = offset;
+        previous = offset;
+        count += 1;
+        int64_t timestamp = magic ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
+        if (indexing_add(&ix, position, offset, timestamp) < 0)
+            goto done;
+        position = (Py_ssize_t)end;
+    }
+    result = Py_BuildValue("(nLLLLLLO)", position, (long long)first_offset, (long long)(count ? previous : -1),
+                           count, (long long)ix.max_timestamp, (long long)ix.offset_of_max_timestamp,
+                           (long long)ix.first_untimed, ix.points);
+done:
+    Py_XDECREF(ix.points);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"crc32", crc32_function, METH_O, "CRC-32 of a bytes-like object, as zlib.crc32 (the loops' own)."},
+    {"assign_loop", assign_loop, METH_VARARGS, "validate_and_assign's per-message loop (see _py_assign_loop)."},
+    {"scan_inner", scan_inner, METH_VARARGS, "Check a decompressed inner set (see _py_scan_inner)."},
+    {"shallow_loop", shallow_loop, METH_VARARGS, "validate_given_offsets' loop (see _py_shallow_loop)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "minikafka.protocol._records",
+                                    "C loops of minikafka.protocol.records (optional accelerator).", -1, methods};
+
+PyMODINIT_FUNC PyInit__records(void)
+{
+    PyObject *errors = PyImport_ImportModule("minikafka.protocol.errors");
+    if (errors == NULL)
+        return NULL;
+    PyObject *codes = PyObject_GetAttrString(errors, "ErrorCode");
+    RecordError = PyObject_GetAttrString(errors, "RecordError");
+    Py_DECREF(errors);
+    if (codes == NULL || RecordError == NULL) {
+        Py_XDECREF(codes);
+        return NULL;
+    }
+    CORRUPT_MESSAGE = PyObject_GetAttrString(codes, "CORRUPT_MESSAGE");
+    MESSAGE_TOO_LARGE = PyObject_GetAttrString(codes, "MESSAGE_TOO_LARGE");
+    INVALID_TIMESTAMP = PyObject_GetAttrString(codes, "INVALID_TIMESTAMP");
+    Py_DECREF(codes);
+    if (CORRUPT_MESSAGE == NULL || MESSAGE_TOO_LARGE == NULL || INVALID_TIMESTAMP == NULL)
+        return NULL;
+    make_crc_table();
+    return PyModule_Create(&module);
+}
