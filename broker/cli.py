@@ -53,7 +53,15 @@ def _port(text: str) -> int:
     return port
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Subcommands defined here; the others live in modules that import what they need (SCRAM's
+# hashes, ACLs, subprocess handling, the export package), which a broker never needs.
+_OWN_COMMANDS = ("serve", "healthcheck")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``minikafka`` parser. With ``command`` one of this module's own subcommands (the
+    first word of the command line), the other subcommands' modules are not imported: only
+    ``minikafka --help`` and those subcommands themselves need them."""
     parser = _ArgumentParser(prog="minikafka",
                              description="A Kafka-compatible mini-broker in Python.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
@@ -92,17 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     serve.set_defaults(func=_serve_command)
 
-    from minikafka.broker.cluster_cli import register as register_cluster
+    if command not in _OWN_COMMANDS:
+        from minikafka.broker.acls_cli import register as register_acls
+        from minikafka.broker.cluster_cli import register as register_cluster
+        from minikafka.broker.users_cli import register as register_users
 
-    register_cluster(subparsers)
-
-    from minikafka.broker.users_cli import register as register_users
-
-    register_users(subparsers)
-
-    from minikafka.broker.acls_cli import register as register_acls
-
-    register_acls(subparsers)
+        register_cluster(subparsers)
+        register_users(subparsers)
+        register_acls(subparsers)
 
     health = subparsers.add_parser(
         "healthcheck", help="exit 0 if a broker answers ApiVersions",
@@ -113,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
     health.set_defaults(func=_healthcheck_command)
 
+    if command in _OWN_COMMANDS:
+        return parser
     try:
         from minikafka.export.cli import register
     except ModuleNotFoundError as exc:
@@ -137,7 +144,11 @@ def _healthcheck_command(args: argparse.Namespace) -> int:
             client = ClientConnection("minikafka-healthcheck")
             sock.sendall(client.send_request(ApiKey.API_VERSIONS, 0, {})[1])
             while (response := client.next_response()) is None:
-                data = sock.recv(65536)
+                try:
+                    data = sock.recv(65536)
+                except ConnectionResetError:
+                    # A peer that closes with our request unread resets instead: the same answer.
+                    data = b""
                 if not data:
                     raise ConnectionError("the broker closed the connection")
                 client.receive_data(data)
@@ -271,7 +282,8 @@ async def _run_until_signalled(config) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -12,16 +12,12 @@ pairs, then the dedicated CLI flags (``--host``, ``--port``, ``--log-dir``).
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import javaproperties
 
 from minikafka.storage.config import LogConfig
 
@@ -348,6 +344,8 @@ def parse_properties(text: str, *, source: str = "properties") -> dict[str, str]
     (``javaproperties``: separators, comments, continuations, escapes). Later duplicates win;
     trailing blanks stay in values, as in Java (typed settings ignore them).
     """
+    import javaproperties  # ~13 ms of imports (xml, email, urllib), for a --config file only
+
     result: dict[str, str] = {}
     try:
         for entry in javaproperties.parse(text):
@@ -510,6 +508,8 @@ class BrokerConfig:
                 if name in IGNORED_KAFKA_KEYS:
                     logger.warning("config key %r has no effect in minikafka; ignored", name)
                     continue
+                import difflib
+
                 close = difflib.get_close_matches(name, CONFIG_KEYS_BY_NAME, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ConfigError(f"unknown config key {name!r}{hint}")
@@ -708,6 +708,8 @@ class BrokerConfig:
         listener = self.advertised_listeners.get(listener.name, listener)
         host = listener.host
         if host is None or host in ("0.0.0.0", "::"):
+            import socket
+
             host = socket.getfqdn()
         return host, listener.port or bound_port
 

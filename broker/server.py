@@ -12,13 +12,11 @@ fetch wake-ups, offsets) are methods here, on top of storage.
 
 from __future__ import annotations
 
-import base64
 import errno
 import fcntl
 import logging
 import os
 import resource
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,11 +24,9 @@ from pathlib import Path
 import trio
 
 from minikafka.broker.config import BrokerConfig, ConfigError, Listener, host_port, parse_properties
-from minikafka.broker.security import sasl, tls
-from minikafka.broker.security.acl import CLUSTER_NAME, AclError, AclStore, Authorizer, ZkAcls, parse_super_users
-from minikafka.broker.security.scram import CredentialError, CredentialStore, ScramCredential
-from minikafka.broker.groups import GroupCoordinator
+from minikafka.broker.groups.config import GroupConfig
 from minikafka.broker.request_memory import RequestMemory
+from minikafka.broker.security import CLUSTER_NAME
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.storage.clock import Clock, SystemClock
 from minikafka.storage.config import AppendResult, LogConfig
@@ -122,6 +118,9 @@ def _creation_failed(topic: str, exc: OSError) -> TopicError:
 
 def _new_cluster_id() -> str:
     """Kafka's cluster id form: a random UUID as 22 characters of unpadded URL-safe base64."""
+    import base64
+    import uuid  # once per log dir's life, and uuid's import costs a start-up 2 ms
+
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
@@ -147,19 +146,26 @@ class Broker:
         self.advertised_port: int | None = None
         # Listener name -> advertised (host, port), once serving.
         self.endpoints: dict[str, tuple[str, int]] = {}
-        self.tls_contexts = {listener.name: tls.server_context(config, listener)
-                             for listener in config.listeners if listener.uses_tls}
+        self.tls_contexts = {}
+        if any(listener.uses_tls for listener in config.listeners):
+            from minikafka.broker.security import tls
+
+            self.tls_contexts = {listener.name: tls.server_context(config, listener)
+                                 for listener in config.listeners if listener.uses_tls}
         self.plain_users: dict[str, dict[str, str]] = {}
         for listener in config.listeners:
             if listener.uses_sasl and "PLAIN" in config.listener_setting(listener, "sasl.enabled.mechanisms"):
+                from minikafka.broker.security import sasl
+
                 try:
                     self.plain_users[listener.name] = sasl.plain_users(
                         config.listener_setting(listener, "sasl.jaas.config", "PLAIN"))
                 except sasl.JaasError as exc:
                     raise ConfigError(f"sasl.jaas.config of listener {listener.name}: {exc}") from None
-        self.scram_credentials = CredentialStore(config.log_dirs[0])
         self.authorizer = None
         if config.get("authorizer.class.name"):
+            from minikafka.broker.security.acl import AclStore, Authorizer, ZkAcls, parse_super_users
+
             # A cluster's ACLs are its ZooKeeper's /kafka-acl nodes, refreshed while serving.
             acls = ZkAcls() if config.zookeeper_connect is not None else AclStore(config.log_dirs[0])
             self.authorizer = Authorizer(acls,
@@ -211,9 +217,13 @@ class Broker:
             if self.export_handoff is not None:
                 self.export_handoff.join_cluster(cluster_mode().export_view(self))
         try:
-            self.group_coordinator = GroupCoordinator(self)
+            GroupConfig.from_broker_config(config)
         except ValueError as exc:  # a group.* / offsets.* setting the coordinator refuses
             raise ConfigError(str(exc)) from None
+        self._group_coordinator = None
+        self._groups_running = False
+        self._groups_starting = trio.Lock()
+        self._nursery: trio.Nursery | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -228,15 +238,18 @@ class Broker:
                 await self._join_cluster_zookeeper()
             await trio.to_thread.run_sync(self._start_storage)
             storage_started = True
-            self.group_coordinator.startup()
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._every, self.config.retention_check_interval_ms,
                                    self._retention_pass, "retention")
                 nursery.start_soon(self._every, self.config.flush_scheduler_interval_ms,
                                    self.log_manager.flush_due, "flush")
                 nursery.start_soon(self._every, self.config.checkpoint_interval_ms,
                                    self.log_manager.checkpoint, "checkpoint")
-                nursery.start_soon(self.group_coordinator.run)
+                if self.cluster is not None:  # loads the offsets partitions it comes to lead
+                    self.group_coordinator.startup()
+                    nursery.start_soon(self.group_coordinator.run)
+                    self._groups_running = True
                 if self.export_handoff is not None:
                     nursery.start_soon(self.export_handoff.run)
                 if self.faults is not None:
@@ -276,8 +289,11 @@ class Broker:
         opened: list[tuple[Listener, list[trio.SocketListener]]] = []
         try:
             for listener in self.config.listeners:
+                host = listener.host
+                if host is not None and host.isascii():
+                    host = host.encode()  # a str would load the idna codec (1 ms of start-up)
                 try:
-                    sockets = await trio.open_tcp_listeners(listener.port, host=listener.host)
+                    sockets = await trio.open_tcp_listeners(listener.port, host=host)
                 except OSError as exc:
                     where = f"{listener.name}://{listener.host or '*'}:{listener.port}"
                     reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
@@ -298,6 +314,8 @@ class Broker:
     async def scram_credential(self, user: str, mechanism: str):
         """``user``'s SCRAM credential: from ``/config/users/<user>`` in ZooKeeper in a
         cluster (where Kafka keeps them), else from the log dir's file; None if it has none."""
+        from minikafka.broker.security.scram import CredentialError, CredentialStore, ScramCredential
+
         if self.cluster is not None:
             from minikafka.replication.zookeeper import ZooKeeperError
 
@@ -306,7 +324,7 @@ class Broker:
             except ZooKeeperError as exc:
                 raise CredentialError(f"cannot read the credentials of {user!r} from ZooKeeper: {exc}") from None
             return None if text is None else ScramCredential.parse(text)
-        return await trio.to_thread.run_sync(self.scram_credentials.get, user, mechanism)
+        return await trio.to_thread.run_sync(CredentialStore(self.config.log_dirs[0]).get, user, mechanism)
 
     def authorize(self, request, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> bool:
         """Whether ``request``'s principal may do ``operation`` ("Read", "Write", ...) on the
@@ -314,6 +332,8 @@ class Broker:
         unreadable ACL file denies (and says so in the log) rather than opening everything."""
         if self.authorizer is None:
             return True
+        from minikafka.broker.security.acl import AclError
+
         try:
             allowed = self.authorizer.authorize(request.principal, request.client_host, operation, resource_type, name)
         except AclError as exc:
@@ -386,10 +406,11 @@ class Broker:
 
     def _stop_storage(self) -> None:
         try:
-            try:
-                self.group_coordinator.shutdown()
-            except Exception:
-                logger.exception("group coordinator shutdown failed")
+            if self._group_coordinator is not None:
+                try:
+                    self._group_coordinator.shutdown()
+                except Exception:
+                    logger.exception("group coordinator shutdown failed")
             self.log_manager.shutdown()
             if self.export_handoff is not None:
                 self.export_handoff.close()
@@ -462,6 +483,40 @@ class Broker:
         deleted = self.log_manager.cleanup()
         if deleted:
             logger.info("retention removed %d segment(s)", deleted)
+
+    # ------------------------------------------------------------------ groups
+
+    @property
+    def group_coordinator(self):
+        """The group coordinator, built on first use: a broker whose clients never use a
+        consumer group never imports it. Request handlers use :meth:`groups`."""
+        if self._group_coordinator is None:
+            from minikafka.broker.groups.coordinator import GroupCoordinator
+
+            self._group_coordinator = GroupCoordinator(self)
+        return self._group_coordinator
+
+    async def groups(self):
+        """The group coordinator, started. A single broker starts it at the first group
+        request other than FindCoordinator (Kafka creates ``__consumer_offsets`` at the first
+        FindCoordinator): the topic is created, or its snapshots and events loaded, in a worker
+        thread while the group requests wait; other requests go on being served. If the disk refuses, that is
+        logged and the coordinator stays stopped, answering COORDINATOR_NOT_AVAILABLE (which
+        clients retry), and the next group request tries again."""
+        coordinator = self.group_coordinator
+        if not self._groups_running:
+            async with self._groups_starting:
+                if not self._groups_running:
+                    try:
+                        # Under the topic lock: a CreateTopics of __consumer_offsets must see it.
+                        async with self._topic_admin:
+                            await trio.to_thread.run_sync(coordinator.startup)
+                    except OSError as exc:
+                        logger.error("cannot start the group coordinator: %s", exc.strerror or exc)
+                        return coordinator
+                    await self._nursery.start(coordinator.run)
+                    self._groups_running = True
+        return coordinator
 
     # ------------------------------------------------------------------ topics
 
@@ -654,6 +709,11 @@ class Broker:
         ``__consumer_offsets`` partition."""
         if self.cluster is not None:
             return await cluster_mode().group_coordinator(self, group_id, listener_name)
+        if not self._groups_running:
+            # This broker, without starting the coordinator: the group's first request that
+            # needs it does (groups()). Consumers look the coordinator up first thing, also
+            # those that only fetch, and their fetches share the connection behind this answer.
+            return ErrorCode.NONE, (self.node_id, *self.advertised_endpoint(listener_name))
         error = self.group_coordinator.find_coordinator(group_id)
         return error, (None if error else (self.node_id, *self.advertised_endpoint(listener_name)))
 

@@ -86,20 +86,34 @@ class _FrameBuffer:
     The size is checked as soon as its four bytes are in: a negative size or one above
     ``max_frame_size`` is refused before any of the body is kept, and once refused the buffer
     stops accepting data.
+
+    Frames come out as views, not copies, wherever that is safe: a ``bytes`` chunk fed into an
+    empty buffer is kept as it is (immutable, so views of it stay valid), and most requests
+    arrive whole in one chunk; only a frame split across chunks is gathered in a bytearray,
+    which is then given up, not reused, by the frame that ends it.
     """
 
     __slots__ = ("_buf", "_start", "_max", "_error")
 
     def __init__(self, max_frame_size: int) -> None:
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""
         self._start = 0
         self._max = max_frame_size
         self._error: ProtocolError | None = None
 
     def feed(self, data: bytes) -> None:
-        if self._error is not None:
+        if self._error is not None or not data:
             return
-        self._buf += data
+        if self._start == len(self._buf) and type(data) is bytes:
+            self._buf = data
+            self._start = 0
+        elif type(self._buf) is bytearray:
+            self._buf += data
+        else:  # a kept chunk with bytes left over, or a mutable chunk: gather from here on
+            buf = bytearray(memoryview(self._buf)[self._start:])
+            buf += data
+            self._buf = buf
+            self._start = 0
         self._check_head()
 
     def _check_head(self) -> None:
@@ -114,35 +128,40 @@ class _FrameBuffer:
 
     def _fail(self, error: ProtocolError) -> None:
         self._error = error
-        self._buf = bytearray()
+        self._buf = b""
         self._start = 0
 
     def next_frame(self) -> bytes | memoryview | None:
         """The next complete payload (without its size prefix), or None if more is needed.
 
-        A frame that ends the buffered bytes (the usual case: clients wait for answers, or
-        the frame is large) comes as a view of the buffer, which is then given up rather
-        than copied; a 1 MB produce request was copied twice here."""
+        A view of the received bytes when they are immutable or when the frame ends the
+        buffered bytes (the bytearray is then given up rather than copied; a 1 MB produce
+        request was copied twice here); a copy only for a frame followed by more bytes in a
+        gathering bytearray, which goes on being appended to."""
         if self._error is not None:
             raise self._error
-        available = len(self._buf) - self._start
+        buf = self._buf
+        start = self._start
+        available = len(buf) - start
         if available < 4:
             return None
-        (size,) = INT32_S.unpack_from(self._buf, self._start)
+        (size,) = INT32_S.unpack_from(buf, start)
         if available < 4 + size:
             return None
-        begin = self._start + 4
-        self._start = begin + size
-        if self._start == len(self._buf):
-            frame = memoryview(self._buf)[begin:]
-            self._buf = bytearray()
+        begin = start + 4
+        end = self._start = begin + size
+        if end == len(buf):
+            self._buf = b""
             self._start = 0
-            return frame
-        with memoryview(self._buf) as view:
-            frame = view[begin:self._start].tobytes()
-        if self._start > 65536 and self._start * 2 > len(self._buf):
-            del self._buf[:self._start]
-            self._start = 0
+            return memoryview(buf)[begin:]
+        if type(buf) is bytes:
+            frame = memoryview(buf)[begin:end]
+        else:
+            with memoryview(buf) as view:
+                frame = view[begin:end].tobytes()
+            if end > 65536 and end * 2 > len(buf):
+                del buf[:end]
+                self._start = 0
         self._check_head()
         return frame
 
@@ -213,9 +232,10 @@ def parse_request(frame: bytes) -> Request:
 def encode_response(request: Request, body: Any) -> list[Any]:
     """Encode a complete response frame to the given request, as chunks.
 
-    Chunks are ``bytes`` except for file slices found in ``records`` fields, which are passed
-    through untouched; the first chunk starts with the size prefix and the lengths of all
-    chunks add up to the bytes on the wire.
+    Chunks are bytes-like (``bytearray`` for what was encoded here, handed over rather than
+    copied) except for file slices found in ``records`` fields, which are passed through
+    untouched; the first chunk starts with the size prefix and the lengths of all chunks add
+    up to the bytes on the wire. Most responses are one chunk.
     """
     api = APIS[request.api_key]
     version = request.api_version
@@ -231,8 +251,9 @@ def encode_response(request: Request, body: Any) -> list[Any]:
         w.buf.append(0)  # response header v1: no tagged fields
     api.response(version).encode(w, body)
     chunks = w.finish()
-    INT32_S.pack_into(chunks[0], 0, sum(chunk_length(c) for c in chunks) - 4)
-    return [bytes(c) if isinstance(c, bytearray) else c for c in chunks]
+    size = len(chunks[0]) if len(chunks) == 1 else sum(map(chunk_length, chunks))
+    INT32_S.pack_into(chunks[0], 0, size - 4)
+    return chunks
 
 
 def _field(body: Any, name: str, default: Any) -> Any:

@@ -59,12 +59,11 @@ frame with the correct header checksum).
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
 from dataclasses import dataclass
 from typing import Iterator
-
-import crcmod.predefined
 
 from minikafka.protocol.compression import Codec, decompress
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -106,9 +105,15 @@ _INT64_MAX = 2**63 - 1
 _NO_HEADERS: tuple = ()
 _ZIGZAG = tuple((byte >> 1) ^ -(byte & 1) for byte in range(0x80))  # one-byte varints
 
-# crcmod builds this on its C extension when present (it is, in this project's environment),
-# which is what makes CRC-32C of a megabyte cost about as much as zlib's CRC-32.
-_crc32c = crcmod.predefined.mkCrcFun("crc-32c")
+
+@functools.cache
+def _crc32c_function():
+    """crcmod builds this on its C extension when present (it is, in this project's
+    environment), which is what makes CRC-32C of a megabyte cost about as much as zlib's
+    CRC-32. Built on first use: magic 2 batches are rare here, and start-up is shorter."""
+    import crcmod.predefined
+
+    return crcmod.predefined.mkCrcFun("crc-32c")
 
 
 def _corrupt(message: str) -> RecordError:
@@ -211,7 +216,7 @@ def iter_batches(buf, max_message_bytes: int | None = None) -> Iterator[RecordBa
             )
         if batch_length < BATCH_OVERHEAD - _LOG_OVERHEAD or end > length:
             raise _corrupt(f"record batch at byte {position} has impossible length {batch_length}")
-        if _crc32c(view[position + _CRC_START : end]) != crc:
+        if _crc32c_function()(view[position + _CRC_START : end]) != crc:
             raise _corrupt(f"record batch at byte {position} fails its CRC-32C check")
         if attributes & _CODEC_MASK > _ZSTD:
             raise _corrupt(f"record batch at byte {position} has unknown codec {attributes & _CODEC_MASK}")

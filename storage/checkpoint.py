@@ -17,15 +17,11 @@ per line::
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import functools
 import os
 from pathlib import Path
 
 CHECKPOINT_VERSION = 0
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-_syncfs = getattr(_libc, "syncfs", None)  # Linux only
 
 
 class CorruptCheckpoint(ValueError):
@@ -41,16 +37,29 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+@functools.cache
+def _syncfs():
+    """libc's syncfs (Linux only), else None. Looked up on first use: ctypes, and
+    find_library's ldconfig run, cost a broker's start-up some 10 ms; the process's own
+    symbols (dlopen(NULL)) include libc's."""
+    import ctypes
+
+    return getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+
+
 def sync_filesystem(directory: Path) -> None:
     """Make everything written on ``directory``'s filesystem durable in one call (syncfs(2);
     sync(2) where there is none): for many new files at once, where one fsync each, with
     a journal commit each, costs milliseconds per file."""
-    if _syncfs is None:
+    syncfs = _syncfs()
+    if syncfs is None:
         os.sync()
         return
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        if _syncfs(fd) != 0:
+        if syncfs(fd) != 0:
+            import ctypes
+
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err), str(directory))
     finally:

@@ -138,6 +138,12 @@ class LogManager:
     def startup(self) -> None:
         """Load every partition in every log dir; recover those after an unclean stop.
 
+        The clean-shutdown marker is removed durably (a crash from now on must be recovered
+        from). Checkpoints are written here only after a recovery: after a clean stop they
+        hold what the shutdown wrote, and a new log dir needs none until it has logs (a
+        missing checkpoint reads as empty; the periodic checkpoint writes them), which spares
+        a start-up six fsyncs.
+
         Raises CorruptPartitionMetadata when a ``partition.metadata`` is unreadable or the
         partitions of one topic hold different ids (the topic's identity is unknown then).
         """
@@ -145,6 +151,7 @@ class LogManager:
             for log_dir in self.log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
             topic_ids = self._topic_ids()
+            recovered = False
             for log_dir in self.log_dirs:
                 marker = log_dir / CLEAN_SHUTDOWN_FILE
                 clean = marker.exists()
@@ -178,8 +185,12 @@ class LogManager:
                               needs_recovery=not clean, topic_id=topic_ids[topic])
                     self._install(log)
                     self._overrides.setdefault(topic, overrides)
-                marker.unlink(missing_ok=True)
-            self.checkpoint()
+                    recovered = recovered or not clean
+                if clean:
+                    marker.unlink()
+                    fsync_dir(log_dir)
+            if recovered:
+                self.checkpoint()
 
     def _topic_ids(self) -> dict[str, str]:
         """Each topic's id as its partition directories record it, or a new one when none does."""

@@ -29,9 +29,10 @@ Where this departs from Kafka 0.10.2, and why:
   0.10.2 answered REBALANCE_IN_PROGRESS and so forced a second rebalance.
 * A member removed while its JoinGroup/SyncGroup waits gets UNKNOWN_MEMBER_ID instead of
   no answer.
-* A single broker coordinates every group, and ``__consumer_offsets`` is loaded before the
-  listener serves anything, so NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS never
-  arise there; before start-up and from shutdown on the answer is COORDINATOR_NOT_AVAILABLE.
+* A single broker coordinates every group. It creates or loads ``__consumer_offsets`` at
+  the first group request (Kafka creates the topic at the first FindCoordinator), and group
+  requests wait for that, so NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS never arise
+  there; from shutdown on the answer is COORDINATOR_NOT_AVAILABLE.
   In a cluster a broker coordinates the groups of the offsets partitions it leads: it loads
   one when it becomes its leader (:meth:`GroupCoordinator.became_leader`; LOAD_IN_PROGRESS
   meanwhile) and drops it when it stops (:meth:`GroupCoordinator.resigned`; NOT_COORDINATOR).
@@ -198,8 +199,9 @@ _STORE_ERRORS = {
 class GroupCoordinator:
     """Coordinates the consumer groups of this broker and stores their committed offsets.
 
-    Lifecycle: built in ``Broker.__init__``; :meth:`startup` after the log manager started
-    (single broker: creates ``__consumer_offsets`` if needed, loads snapshots, replays events;
+    Lifecycle: built on first use (``Broker.group_coordinator``); :meth:`startup` after the log
+    manager started (single broker, at the first group request: creates ``__consumer_offsets``
+    if needed, loads snapshots, replays events;
     in a cluster partitions come and go with their leadership, see :meth:`became_leader`);
     :meth:`run` as a child of the broker nursery; :meth:`shutdown` before the log manager
     shuts down. ``load_reports`` says what start-up loaded and replayed per partition.

@@ -14,7 +14,7 @@ API_KEY = ApiKey.DESCRIBE_GROUPS
 async def handle(broker, request) -> dict:
     described = []
     for group_id in request.body.groups:
-        summary = broker.group_coordinator.describe_group(group_id)
+        summary = (await broker.groups()).describe_group(group_id)
         described.append({
             "error_code": summary.error, "group_id": group_id, "group_state": summary.state,
             "protocol_type": summary.protocol_type, "protocol_data": summary.protocol,

@@ -12,5 +12,5 @@ async def handle(broker, request) -> dict:
     body = request.body
     if not broker.authorize(request, "Read", "Group", body.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    return {"error_code": broker.group_coordinator.heartbeat(body.group_id, body.member_id,
+    return {"error_code": (await broker.groups()).heartbeat(body.group_id, body.member_id,
                                                              body.generation_id)}

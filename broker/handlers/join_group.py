@@ -18,7 +18,7 @@ async def handle(broker, request) -> dict:
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
                 "protocol_name": "", "leader": "", "member_id": body.member_id, "members": []}
     rebalance_timeout_ms = body.session_timeout_ms if request.api_version == 0 else body.rebalance_timeout_ms
-    result = await broker.group_coordinator.join_group(
+    result = await (await broker.groups()).join_group(
         body.group_id, body.member_id, request.client_id or "", client_host(request),
         rebalance_timeout_ms, body.session_timeout_ms, body.protocol_type,
         [(protocol.name, bytes(protocol.metadata)) for protocol in body.protocols])

@@ -12,7 +12,7 @@ API_KEY = ApiKey.LIST_GROUPS
 async def handle(broker, request) -> dict:
     if not broker.authorize(request, "Describe", "Cluster"):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "groups": []}
-    error, groups = broker.group_coordinator.list_groups()
+    error, groups = (await broker.groups()).list_groups()
     return {"error_code": error,
             "groups": [{"group_id": group_id, "protocol_type": protocol_type}
                        for group_id, protocol_type in groups]}

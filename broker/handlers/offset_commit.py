@@ -10,7 +10,6 @@ coordinator in one append, answered once that append is committed (in a cluster:
 
 from __future__ import annotations
 
-from minikafka.broker.groups.coordinator import PartitionCommit
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -18,6 +17,9 @@ API_KEY = ApiKey.OFFSET_COMMIT
 
 
 async def handle(broker, request) -> dict:
+    # Imported with the coordinator, when a client first uses a group (Broker.groups).
+    from minikafka.broker.groups.coordinator import PartitionCommit
+
     body = request.body
     version = request.api_version
     generation_id = body.generation_id_or_member_epoch if version >= 1 else -1
@@ -45,7 +47,7 @@ async def handle(broker, request) -> dict:
                 partition.committed_metadata,
                 partition.commit_timestamp if version == 1 else -1))
     if commits:
-        results = await broker.group_coordinator.commit(body.group_id, member_id, generation_id,
+        results = await (await broker.groups()).commit(body.group_id, member_id, generation_id,
                                                         retention_ms, commits)
         for commit, error in zip(commits, results):
             errors[(commit.topic, commit.partition)] = error

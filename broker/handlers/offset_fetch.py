@@ -19,7 +19,7 @@ async def handle(broker, request) -> dict:
     if body.topics is not None:
         requested = [(topic.name, index) for topic in body.topics for index in topic.partition_indexes]
     if broker.authorize(request, "Read", "Group", body.group_id):
-        error, fetched = broker.group_coordinator.fetch_offsets(body.group_id, requested)
+        error, fetched = (await broker.groups()).fetch_offsets(body.group_id, requested)
     else:
         error, fetched = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     topics: dict[str, list[dict]] = {}

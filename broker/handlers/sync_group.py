@@ -16,6 +16,6 @@ async def handle(broker, request) -> dict:
     if not broker.authorize(request, "Read", "Group", body.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
     assignments = {entry.member_id: bytes(entry.assignment) for entry in body.assignments}
-    result = await broker.group_coordinator.sync_group(body.group_id, body.generation_id,
+    result = await (await broker.groups()).sync_group(body.group_id, body.generation_id,
                                                        body.member_id, assignments)
     return {"error_code": result.error, "assignment": result.assignment}

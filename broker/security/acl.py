@@ -28,8 +28,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from minikafka.broker.security import CLUSTER_NAME
+
 RESOURCE_TYPES = ("Topic", "Group", "Cluster")
-CLUSTER_NAME = "kafka-cluster"
 OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "All")
 PERMISSIONS = ("Allow", "Deny")
 ACLS_FILE = "acls.json"

@@ -42,9 +42,9 @@ async def test_time_based_flush_and_periodic_checkpoints(start_broker, connect, 
     log = broker.get_log("flushed", 0)
     await wait_until(lambda: log.recovery_point == 5)
     checkpoint = broker.config.log_dirs[0] / "recovery-point-offset-checkpoint"
-    await wait_until(lambda: "flushed 0 5" in checkpoint.read_text())
+    await wait_until(lambda: checkpoint.exists() and "flushed 0 5" in checkpoint.read_text())
     high_watermarks = broker.config.log_dirs[0] / "replication-offset-checkpoint"
-    await wait_until(lambda: "flushed 0 5" in high_watermarks.read_text())
+    await wait_until(lambda: high_watermarks.exists() and "flushed 0 5" in high_watermarks.read_text())
 
 
 async def test_without_flush_interval_the_page_cache_decides(broker, client, message_set):

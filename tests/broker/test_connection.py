@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import struct
 
 import trio
 
+from minikafka.broker.connection import MAX_QUEUED_REQUESTS
 from minikafka.broker.handlers import HANDLERS
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.framing import encode_request
@@ -273,3 +275,69 @@ async def test_queued_request_bytes_pause_reading_then_resume_losing_nothing(sta
     fetched = await bystander.fetch("bounded", 0, 0, partition_max_bytes=1 << 20)
     values = [record.value for record in iter_records(bytes(fetched.records))]
     assert values == [b"1" * 200_000, b"2" * 200_000]
+
+
+def long_poll_body(topic: str, offset: int, max_wait_ms: int = 300) -> dict:
+    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "topics": [
+        {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
+
+
+def produce_body(topic: str, records: bytes) -> dict:
+    return {"acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+
+
+async def test_answers_stay_in_order_from_one_at_a_time_to_queued_and_back(client, message_set):
+    """Requests sent one at a time (each answered by the task that read it), then a burst of
+    more than the queue holds behind a long poll (queued; reading pauses), then one at a time
+    again: every answer in request order, every produce appended in that order."""
+    topic = "mixed"
+    for i in range(5):
+        assert (await client.produce(topic, 0, message_set(b"%d" % i))).base_offset == i
+    sent = [await client.send(ApiKey.FETCH, 2, long_poll_body(topic, 5))]
+    for i in range(2 * MAX_QUEUED_REQUESTS):
+        sent.append(await client.send(ApiKey.PRODUCE, 2, produce_body(topic, message_set(b"burst-%d" % i))))
+        sent.append(await client.send(ApiKey.METADATA, 1, {"topics": [{"name": topic}]}))
+    with trio.fail_after(30):
+        received = [await client.receive() for _ in sent]
+    assert [r.correlation_id for r in received] == sent
+    # The long poll waited out its time: the produces behind it had not been handled yet.
+    assert bytes(received[0].body.responses[0].partitions[0].records) == b""
+    offsets = [r.body.responses[0].partition_responses[0].base_offset for r in received[1::2]]
+    assert offsets == list(range(5, 5 + 2 * MAX_QUEUED_REQUESTS))
+    for i in range(3):
+        assert (await client.produce(topic, 0, message_set(b"after"))).base_offset == 5 + 2 * MAX_QUEUED_REQUESTS + i
+
+
+async def test_a_client_slow_to_read_gets_every_answer_in_order(client, connect, message_set):
+    """Pipelined fetches whose answers outgrow the socket buffers, read only after a pause:
+    the broker waits for room (sendfile for v2, in-memory down-converted bytes for v1), keeps
+    the order, and serves other connections meanwhile."""
+    topic = "slow-reader"
+    await client.produce(topic, 0, message_set(os.urandom(300_000)))
+    versions = [2, 1] * 12  # some 7 MB of answers
+    sent = [await client.send(ApiKey.FETCH, version, long_poll_body(topic, 0, max_wait_ms=0)) for version in versions]
+    other = await connect()
+    with trio.fail_after(10):
+        assert (await other.request(ApiKey.METADATA, 1, {"topics": []})).brokers
+    await trio.sleep(0.3)
+    with trio.fail_after(30):
+        received = [await client.receive() for _ in sent]
+    assert [(r.correlation_id, r.api_version) for r in received] == list(zip(sent, versions))
+    records = {version: {bytes(r.body.responses[0].partitions[0].records) for r in received if r.api_version == version}
+               for version in (1, 2)}
+    assert all(len(sets) == 1 and len(next(iter(sets))) > 300_000 for sets in records.values())
+
+
+async def test_bad_bytes_behind_a_long_poll_close_after_the_requests_before_them(broker, connect, message_set):
+    healthy = await connect(client_id="healthy")
+    bad = await connect(client_id="bad")
+    await bad.request(ApiKey.METADATA, 1, {"topics": [{"name": "behind"}]})
+    sent = [await bad.send(ApiKey.FETCH, 2, long_poll_body("behind", 0)),
+            await bad.send(ApiKey.API_VERSIONS, 0, {})]
+    frame = struct.pack(">hhih", 999, 0, 7, 4) + b"test"  # an unknown api key
+    await bad.send_raw(struct.pack(">i", len(frame)) + frame)
+    with trio.fail_after(10):
+        assert [(await bad.receive()).correlation_id for _ in sent] == sent
+        assert await bad.closed_by_peer()
+    await produce_and_consume_work(healthy, "after-bad-behind", message_set)

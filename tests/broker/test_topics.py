@@ -20,6 +20,12 @@ def user_topics(broker) -> dict[str, int]:
     return {name: count for name, count in broker.topics().items() if not broker.is_internal(name)}
 
 
+async def use_a_group(client) -> None:
+    """A group request: the broker creates ``__consumer_offsets`` for the first one (Kafka does
+    at the first FindCoordinator, which here is answered without it)."""
+    assert (await client.request(ApiKey.LIST_GROUPS, 0, {})).error_code == 0
+
+
 def create_body(*topics: dict, validate_only: bool = False) -> dict:
     return {"topics": [{"num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": [], **t}
                        for t in topics], "timeout_ms": 1000, "validate_only": validate_only}
@@ -51,8 +57,8 @@ async def test_metadata_describes_the_broker_and_auto_creates(start_broker, conn
     assert [(p.error_code, p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
             for p in topic.partitions] == [(0, i, 0, [0], [0]) for i in range(3)]
     # v0: an empty list means every topic; v1+: null means every topic, empty means none
-    assert [t.name for t in (await client.request(ApiKey.METADATA, 0, {"topics": []})).topics] == ["__consumer_offsets", "auto"]
-    assert [t.name for t in (await client.request(ApiKey.METADATA, 1, {"topics": None})).topics] == ["__consumer_offsets", "auto"]
+    assert [t.name for t in (await client.request(ApiKey.METADATA, 0, {"topics": []})).topics] == ["auto"]
+    assert [t.name for t in (await client.request(ApiKey.METADATA, 1, {"topics": None})).topics] == ["auto"]
     assert (await client.request(ApiKey.METADATA, 1, {"topics": []})).topics == []
 
 
@@ -69,6 +75,7 @@ async def test_metadata_errors_without_auto_create(start_broker, connect):
 async def test_all_topics_include_internal_ones_flagged_as_kafka_does(broker, client, version):
     # Kafka 0.10.2 answers every version's all-topics request from getAllTopics, internal
     # topics included; v1+ carries is_internal so clients can filter them.
+    await use_a_group(client)
     assert "__consumer_offsets" in broker.topics()  # the group coordinator's
     await broker.create_topic("visible", 1, 1, {}, {})
     everything = await client.request(ApiKey.METADATA, version, {"topics": [] if version == 0 else None})
@@ -78,9 +85,41 @@ async def test_all_topics_include_internal_ones_flagged_as_kafka_does(broker, cl
 
 
 async def test_internal_topics_can_be_asked_for_by_name(broker, client):
+    await use_a_group(client)
     by_name = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "__consumer_offsets"}]})
     assert [(t.name, t.error_code, t.is_internal) for t in by_name.topics] == [("__consumer_offsets", 0, True)]
     assert by_name.topics[0].partitions
+
+
+async def test_consumer_offsets_is_created_by_the_first_group_request(broker, client):
+    """Like Kafka, a broker whose clients never use a group has no ``__consumer_offsets`` (nor
+    its partitions' files, nor the coordinator loaded); the first group request creates it,
+    and other requests are served meanwhile."""
+    assert broker.topics() == {} and broker._group_coordinator is None
+    everything = await client.request(ApiKey.METADATA, 1, {"topics": None})
+    assert everything.topics == []
+    refused = await client.request(ApiKey.CREATE_TOPICS, 1, create_body({"name": "__consumer_offsets"}))
+    assert [(t.name, t.error_code) for t in refused.topics] == [("__consumer_offsets", ErrorCode.INVALID_REQUEST)]
+    listed = await client.request(ApiKey.LIST_GROUPS, 0, {})
+    assert (listed.error_code, list(listed.groups)) == (0, [])
+    assert broker.topics() == {"__consumer_offsets": broker.group_coordinator.config.offsets_topic_num_partitions}
+    await use_a_group(client)  # started once only
+    assert broker.topics() == {"__consumer_offsets": broker.group_coordinator.config.offsets_topic_num_partitions}
+
+
+async def test_find_coordinator_answers_without_starting_the_coordinator(start_broker, connect):
+    """FindCoordinator is answered at once (this broker, whatever the coordinator's state): a
+    consumer that only fetches never makes the broker create ``__consumer_offsets``; the
+    group's first request that needs the coordinator starts it."""
+    broker = await start_broker({"offsets.topic.num.partitions": "2"})
+    client = await connect(broker)
+    found = await client.request(ApiKey.FIND_COORDINATOR, 0, {"key": "early"})
+    assert (found.error_code, found.node_id, found.port) == (0, 0, broker.advertised_port)
+    assert broker.topics() == {} and broker._group_coordinator is None
+    fetched = await client.request(ApiKey.OFFSET_FETCH, 1, {"group_id": "early", "topics": [
+        {"name": "t", "partition_indexes": [0]}]})
+    assert fetched.topics[0].partitions[0].committed_offset == -1
+    assert broker.topics() == {"__consumer_offsets": 2}
 
 
 async def test_cluster_id_is_stable_per_data_dir(broker_config):
@@ -95,6 +134,7 @@ async def test_cluster_id_is_stable_per_data_dir(broker_config):
 
 
 async def test_create_topics_and_every_error(broker, client):
+    await use_a_group(client)
     response = await client.request(ApiKey.CREATE_TOPICS, 1, create_body(
         {"name": "created", "num_partitions": 4, "configs": [
             {"name": "retention.ms", "value": "1000"}, {"name": "segment.bytes", "value": "4096"},
@@ -207,6 +247,7 @@ async def test_create_topics_validate_only_creates_nothing(broker, client):
 
 
 async def test_delete_topics_removes_data(broker, client, message_set):
+    await use_a_group(client)
     await client.produce("doomed", 0, message_set(b"x"))
     partition_dir = broker.get_log("doomed", 0).dir
     assert partition_dir.exists()

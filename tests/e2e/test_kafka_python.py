@@ -194,6 +194,10 @@ def test_a_waiting_consumer_is_woken_by_a_produce(broker, topic):
 
 def test_internal_topics_are_listed_and_hidden_by_the_client(broker, topic):
     produce(broker.bootstrap, topic, [(None, b"x")])
+    # As in Kafka, __consumer_offsets exists once a client has used a group.
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.list_groups()
+    admin.close()
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
     try:
         assert topic in consumer.topics() and "__consumer_offsets" not in consumer.topics()

@@ -287,6 +287,8 @@ def test_consumer_offsets_is_listed_as_kafka_lists_it(minikafka_broker):
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": minikafka_broker.bootstrap})
+    # As in Kafka, __consumer_offsets exists once a client has used a group.
+    admin.list_consumer_groups().result(timeout=10)
     # Kafka 0.10.2 lists internal topics in every all-topics Metadata; librdkafka's
     # list_topics shows them as they come (its consumers leave them out of regex subscriptions).
     assert len(admin.list_topics(timeout=10).topics["__consumer_offsets"].partitions) == 4

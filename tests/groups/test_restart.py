@@ -18,7 +18,13 @@ from minikafka.broker.groups.store import LoadReport
 
 
 def last_load(broker, partition: int = 0) -> LoadReport:
-    """What the latest start of ``broker`` loaded for a ``__consumer_offsets`` partition."""
+    """What the latest start of ``broker`` loaded for a ``__consumer_offsets`` partition. The
+    broker loads it at the first group request, which this makes."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.list_groups()
+    finally:
+        admin.close()
     reports = [r for r in load_reports_in(broker.stderr_since_start()) if r.partition == partition]
     assert reports, "no load line for the partition in the broker's log"
     return reports[-1]

@@ -160,6 +160,35 @@ def test_large_pipelined_frames_keep_their_bytes():
     assert conn.buffered == 0
 
 
+def test_frames_of_a_received_chunk_are_views_of_it():
+    """A bytes chunk holding whole frames is not copied: each frame is a view of it (bytes
+    are immutable, so the views stay valid whatever is received next)."""
+    from minikafka.protocol.framing import _FrameBuffer
+
+    frames = sample_frames()[:3]
+    chunk = b"".join(frames) + frames[0][:5]
+    buffer = _FrameBuffer(1 << 20)
+    buffer.feed(chunk)
+    views = [buffer.next_frame() for _ in range(3)]
+    assert all(isinstance(view, memoryview) and view.obj is chunk for view in views)
+    assert [bytes(view) for view in views] == [frame[4:] for frame in frames]
+    assert buffer.next_frame() is None and buffer.buffered == 5
+    buffer.feed(frames[0][5:])  # the split frame is gathered, then handed over whole
+    assert bytes(buffer.next_frame()) == frames[0][4:]
+    assert [bytes(view) for view in views] == [frame[4:] for frame in frames]
+
+
+def test_a_mutable_chunk_is_copied_not_kept():
+    from minikafka.protocol.framing import _FrameBuffer
+
+    frame = sample_frames()[0]
+    chunk = bytearray(frame)
+    buffer = _FrameBuffer(1 << 20)
+    buffer.feed(chunk)
+    chunk[4:] = b"\xff" * (len(chunk) - 4)  # the caller reuses its buffer
+    assert bytes(buffer.next_frame()) == frame[4:]
+
+
 # The last sample's body is never read (see the test after these two).
 @pytest.mark.parametrize("index", range(SAMPLE_COUNT - 1))
 def test_truncated_frame_bodies_are_protocol_errors(index):
@@ -445,11 +474,12 @@ def test_file_slices_become_their_own_chunks(version, tmp_path):
     slice_a, slice_b = SegmentSlice(segment, 100, 300), SegmentSlice(segment, 500, 0)
     request = Request(ApiKey.FETCH, version, 99, "c", None)
     chunks = encode_response(request, _fetch_response_body(slice_a, slice_b))
-    assert [type(c) for c in chunks] == [bytes, SegmentSlice, bytes]  # the empty slice is inlined
+    # Encoded bytes are handed over as the bytearrays they were built in; the empty slice is inlined.
+    assert [type(c) for c in chunks] == [bytearray, SegmentSlice, bytearray]
     assert chunks[1] is slice_a
-    total = sum(len(c) if isinstance(c, bytes) else c.length for c in chunks)
+    total = sum(len(c) if isinstance(c, bytearray) else c.length for c in chunks)
     assert struct.unpack_from(">i", chunks[0])[0] == total - 4
-    wire = b"".join(c if isinstance(c, bytes) else c.read_bytes() for c in chunks)
+    wire = b"".join(c if isinstance(c, bytearray) else c.read_bytes() for c in chunks)
     assert wire == b"".join(encode_response(request, _fetch_response_body(stored[100:400], b"")))
     decoded = decode_response(ApiKey.FETCH, version, wire)
     assert decoded.responses[0].partitions[0].records == stored[100:400]

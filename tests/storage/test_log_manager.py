@@ -183,3 +183,31 @@ def test_a_failing_flush_spares_the_other_logs(tmp_path, caplog):
     assert broken.recovery_point == 0
     assert healthy.recovery_point == healthy.segments()[-1].base_offset > 0
     assert "t-0: flush failed" in caplog.text
+
+
+CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint")
+
+
+def test_startup_writes_checkpoints_only_after_a_recovery(tmp_path):
+    """A new log dir starts with none (missing reads as empty), a clean restart keeps what
+    the shutdown wrote and only removes the marker, an unclean one recovers and checkpoints."""
+    manager = _manager([tmp_path])
+    assert not any((tmp_path / name).exists() for name in CHECKPOINTS)
+    log = manager.create_topic("t", 1, {})[0]
+    log.append_as_leader(message_set(3, START_MS))
+    manager.shutdown()
+    written = {name: os.stat(tmp_path / name).st_mtime_ns for name in CHECKPOINTS}
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 3\n"
+
+    clean = _manager([tmp_path])
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    assert {name: os.stat(tmp_path / name).st_mtime_ns for name in CHECKPOINTS} == written
+    clean.get_log("t", 0).append_as_leader(message_set(2, START_MS))
+    for log in clean._logs.values():  # a crash: flushed data, no shutdown checkpoint
+        log.flush()
+
+    (tmp_path / "recovery-point-offset-checkpoint").unlink()
+    recovered = _manager([tmp_path])
+    log = recovered.get_log("t", 0)
+    assert log.log_end_offset == 5
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == f"0\n1\nt 0 {log.recovery_point}\n"
