@@ -688,7 +688,7 @@ class Broker:
                              f"{topic}-{partition} does not exist")
         if records is None:
             raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
-        result = log.append_as_leader(bytes(records))
+        result = log.append_as_leader(records)  # validation makes the one copy it writes
         # The leader is the whole ISR: what it appended is committed (and checkpointed so).
         log.high_watermark = log.log_end_offset
         self.append_waiters.notify(topic, partition)
