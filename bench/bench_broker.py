@@ -155,8 +155,8 @@ def confluent_produce(bootstrap, topic, values, codec, **settings) -> float:
     return elapsed
 
 
-def confluent_consume(bootstrap, topic, count, partitions: int = 1) -> float:
-    consumer = Consumer({**_confluent(bootstrap), "group.id": "bench"})
+def confluent_consume(bootstrap, topic, count, partitions: int = 1, **settings) -> float:
+    consumer = Consumer({**_confluent(bootstrap), "group.id": "bench", **settings})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     received = 0
     start = time.perf_counter()
