@@ -4,9 +4,12 @@ figure in every minikafka row. No figure is checked against a speed."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_peers.py"
 
@@ -33,3 +36,11 @@ def test_an_unknown_peer_is_refused_by_name(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "unknown peer(s) kafka" in result.stderr
+
+
+def test_a_peer_that_exits_at_start_is_reported_with_its_last_words(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH.parent))
+    bench_peers = importlib.import_module("bench_peers")
+    broken = bench_peers.Peer("broken", [sys.executable, "-c", "print('no Kafka here on port {port}'); exit(3)"])
+    with pytest.raises(bench_peers.PeerUnavailable, match=r"exited with status 3 .*no Kafka here on port \d+"):
+        bench_peers.start(broken, tmp_path)
