@@ -33,7 +33,9 @@ Then, per process, one of:
   from offset 0 (msg/s).
   The consumer's queue back-off is cut to 10 ms (see CONSUMER_SETTINGS).
 - latency: one 100 B message, ``flush()``, acks=1, linger.ms=0, 2,000 round trips after 200
-  warm-up ones; p50 and p99.
+  warm-up ones; p50 and p99. Then one produce whose message CRC is wrong, in the format
+  confluent-kafka uses with that broker: does the broker check checksums at all (Tansu 0.6
+  answers 0 and stores the bytes; its consumers then fail the CRC-32C check)?
 
 The comparison is not like for like, and the figures should be read with that in mind:
 confluent-kafka talks to minikafka with Kafka 0.10.2's Produce v2 / Fetch v3 and magic 1
@@ -56,6 +58,7 @@ import os
 import shutil
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -94,6 +97,7 @@ class PeerUnavailable(Exception):
 class Peer:
     name: str
     command: list[str] = field(default_factory=list)  # with {port} and {data} placeholders
+    magic: int = 2  # the message format confluent-kafka negotiates with it
 
     def argv(self, port: int, data: str) -> list[str]:
         return [arg.format(port=port, data=data) for arg in self.command]
@@ -114,7 +118,7 @@ def minikafka_peer(_cache: Path) -> Peer:
     script = Path(sys.executable).parent / "minikafka"
     launcher = [str(script)] if script.exists() else [sys.executable, "-m", "minikafka.broker"]
     return Peer("minikafka", [*launcher, "serve", "--host", "127.0.0.1", "--port", "{port}",
-                              "--log-dir", "{data}/log"])
+                              "--log-dir", "{data}/log"], magic=1)
 
 
 def tansu_peer(cache: Path) -> Peer:
@@ -264,6 +268,40 @@ def produce_latencies(bootstrap: str, topic: str, count: int, warmup: int) -> li
     return samples
 
 
+def corrupt_produce_error(bootstrap: str, topic: str, magic: int) -> int:
+    """The error code a broker answers for one message whose CRC is wrong (2 is
+    CORRUPT_MESSAGE; 0 means it stored the bytes). Magic 2 goes in Produce v3, older sets in v2."""
+    value = b"a value whose checksum is wrong"
+    if magic == 2:
+        from kafka.record.default_records import DefaultRecordBatchBuilder
+
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                            producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+        builder.append(0, int(time.time() * 1000), None, value, [])
+        records = bytearray(builder.build())
+    else:
+        from minikafka.protocol.records import build_message_set
+
+        records = bytearray(build_message_set([(None, value, int(time.time() * 1000))], magic=magic))
+    records[-2] ^= 0xFF  # inside the value, so only the checksum can tell
+
+    def string(text: str) -> bytes:
+        return struct.pack(">h", len(text)) + text.encode()
+
+    version = 3 if magic == 2 else 2
+    body = (struct.pack(">h", -1) if version >= 3 else b"") + struct.pack(">hii", 1, 30000, 1) + string(topic) \
+        + struct.pack(">iii", 1, 0, len(records)) + records
+    request = struct.pack(">hhi", 0, version, 1) + string("bench-peers") + body
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        reader = sock.makefile("rb")
+        response = reader.read(struct.unpack(">i", reader.read(4))[0])
+    # correlation id, topic count, topic name, partition count, partition index, error code
+    name_length = struct.unpack_from(">h", response, 8)[0]
+    return struct.unpack_from(">h", response, 10 + name_length + 8)[0]
+
+
 def percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -299,9 +337,11 @@ def measure_produce(running: Running, values: list[bytes], codec: str, consume: 
     return figures
 
 
-def measure_latency(running: Running, count: int, warmup: int) -> dict[str, float]:
-    samples = produce_latencies(running.bootstrap, create_topic(running.bootstrap, 1), count, warmup)
-    return {"p50": percentile(samples, 0.50) * 1000, "p99": percentile(samples, 0.99) * 1000}
+def measure_latency(running: Running, magic: int, count: int, warmup: int) -> dict[str, float]:
+    topic = create_topic(running.bootstrap, 1)
+    samples = produce_latencies(running.bootstrap, topic, count, warmup)
+    return {"p50": percentile(samples, 0.50) * 1000, "p99": percentile(samples, 0.99) * 1000,
+            "crc": corrupt_produce_error(running.bootstrap, topic, magic)}
 
 
 # (label, the key measurements write, format). Ratios are minikafka / peer of these
@@ -318,16 +358,18 @@ ROWS = [
     ("port open -> first message, ms", "open", "{:.1f}"),
     ("produce latency p50 (one message, flush), ms", "p50", "{:.3f}"),
     ("produce latency p99 (one message, flush), ms", "p99", "{:.3f}"),
+    ("error code for a produce with a wrong CRC (2 CORRUPT_MESSAGE, 0 stored)", "crc", "{:.0f}"),
 ]
+NO_RATIO = {"crc"}
 
 
 def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latency: tuple[int, int],
                settle: float):
     """Interleaved runs; returns ({peer: {metric: [values]}}, {peer: reason} for the skipped)."""
     values = make_values(count, VALUE_SIZE)
-    jobs = [("none", lambda r: measure_produce(r, values, "none", consume=True, settle=settle)),
-            ("lz4", lambda r: measure_produce(r, values, "lz4", consume=False, settle=settle)),
-            ("latency", lambda r: measure_latency(r, *latency))]
+    jobs = [("none", lambda r, _peer: measure_produce(r, values, "none", consume=True, settle=settle)),
+            ("lz4", lambda r, _peer: measure_produce(r, values, "lz4", consume=False, settle=settle)),
+            ("latency", lambda r, peer: measure_latency(r, peer.magic, *latency))]
     results: dict[str, dict[str, list[float]]] = {p.name: {} for p in peers}
     skipped: dict[str, str] = {}
     for round_number in range(1, rounds + 1):
@@ -343,7 +385,7 @@ def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latenc
                     continue
                 figures = {"spawn": running.spawn_to_first_ms, "open": running.open_to_first_ms}
                 try:
-                    figures.update(measure(running))
+                    figures.update(measure(running, peer))
                 except Exception as exc:  # one failed measurement leaves a gap, not a dead bench
                     print(f"{peer.name} round {round_number} {job} failed: {exc!r}", flush=True)
                 finally:
@@ -367,6 +409,8 @@ def format_table(results, names: list[str], floor: tuple[float, float], ceiling_
         return "—" if value is None else fmt.format(value)
 
     def ratio(key, peer):
+        if key in NO_RATIO:
+            return ""
         mine, theirs = medians.get("minikafka", {}).get(key), medians.get(peer, {}).get(key)
         return "—" if mine is None or not theirs else f"{mine / theirs:.2f}"
 

@@ -27,6 +27,7 @@ def test_quick_run_with_minikafka_alone_prints_every_row(tmp_path):
                   "produce latency p50 (one message, flush), ms", "produce latency p99 (one message, flush), ms",
                   "socket -> file ceiling, msg/s", "minikafka produce none / ceiling"):
         assert rows[label] not in ("", "—"), (label, result.stdout)
+    assert rows["error code for a produce with a wrong CRC (2 CORRUPT_MESSAGE, 0 stored)"] == "2"
     assert "skip" not in result.stdout
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
 
