@@ -46,8 +46,8 @@ data in memory and, a second or two after writes stop, saves all of it as one JS
 for the 200,000 messages); minikafka writes segment files and indexes as it goes (page cache,
 no fsync per produce).
 
-Beside them: the Python floor (an interpreter that exits at once, and one that imports trio),
-and the socket -> file ceiling from bench_broker (the same bytes through loopback into a file),
+Beside them: the Python floor (this interpreter spawned to exit at once, and to import trio),
+sampled between the runs so it sees the same load as the spawns, and the socket -> file ceiling from bench_broker (the same bytes through loopback into a file),
 with minikafka's produce and consume as a share of it.
 """
 
@@ -365,15 +365,19 @@ NO_RATIO = {"crc"}
 
 def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latency: tuple[int, int],
                settle: float):
-    """Interleaved runs; returns ({peer: {metric: [values]}}, {peer: reason} for the skipped)."""
+    """Interleaved runs; returns {peer: {metric: [values]}}, with the Python floor's samples,
+    taken beside the spawns so they share the machine's load, under "python"."""
     values = make_values(count, VALUE_SIZE)
     jobs = [("none", lambda r, _peer: measure_produce(r, values, "none", consume=True, settle=settle)),
             ("lz4", lambda r, _peer: measure_produce(r, values, "lz4", consume=False, settle=settle)),
             ("latency", lambda r, peer: measure_latency(r, peer.magic, *latency))]
     results: dict[str, dict[str, list[float]]] = {p.name: {} for p in peers}
+    results["python"] = {"floor": [], "floor trio": []}
     skipped: dict[str, str] = {}
     for round_number in range(1, rounds + 1):
         for job, measure in jobs:
+            results["python"]["floor"].append(python_floor("pass", runs=1))
+            results["python"]["floor trio"].append(python_floor("import trio", runs=1))
             for peer in peers:
                 if peer.name in skipped:
                     continue
@@ -394,12 +398,12 @@ def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latenc
                     results[peer.name].setdefault(key, []).append(value)
                 print(f"  round {round_number} {job:7} {peer.name:9} "
                       + " ".join(f"{k}={v:,.3g}" for k, v in figures.items()), file=sys.stderr, flush=True)
-    return results, skipped
+    return results
 
 
-def format_table(results, names: list[str], floor: tuple[float, float], ceiling_msgs: float,
-                 settle: float) -> str:
-    medians = {name: {key: statistics.median(v) for key, v in results[name].items()} for name in names}
+def format_table(results, names: list[str], ceiling_msgs: float, settle: float) -> str:
+    medians = {name: {key: statistics.median(v) for key, v in results[name].items()} for name in results}
+    floor = medians["python"]["floor"], medians["python"]["floor trio"]
     peers = [n for n in names if n != "minikafka"]
     header = ["metric", *names, *(f"minikafka / {p}" for p in peers)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -458,9 +462,8 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="minikafka-bench-peers-"))
     try:
-        floor = (python_floor("pass"), python_floor("import trio"))
         ceiling_msgs = count / ceiling(make_values(count, VALUE_SIZE), str(workdir))
-        results, _ = run_rounds(peers, workdir, rounds, count, latency, settle)
+        results = run_rounds(peers, workdir, rounds, count, latency, settle)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     names = [p.name for p in peers if results[p.name]]  # a peer that failed later keeps its rounds
@@ -469,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
           f"latency: {latency[0]:,} round trips after {latency[1]} warm-up; "
           "ratios are minikafka / peer (above 1: more msg/s, or more time/CPU); "
           f"CPU is counted in clock ticks, {1e6 / os.sysconf('SC_CLK_TCK') / count:.2f} µs per message here")
-    print(format_table(results, names, floor, ceiling_msgs, settle))
+    print(format_table(results, names, ceiling_msgs, settle))
     return 0
 
 
