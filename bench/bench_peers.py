@@ -47,8 +47,9 @@ for the 200,000 messages); minikafka writes segment files and indexes as it goes
 no fsync per produce).
 
 Beside them: the Python floor (this interpreter spawned to exit at once, and to import trio),
-sampled between the runs so it sees the same load as the spawns, and the socket -> file ceiling from bench_broker (the same bytes through loopback into a file),
-with minikafka's produce and consume as a share of it.
+sampled between the runs so it sees the same load as the spawns; and the socket -> file
+ceiling from bench_broker (the same bytes through loopback into a file), with minikafka's
+produce and consume as a share of it.
 """
 
 from __future__ import annotations
