@@ -132,8 +132,9 @@ def _push_through_loopback(payload: bytes, directory: str) -> float:
         os.unlink(target)
 
 
-def confluent_produce(bootstrap, topic, values, codec) -> float:
-    producer = Producer({**_confluent(bootstrap), "compression.type": codec})
+def confluent_produce(bootstrap, topic, values, codec, **settings) -> float:
+    """``settings`` are extra librdkafka properties (bench_peers sets ``acks``)."""
+    producer = Producer({**_confluent(bootstrap), "compression.type": codec, **settings})
     failures = []
 
     def on_delivery(err, _msg):
@@ -154,9 +155,9 @@ def confluent_produce(bootstrap, topic, values, codec) -> float:
     return elapsed
 
 
-def confluent_consume(bootstrap, topic, count) -> float:
-    consumer = Consumer({**_confluent(bootstrap), "group.id": "bench"})
-    consumer.assign([TopicPartition(topic, 0, 0)])
+def confluent_consume(bootstrap, topic, count, partitions: int = 1, **settings) -> float:
+    consumer = Consumer({**_confluent(bootstrap), "group.id": "bench", **settings})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     received = 0
     start = time.perf_counter()
     deadline = start + 300

