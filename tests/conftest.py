@@ -75,15 +75,17 @@ class SmallFilesystem:
 
 @pytest.fixture
 def small_filesystem(tmp_path):
-    """``small_filesystem(size="2m", at=None)`` -> a SmallFilesystem on a fresh tmpfs (mounted at
-    ``at``, default a new directory under tmp_path); unmounted after
+    """``small_filesystem(size="2m", at=None, inodes=None)`` -> a SmallFilesystem on a fresh tmpfs
+    (mounted at ``at``, default a new directory under tmp_path; ``inodes`` bounds the number of
+    files and directories it holds); unmounted after
     the test. Mounting needs root (CI runs as root); elsewhere the test is skipped."""
     mounted: list[Path] = []
 
-    def mount(size: str = "2m", at: Path | None = None) -> SmallFilesystem:
+    def mount(size: str = "2m", at: Path | None = None, inodes: int | None = None) -> SmallFilesystem:
         where = at if at is not None else tmp_path / f"small-fs-{len(mounted)}"
         where.mkdir(parents=True, exist_ok=True)
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+        options = f"size={size}" + (f",nr_inodes={inodes}" if inodes is not None else "")
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
                                 capture_output=True, text=True)
         if result.returncode:
             pytest.skip(f"cannot mount a {size} tmpfs (needs root): {result.stderr.strip()}")

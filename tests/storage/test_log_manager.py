@@ -1,5 +1,6 @@
 """LogManager: topics from directories, persisted overrides, deletion, foreign dirs."""
 
+import errno
 import os
 import shutil
 
@@ -183,3 +184,62 @@ def test_a_failing_flush_spares_the_other_logs(tmp_path, caplog):
     assert broken.recovery_point == 0
     assert healthy.recovery_point == healthy.segments()[-1].base_offset > 0
     assert "t-0: flush failed" in caplog.text
+
+
+SHARED_AT_CREATION = ("partition.metadata", "leader-epoch-checkpoint", "topic-config.properties")
+
+
+def test_a_new_topics_partitions_share_their_first_files_until_one_is_rewritten(tmp_path):
+    # The files every partition of a new topic starts with are hard links to one inode per
+    # log dir (a link allocates no inode); rewriting one partition's file unshares only it.
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = _manager(dirs)
+    logs = manager.create_topic("wide", 6, {"retention.ms": "1000"})
+    for log_dir in dirs:
+        partitions = sorted(p for p in log_dir.iterdir() if p.name.startswith("wide-"))
+        assert len(partitions) == 3
+        for name in SHARED_AT_CREATION:
+            inodes = {os.stat(p / name).st_ino for p in partitions}
+            assert len(inodes) == 1 and os.stat(partitions[0] / name).st_nlink == 3
+    assert os.stat(dirs[0] / "wide-0" / "partition.metadata").st_ino != os.stat(
+        dirs[1] / "wide-1" / "partition.metadata").st_ino
+
+    logs[0].append_as_leader(message_set(2, START_MS))
+    logs[0].leader_epoch_cache.assign(1, 2)
+    assert (logs[0].dir / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n1 2\n"
+    sibling = next(log for log in logs[1:] if log.dir.parent == logs[0].dir.parent)
+    assert (sibling.dir / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    assert os.stat(sibling.dir / "leader-epoch-checkpoint").st_nlink == 2
+    manager.shutdown()
+
+    again = _manager(dirs)
+    assert again.topics() == {"wide": 6}
+    assert again.get_log("wide", 0).leader_epoch_cache.latest_epoch == 1
+    assert {again.get_log("wide", p).leader_epoch_cache.latest_epoch for p in range(1, 6)} == {0}
+    assert len({again.get_log("wide", p).topic_id for p in range(6)}) == 1
+    assert again.topic_overrides("wide") == {"retention.ms": "1000"}
+
+
+def test_a_filesystem_refusing_more_links_gets_copies(tmp_path, monkeypatch):
+    # ext4 allows 65,000 links to a file (EMLINK beyond); there creation starts a new original.
+    real_link, calls = os.link, []
+
+    def link(source, target):
+        calls.append(target)
+        if len(calls) == 5:  # partition 2's second file: its first link is undone
+            raise OSError(errno.EMLINK, os.strerror(errno.EMLINK), str(source))
+        real_link(source, target)
+
+    monkeypatch.setattr(os, "link", link)
+    manager = _manager([tmp_path])
+    manager.create_topic("many", 5, {"segment.bytes": "2048"})
+    monkeypatch.undo()
+    for p in range(5):
+        assert sorted(n for n in os.listdir(tmp_path / f"many-{p}") if not n.startswith("0000")) == sorted(
+            SHARED_AT_CREATION)
+        assert (tmp_path / f"many-{p}" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+        assert (tmp_path / f"many-{p}" / "topic-config.properties").read_text() == "segment.bytes=2048\n"
+    nlinks = [os.stat(tmp_path / f"many-{p}" / "partition.metadata").st_nlink for p in range(5)]
+    assert nlinks == [2, 2, 3, 3, 3]  # partitions 0-1 share, the refused link made 2 the new original
+    manager.shutdown()
+    assert _manager([tmp_path]).topics() == {"many": 5}
