@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import struct
 import resource
 import shutil
 import threading
@@ -29,6 +30,11 @@ import traceback
 import uuid
 from pathlib import Path
 from typing import Callable
+
+try:
+    import fcntl
+except ImportError:  # not POSIX
+    fcntl = None
 
 from minikafka.storage.checkpoint import (CorruptCheckpoint, OffsetCheckpointFile, fsync_dir, sync_filesystem,
                                          write_atomically)
@@ -106,6 +112,37 @@ def _format_overrides(overrides: dict[str, str]) -> bytes:
     return "".join(f"{name}={value}\n" for name, value in sorted(overrides.items())).encode()
 
 
+# chattr +T (ext2/3/4's "top of directory hierarchies"), through the FS_IOC_{GET,SET}FLAGS
+# ioctls, whose argument is an int despite the size their numbers encode.
+FS_IOC_GETFLAGS = 0x80086601
+FS_IOC_SETFLAGS = 0x40086602
+FS_TOPDIR_FL = 0x00020000
+
+
+def _mark_top_of_hierarchies(directory: Path) -> None:
+    """Have ext4 place each partition directory made in ``directory`` as it places top-level
+    ones: in a block group with more free inodes than average, rather than next to the log
+    dir. Every partition is a hierarchy of its own, so nothing is lost; and where the
+    filesystem has no journal, a new inode is found by scanning past the inodes deleted in
+    the last minutes of its group, which next to a busy log dir made each file creation cost
+    up to a millisecond. Filesystems without the flag, and a log dir we may not change, are
+    left as they are."""
+    if fcntl is None:
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        flags = struct.unpack("i4x", fcntl.ioctl(fd, FS_IOC_GETFLAGS, bytes(8)))[0]
+        if not flags & FS_TOPDIR_FL:
+            fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i4x", flags | FS_TOPDIR_FL))
+    except OSError as exc:
+        logger.debug("%s: left without the top-directory flag (%s)", directory, exc)
+    finally:
+        os.close(fd)
+
+
 def _write_files(directory: Path, files: dict[str, bytes]) -> None:
     for name, data in files.items():
         with open(directory / name, "wb") as file:
@@ -172,6 +209,7 @@ class LogManager:
         with self._lock:
             for log_dir in self.log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
+                _mark_top_of_hierarchies(log_dir)
             topic_ids = self._topic_ids()
             for log_dir in self.log_dirs:
                 marker = log_dir / CLEAN_SHUTDOWN_FILE

@@ -3,6 +3,8 @@
 import errno
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -243,3 +245,31 @@ def test_a_filesystem_refusing_more_links_gets_copies(tmp_path, monkeypatch):
     assert nlinks == [2, 2, 3, 3, 3]  # partitions 0-1 share, the refused link made 2 the new original
     manager.shutdown()
     assert _manager([tmp_path]).topics() == {"many": 5}
+
+
+def test_log_dirs_are_marked_as_tops_of_hierarchies_where_the_filesystem_can(tmp_path):
+    # ext4 then spreads partition directories over block groups with free inodes instead of
+    # packing them next to the log dir (chattr +T; see _mark_top_of_hierarchies).
+    fcntl = pytest.importorskip("fcntl")
+    from minikafka.storage.log_manager import FS_IOC_GETFLAGS, FS_TOPDIR_FL
+
+    def flags(path):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            return int.from_bytes(fcntl.ioctl(fd, FS_IOC_GETFLAGS, bytes(8))[:4], sys.byteorder)
+        finally:
+            os.close(fd)
+
+    try:
+        before = flags(tmp_path)
+    except OSError:
+        pytest.skip("this filesystem keeps no inode flags")
+    logs = tmp_path / "logs"
+    _manager([logs]).shutdown()
+    if subprocess.run(["lsattr", "-d", str(tmp_path)], capture_output=True).returncode:
+        pytest.skip("no lsattr")
+    attributes = subprocess.run(["lsattr", "-d", str(logs)], capture_output=True, text=True).stdout.split()[0]
+    assert flags(logs) & FS_TOPDIR_FL and "T" in attributes
+    assert flags(tmp_path) == before  # only the log dir itself
+    _manager([logs]).shutdown()  # and again, already marked
+    assert flags(logs) & FS_TOPDIR_FL
