@@ -298,3 +298,20 @@ async def test_concurrent_auto_creation_creates_once(start_broker, connect, mess
     assert {(t.error_code, len(t.partitions)) for a in metadata for t in a.topics} == {(0, 3)}
     assert sorted(a.responses[0].partition_responses[0].base_offset for a in produced) == list(range(8))
     assert broker.get_log("racy", 2).log_end_offset == 8
+
+
+async def test_metadata_lists_every_partition_of_topics_sharing_a_size(broker, client):
+    # Answers for topics of one size share their partition list (built once per size): each
+    # topic still gets all of its partitions, by name and in an all-topics answer, every time.
+    await broker.create_topic("wide-a", 1000, 1, {}, {})
+    await broker.create_topic("wide-b", 1000, 1, {}, {})
+    await broker.create_topic("narrow", 2, 1, {}, {})
+    for _ in range(2):
+        by_name = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "wide-b"}, {"name": "narrow"}]})
+        everything = await client.request(ApiKey.METADATA, 0, {"topics": []})
+        for topics in (by_name.topics, [t for t in everything.topics if t.name != "__consumer_offsets"]):
+            for topic in topics:
+                count = 2 if topic.name == "narrow" else 1000
+                assert [(p.error_code, p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+                        for p in topic.partitions] == [(0, i, 0, [0], [0]) for i in range(count)]
+        assert [t.name for t in everything.topics] == ["__consumer_offsets", "narrow", "wide-a", "wide-b"]
