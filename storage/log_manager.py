@@ -19,6 +19,7 @@ skipped; ``<topic>-<p>.<id>-delete`` directories (a topic deletion cut short) ar
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -345,12 +346,13 @@ class LogManager:
 
         The manager's lock is held only to reserve the name and to install the finished
         logs, so other threads (and the broker's event loop asking for ``topics()``) are
-        never held up by the disk work. That work is linear in the partition count: every
-        partition's files are made in a directory under a ``-delete`` name (which the
-        next start removes, should it crash meanwhile; the files that are the same for every
-        partition are hard links to one copy per log dir, see _link_files), made durable by one filesystem
-        sync, then renamed into place and the log dirs fsynced once; only then are the logs
-        opened. One fsync per file, as write_atomically does, would cost milliseconds each.
+        never held up by the disk work. That work is linear in the partition count: the
+        partitions' directories are made inside one directory per log dir under a ``-delete``
+        name (which the next start removes, should it crash meanwhile), the files that are
+        the same for every partition hard-linked to one copy (see _link_files), made durable
+        by one filesystem sync, then renamed into place and the log dirs fsynced once; only
+        then are the logs opened. One fsync per file, as write_atomically does, would cost
+        milliseconds each.
         """
         validate_topic_name(topic)
         if not isinstance(partitions, int) or partitions < 1:
@@ -384,6 +386,11 @@ class LogManager:
         staged: list[tuple[Path, Path]] = []  # (directory now, its final name)
         placed: list[Path] = []
         created: list[Log] = []
+        # Per log dir, the one directory the partitions are made in: made in a log dir (a top
+        # of hierarchies, see _mark_top_of_hierarchies) it lands in a block group with free
+        # inodes, and the partitions made in it stay there; made in the log dir themselves,
+        # each would pay for that choice, a look at every block group.
+        workshops: dict[Path, Path] = {}
         originals: dict[Path, Path] = {}  # log dir -> the staged directory whose files the others link to
         try:
             for partition in range(partitions):
@@ -392,7 +399,11 @@ class LogManager:
                 final = log_dir / partition_dir_name(topic, partition)
                 if final.exists():  # a rename would replace an empty directory silently
                     raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(final))
-                staging = log_dir / delete_dir_name(topic, partition, uuid.uuid4().hex)
+                workshop = workshops.get(log_dir)
+                if workshop is None:
+                    workshop = workshops[log_dir] = log_dir / delete_dir_name(topic, partition, uuid.uuid4().hex)
+                    workshop.mkdir()
+                staging = workshop / final.name
                 staging.mkdir()
                 staged.append((staging, final))
                 original = originals.get(log_dir)
@@ -407,6 +418,9 @@ class LogManager:
                 placed.append(final)
             for log_dir in used_dirs:
                 fsync_dir(log_dir)
+            for workshop in workshops.values():
+                with contextlib.suppress(OSError):  # empty; a leftover goes at the next start
+                    workshop.rmdir()
             for partition, final in enumerate(placed):
                 created.append(Log(final, topic, partition, config, self.clock, topic_id=topic_id))
             return created
@@ -419,8 +433,8 @@ class LogManager:
                 log.close()
             for partition, final in enumerate(placed):
                 self._bury(final, topic, partition)
-            for staging, _ in staged[len(placed):]:
-                shutil.rmtree(staging, ignore_errors=True)
+            for workshop in workshops.values():
+                shutil.rmtree(workshop, ignore_errors=True)
             raise
 
     def create_log(self, topic: str, partition: int, overrides: dict[str, str]) -> Log:
