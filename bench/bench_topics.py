@@ -120,10 +120,10 @@ def main() -> None:
     print(f"created {args.partitions:,} partitions in {elapsed:.2f} s: {rate:,.0f} partitions/s "
           f"(reference on this filesystem: {bare:,.0f} directories of five files/s, "
           f"{per_file * 1e6:.0f} us per file creation)")
-    if latencies:
-        ordered = sorted(latencies)
+    if args.metadata_clients:
+        ordered = sorted(latencies) or [float("nan")]
         print(f"{args.metadata_clients} Metadata clients, one request each every {args.metadata_interval_ms:g} ms: "
-              f"answered {len(ordered)} times meanwhile ({len(ordered) / elapsed:,.0f}/s); "
+              f"answered {len(latencies)} times meanwhile ({len(latencies) / elapsed:,.0f}/s); "
               f"median {ordered[len(ordered) // 2] * 1000:.1f} ms, slowest {ordered[-1] * 1000:.1f} ms")
     else:
         print("no Metadata load")

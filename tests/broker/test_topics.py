@@ -4,7 +4,10 @@ over real sockets, with every error answer."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -315,3 +318,19 @@ async def test_metadata_lists_every_partition_of_topics_sharing_a_size(broker, c
                 assert [(p.error_code, p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
                         for p in topic.partitions] == [(0, i, 0, [0], [0]) for i in range(count)]
         assert [t.name for t in everything.topics] == ["__consumer_offsets", "narrow", "wide-a", "wide-b"]
+
+
+def test_bench_topics_runs_and_leaves_only_the_broker_data(tmp_path):
+    """bench/bench_topics.py end to end on a small topic: it reports the rate and the Metadata
+    answers, and removes its reference directories (the broker's data stays under --dir)."""
+    bench = Path(__file__).resolve().parents[2] / "bench" / "bench_topics.py"
+    result = subprocess.run([sys.executable, str(bench), "--partitions", "200", "--metadata-clients", "2",
+                             "--dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    created, metadata = result.stdout.splitlines()
+    assert re.fullmatch(r"created 200 partitions in [\d.]+ s: [\d,]+ partitions/s \(reference on this "
+                        r"filesystem: [\d,]+ directories of five files/s, \d+ us per file creation\)", created)
+    assert re.fullmatch(r"2 Metadata clients, one request each every 10 ms: answered \d+ times meanwhile "
+                        r"\([\d,]+/s\); median ([\d.]+|nan) ms, slowest ([\d.]+|nan) ms", metadata)
+    assert not (tmp_path / "reference").exists()
+    assert len([d for d in (tmp_path / "data").iterdir() if d.name.startswith("big-")]) == 200
