@@ -325,7 +325,7 @@ def test_bench_topics_runs_and_leaves_only_the_broker_data(tmp_path):
     answers, and removes its reference directories (the broker's data stays under --dir)."""
     bench = Path(__file__).resolve().parents[2] / "bench" / "bench_topics.py"
     result = subprocess.run([sys.executable, str(bench), "--partitions", "200", "--metadata-clients", "2",
-                             "--dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+                             "--dir", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     created, metadata = result.stdout.splitlines()
     assert re.fullmatch(r"created 200 partitions in [\d.]+ s: [\d,]+ partitions/s \(reference on this "
