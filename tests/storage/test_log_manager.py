@@ -197,6 +197,10 @@ def test_a_new_topics_partitions_share_their_first_files_until_one_is_rewritten(
     dirs = [tmp_path / "a", tmp_path / "b"]
     manager = _manager(dirs)
     logs = manager.create_topic("wide", 6, {"retention.ms": "1000"})
+    big = manager.create_topic("big", 100, {})  # made in several directories, each renamed away
+    assert [log.partition for log in big] == list(range(100))
+    assert sorted(p.name for d in dirs for p in d.iterdir() if p.is_dir()) == sorted(
+        [f"wide-{p}" for p in range(6)] + [f"big-{p}" for p in range(100)])
     for log_dir in dirs:
         partitions = sorted(p for p in log_dir.iterdir() if p.name.startswith("wide-"))
         assert len(partitions) == 3
@@ -215,7 +219,7 @@ def test_a_new_topics_partitions_share_their_first_files_until_one_is_rewritten(
     manager.shutdown()
 
     again = _manager(dirs)
-    assert again.topics() == {"wide": 6}
+    assert again.topics() == {"wide": 6, "big": 100}
     assert again.get_log("wide", 0).leader_epoch_cache.latest_epoch == 1
     assert {again.get_log("wide", p).leader_epoch_cache.latest_epoch for p in range(1, 6)} == {0}
     assert len({again.get_log("wide", p).topic_id for p in range(6)}) == 1
@@ -243,6 +247,7 @@ def test_a_filesystem_refusing_more_links_gets_copies(tmp_path, monkeypatch):
         assert (tmp_path / f"many-{p}" / "topic-config.properties").read_text() == "segment.bytes=2048\n"
     nlinks = [os.stat(tmp_path / f"many-{p}" / "partition.metadata").st_nlink for p in range(5)]
     assert nlinks == [2, 2, 3, 3, 3]  # partitions 0-1 share, the refused link made 2 the new original
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [f"many-{p}" for p in range(5)]
     manager.shutdown()
     assert _manager([tmp_path]).topics() == {"many": 5}
 
