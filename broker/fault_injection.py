@@ -254,10 +254,18 @@ class _Metadata:
             error = topic_errors.get(name) or top
             if error:
                 _set(topic, "error_code", error)
+            # Errors go into copies of the partition entries: the handler may share them
+            # between answers (Metadata builds them once per topic size).
+            patched = []
             for partition in _get(topic, "partitions") or ():
                 error = partition_errors.get((name, _get(partition, "partition_index")))
-                if error:
+                if error and isinstance(partition, dict):
+                    partition = {**partition, "error_code": error}
+                elif error:
                     _set(partition, "error_code", error)
+                patched.append(partition)
+            if patched:
+                _set(topic, "partitions", patched)
         return response
 
 

@@ -74,12 +74,13 @@ class SmallFilesystem:
     def fill(self, leave: int = 0) -> None:
         """Fill the filesystem with a filler file, then free ``leave`` bytes of it again
         (tmpfs counts whole pages: pass multiples of the page size)."""
-        with open(self._filler, "ab") as file:
+        # Unbuffered: a buffered file keeps the tail of a short write and fails again on close.
+        with open(self._filler, "ab", buffering=0) as file:
             chunk = b"\0" * 65536
             while True:
                 try:
-                    file.write(chunk)
-                    file.flush()
+                    if not file.write(chunk):
+                        break
                 except OSError as exc:
                     if exc.errno != errno.ENOSPC:
                         raise
@@ -94,15 +95,17 @@ class SmallFilesystem:
 
 @pytest.fixture
 def small_filesystem(tmp_path):
-    """``small_filesystem(size="2m", at=None)`` -> a SmallFilesystem on a fresh tmpfs (mounted at
-    ``at``, default a new directory under tmp_path); unmounted after
+    """``small_filesystem(size="2m", at=None, inodes=None)`` -> a SmallFilesystem on a fresh tmpfs
+    (mounted at ``at``, default a new directory under tmp_path; ``inodes`` bounds the number of
+    files and directories it holds); unmounted after
     the test. Mounting needs root (CI runs as root); elsewhere the test is skipped."""
     mounted: list[Path] = []
 
-    def mount(size: str = "2m", at: Path | None = None) -> SmallFilesystem:
+    def mount(size: str = "2m", at: Path | None = None, inodes: int | None = None) -> SmallFilesystem:
         where = at if at is not None else tmp_path / f"small-fs-{len(mounted)}"
         where.mkdir(parents=True, exist_ok=True)
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+        options = f"size={size}" + (f",nr_inodes={inodes}" if inodes is not None else "")
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
                                 capture_output=True, text=True)
         if result.returncode:
             pytest.skip(f"cannot mount a {size} tmpfs (needs root): {result.stderr.strip()}")

@@ -4,7 +4,10 @@ over real sockets, with every error answer."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -339,3 +342,37 @@ async def test_concurrent_auto_creation_creates_once(start_broker, connect, mess
     assert {(t.error_code, len(t.partitions)) for a in metadata for t in a.topics} == {(0, 3)}
     assert sorted(a.responses[0].partition_responses[0].base_offset for a in produced) == list(range(8))
     assert broker.get_log("racy", 2).log_end_offset == 8
+
+
+async def test_metadata_lists_every_partition_of_topics_sharing_a_size(broker, client):
+    # Answers for topics of one size share their partition list (built once per size): each
+    # topic still gets all of its partitions, by name and in an all-topics answer, every time.
+    await broker.create_topic("wide-a", 1000, 1, {}, {})
+    await broker.create_topic("wide-b", 1000, 1, {}, {})
+    await broker.create_topic("narrow", 2, 1, {}, {})
+    for _ in range(2):
+        by_name = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "wide-b"}, {"name": "narrow"}]})
+        everything = await client.request(ApiKey.METADATA, 0, {"topics": []})
+        for topics in (by_name.topics, [t for t in everything.topics if t.name != "__consumer_offsets"]):
+            for topic in topics:
+                count = 2 if topic.name == "narrow" else 1000
+                assert [(p.error_code, p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+                        for p in topic.partitions] == [(0, i, 0, [0], [0]) for i in range(count)]
+        # __consumer_offsets appears with the first group request, not before (lazy coordinator)
+        assert [t.name for t in everything.topics] == ["narrow", "wide-a", "wide-b"]
+
+
+def test_bench_topics_runs_and_leaves_only_the_broker_data(tmp_path):
+    """bench/bench_topics.py end to end on a small topic: it reports the rate and the Metadata
+    answers, and removes its reference directories (the broker's data stays under --dir)."""
+    bench = Path(__file__).resolve().parents[2] / "bench" / "bench_topics.py"
+    result = subprocess.run([sys.executable, str(bench), "--partitions", "200", "--metadata-clients", "2",
+                             "--dir", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    created, metadata = result.stdout.splitlines()
+    assert re.fullmatch(r"created 200 partitions in [\d.]+ s: [\d,]+ partitions/s \(reference on this "
+                        r"filesystem: [\d,]+ directories of five files/s, \d+ us per file creation\)", created)
+    assert re.fullmatch(r"2 Metadata clients, one request each every 10 ms: answered \d+ times meanwhile "
+                        r"\([\d,]+/s\); median ([\d.]+|nan) ms, slowest ([\d.]+|nan) ms", metadata)
+    assert not (tmp_path / "reference").exists()
+    assert len([d for d in (tmp_path / "data").iterdir() if d.name.startswith("big-")]) == 200

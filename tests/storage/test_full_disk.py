@@ -7,6 +7,7 @@ real, full tmpfs (``small_filesystem``), so a signal shows as the child's exit s
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,10 +118,21 @@ def test_a_write_cut_short_by_a_full_disk_leaves_no_message_of_the_set(small_fil
 def test_a_topic_the_full_disk_refuses_midway_is_rolled_back(small_filesystem, tmp_path):
     from minikafka.storage import LogConfig, LogManager, SystemClock
 
-    disk = small_filesystem("2m")
+    # Out of inodes is ENOSPC as a full disk is, and what a topic's creation runs out of
+    # midway: only the first partition of a log dir takes a page (the files all partitions
+    # start with are links to that one's, and tmpfs counts each link as an inode).
+    disk = small_filesystem("2m", inodes=512)
     manager = LogManager([disk.path / "logs"], LogConfig(), SystemClock())
     manager.startup()
-    disk.fill(leave=10 * 4096)  # room for the files of a few partitions, not of 50
+    placeholders = disk.path / "placeholders"
+    placeholders.mkdir()
+    try:
+        for i in range(512):
+            (placeholders / str(i)).touch()
+    except OSError as exc:
+        assert exc.errno == 28
+    for i in range(40):  # room for the inodes of a few partitions, not of 50
+        (placeholders / str(i)).unlink()
     try:
         manager.create_topic("wide", 50, {})
     except OSError as exc:
@@ -129,7 +141,7 @@ def test_a_topic_the_full_disk_refuses_midway_is_rolled_back(small_filesystem, t
         raise AssertionError("50 partitions fitted on a full disk")
     assert manager.topics() == {}
     assert [p.name for p in (disk.path / "logs").iterdir() if p.is_dir()] == []
-    disk.free()
+    shutil.rmtree(placeholders)
     assert len(manager.create_topic("wide", 50, {})) == 50
     assert manager.topics() == {"wide": 50}
     manager.shutdown()

@@ -1,7 +1,10 @@
 """LogManager: topics from directories, persisted overrides, deletion, foreign dirs."""
 
+import errno
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -211,3 +214,95 @@ def test_startup_writes_checkpoints_only_after_a_recovery(tmp_path):
     log = recovered.get_log("t", 0)
     assert log.log_end_offset == 5
     assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == f"0\n1\nt 0 {log.recovery_point}\n"
+
+
+SHARED_AT_CREATION = ("partition.metadata", "leader-epoch-checkpoint", "topic-config.properties")
+
+
+def test_a_new_topics_partitions_share_their_first_files_until_one_is_rewritten(tmp_path):
+    # The files every partition of a new topic starts with are hard links to one inode per
+    # log dir (a link allocates no inode); rewriting one partition's file unshares only it.
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = _manager(dirs)
+    logs = manager.create_topic("wide", 6, {"retention.ms": "1000"})
+    big = manager.create_topic("big", 100, {})  # made in several directories, each renamed away
+    assert [log.partition for log in big] == list(range(100))
+    assert sorted(p.name for d in dirs for p in d.iterdir() if p.is_dir()) == sorted(
+        [f"wide-{p}" for p in range(6)] + [f"big-{p}" for p in range(100)])
+    for log_dir in dirs:
+        partitions = sorted(p for p in log_dir.iterdir() if p.name.startswith("wide-"))
+        assert len(partitions) == 3
+        for name in SHARED_AT_CREATION:
+            inodes = {os.stat(p / name).st_ino for p in partitions}
+            assert len(inodes) == 1 and os.stat(partitions[0] / name).st_nlink == 3
+    assert os.stat(dirs[0] / "wide-0" / "partition.metadata").st_ino != os.stat(
+        dirs[1] / "wide-1" / "partition.metadata").st_ino
+
+    logs[0].append_as_leader(message_set(2, START_MS))
+    logs[0].leader_epoch_cache.assign(1, 2)
+    assert (logs[0].dir / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n1 2\n"
+    sibling = next(log for log in logs[1:] if log.dir.parent == logs[0].dir.parent)
+    assert (sibling.dir / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    assert os.stat(sibling.dir / "leader-epoch-checkpoint").st_nlink == 2
+    manager.shutdown()
+
+    again = _manager(dirs)
+    assert again.topics() == {"wide": 6, "big": 100}
+    assert again.get_log("wide", 0).leader_epoch_cache.latest_epoch == 1
+    assert {again.get_log("wide", p).leader_epoch_cache.latest_epoch for p in range(1, 6)} == {0}
+    assert len({again.get_log("wide", p).topic_id for p in range(6)}) == 1
+    assert again.topic_overrides("wide") == {"retention.ms": "1000"}
+
+
+def test_a_filesystem_refusing_more_links_gets_copies(tmp_path, monkeypatch):
+    # ext4 allows 65,000 links to a file (EMLINK beyond); there creation starts a new original.
+    real_link, calls = os.link, []
+
+    def link(source, target):
+        calls.append(target)
+        if len(calls) == 5:  # partition 2's second file: its first link is undone
+            raise OSError(errno.EMLINK, os.strerror(errno.EMLINK), str(source))
+        real_link(source, target)
+
+    monkeypatch.setattr(os, "link", link)
+    manager = _manager([tmp_path])
+    manager.create_topic("many", 5, {"segment.bytes": "2048"})
+    monkeypatch.undo()
+    for p in range(5):
+        assert sorted(n for n in os.listdir(tmp_path / f"many-{p}") if not n.startswith("0000")) == sorted(
+            SHARED_AT_CREATION)
+        assert (tmp_path / f"many-{p}" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+        assert (tmp_path / f"many-{p}" / "topic-config.properties").read_text() == "segment.bytes=2048\n"
+    nlinks = [os.stat(tmp_path / f"many-{p}" / "partition.metadata").st_nlink for p in range(5)]
+    assert nlinks == [2, 2, 3, 3, 3]  # partitions 0-1 share, the refused link made 2 the new original
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [f"many-{p}" for p in range(5)]
+    manager.shutdown()
+    assert _manager([tmp_path]).topics() == {"many": 5}
+
+
+def test_log_dirs_are_marked_as_tops_of_hierarchies_where_the_filesystem_can(tmp_path):
+    # ext4 then spreads partition directories over block groups with free inodes instead of
+    # packing them next to the log dir (chattr +T; see _mark_top_of_hierarchies).
+    fcntl = pytest.importorskip("fcntl")
+    from minikafka.storage.log_manager import FS_IOC_GETFLAGS, FS_TOPDIR_FL
+
+    def flags(path):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            return int.from_bytes(fcntl.ioctl(fd, FS_IOC_GETFLAGS, bytes(8))[:4], sys.byteorder)
+        finally:
+            os.close(fd)
+
+    try:
+        before = flags(tmp_path)
+    except OSError:
+        pytest.skip("this filesystem keeps no inode flags")
+    logs = tmp_path / "logs"
+    _manager([logs]).shutdown()
+    assert flags(logs) & FS_TOPDIR_FL
+    if shutil.which("lsattr"):  # e2fsprogs names it 'T'
+        attributes = subprocess.run(["lsattr", "-d", str(logs)], capture_output=True, text=True, check=True).stdout
+        assert "T" in attributes.split()[0]
+    assert flags(tmp_path) == before  # only the log dir itself
+    _manager([logs]).shutdown()  # and again, already marked
+    assert flags(logs) & FS_TOPDIR_FL
