@@ -17,9 +17,12 @@ the best says what the code costs, the median what a user meets):
 
 The measurement functions are importable for benchmarks that compare brokers side by side
 (``bench/bench_peers.py``): :func:`measure_startup` takes any command and the address it will
-listen on, :func:`measure_produce_latency` any bootstrap address, :func:`spawn_floor` any
-command that exits by itself, :func:`python_env` the environment to spawn Python processes
-with. They return seconds and never assert anything.
+listen on, :func:`wait_for_port` and :func:`first_message` any process and bootstrap address,
+:func:`measure_produce_latency` any bootstrap address, :func:`spawn_times` / :func:`spawn_floor`
+any command that exits by itself, :func:`python_floor_times` any interpreter,
+:func:`python_env` the environment to spawn Python processes with, :func:`stop` any process.
+They return seconds and never assert anything; a broker that exits, does not listen or does
+not serve the first message in time raises :class:`NotServing`.
 
 Python processes are spawned with their bytecode cached, as a ``pip install``-ed package has
 it: with ``PYTHONDONTWRITEBYTECODE`` set (as on this machine) every start of an editable
@@ -41,12 +44,21 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_broker import cpu_seconds  # noqa: E402
 
 # Polling for the port is a connect() every this many seconds: fine enough for a figure in
 # milliseconds, coarse enough not to steal the broker's CPU on a 2-core machine.
 PORT_POLL_INTERVAL = 0.0005
+
+
+class NotServing(Exception):
+    """A broker exited, did not open its port, or did not serve the first message in time;
+    the message says which."""
 
 
 def free_port() -> int:
@@ -82,11 +94,18 @@ def spawn_floor(argv: list[str], runs: int = 7, env: dict | None = None) -> floa
     return statistics.median(spawn_times(argv, runs, env))
 
 
+def python_floor_times(python: str = sys.executable, runs: int = 7) -> tuple[list[float], list[float]]:
+    """Seconds from spawn to exit of the interpreter alone and of ``import trio``, ``runs``
+    of each after an unmeasured one, spawned with :func:`python_env`."""
+    env = python_env()
+    return (spawn_times([python, "-c", "pass"], runs, env),
+            spawn_times([python, "-c", "import trio"], runs, env))
+
+
 def python_floors(python: str = sys.executable, runs: int = 7) -> tuple[float, float]:
     """(interpreter alone, interpreter + ``import trio``), median seconds from spawn to exit."""
-    env = python_env()
-    return (spawn_floor([python, "-c", "pass"], runs, env),
-            spawn_floor([python, "-c", "import trio"], runs, env))
+    interpreter, with_trio = python_floor_times(python, runs)
+    return statistics.median(interpreter), statistics.median(with_trio)
 
 
 @dataclass
@@ -103,28 +122,35 @@ class Startup:
         return self.first_message - self.port_open
 
 
-def _wait_for_port(host: str, port: int, process: subprocess.Popen, deadline: float) -> None:
+def wait_for_port(host: str, port: int, process: subprocess.Popen, deadline: float) -> float:
+    """perf_counter() of the first TCP connect to ``host:port`` that succeeds; raises
+    NotServing if ``process`` exits first or nothing listens by ``deadline`` (a perf_counter())."""
     while True:
         try:
             with socket.create_connection((host, port), timeout=1):
-                return
+                return time.perf_counter()
         except OSError:
             if process.poll() is not None:
-                raise RuntimeError(f"{process.args[0]} exited with status {process.returncode} before listening")
+                raise NotServing(f"exited with status {process.returncode} before opening its port") from None
             if time.perf_counter() > deadline:
-                raise TimeoutError(f"nothing listens on {host}:{port}")
+                raise NotServing(f"nothing listens on {host}:{port}") from None
             time.sleep(PORT_POLL_INTERVAL)
 
 
-def first_message(bootstrap: str, topic: str, timeout: float = 30.0) -> None:
-    """Produce one message to partition 0 of ``topic`` (created by the broker on first use),
-    then consume it back from offset 0, as a new application would; raises if it cannot
-    within ``timeout``. No consumer group: the figure is about the broker, not the
-    coordinator."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    producer.produce(topic, b"hello", partition=0)
+def first_message(bootstrap: str, topic: str | None = None, timeout: float = 30.0) -> None:
+    """Produce one message to partition 0 of ``topic`` (a new one by default, created by the
+    broker on first use), then consume it back from offset 0, as a new application would;
+    raises NotServing if it cannot within ``timeout``. No consumer group: the figure is about
+    the broker, not the coordinator. ``acks=1``, as in the other figures: a single broker
+    answers it as it does ``all``."""
+    topic = topic or f"first-{uuid.uuid4().hex[:8]}"
+    errors: list = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    producer.produce(topic, b"hello", partition=0, on_delivery=lambda err, _msg: err and errors.append(err))
     if producer.flush(timeout):
-        raise TimeoutError(f"{bootstrap}: the first message was not acknowledged in {timeout} s")
+        raise NotServing(f"{bootstrap}: the first message was not acknowledged in {timeout} s")
+    if errors:
+        raise NotServing(f"{bootstrap}: the first produce failed: {errors[0]}")
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"first-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "fetch.wait.max.ms": 10})
     try:
@@ -134,7 +160,7 @@ def first_message(bootstrap: str, topic: str, timeout: float = 30.0) -> None:
             message = consumer.poll(0.1)
             if message is not None and message.error() is None:
                 return
-        raise TimeoutError(f"{bootstrap}: the first message was not consumed in {timeout} s")
+        raise NotServing(f"{bootstrap}: the first message was not consumed in {timeout} s")
     finally:
         consumer.close()
 
@@ -162,19 +188,23 @@ def measure_startup(cmd: list[str], bootstrap: str, *, ready_prefix: str | None 
     reader = threading.Thread(target=read_stdout, daemon=True)
     reader.start()
     try:
-        _wait_for_port(host, int(port), process, start + timeout)
-        port_open = time.perf_counter() - start
-        first_message(bootstrap, f"first-{uuid.uuid4().hex[:8]}", timeout)
+        port_open = wait_for_port(host, int(port), process, start + timeout) - start
+        first_message(bootstrap, timeout=timeout)
         consumed = time.perf_counter() - start
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout)
         reader.join(5)
     return Startup(ready_at[0] if ready_at else None, port_open, consumed)
+
+
+def stop(process: subprocess.Popen, timeout: float = 10.0) -> None:
+    """SIGTERM, and SIGKILL if ``process`` has not exited ``timeout`` seconds later."""
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @dataclass
@@ -201,13 +231,6 @@ class Latency:
         return None if self.broker_cpu is None else self.broker_cpu / len(self.samples)
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure_produce_latency(bootstrap: str, *, rounds: int = 2000, warmup: int = 200,
                             topic: str | None = None, broker_pid: int | None = None) -> Latency:
     """``rounds`` round trips of one 100-byte message produced with confluent-kafka
@@ -222,18 +245,21 @@ def measure_produce_latency(bootstrap: str, *, rounds: int = 2000, warmup: int =
         if err is not None:
             failures.append(err)
 
-    for _ in range(warmup):
+    def round_trip() -> None:
         producer.produce(topic, value, partition=0, on_delivery=delivered)
-        producer.flush(30)
+        if producer.flush(30):
+            raise KafkaException(f"{bootstrap}: a message was not delivered in 30 s")
+
+    for _ in range(warmup):
+        round_trip()
     failures.clear()  # the first few may meet a topic still being created
     samples = []
-    cpu_before = process_cpu_seconds(broker_pid) if broker_pid else None
+    cpu_before = cpu_seconds(broker_pid) if broker_pid else None
     for _ in range(rounds):
         start = time.perf_counter()
-        producer.produce(topic, value, partition=0, on_delivery=delivered)
-        producer.flush(30)
+        round_trip()
         samples.append(time.perf_counter() - start)
-    cpu = process_cpu_seconds(broker_pid) - cpu_before if broker_pid else None
+    cpu = cpu_seconds(broker_pid) - cpu_before if broker_pid else None
     if failures:
         raise KafkaException(failures[0])
     return Latency(samples, cpu)
@@ -260,8 +286,7 @@ def main() -> None:
     env = python_env()
     workdir = tempfile.mkdtemp(prefix="minikafka-latency-")
     try:
-        floors = {python: (spawn_times([python, "-c", "pass"], args.runs, env),
-                           spawn_times([python, "-c", "import trio"], args.runs, env)) for python in pythons}
+        floors = {python: python_floor_times(python, args.runs) for python in pythons}
         startups: dict[str, list[Startup]] = {python: [] for python in pythons}
         for i in range(args.runs + 1):  # interleaved: load on a shared machine hits all alike
             for python in pythons:
@@ -282,8 +307,7 @@ def main() -> None:
                 latencies[python] = measure_produce_latency(f"127.0.0.1:{port}", rounds=args.rounds,
                                                             broker_pid=process.pid)
             finally:
-                process.terminate()
-                process.wait(30)
+                stop(process, 30)
         for python in pythons:
             interpreter, with_trio = floors[python]
             runs, latency = startups[python], latencies[python]

