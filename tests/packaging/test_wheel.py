@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import venv
 import zipfile
@@ -44,8 +45,18 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def make_venv(where: Path, *, system_site_packages: bool = False) -> Path:
-    venv.EnvBuilder(with_pip=True, system_site_packages=system_site_packages).create(where)
-    return where / "bin" / "python"
+    """A venv; with ``system_site_packages`` it also sees this interpreter's installed packages
+    (PySpark, trio, ...) but not this checkout's editable install: that install is a finder
+    that a ``.pth`` file starts, and it would answer for ``minikafka.*`` modules the wheel left
+    out (the C accelerator). A path in a ``.pth`` of the venv's own is added to ``sys.path``
+    without running the ``.pth`` files found there."""
+    venv.EnvBuilder(with_pip=True).create(where)
+    python = where / "bin" / "python"
+    if system_site_packages:
+        own = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+        system = sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
+        Path(own, "system-site-packages.pth").write_text("".join(f"{path}\n" for path in system))
+    return python
 
 
 def test_the_wheel_has_one_top_level_name(wheel):
