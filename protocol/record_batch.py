@@ -63,7 +63,7 @@ import functools
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from minikafka.protocol.compression import Codec, decompress
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -164,8 +164,7 @@ class RecordBatch:
         return bool(self.attributes & _CONTROL_BIT)
 
 
-@dataclass(slots=True, frozen=True)
-class BatchRecord:
+class BatchRecord(NamedTuple):
     """One record of a magic 2 batch.
 
     ``offset`` is baseOffset + offsetDelta. ``timestamp`` is baseTimestamp +

@@ -54,7 +54,7 @@ import os
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from minikafka.protocol.compression import Codec, compress, decompress
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -140,8 +140,7 @@ class Entry:
     codec: Codec
 
 
-@dataclass(slots=True, frozen=True)
-class Record:
+class Record(NamedTuple):
     """One logical message, after deep iteration through compressed wrappers.
 
     ``offset`` is absolute. ``timestamp_type`` is CREATE_TIME, LOG_APPEND_TIME, or
@@ -156,8 +155,7 @@ class Record:
     magic: int
 
 
-@dataclass(slots=True, frozen=True)
-class ValidationConfig:
+class ValidationConfig(NamedTuple):
     """The topic settings that govern append validation (Kafka's topic-level names:
     ``max.message.bytes``, ``message.timestamp.type``,
     ``message.timestamp.difference.max.ms``), and ``index.interval.bytes``, by which the

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from minikafka.protocol.errors import ProtocolError
 from minikafka.protocol.types import (
@@ -45,8 +44,7 @@ from minikafka.protocol.types import (
 MISSING: Any = object()
 
 
-@dataclass(frozen=True, slots=True)
-class Versions:
+class Versions(NamedTuple):
     """An inclusive version range; ``high=None`` means open-ended, ``low > high`` means none."""
 
     low: int
@@ -69,8 +67,7 @@ class Versions:
         return self.low <= version and (self.high is None or version <= self.high)
 
 
-@dataclass(frozen=True, slots=True)
-class ArrayType:
+class ArrayType(NamedTuple):
     """An array whose elements are either one primitive type or a struct of fields."""
 
     element: PrimitiveType | tuple["FieldDecl", ...]
@@ -80,8 +77,7 @@ class ArrayType:
         return isinstance(self.element, tuple)
 
 
-@dataclass(frozen=True, slots=True)
-class FieldDecl:
+class FieldDecl(NamedTuple):
     """One field of a message declaration (built with :func:`Field`)."""
 
     name: str
