@@ -53,7 +53,6 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
 from minikafka.protocol.compression import Codec, compress, decompress
@@ -122,8 +121,7 @@ def _corrupt(message: str) -> RecordError:
     return RecordError(ErrorCode.CORRUPT_MESSAGE, message)
 
 
-@dataclass(slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One shallow entry of a message set: a plain message, or a compressed wrapper.
 
     ``position`` is where its 8-byte offset field starts in the buffer it was read from and
@@ -167,8 +165,7 @@ class ValidationConfig(NamedTuple):
     index_interval_bytes: int = 4096
 
 
-@dataclass(slots=True)
-class ValidatedSet:
+class ValidatedSet(NamedTuple):
     """A message set ready to append, and what the log needs to index it.
 
     ``max_timestamp`` is -1 and ``offset_of_max_timestamp`` -1 when no message has a
@@ -205,8 +202,7 @@ class ValidatedSet:
 # Parsing one message
 
 
-@dataclass(slots=True)
-class _Message:
+class _Message(NamedTuple):
     """A parsed message inside some buffer (used off the uncompressed fast path)."""
 
     offset: int
