@@ -45,6 +45,10 @@ NOT_BEFORE_READY = (
     "dataclasses",
     # The storage modules an empty log dir never reaches (the package resolves them lazily).
     "minikafka.storage.snapshot", "minikafka.storage.offline",
+    # Handlers are imported on their API's first request (those of a new client's first
+    # requests right after the ready line).
+    "minikafka.broker.handlers.join_group", "minikafka.broker.handlers.leader_and_isr",
+    "minikafka.broker.handlers.produce", "minikafka.broker.handlers.fetch",
 )
 
 
