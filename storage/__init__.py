@@ -4,51 +4,49 @@ Kafka's own layout (``<log dir>/<topic>-<partition>/<base offset>.log|.index|.ti
 synchronous, no network, driven by an injected :class:`Clock`.
 """
 
-from __future__ import annotations
+from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
+from minikafka.storage.clock import Clock, FakeClock, SystemClock
+from minikafka.storage.config import LogConfig
+from minikafka.storage.leader_epoch import LeaderEpochCache
+from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
+from minikafka.storage.log_manager import LogManager
+from minikafka.storage.names import InvalidTopicName, validate_topic_name
+from minikafka.storage.offline import list_segments
+from minikafka.storage.partition_metadata import new_topic_id, read_topic_id
+from minikafka.storage.snapshot import SnapshotStore
+from minikafka.storage.types import (
+    AppendResult,
+    CorruptPartitionMetadata,
+    FileSlice,
+    OffsetOutOfRange,
+    SegmentInfo,
+    TopicAlreadyExists,
+    UnknownTopic,
+)
 
-import importlib
-
-# Each public name and the module that defines it, imported on first access (PEP 562): a
-# broker that needs one submodule (storage needs message sets, not the request schemas)
-# does not pay at start-up for the package's others.
-_WHERE = {
-    "EARLIEST_TIMESTAMP": "minikafka.storage.log",
-    "LATEST_TIMESTAMP": "minikafka.storage.log",
-    "Log": "minikafka.storage.log",
-    "AppendResult": "minikafka.storage.types",
-    "CorruptPartitionMetadata": "minikafka.storage.types",
-    "FileSlice": "minikafka.storage.types",
-    "OffsetOutOfRange": "minikafka.storage.types",
-    "SegmentInfo": "minikafka.storage.types",
-    "TopicAlreadyExists": "minikafka.storage.types",
-    "UnknownTopic": "minikafka.storage.types",
-    "Clock": "minikafka.storage.clock",
-    "FakeClock": "minikafka.storage.clock",
-    "SystemClock": "minikafka.storage.clock",
-    "CorruptCheckpoint": "minikafka.storage.checkpoint",
-    "OffsetCheckpointFile": "minikafka.storage.checkpoint",
-    "InvalidTopicName": "minikafka.storage.names",
-    "validate_topic_name": "minikafka.storage.names",
-    "LeaderEpochCache": "minikafka.storage.leader_epoch",
-    "LogConfig": "minikafka.storage.config",
-    "LogManager": "minikafka.storage.log_manager",
-    "SnapshotStore": "minikafka.storage.snapshot",
-    "list_segments": "minikafka.storage.offline",
-    "new_topic_id": "minikafka.storage.partition_metadata",
-    "read_topic_id": "minikafka.storage.partition_metadata",
-}
-
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "AppendResult",
+    "Clock",
+    "CorruptCheckpoint",
+    "CorruptPartitionMetadata",
+    "FakeClock",
+    "FileSlice",
+    "InvalidTopicName",
+    "LeaderEpochCache",
+    "Log",
+    "LogConfig",
+    "LogManager",
+    "OffsetCheckpointFile",
+    "OffsetOutOfRange",
+    "SegmentInfo",
+    "SnapshotStore",
+    "SystemClock",
+    "TopicAlreadyExists",
+    "UnknownTopic",
+    "list_segments",
+    "new_topic_id",
+    "read_topic_id",
+    "validate_topic_name",
+]

@@ -43,8 +43,8 @@ NOT_BEFORE_READY = (
     "javaproperties", "lz4", "snappy", "xxhash", "crcmod", "kazoo", "pyspark",
     # Building one dataclass costs 0.5-1 ms; records are NamedTuples or written out instead.
     "dataclasses",
-    # The storage modules an empty log dir never reaches (the package resolves them lazily).
-    "minikafka.storage.snapshot", "minikafka.storage.offline", "uuid",
+    # A fresh log dir's cluster id and the -delete directories' names come from os.urandom.
+    "uuid",
     # Handlers are imported on their API's first request (those of a new client's first
     # requests right after the ready line).
     "minikafka.broker.handlers.join_group", "minikafka.broker.handlers.leader_and_isr",
