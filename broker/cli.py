@@ -279,7 +279,6 @@ async def _run_until_signalled(config) -> None:
                     print(f"minikafka listener: {name}://{host_port(listener_host, listener_port)}", flush=True)
             log_dirs = ",".join(str(path) for path in config.log_dirs)
             print(f"minikafka ready: bootstrap.servers={host_port(host, port)} log.dirs={log_dirs}", flush=True)
-            nursery.start_soon(broker.warm_up)  # after the line, which it must not delay
 
 
 def main(argv: list[str] | None = None) -> int:

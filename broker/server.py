@@ -288,20 +288,6 @@ class Broker:
                 else:
                     self._release_dir_locks()
 
-    async def warm_up(self) -> None:
-        """Do the one-off work of the first requests before they come: import the handlers
-        and compile the codecs a new client starts with, one per scheduling step, so that a
-        request arriving meanwhile is served between two steps (and does what it needs itself)."""
-        from minikafka.broker import handlers
-        from minikafka.protocol.apis import FIRST_APIS, compile_first_codecs
-
-        for api_key in FIRST_APIS:
-            if api_key in handlers.HANDLERS:
-                handlers.load(api_key)
-                await trio.sleep(0)
-        for _ in compile_first_codecs():
-            await trio.sleep(0)
-
     async def _open_listeners(self) -> list[tuple[Listener, list[trio.SocketListener]]]:
         """Bind every configured listener (the first one's address is ``host``/``port``), and
         note each one's advertised address."""

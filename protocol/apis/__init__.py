@@ -23,7 +23,7 @@ message format v2) from the versions they see.
 
 from __future__ import annotations
 
-from typing import Container, Iterator
+from typing import Container
 
 from minikafka.protocol.apis.api_versions import API_VERSIONS
 from minikafka.protocol.apis.controlled_shutdown import CONTROLLED_SHUTDOWN
@@ -107,28 +107,9 @@ def api_versions_fallback_response(served: Container[int] | None = None) -> dict
     return api_versions_response(ErrorCode.UNSUPPORTED_VERSION, served)
 
 
-# What a new client sends first: ApiVersions, Metadata, then its produce or consume requests
-# (a consumer with a group id asks for its coordinator even when it assigns partitions).
-FIRST_APIS = (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FIND_COORDINATOR, ApiKey.FETCH,
-              ApiKey.LIST_OFFSETS)
-
-
-def compile_first_codecs() -> Iterator[str]:
-    """Compile the request and response codecs of FIRST_APIS at their highest versions (the
-    ones clients pick against this table), one per step, yielding each one's name: a broker
-    that has just started steps through it while idle, so that its first requests do not
-    wait for code generation (~0.3 ms a codec)."""
-    for key in FIRST_APIS:
-        api = APIS[key]
-        yield api.request(api.max_version).path
-        yield api.response(api.max_version).path
-
-
 __all__ = [
     "APIS",
-    "FIRST_APIS",
     "ApiKey",
-    "compile_first_codecs",
     "api_versions_fallback_response",
     "api_versions_response",
     "api_versions_table",

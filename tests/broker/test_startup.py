@@ -45,8 +45,7 @@ NOT_BEFORE_READY = (
     "dataclasses",
     # A fresh log dir's cluster id and the -delete directories' names come from os.urandom.
     "uuid",
-    # Handlers are imported on their API's first request (those of a new client's first
-    # requests right after the ready line).
+    # Handlers are imported on their API's first request.
     "minikafka.broker.handlers.join_group", "minikafka.broker.handlers.leader_and_isr",
     "minikafka.broker.handlers.produce", "minikafka.broker.handlers.fetch",
 )
@@ -77,35 +76,3 @@ def test_a_configured_feature_is_loaded_before_ready(tmp_path):
     config.write_text("num.partitions=2\n")
     assert loaded(modules_at_ready(tmp_path, "--config", str(config)), "javaproperties")
 
-
-def test_the_first_requests_find_their_codecs_compiled(tmp_path):
-    # After the ready line the broker compiles what a new client sends first; a request that
-    # comes before that is done compiles what it needs itself. Either way, ApiVersions answered
-    # over a real socket proves the warm-up left the codecs usable.
-    import socket
-
-    from minikafka.protocol.apis import ApiKey
-    from minikafka.protocol.framing import ClientConnection
-
-    process = subprocess.Popen(
-        [sys.executable, "-m", "minikafka.broker", "serve", "--port", "0", "--log-dir", str(tmp_path / "data")],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        line = process.stdout.readline()
-        assert line.startswith("minikafka ready:"), line
-        host, port = line.split("bootstrap.servers=")[1].split()[0].rsplit(":", 1)
-        client = ClientConnection(client_id="startup-test")
-        with socket.create_connection((host, int(port)), timeout=10) as sock:
-            for version in (3, 0):
-                sock.sendall(client.send_request(ApiKey.API_VERSIONS, version, {})[1])
-                response = None
-                while response is None:
-                    data = sock.recv(65536)
-                    assert data, "the broker closed the connection"
-                    client.receive_data(data)
-                    response = client.next_response()
-                assert response.body.error_code == 0
-                assert {entry.api_key for entry in response.body.api_keys} >= {ApiKey.PRODUCE, ApiKey.FETCH}
-    finally:
-        process.terminate()
-        process.wait(30)
