@@ -15,9 +15,8 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from minikafka.storage.config import LogConfig
 
@@ -36,8 +35,7 @@ class ConfigError(ValueError):
     """A configuration that cannot be used; the message is one readable sentence."""
 
 
-@dataclass(frozen=True, slots=True)
-class ConfigKey:
+class ConfigKey(NamedTuple):
     """One supported configuration key: Kafka's name, its value type, default and meaning.
 
     ``type`` is one of ``int`` (32-bit), ``long`` (64-bit), ``bool``, ``string``, ``list``
@@ -374,8 +372,7 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _LISTENER = re.compile(r"(?:(?P<name>[A-Za-z0-9_]+)://)?(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)")
 
 
-@dataclass(frozen=True, slots=True)
-class Listener:
+class Listener(NamedTuple):
     """One listener: where it binds (``host`` None means every interface), its name and the
     security protocol the name maps to."""
 

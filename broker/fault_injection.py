@@ -451,7 +451,7 @@ class FaultInjector:
         served = None
         rest = shape.without(request.body, set(failed))
         if _get(rest, shape.req_topics):
-            served = await handler(broker, dataclasses.replace(request, body=rest))
+            served = await handler(broker, request.replace(body=rest))
         if produce_acks_0:
             # No response to put the error in: closing is how Kafka tells such a producer.
             raise CloseConnection(f"injected {[error_name(e) for e in failed.values()]} into an acks=0 produce")

@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from minikafka.protocol.apis import APIS, ApiKey, api_versions_table
 from minikafka.protocol.errors import ProtocolError
@@ -56,28 +55,55 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True)
 class Request:
     """A decoded request: its header fields and its body.
 
     ``unsupported_version`` is True only for an ApiVersions request at a version we do not
     serve; its body is then ``None`` and the answer is
     ``protocol.api_versions_fallback_response()``, which :func:`encode_response` lays out as v0.
+
+    Written out rather than a dataclass, whose creation costs start-up ~0.5 ms (issue 17):
+    the server's I/O layer fills in the last three fields after decoding, so it cannot be a
+    NamedTuple like the module's other records.
     """
 
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    body: Struct | None
-    unsupported_version: bool = False
-    # The peer's address, filled in by the server side's I/O layer (the sans-I/O decoder never
-    # sees a socket); the group coordinator shows it as each member's client host.
-    client_host: str = ""
-    # The name of the listener it came in on (Metadata answers with that listener's addresses).
-    listener: str = ""
-    # Who sent it (Kafka's principal string), as TLS or SASL established; for the authorizer.
-    principal: str = "User:ANONYMOUS"
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "body", "unsupported_version",
+                 "client_host", "listener", "principal")
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                 body: Struct | None, unsupported_version: bool = False, client_host: str = "",
+                 listener: str = "", principal: str = "User:ANONYMOUS") -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.body = body
+        self.unsupported_version = unsupported_version
+        # The peer's address, filled in by the server side's I/O layer (the sans-I/O decoder
+        # never sees a socket); the group coordinator shows it as each member's client host.
+        self.client_host = client_host
+        # The name of the listener it came in on (Metadata answers with that listener's addresses).
+        self.listener = listener
+        # Who sent it (Kafka's principal string), as TLS or SASL established; for the authorizer.
+        self.principal = principal
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def replace(self, **changes: Any) -> "Request":
+        """A copy with ``changes`` applied."""
+        values = dict(zip(self.__slots__, self._values()))
+        values.update(changes)
+        return Request(**values)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Request) and self._values() == other._values()
+
+    __hash__ = None  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={value!r}" for name, value in zip(self.__slots__, self._values()))
+        return f"Request({fields})"
 
 
 class _FrameBuffer:
@@ -391,8 +417,7 @@ def _decode_response_payload(api_key: int, version: int, buf: memoryview) -> tup
     return correlation_id, api.response(version).decode(buf, pos)
 
 
-@dataclass(slots=True)
-class Response:
+class Response(NamedTuple):
     """A decoded response, matched to the request it answers."""
 
     correlation_id: int

@@ -62,8 +62,7 @@ from __future__ import annotations
 import functools
 import struct
 import zlib
-from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from minikafka.protocol.compression import Codec, decompress
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -124,8 +123,7 @@ def _unsupported(message: str) -> RecordError:
     return RecordError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, message)
 
 
-@dataclass(slots=True)
-class RecordBatch:
+class RecordBatch(NamedTuple):
     """The header of one magic 2 batch in a buffer (its CRC-32C already checked).
 
     ``position`` is where its baseOffset field starts and ``size`` its total length, log
@@ -164,8 +162,7 @@ class RecordBatch:
         return bool(self.attributes & _CONTROL_BIT)
 
 
-@dataclass(slots=True, frozen=True)
-class BatchRecord:
+class BatchRecord(NamedTuple):
     """One record of a magic 2 batch.
 
     ``offset`` is baseOffset + offsetDelta. ``timestamp`` is baseTimestamp +

@@ -53,8 +53,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from minikafka.protocol.compression import Codec, compress, decompress
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -122,8 +121,7 @@ def _corrupt(message: str) -> RecordError:
     return RecordError(ErrorCode.CORRUPT_MESSAGE, message)
 
 
-@dataclass(slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One shallow entry of a message set: a plain message, or a compressed wrapper.
 
     ``position`` is where its 8-byte offset field starts in the buffer it was read from and
@@ -140,8 +138,7 @@ class Entry:
     codec: Codec
 
 
-@dataclass(slots=True, frozen=True)
-class Record:
+class Record(NamedTuple):
     """One logical message, after deep iteration through compressed wrappers.
 
     ``offset`` is absolute. ``timestamp_type`` is CREATE_TIME, LOG_APPEND_TIME, or
@@ -156,8 +153,7 @@ class Record:
     magic: int
 
 
-@dataclass(slots=True, frozen=True)
-class ValidationConfig:
+class ValidationConfig(NamedTuple):
     """The topic settings that govern append validation (Kafka's topic-level names:
     ``max.message.bytes``, ``message.timestamp.type``,
     ``message.timestamp.difference.max.ms``), and ``index.interval.bytes``, by which the
@@ -169,8 +165,7 @@ class ValidationConfig:
     index_interval_bytes: int = 4096
 
 
-@dataclass(slots=True)
-class ValidatedSet:
+class ValidatedSet(NamedTuple):
     """A message set ready to append, and what the log needs to index it.
 
     ``max_timestamp`` is -1 and ``offset_of_max_timestamp`` -1 when no message has a
@@ -207,8 +202,7 @@ class ValidatedSet:
 # Parsing one message
 
 
-@dataclass(slots=True)
-class _Message:
+class _Message(NamedTuple):
     """A parsed message inside some buffer (used off the uncompressed fast path)."""
 
     offset: int

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from minikafka.protocol.errors import ProtocolError
 from minikafka.protocol.types import (
@@ -45,32 +44,42 @@ from minikafka.protocol.types import (
 MISSING: Any = object()
 
 
-@dataclass(frozen=True, slots=True)
-class Versions:
+class Versions(NamedTuple):
     """An inclusive version range; ``high=None`` means open-ended, ``low > high`` means none."""
 
     low: int
     high: int | None
 
-    @classmethod
-    def parse(cls, spec: str | None) -> "Versions":
+    @staticmethod
+    def parse(spec: str | None) -> "Versions":
         """Parse Kafka's notation: ``"0+"``, ``"1-3"``, ``"2"``, or ``"none"``/``None``."""
-        if spec is None or spec == "none":
-            return cls(1, 0)
-        match = re.fullmatch(r"(\d+)(\+|-(\d+))?", spec)
-        if not match:
-            raise ValueError(f"bad version range {spec!r}")
-        low = int(match.group(1))
-        if match.group(2) == "+":
-            return cls(low, None)
-        return cls(low, int(match.group(3)) if match.group(3) else low)
+        # The declarations parse some 800 ranges at import, a dozen distinct ones: the
+        # regular expression for each would cost the broker's start-up ~1 ms.
+        parsed = _PARSED_VERSIONS.get(spec)
+        if parsed is None:
+            parsed = _PARSED_VERSIONS[spec] = _parse_versions(spec)
+        return parsed
 
     def __contains__(self, version: int) -> bool:
         return self.low <= version and (self.high is None or version <= self.high)
 
 
-@dataclass(frozen=True, slots=True)
-class ArrayType:
+def _parse_versions(spec: str | None) -> Versions:
+    if spec is None or spec == "none":
+        return Versions(1, 0)
+    match = re.fullmatch(r"(\d+)(\+|-(\d+))?", spec)
+    if not match:
+        raise ValueError(f"bad version range {spec!r}")
+    low = int(match.group(1))
+    if match.group(2) == "+":
+        return Versions(low, None)
+    return Versions(low, int(match.group(3)) if match.group(3) else low)
+
+
+_PARSED_VERSIONS: dict[str | None, Versions] = {}
+
+
+class ArrayType(NamedTuple):
     """An array whose elements are either one primitive type or a struct of fields."""
 
     element: PrimitiveType | tuple["FieldDecl", ...]
@@ -80,8 +89,7 @@ class ArrayType:
         return isinstance(self.element, tuple)
 
 
-@dataclass(frozen=True, slots=True)
-class FieldDecl:
+class FieldDecl(NamedTuple):
     """One field of a message declaration (built with :func:`Field`)."""
 
     name: str

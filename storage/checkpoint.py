@@ -30,7 +30,16 @@ class CorruptCheckpoint(ValueError):
 
 def fsync_dir(directory: Path) -> None:
     """Make renames and new files in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    _fsync(directory, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def fsync_file(path: Path) -> None:
+    """Make a file written and closed elsewhere durable (its data and its inode)."""
+    _fsync(path, os.O_RDONLY)
+
+
+def _fsync(path: Path, flags: int) -> None:
+    fd = os.open(path, flags)
     try:
         os.fsync(fd)
     finally:

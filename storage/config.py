@@ -10,9 +10,7 @@ log cleaner are accepted, validated and persisted but not enforced; see ``_ACCEP
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from minikafka.protocol import records
 
@@ -27,8 +25,7 @@ _MAX_INT = 2**31 - 1
 _MIN_ENTRY_BYTES = 26
 
 
-@dataclass(slots=True)
-class LogConfig:
+class LogConfig(NamedTuple):
     """Settings one partition's log runs with (Kafka topic config name in each comment)."""
 
     segment_bytes: int = 1 << 30                      # segment.bytes
@@ -58,7 +55,7 @@ class LogConfig:
                 _ACCEPTED_ONLY[name](value, name)
             else:
                 raise ValueError(f"unknown topic config {name!r}")
-        return dataclasses.replace(base, **changes)
+        return base._replace(**changes)
 
     def validation_config(self) -> records.ValidationConfig:
         """The protocol layer's ValidationConfig for appends to this log."""

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import dataclasses
 import logging
 import os
 import shutil
@@ -135,7 +134,7 @@ class Log:
         return stored
 
     def _info(self, segment: LogSegment, *, closed: bool) -> SegmentInfo:
-        return dataclasses.replace(segment.info(self.topic, self.partition, closed=closed), topic_id=self.topic_id)
+        return segment.info(self.topic, self.partition, closed=closed)._replace(topic_id=self.topic_id)
 
     # -- offsets -----------------------------------------------------------------------------
 

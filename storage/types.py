@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 
 class OffsetOutOfRange(Exception):
@@ -41,8 +41,7 @@ class SegmentFile(io.FileIO):
         self.close()
 
 
-@dataclass(frozen=True, slots=True)
-class FileSlice:
+class FileSlice(NamedTuple):
     """``length`` bytes of ``file`` from ``position``: message sets exactly as stored.
 
     The broker sends it with ``os.sendfile(sock, slice.fileno(), position, length)``; paths
@@ -70,8 +69,7 @@ class FileSlice:
         return b"".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     """Where an appended set landed. ``log_append_time`` is -1 under CreateTime."""
 
     first_offset: int
@@ -80,8 +78,7 @@ class AppendResult:
     record_count: int
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentInfo:
+class SegmentInfo(NamedTuple):
     """What the export path needs to know about one segment.
 
     ``next_offset`` is one past the segment's last offset; ``max_timestamp`` its largest

@@ -21,8 +21,7 @@ A snapshot is also written at clean shutdown when a partition has events after i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class GroupConfigError(ValueError):
@@ -31,8 +30,7 @@ class GroupConfigError(ValueError):
     import it.)"""
 
 
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
+class GroupConfig(NamedTuple):
     """Typed group coordinator settings (see the module docstring for the key table)."""
 
     min_session_timeout_ms: int = 6000

@@ -13,8 +13,9 @@ a dict (fields left out take their schema defaults), ``None`` when the request g
 response (Produce with ``acks=0``), or raises :class:`CloseConnection` to drop the client.
 Handlers shape requests and responses only; the work lives in the ``Broker`` and below.
 
-``HANDLERS`` maps every API key to its handler; adding a module is all it takes to serve an
-API (ApiVersions advertises exactly the APIs found here).
+``HANDLERS`` maps every API key to its handler; adding a module named after the API
+(``ApiKey.LIST_OFFSETS`` is ``list_offsets.py``) is all it takes to serve it (ApiVersions
+advertises exactly the APIs found here). A module is imported on its API's first request.
 """
 
 from __future__ import annotations
@@ -35,24 +36,47 @@ class CloseConnection(Exception):
 Handler = Callable[[Any, Any], Awaitable[dict | None]]
 
 
+def _stand_in(api_key: ApiKey, module_name: str) -> Handler:
+    """The handler of ``api_key`` until its first request: imports the module, puts its
+    handler in HANDLERS in its own place and serves the request with it. A broker loads the
+    modules of the APIs its clients use and no others (a single broker never sees a
+    LeaderAndIsr, a producer never joins a group)."""
+
+    async def load_and_handle(broker: Any, request: Any) -> dict | None:
+        return await load(api_key)(broker, request)
+
+    load_and_handle.module_name = module_name  # type: ignore[attr-defined]
+    return load_and_handle
+
+
+def load(api_key: ApiKey) -> Handler:
+    """The handler of ``api_key``, its module imported if it was not yet."""
+    handle = HANDLERS[api_key]
+    module_name = getattr(handle, "module_name", None)
+    if module_name is None:
+        return handle
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    if getattr(module, "API_KEY", None) != api_key or not callable(getattr(module, "handle", None)):
+        raise ImportError(f"{module.__name__} must declare API_KEY = ApiKey.{api_key.name} and a handle()")
+    HANDLERS[api_key] = module.handle
+    return module.handle
+
+
 def _discover() -> dict[ApiKey, Handler]:
+    # A module is named after its API (``metadata`` serves ApiKey.METADATA), so the APIs
+    # served are known from the file names alone, without importing the modules.
     handlers: dict[ApiKey, Handler] = {}
-    for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    for module_info in pkgutil.iter_modules(__path__):
         if module_info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{__name__}.{module_info.name}")
-        api_key = getattr(module, "API_KEY", None)
-        handle = getattr(module, "handle", None)
-        if api_key is None or handle is None:
-            continue
-        api_key = ApiKey(api_key)
-        if api_key in handlers:
-            raise ImportError(f"two handler modules for {api_key.name}: {module.__name__} and "
-                              f"{handlers[api_key].__module__}")
-        handlers[api_key] = handle
+        try:
+            api_key = ApiKey[module_info.name.upper()]
+        except KeyError:
+            raise ImportError(f"{__name__}.{module_info.name} is not named after an API key") from None
+        handlers[api_key] = _stand_in(api_key, module_info.name)
     return handlers
 
 
 HANDLERS: dict[ApiKey, Handler] = _discover()
 
-__all__ = ["HANDLERS", "CloseConnection", "Handler"]
+__all__ = ["HANDLERS", "CloseConnection", "Handler", "load"]

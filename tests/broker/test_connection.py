@@ -341,3 +341,13 @@ async def test_bad_bytes_behind_a_long_poll_close_after_the_requests_before_them
         assert [(await bad.receive()).correlation_id for _ in sent] == sent
         assert await bad.closed_by_peer()
     await produce_and_consume_work(healthy, "after-bad-behind", message_set)
+
+
+def test_every_handler_module_is_named_after_the_api_it_serves():
+    # HANDLERS is built from the file names; each module, loaded, must agree.
+    from minikafka.broker.handlers import load
+
+    for api_key in list(HANDLERS):
+        handle = load(api_key)
+        assert handle.__module__ == f"minikafka.broker.handlers.{api_key.name.lower()}"
+        assert HANDLERS[api_key] is handle

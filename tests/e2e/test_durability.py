@@ -294,3 +294,38 @@ def test_kill_9_while_producing_keeps_every_acknowledged_message_once_in_order(m
     # Every acknowledged message is there, at the offset its acknowledgement named.
     assert {seq: position.get(seq) for seq in acknowledged} == acknowledged
     assert sequences == sorted(sequences)  # one producer, one partition: log order = send order
+
+
+# One side of storage.log_manager.FSYNC_EACH_MAX_PARTITIONS each: a few partitions are made
+# durable by fsyncs of what was made, many by a filesystem sync.
+@pytest.mark.parametrize("partitions", [1, 3, 40])
+def test_kill_9_right_after_creating_a_topic_leaves_it_whole(minikafka_broker, topic, partitions):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    broker = minikafka_broker
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    created = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)
+    created[topic].result(30)  # raises on a creation error
+    broker.kill()
+
+    broker.start()
+    assert sorted(p.name for p in broker.log_dir.iterdir() if p.name.endswith("-delete")) == []
+    listed = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(topic, timeout=30).topics[topic]
+    assert listed.error is None
+    assert sorted(listed.partitions) == list(range(partitions))
+    # Every partition is a working log: a message produced to the last one is read back at offset 0.
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, b"after the crash", partition=partitions - 1)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{topic}-check",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, partitions - 1, 0)])
+        deadline = time.monotonic() + 30
+        message = None
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+        assert message is not None and message.error() is None
+        assert (message.offset(), message.value()) == (0, b"after the crash")
+    finally:
+        consumer.close()

@@ -3,7 +3,6 @@ ValidatedSet, or the same RecordError (code and message), for valid, damaged and
 on the leader path (``validate_and_assign``) and the follower path (``validate_given_offsets``).
 """
 
-import dataclasses
 import os
 import struct
 import zlib
@@ -39,7 +38,7 @@ def _native_built():
 
 def outcome(function, *args, **kwargs):
     try:
-        return dataclasses.astuple(function(*args, **kwargs))
+        return tuple(function(*args, **kwargs))
     except RecordError as error:
         return ErrorCode(error.code), str(error)
 

@@ -1,7 +1,6 @@
 """Magic 2 record batches: reading them, and converting them to magic 1 on the leader path,
 with batches built by kafka-python's and aiokafka's own DefaultRecordBatchBuilder."""
 
-import dataclasses
 import struct
 
 import crcmod.predefined
@@ -105,7 +104,7 @@ def test_several_batches_of_different_codecs_convert_in_order():
     first = build_batch(RECORDS[:7], codec=Codec.GZIP)
     second = build_batch(RECORDS[7:12], builder="aiokafka")
     third = build_batch(RECORDS[12:], codec=Codec.SNAPPY, builder="aiokafka-py")
-    validated = validate_and_assign(first + second + third, 50, NOW, dataclasses.replace(CONFIG, index_interval_bytes=0))
+    validated = validate_and_assign(first + second + third, 50, NOW, CONFIG._replace(index_interval_bytes=0))
     assert [(r.offset, r.key, r.value, r.timestamp) for r in iter_records(validated.buffer)] == [
         (50 + i, key, value, timestamp) for i, (key, value, timestamp) in enumerate(RECORDS)
     ]

@@ -1,7 +1,6 @@
 """Append-side validation and offset assignment (leader and follower paths), checked with
 message sets built, and results read, by kafka-python's own legacy record code."""
 
-import dataclasses
 import struct
 import zlib
 
@@ -170,7 +169,7 @@ def test_several_entries_of_every_kind_get_consecutive_offsets_and_true_position
 @pytest.mark.parametrize("codec", list(Codec))
 def test_log_append_time_rewrites_timestamps_and_outer_crc_only(codec, kafka_python_records):
     data = kafka_python_records.build(1, codec, RECORDS)
-    result = validate_and_assign(data, 40, NOW, dataclasses.replace(APPEND_TIME, index_interval_bytes=0), **EVERY_ENTRY)
+    result = validate_and_assign(data, 40, NOW, APPEND_TIME._replace(index_interval_bytes=0), **EVERY_ENTRY)
     assert result.log_append_time == NOW
     assert (result.max_timestamp, result.offset_of_max_timestamp) == (NOW, 40 if codec == Codec.NONE else 59)
     theirs = kafka_python_records.read(result.buffer)  # asserts every CRC, outer and inner
