@@ -35,8 +35,9 @@ Then, per process, one of:
   (utime + stime from /proc/<pid>/stat, all threads) across the run divided by the messages,
   and the same counted on to a few seconds after the run (noida saves its state then); and
   the client's CPU per message: this process (the Python produce loop, its delivery callbacks
-  and librdkafka) and, of that, librdkafka's threads (getrusage, process minus main thread).
-  The client needs several times the broker's CPU, so on a busy 2-core machine msg/s follows
+  and librdkafka) and, of that, librdkafka's threads (getrusage, process minus main thread);
+  and how long the producer waited on librdkafka's full queue, i.e. for the broker's
+  acknowledgements (the rest of the run it was producing, or off the CPU). The client needs several times the broker's CPU, so on a busy 2-core machine msg/s follows
   client + broker CPU per message more than anything the broker does (issue 17's note).
   After the uncompressed produce the same process serves a consumer reading all 3 partitions
   from offset 0 (msg/s).
@@ -261,7 +262,8 @@ def measure_produce(running: Running, values: list[bytes], codec: str, consume: 
     topic = create_topic(running.bootstrap, PARTITIONS)
     cpu_before = cpu_seconds(running.process.pid)
     client_before = _client_cpu()
-    seconds = confluent_produce(running.bootstrap, topic, values, codec, acks=1)
+    blocked: list[float] = []
+    seconds = confluent_produce(running.bootstrap, topic, values, codec, blocked, acks=1)
     cpu = cpu_seconds(running.process.pid) - cpu_before
     client = [after - before for after, before in zip(_client_cpu(), client_before)]
     # noida saves its whole state some time after the writes stop; that CPU is the produce's too
@@ -270,7 +272,8 @@ def measure_produce(running: Running, values: list[bytes], codec: str, consume: 
     figures = {f"produce {codec}": len(values) / seconds, f"cpu {codec}": cpu / len(values) * 1e6,
                f"cpu settled {codec}": cpu_settled / len(values) * 1e6,
                f"client {codec}": client[0] / len(values) * 1e6,
-               f"client rdk {codec}": (client[0] - client[1]) / len(values) * 1e6}
+               f"client rdk {codec}": (client[0] - client[1]) / len(values) * 1e6,
+               f"blocked {codec}": sum(blocked) * 1000}
     if consume:
         figures["consume"] = len(values) / confluent_consume(running.bootstrap, topic, len(values), PARTITIONS,
                                                              **CONSUMER_SETTINGS)
@@ -295,6 +298,8 @@ ROWS = [
     ("client CPU per produced message (the bench's producer process), lz4, µs", "client lz4", "{:.2f}"),
     ("  of which librdkafka's threads (message sets, CRCs, compression, I/O), none, µs", "client rdk none", "{:.2f}"),
     ("  of which librdkafka's threads (message sets, CRCs, compression, I/O), lz4, µs", "client rdk lz4", "{:.2f}"),
+    ("producer waiting on a full queue (for acks), none, ms of the run", "blocked none", "{:.0f}"),
+    ("producer waiting on a full queue (for acks), lz4, ms of the run", "blocked lz4", "{:.0f}"),
     ("broker CPU per produced message + the {settle:g} s after, none, µs", "cpu settled none", "{:.2f}"),
     ("broker CPU per produced message + the {settle:g} s after, lz4, µs", "cpu settled lz4", "{:.2f}"),
     ("consume from offset 0, msg/s", "consume", "{:,.0f}"),
