@@ -132,8 +132,10 @@ def _push_through_loopback(payload: bytes, directory: str) -> float:
         os.unlink(target)
 
 
-def confluent_produce(bootstrap, topic, values, codec, **settings) -> float:
-    """``settings`` are extra librdkafka properties (bench_peers sets ``acks``)."""
+def confluent_produce(bootstrap, topic, values, codec, blocked: list | None = None, **settings) -> float:
+    """``settings`` are extra librdkafka properties (bench_peers sets ``acks``). ``blocked``, if
+    given, gets the seconds of each wait on librdkafka's full queue: the time the producer
+    waited for the broker's acknowledgements rather than working itself."""
     producer = Producer({**_confluent(bootstrap), "compression.type": codec, **settings})
     failures = []
 
@@ -148,7 +150,12 @@ def confluent_produce(bootstrap, topic, values, codec, **settings) -> float:
                 producer.produce(topic, value, on_delivery=on_delivery)
                 break
             except BufferError:
-                producer.poll(0.005)
+                if blocked is None:
+                    producer.poll(0.005)
+                else:
+                    waited = time.perf_counter()
+                    producer.poll(0.005)
+                    blocked.append(time.perf_counter() - waited)
     remaining = producer.flush(120)
     elapsed = time.perf_counter() - start
     assert remaining == 0 and not failures, (remaining, failures[:3])

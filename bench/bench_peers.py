@@ -33,7 +33,12 @@ Then, per process, one of:
 - produce: 200,000 x 100 B values (bench_broker's log-like values), confluent-kafka, acks=1,
   codec none or lz4, to a topic created with 3 partitions; msg/s, and the broker process's CPU
   (utime + stime from /proc/<pid>/stat, all threads) across the run divided by the messages,
-  and the same counted on to a few seconds after the run (noida saves its state then).
+  and the same counted on to a few seconds after the run (noida saves its state then); and
+  the client's CPU per message: this process (the Python produce loop, its delivery callbacks
+  and librdkafka) and, of that, librdkafka's threads (getrusage, process minus main thread);
+  and how long the producer waited on librdkafka's full queue, i.e. for the broker's
+  acknowledgements (the rest of the run it was producing, or off the CPU). The client needs several times the broker's CPU, so on a busy 2-core machine msg/s follows
+  client + broker CPU per message more than anything the broker does (issue 17's note).
   After the uncompressed produce the same process serves a consumer reading all 3 partitions
   from offset 0 (msg/s).
   The consumer's queue back-off is cut to 10 ms (see CONSUMER_SETTINGS).
@@ -241,17 +246,34 @@ def corrupt_produce_error(bootstrap: str, topic: str, magic: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # One measurement on one fresh process -> {metric: value}.
 
+def _client_cpu() -> tuple[float, float]:
+    """CPU seconds of this process (the producer: the Python loop plus librdkafka's threads)
+    and of its main thread alone, in microseconds rather than clock ticks. While
+    confluent_produce runs, the process's other threads are librdkafka's."""
+    import resource
+
+    process = resource.getrusage(resource.RUSAGE_SELF)
+    thread = resource.getrusage(resource.RUSAGE_THREAD)
+    return process.ru_utime + process.ru_stime, thread.ru_utime + thread.ru_stime
+
+
 def measure_produce(running: Running, values: list[bytes], codec: str, consume: bool,
                     settle: float) -> dict[str, float]:
     topic = create_topic(running.bootstrap, PARTITIONS)
     cpu_before = cpu_seconds(running.process.pid)
-    seconds = confluent_produce(running.bootstrap, topic, values, codec, acks=1)
+    client_before = _client_cpu()
+    blocked: list[float] = []
+    seconds = confluent_produce(running.bootstrap, topic, values, codec, blocked, acks=1)
     cpu = cpu_seconds(running.process.pid) - cpu_before
+    client = [after - before for after, before in zip(_client_cpu(), client_before)]
     # noida saves its whole state some time after the writes stop; that CPU is the produce's too
     time.sleep(settle)
     cpu_settled = cpu_seconds(running.process.pid) - cpu_before
     figures = {f"produce {codec}": len(values) / seconds, f"cpu {codec}": cpu / len(values) * 1e6,
-               f"cpu settled {codec}": cpu_settled / len(values) * 1e6}
+               f"cpu settled {codec}": cpu_settled / len(values) * 1e6,
+               f"client {codec}": client[0] / len(values) * 1e6,
+               f"client rdk {codec}": (client[0] - client[1]) / len(values) * 1e6,
+               f"blocked {codec}": sum(blocked) * 1000}
     if consume:
         figures["consume"] = len(values) / confluent_consume(running.bootstrap, topic, len(values), PARTITIONS,
                                                              **CONSUMER_SETTINGS)
@@ -272,6 +294,12 @@ ROWS = [
     ("produce acks=1, lz4, msg/s", "produce lz4", "{:,.0f}"),
     ("broker CPU per produced message, none, µs", "cpu none", "{:.2f}"),
     ("broker CPU per produced message, lz4, µs", "cpu lz4", "{:.2f}"),
+    ("client CPU per produced message (the bench's producer process), none, µs", "client none", "{:.2f}"),
+    ("client CPU per produced message (the bench's producer process), lz4, µs", "client lz4", "{:.2f}"),
+    ("  of which librdkafka's threads (message sets, CRCs, compression, I/O), none, µs", "client rdk none", "{:.2f}"),
+    ("  of which librdkafka's threads (message sets, CRCs, compression, I/O), lz4, µs", "client rdk lz4", "{:.2f}"),
+    ("producer waiting on a full queue (for acks), none, ms of the run", "blocked none", "{:.0f}"),
+    ("producer waiting on a full queue (for acks), lz4, ms of the run", "blocked lz4", "{:.0f}"),
     ("broker CPU per produced message + the {settle:g} s after, none, µs", "cpu settled none", "{:.2f}"),
     ("broker CPU per produced message + the {settle:g} s after, lz4, µs", "cpu settled lz4", "{:.2f}"),
     ("consume from offset 0, msg/s", "consume", "{:,.0f}"),

@@ -25,7 +25,9 @@ def test_quick_run_with_minikafka_alone_prints_every_row(tmp_path):
     for label in ("produce acks=1, none, msg/s", "produce acks=1, lz4, msg/s", "consume from offset 0, msg/s",
                   "spawn -> first message consumed back, ms", "port open -> first message, ms",
                   "produce latency p50 (one message, flush), ms", "produce latency p99 (one message, flush), ms",
-                  "socket -> file ceiling, msg/s", "minikafka produce none / ceiling"):
+                  "socket -> file ceiling, msg/s", "minikafka produce none / ceiling",
+                  "client CPU per produced message (the bench's producer process), none, µs",
+                  "client CPU per produced message (the bench's producer process), lz4, µs"):
         assert rows[label] not in ("", "—"), (label, result.stdout)
     assert rows["error code for a produce with a wrong CRC (2 CORRUPT_MESSAGE, 0 stored)"] == "2"
     assert "skip" not in result.stdout
