@@ -138,7 +138,7 @@ async def test_a_new_leader_reruns_the_claimed_chunks_from_its_own_segments(tmp_
             await handoff.refresh_vetoes()
             for info in log.closed_segments():
                 assert handoff.may_delete(info) == (info.next_offset <= state.next_offset)
-            assert not handoff.may_delete(replace(log.closed_segments()[0], topic_id="another"))
+            assert not handoff.may_delete(log.closed_segments()[0]._replace(topic_id="another"))
         # The topic deleted and created again: the old progress lifts no veto any more.
         await zk.delete(topic_path("t"))
         await zk.create(topic_path("t"), b"{}")
