@@ -16,7 +16,14 @@ import trio
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode, RecordError
-from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelSecurity, dial_address
+from minikafka.replication.channel import (
+    PLAINTEXT,
+    AuthenticationError,
+    BrokerChannel,
+    ChannelError,
+    ChannelSecurity,
+    dial_address,
+)
 from minikafka.replication.metadata_cache import BrokerEndpoint
 from minikafka.replication.truncation import (
     epochs_to_query,
@@ -124,7 +131,10 @@ class ReplicaFetcher:
                     continue
                 await self._fetch_once()
             except ChannelError as exc:
-                logger.info("fetcher for broker %d: %s; retrying in %.1f s", self.leader_id, exc, backoff)
+                # A refused login will not mend by itself (a wrong inter-broker password, an
+                # untrusted certificate): say it louder than a dropped connection.
+                level = logging.WARNING if isinstance(exc, AuthenticationError) else logging.INFO
+                logger.log(level, "fetcher for broker %d: %s; retrying in %.1f s", self.leader_id, exc, backoff)
                 await trio.sleep(backoff)
 
     # -- truncation --------------------------------------------------------------------------
