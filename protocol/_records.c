@@ -2,7 +2,9 @@
  *
  * assign_loop  is _py_assign_loop   (validate_and_assign's loop over shallow entries),
  * scan_inner   is _py_scan_inner    (the check of a wrapper's decompressed inner set),
- * shallow_loop is _py_shallow_loop  (validate_given_offsets, the follower's shallow check).
+ * shallow_loop is _py_shallow_loop  (validate_given_offsets, the follower's shallow check),
+ * magic_1_messages is record_batch._py_magic_1_messages (a magic 2 batch's records section
+ *              written as magic 1 messages), and crc32c checks a magic 2 batch.
  *
  * Each takes the same arguments and returns the same values as its Python twin, and refuses
  * a set with the same RecordError (same code, same message): records.py picks one or the
@@ -14,6 +16,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 #include <zlib.h>
 
 #define LOG_OVERHEAD 12
@@ -32,6 +35,11 @@
 #define MIN_ENTRY_SIZE 26
 
 static PyObject *RecordError, *CORRUPT_MESSAGE, *MESSAGE_TOO_LARGE, *INVALID_TIMESTAMP;
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <nmmintrin.h>
+#define HAVE_X86_CRC32C 1
+#endif
 
 static inline int64_t read_int64(const unsigned char *p)
 {
@@ -548,11 +556,263 @@ done:
     return result;
 }
 
+/* ---- Magic 2 record batches (protocol/record_batch.py) ---------------------------------- */
+
+/* CRC-32C (Castagnoli), the checksum of a magic 2 batch. The SSE4.2 crc32 instruction does 8
+   bytes per instruction where the CPU has it (checked once, at import); elsewhere, or on other
+   architectures, a slicing-by-8 table loop as crc32_ieee's. */
+static uint32_t crc32c_table[8][256];
+
+static void make_crc32c_table(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc32c_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc32c_table[t][i] = (crc32c_table[t - 1][i] >> 8) ^ crc32c_table[0][crc32c_table[t - 1][i] & 0xFF];
+}
+
+static uint32_t crc32c_portable(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t a = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t b = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        c = crc32c_table[7][a & 0xFF] ^ crc32c_table[6][(a >> 8) & 0xFF] ^ crc32c_table[5][(a >> 16) & 0xFF] ^
+            crc32c_table[4][a >> 24] ^ crc32c_table[3][b & 0xFF] ^ crc32c_table[2][(b >> 8) & 0xFF] ^
+            crc32c_table[1][(b >> 16) & 0xFF] ^ crc32c_table[0][b >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = crc32c_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+#ifdef HAVE_X86_CRC32C
+/* The instruction consumes its operand least significant byte first, which is the byte order
+   of the data when a little-endian word is loaded with memcpy (x86 is little-endian). */
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+#if defined(__x86_64__)
+    uint64_t c64 = c;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        c64 = _mm_crc32_u64(c64, word);
+    }
+    c = (uint32_t)c64;
+#endif
+    for (; n >= 4; p += 4, n -= 4) {
+        uint32_t word;
+        memcpy(&word, p, 4);
+        c = _mm_crc32_u32(c, word);
+    }
+    while (n--)
+        c = _mm_crc32_u8(c, *p++);
+    return c ^ 0xFFFFFFFFu;
+}
+#endif
+
+static uint32_t (*crc32c_best)(const unsigned char *, size_t) = crc32c_portable;
+
+static PyObject *crc32c_of(PyObject *arg, uint32_t (*function)(const unsigned char *, size_t))
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t crc = function(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *crc32c_function(PyObject *self, PyObject *arg) { return crc32c_of(arg, crc32c_best); }
+
+static PyObject *crc32c_portable_function(PyObject *self, PyObject *arg) { return crc32c_of(arg, crc32c_portable); }
+
+/* The raw (not yet zigzag-decoded) base-128 varint of at most max_bytes bytes at *position in
+   d[0..end): 0 and *position moved past it, or -1 when it runs past end or is longer. Bits a
+   10-byte varint carries beyond the 64th are ORed into *beyond (only the timestamp delta can
+   have them, see timestamp_of). */
+static inline int read_varint(const unsigned char *d, Py_ssize_t end, Py_ssize_t *position, int max_bytes,
+                              uint64_t *raw, uint64_t *beyond)
+{
+    Py_ssize_t p = *position;
+    uint64_t value = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (p >= end)
+            return -1;
+        unsigned char byte = d[p++];
+        if (i < 9)
+            value |= (uint64_t)(byte & 0x7F) << (7 * i);
+        else {
+            value |= (uint64_t)(byte & 0x01) << 63;
+            *beyond = (uint64_t)(byte & 0x7E) >> 1; /* raw bits 64..69 */
+        }
+        if (byte < 0x80) {
+            *raw = value;
+            *position = p;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static inline int64_t zigzag(uint64_t raw) { return (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1); }
+
+/* base + the zigzag delta whose raw varint is raw (bits 64..69 in beyond) into *timestamp: 0, or
+   -1 when the sum is beyond int64, as Python's unbounded integers would find it. The delta is
+   m = raw >> 1 (up to 69 bits) or -(m + 1); it is compared with the room left above or below
+   base, which always fits a uint64. */
+static inline int timestamp_of(int64_t base, uint64_t raw, uint64_t beyond, int64_t *timestamp)
+{
+    if (beyond >> 1)
+        return -1; /* |delta| >= 2**64: no int64 base brings it back */
+    uint64_t m = (raw >> 1) | (beyond << 63);
+    if (raw & 1) {
+        if (m >= (uint64_t)base - (uint64_t)INT64_MIN)
+            return -1;
+        *timestamp = (int64_t)((uint64_t)base - m - 1);
+    } else {
+        if (m > (uint64_t)INT64_MAX - (uint64_t)base)
+            return -1;
+        *timestamp = (int64_t)((uint64_t)base + m);
+    }
+    return 0;
+}
+
+/* The records section of one batch (decompressed) as magic 1 messages at offsets 0..n-1, and
+   their largest timestamp; None when a record does not parse or cannot be converted (the
+   Python side then finds which error to report). Same bytes as _py_magic_1_messages. */
+static PyObject *magic_1_messages(PyObject *self, PyObject *args)
+{
+    PyObject *data;
+    long long count, base_timestamp, batch_max_timestamp;
+    int codec, timestamp_type;
+    if (!PyArg_ParseTuple(args, "OLiiLL:magic_1_messages", &data, &count, &codec, &timestamp_type,
+                          &base_timestamp, &batch_max_timestamp))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = view.buf;
+    const Py_ssize_t end = view.len;
+    PyObject *out = NULL;
+    /* A record takes at least 7 bytes and its message 27 more: the output's bound, checked
+       before a forged count can inflate it. */
+    if (count > end / 7)
+        goto refused;
+    const Py_ssize_t capacity = end + 27 * (Py_ssize_t)(count > 0 ? count : 0);
+    if ((out = PyByteArray_FromStringAndSize(NULL, capacity)) == NULL)
+        goto failed;
+    unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(out);
+    const int log_append_time = timestamp_type == 1;
+    const unsigned char attributes = log_append_time && codec == 0 ? TIMESTAMP_TYPE_BIT : 0;
+    int64_t timestamp = batch_max_timestamp;
+    int64_t max_timestamp = log_append_time ? (timestamp > -1 ? timestamp : -1) : -1;
+    Py_ssize_t position = 0, written = 0;
+    for (long long index = 0; index < count; index++) {
+        uint64_t raw, beyond = 0;
+        if (read_varint(d, end, &position, 5, &raw, &beyond) < 0)
+            goto refused;
+        const int64_t size = zigzag(raw);
+        if (size < 0 || position + size > end)
+            goto refused;
+        const Py_ssize_t record_end = position + (Py_ssize_t)size;
+        position += 1; /* attributes */
+        if (read_varint(d, end, &position, 10, &raw, &beyond) < 0)
+            goto refused;
+        if (!log_append_time) {
+            if (timestamp_of(base_timestamp, raw, beyond, &timestamp) < 0)
+                goto refused;
+            if (timestamp > max_timestamp)
+                max_timestamp = timestamp;
+        }
+        /* offsetDelta: magic 1 numbers the messages 0..n-1 whatever it says */
+        if (read_varint(d, end, &position, 5, &raw, &beyond) < 0)
+            goto refused;
+        if (position >= end)
+            goto refused;
+        int64_t key_length = -1;
+        Py_ssize_t key_position = 0;
+        if (d[position] == 1) { /* -1: a null key */
+            position += 1;
+        } else {
+            if (read_varint(d, end, &position, 5, &raw, &beyond) < 0)
+                goto refused;
+            key_length = zigzag(raw);
+            if (key_length < 0 || position + key_length > record_end)
+                goto refused;
+            key_position = position;
+            position += (Py_ssize_t)key_length;
+        }
+        if (read_varint(d, end, &position, 5, &raw, &beyond) < 0)
+            goto refused;
+        const int64_t value_length = zigzag(raw);
+        Py_ssize_t value_end;
+        if (value_length < 0) {
+            if (value_length != -1)
+                goto refused;
+            value_end = position;
+        } else if (position + value_length > record_end) {
+            goto refused;
+        } else {
+            value_end = position + (Py_ssize_t)value_length;
+        }
+        /* Only one byte is left for a header count of 0: anything else has headers or does
+           not add up, and is refused either way. */
+        if (value_end + 1 != record_end || d[value_end] != 0)
+            goto refused;
+        const Py_ssize_t key_bytes = key_length > 0 ? (Py_ssize_t)key_length : 0;
+        const Py_ssize_t value_bytes = value_end - position;
+        const Py_ssize_t message_size = MIN_MESSAGE_SIZE(1) + key_bytes + value_bytes;
+        if (written + LOG_OVERHEAD + message_size > capacity)
+            goto refused; /* cannot happen (see capacity); kept so no input can overrun */
+        unsigned char *w = o + written;
+        write_int64(w, index);
+        write_uint32(w + 8, (uint32_t)message_size);
+        w[MAGIC_POSITION] = 1;
+        w[ATTRIBUTES_POSITION] = attributes;
+        write_int64(w + TIMESTAMP_POSITION, timestamp);
+        write_uint32(w + 26, (uint32_t)(int32_t)key_length);
+        memcpy(w + 30, d + key_position, key_bytes);
+        write_uint32(w + 30 + key_bytes, (uint32_t)(int32_t)value_length);
+        memcpy(w + 34 + key_bytes, d + position, value_bytes);
+        write_uint32(w + CRC_POSITION, crc32_ieee(w + MAGIC_POSITION, (size_t)(message_size - 4)));
+        written += LOG_OVERHEAD + message_size;
+        position = record_end;
+    }
+    if (position != end)
+        goto refused;
+    PyBuffer_Release(&view);
+    if (PyByteArray_Resize(out, written) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return Py_BuildValue("(NL)", out, (long long)max_timestamp);
+refused:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+failed:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"crc32", crc32_function, METH_O, "CRC-32 of a bytes-like object, as zlib.crc32 (the loops' own)."},
     {"assign_loop", assign_loop, METH_VARARGS, "validate_and_assign's per-message loop (see _py_assign_loop)."},
     {"scan_inner", scan_inner, METH_VARARGS, "Check a decompressed inner set (see _py_scan_inner)."},
     {"shallow_loop", shallow_loop, METH_VARARGS, "validate_given_offsets' loop (see _py_shallow_loop)."},
+    {"magic_1_messages", magic_1_messages, METH_VARARGS,
+     "A magic 2 records section as magic 1 messages (see record_batch._py_magic_1_messages)."},
+    {"crc32c", crc32c_function, METH_O, "CRC-32C of a bytes-like object (SSE4.2 where the CPU has it)."},
+    {"crc32c_portable", crc32c_portable_function, METH_O, "CRC-32C by the table loop only (for the tests)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -578,5 +838,19 @@ PyMODINIT_FUNC PyInit__records(void)
     if (CORRUPT_MESSAGE == NULL || MESSAGE_TOO_LARGE == NULL || INVALID_TIMESTAMP == NULL)
         return NULL;
     make_crc_table();
-    return PyModule_Create(&module);
+    make_crc32c_table();
+    int hardware_crc32c = 0;
+#ifdef HAVE_X86_CRC32C
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) {
+        crc32c_best = crc32c_sse42;
+        hardware_crc32c = 1;
+    }
+#endif
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "CRC32C_HARDWARE", hardware_crc32c) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -109,10 +109,15 @@ _ZIGZAG = tuple((byte >> 1) ^ -(byte & 1) for byte in range(0x80))  # one-byte v
 def _crc32c_function():
     """crcmod builds this on its C extension when present (it is, in this project's
     environment), which is what makes CRC-32C of a megabyte cost about as much as zlib's
-    CRC-32. Built on first use: magic 2 batches are rare here, and start-up is shorter."""
+    CRC-32. Built on first use: start-up is shorter, and with the C accelerator the pure-Python
+    path never needs it."""
     import crcmod.predefined
 
     return crcmod.predefined.mkCrcFun("crc-32c")
+
+
+def _py_crc32c(data) -> int:
+    return _crc32c_function()(data)
 
 
 def _corrupt(message: str) -> RecordError:
@@ -213,7 +218,7 @@ def iter_batches(buf, max_message_bytes: int | None = None) -> Iterator[RecordBa
             )
         if batch_length < BATCH_OVERHEAD - _LOG_OVERHEAD or end > length:
             raise _corrupt(f"record batch at byte {position} has impossible length {batch_length}")
-        if _crc32c_function()(view[position + _CRC_START : end]) != crc:
+        if _crc32c(view[position + _CRC_START : end]) != crc:
             raise _corrupt(f"record batch at byte {position} fails its CRC-32C check")
         if attributes & _CODEC_MASK > _ZSTD:
             raise _corrupt(f"record batch at byte {position} has unknown codec {attributes & _CODEC_MASK}")
@@ -272,25 +277,32 @@ def magic_1_conversion(buf, max_message_bytes: int) -> Iterator[tuple[Codec, int
                 f"{batch.position} cannot be written in magic 1"
             )
         section = _records_section(buf, batch)
-        converted = _magic_1_messages(section, batch)
+        converted = _magic_1_messages(
+            section, batch.record_count, batch.attributes & _CODEC_MASK, batch.timestamp_type,
+            batch.base_timestamp, batch.max_timestamp,
+        )
         if converted is None:
             raise _refusal(section, batch)
         messages, max_timestamp = converted
         yield Codec(batch.codec), batch.timestamp_type, messages, batch.record_count, max_timestamp
 
 
-def _magic_1_messages(data: memoryview, batch: RecordBatch) -> tuple[bytearray, int] | None:
-    """The records section ``data`` of ``batch`` written as magic 1 messages, and their
-    largest timestamp; None if any record is not well-formed or cannot be converted (then
-    ``_refusal`` tells which error Kafka's order reports).
+def _py_magic_1_messages(
+    data: memoryview, count: int, codec: int, timestamp_type: int, base_timestamp: int, batch_max_timestamp: int
+) -> tuple[bytearray, int] | None:
+    """The records section ``data`` of a batch (its recordCount, codec number, timestamp
+    type, baseTimestamp and maxTimestamp given as they are in its header) written as magic 1
+    messages, and their largest timestamp; None if any record is not well-formed or cannot be
+    converted (then ``_refusal`` tells which error Kafka's order reports).
 
-    This is the produce path's per-record loop for aiokafka: it reads each record and
-    writes its message straight into one buffer, without a per-record object, function call
-    or copy beyond the key and value themselves. Varints of one or two bytes (every length,
-    delta and count below 8 Ki) are decoded inline; longer ones go through ``_varint``.
+    This is the produce path's per-record loop for magic 2 producers: it reads each record
+    and writes its message straight into one buffer, without a per-record object, function
+    call or copy beyond the key and value themselves. Varints of one or two bytes (every
+    length, delta and count below 8 Ki) are decoded inline; longer ones go through
+    ``_varint``. ``_records.magic_1_messages`` is the same loop in C, taking the same
+    arguments: keep them in step (tests/protocol/test_record_batch.py compares them).
     """
     end = len(data)
-    count = batch.record_count
     # A record takes at least 7 bytes and its message 27 more (34 bytes with null key and
     # value against 7), which bounds the output before a forged count can inflate it.
     if count > end // 7:
@@ -303,13 +315,12 @@ def _magic_1_messages(data: memoryview, batch: RecordBatch) -> tuple[bytearray, 
     crc32 = zlib.crc32
     varint = _varint
     zigzag = _ZIGZAG
-    log_append_time = batch.timestamp_type == 1
-    attributes = _TIMESTAMP_TYPE_BIT if log_append_time and batch.codec == 0 else 0
+    log_append_time = timestamp_type == 1
+    attributes = _TIMESTAMP_TYPE_BIT if log_append_time and codec == 0 else 0
     # Under LogAppendTime every record takes the batch's maxTimestamp; the largest
     # timestamp starts, as a magic 1 producer's does, at -1 (none).
-    timestamp = batch.max_timestamp
+    timestamp = batch_max_timestamp
     max_timestamp = max(timestamp, -1) if log_append_time else -1
-    base_timestamp = batch.base_timestamp
     min_delta = _INT64_MIN - base_timestamp
     max_delta = _INT64_MAX - base_timestamp
     position = 0
@@ -412,6 +423,23 @@ def _magic_1_messages(data: memoryview, batch: RecordBatch) -> tuple[bytearray, 
         return None
     del out[written:]
     return out, max_timestamp
+
+
+# The per-record loop and the batch checksum in use: these pure-Python ones, or their C twins
+# from ``minikafka.protocol._records``. ``protocol.records.use_native`` alone chooses (through
+# ``_use_native``), so one switch (and ``MINIKAFKA_PURE_PYTHON=1``) covers every loop of the
+# produce path, and this module, which records imports, need not know about the accelerator.
+_magic_1_messages = _py_magic_1_messages
+_crc32c = _py_crc32c
+
+
+def _use_native(native) -> None:
+    """Take the loops of the C accelerator module ``native``, or the Python ones for None."""
+    global _magic_1_messages, _crc32c
+    if native is None:
+        _magic_1_messages, _crc32c = _py_magic_1_messages, _py_crc32c
+    else:
+        _magic_1_messages, _crc32c = native.magic_1_messages, native.crc32c
 
 
 def _refusal(data: memoryview, batch: RecordBatch) -> RecordError:

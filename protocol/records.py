@@ -57,6 +57,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from minikafka.protocol.compression import Codec, compress, decompress
 from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol import record_batch
 from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, magic_1_conversion
 
 __all__ = [
@@ -1061,14 +1062,17 @@ except ImportError:  # built without a compiler: the pure-Python loops serve
 
 def use_native(enabled: bool) -> bool:
     """Run the per-message loops in the C accelerator (``minikafka.protocol._records``) when
-    ``enabled`` and built, else in Python; returns whether C is now in use. Both give the
+    ``enabled`` and built, else in Python; returns whether C is now in use. This covers
+    ``protocol.record_batch``'s magic 2 conversion and CRC-32C too. Both give the
     same results and the same errors. At import C is chosen unless the environment sets
     ``MINIKAFKA_PURE_PYTHON=1``."""
     global _assign_loop, _scan_inner, _shallow_loop
     if enabled and _native is not None:
         _assign_loop, _scan_inner, _shallow_loop = _native.assign_loop, _native.scan_inner, _native.shallow_loop
+        record_batch._use_native(_native)
         return True
     _assign_loop, _scan_inner, _shallow_loop = _py_assign_loop, _py_scan_inner, _py_shallow_loop
+    record_batch._use_native(None)
     return False
 
 
