@@ -704,10 +704,10 @@ static PyObject *magic_1_messages(PyObject *self, PyObject *args)
     const Py_ssize_t end = view.len;
     PyObject *out = NULL;
     /* A record takes at least 7 bytes and its message 27 more: the output's bound, checked
-       before a forged count can inflate it. */
-    if (count > end / 7)
+       before a forged count can inflate it. A batch has at least one record. */
+    if (count < 1 || count > end / 7)
         goto refused;
-    const Py_ssize_t capacity = end + 27 * (Py_ssize_t)(count > 0 ? count : 0);
+    const Py_ssize_t capacity = end + 27 * (Py_ssize_t)count;
     if ((out = PyByteArray_FromStringAndSize(NULL, capacity)) == NULL)
         goto failed;
     unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(out);
@@ -764,10 +764,13 @@ static PyObject *magic_1_messages(PyObject *self, PyObject *args)
         } else {
             value_end = position + (Py_ssize_t)value_length;
         }
-        /* Only one byte is left for a header count of 0: anything else has headers or does
-           not add up, and is refused either way. */
-        if (value_end + 1 != record_end || d[value_end] != 0)
-            goto refused;
+        /* What is left must be a header count of 0 (one byte, unless a producer pads the
+           varint): anything else has headers or does not add up, and is refused either way. */
+        if (value_end + 1 != record_end || d[value_end] != 0) {
+            Py_ssize_t header_end = value_end;
+            if (read_varint(d, end, &header_end, 5, &raw, &beyond) < 0 || raw != 0 || header_end != record_end)
+                goto refused;
+        }
         const Py_ssize_t key_bytes = key_length > 0 ? (Py_ssize_t)key_length : 0;
         const Py_ssize_t value_bytes = value_end - position;
         const Py_ssize_t message_size = MIN_MESSAGE_SIZE(1) + key_bytes + value_bytes;

@@ -304,8 +304,9 @@ def _py_magic_1_messages(
     """
     end = len(data)
     # A record takes at least 7 bytes and its message 27 more (34 bytes with null key and
-    # value against 7), which bounds the output before a forged count can inflate it.
-    if count > end // 7:
+    # value against 7), which bounds the output before a forged count can inflate it. A batch
+    # has at least one record (``iter_batches`` checks it).
+    if count < 1 or count > end // 7:
         return None
     out = bytearray(end + 27 * count)
     pack_head = _MAGIC_1_HEAD.pack_into
@@ -392,10 +393,13 @@ def _py_magic_1_messages(
                     return None
                 else:
                     value_end = position + value_length
-                # Only one byte is left for a header count of 0: anything else has headers
-                # or does not add up, and is refused either way.
+                # What is left must be a header count of 0 (one byte, unless a producer pads
+                # the varint): anything else has headers or does not add up, and is refused
+                # either way.
                 if value_end + 1 != record_end or data[value_end] != 0:
-                    return None
+                    header_count, header_end = varint(data, value_end, 5)
+                    if header_count != 0 or header_end != record_end:
+                        return None
                 message = written
                 if key_length < 0:
                     written += _MAGIC_1_NULL_KEY_HEAD.size

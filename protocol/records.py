@@ -669,24 +669,26 @@ def _py_assign_loop(
     return bytes(out), offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements
 
 
-def _magic_1_from_record_batches(buf, max_message_bytes: int) -> bytes:
-    """Magic 2 record batches (aiokafka sends nothing else) as the magic 1 message set
-    Kafka's LogValidator converts them to for a log of this format: per batch, plain
-    messages if it is uncompressed, else one wrapper with its codec and inner offsets
-    0..n-1, as ``build_message_set`` writes them. The checks and refusals are
-    ``protocol.record_batch.magic_1_conversion``'s."""
+def _magic_1_from_record_batches(buf, max_message_bytes: int):
+    """Magic 2 record batches as the magic 1 message set Kafka's LogValidator converts them
+    to for a log of this format: per batch, plain messages if it is uncompressed, else one
+    wrapper with its codec and inner offsets 0..n-1, as ``build_message_set`` writes them.
+    The checks and refusals are ``protocol.record_batch.magic_1_conversion``'s.
+
+    Returns a bytes-like object for ``_assign_loop``, which copies it anyway: a set of one
+    batch (what librdkafka and aiokafka send per partition) is returned as the conversion
+    wrote it, not joined into another copy."""
     converted = []
     for codec, timestamp_type, messages, count, max_timestamp in magic_1_conversion(buf, max_message_bytes):
-        if codec == Codec.NONE:
-            converted.append(messages)
-            continue
-        wrapper = bytearray()
-        type_bit = _TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0
-        _append_message(
-            wrapper, count - 1, 1, codec | type_bit, max_timestamp, None, compress(codec, bytes(messages), magic=1)
-        )
-        converted.append(wrapper)
-    return b"".join(converted)
+        if codec != Codec.NONE:
+            wrapper = bytearray()
+            type_bit = _TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0
+            _append_message(
+                wrapper, count - 1, 1, codec | type_bit, max_timestamp, None, compress(codec, messages, magic=1)
+            )
+            messages = wrapper
+        converted.append(messages)
+    return converted[0] if len(converted) == 1 else b"".join(converted)
 
 
 def _short_tail(out: bytearray, position: int, min_size: int) -> RecordError:

@@ -1,17 +1,21 @@
 """The C accelerator (``minikafka.protocol._records``) and the pure-Python loops agree: same
 ValidatedSet, or the same RecordError (code and message), for valid, damaged and fuzzed sets,
-on the leader path (``validate_and_assign``) and the follower path (``validate_given_offsets``).
+on the leader path (``validate_and_assign``, magic 2 batches' conversion included) and the
+follower path (``validate_given_offsets``).
 """
 
 import os
 import struct
+import subprocess
+import sys
 import zlib
 
+import crcmod.predefined
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minikafka.protocol import records
+from minikafka.protocol import record_batch, records
 from minikafka.protocol.compression import Codec, compress
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.records import (
@@ -245,3 +249,215 @@ def test_fuzzed_inner_sets_agree(inner, magic, edit_list, accepted):
             return ErrorCode(error.code), str(error)
 
     assert scan(records._native.scan_inner) == scan(records._py_scan_inner)
+
+
+# ---------------------------------------------------------------------------------------
+# Magic 2 batches: the C conversion loop (``_records.magic_1_messages``) and CRC-32C against
+# record_batch's Python ones, on batches this module encodes itself so every field can be
+# steered (varint widths, timestamp deltas up to 10-byte varlongs, forged counts, headers).
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+crc32c = crcmod.predefined.mkCrcFun("crc-32c")
+
+
+def test_use_native_switches_the_magic_2_loops_too():
+    before = records.native_in_use()
+    try:
+        records.use_native(True)
+        assert record_batch._magic_1_messages is records._native.magic_1_messages
+        assert record_batch._crc32c is records._native.crc32c
+        records.use_native(False)
+        assert record_batch._magic_1_messages is record_batch._py_magic_1_messages
+        assert record_batch._crc32c is record_batch._py_crc32c
+    finally:
+        records.use_native(before)
+
+
+def test_pure_python_environment_leaves_no_c_loop():
+    code = ("from minikafka.protocol import records, record_batch as b; "
+            "print(records.native_in_use(), b._magic_1_messages is b._py_magic_1_messages, b._crc32c is b._py_crc32c)")
+    env = {**os.environ, "MINIKAFKA_PURE_PYTHON": "1"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["False", "True", "True"], result.stderr
+
+
+@given(data=st.binary(max_size=3000), start=st.integers(0, 7))
+@settings(max_examples=300, deadline=None)
+def test_the_native_crc32c_is_crcmods(data, start):
+    # Both C paths (the SSE4.2 instruction where the CPU has it, and the table loop every CPU
+    # gets) at any length and alignment: the word loop, the 4-byte step and the byte tail.
+    expected = crc32c(data[start:])
+    assert records._native.crc32c(memoryview(data)[start:]) == expected
+    assert records._native.crc32c_portable(memoryview(data)[start:]) == expected
+    assert records._native.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+
+
+def zigzag(value: int) -> int:
+    return 2 * value if value >= 0 else -2 * value - 1
+
+
+def varint(raw: int, pad: int = 0, limit: int = 5) -> bytes:
+    """Base-128 groups of the unsigned ``raw``, made up to ``pad`` bytes longer with zero
+    groups (legal, if wasteful: how a 1-byte value takes 2..5 bytes) but no longer than
+    ``limit`` bytes (5 for a varint, 10 for a varlong)."""
+    out = bytearray()
+    while True:
+        out.append(raw & 0x7F)
+        raw >>= 7
+        if not raw:
+            break
+        out[-1] |= 0x80
+    pad = min(pad, limit - len(out))
+    if pad > 0:
+        out[-1] |= 0x80
+        out += b"\x80" * (pad - 1) + b"\x00"
+    return bytes(out)
+
+
+def encode_record(key, value, timestamp_raw, *, offset_delta=0, headers=(), pads=(0,) * 6) -> bytes:
+    """One record; ``timestamp_raw`` is the zigzagged delta (any 70-bit value a varlong holds)."""
+    body = bytearray(b"\x00")
+    body += varint(timestamp_raw, pads[1], 10) + varint(zigzag(offset_delta), pads[2])
+    # A null key's -1 is never padded: the reader (``batch_records``) takes only the one-byte
+    # form as null, as every producer writes it, and refuses the rest as a negative length.
+    body += varint(zigzag(-1 if key is None else len(key)), 0 if key is None else pads[3]) + (key or b"")
+    body += varint(zigzag(-1 if value is None else len(value)), pads[4]) + (value or b"")
+    body += varint(zigzag(len(headers)), pads[5])
+    for header_key, header_value in headers:
+        body += varint(zigzag(len(header_key))) + header_key
+        body += varint(zigzag(-1 if header_value is None else len(header_value))) + (header_value or b"")
+    return varint(zigzag(len(body)), pads[0]) + body
+
+
+def encode_batch(section: bytes, count: int, *, codec=Codec.NONE, log_append_time=False,
+                 base_timestamp=NOW, max_timestamp=NOW) -> bytes:
+    payload = section if codec == Codec.NONE else compress(codec, section, magic=1)
+    attributes = int(codec) | (0x08 if log_append_time else 0)
+    header = bytearray(struct.pack(">qiibIhiqqqhii", 0, 49 + len(payload), -1, 2, 0, attributes, max(count - 1, 0),
+                                   base_timestamp, max_timestamp, -1, -1, -1, count))
+    data = header + payload
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def converted_by_both(section: bytes, count: int, codec: int, timestamp_type: int, base: int, maximum: int):
+    """The C and Python conversion loops on one section: they must agree byte for byte."""
+    native = records._native.magic_1_messages(section, count, codec, timestamp_type, base, maximum)
+    python = record_batch._py_magic_1_messages(memoryview(section), count, codec, timestamp_type, base, maximum)
+    assert native == python
+    return native
+
+
+keys_and_values = (st.none() | st.just(b"") | st.binary(max_size=40)
+                   | st.integers(100, 20_000).map(lambda n: bytes(range(256)) * (n // 256) + b"x" * (n % 256)))
+timestamp_raws = (st.integers(0, 4000) | st.integers(0, 2**64) | st.integers(0, 2**70 - 1)
+                  | st.sampled_from([2**64 - 2, 2**64 - 1, 2**64, 2**64 + 1, 2**65 - 1, 2**65]))
+int64s = st.integers(INT64_MIN, INT64_MAX) | st.sampled_from([INT64_MIN, INT64_MAX, -1, 0, NOW])
+generated_records = st.lists(
+    st.tuples(keys_and_values, keys_and_values, timestamp_raws, st.integers(-3, 2**31 - 1),
+              st.tuples(*[st.integers(0, 4)] * 6)),
+    min_size=1, max_size=12,
+)
+
+
+@given(record_list=generated_records, codec=st.sampled_from(list(Codec)), log_append_time=st.booleans(),
+       base=int64s, maximum=int64s)
+@settings(max_examples=300, deadline=None)
+def test_generated_sections_convert_alike(record_list, codec, log_append_time, base, maximum):
+    section = b"".join(encode_record(k, v, t, offset_delta=o, pads=p) for k, v, t, o, p in record_list)
+    result = converted_by_both(section, len(record_list), int(codec), int(log_append_time), base, maximum)
+    # Converted exactly when every timestamp fits int64 (or LogAppendTime ignores them all);
+    # the messages then read back as the records, with offsets 0..n-1.
+    timestamps = [base + ((t >> 1) ^ -(t & 1)) for _, _, t, _, _ in record_list]
+    fits = log_append_time or all(INT64_MIN <= t <= INT64_MAX for t in timestamps)
+    assert (result is not None) == fits
+    if result is not None:
+        messages, max_timestamp = result
+        expected_timestamps = [maximum] * len(record_list) if log_append_time else timestamps
+        read = list(records.iter_records(bytes(messages)))
+        assert [(r.offset, r.key, r.value, r.timestamp) for r in read] == [
+            (i, k, v, t) for i, ((k, v, *_), t) in enumerate(zip(record_list, expected_timestamps))
+        ]
+        assert max_timestamp == max(expected_timestamps + [-1])
+
+
+@given(record_list=generated_records, codec=st.sampled_from(list(Codec)), log_append_time=st.booleans(),
+       base=st.integers(NOW - 10**6, NOW), timestamp_type=st.sampled_from([0, LOG_APPEND_TIME]),
+       next_offset=st.integers(0, 2**40))
+@settings(max_examples=200, deadline=None)
+def test_generated_batches_validate_alike(record_list, codec, log_append_time, base, timestamp_type, next_offset):
+    section = b"".join(encode_record(k, v, t % 5000, offset_delta=o, pads=p) for k, v, t, o, p in record_list)
+    data = encode_batch(section, len(record_list), codec=codec, log_append_time=log_append_time,
+                        base_timestamp=base)
+    config = ValidationConfig(timestamp_type=timestamp_type, max_message_bytes=1 << 20, index_interval_bytes=300)
+    agree(validate_and_assign, data, next_offset, NOW, config)
+
+
+ONE_OF_EACH = [(None, b"v" * 100, 0), (b"", b"", 14), (b"key", None, 3), (b"k" * 300, b"v" * 5000, 2**40)]
+GOOD_SECTION = b"".join(encode_record(k, v, t, pads=(i % 5,) * 6) for i, (k, v, t) in enumerate(ONE_OF_EACH))
+MALFORMED_SECTIONS = {
+    "count one too high": (GOOD_SECTION, 5),
+    "count one too low": (GOOD_SECTION, 3),
+    "count forged huge": (GOOD_SECTION, 2**31 - 1),
+    "headers": (GOOD_SECTION + encode_record(None, b"v", 0, headers=[(b"h", b"x")]), 5),
+    "null header value": (GOOD_SECTION + encode_record(None, b"v", 0, headers=[(b"h", None)]), 5),
+    "6-byte varint length": (b"\x80" * 5 + b"\x00" + GOOD_SECTION, 5),
+    "11-byte varlong delta": (b"\x18\x00" + b"\x81" * 10 + b"\x00" + b"\x00\x01\x01\x00" * 2, 1),
+    "negative record length": (varint(zigzag(-3)) + GOOD_SECTION, 5),
+    "record length past the end": (GOOD_SECTION[:-1] + b"\x00" + varint(zigzag(50)) + b"\x00", 5),
+    "negative key length": (encode_record(b"kk", b"v", 0).replace(b"\x04kk", b"\x03kk"), 1),
+    "key length -2": (encode_record(b"kk", b"v", 0).replace(b"\x04kk", b"\x03\x00"), 1),
+    "value length -2": (encode_record(None, b"v", 0)[:-3] + b"\x03\x00\x00", 1),
+    "key past the record": (varint(zigzag(5)) + b"\x00\x00\x00\x7e\x00", 1),
+    "trailing bytes": (GOOD_SECTION + b"\x00", 4),
+    "timestamp beyond int64": (encode_record(None, b"v", zigzag(2**63)), 1),
+    "empty": (b"", 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_SECTIONS))
+def test_malformed_sections_are_refused_alike(case):
+    section, count = MALFORMED_SECTIONS[case]
+    assert converted_by_both(section, count, 0, 0, NOW, NOW) is None
+    for codec in Codec:
+        data = encode_batch(section, count, codec=codec)
+        result = agree(validate_and_assign, data, 0, NOW, CREATE)
+        assert isinstance(result[0], ErrorCode), case
+
+
+def test_good_section_converts():
+    messages, max_timestamp = converted_by_both(GOOD_SECTION, 4, 0, 0, NOW, NOW)
+    assert max_timestamp == NOW + 2**39
+    assert len(list(records.iter_entries(bytes(messages)))) == 4
+
+
+@pytest.mark.parametrize("codec", list(Codec), ids=lambda c: c.name.lower())
+def test_every_truncation_is_refused_alike(codec):
+    for cut in range(len(GOOD_SECTION)):
+        assert converted_by_both(GOOD_SECTION[:cut], 4, int(codec), 0, NOW, NOW) is None
+    data = encode_batch(GOOD_SECTION, 4, codec=codec)
+    for cut in range(1, len(data)):
+        assert isinstance(agree(validate_and_assign, data[:cut], 0, NOW, CREATE)[0], ErrorCode)
+    # Cut inside the records but with the header and CRC-32C made right again: the loops see it.
+    for cut in range(0, len(GOOD_SECTION), 7 if codec == Codec.NONE else 97):
+        truncated = encode_batch(GOOD_SECTION[:cut], 4, codec=codec)
+        assert isinstance(agree(validate_and_assign, truncated, 0, NOW, CREATE)[0], ErrorCode)
+
+
+@given(section=st.binary(max_size=300), count=st.integers(-2, 60), codec=st.integers(0, 4),
+       timestamp_type=st.integers(0, 1), base=int64s, maximum=int64s)
+@settings(max_examples=500, deadline=None)
+def test_fuzzed_sections_convert_alike(section, count, codec, timestamp_type, base, maximum):
+    converted_by_both(section, count, codec, timestamp_type, base, maximum)
+
+
+@given(mutations=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=5),
+       count=st.integers(1, 6), timestamp_type=st.integers(0, 1))
+@settings(max_examples=500, deadline=None)
+def test_mutated_sections_convert_alike(mutations, count, timestamp_type):
+    section = bytearray(GOOD_SECTION)
+    for position, byte in mutations:
+        section[position % len(section)] = byte
+    converted_by_both(bytes(section), count, 0, timestamp_type, NOW, NOW)
+    data = encode_batch(bytes(section), count)
+    agree(validate_and_assign, data, 0, NOW, CREATE)
