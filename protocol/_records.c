@@ -224,9 +224,10 @@ static PyObject *assign_loop(PyObject *self, PyObject *args)
 {
     PyObject *buf, *assign_wrapper;
     long long next_offset, now_ms, max_message_bytes, earliest, latest, index_after, index_interval;
-    int log_append_time;
-    if (!PyArg_ParseTuple(args, "OLLLpLLLLO:assign_loop", &buf, &next_offset, &now_ms, &max_message_bytes,
-                          &log_append_time, &earliest, &latest, &index_after, &index_interval, &assign_wrapper))
+    int log_append_time, check_crc = 1;
+    if (!PyArg_ParseTuple(args, "OLLLpLLLLO|p:assign_loop", &buf, &next_offset, &now_ms, &max_message_bytes,
+                          &log_append_time, &earliest, &latest, &index_after, &index_interval, &assign_wrapper,
+                          &check_crc))
         return NULL;
     Py_buffer input;
     if (PyObject_GetBuffer(buf, &input, PyBUF_SIMPLE) < 0)
@@ -284,7 +285,7 @@ static PyObject *assign_loop(PyObject *self, PyObject *args)
             refuse(CORRUPT_MESSAGE, "message set mixes magic %d and magic %d", set_magic, magic);
             goto done;
         }
-        if (message_crc(b, position, end) != h.crc) {
+        if (check_crc && message_crc(b, position, end) != h.crc) {
             refuse(CORRUPT_MESSAGE, "message at byte %zd fails its CRC check", position);
             goto done;
         }
@@ -382,9 +383,10 @@ done:
 static PyObject *scan_inner(PyObject *self, PyObject *args)
 {
     PyObject *inner, *accepted;
-    int magic;
+    int magic, check_crc = 1;
     long long wrapper_offset, now_ms, earliest = 0, latest = 0;
-    if (!PyArg_ParseTuple(args, "OiLLO:scan_inner", &inner, &magic, &wrapper_offset, &now_ms, &accepted))
+    if (!PyArg_ParseTuple(args, "OiLLO|p:scan_inner", &inner, &magic, &wrapper_offset, &now_ms, &accepted,
+                          &check_crc))
         return NULL;
     int check_timestamps = accepted != Py_None;
     if (check_timestamps && !PyArg_ParseTuple(accepted, "LL", &earliest, &latest))
@@ -430,7 +432,7 @@ static PyObject *scan_inner(PyObject *self, PyObject *args)
             refuse(CORRUPT_MESSAGE, "compressed message at offset %lld nests compression", wrapper_offset);
             goto done;
         }
-        if (message_crc(b, position, end) != h.crc) {
+        if (check_crc && message_crc(b, position, end) != h.crc) {
             refuse(CORRUPT_MESSAGE, "inner message %lld of compressed message at offset %lld fails its CRC check",
                    count, wrapper_offset);
             goto done;

@@ -226,6 +226,23 @@ def test_fuzzed_leader_sets_agree(batch_list, magic, config, edit_list, next_off
     agree(validate_and_assign, _edited(data, edit_list), next_offset, NOW, config, index_after)
 
 
+@given(batch_list=batches, magic=st.sampled_from([0, 1]), edit_list=edits, log_append_time=st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_assign_loops_agree_without_crc_checks(batch_list, magic, edit_list, log_append_time):
+    # How validate_and_assign runs a set its magic 2 conversion has just written: damaged CRCs
+    # pass unseen in both loops, and everything else is still judged alike.
+    data = _edited(b"".join(build_message_set(r, magic=magic, codec=codec) for r, codec in batch_list), edit_list)
+
+    def assign(loop):
+        try:
+            return loop(data, 5, NOW, 1048588, log_append_time, NOW - 1000, NOW + 1000, 100, 100,
+                        records._assign_wrapper, False)
+        except RecordError as error:
+            return ErrorCode(error.code), str(error)
+
+    assert assign(records._native.assign_loop) == assign(records._py_assign_loop)
+
+
 @given(batch_list=batches, magic=st.sampled_from([0, 1]), config=configs, edit_list=edits,
        min_offset=st.integers(0, 30), index_after=st.integers(-50, 600), cut=st.integers(0, 40))
 @settings(max_examples=300, deadline=None)
@@ -237,14 +254,15 @@ def test_fuzzed_follower_sets_agree(batch_list, magic, config, edit_list, min_of
 
 
 @given(inner=record_lists, magic=st.sampled_from([0, 1]), edit_list=edits,
-       accepted=st.none() | st.tuples(st.integers(NOW - 3000, NOW), st.integers(NOW, NOW + 3000)))
+       accepted=st.none() | st.tuples(st.integers(NOW - 3000, NOW), st.integers(NOW, NOW + 3000)),
+       check_crc=st.booleans())
 @settings(max_examples=200, deadline=None)
-def test_fuzzed_inner_sets_agree(inner, magic, edit_list, accepted):
+def test_fuzzed_inner_sets_agree(inner, magic, edit_list, accepted, check_crc):
     data = _edited(build_message_set(inner, magic=magic), edit_list)
 
     def scan(scanner):
         try:
-            return scanner(data, magic, 77, NOW, accepted)
+            return scanner(data, magic, 77, NOW, accepted, check_crc)
         except RecordError as error:
             return ErrorCode(error.code), str(error)
 
