@@ -224,23 +224,39 @@ static PyObject *assign_loop(PyObject *self, PyObject *args)
 {
     PyObject *buf, *assign_wrapper;
     long long next_offset, now_ms, max_message_bytes, earliest, latest, index_after, index_interval;
-    int log_append_time, check_crc = 1;
+    int log_append_time, fresh = 0;
     if (!PyArg_ParseTuple(args, "OLLLpLLLLO|p:assign_loop", &buf, &next_offset, &now_ms, &max_message_bytes,
                           &log_append_time, &earliest, &latest, &index_after, &index_interval, &assign_wrapper,
-                          &check_crc))
+                          &fresh))
         return NULL;
-    Py_buffer input;
-    if (PyObject_GetBuffer(buf, &input, PyBUF_SIMPLE) < 0)
-        return NULL;
-    /* The output is the one copy of the set: a bytes object nobody else has seen yet, written
-       in place here, and through `writable` (a memoryview of its memory) by _assign_wrapper. */
-    PyObject *out = PyBytes_FromStringAndSize(input.buf, input.len);
-    PyBuffer_Release(&input);
-    if (out == NULL)
-        return NULL;
-    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(out);
-    Py_ssize_t length = PyBytes_GET_SIZE(out);
-    PyObject *writable = NULL;
+    /* The output is the one copy of the set: a bytes object nobody else has seen yet, or the
+       fresh bytearray itself, written in place here, and through `writable` (a memoryview of
+       its memory) by _assign_wrapper. */
+    PyObject *out, *writable = NULL;
+    unsigned char *b;
+    Py_ssize_t length;
+    if (fresh) {
+        if (!PyByteArray_Check(buf)) {
+            PyErr_SetString(PyExc_TypeError, "assign_loop: a fresh set must be a bytearray");
+            return NULL;
+        }
+        /* No one resizes it while this runs: the caller made it and _assign_wrapper only
+           writes into it. */
+        Py_INCREF(buf);
+        out = buf;
+        b = (unsigned char *)PyByteArray_AS_STRING(out);
+        length = PyByteArray_GET_SIZE(out);
+    } else {
+        Py_buffer input;
+        if (PyObject_GetBuffer(buf, &input, PyBUF_SIMPLE) < 0)
+            return NULL;
+        out = PyBytes_FromStringAndSize(input.buf, input.len);
+        PyBuffer_Release(&input);
+        if (out == NULL)
+            return NULL;
+        b = (unsigned char *)PyBytes_AS_STRING(out);
+        length = PyBytes_GET_SIZE(out);
+    }
     PyObject *replacements = NULL, *result = NULL;
     Indexing ix = {NO_TIMESTAMP, -1, -1, index_after, index_interval, PyList_New(0)};
     if (ix.points == NULL)
@@ -285,7 +301,7 @@ static PyObject *assign_loop(PyObject *self, PyObject *args)
             refuse(CORRUPT_MESSAGE, "message set mixes magic %d and magic %d", set_magic, magic);
             goto done;
         }
-        if (check_crc && message_crc(b, position, end) != h.crc) {
+        if (!fresh && message_crc(b, position, end) != h.crc) {
             refuse(CORRUPT_MESSAGE, "message at byte %zd fails its CRC check", position);
             goto done;
         }

@@ -186,9 +186,13 @@ class ValidatedSet(NamedTuple):
     log counts such entries at their append time, which the validator does not know.
     ``first_untimed_offset`` is that offset for the whole set, and ``first_timestamp`` the
     first entry's timestamp (-1 if it has none), which starts a new segment's roll clock.
+
+    ``buffer`` is bytes, or, for a set converted from magic 2, the bytearray the conversion
+    wrote and offsets were assigned in (no one else holds it; copying a megabyte to make it
+    bytes costs page faults and a copy per produce).
     """
 
-    buffer: bytes
+    buffer: bytes | bytearray
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -518,14 +522,14 @@ def validate_and_assign(
     length = len(buf)
     if length == 0:
         raise _corrupt("empty message set")
-    check_crc = True
+    fresh = False
     assign_wrapper = _assign_wrapper
     if length > _MAGIC_POSITION and buf[_MAGIC_POSITION] == RECORD_BATCH_MAGIC:
         buf, inner_sets = _magic_1_from_record_batches(buf, config.max_message_bytes)
         # The conversion just wrote these messages and their CRCs, and still holds each
-        # wrapper's inner set: checking the CRCs again, or decompressing what was compressed a
-        # moment ago, costs the C path some 40% more per record and checks nothing.
-        check_crc = False
+        # wrapper's inner set: checking the CRCs again, copying the set, or decompressing what
+        # was compressed a moment ago cost the C path over 40% more per record and check nothing.
+        fresh = True
         if inner_sets:
             assign_wrapper = functools.partial(_assign_wrapper, inner_sets=inner_sets)
     interval = config.index_interval_bytes
@@ -537,7 +541,7 @@ def validate_and_assign(
     latest = min(now_ms + config.max_timestamp_difference_ms, _INT64_MAX)
     out, offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements = _assign_loop(
         buf, next_offset, now_ms, config.max_message_bytes, log_append_time, earliest, latest,
-        index_after, interval, assign_wrapper, check_crc,
+        index_after, interval, assign_wrapper, fresh,
     )
     if replacements:
         out = _splice(out, replacements)
@@ -577,18 +581,18 @@ def _py_assign_loop(
     index_after: int,
     index_interval: int,
     assign_wrapper,
-    check_crc: bool = True,
-) -> tuple[bytes, int, int, int, int, list, dict[int, bytes] | None]:
+    fresh: bool = False,
+) -> tuple[bytes | bytearray, int, int, int, int, list, dict[int, bytes] | None]:
     """``validate_and_assign``'s per-message loop over ``buf``.
 
     Returns the set with offsets (and LogAppendTime) written in, the next free offset, the
     max timestamp and its offset, the first untimed offset, the index points and the
     replacement entries by position (recompressed magic 0 wrappers; None if there are none).
-    Wrappers go to ``assign_wrapper`` (``_assign_wrapper``). ``check_crc`` False skips the
-    messages' CRC check, for a set this process has just written (a magic 2 conversion). ``_records.assign_loop`` is the
-    same loop in C: keep them in step.
+    Wrappers go to ``assign_wrapper`` (``_assign_wrapper``). ``fresh``: ``buf`` is a bytearray
+    this process has just written (a magic 2 conversion), assigned in place and returned, its
+    CRCs not checked again. ``_records.assign_loop`` is the same loop in C: keep them in step.
     """
-    out = bytearray(buf)
+    out = buf if fresh else bytearray(buf)
     length = len(out)
     view = memoryview(out)
     max_size = max_message_bytes - LOG_OVERHEAD
@@ -625,7 +629,7 @@ def _py_assign_loop(
                 raise _too_large(size + LOG_OVERHEAD, max_message_bytes)
             if magic != set_magic:
                 raise _corrupt(f"message set mixes magic {set_magic} and magic {magic}")
-            if check_crc and crc32(view[position + _MAGIC_POSITION : end]) != crc:
+            if not fresh and crc32(view[position + _MAGIC_POSITION : end]) != crc:
                 raise _corrupt(f"message at byte {position} fails its CRC check")
             if key_length != -1:
                 value_length_position = position + value_position + key_length
@@ -677,19 +681,21 @@ def _py_assign_loop(
             position = end
     finally:
         view.release()
-    return bytes(out), offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements
+    if not fresh:
+        out = bytes(out)
+    return out, offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements
 
 
-def _magic_1_from_record_batches(buf, max_message_bytes: int) -> tuple[bytes | bytearray, dict[int, bytearray]]:
+def _magic_1_from_record_batches(buf, max_message_bytes: int) -> tuple[bytearray, dict[int, bytearray]]:
     """Magic 2 record batches as the magic 1 message set Kafka's LogValidator converts them
     to for a log of this format: per batch, plain messages if it is uncompressed, else one
     wrapper with its codec and inner offsets 0..n-1, as ``build_message_set`` writes them.
     The checks and refusals are ``protocol.record_batch.magic_1_conversion``'s.
 
-    Returns the set, a bytes-like object for ``_assign_loop`` (which copies it anyway: a set
-    of one batch, what librdkafka and aiokafka send per partition, is returned as the
-    conversion wrote it, not joined into another copy), and each wrapper's uncompressed inner
-    set by the wrapper's position in it (see ``_assign_wrapper``)."""
+    Returns the set, a new bytearray that ``_assign_loop`` assigns in place (a set of one
+    batch, what librdkafka and aiokafka send per partition, is the one the conversion wrote,
+    not joined into another copy), and each wrapper's uncompressed inner set by the wrapper's
+    position in it (see ``_assign_wrapper``)."""
     converted = []
     inner_sets = {}
     position = 0
@@ -704,7 +710,7 @@ def _magic_1_from_record_batches(buf, max_message_bytes: int) -> tuple[bytes | b
             messages = wrapper
         converted.append(messages)
         position += len(messages)
-    return converted[0] if len(converted) == 1 else b"".join(converted), inner_sets
+    return converted[0] if len(converted) == 1 else bytearray().join(converted), inner_sets
 
 
 def _short_tail(out: bytearray, position: int, min_size: int) -> RecordError:
