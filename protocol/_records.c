@@ -73,42 +73,50 @@ static inline void write_uint32(unsigned char *p, uint32_t v)
     p[3] = (unsigned char)v;
 }
 
-/* CRC-32 (IEEE, as zlib's). zlib's crc32 costs about 0.2-0.3 us a call on a 100-byte message
-   here (its braided loop has a fixed cost per call), three to five times this slicing-by-8
-   table loop; on long inputs zlib is as fast or faster, so it takes those. */
-#define SHORT_CRC_LIMIT 512
-static uint32_t crc_table[8][256];
+/* Slicing-by-8 tables and loop for a reflected CRC-32 of the given polynomial: zlib's (IEEE)
+   for magic 0/1 messages, Castagnoli's for magic 2 batches. */
+typedef uint32_t CrcTables[8][256];
 
-static void make_crc_table(void)
+static void make_crc_tables(CrcTables tables, uint32_t polynomial)
 {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ 0xEDB88320u : c >> 1;
-        crc_table[0][i] = c;
+            c = c & 1 ? (c >> 1) ^ polynomial : c >> 1;
+        tables[0][i] = c;
     }
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
-            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+            tables[t][i] = (tables[t - 1][i] >> 8) ^ tables[0][tables[t - 1][i] & 0xFF];
 }
+
+static inline uint32_t crc_by_tables(const CrcTables t, const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t a = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t b = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        c = t[7][a & 0xFF] ^ t[6][(a >> 8) & 0xFF] ^ t[5][(a >> 16) & 0xFF] ^ t[4][a >> 24] ^ t[3][b & 0xFF] ^
+            t[2][(b >> 8) & 0xFF] ^ t[1][(b >> 16) & 0xFF] ^ t[0][b >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = t[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* CRC-32 (IEEE, as zlib's). zlib's crc32 costs about 0.2-0.3 us a call on a 100-byte message
+   here (its braided loop has a fixed cost per call), three to five times the table loop; on
+   long inputs zlib is as fast or faster, so it takes those. */
+#define SHORT_CRC_LIMIT 512
+static CrcTables crc_table;
 
 static uint32_t crc32_ieee(const unsigned char *p, size_t n)
 {
     if (n >= SHORT_CRC_LIMIT)
         return (uint32_t)crc32(0L, p, (uInt)n);
-    uint32_t c = 0xFFFFFFFFu;
-    while (n >= 8) {
-        uint32_t a = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-        uint32_t b = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-        c = crc_table[7][a & 0xFF] ^ crc_table[6][(a >> 8) & 0xFF] ^ crc_table[5][(a >> 16) & 0xFF] ^
-            crc_table[4][a >> 24] ^ crc_table[3][b & 0xFF] ^ crc_table[2][(b >> 8) & 0xFF] ^
-            crc_table[1][(b >> 16) & 0xFF] ^ crc_table[0][b >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n--)
-        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
+    return crc_by_tables(crc_table, p, n);
 }
 
 static inline uint32_t message_crc(const unsigned char *buf, Py_ssize_t position, Py_ssize_t end)
@@ -116,15 +124,18 @@ static inline uint32_t message_crc(const unsigned char *buf, Py_ssize_t position
     return crc32_ieee(buf + position + MAGIC_POSITION, (size_t)(end - position - MAGIC_POSITION));
 }
 
-static PyObject *crc32_function(PyObject *self, PyObject *arg)
+/* The CRC `function` computes of a bytes-like object, as a Python int. */
+static PyObject *crc_of(PyObject *arg, uint32_t (*function)(const unsigned char *, size_t))
 {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    uint32_t crc = crc32_ieee(view.buf, (size_t)view.len);
+    uint32_t crc = function(view.buf, (size_t)view.len);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(crc);
 }
+
+static PyObject *crc32_function(PyObject *self, PyObject *arg) { return crc_of(arg, crc32_ieee); }
 
 /* Raise RecordError(code, message formatted as by PyUnicode_FromFormat); always NULL. */
 static PyObject *refuse(PyObject *code, const char *format, ...)
@@ -578,38 +589,10 @@ done:
 
 /* CRC-32C (Castagnoli), the checksum of a magic 2 batch. The SSE4.2 crc32 instruction does 8
    bytes per instruction where the CPU has it (checked once, at import); elsewhere, or on other
-   architectures, a slicing-by-8 table loop as crc32_ieee's. */
-static uint32_t crc32c_table[8][256];
+   architectures, the table loop. */
+static CrcTables crc32c_table;
 
-static void make_crc32c_table(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc32c_table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++)
-            crc32c_table[t][i] = (crc32c_table[t - 1][i] >> 8) ^ crc32c_table[0][crc32c_table[t - 1][i] & 0xFF];
-}
-
-static uint32_t crc32c_portable(const unsigned char *p, size_t n)
-{
-    uint32_t c = 0xFFFFFFFFu;
-    while (n >= 8) {
-        uint32_t a = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-        uint32_t b = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-        c = crc32c_table[7][a & 0xFF] ^ crc32c_table[6][(a >> 8) & 0xFF] ^ crc32c_table[5][(a >> 16) & 0xFF] ^
-            crc32c_table[4][a >> 24] ^ crc32c_table[3][b & 0xFF] ^ crc32c_table[2][(b >> 8) & 0xFF] ^
-            crc32c_table[1][(b >> 16) & 0xFF] ^ crc32c_table[0][b >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n--)
-        c = crc32c_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
+static uint32_t crc32c_portable(const unsigned char *p, size_t n) { return crc_by_tables(crc32c_table, p, n); }
 
 #ifdef HAVE_X86_CRC32C
 /* The instruction consumes its operand least significant byte first, which is the byte order
@@ -639,19 +622,9 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(const unsigned ch
 
 static uint32_t (*crc32c_best)(const unsigned char *, size_t) = crc32c_portable;
 
-static PyObject *crc32c_of(PyObject *arg, uint32_t (*function)(const unsigned char *, size_t))
-{
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    uint32_t crc = function(view.buf, (size_t)view.len);
-    PyBuffer_Release(&view);
-    return PyLong_FromUnsignedLong(crc);
-}
+static PyObject *crc32c_function(PyObject *self, PyObject *arg) { return crc_of(arg, crc32c_best); }
 
-static PyObject *crc32c_function(PyObject *self, PyObject *arg) { return crc32c_of(arg, crc32c_best); }
-
-static PyObject *crc32c_portable_function(PyObject *self, PyObject *arg) { return crc32c_of(arg, crc32c_portable); }
+static PyObject *crc32c_portable_function(PyObject *self, PyObject *arg) { return crc_of(arg, crc32c_portable); }
 
 /* The raw (not yet zigzag-decoded) base-128 varint of at most max_bytes bytes at *position in
    d[0..end): 0 and *position moved past it, or -1 when it runs past end or is longer. Bits a
@@ -858,8 +831,8 @@ PyMODINIT_FUNC PyInit__records(void)
     Py_DECREF(codes);
     if (CORRUPT_MESSAGE == NULL || MESSAGE_TOO_LARGE == NULL || INVALID_TIMESTAMP == NULL)
         return NULL;
-    make_crc_table();
-    make_crc32c_table();
+    make_crc_tables(crc_table, 0xEDB88320u);
+    make_crc_tables(crc32c_table, 0x82F63B78u);
     int hardware_crc32c = 0;
 #ifdef HAVE_X86_CRC32C
     __builtin_cpu_init();
