@@ -38,6 +38,7 @@ static PyObject *RecordError, *CORRUPT_MESSAGE, *MESSAGE_TOO_LARGE, *INVALID_TIM
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <nmmintrin.h>
+#include <wmmintrin.h>
 #define HAVE_X86_CRC32C 1
 #endif
 
@@ -90,9 +91,9 @@ static void make_crc_tables(CrcTables tables, uint32_t polynomial)
             tables[t][i] = (tables[t - 1][i] >> 8) ^ tables[0][tables[t - 1][i] & 0xFF];
 }
 
-static inline uint32_t crc_by_tables(const CrcTables t, const unsigned char *p, size_t n)
+/* The CRC register c after p[0..n) (the caller inverts it before and after). */
+static inline uint32_t crc_update_by_tables(const CrcTables t, uint32_t c, const unsigned char *p, size_t n)
 {
-    uint32_t c = 0xFFFFFFFFu;
     while (n >= 8) {
         uint32_t a = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
         uint32_t b = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
@@ -103,20 +104,105 @@ static inline uint32_t crc_by_tables(const CrcTables t, const unsigned char *p, 
     }
     while (n--)
         c = t[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
+    return c;
 }
+
+static inline uint32_t crc_by_tables(const CrcTables t, const unsigned char *p, size_t n)
+{
+    return crc_update_by_tables(t, 0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
+}
+
+#ifdef HAVE_X86_CRC32C
+/* The CRC-32 (IEEE) register after p[0..n), n a multiple of 16 and at least 64, by folding
+   16-byte blocks with carry-less multiplications ("Fast CRC Computation for Generic
+   Polynomials Using PCLMULQDQ Instruction", Gopal et al., Intel 2009): some 3 times the table
+   loop on a 100-byte message. The constants are x^k mod P(x), bit-reflected, for the fold
+   distances used (512+64, 512, 128+64, 128, 64 bits), P itself and its Barrett quotient. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_ieee_update_folded(uint32_t c, const unsigned char *p,
+                                                                                 size_t n)
+{
+    const __m128i fold_4 = _mm_set_epi64x(0x1c6e41596, 0x154442bd4);
+    const __m128i fold_1 = _mm_set_epi64x(0x0ccaa009e, 0x1751997d0);
+    const __m128i fold_64 = _mm_set_epi64x(0, 0x163cd6124);
+    const __m128i barrett = _mm_set_epi64x(0x1f7011641, 0x1db710641);
+    const __m128i low_32_of_each_64 = _mm_setr_epi32(~0, 0, ~0, 0);
+    __m128i x1 = _mm_loadu_si128((const __m128i *)p), x2, x3, x4, x5, x6, x7, x8;
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
+    if (n >= 128) {
+        x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+        x3 = _mm_loadu_si128((const __m128i *)(p + 32));
+        x4 = _mm_loadu_si128((const __m128i *)(p + 48));
+        p += 64;
+        n -= 64;
+        for (; n >= 64; p += 64, n -= 64) {
+            x5 = _mm_clmulepi64_si128(x1, fold_4, 0x00);
+            x6 = _mm_clmulepi64_si128(x2, fold_4, 0x00);
+            x7 = _mm_clmulepi64_si128(x3, fold_4, 0x00);
+            x8 = _mm_clmulepi64_si128(x4, fold_4, 0x00);
+            x1 = _mm_clmulepi64_si128(x1, fold_4, 0x11);
+            x2 = _mm_clmulepi64_si128(x2, fold_4, 0x11);
+            x3 = _mm_clmulepi64_si128(x3, fold_4, 0x11);
+            x4 = _mm_clmulepi64_si128(x4, fold_4, 0x11);
+            x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), _mm_loadu_si128((const __m128i *)p));
+            x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), _mm_loadu_si128((const __m128i *)(p + 16)));
+            x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), _mm_loadu_si128((const __m128i *)(p + 32)));
+            x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), _mm_loadu_si128((const __m128i *)(p + 48)));
+        }
+        /* Four lanes into one. */
+        const __m128i lanes[3] = {x2, x3, x4};
+        for (int i = 0; i < 3; i++) {
+            x5 = _mm_clmulepi64_si128(x1, fold_1, 0x00);
+            x1 = _mm_clmulepi64_si128(x1, fold_1, 0x11);
+            x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), lanes[i]);
+        }
+    } else {
+        p += 16;
+        n -= 16;
+    }
+    for (; n >= 16; p += 16, n -= 16) {
+        x5 = _mm_clmulepi64_si128(x1, fold_1, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, fold_1, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), _mm_loadu_si128((const __m128i *)p));
+    }
+    /* 128 bits to 64, then Barrett reduction to the 32-bit register. */
+    x2 = _mm_clmulepi64_si128(x1, fold_1, 0x10);
+    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_and_si128(x1, low_32_of_each_64);
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(x1, fold_64, 0x00), x2);
+    x2 = _mm_and_si128(x1, low_32_of_each_64);
+    x2 = _mm_clmulepi64_si128(x2, barrett, 0x10);
+    x2 = _mm_and_si128(x2, low_32_of_each_64);
+    x2 = _mm_clmulepi64_si128(x2, barrett, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+#endif
 
 /* CRC-32 (IEEE, as zlib's). zlib's crc32 costs about 0.2-0.3 us a call on a 100-byte message
    here (its braided loop has a fixed cost per call), three to five times the table loop; on
-   long inputs zlib is as fast or faster, so it takes those. */
+   long inputs zlib is as fast or faster, so it takes those when the CPU cannot fold (after a
+   fold fewer than 16 bytes are left). */
 #define SHORT_CRC_LIMIT 512
 static CrcTables crc_table;
+#ifdef HAVE_X86_CRC32C
+static int crc32_ieee_folds; /* the CPU has PCLMULQDQ and SSE4.1 (set at import) */
+#endif
 
 static uint32_t crc32_ieee(const unsigned char *p, size_t n)
 {
+    uint32_t c = 0xFFFFFFFFu;
+#ifdef HAVE_X86_CRC32C
+    if (crc32_ieee_folds && n >= 64) {
+        size_t folded = n & ~(size_t)15;
+        c = crc32_ieee_update_folded(c, p, folded);
+        p += folded;
+        n -= folded;
+    }
+#endif
     if (n >= SHORT_CRC_LIMIT)
         return (uint32_t)crc32(0L, p, (uInt)n);
-    return crc_by_tables(crc_table, p, n);
+    return crc_update_by_tables(crc_table, c, p, n) ^ 0xFFFFFFFFu;
 }
 
 static inline uint32_t message_crc(const unsigned char *buf, Py_ssize_t position, Py_ssize_t end)
@@ -840,6 +926,7 @@ PyMODINIT_FUNC PyInit__records(void)
         crc32c_best = crc32c_sse42;
         hardware_crc32c = 1;
     }
+    crc32_ieee_folds = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
 #endif
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "CRC32C_HARDWARE", hardware_crc32c) < 0) {
