@@ -181,28 +181,30 @@ __attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_ieee_update_folde
 
 /* CRC-32 (IEEE, as zlib's). zlib's crc32 costs about 0.2-0.3 us a call on a 100-byte message
    here (its braided loop has a fixed cost per call), three to five times the table loop; on
-   long inputs zlib is as fast or faster, so it takes those when the CPU cannot fold (after a
-   fold fewer than 16 bytes are left). */
+   long inputs zlib is as fast or faster, so it takes those when the CPU cannot fold. */
 #define SHORT_CRC_LIMIT 512
 static CrcTables crc_table;
 #ifdef HAVE_X86_CRC32C
 static int crc32_ieee_folds; /* the CPU has PCLMULQDQ and SSE4.1 (set at import) */
 #endif
 
+static uint32_t crc32_ieee_portable(const unsigned char *p, size_t n)
+{
+    if (n >= SHORT_CRC_LIMIT)
+        return (uint32_t)crc32(0L, p, (uInt)n);
+    return crc_by_tables(crc_table, p, n);
+}
+
 static uint32_t crc32_ieee(const unsigned char *p, size_t n)
 {
-    uint32_t c = 0xFFFFFFFFu;
 #ifdef HAVE_X86_CRC32C
     if (crc32_ieee_folds && n >= 64) {
         size_t folded = n & ~(size_t)15;
-        c = crc32_ieee_update_folded(c, p, folded);
-        p += folded;
-        n -= folded;
+        uint32_t c = crc32_ieee_update_folded(0xFFFFFFFFu, p, folded);
+        return crc_update_by_tables(crc_table, c, p + folded, n - folded) ^ 0xFFFFFFFFu;
     }
 #endif
-    if (n >= SHORT_CRC_LIMIT)
-        return (uint32_t)crc32(0L, p, (uInt)n);
-    return crc_update_by_tables(crc_table, c, p, n) ^ 0xFFFFFFFFu;
+    return crc32_ieee_portable(p, n);
 }
 
 static inline uint32_t message_crc(const unsigned char *buf, Py_ssize_t position, Py_ssize_t end)
@@ -222,6 +224,8 @@ static PyObject *crc_of(PyObject *arg, uint32_t (*function)(const unsigned char 
 }
 
 static PyObject *crc32_function(PyObject *self, PyObject *arg) { return crc_of(arg, crc32_ieee); }
+
+static PyObject *crc32_portable_function(PyObject *self, PyObject *arg) { return crc_of(arg, crc32_ieee_portable); }
 
 /* Raise RecordError(code, message formatted as by PyUnicode_FromFormat); always NULL. */
 static PyObject *refuse(PyObject *code, const char *format, ...)
@@ -886,6 +890,7 @@ failed:
 
 static PyMethodDef methods[] = {
     {"crc32", crc32_function, METH_O, "CRC-32 of a bytes-like object, as zlib.crc32 (the loops' own)."},
+    {"crc32_portable", crc32_portable_function, METH_O, "CRC-32 without PCLMULQDQ folding (for the tests)."},
     {"assign_loop", assign_loop, METH_VARARGS, "validate_and_assign's per-message loop (see _py_assign_loop)."},
     {"scan_inner", scan_inner, METH_VARARGS, "Check a decompressed inner set (see _py_scan_inner)."},
     {"shallow_loop", shallow_loop, METH_VARARGS, "validate_given_offsets' loop (see _py_shallow_loop)."},
