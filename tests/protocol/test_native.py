@@ -302,15 +302,21 @@ def test_pure_python_environment_leaves_no_c_loop():
     assert result.stdout.split() == ["False", "True", "True"], result.stderr
 
 
-@given(data=st.binary(max_size=3000), start=st.integers(0, 7))
+@given(data=st.binary(max_size=300) | st.binary(min_size=3000, max_size=10_000), start=st.integers(0, 7))
 @settings(max_examples=300, deadline=None)
 def test_the_native_crc32c_is_crcmods(data, start):
     # Both C paths (the SSE4.2 instruction where the CPU has it, and the table loop every CPU
-    # gets) at any length and alignment: the word loop, the 4-byte step and the byte tail.
+    # gets) at any length and alignment: three chains over 3 KiB rounds, then the word loop,
+    # the 4-byte step and the byte tail.
     expected = crc32c(data[start:])
     assert records._native.crc32c(memoryview(data)[start:]) == expected
     assert records._native.crc32c_portable(memoryview(data)[start:]) == expected
     assert records._native.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+
+
+def test_the_native_crc32c_of_a_whole_batch_is_crcmods():
+    data = bytes(range(256)) * 4099 + b"tail"  # a megabyte: many rounds of three chains, and a tail
+    assert records._native.crc32c(data) == crc32c(data) == records._native.crc32c_portable(data)
 
 
 def zigzag(value: int) -> int:
