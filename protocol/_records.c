@@ -989,9 +989,9 @@ PyMODINIT_FUNC PyInit__records(void)
         hardware_crc32c = 1;
     }
     crc32_ieee_folds = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-#endif
 #if defined(__x86_64__)
     make_crc32c_stride_shift();
+#endif
 #endif
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "CRC32C_HARDWARE", hardware_crc32c) < 0) {
