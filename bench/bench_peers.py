@@ -48,10 +48,10 @@ Then, per process, one of:
   answers 0 and stores the bytes; its consumers then fail the CRC-32C check)?
 
 The comparison is not like for like, and the figures should be read with that in mind:
-confluent-kafka talks to minikafka with Kafka 0.10.2's Produce v2 / Fetch v3 and magic 1
-message sets (34 B of headers and a CRC-32 per message, each one checked, lz4 sets decompressed
-to check the inner messages), but to both peers with record batches (magic 2: one CRC-32C per
-batch, a few bytes per record). Tansu keeps everything in memory (``memory://``); noida holds
+confluent-kafka sends record batches (magic 2) to all three; minikafka converts each into
+the magic 1 messages of its log (a CRC-32 and 34 B of headers per message, lz4 batches
+decompressed, converted and compressed again) as Kafka 0.11 does for an 0.10.2 log format,
+and serves magic 1 message sets to the consumer. Tansu keeps everything in memory (``memory://``); noida holds
 data in memory and, a second or two after writes stop, saves all of it as one JSON file (68 MB
 for the 200,000 messages); minikafka writes segment files and indexes as it goes (page cache,
 no fsync per produce).
@@ -132,7 +132,7 @@ def minikafka_peer(_cache: Path) -> Peer:
     script = Path(sys.executable).parent / "minikafka"
     launcher = [str(script)] if script.exists() else [sys.executable, "-m", "minikafka.broker"]
     return Peer("minikafka", [*launcher, "serve", "--host", "127.0.0.1", "--port", "{port}",
-                              "--log-dir", "{data}/log"], magic=1, env=python_env())
+                              "--log-dir", "{data}/log"], env=python_env())
 
 
 def tansu_peer(cache: Path) -> Peer:

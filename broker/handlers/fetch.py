@@ -1,4 +1,4 @@
-"""Fetch (key 1), v0-v3: read message sets, long-polling until enough bytes are there.
+"""Fetch (key 1), v0-v4: read message sets, long-polling until enough bytes are there.
 
 The request waits up to ``max_wait_ms`` until at least ``min_bytes`` can be returned; it is
 woken by appends to the partitions it reads (``Broker.append_waiters``), never by a timer
@@ -13,6 +13,11 @@ sendfile, unparsed. v0/v1 consumers only understand magic 0, so their bytes are 
 down-converted. Errors: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE (high watermark -1,
 as Kafka answers).
 
+v4 (KIP-98) adds the isolation level. This broker has no transactions, so every offset below
+the high watermark is stable: both levels read the same, the last stable offset is the high
+watermark, and READ_COMMITTED gets an empty list of aborted transactions (READ_UNCOMMITTED
+null, as Kafka). An isolation level other than 0 and 1 is a malformed request.
+
 In a cluster only the partition's leader answers (NOT_LEADER_FOR_PARTITION elsewhere):
 consumers read below the high watermark; a follower's fetch (``replica_id`` = its broker id)
 reads up to the log end, and its fetch offset tells the leader how far it has caught up.
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import trio
 
+from minikafka.broker.handlers import CloseConnection
 from minikafka.broker.server import TopicError, cluster_mode
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
@@ -30,6 +36,7 @@ from minikafka.storage.types import OffsetOutOfRange
 
 API_KEY = ApiKey.FETCH
 NO_RESPONSE_LIMIT = 0x7FFFFFFF
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[list[dict], int, bool]:
@@ -98,9 +105,19 @@ async def _record_follower_positions(broker, body) -> None:
                 pass  # answered with the error by the read below
 
 
+def _add_transaction_fields(topics: list[dict], isolation_level: int) -> None:
+    aborted = [] if isolation_level == READ_COMMITTED else None
+    for topic in topics:
+        for partition in topic["partitions"]:
+            partition["last_stable_offset"] = partition["high_watermark"]
+            partition["aborted_transactions"] = aborted
+
+
 async def handle(broker, request) -> dict:
     body = request.body
     version = request.api_version
+    if version >= 4 and body.isolation_level not in (READ_UNCOMMITTED, READ_COMMITTED):
+        raise CloseConnection(f"Fetch with unknown isolation level {body.isolation_level}")
     if body.replica_id >= 0 and broker.cluster is not None:
         await _record_follower_positions(broker, body)
     # Checked once, not at each wake-up of a long poll.
@@ -116,7 +133,9 @@ async def handle(broker, request) -> dict:
                 break
             with trio.move_on_at(deadline):
                 await appended.wait()
-    if version < 2:
+    if version >= 4:
+        _add_transaction_fields(topics, body.isolation_level)
+    elif version < 2:
         for topic in topics:
             for partition in topic["partitions"]:
                 records = partition["records"]

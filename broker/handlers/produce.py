@@ -1,4 +1,4 @@
-"""Produce (key 0), v0-v2: append producers' message sets.
+"""Produce (key 0), v0-v3: append producers' message sets.
 
 acks 1 is answered once the set is appended. acks -1 is too on a single broker (the leader
 is the whole ISR); in a cluster it waits until the high watermark passes the set (every ISR
@@ -11,6 +11,15 @@ INVALID_REQUIRED_ACKS. Errors are per partition, with Kafka's codes: a refused s
 are created when ``auto.create.topics.enable`` is on; internal topics refuse client writes
 with INVALID_TOPIC_EXCEPTION. A disk error fails the partition with KAFKA_STORAGE_ERROR.
 v2 reports the log append time (-1 under CreateTime).
+
+v3 is served so that librdkafka (it needs Produce v3 and Fetch v4 before it sends record
+batches) sends magic 2 batches, which cost it less than magic 1 message sets; the log converts
+them to magic 1 as a Kafka 0.11 broker whose ``log.message.format.version`` is 0.10.2 does
+(``protocol.record_batch``). Its transactional id needs no check: a transactional batch is
+refused by that conversion (UNSUPPORTED_FOR_MESSAGE_FORMAT). Unlike Kafka 0.11 a version does
+not restrict the magic it carries: kafka-python, which sees an 0.10.2 broker (no Metadata v4)
+and so builds magic 1 sets, sends them in the highest Produce version offered, v3; and
+aiokafka sends magic 2 batches in v2.
 """
 
 from __future__ import annotations

@@ -1,20 +1,22 @@
-"""Fetch (key 1), v0-v3. v0/v1 consumers read magic 0 only (the broker down-converts); v1 adds
-the throttle time; v2 may carry magic 1; v3 adds a response-wide ``max_bytes``. A response's
+"""Fetch (key 1), v0-v4. v0/v1 consumers read magic 0 only (the broker down-converts); v1 adds
+the throttle time; v2 may carry magic 1; v3 adds a response-wide ``max_bytes``; v4 (KIP-98)
+the isolation level, and per partition the last stable offset and the aborted transactions. A response's
 ``records`` may be a storage file slice, which the encoder emits as its own chunk."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
-from minikafka.protocol.types import INT16, INT32, INT64, RECORDS, STRING
+from minikafka.protocol.types import INT8, INT16, INT32, INT64, RECORDS, STRING
 
 FETCH = Api(
     ApiKey.FETCH,
     "Fetch",
-    versions=(0, 3),
+    versions=(0, 4),
     request=(
         Field("replica_id", INT32, default=-1),
         Field("max_wait_ms", INT32),
         Field("min_bytes", INT32),
         Field("max_bytes", INT32, "3+", default=0x7FFFFFFF),
+        Field("isolation_level", INT8, "4+", default=0),
         Field("topics", Array(
             Field("topic", STRING),
             Field("partitions", Array(
@@ -32,6 +34,11 @@ FETCH = Api(
                 Field("partition_index", INT32),
                 Field("error_code", INT16),
                 Field("high_watermark", INT64),
+                Field("last_stable_offset", INT64, "4+", default=-1),
+                Field("aborted_transactions", Array(
+                    Field("producer_id", INT64),
+                    Field("first_offset", INT64),
+                ), "4+", nullable="4+", default=None),
                 Field("records", RECORDS, nullable="0+", default=None),
             )),
         )),

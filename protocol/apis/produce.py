@@ -1,6 +1,7 @@
-"""Produce (key 0), v0-v2: message sets of magic 0 (v0, v1) or magic 0/1 (v2). v1 adds the
-throttle time, v2 the per-partition log append time (-1 under CreateTime). ``records`` is
-carried as opaque bytes (see ``protocol.records``)."""
+"""Produce (key 0), v0-v3: message sets of magic 0 (v0, v1) or magic 0/1 (v2); v3 carries
+magic 2 record batches and adds the transactional id. v1 adds the throttle time, v2 the
+per-partition log append time (-1 under CreateTime). ``records`` is carried as opaque bytes
+(see ``protocol.records``, which takes every magic in every version: see the handler)."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
@@ -9,8 +10,9 @@ from minikafka.protocol.types import INT16, INT32, INT64, RECORDS, STRING
 PRODUCE = Api(
     ApiKey.PRODUCE,
     "Produce",
-    versions=(0, 2),
+    versions=(0, 3),
     request=(
+        Field("transactional_id", STRING, "3+", nullable="3+", default=None),
         Field("acks", INT16),
         Field("timeout_ms", INT32),
         Field("topic_data", Array(

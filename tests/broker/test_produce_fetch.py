@@ -244,3 +244,73 @@ async def test_fetch_v2_hands_the_connection_a_file_slice_not_bytes(broker, clie
         request = parse_request(encode_request(ApiKey.FETCH, version, 1, "t", body)[4:])
         response = await HANDLERS[ApiKey.FETCH](broker, request)
         assert isinstance(response["responses"][0]["partitions"][0]["records"], kind)
+
+
+def _record_batch(records, *, codec: int = 0, headers: bool = False) -> bytes:
+    """One magic 2 batch of ``(key, value, timestamp)`` records, as kafka-python's producer
+    builds it (an encoder that is not ours)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 20)
+    for key, value, timestamp in records:
+        builder.append(0, timestamp, key, value, [("h", b"1")] if headers else [])
+    return bytes(builder.build())
+
+
+async def test_produce_v3_takes_one_record_batch_and_stores_it_as_magic_1(client):
+    now = int(time.time() * 1000)
+    plain = _record_batch([(b"k1", b"v1", now), (None, b"v2", now + 1)])
+    compressed = _record_batch([(b"k3", b"v3" * 50, now + 2), (b"k4", None, now + 3)], codec=Codec.LZ4)
+    first = await client.produce("v3", 0, plain, version=3)
+    second = await client.produce("v3", 0, compressed, version=3)
+    assert (first.error_code, first.base_offset, second.error_code, second.base_offset) == (0, 0, 0, 2)
+    fetched = await client.fetch("v3", 0, 0, version=4)
+    raw = bytes(fetched.records)
+    # The log keeps its format: plain messages, then one lz4 wrapper holding relative offsets.
+    assert [(entry.magic, entry.codec) for entry in iter_entries(raw)] == [
+        (1, Codec.NONE), (1, Codec.NONE), (1, Codec.LZ4)]
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in iter_records(raw)] == [
+        (0, b"k1", b"v1", now), (1, None, b"v2", now + 1), (2, b"k3", b"v3" * 50, now + 2), (3, b"k4", None, now + 3)]
+
+
+async def test_produce_v3_takes_what_any_version_takes_and_refuses_what_magic_1_cannot_hold(client, message_set):
+    now = int(time.time() * 1000)
+    batch = _record_batch([(None, b"a", now)])
+    # kafka-python sends magic 1 sets in v3 (it sees 0.10.2); several batches convert too.
+    assert (await client.produce("v3any", 0, message_set(b"m1"), version=3)).base_offset == 0
+    assert (await client.produce("v3any", 0, batch + batch, version=3)).base_offset == 1
+    # What the log's format cannot hold is refused, as by a 0.11 broker with an 0.10.2 log
+    # format, and writes nothing.
+    with_headers = _record_batch([(None, b"h", now)], headers=True)
+    assert (await client.produce("v3any", 0, with_headers, version=3)).error_code == \
+        ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    assert (await client.produce("v3any", 0, batch[:-1], version=3)).error_code == ErrorCode.CORRUPT_MESSAGE
+    fetched = await client.fetch("v3any", 0, 0, version=4)
+    assert fetched.high_watermark == 3 and values(fetched.records) == [b"m1", b"a", b"a"]
+
+
+async def test_fetch_v4_isolation_levels_read_the_same_committed_log(client, message_set, fetch_body):
+    await client.produce("isolation", 0, message_set(b"a", b"b"))
+    answers = {}
+    for level in (0, 1):
+        body = {**fetch_body([("isolation", 0, 0, 1 << 20), ("isolation", 7, 0, 1 << 20)]), "isolation_level": level}
+        answers[level] = (await client.request(ApiKey.FETCH, 4, body)).responses[0].partitions
+    for level, (found, missing) in answers.items():
+        assert values(found.records) == [b"a", b"b"]
+        # No transactions: everything below the high watermark is stable.
+        assert (found.high_watermark, found.last_stable_offset) == (2, 2)
+        assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and missing.last_stable_offset == -1
+    assert answers[0][0].aborted_transactions is None  # READ_UNCOMMITTED: null, as Kafka
+    assert answers[1][0].aborted_transactions == []
+
+
+async def test_fetch_v4_with_an_unknown_isolation_level_closes_that_connection_only(connect, client, message_set,
+                                                                                   fetch_body):
+    await client.produce("isolation2", 0, message_set(b"a"))
+    bad = await connect()
+    body = {**fetch_body([("isolation2", 0, 0, 1 << 20)]), "isolation_level": 2}
+    await bad.send(ApiKey.FETCH, 4, body)
+    assert await bad.closed_by_peer()
+    assert values((await client.fetch("isolation2", 0, 0, version=4)).records) == [b"a"]

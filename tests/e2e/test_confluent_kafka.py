@@ -98,6 +98,20 @@ def test_zstd_falls_back_to_no_compression(broker, topic, stored_codecs, sample_
     assert stored_codecs(topic) == {"none"}
 
 
+def test_headers_are_refused_not_dropped(broker, topic):
+    """librdkafka sends record batches here (Produce v3 is served); a record with headers
+    cannot be stored in magic 1, so its delivery fails with the broker's
+    UNSUPPORTED_FOR_MESSAGE_FORMAT instead of the headers vanishing, and nothing is written."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0})
+    reports = []
+    producer.produce(topic, value=b"with headers", headers=[("h", b"1")],
+                     on_delivery=lambda err, msg: reports.append(err))
+    assert producer.flush(30) == 0
+    assert [err.code() for err in reports] == [KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT]
+    produce_ok(broker.bootstrap, topic, [(None, b"plain")])
+    assert [(m.offset(), m.value()) for m in consume(broker.bootstrap, topic, 1)] == [(0, b"plain")]
+
+
 def test_log_append_time_topic_shows_the_broker_time(broker, topic):
     create_topic(broker.bootstrap, topic, config={"message.timestamp.type": "LogAppendTime"})
     before = now_ms()
