@@ -56,9 +56,9 @@ import struct
 import zlib
 from typing import Iterable, Iterator, NamedTuple
 
+from minikafka.protocol import record_batch
 from minikafka.protocol.compression import Codec, compress, decompress
 from minikafka.protocol.errors import ErrorCode, RecordError
-from minikafka.protocol import record_batch
 from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, magic_1_conversion
 
 __all__ = [
