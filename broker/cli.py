@@ -18,6 +18,7 @@ with a non-zero exit status, never a traceback. Logs go to stderr.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import shutil
 import signal
@@ -163,6 +164,27 @@ def _healthcheck_command(args: argparse.Namespace) -> int:
 
 
 def _serve_command(args: argparse.Namespace) -> int:
+    # Start-up makes some 30,000 objects that live as long as the process (trio's and our
+    # modules, classes, codecs) and little garbage; the cyclic collector would walk them all
+    # over and over while they are made (~5 ms of a ~130 ms start, a full pass more during the
+    # first requests). It is off until the ready line, which freezes them out of its sight
+    # (_collect_from_now_on) for good.
+    gc.disable()
+    try:
+        return _serve(args)
+    finally:
+        gc.enable()
+
+
+def _collect_from_now_on() -> None:
+    """At the ready line: what start-up made stays for the process's life, so the collector
+    leaves it out of every later pass (``gc.freeze``) and runs again for what comes next.
+    Start-up's few garbage cycles are frozen with it, a bounded one-off."""
+    gc.freeze()
+    gc.enable()
+
+
+def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from minikafka.broker.config import BrokerConfig, ConfigError
@@ -279,6 +301,7 @@ async def _run_until_signalled(config) -> None:
                     print(f"minikafka listener: {name}://{host_port(listener_host, listener_port)}", flush=True)
             log_dirs = ",".join(str(path) for path in config.log_dirs)
             print(f"minikafka ready: bootstrap.servers={host_port(host, port)} log.dirs={log_dirs}", flush=True)
+            _collect_from_now_on()
 
 
 def main(argv: list[str] | None = None) -> int:
