@@ -47,6 +47,8 @@ NOT_BEFORE_READY = (
     "uuid",
     # An ordinary serve command line is read without argparse (and gettext).
     "argparse", "gettext",
+    # Handler modules are found by listing their directory.
+    "pkgutil",
     # Handlers are imported on their API's first request.
     "minikafka.broker.handlers.join_group", "minikafka.broker.handlers.leader_and_isr",
     "minikafka.broker.handlers.produce", "minikafka.broker.handlers.fetch",
