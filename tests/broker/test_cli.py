@@ -149,6 +149,18 @@ def test_busy_port_is_one_line(tmp_path):
     assert_one_line_error(result, f"127.0.0.1:{port}", "address already in use")
 
 
+def test_busy_port_is_reported_before_the_log_dir_is_touched(tmp_path):
+    # The port is bound before storage loads (it listens only after): a busy port never
+    # waits for a recovery, and the log dir is left as it was.
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli("serve", "--port", str(port), "--log-dir", str(tmp_path / "data"))
+    assert_one_line_error(result, "address already in use")
+    assert not (tmp_path / "data").exists()
+
+
 def test_unusable_log_dir_is_one_line(tmp_path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("I am a file")
