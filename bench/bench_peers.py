@@ -3,6 +3,7 @@
     python3 bench/bench_peers.py                    # full run: medians of 3 interleaved rounds
     python3 bench/bench_peers.py --quick            # smoke run: 20,000 messages, 1 round
     python3 bench/bench_peers.py --only minikafka   # no peers (nothing downloaded)
+    python3 bench/bench_peers.py --startup-only     # start-up figures alone: 9 rounds, seconds
 
 Peers, installed on first use into a cache directory (default ~/.cache/minikafka-bench), never
 into the system:
@@ -313,13 +314,17 @@ NO_RATIO = {"crc"}
 
 
 def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latency: tuple[int, int],
-               settle: float):
+               settle: float, startup_only: bool = False):
     """Interleaved runs; returns {peer: {metric: [values]}}, with the Python floor's samples,
-    taken beside the spawns so they share the machine's load, under "python"."""
-    values = make_values(count, VALUE_SIZE)
-    jobs = [("none", lambda r, _peer: measure_produce(r, values, "none", consume=True, settle=settle)),
-            ("lz4", lambda r, _peer: measure_produce(r, values, "lz4", consume=False, settle=settle)),
-            ("latency", lambda r, peer: measure_latency(r, peer.magic, *latency))]
+    taken beside the spawns so they share the machine's load, under "python". With
+    ``startup_only`` each process is stopped once its first message is back."""
+    if startup_only:
+        jobs = [("startup", lambda _r, _peer: {})]
+    else:
+        values = make_values(count, VALUE_SIZE)
+        jobs = [("none", lambda r, _peer: measure_produce(r, values, "none", consume=True, settle=settle)),
+                ("lz4", lambda r, _peer: measure_produce(r, values, "lz4", consume=False, settle=settle)),
+                ("latency", lambda r, peer: measure_latency(r, peer.magic, *latency))]
     results: dict[str, dict[str, list[float]]] = {p.name: {} for p in peers}
     results["python"] = {"floor": [], "floor trio": []}
     skipped: dict[str, str] = {}
@@ -357,7 +362,8 @@ def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latenc
     return results
 
 
-def format_table(results, names: list[str], ceiling_msgs: float, settle: float) -> str:
+def format_table(results, names: list[str], ceiling_msgs: float | None, settle: float) -> str:
+    """The table; without ``ceiling_msgs`` (a start-up-only run) only the rows measured."""
     medians = {name: {key: statistics.median(v) for key, v in results[name].items()} for name in results}
     floor = medians["python"]["floor"], medians["python"]["floor trio"]
     peers = [n for n in names if n != "minikafka"]
@@ -376,11 +382,15 @@ def format_table(results, names: list[str], ceiling_msgs: float, settle: float) 
 
     blank = [""] * (len(header) - 2)
     for label, key, fmt in ROWS:
+        if ceiling_msgs is None and not any(key in medians.get(n, {}) for n in names):
+            continue
         lines.append("| " + " | ".join([label.format(settle=settle), *(cell(n, key, fmt) for n in names),
                                         *(ratio(key, p) for p in peers)]) + " |")
         if key == "open":  # the start-up figures' floor goes right under them
             lines.append("| " + " | ".join(["Python floor: interpreter alone / + import trio, ms",
                                              f"{floor[0]:.1f} / {floor[1]:.1f}", *blank]) + " |")
+    if ceiling_msgs is None:
+        return "\n".join(lines)
     lines.append("| " + " | ".join(["socket -> file ceiling, msg/s", f"{ceiling_msgs:,.0f}", *blank]) + " |")
     mine = medians.get("minikafka", {})
     for label, key in (("minikafka produce none / ceiling", "produce none"),
@@ -395,7 +405,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke run: 20,000 messages, 1 round, 200 round trips")
     parser.add_argument("--only", default=",".join(PEERS),
                         help=f"comma-separated peers to run (default {','.join(PEERS)})")
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 3, 1 with --quick)")
+    parser.add_argument("--startup-only", action="store_true",
+                        help="only the start-up figures and the Python floor: each process is stopped "
+                             "at its first consumed message (default 9 rounds)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 3, 1 with --quick, 9 with "
+                                                   "--startup-only)")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "minikafka-bench",
                         help="where the peers are installed (default ~/.cache/minikafka-bench)")
     args = parser.parse_args(argv)
@@ -404,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown peer(s) {', '.join(sorted(asked - set(PEERS)))}; known: {', '.join(PEERS)}")
     wanted = [name for name in PEERS if name in asked]  # minikafka first: the ratios are to it
     count = 20_000 if args.quick else 200_000
-    rounds = args.rounds or (1 if args.quick else 3)
+    rounds = args.rounds or (9 if args.startup_only else 1 if args.quick else 3)
     latency = (200, 50) if args.quick else (2_000, 200)
     settle = 1.0 if args.quick else 3.0
 
@@ -418,16 +432,19 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="minikafka-bench-peers-"))
     try:
-        ceiling_msgs = count / ceiling(make_values(count, VALUE_SIZE), str(workdir))
-        results = run_rounds(peers, workdir, rounds, count, latency, settle)
+        ceiling_msgs = None if args.startup_only else count / ceiling(make_values(count, VALUE_SIZE), str(workdir))
+        results = run_rounds(peers, workdir, rounds, count, latency, settle, args.startup_only)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     names = [p.name for p in peers if results[p.name]]  # a peer that failed later keeps its rounds
-    print(f"\n{count:,} x {VALUE_SIZE} B values, confluent-kafka {__import__('confluent_kafka').version()}, "
-          f"{PARTITIONS} partitions; medians of {rounds} interleaved round(s), a fresh process per run; "
-          f"latency: {latency[0]:,} round trips after {latency[1]} warm-up; "
-          "ratios are minikafka / peer (above 1: more msg/s, or more time/CPU); "
-          f"CPU is counted in clock ticks, {1e6 / os.sysconf('SC_CLK_TCK') / count:.2f} µs per message here")
+    if args.startup_only:
+        print(f"\nstart-up only: medians of {rounds} interleaved round(s), a fresh process per run")
+    else:
+        print(f"\n{count:,} x {VALUE_SIZE} B values, confluent-kafka {__import__('confluent_kafka').version()}, "
+              f"{PARTITIONS} partitions; medians of {rounds} interleaved round(s), a fresh process per run; "
+              f"latency: {latency[0]:,} round trips after {latency[1]} warm-up; "
+              "ratios are minikafka / peer (above 1: more msg/s, or more time/CPU); "
+              f"CPU is counted in clock ticks, {1e6 / os.sysconf('SC_CLK_TCK') / count:.2f} µs per message here")
     print(format_table(results, names, ceiling_msgs, settle))
     return 0
 

@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 # Metadata flags them is_internal so clients can leave them out of their topic lists.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 
+# What trio.open_tcp_listeners asks for: as many as the kernel allows (somaxconn caps it).
+_LISTEN_BACKLOG = 0xFFFF
 # accept(2) failing for want of resources, which may come back (as trio.serve_listeners).
 _ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 
@@ -127,6 +129,50 @@ def _new_cluster_id() -> str:
     raw[6] = raw[6] & 0x0F | 0x40  # version 4
     raw[8] = raw[8] & 0x3F | 0x80  # IETF variant
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+async def _bind_tcp(host: bytes | str | None, port: int) -> list[trio.socket.SocketType]:
+    """``trio.open_tcp_listeners`` up to, not including, ``listen``: a socket bound to each
+    address ``host`` resolves to (both wildcards for None), with SO_REUSEADDR, IPv6 ones
+    v6-only; an address family the system lacks is skipped."""
+    sockets: list[trio.socket.SocketType] = []
+    try:
+        for family, type_, proto, _, address in await trio.socket.getaddrinfo(
+                host, port, type=trio.socket.SOCK_STREAM, flags=trio.socket.AI_PASSIVE):
+            try:
+                sock = trio.socket.socket(family, type_, proto)
+            except OSError as exc:
+                if exc.errno == errno.EAFNOSUPPORT:
+                    continue
+                raise
+            sockets.append(sock)
+            sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
+            if family == trio.socket.AF_INET6:
+                sock.setsockopt(trio.socket.IPPROTO_IPV6, trio.socket.IPV6_V6ONLY, 1)
+            await sock.bind(address)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    if not sockets:
+        raise OSError(errno.EAFNOSUPPORT, f"no address family of {host!r} is supported here")
+    return sockets
+
+
+def _listen(bound: list[tuple[Listener, list[trio.socket.SocketType]]]) -> list[tuple[Listener, list[trio.SocketListener]]]:
+    """The bound sockets listening: from here on connects to them succeed."""
+    opened = []
+    for listener, sockets in bound:
+        for sock in sockets:
+            sock.listen(_LISTEN_BACKLOG)
+        opened.append((listener, [trio.SocketListener(sock) for sock in sockets]))
+    return opened
+
+
+def _close(bound: list[tuple[Listener, list[trio.socket.SocketType]]]) -> None:
+    for _, sockets in bound:
+        for sock in sockets:
+            sock.close()
 
 
 class Broker:
@@ -236,7 +282,7 @@ class Broker:
         """Run the broker until cancelled; ``task_status.started((host, port))`` once ready."""
         from minikafka.broker.connection import Connection
 
-        listeners = await self._open_listeners()
+        bound = await self._bind_listeners()
         storage_started = False
         try:
             if self.cluster is not None:
@@ -263,7 +309,7 @@ class Broker:
                     self.control_address = await nursery.start(serve_control, self.faults,
                                                                self.config.test_control_port)
 
-                for listener, sockets in listeners:
+                for listener, sockets in _listen(bound):
                     async def handle(stream: trio.SocketStream, listener=listener) -> None:
                         await Connection(self, stream, listener, self.tls_contexts.get(listener.name)).run()
 
@@ -280,41 +326,41 @@ class Broker:
                 task_status.started((self.advertised_host, self.advertised_port))
         finally:
             with trio.CancelScope(shield=True):
-                for _, sockets in listeners:
-                    for socket_listener in sockets:
-                        await trio.aclose_forcefully(socket_listener)
+                _close(bound)
+                await trio.lowlevel.checkpoint()
                 if storage_started:
                     await trio.to_thread.run_sync(self._stop_storage)
                 else:
                     self._release_dir_locks()
 
-    async def _open_listeners(self) -> list[tuple[Listener, list[trio.SocketListener]]]:
-        """Bind every configured listener (the first one's address is ``host``/``port``), and
-        note each one's advertised address."""
-        opened: list[tuple[Listener, list[trio.SocketListener]]] = []
+    async def _bind_listeners(self) -> list[tuple[Listener, list[trio.socket.SocketType]]]:
+        """Bind every configured listener's sockets (the first one's address is
+        ``host``/``port``) and note each one's advertised address. They listen only once the
+        broker accepts (_listen), after storage has loaded, as Kafka starts its socket server
+        after its logs: a client's connect is then answered at once, while a busy port is
+        still refused here, before a long recovery."""
+        bound: list[tuple[Listener, list[trio.socket.SocketType]]] = []
         try:
             for listener in self.config.listeners:
                 host = listener.host
                 if host is not None and host.isascii():
                     host = host.encode()  # a str would load the idna codec (1 ms of start-up)
                 try:
-                    sockets = await trio.open_tcp_listeners(listener.port, host=host)
+                    sockets = await _bind_tcp(host, listener.port)
                 except OSError as exc:
                     where = f"{listener.name}://{listener.host or '*'}:{listener.port}"
                     reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
                     raise BrokerStartupError(f"cannot listen on {where}: {reason}") from None
-                opened.append((listener, sockets))
-                bound_port = sockets[0].socket.getsockname()[1]
+                bound.append((listener, sockets))
+                bound_port = sockets[0].getsockname()[1]
                 self.endpoints[listener.name] = self.config.advertised_address(bound_port, listener)
         except BaseException:
-            for _, sockets in opened:
-                for socket_listener in sockets:
-                    await trio.aclose_forcefully(socket_listener)
+            _close(bound)
             raise
-        sockname = opened[0][1][0].socket.getsockname()
+        sockname = bound[0][1][0].getsockname()
         self.host, self.port = sockname[0], sockname[1]
         self.advertised_host, self.advertised_port = self.endpoints[self.config.listener.name]
-        return opened
+        return bound
 
     async def scram_credential(self, user: str, mechanism: str):
         """``user``'s SCRAM credential: from ``/config/users/<user>`` in ZooKeeper in a

@@ -8,7 +8,7 @@ is an array of scalars.
 
 :class:`Api` ties the request and response declarations of one API key together with its
 served version range and its flexible versions, and compiles one :class:`StructCodec` per
-(direction, version) up front. A codec is generated straight-line Python (runs of adjacent
+(direction, version) on its first use. A codec is generated straight-line Python (runs of adjacent
 fixed-width fields are one ``struct`` call, classic strings are decoded inline); decoding a
 request never looks at the declaration again.
 
@@ -195,17 +195,37 @@ def _getter(value: Any) -> Callable[[str, Any], Any]:
 
 
 class _Item:
-    """One step of a compiled struct: a run of adjacent fixed-width fields, or one field."""
+    """One step of a compiled struct: a run of adjacent fixed-width fields (``packer``), or one
+    field whose reader, fast writer and checked writer ``make("read" / "write" / "checked")``
+    gives when first asked for: a nested struct's are compiled code, and a request is only
+    ever read by the broker, a response only written."""
 
-    __slots__ = ("decls", "packer", "reader", "writer", "checked_writer")
+    __slots__ = ("decls", "packer", "_make", "_reader", "_writer", "_checked_writer")
 
     def __init__(self, decls: list[FieldDecl], packer: struct.Struct | None = None,
-                 reader: Reader | None = None, writer: Any = None, checked_writer: Any = None) -> None:
+                 make: Callable[[str], Any] | None = None) -> None:
         self.decls = decls
         self.packer = packer
-        self.reader = reader
-        self.writer = writer
-        self.checked_writer = checked_writer
+        self._make = make
+        self._reader = self._writer = self._checked_writer = None
+
+    @property
+    def reader(self) -> Reader:
+        if self._reader is None:
+            self._reader = self._make("read")
+        return self._reader
+
+    @property
+    def writer(self) -> Any:
+        if self._writer is None:
+            self._writer = self._make("write")
+        return self._writer
+
+    @property
+    def checked_writer(self) -> Any:
+        if self._checked_writer is None:
+            self._checked_writer = self._make("checked")
+        return self._checked_writer
 
 
 class StructCodec:
@@ -217,14 +237,19 @@ class StructCodec:
     strings are decoded inline; nested arrays call their element's compiled functions. The
     generated writer does no per-field error handling: when it fails, the value is encoded
     again by a slower checked path that reports which field is wrong.
+
+    Each of the two is compiled when first used (``read`` and ``write`` are filled in by
+    ``__getattr__``), nested structs' likewise: the broker only reads requests and only writes
+    responses, and a compilation costs ~60 µs of the first request of its kind.
     """
 
-    __slots__ = ("path", "flexible", "read", "write", "_items", "_absent", "_tagged_by_tag",
+    __slots__ = ("path", "flexible", "read", "write", "_version", "_items", "_absent", "_tagged_by_tag",
                  "_tagged_writes")
 
     def __init__(self, fields: Iterable[FieldDecl], version: int, flexible: bool, path: str) -> None:
         self.path = path
         self.flexible = flexible
+        self._version = version
         self._items: list[_Item] = []
         self._absent: list[FieldDecl] = []
         self._tagged_by_tag: dict[int, tuple[str, Reader]] = {}
@@ -232,9 +257,9 @@ class StructCodec:
         run: list[FieldDecl] = []
         for decl in fields:
             if flexible and decl.tag is not None and version in decl.tagged:
-                reader, writer, _ = self._field_codec(decl, version)
-                self._tagged_by_tag[decl.tag] = (decl.name, reader)
-                self._tagged_writes.append((decl.tag, decl.name, decl.default_value(), writer))
+                make = self._field_codec(decl, version)
+                self._tagged_by_tag[decl.tag] = (decl.name, make("read"))
+                self._tagged_writes.append((decl.tag, decl.name, decl.default_value(), make("write")))
                 self._absent.append(decl)
             elif version not in decl.versions:
                 self._absent.append(decl)
@@ -243,31 +268,45 @@ class StructCodec:
             else:
                 self._flush_run(run)
                 run = []
-                reader, writer, checked = self._field_codec(decl, version)
-                self._items.append(_Item([decl], None, reader, writer, checked))
+                self._items.append(_Item([decl], None, self._field_codec(decl, version)))
         self._flush_run(run)
         self._tagged_writes.sort(key=lambda t: t[0])
-        self.read = self._compile_reader(version)
-        self.write = self._compile_writer()
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for a slot not filled in yet: ``read`` and ``write`` on their first use.
+        if name == "read":
+            self.read = self._compile_reader(self._version)
+            return self.read
+        if name == "write":
+            self.write = self._compile_writer()
+            return self.write
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _flush_run(self, run: list[FieldDecl]) -> None:
         if run:
             packer = struct.Struct(">" + "".join(d.type.fmt for d in run))  # type: ignore[union-attr]
             self._items.append(_Item(list(run), packer))
 
-    def _field_codec(self, decl: FieldDecl, version: int) -> tuple[Reader, Any, Any]:
-        """(reader, fast writer, checked writer) of one non-run field."""
+    def _field_codec(self, decl: FieldDecl, version: int) -> Callable[[str], Any]:
+        """``make(kind)`` of one non-run field, giving its "read"er, fast "write"r or
+        "checked" writer (see _Item); a nested struct compiles only what is asked for."""
         nullable = version in decl.nullable
         ftype = decl.type
+        if isinstance(ftype, ArrayType) and ftype.of_structs:
+            element = StructCodec(ftype.element, version, self.flexible, f"{self.path}.{decl.name}[]")  # type: ignore[arg-type]
+
+            def make(kind: str) -> Any:
+                if kind == "read":
+                    return element.array_reader(nullable)
+                return element.array_writer(nullable, checked=kind == "checked")
+
+            return make
         if isinstance(ftype, ArrayType):
-            if ftype.of_structs:
-                element = StructCodec(ftype.element, version, self.flexible, f"{self.path}.{decl.name}[]")  # type: ignore[arg-type]
-                return (element.array_reader(nullable), element.array_writer(nullable, checked=False),
-                        element.array_writer(nullable, checked=True))
+            reader = primitive_array_reader(ftype.element, self.flexible, nullable)  # type: ignore[arg-type]
             writer = primitive_array_writer(ftype.element, self.flexible, nullable)  # type: ignore[arg-type]
-            return primitive_array_reader(ftype.element, self.flexible, nullable), writer, writer  # type: ignore[arg-type]
-        writer = ftype.writer(self.flexible, nullable)
-        return ftype.reader(self.flexible, nullable), writer, writer
+        else:
+            reader, writer = ftype.reader(self.flexible, nullable), ftype.writer(self.flexible, nullable)
+        return lambda kind: reader if kind == "read" else writer
 
     # -- code generation -----------------------------------------------------------------------
 

@@ -21,8 +21,9 @@ advertises exactly the APIs found here). A module is imported on its API's first
 from __future__ import annotations
 
 import importlib
-import pkgutil
-from collections.abc import Awaitable, Callable
+import importlib.machinery
+import os
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from minikafka.protocol.apis import ApiKey
@@ -62,18 +63,32 @@ def load(api_key: ApiKey) -> Handler:
     return module.handle
 
 
+def _module_names() -> Iterator[str]:
+    """The modules in this package's directory (source, bytecode or extension files), as
+    ``pkgutil.iter_modules`` lists them for a directory, without importing pkgutil and its
+    walk (~0.8 ms of the broker's start)."""
+    suffixes = sorted(importlib.machinery.all_suffixes(), key=len, reverse=True)
+    for directory in __path__:
+        for entry in os.scandir(directory):
+            if entry.is_file():
+                suffix = next((s for s in suffixes if entry.name.endswith(s)), None)
+                name = entry.name[:-len(suffix)] if suffix else ""
+                if name.isidentifier() and name != "__init__":
+                    yield name
+
+
 def _discover() -> dict[ApiKey, Handler]:
     # A module is named after its API (``metadata`` serves ApiKey.METADATA), so the APIs
     # served are known from the file names alone, without importing the modules.
     handlers: dict[ApiKey, Handler] = {}
-    for module_info in pkgutil.iter_modules(__path__):
-        if module_info.name.startswith("_"):
+    for name in sorted(set(_module_names())):  # a module may be there as source and bytecode
+        if name.startswith("_"):
             continue
         try:
-            api_key = ApiKey[module_info.name.upper()]
+            api_key = ApiKey[name.upper()]
         except KeyError:
-            raise ImportError(f"{__name__}.{module_info.name} is not named after an API key") from None
-        handlers[api_key] = _stand_in(api_key, module_info.name)
+            raise ImportError(f"{__name__}.{name} is not named after an API key") from None
+        handlers[api_key] = _stand_in(api_key, name)
     return handlers
 
 

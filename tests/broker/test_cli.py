@@ -95,6 +95,41 @@ def test_bad_flag_is_one_line():
     assert_one_line_error(run_cli("serve", "--log-dir", "x", "--ephemeral"), "not allowed with")
 
 
+# Read without argparse (cli._plain_serve_args), and they must mean what argparse makes of them.
+PLAIN_SERVE_LINES = [
+    ["serve"],
+    ["serve", "--port", "0", "--log-dir", "/tmp/data"],
+    ["serve", "--host", "", "--port=9093", "--ephemeral", "--log-level", "DEBUG"],
+    ["serve", "--config", "server.properties", "--override", "num.partitions=3", "--override=a=b=c",
+     "--zookeeper", "zk:2181/kafka", "--broker-id", "2", "--export-to", "out", "--export-master",
+     "local[2]", "--test-control", "--host=-odd", "--port", "1", "--port", "2"],
+]
+# Anything else goes to argparse: help, abbreviations, values that look like options or that it
+# refuses (its own message then), the two data-directory options together.
+ARGPARSE_SERVE_LINES = [
+    ["serve", "--help"], ["serve", "--po", "1"], ["serve", "--broker-id", "-1"], ["serve", "--port", "x"],
+    ["serve", "--port", "70000"], ["serve", "--log-level", "LOUD"], ["serve", "--override", "novalue"],
+    ["serve", "--log-dir", "x", "--ephemeral"], ["serve", "--ephemeral=yes"], ["serve", "--port"],
+    ["serve", "extra"], ["healthcheck"], [],
+]
+
+
+@pytest.mark.parametrize("argv", PLAIN_SERVE_LINES)
+def test_a_plain_serve_command_line_reads_as_argparse_reads_it(argv):
+    from minikafka.broker import cli
+
+    plain = cli._plain_serve_args(argv)
+    assert plain is not None
+    assert vars(plain) == vars(cli.build_parser("serve").parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", ARGPARSE_SERVE_LINES)
+def test_any_other_command_line_is_left_to_argparse(argv):
+    from minikafka.broker import cli
+
+    assert cli._plain_serve_args(argv) is None
+
+
 def test_bad_config_key_and_value_are_one_line(tmp_path):
     assert_one_line_error(run_cli("serve", "--log-dir", str(tmp_path), "--override", "log.segmnt.bytes=10"),
                           "unknown config key 'log.segmnt.bytes'")
@@ -106,12 +141,15 @@ def test_bad_config_key_and_value_are_one_line(tmp_path):
 
 
 def test_busy_port_is_one_line(tmp_path):
+    # The port is bound before storage loads (it listens only after): a busy port never
+    # waits for a recovery, and the log dir is left as it was.
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         result = run_cli("serve", "--port", str(port), "--log-dir", str(tmp_path / "data"))
     assert_one_line_error(result, f"127.0.0.1:{port}", "address already in use")
+    assert not (tmp_path / "data").exists()
 
 
 def test_unusable_log_dir_is_one_line(tmp_path):

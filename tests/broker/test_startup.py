@@ -45,6 +45,10 @@ NOT_BEFORE_READY = (
     "dataclasses",
     # A fresh log dir's cluster id and the -delete directories' names come from os.urandom.
     "uuid",
+    # An ordinary serve command line is read without argparse (and gettext).
+    "argparse", "gettext",
+    # Handler modules are found by listing their directory.
+    "pkgutil",
     # Handlers are imported on their API's first request.
     "minikafka.broker.handlers.join_group", "minikafka.broker.handlers.leader_and_isr",
     "minikafka.broker.handlers.produce", "minikafka.broker.handlers.fetch",
