@@ -279,9 +279,14 @@ def measure_produce(running: Running, values: list[bytes], codec: str, consume: 
     if consume:
         # One read of 200,000 messages takes under 0.2 s, so one sample moves by ±15 % with the
         # machine; the median of a few reads by fresh consumers is what the run reports.
+        broker_before, client_before = cpu_seconds(running.process.pid), _client_cpu()[0]
         figures["consume"] = statistics.median(
             len(values) / confluent_consume(running.bootstrap, topic, len(values), PARTITIONS, **CONSUMER_SETTINGS)
             for _ in range(CONSUME_READS))
+        # Which side sets the reading pace: the CPU each spent per message read.
+        read = len(values) * CONSUME_READS
+        figures["consume cpu"] = (cpu_seconds(running.process.pid) - broker_before) / read * 1e6
+        figures["consume client"] = (_client_cpu()[0] - client_before) / read * 1e6
     return figures
 
 
@@ -308,6 +313,8 @@ ROWS = [
     ("broker CPU per produced message + the {settle:g} s after, none, µs", "cpu settled none", "{:.2f}"),
     ("broker CPU per produced message + the {settle:g} s after, lz4, µs", "cpu settled lz4", "{:.2f}"),
     ("consume from offset 0, msg/s", "consume", "{:,.0f}"),
+    ("broker CPU per consumed message, µs", "consume cpu", "{:.2f}"),
+    ("client CPU per consumed message (the consumer's connect included), µs", "consume client", "{:.2f}"),
     ("spawn -> first message consumed back, ms", "spawn", "{:.1f}"),
     ("port open -> first message, ms", "open", "{:.1f}"),
     ("produce latency p50 (one message, flush), ms", "p50", "{:.3f}"),
