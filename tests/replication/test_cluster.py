@@ -444,7 +444,11 @@ def test_leader_kill_while_each_client_produces(cluster, client):
     cluster.broker(old_leader).start()
     wait_for_isr(cluster, "stream", 3, timeout=90)
     acked = result
-    assert len(acked) >= 60
+    # The client carried on: values were acknowledged at offsets the new leader wrote. The log
+    # end is no count of acks: a value the old leader had replicated but not committed when it
+    # died stays in the log (at the new leader's first offsets) while its send failed.
+    takeover = _epochs(cluster.broker(new_leader), "stream")[-1][1]
+    assert len(acked) >= 30 and any(offset >= takeover for offset in acked.values())
     records = consume_all(cluster.bootstrap, "stream", len(acked))
     offsets = {}
     for offset, value in records:
