@@ -226,32 +226,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _healthcheck_command(args: argparse.Namespace) -> int:
-    import socket
-
+    from minikafka.broker.blocking_client import kafka_request
     from minikafka.protocol.apis import ApiKey
     from minikafka.protocol.errors import ErrorCode, ProtocolError
-    from minikafka.protocol.framing import ClientConnection
 
-    host, _, port = args.bootstrap.strip("[").rpartition(":")
-    host = host.rstrip("]")
     try:
-        with socket.create_connection((host, int(port)), timeout=args.timeout) as sock:
-            client = ClientConnection("minikafka-healthcheck")
-            sock.sendall(client.send_request(ApiKey.API_VERSIONS, 0, {})[1])
-            while (response := client.next_response()) is None:
-                try:
-                    data = sock.recv(65536)
-                except ConnectionResetError:
-                    # A peer that closes with our request unread resets instead: the same answer.
-                    data = b""
-                if not data:
-                    raise ConnectionError("the broker closed the connection")
-                client.receive_data(data)
+        answer = kafka_request(args.bootstrap, ApiKey.API_VERSIONS, 0, {}, timeout=args.timeout,
+                               client_id="minikafka-healthcheck")
     except (OSError, ValueError, ProtocolError) as exc:
         print(f"minikafka healthcheck: {args.bootstrap}: {exc}", file=sys.stderr)
         return 1
-    if response.body.error_code != ErrorCode.NONE:
-        print(f"minikafka healthcheck: {args.bootstrap}: ApiVersions error {response.body.error_code}",
+    if answer.error_code != ErrorCode.NONE:
+        print(f"minikafka healthcheck: {args.bootstrap}: ApiVersions error {answer.error_code}",
               file=sys.stderr)
         return 1
     return 0

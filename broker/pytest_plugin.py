@@ -495,25 +495,11 @@ def client_settings(client: str, *, bootstrap: str, security_protocol: str, sasl
 
 
 def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeout: float = 10.0):
-    """One request to a broker over a plain blocking socket (the protocol layer's client side),
-    for fixtures that read the cluster's own view of itself."""
-    import socket
+    """One request to a broker over a plain blocking socket, for fixtures that read the
+    cluster's own view of itself."""
+    from minikafka.broker.blocking_client import kafka_request as request
 
-    from minikafka.protocol.framing import ClientConnection
-
-    host, _, port = bootstrap.rpartition(":")
-    conn = ClientConnection(client_id="minikafka-pytest")
-    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
-        _, frame = conn.send_request(api_key, version, body)
-        sock.sendall(frame)
-        while True:
-            response = conn.next_response()
-            if response is not None:
-                return response.body
-            data = sock.recv(1 << 16)
-            if not data:
-                raise ConnectionError(f"{bootstrap} closed the connection")
-            conn.receive_data(data)
+    return request(bootstrap, api_key, version, body, timeout=timeout, client_id="minikafka-pytest")
 
 
 ZOOKEEPER = "zookeeper"
