@@ -170,9 +170,7 @@ class MinikafkaBroker:
         props = {"listeners": f"{self.security_protocol}://{self.host}:0"}
         if uses_tls:
             if self.ca is None:
-                import trustme
-
-                self.ca = trustme.CA()
+                self.ca = new_ca()
             self.ca_path = self.work_dir / "ca.pem"
             self.ca.cert_pem.write_to_path(str(self.ca_path))
             server = self.ca.issue_cert("127.0.0.1", "localhost", "::1")
@@ -650,9 +648,7 @@ class MinikafkaCluster:
                  "inter.broker.listener.name": protocol}
         if protocol in ("SSL", "SASL_SSL"):
             if self.ca is None:
-                import trustme
-
-                self.ca = trustme.CA()
+                self.ca = new_ca()
             self.ca_path = self.work_dir / "ca.pem"
             self.ca.cert_pem.write_to_path(str(self.ca_path))
             keystore = self.work_dir / f"broker-{broker_id}.pem"
@@ -1064,8 +1060,16 @@ def _jaas_escape(text: str) -> str:
 def minikafka_ca():
     """One ``trustme.CA`` per test session: it signs every TLS broker's certificate and the
     client certificates for mutual TLS."""
-    import trustme
+    return new_ca()
 
+
+def new_ca():
+    """A fresh ``trustme.CA``; the package comes with the ``testing`` extra, so a project
+    that installed minikafka without it is told the one command that fixes it."""
+    try:
+        import trustme
+    except ModuleNotFoundError:
+        pytest.fail("minikafka's TLS fixtures need trustme: pip install 'minikafka[testing]'", pytrace=False)
     return trustme.CA()
 
 
