@@ -211,8 +211,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Connect to a broker and make one Kafka ApiVersions round trip (what the "
                     "Docker image's HEALTHCHECK runs): exit 0 when it answers without error, "
                     "1 otherwise, with one line on stderr saying why.")
-    health.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT")
-    health.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
+    health.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT",
+                        help="the broker to ask (default 127.0.0.1:9092)")
+    health.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="give up after this long without an answer (default 5)")
     health.set_defaults(func=_healthcheck_command)
 
     if command in _OWN_COMMANDS:
