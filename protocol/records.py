@@ -1117,4 +1117,10 @@ def native_in_use() -> bool:
     return _assign_loop is not _py_assign_loop
 
 
-use_native(os.environ.get("MINIKAFKA_PURE_PYTHON", "") in ("", "0"))
+def use_native_as_the_environment_says() -> bool:
+    """C unless ``MINIKAFKA_PURE_PYTHON=1``: at import, and in a broker forked after its
+    environment was set (minikafka.testing.warm)."""
+    return use_native(os.environ.get("MINIKAFKA_PURE_PYTHON", "") in ("", "0"))
+
+
+use_native_as_the_environment_says()

@@ -1,0 +1,136 @@
+"""How fast a test gets its broker: warm-started (forked) fixture brokers against spawned ones,
+beside Tansu and the Python floor, in one run (issue 30).
+
+    python3 bench/bench_fixture_start.py              # 15 interleaved rounds and the 100-test file
+    python3 bench/bench_fixture_start.py --rounds 5 --tests 30
+
+Per round, in turn (so a slow moment of the machine is shared out):
+
+- warm / spawn: ``MinikafkaBroker(...).start()`` as the pytest fixture calls it, with warm starts
+  on (``minikafka.testing.warm``: forked from the session's pre-imported parent) and off
+  (``minikafka serve`` spawned); fixture start -> ready (``start()`` returned: the ready line was
+  read) and -> first consumed message (bench_latency.first_message: confluent-kafka produces one
+  message to a new topic and a consumer reads it back);
+- Tansu: its binary (bench_peers' install) spawned -> first consumed message;
+- the Python floor: this interpreter spawned to exit at once, and to ``import trio``.
+
+Then the end-to-end figure: one generated test file of ``--tests`` tests, each asking for its own
+``minikafka_broker`` and producing and consuming one message, run by pytest in a subprocess with
+warm starts on and off; wall time of each and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_latency import first_message, python_floor_times  # noqa: E402
+from bench_peers import PeerUnavailable, start, tansu_peer  # noqa: E402
+
+from minikafka.broker.pytest_plugin import MinikafkaBroker, warm_starter  # noqa: E402
+from minikafka.testing.warm import ENV_SWITCH  # noqa: E402
+
+TEST_FILE = textwrap.dedent("""
+    import pytest
+    from bench_latency import first_message
+
+    @pytest.mark.parametrize("n", range({tests}))
+    def test_own_broker(minikafka_broker, n):
+        first_message(minikafka_broker.bootstrap)
+""")
+
+
+def fixture_start(workdir: Path, warm: bool) -> tuple[float, float]:
+    """(start -> ready, start -> first consumed message) in ms, for one fixture broker."""
+    os.environ[ENV_SWITCH] = "1" if warm else "0"
+    starter = warm_starter()
+    starter._unavailable = None if warm else f"{ENV_SWITCH}=0"  # the session's starter, switched per run
+    broker = MinikafkaBroker(Path(tempfile.mkdtemp(dir=workdir)))
+    began = time.perf_counter()
+    broker.start()
+    ready = time.perf_counter()
+    first_message(broker.bootstrap)
+    done = time.perf_counter()
+    broker.stop()
+    return (ready - began) * 1000, (done - began) * 1000
+
+
+def run_test_file(workdir: Path, tests: int, warm: bool) -> float:
+    (workdir / "test_many.py").write_text(TEST_FILE.format(tests=tests))
+    env = dict(os.environ, **{ENV_SWITCH: "1" if warm else "0"},
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]))
+    began = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                             "test_many.py"], cwd=workdir, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - began
+    if result.returncode != 0:
+        raise SystemExit(f"the {tests}-test file failed:\n{result.stdout[-2000:]}")
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--tests", type=int, default=100, help="tests in the generated file (default 100)")
+    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "minikafka-bench")
+    args = parser.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="minikafka-bench-fixture-"))
+    samples: dict[str, list[float]] = {}
+    try:
+        try:
+            tansu = tansu_peer(args.cache_dir)
+        except (PeerUnavailable, OSError, subprocess.SubprocessError) as exc:
+            print(f"skip Tansu: {exc}")
+            tansu = None
+        fixture_start(workdir, warm=True)  # unmeasured: starts the warm parent, warms the caches
+        fixture_start(workdir, warm=False)
+        if tansu is not None:
+            start(tansu, workdir).process.kill()
+        for round_number in range(1, args.rounds + 1):
+            for name, warm in (("warm", True), ("spawn", False)):
+                ready, first = fixture_start(workdir, warm)
+                samples.setdefault(f"{name} ready", []).append(ready)
+                samples.setdefault(f"{name} first", []).append(first)
+            if tansu is not None:
+                running = start(tansu, workdir)
+                running.process.kill()
+                running.process.wait()
+                samples.setdefault("Tansu first", []).append(running.spawn_to_first_ms)
+            interpreter, with_trio = python_floor_times(sys.executable, runs=1)
+            samples.setdefault("floor", []).append(interpreter[0] * 1000)
+            samples.setdefault("floor trio", []).append(with_trio[0] * 1000)
+            print(f"  round {round_number}: " + " ".join(f"{k}={v[-1]:.1f}" for k, v in samples.items()),
+                  file=sys.stderr, flush=True)
+        warm_starter().close()
+        warm_file = run_test_file(workdir, args.tests, warm=True)
+        spawn_file = run_test_file(workdir, args.tests, warm=False)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    median = {key: statistics.median(values) for key, values in samples.items()}
+    print(f"\nfixture broker start-up, medians of {args.rounds} interleaved rounds (ms)")
+    print("| | start -> ready | start -> first consumed message |")
+    print("|---|---|---|")
+    print(f"| fixture, warm start (forked) | {median['warm ready']:.1f} | {median['warm first']:.1f} |")
+    print(f"| fixture, spawned | {median['spawn ready']:.1f} | {median['spawn first']:.1f} |")
+    if "Tansu first" in median:
+        print(f"| Tansu, spawned | — | {median['Tansu first']:.1f} |")
+    print(f"| Python floor: interpreter / + import trio | {median['floor']:.1f} / {median['floor trio']:.1f} | |")
+    if "Tansu first" in median:
+        print(f"\nwarm / Tansu, start -> first consumed message: {median['warm first'] / median['Tansu first']:.2f}")
+    print(f"\n{args.tests} tests, each with its own broker: warm {warm_file:.1f} s, spawned {spawn_file:.1f} s, "
+          f"{spawn_file / warm_file:.1f}x faster")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

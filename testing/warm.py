@@ -1,0 +1,331 @@
+"""Warm-started brokers for tests: forked from a parent that has already imported them.
+
+A test broker spends almost all of its start-up in the interpreter and its imports (~125 ms on
+a small machine; the broker's own start after them is ~10 ms). A :class:`WarmStarter` pays that
+once per test session: it runs one *warm parent*, a Python process that imports trio and every
+module ``minikafka serve`` uses (handlers and codecs included), then waits — one thread, no
+event loop, no open files but its request socket. Each broker is forked from it and runs
+``minikafka``'s own command line (``cli.main``) with its own arguments, environment, working
+directory, stdout and stderr, exactly as a spawned ``minikafka serve`` would: its own process id,
+port, log dir and config; its random generators re-seeded; nothing shared with the parent but
+the read-only pages of its imports.
+
+The broker is made a child of the *test process*, not of the warm parent: the warm parent forks
+twice and the test process is a child subreaper (Linux's ``PR_SET_CHILD_SUBREAPER``), so the
+orphaned broker is re-parented to it. The test process then waits for it, signals it and reads
+its exit status as for any child (:class:`ForkedProcess` has ``Popen``'s interface), and killing
+the warm parent never touches a running broker.
+
+Where that cannot work (no ``fork``, not Linux, a parent that would not start), ``start``
+returns None and the caller spawns the process instead; ``MINIKAFKA_WARM_START=0`` turns warm
+starts off.
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+logger = logging.getLogger(__name__)
+
+ENV_SWITCH = "MINIKAFKA_WARM_START"
+# For minikafka's own isolation tests: a forked broker writes its first random numbers (Python's
+# and trio's) to this file before it starts.
+PROBE_ENV = "MINIKAFKA_WARM_PROBE"
+PR_SET_CHILD_SUBREAPER = 36
+_MAX_REQUEST = 1 << 20
+
+
+class ForkedProcess:
+    """A forked broker, re-parented to this process: ``subprocess.Popen``'s waiting and
+    signalling interface over its process id."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: gone, status unknown
+                self.returncode = -signal.SIGKILL
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.0005
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class WarmStarter:
+    """The session's warm parent, started on first use; ``start(...)`` forks a broker from it."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen | None = None
+        self._socket: socket.socket | None = None
+        self._unavailable: str | None = None
+        if os.environ.get(ENV_SWITCH) == "0":
+            self._unavailable = f"{ENV_SWITCH}=0"
+        elif not _supported():
+            self._give_up("this platform cannot fork brokers (Linux only)")
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why brokers are spawned instead (None while warm starts work)."""
+        return self._unavailable
+
+    def start(self, argv: list[str], *, cwd: str, env: dict[str, str], stdout: int, stderr: int) -> ForkedProcess | None:
+        """Fork ``minikafka`` with ``argv`` (its arguments, as ``main`` takes them) and these
+        stdout/stderr file descriptors; None if warm starts are unavailable (see ``unavailable``)."""
+        if self._unavailable is not None:
+            return None
+        try:
+            if self._socket is None:
+                self._launch()
+            request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
+            fds = array.array("i", [stdout, stderr])
+            self._socket.sendmsg([len(request).to_bytes(4, "big") + request],
+                               [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            answer = _receive_exactly(self._socket, 4)
+            return ForkedProcess(int.from_bytes(answer, "big"))
+        except OSError as exc:
+            self._give_up(f"the warm parent failed ({exc})")
+            return None
+
+    def _launch(self) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with theirs:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", f"from minikafka.testing.warm import _serve; _serve({theirs.fileno()})"],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self._socket = ours
+        # The parent says it is ready (its imports done) with one byte.
+        if _receive_exactly(ours, 1) != b"R":
+            raise OSError("the warm parent did not start")
+
+    def _give_up(self, why: str) -> None:
+        self._unavailable = why
+        logger.warning("minikafka: warm start unavailable, spawning brokers instead: %s", why)
+        self.close()
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+
+def _supported() -> bool:
+    return sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+def _receive_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("the warm parent closed its socket")
+        data += chunk
+    return data
+
+
+# ---------------------------------------------------------------------------- the warm parent
+
+
+def _warm_up() -> None:
+    """Import what ``minikafka serve`` imports by its first answers, and compile every codec
+    it uses (request readers, response writers), so a forked broker finds them done."""
+    import encodings.idna  # noqa: F401 - the first getaddrinfo of a host name imports it
+    import trio  # noqa: F401
+
+    import minikafka.broker.cli  # noqa: F401
+    import minikafka.broker.config  # noqa: F401
+    import minikafka.broker.connection  # noqa: F401
+    import minikafka.broker.control  # noqa: F401
+    import minikafka.broker.fault_injection  # noqa: F401
+    import minikafka.broker.server  # noqa: F401
+    import minikafka.replication.cluster  # noqa: F401 - cluster brokers
+    try:
+        import kazoo.client  # noqa: F401 - ~150 ms a cluster broker would pay; importing starts no thread
+        import kazoo.exceptions  # noqa: F401
+    except ImportError:
+        pass
+    from minikafka.broker import handlers
+    from minikafka.protocol.apis import APIS
+
+    for api_key in list(handlers.HANDLERS):
+        handlers.load(api_key)
+    for api in APIS.values():
+        for version in range(api.min_version, api.max_version + 1):
+            api.request(version).read  # noqa: B018 - compiled on first access
+            api.response(version).write  # noqa: B018
+
+
+def _serve(fd: int) -> None:
+    """The warm parent's loop: one fork request at a time from the test process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the test run's Ctrl-C is for the test process
+    _warm_up()
+    import gc
+
+    gc.collect()
+    gc.freeze()  # children never walk what the parent made (as serve does at its ready line)
+    control = socket.socket(fileno=fd)
+    control.sendall(b"R")
+    while True:
+        # The descriptors ride on the request's first bytes: read those with recvmsg.
+        message, ancillary, _, _ = control.recvmsg(_MAX_REQUEST, socket.CMSG_SPACE(2 * array.array("i").itemsize))
+        if not message:
+            return  # the test process is gone
+        while len(message) < 4:
+            message += _receive_exactly(control, 4 - len(message))
+        size = int.from_bytes(message[:4], "big")
+        if size > _MAX_REQUEST:
+            return
+        message = message[4:]
+        while len(message) < size:
+            message += _receive_exactly(control, size - len(message))
+        stdout, stderr = _descriptors(ancillary)
+        request = json.loads(message)
+        pid = _double_fork(request, stdout, stderr, control)
+        os.close(stdout)
+        os.close(stderr)
+        control.sendall(pid.to_bytes(4, "big"))
+
+
+def _descriptors(ancillary) -> tuple[int, int]:
+    fds = array.array("i")
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    if len(fds) != 2:
+        raise SystemExit("the warm parent expects stdout and stderr descriptors with each request")
+    return fds[0], fds[1]
+
+
+def _double_fork(request: dict, stdout: int, stderr: int, control: socket.socket) -> int:
+    """Fork an intermediate child that forks the broker and exits at once: the broker is then
+    an orphan, re-parented to the test process (a child subreaper). Returns the broker's pid."""
+    import threading
+
+    if threading.active_count() != 1:
+        raise SystemExit("the warm parent must fork from a single thread")
+    read_end, write_end = os.pipe()
+    intermediate = os.fork()
+    if intermediate == 0:
+        try:
+            os.close(read_end)
+            broker = os.fork()
+            if broker == 0:
+                os.close(write_end)
+                _become_broker(request, stdout, stderr, control)
+            os.write(write_end, broker.to_bytes(4, "big"))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    data = b""
+    while len(data) < 4:
+        chunk = os.read(read_end, 4 - len(data))
+        if not chunk:
+            break
+        data += chunk
+    os.close(read_end)
+    os.waitpid(intermediate, 0)
+    if len(data) != 4:
+        raise SystemExit("the warm parent's fork failed")
+    return int.from_bytes(data, "big")
+
+
+def _become_broker(request: dict, stdout: int, stderr: int, control: socket.socket) -> None:
+    """In the forked broker: its own descriptors, environment, directory and randomness, then
+    the command line; never returns."""
+    code = 1
+    try:
+        control.close()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(stdout, 1)
+        os.dup2(stderr, 2)
+        for fd in (devnull, stdout, stderr):
+            os.close(fd)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        from minikafka.protocol.records import use_native_as_the_environment_says
+
+        use_native_as_the_environment_says()  # chosen at the parent's import, from its environment
+        _reseed()
+        if PROBE_ENV in os.environ:
+            _write_probe(os.environ[PROBE_ENV])
+        from minikafka.broker.cli import main
+
+        try:
+            code = main(request["argv"])
+        except SystemExit as exc:  # argparse's refusals
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - reported as a spawned interpreter would
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code if isinstance(code, int) else 1)
+
+
+def _write_probe(path: str) -> None:
+    import random
+
+    import trio
+
+    with open(path, "w") as probe:
+        json.dump({"random": random.random(), "trio": trio._core._run._r.random(), "pid": os.getpid(),
+                   "threads": len(os.listdir("/proc/self/task"))}, probe)
+
+
+def _reseed() -> None:
+    """Fresh randomness for each broker: ``random``'s global generator is re-seeded by Python
+    at fork, trio's scheduler generator is not (it was seeded once, at the parent's import)."""
+    import random
+
+    import trio
+
+    random.seed()
+    trio._core._run._r.seed()

@@ -1,0 +1,108 @@
+"""Fixture brokers forked from the session's warm parent (minikafka.testing.warm) are as
+isolated as spawned ones: their own process, port, files, threads, randomness and state, a child
+of the test process, untouched by the warm parent's death; and a broker that crashes is reported
+as a spawned one is."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from minikafka.broker.pytest_plugin import MinikafkaBroker, warm_starter
+from minikafka.testing.warm import PROBE_ENV, ForkedProcess
+
+
+def open_files(pid: int) -> set[str]:
+    """What the process has open: paths, and sockets and pipes by inode; not /dev/null nor the
+    anonymous inodes (epoll, eventfd), whose names are the same in every process."""
+    targets = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            targets.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:
+            pass
+    return {target for target in targets if target != "/dev/null" and not target.startswith("anon_inode:")}
+
+
+def produce_and_read(bootstrap: str, topic: str, value: bytes) -> list[bytes]:
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    producer.send(topic, value).get(timeout=10)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    consumer.assign([TopicPartition(topic, 0)])
+    values = [record.value for record in consumer]
+    consumer.close()
+    return values
+
+
+def test_two_forked_brokers_share_no_port_file_thread_randomness_or_state(tmp_path, monkeypatch):
+    monkeypatch.setenv(PROBE_ENV, str(tmp_path / "probe-a"))
+    a = MinikafkaBroker(tmp_path / "a").start()
+    monkeypatch.setenv(PROBE_ENV, str(tmp_path / "probe-b"))
+    b = MinikafkaBroker(tmp_path / "b").start()
+    try:
+        assert isinstance(a.process, ForkedProcess) and isinstance(b.process, ForkedProcess)
+        assert a.process.pid != b.process.pid and a.port != b.port
+        for broker in (a, b):  # children of this process, as a spawned broker is
+            assert int(open(f"/proc/{broker.process.pid}/stat").read().split()[3]) == os.getpid()
+        assert not open_files(a.process.pid) & open_files(b.process.pid)
+        parent = warm_starter()._process.pid
+        assert len(os.listdir(f"/proc/{parent}/task")) == 1  # it forks from a single thread
+        assert not open_files(parent) & (open_files(a.process.pid) | open_files(b.process.pid))
+        probe_a, probe_b = (json.loads((tmp_path / name).read_text()) for name in ("probe-a", "probe-b"))
+        assert probe_a["threads"] == probe_b["threads"] == 1
+        assert probe_a["random"] != probe_b["random"] and probe_a["trio"] != probe_b["trio"]
+        assert produce_and_read(a.bootstrap, "only-in-a", b"a") == [b"a"]
+        assert produce_and_read(b.bootstrap, "only-in-b", b"b") == [b"b"]
+        assert not (b.log_dir / "only-in-a-0").exists() and not (a.log_dir / "only-in-b-0").exists()
+    finally:
+        a.stop()
+        b.stop()
+    assert a.unexpected_exits == b.unexpected_exits == []
+
+
+def test_killing_the_warm_parent_leaves_running_brokers_alone_and_later_ones_spawn(tmp_path):
+    script = tmp_path / "test_user.py"
+    script.write_text(textwrap.dedent("""
+        import signal
+        from kafka import KafkaProducer
+        from minikafka.broker.pytest_plugin import warm_starter
+        from minikafka.testing.warm import ForkedProcess
+
+        def test_parent_killed(minikafka_broker_factory, caplog):
+            first = minikafka_broker_factory()
+            assert isinstance(first.process, ForkedProcess)
+            warm_starter()._process.send_signal(signal.SIGKILL)
+            warm_starter()._process.wait()
+            producer = KafkaProducer(bootstrap_servers=first.bootstrap)
+            assert producer.send("t", b"v").get(timeout=10).offset == 0
+            producer.close()
+            second = minikafka_broker_factory()  # spawned now, with one warning that says so
+            assert not isinstance(second.process, ForkedProcess) and second.running
+            assert first.running
+            said = [r.getMessage() for r in caplog.records if "warm start" in r.getMessage()]
+            assert len(said) == 1 and said[0].startswith(
+                "minikafka: warm start unavailable, spawning brokers instead: the warm parent failed")
+    """))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(script)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_warm_start_can_be_turned_off(tmp_path, monkeypatch):
+    script = tmp_path / "test_user.py"
+    script.write_text(textwrap.dedent("""
+        import subprocess
+
+        def test_spawned(minikafka_broker):
+            assert isinstance(minikafka_broker.process, subprocess.Popen)
+    """))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(script)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, MINIKAFKA_WARM_START="0"))
+    assert result.returncode == 0, result.stdout + result.stderr
