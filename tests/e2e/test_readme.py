@@ -1,16 +1,18 @@
-"""README.md stays true: its tables are generated from the code they describe.
+"""README.md and docs/ stay true: their tables are generated from the code they describe.
 
-- the config table from ``broker.config.config_table()`` (the broker's key table, as data);
-- the API table from ``protocol.apis.api_versions_response(served=HANDLERS)``, exactly what
-  the broker's ApiVersions handler answers.
+- the config table (docs/configuration.md) from ``broker.config.config_table()`` (the broker's
+  key table, as data);
+- the API table (docs/protocol.md) from ``protocol.apis.api_versions_response(served=HANDLERS)``,
+  exactly what the broker's ApiVersions handler answers.
 
 Regenerate both after changing either with::
 
     python3 tests/e2e/test_readme.py
 
-Its kafka-python and confluent-kafka examples ("Use it from a client") are run twice against a
-real broker, with only the bootstrap address substituted; the "Faults on demand" example is
-run as the pytest module it is.
+README's kafka-python, confluent-kafka and aiokafka examples ("Use it from a client") are run
+twice against a real broker, with only the bootstrap address substituted; the "Faults on
+demand" and "Faults on a cluster" examples of docs/testing.md are run as the pytest modules they
+are.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = README.parent / "docs"
+# Which document holds each generated table.
+TABLE_FILES = {"config-table": DOCS / "configuration.md", "api-table": DOCS / "protocol.md"}
 BLOCKS = {
     "config-table": "generated from broker/config.py by tests/e2e/test_readme.py",
     "api-table": "generated from protocol.apis.api_versions_response by tests/e2e/test_readme.py",
@@ -70,18 +75,18 @@ def _span(text: str, block: str) -> tuple[int, int]:
     return start, text.index(end, start)
 
 
-def test_readme_config_table_matches_broker_config():
-    text = README.read_text()
+def test_docs_config_table_matches_broker_config():
+    text = TABLE_FILES["config-table"].read_text()
     start, end = _span(text, "config-table")
     assert text[start:end].strip() == render_config_table(), (
-        "README.md's config table is stale: run python3 tests/e2e/test_readme.py")
+        "docs/configuration.md's config table is stale: run python3 tests/e2e/test_readme.py")
 
 
-def test_readme_api_table_matches_the_served_versions():
-    text = README.read_text()
+def test_docs_api_table_matches_the_served_versions():
+    text = TABLE_FILES["api-table"].read_text()
     start, end = _span(text, "api-table")
     assert text[start:end].strip() == render_api_table(), (
-        "README.md's API table is stale: run python3 tests/e2e/test_readme.py")
+        "docs/protocol.md's API table is stale: run python3 tests/e2e/test_readme.py")
 
 
 RUN_COMMAND = "pip install . && minikafka serve"
@@ -176,6 +181,10 @@ def _confluent_example(code: str, bootstrap: str) -> str:
     return _replace(code, "127.0.0.1:9092", bootstrap, count=3)
 
 
+def _aiokafka_example(code: str, bootstrap: str) -> str:
+    return _replace(code, "127.0.0.1:9092", bootstrap, count=2)
+
+
 # What each example prints for the one record it produced, on the first run (offset 0) and on
 # a second run against the same broker (offset 1: the group's committed position skips the
 # first run's record): CreateTime for kafka-python's (offset key value timestamp),
@@ -184,6 +193,7 @@ def _confluent_example(code: str, bootstrap: str) -> str:
 CLIENT_EXAMPLES = {
     "kafka-python": (_kafka_python_example, r"{run} b'user-1' b'signed up' (\d+)"),
     "confluent-kafka": (_confluent_example, r"[0-2] {run} b'v' \(2, (\d+)\)"),
+    "aiokafka": (_aiokafka_example, r"{run} b'user-1' b'button-1' (\d+)"),
 }
 
 
@@ -203,9 +213,9 @@ def test_readme_client_example_runs_twice(minikafka_broker, tmp_path, client):
 
 
 def _run_example_module(section: str, tmp_path, passed: int) -> None:
-    """The first python block of a README section is a pytest module: run it as a user would,
-    with the plugin installed."""
-    text = README.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    """The first python block of a section of docs/testing.md is a pytest module: run it as a
+    user would, with the plugin installed."""
+    text = (DOCS / "testing.md").read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
     example = tmp_path / "test_readme_example.py"
     example.write_text(text.split("```python\n", 1)[1].split("\n```", 1)[0] + "\n")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example)],
@@ -226,14 +236,14 @@ def test_readme_cluster_fault_example_runs(tmp_path):
 
 
 def regenerate() -> None:
-    text = README.read_text()
     for block, render in RENDERERS.items():
+        path = TABLE_FILES[block]
+        text = path.read_text()
         start, end = _span(text, block)
-        text = text[:start] + "\n" + render() + "\n" + text[end:]
-    README.write_text(text)
+        path.write_text(text[:start] + "\n" + render() + "\n" + text[end:])
+        print(f"updated {path}")
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(README.parent))
     regenerate()
-    print(f"updated {README}")
