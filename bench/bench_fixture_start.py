@@ -39,13 +39,32 @@ from bench_peers import PeerUnavailable, start, tansu_peer  # noqa: E402
 from minikafka.broker.pytest_plugin import MinikafkaBroker, warm_starter  # noqa: E402
 from minikafka.testing.warm import ENV_SWITCH  # noqa: E402
 
+# The generated tests' bodies: a client's produce and consume (its start-up and teardown cost
+# tens of ms, the same with either kind of broker), and one raw produce and fetch request, so the
+# broker's own share shows.
+BODIES = {
+    "confluent-kafka produce + consume": "first_message(minikafka_broker.bootstrap)",
+    "raw Produce + Fetch requests": "produce_and_fetch(minikafka_broker.bootstrap)",
+}
 TEST_FILE = textwrap.dedent("""
     import pytest
     from bench_latency import first_message
+    from minikafka.broker.pytest_plugin import kafka_request
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.records import build_message_set
+
+    def produce_and_fetch(bootstrap):
+        records = build_message_set([(None, b"hello", 0)], magic=1)
+        kafka_request(bootstrap, ApiKey.METADATA, 1, {{"topics": [{{"name": "t"}}]}})
+        kafka_request(bootstrap, ApiKey.PRODUCE, 2, {{"acks": 1, "timeout_ms": 5000, "topic_data": [
+            {{"name": "t", "partition_data": [{{"index": 0, "records": records}}]}}]}})
+        answer = kafka_request(bootstrap, ApiKey.FETCH, 2, {{"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
+            "topics": [{{"topic": "t", "partitions": [{{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}}]}}]}})
+        assert answer.responses[0].partitions[0].records
 
     @pytest.mark.parametrize("n", range({tests}))
     def test_own_broker(minikafka_broker, n):
-        first_message(minikafka_broker.bootstrap)
+        {body}
 """)
 
 
@@ -64,8 +83,8 @@ def fixture_start(workdir: Path, warm: bool) -> tuple[float, float]:
     return (ready - began) * 1000, (done - began) * 1000
 
 
-def run_test_file(workdir: Path, tests: int, warm: bool) -> float:
-    (workdir / "test_many.py").write_text(TEST_FILE.format(tests=tests))
+def run_test_file(workdir: Path, tests: int, body: str, warm: bool) -> float:
+    (workdir / "test_many.py").write_text(TEST_FILE.format(tests=tests, body=body))
     env = dict(os.environ, **{ENV_SWITCH: "1" if warm else "0"},
                PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]))
     began = time.perf_counter()
@@ -111,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  round {round_number}: " + " ".join(f"{k}={v[-1]:.1f}" for k, v in samples.items()),
                   file=sys.stderr, flush=True)
         warm_starter().close()
-        warm_file = run_test_file(workdir, args.tests, warm=True)
-        spawn_file = run_test_file(workdir, args.tests, warm=False)
+        files = {name: (run_test_file(workdir, args.tests, body, warm=True),
+                        run_test_file(workdir, args.tests, body, warm=False))
+                 for name, body in BODIES.items()}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -127,8 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| Python floor: interpreter / + import trio | {median['floor']:.1f} / {median['floor trio']:.1f} | |")
     if "Tansu first" in median:
         print(f"\nwarm / Tansu, start -> first consumed message: {median['warm first'] / median['Tansu first']:.2f}")
-    print(f"\n{args.tests} tests, each with its own broker: warm {warm_file:.1f} s, spawned {spawn_file:.1f} s, "
-          f"{spawn_file / warm_file:.1f}x faster")
+    print(f"\n{args.tests} tests, each with its own broker (pytest end to end)")
+    print("| test body | warm start, s | spawned, s | warm is faster by |")
+    print("|---|---|---|---|")
+    for name, (warm_file, spawn_file) in files.items():
+        print(f"| {name} | {warm_file:.1f} | {spawn_file:.1f} | {spawn_file / warm_file:.1f}x |")
     return 0
 
 
