@@ -76,6 +76,8 @@ def test_a_killed_broker_stays_dead_and_the_others_serve(tmp_path, zk_chroot):
         assert cluster_command(control, "pause", str(other)).returncode == 0
         assert "paused" in cluster_command(control, "status").stdout
         assert cluster_command(control, "resume", str(other)).returncode == 0
+        stopped = cluster_command(control, "stop", str(other))  # a controlled shutdown
+        assert stopped.returncode == 0 and "stopped" in cluster_command(control, "status").stdout
         unknown = cluster_command(control, "stop", "7")
         assert unknown.returncode == 1 and unknown.stdout.strip() == "minikafka cluster: error: no broker 7 (brokers: 1, 2, 3)"
     finally:
