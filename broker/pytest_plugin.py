@@ -494,26 +494,40 @@ def client_settings(client: str, *, bootstrap: str, security_protocol: str, sasl
     return config
 
 
-def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeout: float = 10.0):
+def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeout: float = 10.0, *,
+                  plain_login: tuple[str, str] | None = None):
     """One request to a broker over a plain blocking socket (the protocol layer's client side),
-    for fixtures that read the cluster's own view of itself."""
+    for fixtures that read the cluster's own view of itself and tests that send what no client
+    library can. ``plain_login`` = (user, password) authenticates first with SASL PLAIN
+    (SaslHandshake v1, SaslAuthenticate v0), for a SASL_PLAINTEXT listener."""
     import socket
 
+    from minikafka.protocol.apis import ApiKey
     from minikafka.protocol.framing import ClientConnection
 
     host, _, port = bootstrap.rpartition(":")
     conn = ClientConnection(client_id="minikafka-pytest")
     with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
-        _, frame = conn.send_request(api_key, version, body)
-        sock.sendall(frame)
-        while True:
-            response = conn.next_response()
-            if response is not None:
-                return response.body
-            data = sock.recv(1 << 16)
-            if not data:
-                raise ConnectionError(f"{bootstrap} closed the connection")
-            conn.receive_data(data)
+        def call(api_key: int, version: int, body: dict):
+            _, frame = conn.send_request(api_key, version, body)
+            sock.sendall(frame)
+            while True:
+                response = conn.next_response()
+                if response is not None:
+                    return response.body
+                data = sock.recv(1 << 16)
+                if not data:
+                    raise ConnectionError(f"{bootstrap} closed the connection")
+                conn.receive_data(data)
+
+        if plain_login is not None:
+            user, password = plain_login
+            for step, answer in (("handshake", call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})),
+                                 ("login", call(ApiKey.SASL_AUTHENTICATE, 0,
+                                                {"auth_bytes": f"\0{user}\0{password}".encode()}))):
+                if answer.error_code:
+                    raise ConnectionError(f"SASL PLAIN {step} as {user!r} refused: error {answer.error_code}")
+        return call(api_key, version, body)
 
 
 ZOOKEEPER = "zookeeper"

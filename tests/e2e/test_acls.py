@@ -149,3 +149,44 @@ def test_broker_to_broker_requests_need_cluster_action(broker):
                                        "topics": [{"topic": "open", "partitions": [
                                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]}]})
         assert fetch.responses[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _as(broker, user: str, api_key, version: int, body: dict):
+    """One raw request authenticated as ``user``: what no client library sends."""
+    from minikafka.broker.pytest_plugin import kafka_request
+
+    return kafka_request(broker.bootstrap, api_key, version, body, plain_login=(user, USERS[user]))
+
+
+@pytest.fixture
+def fresh_broker(minikafka_broker_factory):
+    """A broker of its own, topics auto-created (the default), no group ever used."""
+    return minikafka_broker_factory(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", users=USERS, **{
+        "authorizer.class.name": "kafka.security.auth.SimpleAclAuthorizer", "super.users": "User:admin"})
+
+
+def test_describe_on_the_group_is_needed_to_describe_it(fresh_broker):
+    """Kafka's handleDescribeGroupRequest: GROUP_AUTHORIZATION_FAILED per group without
+    Describe, before the coordinator is asked (which would create __consumer_offsets)."""
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    AclStore(fresh_broker.log_dir).add("Group:watched", [Acl.make("User:alice", "Describe")])
+    refused = _as(fresh_broker, "bob", ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["watched"]}).groups
+    assert [(g.group_id, g.error_code, g.members) for g in refused] == \
+        [("watched", ErrorCode.GROUP_AUTHORIZATION_FAILED, [])]
+    assert not (fresh_broker.log_dir / "__consumer_offsets-0").exists()
+
+    member = KafkaConsumer("watched-topic", **fresh_broker.client_config(user="admin"), group_id="watched",
+                           client_id="the-member", consumer_timeout_ms=3000)
+    try:
+        list(member)  # joins the group
+        refused = _as(fresh_broker, "bob", ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["watched"]}).groups[0]
+        assert (refused.error_code, refused.group_state, refused.members) == \
+            (ErrorCode.GROUP_AUTHORIZATION_FAILED, "", [])
+        allowed = _as(fresh_broker, "alice", ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["watched", "unwatched"]}).groups
+        assert [(g.error_code, [m.client_id for m in g.members]) for g in allowed] == \
+            [(ErrorCode.NONE, ["the-member"]), (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])]
+    finally:
+        member.close()
+
