@@ -190,3 +190,26 @@ def test_describe_on_the_group_is_needed_to_describe_it(fresh_broker):
     finally:
         member.close()
 
+
+def test_offset_fetch_leaves_out_topics_the_principal_may_not_describe(broker):
+    """Kafka 0.10.2's handleOffsetFetchRequest: a named partition of a topic without Describe
+    answers UNKNOWN_TOPIC_OR_PARTITION and offset -1; v2's every-partition form omits it."""
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    committer = KafkaConsumer(**broker.client_config(user="admin"), group_id="alices", enable_auto_commit=False)
+    committer.commit({TopicPartition("open", 0): OffsetAndMetadata(1, "", -1),
+                      TopicPartition("secret", 0): OffsetAndMetadata(7, "secret meta", -1)})
+    committer.close()
+
+    for version in (0, 1, 2):
+        answer = _as(broker, "alice", ApiKey.OFFSET_FETCH, version, {"group_id": "alices", "topics": [
+            {"name": "open", "partition_indexes": [0]}, {"name": "secret", "partition_indexes": [0]}]})
+        assert {(t.name, p.committed_offset, p.metadata, p.error_code) for t in answer.topics for p in t.partitions} \
+            == {("open", 1, "", ErrorCode.NONE), ("secret", -1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}, version
+    admin = KafkaAdminClient(**broker.client_config(user="alice"))
+    try:
+        assert admin.list_group_offsets({"alices": None}) == \
+            {"alices": {TopicPartition("open", 0): OffsetAndMetadata(1, "", -1)}}
+    finally:
+        admin.close()
