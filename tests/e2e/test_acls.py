@@ -191,6 +191,27 @@ def test_describe_on_the_group_is_needed_to_describe_it(fresh_broker):
         member.close()
 
 
+def test_produce_never_creates_a_topic(fresh_broker):
+    """Kafka's Produce answers UNKNOWN_TOPIC_OR_PARTITION for a topic it does not have:
+    creating topics is Metadata's (with Create on the cluster) or CreateTopics'. Write on a
+    topic that does not exist yet creates nothing."""
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+    from minikafka.protocol.records import build_message_set
+
+    AclStore(fresh_broker.log_dir).add("Topic:alices-new", [Acl.make("User:alice", "Write")])
+    produced = _as(fresh_broker, "alice", ApiKey.PRODUCE, 2, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": "alices-new", "partition_data": [{"index": 0, "records": build_message_set([(None, b"x", 1)])}]}]})
+    assert produced.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert not (fresh_broker.log_dir / "alices-new-0").exists()
+    # A client asks Metadata first, which refuses her the creation.
+    producer = KafkaProducer(**fresh_broker.client_config(user="alice"), max_block_ms=5000)
+    with pytest.raises(TopicAuthorizationFailedError):
+        producer.send("alices-new", b"x").get(timeout=15)
+    producer.close()
+    assert not (fresh_broker.log_dir / "alices-new-0").exists()
+
+
 def test_offset_fetch_leaves_out_topics_the_principal_may_not_describe(broker):
     """Kafka 0.10.2's handleOffsetFetchRequest: a named partition of a topic without Describe
     answers UNKNOWN_TOPIC_OR_PARTITION and offset -1; v2's every-partition form omits it."""
