@@ -1,8 +1,10 @@
 """What a leader tells others about a partition while its high watermark lags the log end (its
 followers cut off from it): a consumer's ListOffsets never names an offset above the high
-watermark."""
+watermark, and only a broker may say how far it has replicated."""
 
 from __future__ import annotations
+
+import concurrent.futures
 
 import pytest
 
@@ -59,3 +61,36 @@ def test_list_offsets_v0_latest_stops_at_the_high_watermark_for_consumers(minika
     assert _list_offsets(leader, "lagging", 0, DEBUGGING) == [3, 0]
     assert _list_offsets(leader, "lagging", 0, CONSUMER, timestamp=-2) == [0]
 
+
+@pytest.mark.zookeeper
+@pytest.mark.timeout(240)
+def test_a_replica_fetch_without_cluster_action_moves_no_high_watermark(minikafka_cluster_factory, until):
+    """A client that claims a follower's id in Fetch is refused (no ClusterAction) before the
+    leader records a follower position: the high watermark stays, and an acks=all produce
+    times out while the real followers are cut off."""
+    cluster = minikafka_cluster_factory(
+        3, security_protocol="SASL_PLAINTEXT", users={"mallory": "mallory-pw"},
+        **{"authorizer.class.name": "kafka.security.auth.SimpleAclAuthorizer",
+           "super.users": "User:broker;User:ANONYMOUS", "replica.lag.time.max.ms": "120000"})
+    leader_id, followers = _lagging_leader(cluster, "guarded")
+    leader = cluster.broker(leader_id)
+    mallory_at_leader = f"127.0.0.1:{leader.listener_ports['SASL_PLAINTEXT']}"
+
+    def claim_followers_reached(offset: int) -> None:
+        for follower in followers:
+            body = {"replica_id": follower, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                    "topics": [{"topic": "guarded", "partitions": [
+                        {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
+            answer = kafka_request(mallory_at_leader, ApiKey.FETCH, 3, body, plain_login=("mallory", "mallory-pw"))
+            assert answer.responses[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+    assert _produce(leader, "guarded", b"one", acks=1).base_offset == 0
+    claim_followers_reached(1)
+    assert _list_offsets(leader, "guarded", 1, CONSUMER) == 0
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(_produce, leader, "guarded", b"two", -1)
+        until(lambda: _list_offsets(leader, "guarded", 1, followers[0]) == 2, "the acks=all set appended")
+        claim_followers_reached(2)
+        assert waiting.result().error_code == ErrorCode.REQUEST_TIMED_OUT
+    assert _list_offsets(leader, "guarded", 1, CONSUMER) == 0
