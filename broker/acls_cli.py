@@ -114,5 +114,5 @@ def _acls_command(args: argparse.Namespace) -> int:
             store.remove(key, acls or None)
         return 0
     except (AclError, OSError, ValueError) as exc:
-        print(f"minikafka acls: {exc}", file=sys.stderr)
+        print(f"minikafka acls: error: {exc}", file=sys.stderr)
         return 1

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 EXIT_STARTUP = 1
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 
 
 class _BadValue(ValueError):
@@ -76,7 +77,7 @@ class _Option(NamedTuple):
 # ordinary ``serve`` command line with them without argparse, whose import and parser cost a
 # broker ~3 ms of its start (mostly gettext looking up translations of argparse's texts).
 _SERVE_OPTIONS = (
-    _Option("--host", "listen address (default 127.0.0.1; '' for every interface)"),
+    _Option("--host", "listen address (default 127.0.0.1; 0.0.0.0 for every IPv4 interface, '' for every interface)"),
     _Option("--port", "listen port (default 9092; 0 picks a free port)", _port),
     _Option("--log-dir", "data directory (default ./minikafka-data)", Path, exclusive=True),
     _Option("--ephemeral", "keep data in a temporary directory removed on exit", action="store_true",
@@ -173,6 +174,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     parser = _ArgumentParser(prog="minikafka",
                              description="A Kafka-compatible mini-broker in Python.")
+    parser.add_argument("--version", action="version", version=f"minikafka {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
                                        parser_class=_ArgumentParser)
     subparsers.required = True
@@ -209,8 +211,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Connect to a broker and make one Kafka ApiVersions round trip (what the "
                     "Docker image's HEALTHCHECK runs): exit 0 when it answers without error, "
                     "1 otherwise, with one line on stderr saying why.")
-    health.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT")
-    health.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
+    health.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT",
+                        help="the broker to ask (default 127.0.0.1:9092)")
+    health.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="give up after this long without an answer (default 5)")
     health.set_defaults(func=_healthcheck_command)
 
     if command in _OWN_COMMANDS:
@@ -226,32 +230,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _healthcheck_command(args: argparse.Namespace) -> int:
-    import socket
-
+    from minikafka.broker.blocking_client import kafka_request
     from minikafka.protocol.apis import ApiKey
     from minikafka.protocol.errors import ErrorCode, ProtocolError
-    from minikafka.protocol.framing import ClientConnection
 
-    host, _, port = args.bootstrap.strip("[").rpartition(":")
-    host = host.rstrip("]")
     try:
-        with socket.create_connection((host, int(port)), timeout=args.timeout) as sock:
-            client = ClientConnection("minikafka-healthcheck")
-            sock.sendall(client.send_request(ApiKey.API_VERSIONS, 0, {})[1])
-            while (response := client.next_response()) is None:
-                try:
-                    data = sock.recv(65536)
-                except ConnectionResetError:
-                    # A peer that closes with our request unread resets instead: the same answer.
-                    data = b""
-                if not data:
-                    raise ConnectionError("the broker closed the connection")
-                client.receive_data(data)
+        answer = kafka_request(args.bootstrap, ApiKey.API_VERSIONS, 0, {}, timeout=args.timeout,
+                               client_id="minikafka-healthcheck")
     except (OSError, ValueError, ProtocolError) as exc:
-        print(f"minikafka healthcheck: {args.bootstrap}: {exc}", file=sys.stderr)
+        print(f"minikafka healthcheck: error: {args.bootstrap}: {exc}", file=sys.stderr)
         return 1
-    if response.body.error_code != ErrorCode.NONE:
-        print(f"minikafka healthcheck: {args.bootstrap}: ApiVersions error {response.body.error_code}",
+    if answer.error_code != ErrorCode.NONE:
+        print(f"minikafka healthcheck: error: {args.bootstrap}: ApiVersions error {answer.error_code}",
               file=sys.stderr)
         return 1
     return 0
@@ -310,13 +300,13 @@ def _serve(args: argparse.Namespace) -> int:
             # (busy port, unusable log dir) is one exception and gets its one line below.
             raise _sole_exception(group) from None
     except ConfigError as exc:
-        print(f"minikafka: config error: {exc}", file=sys.stderr)
+        print(f"minikafka serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokerStartupError as exc:
-        print(f"minikafka: {exc}", file=sys.stderr)
+        print(f"minikafka serve: error: {exc}", file=sys.stderr)
         return EXIT_STARTUP
     except OSError as exc:
-        print(f"minikafka: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}",
+        print(f"minikafka serve: error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}",
               file=sys.stderr)
         return EXIT_STARTUP
     finally:
@@ -398,12 +388,26 @@ async def _run_until_signalled(config) -> None:
             _collect_from_now_on()
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("minikafka")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _plain_serve_args(argv)
     if args is None:
         args = build_parser(argv[0] if argv else None).parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        # Ctrl-C outside serve (which shuts down cleanly on it): a prompt, a ZooKeeper call.
+        print(f"\nminikafka {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -170,9 +170,7 @@ class MinikafkaBroker:
         props = {"listeners": f"{self.security_protocol}://{self.host}:0"}
         if uses_tls:
             if self.ca is None:
-                import trustme
-
-                self.ca = trustme.CA()
+                self.ca = new_ca()
             self.ca_path = self.work_dir / "ca.pem"
             self.ca.cert_pem.write_to_path(str(self.ca_path))
             server = self.ca.issue_cert("127.0.0.1", "localhost", "::1")
@@ -496,38 +494,13 @@ def client_settings(client: str, *, bootstrap: str, security_protocol: str, sasl
 
 def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeout: float = 10.0, *,
                   plain_login: tuple[str, str] | None = None):
-    """One request to a broker over a plain blocking socket (the protocol layer's client side),
-    for fixtures that read the cluster's own view of itself and tests that send what no client
-    library can. ``plain_login`` = (user, password) authenticates first with SASL PLAIN
-    (SaslHandshake v1, SaslAuthenticate v0), for a SASL_PLAINTEXT listener."""
-    import socket
+    """One request to a broker over a plain blocking socket, for fixtures that read the
+    cluster's own view of itself and tests that send what no client library can;
+    ``plain_login`` = (user, password) authenticates with SASL PLAIN first."""
+    from minikafka.broker.blocking_client import kafka_request as request
 
-    from minikafka.protocol.apis import ApiKey
-    from minikafka.protocol.framing import ClientConnection
-
-    host, _, port = bootstrap.rpartition(":")
-    conn = ClientConnection(client_id="minikafka-pytest")
-    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
-        def call(api_key: int, version: int, body: dict):
-            _, frame = conn.send_request(api_key, version, body)
-            sock.sendall(frame)
-            while True:
-                response = conn.next_response()
-                if response is not None:
-                    return response.body
-                data = sock.recv(1 << 16)
-                if not data:
-                    raise ConnectionError(f"{bootstrap} closed the connection")
-                conn.receive_data(data)
-
-        if plain_login is not None:
-            user, password = plain_login
-            for step, answer in (("handshake", call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})),
-                                 ("login", call(ApiKey.SASL_AUTHENTICATE, 0,
-                                                {"auth_bytes": f"\0{user}\0{password}".encode()}))):
-                if answer.error_code:
-                    raise ConnectionError(f"SASL PLAIN {step} as {user!r} refused: error {answer.error_code}")
-        return call(api_key, version, body)
+    return request(bootstrap, api_key, version, body, timeout=timeout, client_id="minikafka-pytest",
+                   plain_login=plain_login)
 
 
 ZOOKEEPER = "zookeeper"
@@ -678,9 +651,7 @@ class MinikafkaCluster:
                  "inter.broker.listener.name": protocol}
         if protocol in ("SSL", "SASL_SSL"):
             if self.ca is None:
-                import trustme
-
-                self.ca = trustme.CA()
+                self.ca = new_ca()
             self.ca_path = self.work_dir / "ca.pem"
             self.ca.cert_pem.write_to_path(str(self.ca_path))
             keystore = self.work_dir / f"broker-{broker_id}.pem"
@@ -1092,8 +1063,16 @@ def _jaas_escape(text: str) -> str:
 def minikafka_ca():
     """One ``trustme.CA`` per test session: it signs every TLS broker's certificate and the
     client certificates for mutual TLS."""
-    import trustme
+    return new_ca()
 
+
+def new_ca():
+    """A fresh ``trustme.CA``; the package comes with the ``testing`` extra, so a project
+    that installed minikafka without it is told the one command that fixes it."""
+    try:
+        import trustme
+    except ModuleNotFoundError:
+        pytest.fail("minikafka's TLS fixtures need trustme: pip install 'minikafka[testing]'", pytrace=False)
     return trustme.CA()
 
 

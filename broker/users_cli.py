@@ -67,7 +67,14 @@ def _password(args) -> str:
         return args.password
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\n")
-    return getpass.getpass(f"password for {args.user}: ")
+    if not sys.stdin.isatty():
+        # getpass would read the password from the pipe, echoed, after a warning.
+        raise CredentialError("no terminal to ask for the password on: give --password or --password-stdin")
+    try:
+        return getpass.getpass(f"password for {args.user}: ")
+    except EOFError:  # Ctrl-D at the prompt
+        print(file=sys.stderr)
+        return ""
 
 
 async def _zookeeper_command(args, password: str | None) -> int:
@@ -83,7 +90,7 @@ async def _zookeeper_command(args, password: str | None) -> int:
         entry = await zk.user_config(args.user)
         if args.action == "remove":
             if not entry:
-                print(f"minikafka users: no user {args.user!r}", file=sys.stderr)
+                print(f"minikafka users: error: no user {args.user!r}", file=sys.stderr)
                 return 1
             await zk.set_user_config(args.user, without(entry, args.mechanism))
             return 0
@@ -98,7 +105,7 @@ def _users_command(args: argparse.Namespace) -> int:
         if args.action == "add":
             password = _password(args)
             if not password:
-                print("minikafka users: the password is empty", file=sys.stderr)
+                print("minikafka users: error: the password is empty", file=sys.stderr)
                 return 1
         if args.zookeeper:
             import trio
@@ -108,7 +115,7 @@ def _users_command(args: argparse.Namespace) -> int:
             try:
                 return trio.run(_zookeeper_command, args, password)
             except ZooKeeperError as exc:
-                print(f"minikafka users: ZooKeeper {args.zookeeper}: {exc}", file=sys.stderr)
+                print(f"minikafka users: error: ZooKeeper {args.zookeeper}: {exc}", file=sys.stderr)
                 return 1
         store = _store(args)
         if args.action == "list":
@@ -117,11 +124,11 @@ def _users_command(args: argparse.Namespace) -> int:
             return 0
         if args.action == "remove":
             if not store.remove(args.user, args.mechanism):
-                print(f"minikafka users: no user {args.user!r}", file=sys.stderr)
+                print(f"minikafka users: error: no user {args.user!r}", file=sys.stderr)
                 return 1
             return 0
         store.add(args.user, password, args.mechanism or sorted(HASHES), iterations=args.iterations)
         return 0
     except (CredentialError, OSError, ValueError) as exc:
-        print(f"minikafka users: {exc}", file=sys.stderr)
+        print(f"minikafka users: error: {exc}", file=sys.stderr)
         return 1

@@ -66,7 +66,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from minikafka.export.console import ProgressBar
@@ -110,12 +110,14 @@ class Incarnation:
 class ExportPlan:
     """Closed segments not yet exported, whole, in offset order; the incarnation of each
     partition they come from; the topic ids that need a generation recorded; and the count
-    of offsets retention removed before they could be exported."""
+    of offsets retention removed before they could be exported; the records not exported
+    because their segment is still the active one."""
 
     slices: list[SegmentSlice]
     incarnations: dict[tuple[str, int], Incarnation]
     new_incarnations: dict[tuple[str, str], int]  # (topic, topic id) -> generation
     skipped_offsets: int
+    open_records: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 class SegmentGone(FileNotFoundError):
@@ -158,7 +160,12 @@ def pending_slices(log_dirs, out_dir, topics=None) -> ExportPlan:
             plan.new_incarnations[(topic, topic_id)] = generation
         done = state.exported_up_to(topic, partition, topic_id)
         for info in segments:
-            if not info.closed or (done is not None and info.next_offset <= done):
+            if not info.closed:
+                waiting = info.next_offset - max(info.base_offset, done or 0)
+                if waiting > 0:
+                    plan.open_records[(topic, partition)] = waiting
+                continue
+            if done is not None and info.next_offset <= done:
                 continue
             if done is not None and info.base_offset > done:
                 plan.skipped_offsets += info.base_offset - done
@@ -200,6 +207,13 @@ def export(spark_factory, log_dirs, out_dir, topics=None, *, progress: bool | No
         if plan.skipped_offsets:
             print(f"minikafka export: warning: {plan.skipped_offsets} offsets were deleted by retention "
                   "before they were exported", file=sys.stderr)
+        if plan.open_records:
+            # Only closed segments are exported, and a segment closes at segment.bytes (1 GiB) or
+            # segment.ms (7 days): right after trying the broker, everything is still open.
+            print(f"minikafka export: note: {sum(plan.open_records.values())} records in "
+                  f"{len(plan.open_records)} partitions are in active segments, exported once those "
+                  "close: at segment.bytes or segment.ms (a test can set segment.ms=1000), or as they "
+                  "close with `minikafka serve --export-to DIR`", file=sys.stderr)
         if slices:
             for (topic, topic_id), generation in sorted(plan.new_incarnations.items()):
                 store.record_incarnation(topic, topic_id, generation)

@@ -371,3 +371,33 @@ def test_healthcheck_is_a_real_apiversions_round_trip(minikafka_broker):
     assert_one_line_error(subprocess.CompletedProcess([], 1, stdout, stderr), "closed the connection")
     closed = run_cli("healthcheck", "--bootstrap", f"127.0.0.1:{port}")
     assert_one_line_error(closed, f"127.0.0.1:{port}", "refused")
+
+
+def test_version_and_the_one_error_style_of_every_command(tmp_path):
+    from importlib.metadata import version
+
+    shown = run_cli("--version")
+    assert shown.returncode == 0 and shown.stdout.strip() == f"minikafka {version('minikafka')}"
+    # Every command's mistakes read "minikafka COMMAND: error: ...".
+    for result, command in [(run_cli("serve", "--override", "log.retention.ms=soon", "--log-dir", str(tmp_path)), "serve"),
+                            (run_cli("users", "remove", "nobody", "--log-dir", str(tmp_path)), "users"),
+                            (run_cli("acls", "add", "--topic", "t", "--log-dir", str(tmp_path)), "acls"),
+                            (run_cli("healthcheck", "--bootstrap", "127.0.0.1:1"), "healthcheck"),
+                            (run_cli("cluster", "restart"), "cluster")]:
+        assert_one_line_error(result, f"minikafka {command}: error: ")
+
+
+def test_users_add_without_a_terminal_or_interrupted_is_one_line(tmp_path):
+    # No terminal to ask on (standard input is /dev/null here) and no --password: say what to do.
+    ended = run_cli("users", "add", "alice", "--log-dir", str(tmp_path))
+    assert_one_line_error(ended, "minikafka users: error: no terminal to ask for the password on")
+    # Ctrl-C while it waits for the password.
+    waiting = subprocess.Popen([*LAUNCH, "users", "add", "alice", "--password-stdin", "--log-dir", str(tmp_path)],
+                               cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    time.sleep(1)  # let it reach the read; a signal before that is a Ctrl-C all the same
+    waiting.send_signal(signal.SIGINT)
+    stdout, stderr = waiting.communicate(timeout=30)
+    assert waiting.returncode == 130
+    assert "Traceback" not in stderr and stderr.strip() == "minikafka users: interrupted", stderr
+    assert run_cli("users", "list", "--log-dir", str(tmp_path)).stdout == ""

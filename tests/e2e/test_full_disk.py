@@ -54,7 +54,7 @@ def test_refused_produces_leave_nothing_after_a_crash_on_a_full_disk(tmp_path, s
             stderr = broker.stderr_since_start()
             assert broker.process.returncode == 1, stderr
             assert stderr.rstrip().splitlines()[-1].startswith(
-                f"minikafka: cannot load logs from log dir {work / 'data'}: No space left on device"), stderr
+                f"minikafka serve: error: cannot load logs from log dir {work / 'data'}: No space left on device"), stderr
             assert "Traceback" not in stderr
             disk.free()
             broker.start()

@@ -120,3 +120,17 @@ def test_a_broker_that_dies_on_its_own_is_reported_as_a_crash(tmp_path):
     with pytest.raises(BrokerCrashed, match="status -9"):
         broker.close()
     assert broker.unexpected_exits == [-9]
+
+
+def test_tls_fixtures_without_trustme_name_the_install_command(tmp_path):
+    # A project that installed minikafka without the `testing` extra: trustme is missing.
+    (tmp_path / "conftest.py").write_text("import sys\nsys.modules['trustme'] = None\n")
+    (tmp_path / "test_user.py").write_text(textwrap.dedent("""
+        def test_tls(minikafka_broker_factory):
+            minikafka_broker_factory(security_protocol="SSL")
+    """))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "minikafka's TLS fixtures need trustme: pip install 'minikafka[testing]'" in result.stdout
+    assert "ModuleNotFoundError" not in result.stdout and "Traceback" not in result.stdout

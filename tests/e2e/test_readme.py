@@ -130,6 +130,28 @@ def test_docker_builds_wheels_then_runs_the_readme_run_command_unprivileged_with
     assert "- minikafka-data:/var/lib/minikafka" in compose
 
 
+def test_docker_compose_profiles_start_what_they_say_with_health_checks_on_their_ports():
+    """Docker is not available here: the compose file is checked as Docker reads it. Each
+    service is in exactly one profile (so `--profile cluster` starts no single broker), the
+    single broker publishes 9092, and each cluster broker's health check asks its own port."""
+    import yaml
+
+    services = yaml.safe_load((README.parent / "docker" / "compose.yaml").read_text())["services"]
+    profiles = {name: service.get("profiles") for name, service in services.items()}
+    assert profiles == {"minikafka": ["single"], "zookeeper": ["cluster"], "broker-1": ["cluster"],
+                        "broker-2": ["cluster"], "broker-3": ["cluster"]}
+    assert services["minikafka"]["ports"] == ["9092:9092"] and "healthcheck" not in services["minikafka"]
+    for broker_id, port in ((1, 19092), (2, 19093), (3, 19094)):
+        service = services[f"broker-{broker_id}"]
+        command = service["command"].split()
+        assert command[command.index("--port") + 1] == str(port)
+        assert command[command.index("--broker-id") + 1] == str(broker_id)
+        assert service["healthcheck"]["test"][:5] == ["CMD", "minikafka", "healthcheck", "--bootstrap", f"127.0.0.1:{port}"]
+    readme = README.read_text()
+    assert "docker compose -f docker/compose.yaml --profile single up --build" in readme
+    assert "--profile cluster" in readme
+
+
 def _client_example(text: str, client: str) -> str:
     """The ```python block under **client** in "Use it from a client"."""
     section = text.split("\n## Use it from a client\n", 1)[1].split("\n## ", 1)[0]

@@ -580,9 +580,9 @@ def test_an_unknown_cipher_suite_stops_the_broker_with_one_line(tmp_path, minika
                              security_protocol="SSL", ca=minikafka_ca)
     with pytest.raises(BrokerStartError):
         broker.start()
-    errors = [line for line in broker.stderr_since_start().splitlines() if line.startswith("minikafka:")]
+    errors = [line for line in broker.stderr_since_start().splitlines() if line.startswith("minikafka serve:")]
     assert len(errors) == 1 and errors[0].startswith(
-        "minikafka: config error: ssl.cipher.suites: SSL_FANCY_SUITE unknown to OpenSSL"), errors
+        "minikafka serve: error: ssl.cipher.suites: SSL_FANCY_SUITE unknown to OpenSSL"), errors
 
 
 @pytest.mark.timeout(60)

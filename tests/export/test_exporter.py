@@ -411,6 +411,9 @@ def test_cli_summary_line_and_user_errors(tmp_path):
     done = run_cli("export", "--log-dir", str(log_dir), "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("minikafka export: 0 segments, 0 records")
+    # Never silently nothing: the records of the active segments (a-0: 3, a-1: 2) are counted.
+    assert done.stderr.strip().splitlines()[-2].startswith(
+        "minikafka export: note: 5 records in 2 partitions are in active segments, exported once those close")
 
     missing = run_cli("export", "--log-dir", str(tmp_path / "nope"), "--out", str(out))
     assert missing.returncode == 2

@@ -128,16 +128,16 @@ def test_serve_refuses_a_malformed_export_master(tmp_path):
     flag = run_cli("serve", "--ephemeral", "--port", "0", "--export-to", str(tmp_path / "out"),
                    "--export-master", "locl[2]")
     assert flag.returncode == 2
-    assert flag.stderr.strip() == ("minikafka: config error: minikafka.export.master: 'locl[2]' is not a Spark "
+    assert flag.stderr.strip() == ("minikafka serve: error: minikafka.export.master: 'locl[2]' is not a Spark "
                                    "master URL (local[*], local[N], spark://HOST:PORT, k8s://HOST:PORT or yarn)")
     key = run_cli("serve", "--ephemeral", "--port", "0", "--export-to", str(tmp_path / "out"),
                   "--override", "minikafka.export.master=spark:/host")
     assert key.returncode == 2
-    assert key.stderr.strip().startswith("minikafka: config error: minikafka.export.master: 'spark:/host' is not")
+    assert key.stderr.strip().startswith("minikafka serve: error: minikafka.export.master: 'spark:/host' is not")
     assert len(key.stderr.strip().splitlines()) == 1
     alone = run_cli("serve", "--ephemeral", "--port", "0", "--export-master", "local[2]")
     assert alone.returncode == 2
-    assert alone.stderr.strip() == ("minikafka: config error: minikafka.export.master: set without "
+    assert alone.stderr.strip() == ("minikafka serve: error: minikafka.export.master: set without "
                                     "minikafka.export.dir (serve --export-to DIR), so nothing would be exported")
 
 

@@ -559,7 +559,7 @@ def test_leader_election_when_the_whole_isr_is_dead(tmp_path, zookeeper, unclean
 
 def test_minikafka_cluster_command(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "minikafka.broker", "cluster", "--brokers", "2",
-                                "--log-dir", str(tmp_path / "data")],
+                                "--base-port", "0", "--log-dir", str(tmp_path / "data")],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         line = process.stdout.readline()
