@@ -121,7 +121,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("log.dir", "string", DEFAULT_LOG_DIR, "Data directory used when log.dirs is unset."),
     ConfigKey("num.partitions", "int", 1, "Partitions of an auto-created topic.", minimum=1),
     ConfigKey("auto.create.topics.enable", "bool", True,
-              "Create unknown topics on Metadata and Produce requests."),
+              "Create unknown topics named in Metadata requests (Produce never creates one)."),
     ConfigKey("message.max.bytes", "int", 1048588,
               "Largest message set (after compression) a Produce may append to a partition; "
               "topic-level max.message.bytes.", minimum=0),

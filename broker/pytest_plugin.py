@@ -513,12 +513,15 @@ def client_settings(client: str, *, bootstrap: str, security_protocol: str, sasl
     return config
 
 
-def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeout: float = 10.0):
+def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeout: float = 10.0, *,
+                  plain_login: tuple[str, str] | None = None):
     """One request to a broker over a plain blocking socket, for fixtures that read the
-    cluster's own view of itself."""
+    cluster's own view of itself and tests that send what no client library can;
+    ``plain_login`` = (user, password) authenticates with SASL PLAIN first."""
     from minikafka.broker.blocking_client import kafka_request as request
 
-    return request(bootstrap, api_key, version, body, timeout=timeout, client_id="minikafka-pytest")
+    return request(bootstrap, api_key, version, body, timeout=timeout, client_id="minikafka-pytest",
+                   plain_login=plain_login)
 
 
 ZOOKEEPER = "zookeeper"

@@ -1,12 +1,16 @@
 """DescribeGroups (key 15), v0: state, protocol and members of groups.
 
 A group the broker does not know is reported as state ``Dead`` without an error, as Kafka
-does. Member metadata and assignments are filled in only for a Stable group.
+does. Member metadata and assignments are filled in only for a Stable group. A group the
+principal may not Describe answers GROUP_AUTHORIZATION_FAILED with empty fields (Kafka's
+``GroupMetadata.forError``), and is never looked up: the coordinator is not even started
+for a request that describes nothing (starting it creates ``__consumer_offsets``).
 """
 
 from __future__ import annotations
 
 from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 
@@ -14,6 +18,10 @@ API_KEY = ApiKey.DESCRIBE_GROUPS
 async def handle(broker, request) -> dict:
     described = []
     for group_id in request.body.groups:
+        if not broker.authorize(request, "Describe", "Group", group_id):
+            described.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
+                              "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
+            continue
         summary = (await broker.groups()).describe_group(group_id)
         described.append({
             "error_code": summary.error, "group_id": group_id, "group_state": summary.state,

@@ -94,9 +94,12 @@ def _source_log(broker, topic: str, partition: int):
     return (log, None) if log is not None else (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-async def _record_follower_positions(broker, body) -> None:
-    """A follower's fetch offsets are its log ends: the leader's high watermark and ISR move."""
+async def _record_follower_positions(broker, body, unreadable: set[str]) -> None:
+    """A follower's fetch offsets are its log ends: the leader's high watermark and ISR move.
+    Only for the topics it may read: a refused fetch says nothing about any replica."""
     for topic in body.topics:
+        if topic.topic in unreadable:
+            continue
         for request in topic.partitions:
             try:
                 await broker.cluster.replicas.follower_fetched(topic.topic, request.partition,
@@ -118,12 +121,18 @@ async def handle(broker, request) -> dict:
     version = request.api_version
     if version >= 4 and body.isolation_level not in (READ_UNCOMMITTED, READ_COMMITTED):
         raise CloseConnection(f"Fetch with unknown isolation level {body.isolation_level}")
+    # Checked once, not at each wake-up of a long poll, and before anything is recorded, as
+    # Kafka passes only authorized partitions to its replica manager. A follower's fetch needs
+    # ClusterAction (Kafka since 1.1; 0.10.2 asked it only for Read on the topic, which let
+    # any consumer claim a follower's position and move the high watermark).
+    if body.replica_id >= 0:
+        unreadable = set() if broker.authorize(request, "ClusterAction", "Cluster") else \
+            {topic.topic for topic in body.topics}
+    else:
+        unreadable = {topic.topic for topic in body.topics
+                      if not broker.authorize(request, "Read", "Topic", topic.topic)}
     if body.replica_id >= 0 and broker.cluster is not None:
-        await _record_follower_positions(broker, body)
-    # Checked once, not at each wake-up of a long poll.
-    unreadable = {topic.topic for topic in body.topics
-                  if not broker.authorize(request, "ClusterAction" if body.replica_id >= 0 else "Read",
-                                          *(("Cluster",) if body.replica_id >= 0 else ("Topic", topic.topic)))}
+        await _record_follower_positions(broker, body, unreadable)
     watched = {(topic.topic, p.partition) for topic in body.topics for p in topic.partitions}
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:

@@ -1,7 +1,10 @@
 """ListOffsets (key 2), v0-v1: offsets for times, the earliest and the latest offset.
 
-Timestamp -1 means the latest offset (the log end offset, i.e. the next offset to be
-written) and -2 the earliest (the log start offset).
+Timestamp -1 means the latest offset and -2 the earliest (the log start offset). As in Kafka
+0.10.2, a consumer (replica id -1) is bounded by the high watermark: its latest offset is the
+high watermark and no answer names an offset above it (v0's list is capped, v1's time lookup
+answers -1/-1); a follower or a debugging client (replica id -2) sees up to the log end offset,
+the next offset to be written.
 
 v1 (KIP-79) answers one ``(timestamp, offset)`` per partition: for a real timestamp, the
 first message whose timestamp is at or after it, found through the time index (-1/-1 when
@@ -18,6 +21,8 @@ counts as now, like the log end offset).
 
 from __future__ import annotations
 
+import itertools
+
 from minikafka.broker.server import TopicError, cluster_mode
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
@@ -25,6 +30,7 @@ from minikafka.protocol.errors import ErrorCode
 API_KEY = ApiKey.LIST_OFFSETS
 LATEST = -1
 EARLIEST = -2
+CONSUMER_REPLICA_ID = -1
 
 
 def old_style_offsets(broker, log, timestamp: int, max_num_offsets: int) -> list[int]:
@@ -47,6 +53,15 @@ def old_style_offsets(broker, log, timestamp: int, max_num_offsets: int) -> list
     return [segments[start - i][0] for i in range(count)]
 
 
+def capped_at(offsets: list[int], high_watermark: int) -> list[int]:
+    """Kafka 0.10.2's cap of a consumer's old-style offsets (newest first): those above the
+    high watermark give way to the high watermark itself, ``hw +: offsets.dropWhile(_ > hw)``
+    (so the segment base equal to it may follow it a second time)."""
+    if not any(offset > high_watermark for offset in offsets):
+        return offsets
+    return [high_watermark] + list(itertools.dropwhile(lambda offset: offset > high_watermark, offsets))
+
+
 def _partition_answer(broker, topic: str, request, version: int, replica_id: int) -> dict:
     if broker.cluster is not None:
         try:
@@ -59,19 +74,25 @@ def _partition_answer(broker, topic: str, request, version: int, replica_id: int
     if log is None:
         return {"partition_index": request.partition_index,
                 "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "old_style_offsets": []}
+    # A consumer sees offsets up to the high watermark (what it can read); a follower or a
+    # debugging client (replica id -2) sees the log up to its end.
+    from_consumer = replica_id == CONSUMER_REPLICA_ID
     if version == 0:
+        offsets = old_style_offsets(broker, log, request.timestamp, request.max_num_offsets)
+        if from_consumer:
+            offsets = capped_at(offsets, broker.high_watermark(log))
         return {"partition_index": request.partition_index, "error_code": ErrorCode.NONE,
-                "old_style_offsets": old_style_offsets(broker, log, request.timestamp,
-                                                       request.max_num_offsets)}
+                "old_style_offsets": offsets}
     if request.timestamp == LATEST:
-        # A consumer's latest offset is the high watermark (what it can read); a follower's
-        # is the log end.
-        timestamp, offset = -1, log.log_end_offset if replica_id >= 0 else broker.high_watermark(log)
+        timestamp, offset = -1, broker.high_watermark(log) if from_consumer else log.log_end_offset
     elif request.timestamp == EARLIEST:
         timestamp, offset = -1, log.log_start_offset
     else:
         found = log.offset_for_timestamp(request.timestamp)
-        offset, timestamp = found if found is not None else (-1, -1)
+        # Kafka 0.10.2 lets a consumer find the offset at the high watermark too (``<=``).
+        if found is None or (from_consumer and found[0] > broker.high_watermark(log)):
+            found = (-1, -1)
+        offset, timestamp = found
     return {"partition_index": request.partition_index, "error_code": ErrorCode.NONE,
             "timestamp": timestamp, "offset": offset}
 

@@ -3,6 +3,12 @@
 A partition without a commit answers offset -1 with empty metadata and no error. v2 may ask
 for every committed partition (``topics`` null) and carries a top-level error code; v0-v1
 report a coordinator error on every requested partition instead.
+
+As Kafka 0.10.2's handleOffsetFetchRequest: the group needs Read (GROUP_AUTHORIZATION_FAILED),
+and offsets are shown only for topics the principal may Describe: a named partition of any
+other topic answers offset -1 with UNKNOWN_TOPIC_OR_PARTITION (Kafka's ``UNKNOWN_PARTITION``;
+later Kafka versions say TOPIC_AUTHORIZATION_FAILED, but not in the versions served here), and
+the every-partition form leaves them out.
 """
 
 from __future__ import annotations
@@ -15,21 +21,35 @@ API_KEY = ApiKey.OFFSET_FETCH
 
 async def handle(broker, request) -> dict:
     body = request.body
-    requested = None   # v2's null: every partition the group committed
+    wanted = None   # v2's null: every partition the group committed
     if body.topics is not None:
-        requested = [(topic.name, index) for topic in body.topics for index in topic.partition_indexes]
-    if broker.authorize(request, "Read", "Group", body.group_id):
-        error, fetched = (await broker.groups()).fetch_offsets(body.group_id, requested)
-    else:
+        wanted = [(topic.name, index) for topic in body.topics for index in topic.partition_indexes]
+    describable: dict[str, bool] = {}
+
+    def may_describe(topic: str) -> bool:
+        if topic not in describable:
+            describable[topic] = broker.authorize(request, "Describe", "Topic", topic)
+        return describable[topic]
+
+    hidden: list[tuple[str, int]] = []
+    if not broker.authorize(request, "Read", "Group", body.group_id):
         error, fetched = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    else:
+        shown = None
+        if wanted is not None:
+            shown = [(name, index) for name, index in wanted if may_describe(name)]
+            hidden = [(name, index) for name, index in wanted if not may_describe(name)]
+        error, fetched = (await broker.groups()).fetch_offsets(body.group_id, shown)
+    if error:
+        # Kafka's getErrorResponse: the error on every requested partition.
+        answers = [(name, index, -1, "", error) for name, index in wanted or []]
+    else:
+        answers = [(entry.topic, entry.partition, entry.offset, entry.metadata, entry.error)
+                   for entry in fetched if may_describe(entry.topic)]
+        answers += [(name, index, -1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for name, index in hidden]
     topics: dict[str, list[dict]] = {}
-    if error and requested:
-        for name, index in requested:
-            topics.setdefault(name, []).append(
-                {"partition_index": index, "committed_offset": -1, "metadata": "", "error_code": error})
-    for entry in fetched:
-        topics.setdefault(entry.topic, []).append(
-            {"partition_index": entry.partition, "committed_offset": entry.offset,
-             "metadata": entry.metadata, "error_code": entry.error})
+    for name, index, offset, metadata, code in answers:
+        topics.setdefault(name, []).append(
+            {"partition_index": index, "committed_offset": offset, "metadata": metadata, "error_code": code})
     return {"topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()],
             "error_code": error}

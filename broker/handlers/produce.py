@@ -7,10 +7,10 @@ anything is written while the ISR is below ``min.insync.replicas`` (NOT_ENOUGH_R
 NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank while waiting). acks 0 gets no response, and a failed acks=0 request closes the connection, the only
 way Kafka has to tell such a producer. Any other acks value fails every partition with
 INVALID_REQUIRED_ACKS. Errors are per partition, with Kafka's codes: a refused set
-(CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, ...) writes nothing. Unknown topics
-are created when ``auto.create.topics.enable`` is on; internal topics refuse client writes
-with INVALID_TOPIC_EXCEPTION. A disk error fails the partition with KAFKA_STORAGE_ERROR.
-v2 reports the log append time (-1 under CreateTime).
+(CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, ...) writes nothing. An unknown topic
+answers UNKNOWN_TOPIC_OR_PARTITION (Metadata auto-creates topics, Produce never does); internal
+topics refuse client writes with INVALID_TOPIC_EXCEPTION. A disk error fails the partition with
+KAFKA_STORAGE_ERROR. v2 reports the log append time (-1 under CreateTime).
 
 v3 is served so that librdkafka (it needs Produce v3 and Fetch v4 before it sends record
 batches) sends magic 2 batches, which cost it less than magic 1 message sets; the log converts
@@ -43,7 +43,7 @@ def _failed(index: int, code: ErrorCode) -> dict:
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1}
 
 
-async def _produce_topic(broker, name: str, partition_data, acks: int, waits: list) -> list[dict]:
+def _produce_topic(broker, name: str, partition_data, acks: int, waits: list) -> list[dict]:
     """Append each partition's set; with acks=-1 in a cluster, ``waits`` gets
     ``(result dict, leader replica, last offset)`` for each set to wait on."""
     if acks not in VALID_ACKS:
@@ -51,7 +51,12 @@ async def _produce_topic(broker, name: str, partition_data, acks: int, waits: li
     try:
         if broker.is_internal(name):
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {name!r}")
-        await broker.ensure_topic(name)
+        if not broker.topic_exists(name):
+            # Kafka's Produce never creates a topic (that is Metadata's, which needs Create on
+            # the cluster; a client asks it first). Unlike Kafka a name that can never exist
+            # says so (INVALID_TOPIC_EXCEPTION) rather than UNKNOWN_TOPIC_OR_PARTITION.
+            broker.check_topic_name(name)
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     except TopicError as exc:
         return [_failed(p.index, exc.code) for p in partition_data]
     results = []
@@ -95,7 +100,7 @@ async def handle(broker, request) -> dict | None:
     waits: list = []
     responses = [
         {"name": topic.name,
-         "partition_responses": await _produce_topic(broker, topic.name, topic.partition_data, body.acks, waits)
+         "partition_responses": _produce_topic(broker, topic.name, topic.partition_data, body.acks, waits)
          if broker.authorize(request, "Write", "Topic", topic.name)
          else [_failed(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partition_data]}
         for topic in body.topic_data

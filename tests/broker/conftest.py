@@ -30,6 +30,7 @@ class RawClient:
     def __init__(self, stream: trio.SocketStream, client_id: str = "raw-test") -> None:
         self.stream = stream
         self.conn = ClientConnection(client_id=client_id)
+        self.known_topics: set[str] = set()
 
     @classmethod
     async def connect(cls, broker: Broker, client_id: str = "raw-test") -> "RawClient":
@@ -73,8 +74,17 @@ class RawClient:
 
     # -- conveniences for the common requests
 
+    async def metadata(self, topic: str):
+        """Metadata for ``topic``, as a client asks before its first produce to it: that is
+        what creates it (auto.create.topics.enable), Produce never does."""
+        answer = await self.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
+        self.known_topics.add(topic)
+        return answer
+
     async def produce(self, topic: str, partition: int, records: bytes, *, acks: int = 1,
                       version: int = 2):
+        if topic not in self.known_topics:
+            await self.metadata(topic)
         body = {"acks": acks, "timeout_ms": 5000,
                 "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
         if acks == 0:

@@ -44,6 +44,7 @@ async def test_pipelined_requests_are_answered_in_order(client, message_set):
 
 async def test_pipelined_produces_append_in_order(client, message_set):
     topic = "ordered"
+    await client.metadata(topic)
     ids = []
     for i in range(30):
         ids.append(await client.send(ApiKey.PRODUCE, 2, {
@@ -249,6 +250,7 @@ async def test_queued_request_bytes_pause_reading_then_resume_losing_nothing(sta
             while not condition():
                 await trio.sleep(0.005)
 
+    await bystander.metadata("bounded")
     frame_1 = produce_frame(first, b"1" * 200_000)
     frame_2 = produce_frame(second, b"2" * 200_000)
     answered = []

@@ -139,6 +139,7 @@ async def test_a_partition_error_fills_its_slot_and_the_other_partitions_are_ser
         start_broker, connect, message_set):
     broker = await start_broker(**{"minikafka.test.control.port": "0", "num.partitions": "3"})
     client = await connect(broker)
+    await client.metadata("three")
     broker.faults.inject("Produce", ["NOT_ENOUGH_REPLICAS"], topic="three", partition=1)
     # A request without partition 1 does not take the fault.
     response = await client.request(ApiKey.PRODUCE, 2, _produce_body("three", [0], message_set(b"a")))
@@ -267,6 +268,7 @@ async def test_a_delay_holds_back_its_request_not_other_connections(faulty, conn
 
 
 async def test_a_delayed_request_keeps_its_place_on_its_connection(faulty, faulty_client, message_set):
+    await faulty_client.metadata("inline")
     faulty.faults.delay("Produce", 500)
     for value in (b"first", b"second"):
         await faulty_client.send(ApiKey.PRODUCE, 2, _produce_body("inline", [0], message_set(value)))

@@ -57,7 +57,7 @@ async def test_fetch_v2_returns_the_stored_bytes_unchanged(broker, client, monke
 async def test_invalid_acks(client, message_set):
     result = await client.produce("acks", 0, message_set(b"x"), acks=2)
     assert result.error_code == ErrorCode.INVALID_REQUIRED_ACKS
-    assert (await client.fetch("acks", 0, 0)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert (await client.fetch("acks", 0, 0)).high_watermark == 0
 
 
 async def test_refused_sets_write_nothing(start_broker, connect, message_set):
@@ -92,11 +92,18 @@ async def test_per_partition_and_per_topic_errors(start_broker, connect, message
                      "__consumer_offsets": [ErrorCode.INVALID_TOPIC_EXCEPTION]}
 
 
-async def test_produce_auto_creates_and_refuses_unknown_partitions(start_broker, connect, message_set):
+async def test_produce_never_creates_a_topic_and_refuses_unknown_partitions(start_broker, connect, message_set):
+    """Kafka's Produce leaves auto-creation to Metadata, which clients send first."""
     broker = await start_broker(num_partitions=2)
     client = await connect(broker)
-    response = await client.request(ApiKey.PRODUCE, 2, {"acks": 1, "timeout_ms": 1000, "topic_data": [
-        {"name": "auto", "partition_data": [{"index": i, "records": message_set(b"%d" % i)} for i in range(3)]}]})
+    body = {"acks": 1, "timeout_ms": 1000, "topic_data": [
+        {"name": "auto", "partition_data": [{"index": i, "records": message_set(b"%d" % i)} for i in range(3)]}]}
+    response = await client.request(ApiKey.PRODUCE, 2, body)
+    assert [p.error_code for p in response.responses[0].partition_responses] == \
+        [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] * 3
+    assert broker.partition_count("auto") is None
+    await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "auto"}]})
+    response = await client.request(ApiKey.PRODUCE, 2, body)
     codes = [p.error_code for p in response.responses[0].partition_responses]
     assert codes == [0, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     assert broker.partition_count("auto") == 2

@@ -262,7 +262,8 @@ async def test_delete_topics_removes_data(broker, client, message_set):
     assert not partition_dir.exists()
     assert "doomed" not in broker.topics()
     assert (await client.fetch("doomed", 0, 0)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    # the name is free again
+    # the name is free again: a client's next Metadata creates it anew
+    await client.metadata("doomed")
     recreated = await client.produce("doomed", 0, message_set(b"y"))
     assert (recreated.error_code, recreated.base_offset) == (0, 0)
 

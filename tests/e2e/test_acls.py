@@ -149,3 +149,88 @@ def test_broker_to_broker_requests_need_cluster_action(broker):
                                        "topics": [{"topic": "open", "partitions": [
                                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]}]})
         assert fetch.responses[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _as(broker, user: str, api_key, version: int, body: dict):
+    """One raw request authenticated as ``user``: what no client library sends."""
+    from minikafka.broker.pytest_plugin import kafka_request
+
+    return kafka_request(broker.bootstrap, api_key, version, body, plain_login=(user, USERS[user]))
+
+
+@pytest.fixture
+def fresh_broker(minikafka_broker_factory):
+    """A broker of its own, topics auto-created (the default), no group ever used."""
+    return minikafka_broker_factory(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", users=USERS, **{
+        "authorizer.class.name": "kafka.security.auth.SimpleAclAuthorizer", "super.users": "User:admin"})
+
+
+def test_describe_on_the_group_is_needed_to_describe_it(fresh_broker):
+    """Kafka's handleDescribeGroupRequest: GROUP_AUTHORIZATION_FAILED per group without
+    Describe, before the coordinator is asked (which would create __consumer_offsets)."""
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    AclStore(fresh_broker.log_dir).add("Group:watched", [Acl.make("User:alice", "Describe")])
+    refused = _as(fresh_broker, "bob", ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["watched"]}).groups
+    assert [(g.group_id, g.error_code, g.members) for g in refused] == \
+        [("watched", ErrorCode.GROUP_AUTHORIZATION_FAILED, [])]
+    assert not (fresh_broker.log_dir / "__consumer_offsets-0").exists()
+
+    member = KafkaConsumer("watched-topic", **fresh_broker.client_config(user="admin"), group_id="watched",
+                           client_id="the-member", consumer_timeout_ms=3000)
+    try:
+        list(member)  # joins the group
+        refused = _as(fresh_broker, "bob", ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["watched"]}).groups[0]
+        assert (refused.error_code, refused.group_state, refused.members) == \
+            (ErrorCode.GROUP_AUTHORIZATION_FAILED, "", [])
+        allowed = _as(fresh_broker, "alice", ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["watched", "unwatched"]}).groups
+        assert [(g.error_code, [m.client_id for m in g.members]) for g in allowed] == \
+            [(ErrorCode.NONE, ["the-member"]), (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])]
+    finally:
+        member.close()
+
+
+def test_produce_never_creates_a_topic(fresh_broker):
+    """Kafka's Produce answers UNKNOWN_TOPIC_OR_PARTITION for a topic it does not have:
+    creating topics is Metadata's (with Create on the cluster) or CreateTopics'. Write on a
+    topic that does not exist yet creates nothing."""
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+    from minikafka.protocol.records import build_message_set
+
+    AclStore(fresh_broker.log_dir).add("Topic:alices-new", [Acl.make("User:alice", "Write")])
+    produced = _as(fresh_broker, "alice", ApiKey.PRODUCE, 2, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": "alices-new", "partition_data": [{"index": 0, "records": build_message_set([(None, b"x", 1)])}]}]})
+    assert produced.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert not (fresh_broker.log_dir / "alices-new-0").exists()
+    # A client asks Metadata first, which refuses her the creation.
+    producer = KafkaProducer(**fresh_broker.client_config(user="alice"), max_block_ms=5000)
+    with pytest.raises(TopicAuthorizationFailedError):
+        producer.send("alices-new", b"x").get(timeout=15)
+    producer.close()
+    assert not (fresh_broker.log_dir / "alices-new-0").exists()
+
+
+def test_offset_fetch_leaves_out_topics_the_principal_may_not_describe(broker):
+    """Kafka 0.10.2's handleOffsetFetchRequest: a named partition of a topic without Describe
+    answers UNKNOWN_TOPIC_OR_PARTITION and offset -1; v2's every-partition form omits it."""
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    committer = KafkaConsumer(**broker.client_config(user="admin"), group_id="alices", enable_auto_commit=False)
+    committer.commit({TopicPartition("open", 0): OffsetAndMetadata(1, "", -1),
+                      TopicPartition("secret", 0): OffsetAndMetadata(7, "secret meta", -1)})
+    committer.close()
+
+    for version in (0, 1, 2):
+        answer = _as(broker, "alice", ApiKey.OFFSET_FETCH, version, {"group_id": "alices", "topics": [
+            {"name": "open", "partition_indexes": [0]}, {"name": "secret", "partition_indexes": [0]}]})
+        assert {(t.name, p.committed_offset, p.metadata, p.error_code) for t in answer.topics for p in t.partitions} \
+            == {("open", 1, "", ErrorCode.NONE), ("secret", -1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}, version
+    admin = KafkaAdminClient(**broker.client_config(user="alice"))
+    try:
+        assert admin.list_group_offsets({"alices": None}) == \
+            {"alices": {TopicPartition("open", 0): OffsetAndMetadata(1, "", -1)}}
+    finally:
+        admin.close()
