@@ -15,7 +15,6 @@ import os
 import pty
 import re
 import select
-import shutil
 import socket
 import subprocess
 import sys
@@ -107,8 +106,6 @@ def _run_as_module(code: str, tmp_path: Path, passed: int, timeout: float = 280)
 def test_the_ready_lines_shown_are_the_ones_printed():
     shown = block(REPO / "README.md", "minikafka ready:").strip()
     assert READY_LINE.match(shown), shown
-    from minikafka.broker.cluster_cli import READY as CLUSTER_READY_OF_A_BROKER  # noqa: F401 - same words
-
     cluster = block(REPO / "docs" / "cluster.md", "minikafka cluster ready:").strip()
     assert re.fullmatch(r"minikafka cluster ready: bootstrap\.servers=(127\.0\.0\.1:\d+,){2}127\.0\.0\.1:\d+ "
                         r"zookeeper\.connect=\S+/minikafka control=127\.0\.0\.1:\d+", cluster), cluster
