@@ -232,7 +232,8 @@ class LogManager:
         """Load every partition in every log dir; recover those after an unclean stop.
 
         The clean-shutdown marker is removed durably (a crash from now on must be recovered
-        from). Checkpoints are written here only after a recovery: after a clean stop they
+        from). Checkpoints are written here only after a recovery or when they name partitions
+        that are gone: after a clean stop they
         hold what the shutdown wrote, and a new log dir needs none until it has logs (a
         missing checkpoint reads as empty; the periodic checkpoint writes them), which spares
         a start-up six fsyncs.
@@ -245,7 +246,7 @@ class LogManager:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 _mark_top_of_hierarchies(log_dir)
             topic_ids = self._topic_ids()
-            recovered = False
+            recovered = stale = False
             for log_dir in self.log_dirs:
                 marker = log_dir / CLEAN_SHUTDOWN_FILE
                 clean = marker.exists()
@@ -280,10 +281,16 @@ class LogManager:
                     self._install(log)
                     self._overrides.setdefault(topic, overrides)
                     recovered = recovered or not clean
+                # Entries of partitions no longer here are a deletion the crash cut short
+                # before its checkpoint rewrite (see _remove): gone before a topic of the same
+                # name can be created, whose new log would otherwise take them as its own.
+                present = {key for key, log in self._logs.items() if log.dir.parent == log_dir}
+                stale = stale or any(key not in present for checkpoint in (recovery_points, log_starts, high_watermarks)
+                                     for key in checkpoint)
                 if clean:
                     marker.unlink()
                     fsync_dir(log_dir)
-            if recovered:
+            if recovered or stale:
                 self.checkpoint()
 
     def _topic_ids(self) -> dict[str, str]:
@@ -530,6 +537,7 @@ class LogManager:
             self._remove(log)
             if not any(name == topic for name, _ in self._logs):
                 self._overrides.pop(topic, None)
+            self.checkpoint()
             return True
 
     def delete_topic(self, topic: str) -> None:
@@ -542,11 +550,14 @@ class LogManager:
             for log in doomed:
                 self._remove(log)
             del self._overrides[topic]
+            self.checkpoint()
 
     def _remove(self, log: Log) -> None:
         """Drop a partition from the map and from disk. Its dir is renamed first (a rename
         needs no descriptor), so a crash or a failing removal leaves a "-delete" dir that
-        the next start removes, never a partition to load."""
+        the next start removes, never a partition to load. The caller then rewrites the
+        checkpoints without it, as Kafka's LogManager.asyncDelete does: a later partition of
+        the same name must not start at the deleted one's log start offset."""
         log.dir = self._bury(log.dir, log.topic, log.partition, remove=False)
         del self._logs[(log.topic, log.partition)]
         log.delete()

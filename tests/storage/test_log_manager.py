@@ -306,3 +306,25 @@ def test_log_dirs_are_marked_as_tops_of_hierarchies_where_the_filesystem_can(tmp
     assert flags(tmp_path) == before  # only the log dir itself
     _manager([logs]).shutdown()  # and again, already marked
     assert flags(logs) & FS_TOPDIR_FL
+
+
+def test_a_recreated_topic_does_not_inherit_the_deleted_ones_checkpointed_offsets(tmp_path):
+    # Retention moves the old topic's log start to 160 and the checkpoints say so; the new
+    # topic of the same name then has offsets 0-9 acknowledged when the process dies (no
+    # shutdown, no periodic checkpoint since). Its log must still start at 0.
+    manager = _manager([tmp_path])
+    log = manager.create_topic("t", 1, {"segment.bytes": "2048", "retention.bytes": "2048"})[0]
+    for _ in range(16):
+        log.append_as_leader(message_set(10, START_MS, value_size=100))
+    log.high_watermark = log.log_end_offset
+    assert manager.cleanup() > 0
+    manager.checkpoint()
+    assert manager.get_log("t", 0).log_start_offset > 100
+    manager.delete_topic("t")
+    log = manager.create_topic("t", 1, {})[0]
+    log.append_as_leader(message_set(10, START_MS, tag="new"))
+
+    again = _manager([tmp_path])  # a crash: no shutdown, no clean-shutdown marker
+    log = again.get_log("t", 0)
+    assert (log.log_start_offset, log.log_end_offset) == (0, 10)
+    assert [r.value[:4] for r in all_records(log)] == [b"new%d" % i for i in range(10)]
