@@ -197,8 +197,13 @@ class Log:
         # from the recovery point on).
         self._unflushed_rolled = segments[first_unflushed:-1]
         active = segments[-1]
-        if len(segments) - 1 not in recovered:
-            active.load_tail_state()
+        if len(segments) - 1 not in recovered and not active.load_tail_state():
+            # Bytes after the last whole entry: appends must not go after them (consumers
+            # would meet a bad CRC there, and the next recovery would cut from there on,
+            # acknowledged records included), however sane the indexes looked.
+            truncated = active.recover(now)
+            logger.warning("%s-%d: truncated %d bytes of a partial entry at the end of segment %d",
+                           self.topic, self.partition, truncated, active.base_offset)
         active.open_for_append()
         self._set_segments(segments)
         end = self.log_end_offset

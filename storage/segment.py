@@ -163,9 +163,11 @@ class LogSegment:
                     return False
         return True
 
-    def load_tail_state(self, untimed_entry_time: int = -1) -> None:
+    def load_tail_state(self, untimed_entry_time: int = -1) -> bool:
         """Set next offset and largest timestamp of a segment loaded from disk without a
         full scan: start from the last time-index entry and read entry heads to the end.
+        Returns whether the last whole entry ends at the file's end; if not, the tail is a
+        torn write, which only :meth:`recover` removes.
 
         Entries after it without a timestamp count at ``untimed_entry_time``: -1 when the
         last entry is the segment's final one (a clean close wrote it), an upper bound of
@@ -173,15 +175,18 @@ class LogSegment:
         max_timestamp, offset_of_max = self.time_index.last_entry()
         start = self.offset_index.lookup(offset_of_max)[1] if self.time_index.entries else 0
         last_offset = None
+        end = start
         for head in iter_headers(self.file.fileno(), start, self.size):
             timestamp = head.timestamp if head.timestamp >= 0 else untimed_entry_time
             if timestamp > max_timestamp:
                 max_timestamp, offset_of_max = timestamp, head.offset
             last_offset = head.offset
+            end = head.position + head.size
         self.next_offset = self.base_offset if last_offset is None else last_offset + 1
         self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
         self._index_anchor = self.offset_index.last_entry()[1]
         self._rolling_base_timestamp = None
+        return end == self.size
 
     def recover(self, now: int) -> int:
         """Rebuild both indexes from the log, checking every entry's size and CRC and that
