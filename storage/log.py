@@ -151,8 +151,7 @@ class Log:
     def _load(self, recovery_point: int, log_start_offset: int, needs_recovery: bool) -> None:
         bases = self._clean_directory()
         if not bases:
-            segment = LogSegment(self.dir, log_start_offset, self.config, create=True)
-            segment.open_for_append()
+            segment = LogSegment.create_for_append(self.dir, log_start_offset, self.config)
             self._set_segments([segment])
             self.log_start_offset = self.recovery_point = log_start_offset
             return
@@ -302,9 +301,17 @@ class Log:
         active = self._segments[-1]
         if active.size == 0:
             return active
-        active.finish()
-        segment = LogSegment(self.dir, active.next_offset, self.config, create=True)
-        segment.open_for_append()
+        # The new segment first: if its files cannot be made (no inode left, the open-file
+        # limit), the active segment is still whole and open for appends, so the partition
+        # goes on and the roll is tried again by the next append that needs it.
+        segment = LogSegment.create_for_append(self.dir, active.next_offset, self.config)
+        try:
+            active.finish()
+        except BaseException:
+            segment.close()
+            segment.delete_files()
+            active.open_for_append()
+            raise
         self._set_segments(self._segments + [segment])
         self._unflushed_rolled.append(active)
         if self.on_segment_closed is not None:

@@ -131,6 +131,22 @@ class LogSegment:
         self._index_anchor = 0
         self._rolling_base_timestamp: int | None = None
 
+    @classmethod
+    def create_for_append(cls, directory: Path, base_offset: int, config: LogConfig) -> "LogSegment":
+        """A new, empty active segment; its files are removed again if any cannot be made."""
+        segment = None
+        try:
+            segment = cls(directory, base_offset, config, create=True)
+            segment.open_for_append()
+        except BaseException:
+            if segment is not None:
+                segment.close()
+                segment.delete_files()
+            else:
+                (directory / (segment_file_stem(base_offset) + LOG_SUFFIX)).unlink(missing_ok=True)
+            raise
+        return segment
+
     # -- loading -----------------------------------------------------------------------------
 
     def indexes_look_sane(self) -> bool:
@@ -320,8 +336,8 @@ class LogSegment:
         :meth:`index_after` as it is now), without parsing the bytes again; entries without a
         timestamp count at ``now``.
 
-        Raises OSError (ENOSPC: the disk is full) with the segment, file and indexes, as it
-        was before the call."""
+        Raises OSError (ENOSPC: the disk is full), or whatever else failed, with the segment,
+        file and indexes as they were before the call."""
         offset_entries_before, time_entries_before = self.offset_index.entries, self.time_index.entries
         rolling_base_before = self._rolling_base_timestamp
         buffer = validated.buffer
@@ -333,8 +349,8 @@ class LogSegment:
             while written < len(buffer):
                 written += os.pwrite(fd, view[written:], start + written)
             self._index_appended(validated, now, start)
-        except OSError:
-            # A full disk (or any write error) leaves the segment as it was, so nothing of a
+        except BaseException:
+            # A full disk (or any failure) leaves the segment as it was, so nothing of a
             # refused set is read, or found after a restart: cut the file back (truncation
             # needs no space), and forget index entries added (their pages stay reserved).
             os.ftruncate(fd, start)

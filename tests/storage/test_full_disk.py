@@ -7,11 +7,14 @@ real, full tmpfs (``small_filesystem``), so a signal shows as the child's exit s
 
 from __future__ import annotations
 
+import errno
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 CHILD = textwrap.dedent('''
     import errno, sys
@@ -145,3 +148,38 @@ def test_a_topic_the_full_disk_refuses_midway_is_rolled_back(small_filesystem, t
     assert len(manager.create_topic("wide", 50, {})) == 50
     assert manager.topics() == {"wide": 50}
     manager.shutdown()
+
+
+def test_a_roll_refused_for_want_of_an_inode_keeps_the_active_segment_working(small_filesystem):
+    from minikafka.protocol.records import build_message_set, iter_records
+    from minikafka.storage import Log, LogConfig, SystemClock
+
+    def values(log):
+        return [r.value for r in iter_records(log.read(0, 1 << 20).read_bytes())]
+
+    def one(value, size=0):
+        return build_message_set([(None, value.ljust(size, b"."), 1_700_000_000_000)])
+
+    disk = small_filesystem("2m", inodes=64)
+    config = LogConfig(segment_bytes=1000, index_interval_bytes=1)  # every set after the first is indexed
+    log = Log(disk.path / "t-0", "t", 0, config, SystemClock())
+    log.append_as_leader(one(b"kept", 700))
+    placeholders = disk.path / "placeholders"
+    placeholders.mkdir()
+    with pytest.raises(OSError) as full:
+        for i in range(64):
+            (placeholders / str(i)).touch()
+    assert full.value.errno == errno.ENOSPC
+    with pytest.raises(OSError) as refused:  # does not fit: the roll needs a new file
+        log.append_as_leader(one(b"refused", 400))
+    assert refused.value.errno == errno.ENOSPC
+    log.append_as_leader(one(b"small"))  # still fits the segment that could not roll
+    assert [v.rstrip(b".") for v in values(log)] == [b"kept", b"small"]
+
+    again = Log(disk.path / "t-0", "t", 0, config, SystemClock(), needs_recovery=True)  # a crash
+    assert [v.rstrip(b".") for v in values(again)] == [b"kept", b"small"]
+    shutil.rmtree(placeholders)  # inodes again: the roll goes through
+    again.append_as_leader(one(b"later", 400))
+    assert [s.base_offset for s in again.segments()] == [0, 2]
+    assert [v.rstrip(b".") for v in values(again)] + [
+        r.value.rstrip(b".") for r in iter_records(again.read(2, 1 << 20).read_bytes())] == [b"kept", b"small", b"later"]
