@@ -17,6 +17,12 @@ partition's, or one new id for the whole topic). Directories that are not partit
 skipped; ``<topic>-<p>.<id>-delete`` directories (a topic deletion or creation cut short) are
 finished off.
 
+A topic's creation and deletion rename one partition directory at a time, so each is made
+all or nothing across a crash by an intent: ``.topic-intent-<id>`` in the first log dir,
+holding ``create <topic>`` or ``delete <topic>``, written durably before the first rename and
+removed after the last. A start that finds one removes every partition of that topic (a
+creation is rolled back, a deletion finished) before loading anything.
+
 Creating a topic costs what creating its files costs, and one cost dominates where the
 filesystem has no journal (ext4 as the development machines mount it): a new inode is found
 by scanning its block group past every inode deleted there in the last one to six minutes,
@@ -64,6 +70,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TOPIC_CONFIG_FILE = "topic-config.properties"
+TOPIC_INTENT_PREFIX = ".topic-intent-"
 
 logger = logging.getLogger(__name__)
 
@@ -245,6 +252,7 @@ class LogManager:
             for log_dir in self.log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 _mark_top_of_hierarchies(log_dir)
+            self._finish_intents()
             topic_ids = self._topic_ids()
             recovered = stale = False
             for log_dir in self.log_dirs:
@@ -293,6 +301,35 @@ class LogManager:
             if recovered or stale:
                 self.checkpoint()
 
+    def _finish_intents(self) -> None:
+        """Remove every partition of a topic whose creation or deletion a crash cut short
+        (see the module docstring), then its intent."""
+        intents_dir = self.log_dirs[0]
+        for path in sorted(intents_dir.glob(TOPIC_INTENT_PREFIX + "*")):
+            if path.name.endswith(".tmp"):  # never published: no rename had begun
+                path.unlink()
+                continue
+            action, _, topic = path.read_text(encoding="utf-8").strip().partition(" ")
+            logger.warning("%s of topic %r was cut short: removing what there is of it",
+                           "creation" if action == "create" else "deletion", topic)
+            for log_dir in self.log_dirs:
+                for entry in os.scandir(log_dir):
+                    parsed = parse_partition_dir_name(entry.name)
+                    if parsed is not None and parsed[0] == topic and entry.is_dir(follow_symlinks=False):
+                        self._bury(Path(entry.path), *parsed)
+                fsync_dir(log_dir)
+            self._clear_intent(path)
+
+    def _write_intent(self, action: str, topic: str) -> Path:
+        path = self.log_dirs[0] / (TOPIC_INTENT_PREFIX + _unique_id())
+        write_atomically(path, f"{action} {topic}\n".encode())
+        return path
+
+    @staticmethod
+    def _clear_intent(path: Path) -> None:
+        path.unlink()
+        fsync_dir(path.parent)
+
     def _topic_ids(self) -> dict[str, str]:
         """Each topic's id as its partition directories record it, or a new one when none does."""
         found: dict[str, dict[str, Path]] = {}  # topic -> {id: a partition holding it}
@@ -329,6 +366,10 @@ class LogManager:
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
+
+    def has_topic(self, topic: str) -> bool:
+        """Whether any partition of ``topic`` is here (a creation under way is not yet)."""
+        return topic in self._overrides
 
     # The readers take no lock: copying the dict is one step under the GIL, and the broker's
     # event loop calls them, which must never wait for a thread holding the lock over disk work.
@@ -429,6 +470,7 @@ class LogManager:
         if overrides:  # no file reads as no overrides: one file creation less per partition
             files[TOPIC_CONFIG_FILE] = _format_overrides(overrides)
         staged: list[tuple[Path, Path]] = []  # (directory now, its final name)
+        intent: Path | None = None
         placed: list[Path] = []
         created: list[Log] = []
         # The partitions are made in directories of WORKSHOP_PARTITIONS each: only these pay
@@ -466,8 +508,8 @@ class LogManager:
             # files and leaves them to the page cache); this is one step stronger, as a topic
             # acknowledged by CreateTopics should survive a power loss, at the price of the
             # files and directories the creation made, not of the whole filesystem. A kill -9
-            # needs none of it: the page cache outlives the process, and the renames alone
-            # make a half-made topic invisible (its -delete directory goes at the next start).
+            # needs none of it: the page cache outlives the process, and the intent makes
+            # the next start remove a half-made topic.
             if len(staged) <= FSYNC_EACH_MAX_PARTITIONS:
                 for directory in written:  # the linked copies share these files' inodes
                     for name in files:
@@ -477,6 +519,7 @@ class LogManager:
             else:
                 for log_dir in used_dirs:
                     sync_filesystem(log_dir)
+            intent = self._write_intent("create", topic)
             for staging, final in staged:
                 os.rename(staging, final)
                 placed.append(final)
@@ -487,6 +530,8 @@ class LogManager:
                     workshop.rmdir()
             for partition, final in enumerate(placed):
                 created.append(Log(final, topic, partition, config, self.clock, topic_id=topic_id))
+            self._clear_intent(intent)
+            intent = None
             return created
         except BaseException as exc:
             # The files a half-made log opened are reachable only through the traceback's
@@ -499,6 +544,8 @@ class LogManager:
                 self._bury(final, topic, partition)
             for workshop in made:
                 shutil.rmtree(workshop, ignore_errors=True)
+            if intent is not None:
+                self._clear_intent(intent)
             raise
 
     def create_log(self, topic: str, partition: int, overrides: dict[str, str]) -> Log:
@@ -547,10 +594,19 @@ class LogManager:
             doomed = [log for (name, _), log in self._logs.items() if name == topic]
             if not doomed:
                 raise UnknownTopic(topic)
+            try:
+                intent = self._write_intent("delete", topic) if len(doomed) > 1 else None
+            except OSError as exc:
+                # A full disk: deleting is how space comes back, so it goes on without the
+                # intent (a crash midway would then leave part of the topic).
+                logger.warning("deleting topic %r without an intent: %s", topic, exc)
+                intent = None
             for log in doomed:
                 self._remove(log)
             del self._overrides[topic]
             self.checkpoint()
+            if intent is not None:
+                self._clear_intent(intent)
 
     def _remove(self, log: Log) -> None:
         """Drop a partition from the map and from disk. Its dir is renamed first (a rename
