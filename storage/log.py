@@ -161,6 +161,15 @@ class Log:
         now = self._clock.time_ms()
         first_unflushed = max(bisect.bisect_right(bases, recovery_point) - 1, 0) if needs_recovery else len(bases)
         recovered: dict[int, int] = {}  # segment position -> bytes its recovery truncated
+
+        def finish_if_closed(i: int) -> None:
+            # Now, not after every segment is recovered: a rebuilt index holds disk space
+            # reserved ahead of its entries (storage.index), which on a disk just freed from
+            # full need not be there for every segment at once.
+            if i < len(segments) - 1:
+                segments[i].finish()
+                segments[i].release_index_maps()
+
         for i, segment in enumerate(segments[:first_unflushed]):
             if not segment.indexes_look_sane():
                 logger.warning("%s-%d: rebuilding indexes of segment %d", self.topic, self.partition,
@@ -173,6 +182,7 @@ class Log:
                     logger.warning("%s-%d: segment %d is damaged: %d bytes from offset %d on truncated%s",
                                    self.topic, self.partition, segment.base_offset, recovered[i],
                                    segment.next_offset, following)
+                finish_if_closed(i)
         if needs_recovery:
             for i in range(first_unflushed, len(segments)):
                 recovered[i] = segments[i].recover(now)
@@ -184,12 +194,11 @@ class Log:
                         doomed.delete_files()
                     del segments[i + 1:]
                     break
+                finish_if_closed(i)
         for i, segment in enumerate(segments[:-1]):
-            if i in recovered:
-                segment.finish()
-            else:
+            if i not in recovered:
                 segment.next_offset = segments[i + 1].base_offset
-            segment.release_index_maps()
+                segment.release_index_maps()
         # What recovery scanned may be neither fsynced nor as recovery left it on disk (it may
         # have truncated it): like rolled segments, the recovery point passes these closed
         # ones only after the flush duty has fsynced them (Kafka's flush fsyncs every segment

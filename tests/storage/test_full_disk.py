@@ -183,3 +183,41 @@ def test_a_roll_refused_for_want_of_an_inode_keeps_the_active_segment_working(sm
     assert [s.base_offset for s in again.segments()] == [0, 2]
     assert [v.rstrip(b".") for v in values(again)] + [
         r.value.rstrip(b".") for r in iter_records(again.read(2, 1 << 20).read_bytes())] == [b"kept", b"small", b"later"]
+
+
+RECOVER = textwrap.dedent('''
+    import os, sys
+    from pathlib import Path
+    from minikafka.protocol.records import build_message_set
+    from minikafka.storage import Log, LogConfig, SystemClock
+
+    directory, step = Path(sys.argv[1]), sys.argv[2]
+    config = LogConfig(segment_bytes=16 * 1024, index_interval_bytes=256)
+    if step == "write":  # 16 segments, then a crash
+        log = Log(directory, "t", 0, config, SystemClock())
+        while len(log.segments()) < 16:
+            log.append_as_leader(build_message_set([(None, b"v" * 200, 1_700_000_000_000)]))
+        print(log.log_end_offset)
+        os._exit(0)
+    log = Log(directory, "t", 0, config, SystemClock(), needs_recovery=True)
+    print(log.log_end_offset)
+''')
+
+
+def test_recovery_after_a_crash_needs_no_index_space_for_every_segment_at_once(small_filesystem):
+    # Recovery rebuilds each segment's indexes, reserving 64 KiB of each as it writes;
+    # 1 MiB free cannot hold that for 16 segments at once, and need not: a segment's indexes
+    # are cut to their entries as soon as it is recovered.
+    disk = small_filesystem("4m")
+    directory = disk.path / "t-0"
+
+    def run(step):
+        return subprocess.run([sys.executable, "-c", RECOVER, str(directory), step], capture_output=True,
+                              text=True, timeout=60)
+
+    written = run("write")
+    assert written.returncode == 0, written.stderr
+    disk.fill(leave=1024 * 1024)
+    recovered = run("recover")
+    assert recovered.returncode == 0, recovered.stderr
+    assert recovered.stdout == written.stdout
