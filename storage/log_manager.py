@@ -240,10 +240,9 @@ class LogManager:
 
         The clean-shutdown marker is removed durably (a crash from now on must be recovered
         from). Checkpoints are written here only after a recovery or when they name partitions
-        that are gone: after a clean stop they
-        hold what the shutdown wrote, and a new log dir needs none until it has logs (a
-        missing checkpoint reads as empty; the periodic checkpoint writes them), which spares
-        a start-up six fsyncs.
+        that are gone: after a clean stop they hold what the shutdown wrote, and a new log
+        dir needs none until it has logs (a missing checkpoint reads as empty; the periodic
+        checkpoint writes them), which spares a start-up six fsyncs.
 
         Raises CorruptPartitionMetadata when a ``partition.metadata`` is unreadable or the
         partitions of one topic hold different ids (the topic's identity is unknown then).
