@@ -231,6 +231,9 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._overrides: dict[str, dict[str, str]] = {}
         self._creating: set[str] = set()  # topics whose partitions are being made, unlocked
+        # Partitions deleted since the checkpoints were last all written: their entries may
+        # still be on disk, and a new partition of the same name must not load them.
+        self._unwritten_deletions: set[TopicPartition] = set()
         self._lock = threading.RLock()
 
     # -- start and stop ----------------------------------------------------------------------
@@ -451,6 +454,7 @@ class LogManager:
             self._creating.add(topic)
             load = self._dir_loads()
         try:
+            self._forget_deleted(topic)
             created = self._make_partitions(topic, partitions, overrides, config, load)
             with self._lock:
                 for log in created:
@@ -559,6 +563,7 @@ class LogManager:
             existing = self._logs.get((topic, partition))
             if existing is not None:
                 return existing
+            self._forget_deleted(topic)
             siblings = [log for (name, _), log in self._logs.items() if name == topic]
             topic_id = siblings[0].topic_id if siblings else new_topic_id()
             directory = self._least_loaded_dir() / partition_dir_name(topic, partition)
@@ -583,7 +588,7 @@ class LogManager:
             self._remove(log)
             if not any(name == topic for name, _ in self._logs):
                 self._overrides.pop(topic, None)
-            self.checkpoint()
+            self._checkpoint_after_deletion()
             return True
 
     def delete_topic(self, topic: str) -> None:
@@ -603,7 +608,7 @@ class LogManager:
             for log in doomed:
                 self._remove(log)
             del self._overrides[topic]
-            self.checkpoint()
+            self._checkpoint_after_deletion()
             if intent is not None:
                 self._clear_intent(intent)
 
@@ -615,7 +620,22 @@ class LogManager:
         the same name must not start at the deleted one's log start offset."""
         log.dir = self._bury(log.dir, log.topic, log.partition, remove=False)
         del self._logs[(log.topic, log.partition)]
+        self._unwritten_deletions.add((log.topic, log.partition))
         log.delete()
+
+    def _checkpoint_after_deletion(self) -> None:
+        try:
+            self.checkpoint()
+        except OSError as exc:
+            # A full disk, say: the deletion stands (it is how space comes back); the
+            # rewrite is retried by the periodic checkpoint, or by a creation of the name.
+            logger.warning("checkpoints not rewritten after a deletion: %s", exc)
+
+    def _forget_deleted(self, topic: str) -> None:
+        """Make sure no checkpoint holds entries of a deleted topic of this name before a
+        new one is made (OSError if they cannot be rewritten now)."""
+        if any(name == topic for name, _ in self._unwritten_deletions):
+            self.checkpoint()
 
     @staticmethod
     def _bury(directory: Path, topic: str, partition: int, *, remove: bool = True) -> Path:
@@ -665,9 +685,13 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every log dir."""
+        with self._lock:
+            deleted = set(self._unwritten_deletions)
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
         self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+        with self._lock:
+            self._unwritten_deletions -= deleted
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` alone (a cluster does it more often than the
