@@ -306,8 +306,8 @@ class LogManager:
     def _finish_intents(self) -> None:
         """Remove every partition of a topic whose creation or deletion a crash cut short
         (see the module docstring), then its intent."""
-        intents_dir = self.log_dirs[0]
-        for path in sorted(intents_dir.glob(TOPIC_INTENT_PREFIX + "*")):
+        # Written in the first log dir, looked for in all: the list may have been reordered.
+        for path in sorted(path for log_dir in self.log_dirs for path in log_dir.glob(TOPIC_INTENT_PREFIX + "*")):
             if path.name.endswith(".tmp"):  # never published: no rename had begun
                 path.unlink()
                 continue
