@@ -221,3 +221,49 @@ def test_recovery_after_a_crash_needs_no_index_space_for_every_segment_at_once(s
     recovered = run("recover")
     assert recovered.returncode == 0, recovered.stderr
     assert recovered.stdout == written.stdout
+
+
+EMFILE_CHILD = textwrap.dedent('''
+    import errno, os, resource, sys
+    from pathlib import Path
+    from minikafka.protocol.records import build_message_set, iter_records
+    from minikafka.storage import Log, LogConfig, SystemClock
+
+    directory, headroom = Path(sys.argv[1]), int(sys.argv[2])
+
+    def one(value, size=0):
+        return build_message_set([(None, value.ljust(size, b"."), 1_700_000_000_000)])
+
+    log = Log(directory, "t", 0, LogConfig(segment_bytes=1000, index_interval_bytes=1), SystemClock())
+    log.append_as_leader(one(b"kept", 700))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + headroom, hard))
+    try:
+        log.append_as_leader(one(b"refused", 400))
+    except OSError as exc:
+        print("refused:", errno.errorcode[exc.errno])
+    log.append_as_leader(one(b"small"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    print("files", sorted(name for name in os.listdir(directory) if name.startswith("0")))
+    log.append_as_leader(one(b"later", 400))
+    print("segments", [s.base_offset for s in log.segments()])
+    again = Log(directory, "t", 0, LogConfig(segment_bytes=1000), SystemClock(), needs_recovery=True)
+    print("after restart", [r.value.rstrip(b".") for s in again.segments()
+                            for r in iter_records(again.read(s.base_offset, 1 << 20).read_bytes())])
+''')
+
+
+# headroom -2: the new segment's .log file cannot be opened (nor anything else: the limit is
+# below what is open, even once the old segment's index maps are let go); 1: it can, and
+# its first index cannot.
+@pytest.mark.parametrize("headroom", [-2, 1])
+def test_a_roll_refused_by_the_open_file_limit_leaves_no_half_made_segment(tmp_path, headroom):
+    result = subprocess.run([sys.executable, "-c", EMFILE_CHILD, str(tmp_path / "t-0"), str(headroom)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "refused: EMFILE",
+        "files ['00000000000000000000.index', '00000000000000000000.log', '00000000000000000000.timeindex']",
+        "segments [0, 2]",
+        "after restart [b'kept', b'small', b'later']",
+    ]
