@@ -33,7 +33,7 @@ from minikafka.storage.config import AppendResult, LogConfig
 from minikafka.storage.log import Log
 from minikafka.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from minikafka.storage.names import InvalidTopicName, validate_topic_name
-from minikafka.storage.types import CorruptPartitionMetadata, TooManyPartitions
+from minikafka.storage.types import CorruptPartitionMetadata, TooManyPartitions, TopicAlreadyExists
 
 logger = logging.getLogger(__name__)
 
@@ -598,8 +598,7 @@ class Broker:
     def topic_exists(self, topic: str) -> bool:
         if self.cluster is not None:
             return self.cluster.metadata.has_topic(topic)
-        # Partition 0 is created first and deleted with the rest: a cheap existence test.
-        return self.log_manager.get_log(topic, 0) is not None
+        return self.log_manager.has_topic(topic)
 
     async def ensure_topic(self, topic: str) -> None:
         """Make sure ``topic`` exists, creating it with ``num.partitions`` partitions when
@@ -690,6 +689,8 @@ class Broker:
                 await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, overrides)
             except TooManyPartitions as exc:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
+            except TopicAlreadyExists as exc:
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from exc
             except OSError as exc:
                 raise _creation_failed(topic, exc) from None
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,

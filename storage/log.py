@@ -151,8 +151,7 @@ class Log:
     def _load(self, recovery_point: int, log_start_offset: int, needs_recovery: bool) -> None:
         bases = self._clean_directory()
         if not bases:
-            segment = LogSegment(self.dir, log_start_offset, self.config, create=True)
-            segment.open_for_append()
+            segment = LogSegment.create_for_append(self.dir, log_start_offset, self.config)
             self._set_segments([segment])
             self.log_start_offset = self.recovery_point = log_start_offset
             return
@@ -162,6 +161,15 @@ class Log:
         now = self._clock.time_ms()
         first_unflushed = max(bisect.bisect_right(bases, recovery_point) - 1, 0) if needs_recovery else len(bases)
         recovered: dict[int, int] = {}  # segment position -> bytes its recovery truncated
+
+        def finish_if_closed(i: int) -> None:
+            # Now, not after every segment is recovered: a rebuilt index holds disk space
+            # reserved ahead of its entries (storage.index), which on a disk just freed from
+            # full need not be there for every segment at once.
+            if i < len(segments) - 1:
+                segments[i].finish()
+                segments[i].release_index_maps()
+
         for i, segment in enumerate(segments[:first_unflushed]):
             if not segment.indexes_look_sane():
                 logger.warning("%s-%d: rebuilding indexes of segment %d", self.topic, self.partition,
@@ -174,6 +182,7 @@ class Log:
                     logger.warning("%s-%d: segment %d is damaged: %d bytes from offset %d on truncated%s",
                                    self.topic, self.partition, segment.base_offset, recovered[i],
                                    segment.next_offset, following)
+                finish_if_closed(i)
         if needs_recovery:
             for i in range(first_unflushed, len(segments)):
                 recovered[i] = segments[i].recover(now)
@@ -185,20 +194,24 @@ class Log:
                         doomed.delete_files()
                     del segments[i + 1:]
                     break
+                finish_if_closed(i)
         for i, segment in enumerate(segments[:-1]):
-            if i in recovered:
-                segment.finish()
-            else:
+            if i not in recovered:
                 segment.next_offset = segments[i + 1].base_offset
-            segment.release_index_maps()
+                segment.release_index_maps()
         # What recovery scanned may be neither fsynced nor as recovery left it on disk (it may
         # have truncated it): like rolled segments, the recovery point passes these closed
         # ones only after the flush duty has fsynced them (Kafka's flush fsyncs every segment
         # from the recovery point on).
         self._unflushed_rolled = segments[first_unflushed:-1]
         active = segments[-1]
-        if len(segments) - 1 not in recovered:
-            active.load_tail_state()
+        if len(segments) - 1 not in recovered and not active.load_tail_state():
+            # Bytes after the last whole entry: appends must not go after them (consumers
+            # would meet a bad CRC there, and the next recovery would cut from there on,
+            # acknowledged records included), however sane the indexes looked.
+            truncated = active.recover(now)
+            logger.warning("%s-%d: truncated %d bytes of a partial entry at the end of segment %d",
+                           self.topic, self.partition, truncated, active.base_offset)
         active.open_for_append()
         self._set_segments(segments)
         end = self.log_end_offset
@@ -297,9 +310,17 @@ class Log:
         active = self._segments[-1]
         if active.size == 0:
             return active
-        active.finish()
-        segment = LogSegment(self.dir, active.next_offset, self.config, create=True)
-        segment.open_for_append()
+        # The new segment first: if its files cannot be made (no inode left, the open-file
+        # limit), the active segment is still whole and open for appends, so the partition
+        # goes on and the roll is tried again by the next append that needs it.
+        segment = LogSegment.create_for_append(self.dir, active.next_offset, self.config)
+        try:
+            active.finish()
+        except BaseException:
+            segment.close()
+            segment.delete_files()
+            active.open_for_append()
+            raise
         self._set_segments(self._segments + [segment])
         self._unflushed_rolled.append(active)
         if self.on_segment_closed is not None:

@@ -17,6 +17,12 @@ partition's, or one new id for the whole topic). Directories that are not partit
 skipped; ``<topic>-<p>.<id>-delete`` directories (a topic deletion or creation cut short) are
 finished off.
 
+A topic's creation and deletion rename one partition directory at a time, so each is made
+all or nothing across a crash by an intent: ``.topic-intent-<id>`` in the first log dir,
+holding ``create <topic>`` or ``delete <topic>``, written durably before the first rename and
+removed after the last. A start that finds one removes every partition of that topic (a
+creation is rolled back, a deletion finished) before loading anything.
+
 Creating a topic costs what creating its files costs, and one cost dominates where the
 filesystem has no journal (ext4 as the development machines mount it): a new inode is found
 by scanning its block group past every inode deleted there in the last one to six minutes,
@@ -64,6 +70,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TOPIC_CONFIG_FILE = "topic-config.properties"
+TOPIC_INTENT_PREFIX = ".topic-intent-"
 
 logger = logging.getLogger(__name__)
 
@@ -224,6 +231,9 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._overrides: dict[str, dict[str, str]] = {}
         self._creating: set[str] = set()  # topics whose partitions are being made, unlocked
+        # Partitions deleted since the checkpoints were last all written: their entries may
+        # still be on disk, and a new partition of the same name must not load them.
+        self._unwritten_deletions: set[TopicPartition] = set()
         self._lock = threading.RLock()
 
     # -- start and stop ----------------------------------------------------------------------
@@ -232,10 +242,10 @@ class LogManager:
         """Load every partition in every log dir; recover those after an unclean stop.
 
         The clean-shutdown marker is removed durably (a crash from now on must be recovered
-        from). Checkpoints are written here only after a recovery: after a clean stop they
-        hold what the shutdown wrote, and a new log dir needs none until it has logs (a
-        missing checkpoint reads as empty; the periodic checkpoint writes them), which spares
-        a start-up six fsyncs.
+        from). Checkpoints are written here only after a recovery or when they name partitions
+        that are gone: after a clean stop they hold what the shutdown wrote, and a new log
+        dir needs none until it has logs (a missing checkpoint reads as empty; the periodic
+        checkpoint writes them), which spares a start-up six fsyncs.
 
         Raises CorruptPartitionMetadata when a ``partition.metadata`` is unreadable or the
         partitions of one topic hold different ids (the topic's identity is unknown then).
@@ -244,8 +254,9 @@ class LogManager:
             for log_dir in self.log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 _mark_top_of_hierarchies(log_dir)
+            self._finish_intents()
             topic_ids = self._topic_ids()
-            recovered = False
+            recovered = stale = False
             for log_dir in self.log_dirs:
                 marker = log_dir / CLEAN_SHUTDOWN_FILE
                 clean = marker.exists()
@@ -280,11 +291,46 @@ class LogManager:
                     self._install(log)
                     self._overrides.setdefault(topic, overrides)
                     recovered = recovered or not clean
+                # Entries of partitions no longer here are a deletion the crash cut short
+                # before its checkpoint rewrite (see _remove): gone before a topic of the same
+                # name can be created, whose new log would otherwise take them as its own.
+                present = {key for key, log in self._logs.items() if log.dir.parent == log_dir}
+                stale = stale or any(key not in present for checkpoint in (recovery_points, log_starts, high_watermarks)
+                                     for key in checkpoint)
                 if clean:
                     marker.unlink()
                     fsync_dir(log_dir)
-            if recovered:
+            if recovered or stale:
                 self.checkpoint()
+
+    def _finish_intents(self) -> None:
+        """Remove every partition of a topic whose creation or deletion a crash cut short
+        (see the module docstring), then its intent."""
+        # Written in the first log dir, looked for in all: the list may have been reordered.
+        for path in sorted(path for log_dir in self.log_dirs for path in log_dir.glob(TOPIC_INTENT_PREFIX + "*")):
+            if path.name.endswith(".tmp"):  # never published: no rename had begun
+                path.unlink()
+                continue
+            action, _, topic = path.read_text(encoding="utf-8").strip().partition(" ")
+            logger.warning("%s of topic %r was cut short: removing what there is of it",
+                           "creation" if action == "create" else "deletion", topic)
+            for log_dir in self.log_dirs:
+                for entry in os.scandir(log_dir):
+                    parsed = parse_partition_dir_name(entry.name)
+                    if parsed is not None and parsed[0] == topic and entry.is_dir(follow_symlinks=False):
+                        self._bury(Path(entry.path), *parsed)
+                fsync_dir(log_dir)
+            self._clear_intent(path)
+
+    def _write_intent(self, action: str, topic: str) -> Path:
+        path = self.log_dirs[0] / (TOPIC_INTENT_PREFIX + _unique_id())
+        write_atomically(path, f"{action} {topic}\n".encode())
+        return path
+
+    @staticmethod
+    def _clear_intent(path: Path) -> None:
+        path.unlink()
+        fsync_dir(path.parent)
 
     def _topic_ids(self) -> dict[str, str]:
         """Each topic's id as its partition directories record it, or a new one when none does."""
@@ -322,6 +368,10 @@ class LogManager:
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
+
+    def has_topic(self, topic: str) -> bool:
+        """Whether any partition of ``topic`` is here (a creation under way is not yet)."""
+        return topic in self._overrides
 
     # The readers take no lock: copying the dict is one step under the GIL, and the broker's
     # event loop calls them, which must never wait for a thread holding the lock over disk work.
@@ -404,6 +454,7 @@ class LogManager:
             self._creating.add(topic)
             load = self._dir_loads()
         try:
+            self._forget_deleted(topic)
             created = self._make_partitions(topic, partitions, overrides, config, load)
             with self._lock:
                 for log in created:
@@ -422,6 +473,7 @@ class LogManager:
         if overrides:  # no file reads as no overrides: one file creation less per partition
             files[TOPIC_CONFIG_FILE] = _format_overrides(overrides)
         staged: list[tuple[Path, Path]] = []  # (directory now, its final name)
+        intent: Path | None = None
         placed: list[Path] = []
         created: list[Log] = []
         # The partitions are made in directories of WORKSHOP_PARTITIONS each: only these pay
@@ -459,8 +511,8 @@ class LogManager:
             # files and leaves them to the page cache); this is one step stronger, as a topic
             # acknowledged by CreateTopics should survive a power loss, at the price of the
             # files and directories the creation made, not of the whole filesystem. A kill -9
-            # needs none of it: the page cache outlives the process, and the renames alone
-            # make a half-made topic invisible (its -delete directory goes at the next start).
+            # needs none of it: the page cache outlives the process, and the intent makes
+            # the next start remove a half-made topic.
             if len(staged) <= FSYNC_EACH_MAX_PARTITIONS:
                 for directory in written:  # the linked copies share these files' inodes
                     for name in files:
@@ -470,6 +522,7 @@ class LogManager:
             else:
                 for log_dir in used_dirs:
                     sync_filesystem(log_dir)
+            intent = self._write_intent("create", topic)
             for staging, final in staged:
                 os.rename(staging, final)
                 placed.append(final)
@@ -480,6 +533,8 @@ class LogManager:
                     workshop.rmdir()
             for partition, final in enumerate(placed):
                 created.append(Log(final, topic, partition, config, self.clock, topic_id=topic_id))
+            self._clear_intent(intent)
+            intent = None
             return created
         except BaseException as exc:
             # The files a half-made log opened are reachable only through the traceback's
@@ -492,6 +547,8 @@ class LogManager:
                 self._bury(final, topic, partition)
             for workshop in made:
                 shutil.rmtree(workshop, ignore_errors=True)
+            if intent is not None:
+                self._clear_intent(intent)
             raise
 
     def create_log(self, topic: str, partition: int, overrides: dict[str, str]) -> Log:
@@ -506,6 +563,7 @@ class LogManager:
             existing = self._logs.get((topic, partition))
             if existing is not None:
                 return existing
+            self._forget_deleted(topic)
             siblings = [log for (name, _), log in self._logs.items() if name == topic]
             topic_id = siblings[0].topic_id if siblings else new_topic_id()
             directory = self._least_loaded_dir() / partition_dir_name(topic, partition)
@@ -530,6 +588,7 @@ class LogManager:
             self._remove(log)
             if not any(name == topic for name, _ in self._logs):
                 self._overrides.pop(topic, None)
+            self._checkpoint_after_deletion()
             return True
 
     def delete_topic(self, topic: str) -> None:
@@ -539,17 +598,44 @@ class LogManager:
             doomed = [log for (name, _), log in self._logs.items() if name == topic]
             if not doomed:
                 raise UnknownTopic(topic)
+            try:
+                intent = self._write_intent("delete", topic) if len(doomed) > 1 else None
+            except OSError as exc:
+                # A full disk: deleting is how space comes back, so it goes on without the
+                # intent (a crash midway would then leave part of the topic).
+                logger.warning("deleting topic %r without an intent: %s", topic, exc)
+                intent = None
             for log in doomed:
                 self._remove(log)
             del self._overrides[topic]
+            self._checkpoint_after_deletion()
+            if intent is not None:
+                self._clear_intent(intent)
 
     def _remove(self, log: Log) -> None:
         """Drop a partition from the map and from disk. Its dir is renamed first (a rename
         needs no descriptor), so a crash or a failing removal leaves a "-delete" dir that
-        the next start removes, never a partition to load."""
+        the next start removes, never a partition to load. The caller then rewrites the
+        checkpoints without it, as Kafka's LogManager.asyncDelete does: a later partition of
+        the same name must not start at the deleted one's log start offset."""
         log.dir = self._bury(log.dir, log.topic, log.partition, remove=False)
         del self._logs[(log.topic, log.partition)]
+        self._unwritten_deletions.add((log.topic, log.partition))
         log.delete()
+
+    def _checkpoint_after_deletion(self) -> None:
+        try:
+            self.checkpoint()
+        except OSError as exc:
+            # A full disk, say: the deletion stands (it is how space comes back); the
+            # rewrite is retried by the periodic checkpoint, or by a creation of the name.
+            logger.warning("checkpoints not rewritten after a deletion: %s", exc)
+
+    def _forget_deleted(self, topic: str) -> None:
+        """Make sure no checkpoint holds entries of a deleted topic of this name before a
+        new one is made (OSError if they cannot be rewritten now)."""
+        if any(name == topic for name, _ in self._unwritten_deletions):
+            self.checkpoint()
 
     @staticmethod
     def _bury(directory: Path, topic: str, partition: int, *, remove: bool = True) -> Path:
@@ -599,9 +685,13 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every log dir."""
+        with self._lock:
+            deleted = set(self._unwritten_deletions)
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
         self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+        with self._lock:
+            self._unwritten_deletions -= deleted
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` alone (a cluster does it more often than the

@@ -131,6 +131,22 @@ class LogSegment:
         self._index_anchor = 0
         self._rolling_base_timestamp: int | None = None
 
+    @classmethod
+    def create_for_append(cls, directory: Path, base_offset: int, config: LogConfig) -> "LogSegment":
+        """A new, empty active segment; its files are removed again if any cannot be made."""
+        segment = None
+        try:
+            segment = cls(directory, base_offset, config, create=True)
+            segment.open_for_append()
+        except BaseException:
+            if segment is not None:
+                segment.close()
+                segment.delete_files()
+            else:
+                (directory / (segment_file_stem(base_offset) + LOG_SUFFIX)).unlink(missing_ok=True)
+            raise
+        return segment
+
     # -- loading -----------------------------------------------------------------------------
 
     def indexes_look_sane(self) -> bool:
@@ -163,9 +179,11 @@ class LogSegment:
                     return False
         return True
 
-    def load_tail_state(self, untimed_entry_time: int = -1) -> None:
+    def load_tail_state(self, untimed_entry_time: int = -1) -> bool:
         """Set next offset and largest timestamp of a segment loaded from disk without a
         full scan: start from the last time-index entry and read entry heads to the end.
+        Returns whether the last whole entry ends at the file's end; if not, the tail is a
+        torn write, which only :meth:`recover` removes.
 
         Entries after it without a timestamp count at ``untimed_entry_time``: -1 when the
         last entry is the segment's final one (a clean close wrote it), an upper bound of
@@ -173,15 +191,18 @@ class LogSegment:
         max_timestamp, offset_of_max = self.time_index.last_entry()
         start = self.offset_index.lookup(offset_of_max)[1] if self.time_index.entries else 0
         last_offset = None
+        end = start
         for head in iter_headers(self.file.fileno(), start, self.size):
             timestamp = head.timestamp if head.timestamp >= 0 else untimed_entry_time
             if timestamp > max_timestamp:
                 max_timestamp, offset_of_max = timestamp, head.offset
             last_offset = head.offset
+            end = head.position + head.size
         self.next_offset = self.base_offset if last_offset is None else last_offset + 1
         self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
         self._index_anchor = self.offset_index.last_entry()[1]
         self._rolling_base_timestamp = None
+        return end == self.size
 
     def recover(self, now: int) -> int:
         """Rebuild both indexes from the log, checking every entry's size and CRC and that
@@ -315,8 +336,8 @@ class LogSegment:
         :meth:`index_after` as it is now), without parsing the bytes again; entries without a
         timestamp count at ``now``.
 
-        Raises OSError (ENOSPC: the disk is full) with the segment, file and indexes, as it
-        was before the call."""
+        Raises OSError (ENOSPC: the disk is full), or whatever else failed, with the segment,
+        file and indexes as they were before the call."""
         offset_entries_before, time_entries_before = self.offset_index.entries, self.time_index.entries
         rolling_base_before = self._rolling_base_timestamp
         buffer = validated.buffer
@@ -328,8 +349,8 @@ class LogSegment:
             while written < len(buffer):
                 written += os.pwrite(fd, view[written:], start + written)
             self._index_appended(validated, now, start)
-        except OSError:
-            # A full disk (or any write error) leaves the segment as it was, so nothing of a
+        except BaseException:
+            # A full disk (or any failure) leaves the segment as it was, so nothing of a
             # refused set is read, or found after a restart: cut the file back (truncation
             # needs no space), and forget index entries added (their pages stay reserved).
             os.ftruncate(fd, start)

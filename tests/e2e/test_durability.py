@@ -329,3 +329,40 @@ def test_kill_9_right_after_creating_a_topic_leaves_it_whole(minikafka_broker, t
         assert (message.offset(), message.value()) == (0, b"after the crash")
     finally:
         consumer.close()
+
+
+def test_kill_9_after_recreating_a_topic_keeps_its_records_from_offset_0(minikafka_broker_factory, topic):
+    # The deleted topic's log start, moved by retention and checkpointed, must not become the
+    # new topic's after a kill -9 that no checkpoint preceded since its creation.
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    broker = minikafka_broker_factory(**{"log.retention.check.interval.ms": "100",
+                                         "log.flush.offset.checkpoint.interval.ms": "600000"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    watermarks = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{topic}-watermarks"})
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "1024", "retention.bytes": "2048"})],
+                            operation_timeout=30)[topic].result(30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        for i in range(160):
+            producer.produce(topic, b"old-%d-" % i + b"." * 100)
+            producer.flush(30)
+        deadline = time.monotonic() + 30
+        while watermarks.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[0] == 0:
+            assert time.monotonic() < deadline, "retention never moved the log start"
+            time.sleep(0.1)
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+        admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30)[topic].result(30)
+        acked = []
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        for i in range(10):
+            producer.produce(topic, b"new-%d" % i, on_delivery=lambda err, msg: acked.append((msg.offset(), msg.value()))
+                             if err is None else None)
+            producer.flush(30)
+        assert acked == [(i, b"new-%d" % i) for i in range(10)]
+    finally:
+        watermarks.close()
+    broker.kill()
+
+    broker.start()
+    assert read_all(broker.bootstrap, topic) == acked

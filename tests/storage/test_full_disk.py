@@ -7,11 +7,14 @@ real, full tmpfs (``small_filesystem``), so a signal shows as the child's exit s
 
 from __future__ import annotations
 
+import errno
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 CHILD = textwrap.dedent('''
     import errno, sys
@@ -145,3 +148,122 @@ def test_a_topic_the_full_disk_refuses_midway_is_rolled_back(small_filesystem, t
     assert len(manager.create_topic("wide", 50, {})) == 50
     assert manager.topics() == {"wide": 50}
     manager.shutdown()
+
+
+def test_a_roll_refused_for_want_of_an_inode_keeps_the_active_segment_working(small_filesystem):
+    from minikafka.protocol.records import build_message_set, iter_records
+    from minikafka.storage import Log, LogConfig, SystemClock
+
+    def values(log):
+        return [r.value for r in iter_records(log.read(0, 1 << 20).read_bytes())]
+
+    def one(value, size=0):
+        return build_message_set([(None, value.ljust(size, b"."), 1_700_000_000_000)])
+
+    disk = small_filesystem("2m", inodes=64)
+    config = LogConfig(segment_bytes=1000, index_interval_bytes=1)  # every set after the first is indexed
+    log = Log(disk.path / "t-0", "t", 0, config, SystemClock())
+    log.append_as_leader(one(b"kept", 700))
+    placeholders = disk.path / "placeholders"
+    placeholders.mkdir()
+    with pytest.raises(OSError) as full:
+        for i in range(64):
+            (placeholders / str(i)).touch()
+    assert full.value.errno == errno.ENOSPC
+    with pytest.raises(OSError) as refused:  # does not fit: the roll needs a new file
+        log.append_as_leader(one(b"refused", 400))
+    assert refused.value.errno == errno.ENOSPC
+    log.append_as_leader(one(b"small"))  # still fits the segment that could not roll
+    assert [v.rstrip(b".") for v in values(log)] == [b"kept", b"small"]
+
+    again = Log(disk.path / "t-0", "t", 0, config, SystemClock(), needs_recovery=True)  # a crash
+    assert [v.rstrip(b".") for v in values(again)] == [b"kept", b"small"]
+    shutil.rmtree(placeholders)  # inodes again: the roll goes through
+    again.append_as_leader(one(b"later", 400))
+    assert [s.base_offset for s in again.segments()] == [0, 2]
+    assert [v.rstrip(b".") for v in values(again)] + [
+        r.value.rstrip(b".") for r in iter_records(again.read(2, 1 << 20).read_bytes())] == [b"kept", b"small", b"later"]
+
+
+RECOVER = textwrap.dedent('''
+    import os, sys
+    from pathlib import Path
+    from minikafka.protocol.records import build_message_set
+    from minikafka.storage import Log, LogConfig, SystemClock
+
+    directory, step = Path(sys.argv[1]), sys.argv[2]
+    config = LogConfig(segment_bytes=16 * 1024, index_interval_bytes=256)
+    if step == "write":  # 16 segments, then a crash
+        log = Log(directory, "t", 0, config, SystemClock())
+        while len(log.segments()) < 16:
+            log.append_as_leader(build_message_set([(None, b"v" * 200, 1_700_000_000_000)]))
+        print(log.log_end_offset)
+        os._exit(0)
+    log = Log(directory, "t", 0, config, SystemClock(), needs_recovery=True)
+    print(log.log_end_offset)
+''')
+
+
+def test_recovery_after_a_crash_needs_no_index_space_for_every_segment_at_once(small_filesystem):
+    # Recovery rebuilds each segment's indexes, reserving 64 KiB of each as it writes;
+    # 1 MiB free cannot hold that for 16 segments at once, and need not: a segment's indexes
+    # are cut to their entries as soon as it is recovered.
+    disk = small_filesystem("4m")
+    directory = disk.path / "t-0"
+
+    def run(step):
+        return subprocess.run([sys.executable, "-c", RECOVER, str(directory), step], capture_output=True,
+                              text=True, timeout=60)
+
+    written = run("write")
+    assert written.returncode == 0, written.stderr
+    disk.fill(leave=1024 * 1024)
+    recovered = run("recover")
+    assert recovered.returncode == 0, recovered.stderr
+    assert recovered.stdout == written.stdout
+
+
+EMFILE_CHILD = textwrap.dedent('''
+    import errno, os, resource, sys
+    from pathlib import Path
+    from minikafka.protocol.records import build_message_set, iter_records
+    from minikafka.storage import Log, LogConfig, SystemClock
+
+    directory, headroom = Path(sys.argv[1]), int(sys.argv[2])
+
+    def one(value, size=0):
+        return build_message_set([(None, value.ljust(size, b"."), 1_700_000_000_000)])
+
+    log = Log(directory, "t", 0, LogConfig(segment_bytes=1000, index_interval_bytes=1), SystemClock())
+    log.append_as_leader(one(b"kept", 700))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + headroom, hard))
+    try:
+        log.append_as_leader(one(b"refused", 400))
+    except OSError as exc:
+        print("refused:", errno.errorcode[exc.errno])
+    log.append_as_leader(one(b"small"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    print("files", sorted(name for name in os.listdir(directory) if name.startswith("0")))
+    log.append_as_leader(one(b"later", 400))
+    print("segments", [s.base_offset for s in log.segments()])
+    again = Log(directory, "t", 0, LogConfig(segment_bytes=1000), SystemClock(), needs_recovery=True)
+    print("after restart", [r.value.rstrip(b".") for s in again.segments()
+                            for r in iter_records(again.read(s.base_offset, 1 << 20).read_bytes())])
+''')
+
+
+# headroom -2: the new segment's .log file cannot be opened (nor anything else: the limit is
+# below what is open, even once the old segment's index maps are let go); 1: it can, and
+# its first index cannot.
+@pytest.mark.parametrize("headroom", [-2, 1])
+def test_a_roll_refused_by_the_open_file_limit_leaves_no_half_made_segment(tmp_path, headroom):
+    result = subprocess.run([sys.executable, "-c", EMFILE_CHILD, str(tmp_path / "t-0"), str(headroom)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "refused: EMFILE",
+        "files ['00000000000000000000.index', '00000000000000000000.log', '00000000000000000000.timeindex']",
+        "segments [0, 2]",
+        "after restart [b'kept', b'small', b'later']",
+    ]

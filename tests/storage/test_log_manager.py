@@ -306,3 +306,52 @@ def test_log_dirs_are_marked_as_tops_of_hierarchies_where_the_filesystem_can(tmp
     assert flags(tmp_path) == before  # only the log dir itself
     _manager([logs]).shutdown()  # and again, already marked
     assert flags(logs) & FS_TOPDIR_FL
+
+
+def test_a_recreated_topic_does_not_inherit_the_deleted_ones_checkpointed_offsets(tmp_path):
+    # Retention moves the old topic's log start to 160 and the checkpoints say so; the new
+    # topic of the same name then has offsets 0-9 acknowledged when the process dies (no
+    # shutdown, no periodic checkpoint since). Its log must still start at 0.
+    manager = _manager([tmp_path])
+    log = manager.create_topic("t", 1, {"segment.bytes": "2048", "retention.bytes": "2048"})[0]
+    for _ in range(16):
+        log.append_as_leader(message_set(10, START_MS, value_size=100))
+    log.high_watermark = log.log_end_offset
+    assert manager.cleanup() > 0
+    manager.checkpoint()
+    assert manager.get_log("t", 0).log_start_offset > 100
+    manager.delete_topic("t")
+    log = manager.create_topic("t", 1, {})[0]
+    log.append_as_leader(message_set(10, START_MS, tag="new"))
+
+    again = _manager([tmp_path])  # a crash: no shutdown, no clean-shutdown marker
+    log = again.get_log("t", 0)
+    assert (log.log_start_offset, log.log_end_offset) == (0, 10)
+    assert [r.value[:4] for r in all_records(log)] == [b"new%d" % i for i in range(10)]
+
+
+def test_a_checkpoint_rewrite_the_disk_refuses_at_deletion_is_made_before_the_name_is_used_again(tmp_path):
+    # A directory where the checkpoint's temporary file goes makes every rewrite of it fail,
+    # as a full disk would. The deletion itself goes through (it frees the space); a new
+    # topic of the same name must wait until the old entries are gone from the checkpoints.
+    manager = _manager([tmp_path])
+    log = manager.create_topic("t", 1, {"segment.bytes": "2048", "retention.bytes": "2048"})[0]
+    for _ in range(16):
+        log.append_as_leader(message_set(10, START_MS, value_size=100))
+    log.high_watermark = log.log_end_offset
+    assert manager.cleanup() > 0
+    assert manager.get_log("t", 0).log_start_offset > 100
+    obstacle = tmp_path / "log-start-offset-checkpoint.tmp"
+    obstacle.mkdir()
+    manager.delete_topic("t")
+    assert manager.topics() == {}
+    with pytest.raises(OSError):
+        manager.create_topic("t", 1, {})
+    assert manager.topics() == {}
+    obstacle.rmdir()
+    log = manager.create_topic("t", 1, {})[0]
+    log.append_as_leader(message_set(10, START_MS, tag="new"))
+
+    again = _manager([tmp_path])  # a crash
+    log = again.get_log("t", 0)
+    assert (log.log_start_offset, log.log_end_offset) == (0, 10)

@@ -296,3 +296,26 @@ def test_manager_clean_and_unclean_restarts(tmp_path, clock):
     assert reloaded.recovery_point == 31
     assert reloaded.segments()[-1].max_timestamp == START_MS + 29
     clean.shutdown()
+
+
+@pytest.mark.parametrize("torn_timestamp", [START_MS - 1000, START_MS + 1000])
+def test_a_torn_last_message_is_cut_on_a_start_that_believes_it_was_clean(tmp_path, clock, torn_timestamp):
+    # The last time-index entry still names a whole message, so the indexes look sane
+    # whatever the torn message's timestamp; what shows the tear is that the last whole
+    # entry does not end at the file size.
+    directory = tmp_path / "t-0"
+    log = open_log(directory, clock, **SMALL_INDEX)
+    for i in range(10):
+        log.append_as_leader(message_set(2, START_MS + i, tag=f"m{i}-"))
+    expected = [(r.offset, r.value) for r in all_records(log)]
+    log.close()
+    with open(directory / "00000000000000000000.log", "ab") as f:
+        f.write(message_set(1, torn_timestamp, tag="torn")[:-5])
+
+    reopened = Log(directory, "t", 0, LogConfig(**SMALL_INDEX), clock, recovery_point=20)
+    assert reopened.log_end_offset == 20
+    reopened.append_as_leader(message_set(1, START_MS + 20, tag="after"))
+    expected.append((20, b"after0" + b"." * 4))
+    assert [(r.offset, r.value) for r in all_records(reopened)] == expected
+    again = _reopen(directory, clock)  # the acknowledged message survives the next recovery
+    assert [(r.offset, r.value) for r in all_records(again)] == expected
