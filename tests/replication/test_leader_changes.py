@@ -5,6 +5,8 @@ before it died. Real brokers, a real ZooKeeper, real clients.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 
 import pytest
@@ -27,6 +29,10 @@ def raw_produce(bootstrap: str, topic: str, value: bytes, *, acks: int, timeout_
             {"index": 0, "records": build_message_set([(None, value, int(time.time() * 1000))])}]}]},
         timeout=timeout_ms / 1000 + 10)
     return ErrorCode(answer.responses[0].partition_responses[0].error_code)
+
+
+def partition_info(cluster, topic: str):
+    return cluster.metadata([topic]).topics[0].partitions[0]
 
 
 def partition_in(metadata, topic: str):
@@ -96,3 +102,73 @@ def test_a_new_epoch_of_the_same_leader_answers_a_pending_acks_all_produce(minik
         cluster.resume(frozen)
     assert code == ErrorCode.NONE
     assert read_all(cluster.broker(leader).bootstrap, "w") == [b"pending"]
+
+
+def test_controlled_shutdown_demotes_the_old_leader(minikafka_cluster_factory):
+    """The controller sends the moved partition's new state to the stopping broker too (Kafka
+    0.10.2's controlled-shutdown selector), so while it still runs it refuses produces for it
+    instead of acknowledging writes the new leader never gets."""
+    # The stopping broker waits out retries for a partition it cannot hand over: a window in
+    # which it still serves the producers pointed at it.
+    cluster = minikafka_cluster_factory(**{"controlled.shutdown.retry.backoff.ms": "3000"})
+    cluster.create_topic("stuck", replication_factor=2)
+    stuck = partition_info(cluster, "stuck")
+    old = stuck.leader_id
+    follower = next(r for r in stuck.replica_nodes if r != old)
+    heir = next(b for b in cluster.ids if b not in (old, follower))
+    cluster.create_topic("moved")
+    if cluster.leader("moved", 0) != old:
+        cluster.move_leader("moved", 0, to=old)
+    acked = [b"before"]
+    produce(cluster.bootstrap, "moved", b"before")
+    cluster.kill(follower)  # "stuck" has nobody else in its ISR now
+
+    stopping = threading.Thread(target=cluster.stop, args=(old,))
+    stopping.start()
+    try:
+        cluster.wait_until(lambda m: partition_in(m, "moved").leader_id == heir, "moved to the heir",
+                           via=cluster.broker(heir))
+        code = raw_produce(cluster.broker(old).bootstrap, "moved", b"to-the-old-leader", acks=1)
+    finally:
+        stopping.join()
+    if code == ErrorCode.NONE:
+        acked.append(b"to-the-old-leader")
+    cluster.restart(old)
+    cluster.wait_until(lambda m: old in partition_in(m, "moved").isr_nodes, "the old leader back in the ISR", 60)
+    assert code == ErrorCode.NOT_LEADER_FOR_PARTITION
+    for broker in (old, heir):
+        assert set(acked) <= set(read_all(cluster.broker(broker).bootstrap, "moved"))
+
+
+def test_a_leader_that_changed_its_own_isr_and_died_is_replaced(minikafka_cluster_factory):
+    """The leader shrank its ISR in ZooKeeper and died before the controller heard of it (Kafka
+    0.10.2's leaders batch the ISR change notification for up to 5 s; a minikafka leader writes it
+    at once, so the test makes the leader's write itself, the same conditional update of the
+    partition's state node): the controller's update with the version it knew fails with
+    BadVersion, and it re-reads that partition and elects a new leader from the new ISR."""
+    from kazoo.client import KazooClient
+
+    cluster = minikafka_cluster_factory()
+    cluster.create_topic("i")
+    produce(cluster.bootstrap, "i", b"before")
+    controller = cluster.controller()
+    leader = cluster.leader("i", 0)
+    if leader == controller:  # a new controller reads every state afresh
+        leader = next(b for b in cluster.ids if b != controller)
+        cluster.move_leader("i", 0, to=leader)
+    lagging = next(b for b in cluster.ids if b not in (leader, controller))
+    zk = KazooClient(hosts=cluster.zookeeper_connect)
+    zk.start(timeout=15)
+    try:
+        path = "/brokers/topics/i/partitions/0/state"
+        raw, stat = zk.get(path)
+        state = json.loads(raw)
+        state["isr"] = [r for r in state["isr"] if r != lagging]
+        zk.set(path, json.dumps(state).encode(), version=stat.version)
+    finally:
+        zk.stop()
+        zk.close()
+    cluster.kill(leader)
+    cluster.wait_until(lambda m: partition_in(m, "i").leader_id == controller, "the ISR's survivor elected", 20)
+    produce(cluster.bootstrap, "i", b"after")
+    assert read_all(cluster.broker(controller).bootstrap, "i") == [b"before", b"after"]
