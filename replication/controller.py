@@ -126,6 +126,7 @@ class Controller:
                 self.topic_configs[topic] = await self.zk.topic_config(topic)
         await self._load_states()
         await self._bring_online(list(self.states) + self._partitions_without_state())
+        await self._drop_unavailable_from_isrs(list(self.states))
         await self._on_deletions()
         # Kafka's controller also finishes an election request left by its predecessor.
         await self._on_preferred_elections()
@@ -340,22 +341,30 @@ class Controller:
             found = await self.zk.partition_state(*key)
             if found is not None:
                 self.states[key] = PartitionState(*found)
-        # A leader may have taken back into its ISR a broker that is shutting down (demoted to
-        # a follower, it fetched until it stopped) or has gone since: acks=all would wait for
-        # it until the leader drops it again. The controller knows, and takes it out, as
-        # Kafka's controller since KIP-841 refuses such an ISR (minikafka's leaders write
-        # their ISR themselves, as 0.10.2's do, so it is undone instead).
+        shrunk = await self._drop_unavailable_from_isrs(keys)
+        if keys:
+            await self._send_update_metadata(set(self.live), keys=keys)
+        if shrunk:
+            await self._send_leader_and_isr(shrunk, set(self.live))
+
+    async def _drop_unavailable_from_isrs(self, keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Take brokers that are shutting down or not registered out of these partitions' ISRs
+        (those with a live leader); returns the partitions changed.
+
+        A leader may have taken back into its ISR a broker that is shutting down (demoted to
+        a follower, it fetched until it stopped) or has gone since, after the controller
+        handled its going: acks=all would wait for it until the leader drops it again. The
+        controller knows, and takes it out, as Kafka's controller since KIP-841 refuses such
+        an ISR (minikafka's leaders write their ISR themselves, as 0.10.2's do, so it is
+        undone instead): when it hears of the ISR change, and when it takes over (the change
+        may have come while there was no controller)."""
         live = self._live_ids()
 
         def without_unavailable(current: LeaderIsr):
             isr = [r for r in current.isr if r in live]
             return None if current.leader not in live or isr == current.isr else (current.leader, isr)
 
-        shrunk = [key for key in keys if await self._update_state(key, without_unavailable)]
-        if keys:
-            await self._send_update_metadata(set(self.live), keys=keys)
-        if shrunk:
-            await self._send_leader_and_isr(shrunk, set(self.live))
+        return [key for key in keys if await self._update_state(key, without_unavailable)]
 
     async def _on_controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         """Move ``broker_id``'s leaderships away and take it out of every ISR; answers the
