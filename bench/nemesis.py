@@ -64,6 +64,10 @@ WARM_UP_S = 4.0
 # A partition whose leader died must have another within this long after the death is seen.
 ELECTION_BOUND_S = 15.0
 COMPOUND = ("shrink_kill", "stale_producer", "isr_then_die")
+# RF 2, nothing written: stale_producer makes one of its partitions unmovable, so that the
+# stopping broker keeps retrying its controlled shutdown, and serving, after its other
+# leaderships have moved.
+STUCK_TOPIC = "nemesis-stuck"
 
 TopicPartition = tuple[str, int]
 
@@ -417,6 +421,13 @@ class Nemesis:
         old = c.leader(topic, partition)
         if old < 0:
             raise ControlError(f"{topic}-{partition} has no leader")
+        # One of the stuck topic's partitions led by ``old`` alone in its ISR: the controlled
+        # shutdown cannot move it and retries, a window in which ``old`` still serves.
+        stuck = next(p for p in c.metadata([STUCK_TOPIC]).topics[0].partitions if old in p.replica_nodes)
+        if stuck.leader_id != old:
+            c.move_leader(STUCK_TOPIC, stuck.partition_index, to=old)
+        other = next(r for r in stuck.replica_nodes if r != old)
+        c.kill(other)
         bootstrap = c.broker(old).bootstrap
         others = [c.broker(b) for b in c.ids if b != old and c.broker(b).running and not c.broker(b).paused]
         stopping = threading.Thread(target=c.stop, args=(old,), daemon=True)
@@ -443,7 +454,7 @@ class Nemesis:
             if response.error_code == 0:
                 self.recorder.stale_ack(value, topic, partition, response.base_offset)
         stopping.join()
-        return [old]
+        return [other, old]
 
     def _isr_then_die(self, topic: str, partition: int) -> list[int]:
         """The leader shrinks its ISR in ZooKeeper and dies before the controller hears of it:
@@ -593,6 +604,7 @@ def run(seconds: float, seed: int, work_dir: Path, out=print, zookeeper: str | N
     with MinikafkaCluster(work_dir, len(BROKERS), OVERRIDES, zookeeper=zookeeper) as cluster:
         for client in CLIENTS:
             cluster.create_topic(topic_of(client), PARTITIONS, len(BROKERS))
+        cluster.create_topic(STUCK_TOPIC, len(BROKERS), 2)
         stop_producers, stop_consumer = threading.Event(), threading.Event()
         threads = [threading.Thread(target=PRODUCERS[c], args=(cluster.bootstrap, recorder, stop_producers),
                                     name=c, daemon=True) for c in CLIENTS]
