@@ -4,7 +4,13 @@ A 3-broker cluster (plus ZooKeeper) takes writes with acks=all from kafka-python
 confluent-kafka and aiokafka producers (unique values, one RF 3 topic per client, with
 min.insync.replicas=2) while a consumer reads; a nemesis meanwhile follows a schedule drawn
 from the seed: SIGKILLs, SIGSTOP pauses, network partitions (the fixture's per-link proxies),
-controlled shutdowns and leader moves. Then every fault is healed, the time until the cluster
+controlled shutdowns and leader moves, and three compound faults of issue 23: a follower
+killed (the controller shrinks the ISR in a new epoch of the same leader) then, once writes
+were acknowledged under that epoch, the leader killed too (``shrink_kill``); a controlled
+shutdown while a producer keeps writing acks=1 to the old leader's connection
+(``stale_producer``: the demoted broker must acknowledge none of them); a leader that writes
+its own ISR change to ZooKeeper and dies before the controller hears of it (``isr_then_die``:
+a new leader must be elected within ``ELECTION_BOUND_S``). Then every fault is healed, the time until the cluster
 serves acks=all writes again is measured, the whole log is read back and every replica's
 segment files are compared below the high watermark. ``check`` judges the history:
 
@@ -13,7 +19,9 @@ segment files are compared below the high watermark. ``check`` judges the histor
 * values read that no producer sent (phantom reads): 0;
 * two different values at one offset (a read later overwritten, two acks for one offset): 0;
 * duplicates (a value at two offsets): counted, allowed, as only a producer's retry makes one;
-* replicas whose bytes below the high watermark differ: 0.
+* replicas whose bytes below the high watermark differ: 0;
+* acks=1 writes acknowledged by a leader after the controller had moved its leadership: 0;
+* partitions still without a live leader ``ELECTION_BOUND_S`` after their leader died: 0.
 
     python3 bench/nemesis.py --minutes 10 --seed 42
 
@@ -37,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minikafka.broker.pytest_plugin import ZOOKEEPER, ControlError, MinikafkaCluster, kafka_request
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.records import build_message_set
 
 BROKERS = (1, 2, 3)
 PARTITIONS = 2
@@ -51,6 +61,13 @@ OVERRIDES = {
     "controlled.shutdown.retry.backoff.ms": "300",
 }
 WARM_UP_S = 4.0
+# A partition whose leader died must have another within this long after the death is seen.
+ELECTION_BOUND_S = 15.0
+COMPOUND = ("shrink_kill", "stale_producer", "isr_then_die")
+# RF 2, nothing written: stale_producer makes one of its partitions unmovable, so that the
+# stopping broker keeps retrying its controlled shutdown, and serving, after its other
+# leaderships have moved.
+STUCK_TOPIC = "nemesis-stuck"
 
 TopicPartition = tuple[str, int]
 
@@ -65,7 +82,7 @@ def topic_of(client: str) -> str:
 @dataclass(frozen=True)
 class Step:
     at_s: float          # seconds after the start of the run
-    fault: str           # kill, stop, pause, partition, move_leader
+    fault: str           # kill, stop, pause, partition, move_leader, or one of COMPOUND
     target: tuple        # broker id(s) / (topic, partition, to) / the partition's two groups
     duration_s: float    # how long until it is healed (0: a one-off)
 
@@ -80,6 +97,9 @@ class Step:
         if self.fault == "move_leader":
             topic, partition, to = self.target
             return f"{topic}-{partition} -> {to}"
+        if self.fault in COMPOUND:
+            topic, partition = self.target
+            return f"{topic}-{partition}'s leader"
         return f"broker {self.target[0]}"
 
 
@@ -90,8 +110,11 @@ def schedule(seed: int, seconds: float) -> list[Step]:
     steps = []
     at = WARM_UP_S
     while True:
-        fault = rng.choice(["kill", "stop", "pause", "partition", "partition", "move_leader"])
-        if fault == "move_leader":
+        fault = rng.choice(["kill", "stop", "pause", "partition", "partition", "move_leader", *COMPOUND])
+        if fault in COMPOUND:
+            target = (topic_of(rng.choice(CLIENTS)), rng.randrange(PARTITIONS))
+            duration = round(rng.uniform(6, 12), 1)
+        elif fault == "move_leader":
             client = rng.choice(CLIENTS)
             target = (topic_of(client), rng.randrange(PARTITIONS), rng.choice(BROKERS))
             duration = 0.0
@@ -133,6 +156,10 @@ class History:
     # each replica's segment bytes below the high watermark: (topic, partition) -> broker -> bytes
     replicas: dict[TopicPartition, dict[int, bytes]] = field(default_factory=dict)
     recovery_s: float | None = None
+    # acks=1 values a broker acknowledged after its leadership had moved (stale_producer)
+    stale_acks: list[tuple[bytes, str, int, int]] = field(default_factory=list)
+    # partitions left without a live leader ELECTION_BOUND_S after their leader died
+    leaderless: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -185,12 +212,18 @@ def check(history: History) -> Verdict:
             violations.append(f"replicas of {topic}-{partition} differ below the high watermark "
                               f"{history.high_watermarks.get((topic, partition))} (bytes per broker: {sizes})")
 
+    for value, topic, partition, offset in history.stale_acks:
+        violations.append(f"{value!r} acknowledged at {topic}-{partition}@{offset} by a broker no longer its leader")
+    for what in history.leaderless:
+        violations.append(what)
+
     figures = {
         "sent": len(history.sent), "acknowledged": len(history.acked), "not acknowledged": history.failed,
         "read during the run": len(history.reads),
         "in the final logs": sum(len(log) for log in history.final.values()),
         "lost acknowledged": lost, "acknowledged at another offset": moved, "phantom reads": phantoms,
         "duplicates (producer retries)": duplicates, "diverged replicas": diverged,
+        "acks by a demoted leader": len(history.stale_acks), "leaderless after a leader died": len(history.leaderless),
         "recovery after the last heal (s)": None if history.recovery_s is None else round(history.recovery_s, 2),
     }
     return Verdict(violations, figures)
@@ -219,6 +252,14 @@ class Recorder:
     def read(self, topic: str, partition: int, offset: int, value: bytes) -> None:
         with self.lock:
             self.history.reads.append((topic, partition, offset, value))
+
+    def stale_ack(self, value: bytes, topic: str, partition: int, offset: int) -> None:
+        with self.lock:
+            self.history.stale_acks.append((value, topic, partition, offset))
+
+    def leaderless(self, what: str) -> None:
+        with self.lock:
+            self.history.leaderless.append(what)
 
 
 def _values(client: str, stop: threading.Event):
@@ -324,13 +365,17 @@ def consume(bootstrap: str, recorder: Recorder, stop: threading.Event) -> None:
 
 
 class Nemesis:
-    def __init__(self, cluster: MinikafkaCluster, log) -> None:
+    def __init__(self, cluster: MinikafkaCluster, log, recorder: "Recorder") -> None:
         self.cluster = cluster
         self.log = log
+        self.recorder = recorder
+        self.down: dict[Step, list[int]] = {}  # what a compound fault stopped, for its undo
 
     def apply(self, step: Step) -> None:
         c = self.cluster
-        if step.fault == "kill":
+        if step.fault in COMPOUND:
+            self.down[step] = getattr(self, "_" + step.fault)(*step.target)
+        elif step.fault == "kill":
             c.kill(step.target[0])
         elif step.fault == "stop":
             c.stop(step.target[0])
@@ -343,12 +388,119 @@ class Nemesis:
 
     def undo(self, step: Step) -> None:
         c = self.cluster
-        if step.fault in ("kill", "stop"):
+        if step.fault in COMPOUND:
+            for broker_id in self.down.pop(step, []):
+                c.restart(broker_id)
+        elif step.fault in ("kill", "stop"):
             c.restart(step.target[0])
         elif step.fault == "pause":
             c.resume(step.target[0])
         elif step.fault == "partition":
             c.heal()
+
+    def _shrink_kill(self, topic: str, partition: int) -> list[int]:
+        """Kill a follower: the controller takes it out of the ISR in a new epoch of the same
+        leader; acks=all writes go on under that epoch; then kill the leader."""
+        c = self.cluster
+        leader = c.leader(topic, partition)
+        if leader < 0:
+            raise ControlError(f"{topic}-{partition} has no leader")
+        controller = c.controller()
+        follower = next((b for b in c.ids if b not in (leader, controller) and c.broker(b).running), None)
+        if follower is None:
+            raise ControlError("no running follower to kill")
+        c.kill(follower)
+        time.sleep(2.0)  # writes acknowledged under the new epoch
+        self._kill_and_expect_election(leader, topic, partition)
+        return [follower, leader]
+
+    def _stale_producer(self, topic: str, partition: int) -> list[int]:
+        """Controlled shutdown of the leader while a producer keeps sending acks=1 to it; once
+        the controller has moved the leadership, whatever it acknowledges is a violation."""
+        c = self.cluster
+        old = c.leader(topic, partition)
+        if old < 0:
+            raise ControlError(f"{topic}-{partition} has no leader")
+        # One of the stuck topic's partitions led by ``old`` alone in its ISR: the controlled
+        # shutdown cannot move it and retries, a window in which ``old`` still serves.
+        stuck = next(p for p in c.metadata([STUCK_TOPIC]).topics[0].partitions if old in p.replica_nodes)
+        if stuck.leader_id != old:
+            c.move_leader(STUCK_TOPIC, stuck.partition_index, to=old)
+        other = next(r for r in stuck.replica_nodes if r != old)
+        c.kill(other)
+        bootstrap = c.broker(old).bootstrap
+        others = [c.broker(b) for b in c.ids if b != old and c.broker(b).running and not c.broker(b).paused]
+        stopping = threading.Thread(target=c.stop, args=(old,), daemon=True)
+        stopping.start()
+        moved, n = False, 0
+        while stopping.is_alive():
+            if not moved:
+                try:
+                    moved = any(_leader_seen(c, topic, partition, via) not in (old, -1) for via in others)
+                except OSError:
+                    pass
+                time.sleep(0.02)
+                continue
+            value = f"stale-{old}-{topic}-{partition}-{time.monotonic_ns()}-{n}".encode()
+            n += 1
+            self.recorder.sent(value, topic)
+            try:
+                answer = kafka_request(bootstrap, ApiKey.PRODUCE, 2, {"acks": 1, "timeout_ms": 2000, "topic_data": [
+                    {"name": topic, "partition_data": [{"index": partition, "records": _message_set(value)}]}]},
+                    timeout=5)
+            except OSError:
+                break  # it has stopped listening
+            response = answer.responses[0].partition_responses[0]
+            if response.error_code == 0:
+                self.recorder.stale_ack(value, topic, partition, response.base_offset)
+        stopping.join()
+        return [other, old]
+
+    def _isr_then_die(self, topic: str, partition: int) -> list[int]:
+        """The leader shrinks its ISR in ZooKeeper and dies before the controller hears of it:
+        the test writes that ISR change as the leader would (a minikafka leader writes its
+        notification right after; Kafka 0.10.2's batches it for up to 5 s), then kills it."""
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import BadVersionError
+
+        c = self.cluster
+        leader, controller = c.leader(topic, partition), c.controller()
+        if leader < 0:
+            raise ControlError(f"{topic}-{partition} has no leader")
+        zk = KazooClient(hosts=c.zookeeper_connect)
+        zk.start(timeout=15)
+        try:
+            path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+            raw, stat = zk.get(path)
+            state = json.loads(raw)
+            dropped = next((r for r in state["isr"] if r not in (leader, controller)), None)
+            if dropped is not None and len(state["isr"]) > 1:
+                state["isr"] = [r for r in state["isr"] if r != dropped]
+                zk.set(path, json.dumps(state).encode(), version=stat.version)
+        except BadVersionError as exc:
+            raise ControlError(f"{topic}-{partition}'s state changed meanwhile") from exc
+        finally:
+            zk.stop()
+            zk.close()
+        self._kill_and_expect_election(leader, topic, partition)
+        return [leader]
+
+    def _kill_and_expect_election(self, leader: int, topic: str, partition: int) -> None:
+        c = self.cluster
+        c.kill(leader)
+        deadline = time.monotonic() + ELECTION_BOUND_S
+        while time.monotonic() < deadline:
+            try:
+                if c.leader(topic, partition) not in (leader, -1):
+                    return
+            except (OSError, StopIteration):
+                pass
+            time.sleep(0.1)
+        # -1 is fine when no other ISR member is alive: the partition waits for one.
+        seen = c.leader(topic, partition)
+        if seen == leader:
+            self.recorder.leaderless(f"{topic}-{partition} still led by dead broker {leader} "
+                                     f"{ELECTION_BOUND_S:.0f} s after it was killed")
 
     def heal_all(self) -> None:
         for broker_id in self.cluster.ids:
@@ -377,9 +529,19 @@ def _segment_bytes_below(partition_dir: Path, high_watermark: int) -> bytes:
     return bytes(out)
 
 
-def _high_watermark(cluster: MinikafkaCluster, topic: str, partition: int) -> int:
-    from minikafka.protocol.apis import ApiKey
+def _leader_seen(cluster: MinikafkaCluster, topic: str, partition: int, via) -> int:
+    for entry in cluster.metadata([topic], via=via).topics:
+        for p in entry.partitions:
+            if p.partition_index == partition:
+                return p.leader_id
+    return -1
 
+
+def _message_set(value: bytes) -> bytes:
+    return build_message_set([(None, value, int(time.time() * 1000))])
+
+
+def _high_watermark(cluster: MinikafkaCluster, topic: str, partition: int) -> int:
     leader = cluster.broker(cluster.leader(topic, partition))
     answer = kafka_request(leader.bootstrap, ApiKey.LIST_OFFSETS, 1, {"topics": [
         {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}]})
@@ -442,6 +604,7 @@ def run(seconds: float, seed: int, work_dir: Path, out=print, zookeeper: str | N
     with MinikafkaCluster(work_dir, len(BROKERS), OVERRIDES, zookeeper=zookeeper) as cluster:
         for client in CLIENTS:
             cluster.create_topic(topic_of(client), PARTITIONS, len(BROKERS))
+        cluster.create_topic(STUCK_TOPIC, len(BROKERS), 2)
         stop_producers, stop_consumer = threading.Event(), threading.Event()
         threads = [threading.Thread(target=PRODUCERS[c], args=(cluster.bootstrap, recorder, stop_producers),
                                     name=c, daemon=True) for c in CLIENTS]
@@ -449,7 +612,7 @@ def run(seconds: float, seed: int, work_dir: Path, out=print, zookeeper: str | N
                                         name="consumer", daemon=True))
         for thread in threads:
             thread.start()
-        nemesis = Nemesis(cluster, out)
+        nemesis = Nemesis(cluster, out, recorder)
         start = time.monotonic()
         out("nemesis:")
         for step in steps:

@@ -342,10 +342,12 @@ async def _create_offsets_topic(broker) -> None:
 
 
 def resign_moved_groups(broker) -> None:
-    """After a controlled shutdown: the controller moved this broker's leaderships without a
-    LeaderAndIsr to it (as Kafka's does), so the groups of offsets partitions now led
-    elsewhere (by the UpdateMetadata it did send) are given up at once; their members find
-    the new coordinator instead of waiting for this process to exit."""
+    """After a controlled shutdown: the controller sent the moved partitions' new state to
+    this broker too (as Kafka 0.10.2's controlled-shutdown selector does), so the role-change
+    hook has normally resigned their groups already. Any offsets partition still served here
+    but led elsewhere by the metadata (its LeaderAndIsr was lost, its UpdateMetadata was not)
+    is given up now; its members find the new coordinator instead of waiting for this
+    process to exit."""
     coordinator = broker.group_coordinator
     for index in coordinator.served_partitions():
         info = broker.cluster.metadata.partition(GROUP_METADATA_TOPIC, index)

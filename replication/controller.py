@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 import trio
 
@@ -86,12 +86,7 @@ class Controller:
             task_status.started()
             async for kind, reply, args in self._events:
                 try:
-                    try:
-                        result = await self._handle(kind, **args)
-                    except BadVersion:
-                        logger.info("controller: a partition state changed under %s; re-reading", kind)
-                        await self._load_states()
-                        result = await self._handle(kind, **args)
+                    result = await self._handle(kind, **args)
                 except ControllerError as exc:
                     result = exc
                 if reply is not None:
@@ -131,6 +126,7 @@ class Controller:
                 self.topic_configs[topic] = await self.zk.topic_config(topic)
         await self._load_states()
         await self._bring_online(list(self.states) + self._partitions_without_state())
+        await self._drop_unavailable_from_isrs(list(self.states))
         await self._on_deletions()
         # Kafka's controller also finishes an election request left by its predecessor.
         await self._on_preferred_elections()
@@ -195,32 +191,66 @@ class Controller:
                 self.states[key] = PartitionState(new, version)
                 changed.append(key)
                 continue
-            current = state.leader_isr
-            if current.leader in live:
+            if state.leader_isr.leader in live:
                 continue
-            elected = offline_leader(assigned, current.isr, live, unclean=self._unclean(topic))
-            if elected is None:
-                if current.leader != NO_LEADER:
-                    await self._write_state(key, NO_LEADER, current.isr, bump=True)
-                    changed.append(key)
+
+            def elect(current: LeaderIsr, topic=topic, partition=partition, assigned=assigned):
+                if current.leader in live:
+                    return None
+                elected = offline_leader(assigned, current.isr, live, unclean=self._unclean(topic))
+                if elected is None:
+                    if current.leader == NO_LEADER:
+                        return None
                     logger.warning("%s-%d is offline: no live replica in ISR %s", topic, partition, current.isr)
-                continue
-            leader, isr = elected
-            if leader not in current.isr:
-                logger.warning("%s-%d: unclean leader election of broker %d (ISR was %s)",
-                               topic, partition, leader, current.isr)
-            await self._write_state(key, leader, isr, bump=True)
-            changed.append(key)
+                    return NO_LEADER, current.isr
+                if elected[0] not in current.isr:
+                    logger.warning("%s-%d: unclean leader election of broker %d (ISR was %s)",
+                                   topic, partition, elected[0], current.isr)
+                return elected
+
+            if await self._update_state(key, elect):
+                changed.append(key)
         return changed
 
-    async def _write_state(self, key: tuple[str, int], leader: int, isr: list[int], *, bump: bool) -> None:
+    async def _update_state(self, key: tuple[str, int],
+                            decide: Callable[[LeaderIsr], tuple[int, list[int]] | None]) -> bool:
+        """Write the partition's next state, ``decide(current) -> (leader, isr)`` in a new leader
+        epoch (None: nothing to change), conditional on the version last read; True if written.
+
+        On BadVersion someone else wrote it since (a leader changing its own ISR, whose
+        notification has not been handled yet): the partition's state is read again and
+        ``decide`` runs on it, as Kafka's state machines retry each partition with the
+        refreshed leaderIsrAndControllerEpoch. Re-running the whole event instead would lose
+        what the event itself already changed (the brokers it found dead, the partitions it
+        already moved)."""
         topic, partition = key
-        state = self.states[key]
-        epoch = state.leader_isr.leader_epoch + (1 if bump else 0)
-        new = LeaderIsr(leader=leader, leader_epoch=epoch, isr=list(isr), controller_epoch=self.epoch)
-        version = await self.zk.update_partition_state(topic, partition, new, state.zk_version)
-        self.states[key] = PartitionState(new, version)
-        logger.info("%s-%d: leader %d, leader epoch %d, ISR %s", topic, partition, leader, epoch, list(isr))
+        while True:
+            state = self.states[key]
+            decided = decide(state.leader_isr)
+            if decided is None:
+                return False
+            leader, isr = decided
+            new = LeaderIsr(leader=leader, leader_epoch=state.leader_isr.leader_epoch + 1, isr=list(isr),
+                            controller_epoch=self.epoch)
+            try:
+                version = await self.zk.update_partition_state(topic, partition, new, state.zk_version)
+            except BadVersion:
+                found = await self.zk.partition_state(topic, partition)
+                if found is None:
+                    return False  # deleted meanwhile
+                self.states[key] = PartitionState(*found)
+                if found[0].controller_epoch > self.epoch:
+                    # Written by a newer controller: this one is deposed and must not overwrite
+                    # it (Kafka's state change fails for the partition, logged, the rest go on).
+                    logger.warning("%s-%d: state written by controller epoch %d, newer than ours (%d)",
+                                   topic, partition, found[0].controller_epoch, self.epoch)
+                    return False
+                logger.info("%s-%d: state changed in ZooKeeper (now %s); deciding again", topic, partition, found[0])
+                continue
+            self.states[key] = PartitionState(new, version)
+            logger.info("%s-%d: leader %d, leader epoch %d, ISR %s", topic, partition, leader,
+                        new.leader_epoch, list(isr))
+            return True
 
     # ------------------------------------------------------------------ events
 
@@ -255,13 +285,15 @@ class Controller:
 
     async def _on_brokers_failed(self, dead: set[int]) -> list[tuple[str, int]]:
         changed = await self._bring_online([k for k, s in self.states.items() if s.leader_isr.leader in dead])
-        for key, state in list(self.states.items()):
-            current = state.leader_isr
-            if key in changed or current.leader in dead or current.leader == NO_LEADER:
-                continue
+
+        def without_dead(current: LeaderIsr):
+            if current.leader in dead or current.leader == NO_LEADER:
+                return None
             isr = [r for r in current.isr if r not in dead]
-            if isr != current.isr:
-                await self._write_state(key, current.leader, isr, bump=True)
+            return None if isr == current.isr else (current.leader, isr)
+
+        for key in list(self.states):
+            if key not in changed and await self._update_state(key, without_dead):
                 changed.append(key)
         return changed
 
@@ -309,38 +341,69 @@ class Controller:
             found = await self.zk.partition_state(*key)
             if found is not None:
                 self.states[key] = PartitionState(*found)
+        shrunk = await self._drop_unavailable_from_isrs(keys)
         if keys:
             await self._send_update_metadata(set(self.live), keys=keys)
+        if shrunk:
+            await self._send_leader_and_isr(shrunk, set(self.live))
+
+    async def _drop_unavailable_from_isrs(self, keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Take brokers that are shutting down or not registered out of these partitions' ISRs
+        (those with a live leader); returns the partitions changed.
+
+        A leader may have taken back into its ISR a broker that is shutting down (demoted to
+        a follower, it fetched until it stopped) or has gone since, after the controller
+        handled its going: acks=all would wait for it until the leader drops it again. The
+        controller knows, and takes it out, as Kafka's controller since KIP-841 refuses such
+        an ISR (minikafka's leaders write their ISR themselves, as 0.10.2's do, so it is
+        undone instead): when it hears of the ISR change, and when it takes over (the change
+        may have come while there was no controller)."""
+        live = self._live_ids()
+
+        def without_unavailable(current: LeaderIsr):
+            isr = [r for r in current.isr if r in live]
+            return None if current.leader not in live or isr == current.isr else (current.leader, isr)
+
+        return [key for key in keys if await self._update_state(key, without_unavailable)]
 
     async def _on_controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         """Move ``broker_id``'s leaderships away and take it out of every ISR; answers the
-        replicated partitions it still leads (no other replica could take them)."""
+        replicated partitions it still leads (no other replica could take them).
+
+        The moved partitions' new state goes to ``broker_id`` too, as Kafka 0.10.2's
+        ControlledShutdownLeaderSelector sends it to every assigned replica live or shutting
+        down: until it has stopped, the old leader is a follower that refuses produces, not a
+        leader acknowledging writes the new leader never gets."""
         if broker_id not in self.live:
             raise ControllerError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not registered")
         self.shutting_down.add(broker_id)
         live = self._live_ids()
-        changed = []
+        moved = []
         stop = []
+
+        def move_away(current: LeaderIsr, assigned: list[int]):
+            if current.leader != broker_id:
+                return None
+            return controlled_shutdown_leader(assigned, current.isr, live, {broker_id})
+
+        def leave_isr(current: LeaderIsr):
+            if current.leader in (NO_LEADER, broker_id) or broker_id not in current.isr:
+                return None
+            return current.leader, [r for r in current.isr if r != broker_id]
+
         for key, state in list(self.states.items()):
-            current = state.leader_isr
             assigned = self.assignments[key[0]][key[1]]
             if broker_id not in assigned:
                 continue
-            if current.leader == broker_id:
-                if len(assigned) < 2:
-                    continue
-                elected = controlled_shutdown_leader(assigned, current.isr, live, {broker_id})
-                if elected is None:
-                    continue
-                await self._write_state(key, elected[0], elected[1], bump=True)
-                changed.append(key)
-            elif broker_id in current.isr and current.leader != NO_LEADER:
-                await self._write_state(key, current.leader, [r for r in current.isr if r != broker_id], bump=True)
-                changed.append(key)
+            if state.leader_isr.leader == broker_id:
+                if len(assigned) > 1 and await self._update_state(key, lambda c, a=assigned: move_away(c, a)):
+                    moved.append(key)
+            elif await self._update_state(key, leave_isr):
                 stop.append(key)
-        if changed:
-            await self._send_leader_and_isr(changed, live)
+        if moved:
+            await self._send_leader_and_isr(moved, live | {broker_id})
         if stop:
+            await self._send_leader_and_isr(stop, live)
             await self._stop_replicas(broker_id, stop, False)
         await self._send_update_metadata(set(self.live))
         # As Kafka, only replicated partitions count: one with a single replica cannot move.
@@ -359,13 +422,17 @@ class Controller:
                 return ErrorCode.INVALID_REPLICA_ASSIGNMENT
             assigned.remove(to)
             assigned.insert(0, to)
-        current = state.leader_isr
-        if current.leader == assigned[0]:
+        if state.leader_isr.leader == assigned[0]:
             return ErrorCode.NONE
-        elected = preferred_leader(assigned, current.isr, self._live_ids())
-        if elected is None:
-            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-        await self._write_state(key, elected[0], elected[1], bump=True)
+
+        def elect(current: LeaderIsr):
+            if current.leader == assigned[0]:
+                return None
+            return preferred_leader(assigned, current.isr, self._live_ids())
+
+        if not await self._update_state(key, elect):
+            return (ErrorCode.NONE if self.states[key].leader_isr.leader == assigned[0]
+                    else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
         await self._send_leader_and_isr([key], set(self.live))
         await self._send_update_metadata(set(self.live), keys=[key])
         return ErrorCode.NONE

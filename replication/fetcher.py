@@ -32,6 +32,7 @@ from minikafka.replication.truncation import (
     leader_epochs_from_answers,
     truncation_offset_from_answers,
 )
+from minikafka.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
 
 if TYPE_CHECKING:
     from minikafka.replication.replica_manager import Replica, ReplicaManager
@@ -125,7 +126,7 @@ class ReplicaFetcher:
                 await self._changed.wait()
                 continue
             try:
-                truncating = [r for r in self.partitions.values() if r.needs_truncation]
+                truncating = [r for r in self.partitions.values() if r.needs_truncation or r.needs_epochs]
                 if truncating:
                     await self._truncate(truncating)
                     continue
@@ -145,7 +146,7 @@ class ReplicaFetcher:
         answers, errors = await self._ask_epochs(queries)
         for replica in replicas:
             key = (replica.topic, replica.partition)
-            if self.partitions.get(key) is not replica or not replica.needs_truncation:
+            if self.partitions.get(key) is not replica or not (replica.needs_truncation or replica.needs_epochs):
                 continue  # the controller moved it meanwhile
             if key in errors:
                 logger.info("%s-%d: leader %d answered OffsetForLeaderEpoch with %s; retrying",
@@ -178,6 +179,18 @@ class ReplicaFetcher:
         log = replica.log
         cache = log.leader_epoch_cache
         local_end = log.log_end_offset
+        if ends.get(replica.leader_epoch, UNDEFINED_EPOCH_OFFSET) == UNDEFINED_EPOCH_OFFSET:
+            # The leader has not taken our epoch yet (its LeaderAndIsr is on its way): its
+            # answers would not say where that epoch starts. Kafka's leader refuses such a
+            # request (FENCED/UNKNOWN_LEADER_EPOCH) and the follower retries.
+            logger.info("%s-%d: leader %d has not reached epoch %d yet; retrying", replica.topic,
+                        replica.partition, self.leader_id, replica.leader_epoch)
+            await trio.sleep(self.settings.backoff_ms / 1000)
+            return
+        if not replica.needs_truncation:
+            if not self._learn_epochs(replica, ends):
+                await trio.sleep(self.settings.backoff_ms / 1000)
+            return
         try:
             point = truncation_offset_from_answers(cache.entries, local_end, ends, replica.leader_epoch,
                                                    log.high_watermark)
@@ -189,8 +202,7 @@ class ReplicaFetcher:
                 ends = {**more[(replica.topic, replica.partition)], **ends}
             leader_entries = leader_epochs_from_answers(ends, replica.leader_epoch)
         except ValueError as exc:  # answers no leader gives: ask again later
-            logger.warning("%s-%d: leader %d's epoch answers %s are inconsistent (%s); retrying",
-                           replica.topic, replica.partition, self.leader_id, ends, exc)
+            self._inconsistent(replica, ends, exc)
             await trio.sleep(self.settings.backoff_ms / 1000)
             return
         if self.partitions.get((replica.topic, replica.partition)) is not replica:
@@ -201,8 +213,27 @@ class ReplicaFetcher:
             log.truncate_to(point)
         cache.truncate_from_end(point)
         replica.pending_epochs = epochs_to_record(leader_entries, point)
-        replica.needs_truncation = False
+        replica.needs_truncation = replica.needs_epochs = False
         self.replicas.follower_appended(replica, log.high_watermark)
+
+    def _learn_epochs(self, replica: "Replica", ends: dict[int, int]) -> bool:
+        """A new epoch of the leader we follow: record the leader's epochs from the start of
+        our latest one on (as the log end reaches them), the log untouched. False if the
+        answers are inconsistent (asked again later)."""
+        try:
+            leader_entries = leader_epochs_from_answers(ends, replica.leader_epoch)
+        except ValueError as exc:
+            self._inconsistent(replica, ends, exc)
+            return False
+        entries = replica.log.leader_epoch_cache.entries
+        replica.pending_epochs = epochs_to_record(leader_entries, entries[-1][1] if entries else 0)
+        replica.needs_epochs = False
+        self.replicas.follower_appended(replica, replica.log.high_watermark)
+        return True
+
+    def _inconsistent(self, replica: "Replica", ends: dict[int, int], exc: ValueError) -> None:
+        logger.warning("%s-%d: leader %d's epoch answers %s are inconsistent (%s); retrying",
+                       replica.topic, replica.partition, self.leader_id, ends, exc)
 
     # -- fetching ----------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ import trio
 from minikafka.protocol.errors import ErrorCode
 from minikafka.replication.metadata_cache import BrokerEndpoint, MetadataCache, PartitionInfo
 from minikafka.replication.partition_state import LeaderState, enough_replicas
-from minikafka.replication.truncation import epochs_reached
+from minikafka.replication.truncation import epochs_reached, truncates_on_leader_and_isr
 from minikafka.replication.kafka_zk import KafkaZk, LeaderIsr
 from minikafka.replication.zookeeper import BadVersion, ZooKeeperError
 from minikafka.storage.clock import Clock
@@ -75,7 +75,10 @@ class Replica:
     changed: trio.Event = field(default_factory=trio.Event)
     # Follower: the leader epochs still to record as the log end passes their starts.
     pending_epochs: list[tuple[int, int]] = field(default_factory=list)
+    # Follower: to truncate against a new leader before fetching; or, for a new epoch of the
+    # same leader, only to learn from it where the epochs it does not know yet start.
     needs_truncation: bool = False
+    needs_epochs: bool = False
 
     def signal(self) -> None:
         self.changed.set()
@@ -159,26 +162,47 @@ class ReplicaManager:
         log.leader_epoch_cache.assign(state.leader_epoch, log.log_end_offset)
         now = self.clock.time_ms()
         if old is not None and old.role == LEADER and old.leader_state is not None:
-            # Still the leader (a new epoch for an ISR change): the followers' positions stay.
-            leader_state = old.leader_state
-            leader_state.leader_and_isr(assigned=list(state.replicas), isr=list(state.isr),
-                                        leader_epoch=state.leader_epoch, zk_version=state.zk_version,
-                                        leader_end_offset=log.log_end_offset, now_ms=now)
+            # Still the leader (a new epoch for an ISR change): the same replica, updated in
+            # place, so the followers' positions stay and a produce waiting on it is answered
+            # by the high watermark, as Kafka's delayed produce fails only when the broker no
+            # longer leads.
+            replica = old
+            replica.leader_epoch = state.leader_epoch
+            replica.assigned = list(state.replicas)
+            replica.leader_state.leader_and_isr(assigned=list(state.replicas), isr=list(state.isr),
+                                                leader_epoch=state.leader_epoch, zk_version=state.zk_version,
+                                                leader_end_offset=log.log_end_offset, now_ms=now)
         else:
             leader_state = LeaderState(
                 leader_id=self.node_id, assigned=list(state.replicas), isr=list(state.isr),
                 leader_epoch=state.leader_epoch, zk_version=state.zk_version,
                 leader_end_offset=log.log_end_offset, high_watermark=log.high_watermark, now_ms=now,
                 lag_time_max_ms=self.replica_lag_time_max_ms)
-        replica = Replica(state.topic, state.partition, log, LEADER, self.node_id, state.leader_epoch,
-                          list(state.replicas), leader_state)
-        self._install(replica, old)
-        self._set_high_watermark(replica, leader_state.leader_appended(log.log_end_offset))
+            replica = Replica(state.topic, state.partition, log, LEADER, self.node_id, state.leader_epoch,
+                              list(state.replicas), leader_state)
+            self._install(replica, old)
+        # A shrunk ISR may let the high watermark pass what waited for the dropped followers.
+        self._set_high_watermark(replica, replica.leader_state.leader_appended(log.log_end_offset))
         logger.info("%s-%d: leader at epoch %d from offset %d, ISR %s, high watermark %d",
                     state.topic, state.partition, state.leader_epoch, log.log_end_offset,
                     list(state.isr), log.high_watermark)
 
     def _make_follower(self, state, log: Log, old: Replica | None, leader: BrokerEndpoint | None) -> None:
+        following = old.leader_id if old is not None and old.role == FOLLOWER else None
+        if not truncates_on_leader_and_isr(following, state.leader):
+            # A new epoch of the leader this replica follows: its log is still a prefix of the
+            # leader's, so it keeps it and its fetcher (Kafka's makeFollower returns false for an
+            # unchanged leader, and makeFollowers then neither truncates nor restarts the
+            # fetcher). Only the start of the new epoch is to learn, from the leader.
+            old.leader_epoch = state.leader_epoch
+            old.assigned = list(state.replicas)
+            old.needs_epochs = True
+            if self.fetchers is not None and leader is not None:
+                self.fetchers.add(old, leader)  # no-op if it is fetching already
+            old.signal()
+            logger.info("%s-%d: still following broker %d, now at epoch %d", state.topic, state.partition,
+                        state.leader, state.leader_epoch)
+            return
         replica = Replica(state.topic, state.partition, log, FOLLOWER, state.leader, state.leader_epoch,
                           list(state.replicas), needs_truncation=True)
         self._install(replica, old)

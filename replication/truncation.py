@@ -40,6 +40,22 @@ from minikafka.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
 EpochEntries = Sequence[tuple[int, int]]  # [(epoch, start_offset), ...] in increasing order
 
 
+def truncates_on_leader_and_isr(following: int | None, leader: int) -> bool:
+    """Whether a LeaderAndIsr that makes this broker a follower of ``leader`` sends it through
+    truncation again; ``following`` is the leader it follows now (None: it led, or had no
+    replica).
+
+    Only a new leader can hold a history this replica's log diverges from. A new epoch of the
+    leader it already follows (an ISR change) cannot: the log was truncated against that
+    leader and has only appended what it fetched from it since, a prefix of the leader's log.
+    Truncating again would be wrong, not merely wasted: the follower may already hold
+    records the leader wrote under the new epoch, which its epoch cache does not know of yet,
+    so the shared epoch would seem to end at the new epoch's start, below records it holds
+    identically, possibly acknowledged. Kafka's Partition.makeFollower returns false for an
+    unchanged leader, and ReplicaManager.makeFollowers then does not truncate."""
+    return following != leader
+
+
 def epochs_to_query(local_entries: EpochEntries, leader_epoch: int) -> list[int]:
     """The epochs to ask the leader about in one OffsetForLeaderEpoch request, lowest first."""
     if leader_epoch < 0:

@@ -59,6 +59,8 @@ def test_an_acknowledged_value_removed_from_the_log_is_lost(nemesis):
     (lambda h: h.reads.append(("t", 1, 0, b"ghost")), "phantom reads"),
     (lambda h: h.final[("t", 0)].update({4: b"ghost"}), "phantom reads"),
     (lambda h: h.replicas[("t", 1)].update({3: b"oj"}), "diverged replicas"),
+    (lambda h: h.stale_acks.append((b"late", "t", 0, 4)), "acks by a demoted leader"),
+    (lambda h: h.leaderless.append("t-0 still led by dead broker 2"), "leaderless after a leader died"),
 ])
 def test_each_kind_of_violation_is_caught(nemesis, spoil, expected):
     history = clean_history(nemesis)
@@ -81,7 +83,7 @@ def test_the_seed_alone_draws_the_schedule(nemesis):
     assert nemesis.schedule(7, 600) == nemesis.schedule(7, 600)
     assert nemesis.schedule(7, 600) != nemesis.schedule(8, 600)
     steps = nemesis.schedule(7, 600)
-    assert {s.fault for s in steps} == {"kill", "stop", "pause", "partition", "move_leader"}
+    assert {s.fault for s in steps} == {"kill", "stop", "pause", "partition", "move_leader", *nemesis.COMPOUND}
     assert all(s.at_s + s.duration_s <= 600 for s in steps)
 
 
