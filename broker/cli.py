@@ -205,10 +205,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         register_acls(subparsers)
 
     health = subparsers.add_parser(
-        "healthcheck", help="exit 0 if a broker answers ApiVersions",
-        description="Connect to a broker and make one Kafka ApiVersions round trip (what the "
-                    "Docker image's HEALTHCHECK runs): exit 0 when it answers without error, "
-                    "1 otherwise, with one line on stderr saying why.")
+        "healthcheck", help="exit 0 if a broker answers Metadata with brokers and a controller",
+        description="Connect to a broker and make one Kafka Metadata round trip (what the "
+                    "Docker image's HEALTHCHECK runs): exit 0 when it names brokers and a "
+                    "controller (a cluster broker does once the controller has described the "
+                    "cluster to it), 1 otherwise, with one line on stderr saying why.")
     health.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT")
     health.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
     health.set_defaults(func=_healthcheck_command)
@@ -229,7 +230,7 @@ def _healthcheck_command(args: argparse.Namespace) -> int:
     import socket
 
     from minikafka.protocol.apis import ApiKey
-    from minikafka.protocol.errors import ErrorCode, ProtocolError
+    from minikafka.protocol.errors import ProtocolError
     from minikafka.protocol.framing import ClientConnection
 
     host, _, port = args.bootstrap.strip("[").rpartition(":")
@@ -237,7 +238,10 @@ def _healthcheck_command(args: argparse.Namespace) -> int:
     try:
         with socket.create_connection((host, int(port)), timeout=args.timeout) as sock:
             client = ClientConnection("minikafka-healthcheck")
-            sock.sendall(client.send_request(ApiKey.API_VERSIONS, 0, {})[1])
+            # Metadata, not only ApiVersions: a cluster broker answers it once the controller has
+            # described the cluster to it (until then it holds the request), so "healthy" means
+            # clients are given brokers and a controller, as the ready line does.
+            sock.sendall(client.send_request(ApiKey.METADATA, 1, {"topics": []})[1])
             while (response := client.next_response()) is None:
                 try:
                     data = sock.recv(65536)
@@ -250,8 +254,8 @@ def _healthcheck_command(args: argparse.Namespace) -> int:
     except (OSError, ValueError, ProtocolError) as exc:
         print(f"minikafka healthcheck: {args.bootstrap}: {exc}", file=sys.stderr)
         return 1
-    if response.body.error_code != ErrorCode.NONE:
-        print(f"minikafka healthcheck: {args.bootstrap}: ApiVersions error {response.body.error_code}",
+    if not response.body.brokers or response.body.controller_id < 0:
+        print(f"minikafka healthcheck: {args.bootstrap}: Metadata names no brokers or no controller",
               file=sys.stderr)
         return 1
     return 0

@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import statistics
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -157,17 +159,24 @@ def test_broker_is_ready_and_answers_metadata_only_with_the_controllers_view(tmp
         asking = threading.Thread(target=lambda: answers.append(
             kafka_request(f"127.0.0.1:{_listening_port(broker)}", ApiKey.METADATA, 1, {"topics": None}, 60)))
         asking.start()
-        time.sleep(0.5)  # the request reaches the broker while the stand-in controller holds /controller
+        # Docker's health check asks the same question: not healthy yet.
+        assert _healthcheck(f"127.0.0.1:{_listening_port(broker)}").returncode == 1
         assert not answers and started.is_alive()
         zk.delete(f"{chroot}/controller")  # broker 1 becomes the controller and describes the cluster
         asking.join(60)
         started.join(60)
         (answer,) = answers
         assert [b.node_id for b in answer.brokers] == [1] and answer.controller_id == 1
+        assert _healthcheck(broker.bootstrap).returncode == 0
     finally:
         broker.close()
         zk.stop()
         zk.close()
+
+
+def _healthcheck(bootstrap: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minikafka.broker", "healthcheck", "--bootstrap", bootstrap,
+                           "--timeout", "1"], capture_output=True, text=True, timeout=60)
 
 
 def _listening_port(broker: MinikafkaBroker) -> int:
