@@ -92,6 +92,12 @@ class Controller:
                         logger.info("controller: a partition state changed under %s; re-reading", kind)
                         await self._load_states()
                         result = await self._handle(kind, **args)
+                        # The first attempt may have written states (moved leaders) before the
+                        # conflict, which the second finds done and sends nothing for: every live
+                        # broker gets every state, as after a take-over (each ignores those it has
+                        # at that leader epoch).
+                        await self._send_leader_and_isr(list(self.assignment_keys()), set(self.live))
+                        await self._send_update_metadata(set(self.live))
                 except ControllerError as exc:
                     result = exc
                 if reply is not None:

@@ -238,3 +238,43 @@ def test_restarted_broker_whose_port_was_taken_meanwhile_rejoins_the_isr(tmp_pat
             broker.start()
         assert broker.port != old_port
         cluster.wait_for_full_isr(["moved"])
+
+
+def test_leaders_moved_before_a_conflicting_write_are_told_so(tmp_path, zookeeper):
+    """Issue 23, defect 7 (an export test's "restarted broker not back in the ISR within 60 s";
+    the restart test above met it too): a controlled shutdown moved some leaderships, then hit a
+    partition whose state a leader had rewritten since the controller last read it (an ISR
+    change whose notification was still on its way: BadVersion). The controller re-read the
+    states and ran the shutdown again, which found those leaderships already moved, so the
+    LeaderAndIsr of the first attempt was never sent: the new leader went on following the
+    stopped broker, and nobody led the partition again (the restarted broker followed the
+    new leader, which answered NOT_LEADER)."""
+    from kazoo.client import KazooClient
+
+    from minikafka.replication.kafka_zk import partition_state_path
+
+    with MinikafkaCluster(tmp_path / "cluster", 3, zookeeper=zookeeper.connect_string) as cluster:
+        cluster.start()
+        # Broker x stops; the controller stays (a new one would send every state anew). "moves"
+        # is led by x and changes leader when it stops; "touched" is led by y with x in its ISR,
+        # and its state is rewritten behind the controller's back.
+        controller = cluster.controller()
+        x, y = (b for b in cluster.ids if b != controller)
+        for name, replicas in (("moves", [x, y, controller]), ("touched", [y, x, controller])):
+            body = {"topics": [{"name": name, "num_partitions": -1, "replication_factor": -1, "configs": [],
+                                "assignments": [{"partition_index": 0, "broker_ids": replicas}]}],
+                    "timeout_ms": 30000}
+            answer = kafka_request(cluster.broker(cluster.controller()).bootstrap, ApiKey.CREATE_TOPICS, 0, body, 30)
+            assert answer.topics[0].error_code == 0
+        cluster.wait_for_full_isr(["moves", "touched"])
+        zk = KazooClient(hosts=cluster.zookeeper_connect)
+        zk.start(timeout=15)
+        try:
+            path = partition_state_path("touched", 0)
+            zk.set(path, zk.get(path)[0])  # a new version, as a leader's ISR write makes
+        finally:
+            zk.stop()
+            zk.close()
+        cluster.restart(x)  # SIGTERM: controlled shutdown, then start again
+        cluster.wait_for_full_isr(["moves", "touched"])
+        assert cluster.leader("moves", 0) != x
