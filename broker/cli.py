@@ -207,10 +207,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         register_acls(subparsers)
 
     health = subparsers.add_parser(
-        "healthcheck", help="exit 0 if a broker answers ApiVersions",
-        description="Connect to a broker and make one Kafka ApiVersions round trip (what the "
-                    "Docker image's HEALTHCHECK runs): exit 0 when it answers without error, "
-                    "1 otherwise, with one line on stderr saying why.")
+        "healthcheck", help="exit 0 if a broker answers Metadata with brokers and a controller",
+        description="Connect to a broker and make one Kafka Metadata round trip (what the "
+                    "Docker image's HEALTHCHECK runs): exit 0 when it names brokers and a "
+                    "controller (a cluster broker does once the controller has described the "
+                    "cluster to it), 1 otherwise, with one line on stderr saying why.")
     health.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT",
                         help="the broker to ask (default 127.0.0.1:9092)")
     health.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
@@ -232,16 +233,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def _healthcheck_command(args: argparse.Namespace) -> int:
     from minikafka.broker.blocking_client import kafka_request
     from minikafka.protocol.apis import ApiKey
-    from minikafka.protocol.errors import ErrorCode, ProtocolError
+    from minikafka.protocol.errors import ProtocolError
 
     try:
-        answer = kafka_request(args.bootstrap, ApiKey.API_VERSIONS, 0, {}, timeout=args.timeout,
+        # Metadata, not only ApiVersions: a cluster broker answers it once the controller has
+        # described the cluster to it (until then it holds the request), so "healthy" means
+        # clients are given brokers and a controller, as the ready line does.
+        answer = kafka_request(args.bootstrap, ApiKey.METADATA, 1, {"topics": []}, timeout=args.timeout,
                                client_id="minikafka-healthcheck")
     except (OSError, ValueError, ProtocolError) as exc:
         print(f"minikafka healthcheck: error: {args.bootstrap}: {exc}", file=sys.stderr)
         return 1
-    if answer.error_code != ErrorCode.NONE:
-        print(f"minikafka healthcheck: error: {args.bootstrap}: ApiVersions error {answer.error_code}",
+    if not answer.brokers or answer.controller_id < 0:
+        print(f"minikafka healthcheck: error: {args.bootstrap}: Metadata names no brokers or no controller",
               file=sys.stderr)
         return 1
     return 0

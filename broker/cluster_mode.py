@@ -294,9 +294,12 @@ async def group_coordinator(broker, group_id: str,
     partition (Kafka's ``abs(groupId.hashCode) % offsets.topic.num.partitions``). The first
     request creates the topic (through ZooKeeper and the controller, as Kafka 0.10.2's
     KafkaApis did) once ``offsets.topic.replication.factor`` brokers are live; until it has
-    leaders the answer is COORDINATOR_NOT_AVAILABLE, which clients retry."""
+    leaders the answer is COORDINATOR_NOT_AVAILABLE, which clients retry. Held, like Metadata,
+    until the controller's first UpdateMetadata has arrived."""
     metadata = broker.cluster.metadata
     coordinator = broker.group_coordinator
+    if not await broker.cluster.cluster_view():
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
     if not metadata.has_topic(GROUP_METADATA_TOPIC):
         await _create_offsets_topic(broker)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None

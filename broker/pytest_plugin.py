@@ -246,8 +246,13 @@ class MinikafkaBroker:
                 self._spawn(self.port)
                 return self
             except BrokerStartError:
-                # The old port was taken in the meantime; any free one will do.
-                pass
+                # The old port was taken in the meantime. Another one, chosen here rather than by
+                # the broker: whoever dials it by port (the cluster's link proxies, through which
+                # the controller sends its first UpdateMetadata and LeaderAndIsr) must know it
+                # before the ready line, which waits for those.
+                self.port = _free_port()
+                self._spawn(self.port)
+                return self
         self._spawn(0)
         return self
 
@@ -620,7 +625,11 @@ class MinikafkaCluster:
     def broker(self, broker_id: int) -> MinikafkaBroker:
         return self.brokers[broker_id - 1]
 
-    def start(self) -> "MinikafkaCluster":
+    def start(self, *, settle: bool = True) -> "MinikafkaCluster":
+        """Start ZooKeeper and every broker not running, the brokers at once (each start
+        returns at its ready line: the broker then answers clients with a complete view of
+        the cluster). ``settle`` also waits until the first broker's metadata lists them all;
+        without it the cluster is used as a client meets it right after the ready lines."""
         if self._own_zookeeper is not None and self._own_zookeeper.process is None:
             self._own_zookeeper.start()
         if not self.brokers:
@@ -650,10 +659,17 @@ class MinikafkaCluster:
                     # prints the port it bound; a port chosen here is known to the proxy at once.
                     broker.port = _free_port()
                 self.brokers.append(broker)
-        for broker in self.brokers:
-            if not broker.running:
-                broker.start()
-        self.wait_until(lambda m: len(m.brokers) == self.size, "every broker registered")
+        starting = [broker for broker in self.brokers if not broker.running]
+        if len(starting) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(len(starting)) as pool:
+                for started in [pool.submit(broker.start) for broker in starting]:
+                    started.result()
+        elif starting:
+            starting[0].start()
+        if settle:
+            self.wait_until(lambda m: len(m.brokers) == self.size, "every broker registered")
         return self
 
     @property
@@ -728,19 +744,28 @@ class MinikafkaCluster:
 
         zk_host, _, zk_port = self.zookeeper_connect.split("/", 1)[0].split(",")[0].rpartition(":")
 
+        zk = self._zk()  # made here: the proxies' threads read registrations through it
+
         def broker_address(broker_id: int):
             # Where the brokers dial each other: the inter-broker listener, at the port chosen
-            # for it here, or the one the broker printed (None until then: the proxy waits),
-            # or the first listener's when that is the inter-broker one.
+            # for it here, or the one the broker printed, or the first listener's when that is
+            # the inter-broker one. Before its ready line a broker's own choice of port (port 0)
+            # is known only from its registration, and the ready line waits for what the
+            # controller sends through here: read the registration (None without one: the
+            # proxy waits).
             broker = self.broker(broker_id)
+            if not broker.running:
+                return None
             name = self.inter_broker_listener
             if broker_id in self._inter_broker_ports:
                 port = self._inter_broker_ports[broker_id]
-            elif name == "PLAINTEXT" or not broker.listener_ports:
-                port = broker.port if name == "PLAINTEXT" else None
+            elif name == "PLAINTEXT":
+                port = broker.port
             else:
                 port = broker.listener_ports.get(name)
-            return (broker.host, port) if broker.running and port else None
+            if not port:
+                port = _registered_port(zk, broker_id, name)
+            return (broker.host, port) if port else None
 
         for frm in self.ids:
             self.links[(frm, ZOOKEEPER)] = LinkProxy(f"{frm}->zookeeper", lambda: (zk_host, int(zk_port)))
@@ -1041,6 +1066,20 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _registered_port(zk, broker_id: int, listener: str) -> int | None:
+    """The port of ``listener`` in the broker's ZooKeeper registration (None: not registered)."""
+    from kazoo.exceptions import NoNodeError
+
+    from minikafka.replication.kafka_zk import decode_broker
+
+    try:
+        raw, _ = zk.get(f"/brokers/ids/{broker_id}")
+    except NoNodeError:
+        return None
+    address = decode_broker(broker_id, raw).endpoints.get(listener)
+    return address[1] if address else None
 
 
 def _leader_in(metadata, topic: str, partition: int) -> int | None:

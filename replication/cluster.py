@@ -2,8 +2,9 @@
 
 ``ClusterMember.run`` connects to ZooKeeper, registers ``/brokers/ids/<id>`` once the listener
 is open, runs for ``/controller`` (and the :class:`~replication.controller.Controller` while it
-holds it), keeps the replica fetchers and the ISR-shrink and high-watermark-checkpoint duties
-going, and survives session expiry by registering again. It owns the broker's
+holds it), reports started once the controller's first UpdateMetadata has filled the metadata
+cache (the broker's ready line waits for it), keeps the replica fetchers and the ISR-shrink and
+high-watermark-checkpoint duties going, and survives session expiry by registering again. It owns the broker's
 :class:`~replication.metadata_cache.MetadataCache` and
 :class:`~replication.replica_manager.ReplicaManager`, which the handlers use.
 """
@@ -21,7 +22,7 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelSecurity, dial_address
 from minikafka.replication.controller import Controller, ControllerError, ControllerSettings
 from minikafka.replication.fetcher import FetcherManager, FetcherSettings
-from minikafka.replication.metadata_cache import BrokerEndpoint, MetadataCache
+from minikafka.replication.metadata_cache import BrokerEndpoint, MetadataCache, PartitionInfo
 from minikafka.replication.replica_manager import ReplicaManager
 from minikafka.replication.kafka_zk import PREFERRED_REPLICA_ELECTION_PATH, BrokerInfo, KafkaZk
 from minikafka.replication.zookeeper import ZkClient, ZooKeeperError
@@ -70,6 +71,9 @@ class ClusterMember:
                                   connection_timeout_ms=settings.connection_timeout_ms)
         self.zk = KafkaZk(self.zk_client)
         self.metadata = MetadataCache()
+        # Set by the first UpdateMetadata that lists this broker: until then the cache holds no
+        # brokers and no controller, a view that clients must not be given (see cluster_view).
+        self.metadata_ready = trio.Event()
         self.replicas = ReplicaManager(
             node_id=node_id, log_manager=log_manager, clock=clock, zk=self.zk, metadata=self.metadata,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
@@ -128,6 +132,7 @@ class ClusterMember:
                 nursery.start_soon(self._every, self.settings.hw_checkpoint_interval_ms / 1000,
                                    self._checkpoint_high_watermarks)
                 await self._elect()
+                await self._wait_for_metadata()
                 task_status.started()
         finally:
             with trio.CancelScope(shield=True):
@@ -144,6 +149,37 @@ class ClusterMember:
         await self.zk.register_broker(info, wait_ms=self.settings.session_timeout_ms * 2)
         logger.info("registered as broker %d at %s", self.node_id,
                     ",".join(f"{name}://{h}:{p}" for name, (h, p) in endpoints.items()))
+
+    async def _wait_for_metadata(self) -> None:
+        """Until the controller's first UpdateMetadata, which it sends as soon as it sees this
+        broker register (Kafka's onBrokerStartup): the broker is ready for clients only then."""
+        with trio.move_on_after(self.settings.session_timeout_ms / 1000):
+            await self.metadata_ready.wait()
+            return
+        logger.warning("no metadata from a controller %.1f s after registering; still waiting",
+                       self.settings.session_timeout_ms / 1000)
+        await self.metadata_ready.wait()
+
+    def update_metadata(self, controller_id: int, controller_epoch: int, brokers: list[BrokerEndpoint],
+                        partitions: dict[tuple[str, int], PartitionInfo | None]) -> None:
+        """Apply the controller's UpdateMetadata (MetadataCache.update)."""
+        self.metadata.update(controller_id, controller_epoch, brokers, partitions)
+        if self.node_id in self.metadata.brokers:
+            self.metadata_ready.set()
+
+    async def cluster_view(self) -> bool:
+        """Wait until the metadata cache holds the controller's view (at once, but for the
+        moment between listening and the first UpdateMetadata; up to the time the controller
+        has to reach a broker, controller.socket.timeout.ms); False if it still does not.
+
+        Kafka 0.10.2 answers Metadata from an empty cache in that moment: no brokers, no
+        controller, and librdkafka then waits for its next refresh (30 s) before it can send
+        CreateTopics anywhere. KRaft brokers serve no request before they have caught up with
+        the metadata log; this holds only the requests that read the cache."""
+        if not self.metadata_ready.is_set():
+            with trio.move_on_after(self.settings.controller_socket_timeout_ms / 1000):
+                await self.metadata_ready.wait()
+        return self.metadata_ready.is_set()
 
     async def _every(self, seconds: float, duty) -> None:
         while True:

@@ -9,7 +9,9 @@ too, with ``is_internal`` set from v1 on, as Kafka 0.10.2's ``metadataCache.getA
 for every version: clients hide them themselves (``exclude.internal.topics``). On a single
 broker every partition is led by it with itself as the only replica and ISR; in a cluster the
 answer is the controller's last UpdateMetadata: every live broker, the controller, and each
-partition's leader (-1 with LEADER_NOT_AVAILABLE while it has none), replicas and ISR.
+partition's leader (-1 with LEADER_NOT_AVAILABLE while it has none), replicas and ISR. A
+cluster broker that has not had that first UpdateMetadata yet (it has just started listening)
+holds the request until it has (``ClusterMember.cluster_view``).
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ def _brokers(broker, listener_name: str) -> tuple[list[dict], int]:
 
 
 async def handle(broker, request) -> dict:
+    if broker.cluster is not None:
+        # Not before the controller's first UpdateMetadata: no brokers and no controller would
+        # leave the client nowhere to send CreateTopics until its next refresh.
+        await broker.cluster.cluster_view()
     requested = request.body.topics
     if requested is None or (request.api_version == 0 and not requested):
         # Topics the principal may not describe are left out, as if they did not exist.

@@ -45,7 +45,7 @@ async def handle(broker, request) -> dict:
         partitions[(state.topic_name, state.partition_index)] = None if state.leader == LEADER_DURING_DELETE else PartitionInfo(
             state.leader, state.leader_epoch, tuple(state.isr), tuple(state.replicas), state.zk_version,
             state.controller_epoch)
-    cluster.metadata.update(body.controller_id, body.controller_epoch,
+    cluster.update_metadata(body.controller_id, body.controller_epoch,
                             [_endpoint(b, request.api_version, broker.config.inter_broker_listener().name)
                              for b in body.live_brokers], partitions)
     for topic, partition in partitions:

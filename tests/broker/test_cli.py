@@ -357,7 +357,7 @@ def test_busy_or_bad_test_control_port_is_one_line(tmp_path):
                                   "minikafka.test.control.port=70000"), "minikafka.test.control.port", "70000")
 
 
-def test_healthcheck_is_a_real_apiversions_round_trip(minikafka_broker):
+def test_healthcheck_is_a_real_metadata_round_trip(minikafka_broker):
     assert run_cli("healthcheck", "--bootstrap", minikafka_broker.bootstrap).returncode == 0
     # An open port that does not speak Kafka is not healthy: it accepts, then hangs up.
     with socket.create_server(("127.0.0.1", 0)) as impostor:
