@@ -32,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ class WarmStarter:
     def __init__(self) -> None:
         self._process: subprocess.Popen | None = None
         self._socket: socket.socket | None = None
+        # One request and its answer at a time: a cluster's brokers are started from threads.
+        self._lock = threading.Lock()
         self._unavailable: str | None = None
         if os.environ.get(ENV_SWITCH) == "0":
             self._unavailable = f"{ENV_SWITCH}=0"
@@ -104,20 +107,21 @@ class WarmStarter:
     def start(self, argv: list[str], *, cwd: str, env: dict[str, str], stdout: int, stderr: int) -> ForkedProcess | None:
         """Fork ``minikafka`` with ``argv`` (its arguments, as ``main`` takes them) and these
         stdout/stderr file descriptors; None if warm starts are unavailable (see ``unavailable``)."""
-        if self._unavailable is not None:
-            return None
-        try:
-            if self._socket is None:
-                self._launch()
-            request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
-            fds = array.array("i", [stdout, stderr])
-            self._socket.sendmsg([len(request).to_bytes(4, "big") + request],
-                               [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-            answer = _receive_exactly(self._socket, 4)
-            return ForkedProcess(int.from_bytes(answer, "big"))
-        except OSError as exc:
-            self._give_up(f"the warm parent failed ({exc})")
-            return None
+        with self._lock:
+            if self._unavailable is not None:
+                return None
+            try:
+                if self._socket is None:
+                    self._launch()
+                request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
+                fds = array.array("i", [stdout, stderr])
+                self._socket.sendmsg([len(request).to_bytes(4, "big") + request],
+                                     [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+                answer = _receive_exactly(self._socket, 4)
+                return ForkedProcess(int.from_bytes(answer, "big"))
+            except OSError as exc:
+                self._give_up(f"the warm parent failed ({exc})")
+                return None
 
     def _launch(self) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -239,8 +243,6 @@ def _descriptors(ancillary) -> tuple[int, int]:
 def _double_fork(request: dict, stdout: int, stderr: int, control: socket.socket) -> int:
     """Fork an intermediate child that forks the broker and exits at once: the broker is then
     an orphan, re-parented to the test process (a child subreaper). Returns the broker's pid."""
-    import threading
-
     if threading.active_count() != 1:
         raise SystemExit("the warm parent must fork from a single thread")
     read_end, write_end = os.pipe()
