@@ -377,6 +377,7 @@ class OffsetsWriter:
         self.partition = partition
         config = broker.group_coordinator.config
         self.required_acks = config.offsets_commit_required_acks
+        self.commits_on_append = self.required_acks != -1
         self.timeout_s = config.offsets_commit_timeout_ms / 1000
 
     async def topic_partitions(self) -> int:

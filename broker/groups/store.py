@@ -121,6 +121,9 @@ class LocalWriter:
     ``append`` goes through the partition's leader replica at its leader epoch, and
     ``committed`` waits for the high watermark."""
 
+    # An append is committed when ``append`` returns: ``committed`` need not be awaited.
+    commits_on_append = True
+
     def __init__(self, log) -> None:
         self.log = log
 
