@@ -908,10 +908,14 @@ class GroupCoordinator:
                     del group.pending_commits[key]
 
         def apply() -> None:
+            # As Kafka's completePendingOffsetWrite: a partition no longer pending (its topic
+            # was deleted meanwhile) takes no offset.
+            still_pending = [key for key in accepted if key in group.pending_commits]
             settle()
             # Commits of one group may be acknowledged out of order: an offset only ever
             # replaces one appended before it.
-            for key, committed in accepted.items():
+            for key in still_pending:
+                committed = accepted[key]
                 if group.offset_positions.get(key, -1) < position:
                     group.offsets[key] = committed
                     group.offset_positions[key] = position
@@ -944,18 +948,44 @@ class GroupCoordinator:
     def expire_offsets(self, now: int) -> int:
         """Remove offsets whose expire timestamp passed (Kafka 0.10.2: in any group), and
         groups left empty without offsets; tombstones go to the log. Returns offsets removed."""
+        # As Kafka's removeExpiredOffsets: a partition with a commit waiting for the high
+        # watermark is not expired (its tombstone would land after that commit in the log
+        # and remove it at the next load).
+        removed = self._remove_offsets(
+            lambda group: [tp for tp, committed in group.offsets.items()
+                           if committed.expire_timestamp < now and tp not in group.pending_commits])
+        if removed:
+            logger.info("expired %d committed offset(s)", removed)
+        return removed
+
+    def remove_deleted_partitions(self, partitions: set[tuple[str, int]]) -> int:
+        """Kafka 0.10.2's handleDeletedPartitions: the offsets every group of this coordinator
+        committed for partitions of a deleted topic are removed (tombstones in the log), so a
+        topic re-created under the same name is consumed from its start, not from the old
+        topic's offsets. Commits still waiting for the high watermark are dropped too (they
+        stay behind their tombstones in the log). Returns offsets removed."""
+        def deleted(group: GroupMetadata) -> list[tuple[str, int]]:
+            for tp in partitions & group.pending_commits.keys():
+                del group.pending_commits[tp]
+            return [tp for tp in group.offsets if tp in partitions]
+
+        removed = self._remove_offsets(deleted)
+        if removed:
+            logger.info("removed %d committed offset(s) of deleted partitions", removed)
+        return removed
+
+    def _remove_offsets(self, select: Callable[[GroupMetadata], list[tuple[str, int]]]) -> int:
+        """Remove the offsets ``select`` picks in each group, and groups left empty without
+        offsets (none pending either); tombstones go to the log, not waited for (Kafka's
+        cleanupGroupMetadata: a lost one is removed again by the next pass)."""
         if not self._active:
             return 0
         removed = 0
         for groups in self._groups.values():
             for group in list(groups.values()):
-                # As Kafka's removeExpiredOffsets: a partition with a commit waiting for the
-                # high watermark is not expired (its tombstone would land after that commit
-                # in the log and remove it at the next load), and its group is not dead.
-                expired = [tp for tp, committed in group.offsets.items()
-                           if committed.expire_timestamp < now and tp not in group.pending_commits]
-                events = [(offset_key(group.group_id, topic, partition), None) for topic, partition in expired]
-                dead = (group.is_(GroupState.EMPTY) and len(expired) == len(group.offsets)
+                chosen = select(group)
+                events = [(offset_key(group.group_id, topic, partition), None) for topic, partition in chosen]
+                dead = (group.is_(GroupState.EMPTY) and len(chosen) == len(group.offsets)
                         and not group.pending_commits)
                 if dead:
                     events.append((group_key(group.group_id), None))
@@ -963,15 +993,13 @@ class GroupCoordinator:
                     continue
                 if self._append(group.group_id, events)[0]:
                     continue   # logged; the next pass retries
-                for tp in expired:
+                for tp in chosen:
                     del group.offsets[tp]
-                removed += len(expired)
+                removed += len(chosen)
                 if dead:
                     group.transition_to(GroupState.DEAD)
                     del groups[group.group_id]
                     logger.info("group %s: removed (empty, no offsets left)", group.group_id)
-        if removed:
-            logger.info("expired %d committed offset(s)", removed)
         return removed
 
     # ================================================================ ListGroups / DescribeGroups

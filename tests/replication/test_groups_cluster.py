@@ -371,6 +371,51 @@ def test_an_acknowledged_commit_survives_the_coordinator_being_wiped(cluster):
     assert committed == {0: 41, 1: 7}
 
 
+def test_offsets_of_a_deleted_topic_are_removed_by_its_coordinator(cluster):
+    # Kafka 0.10.2: every broker drops the deleted partitions' offsets from the groups it
+    # coordinates when the controller's UpdateMetadata removes them. The topic has one
+    # replica, on a broker other than the coordinator, which thus gets no StopReplica.
+    group = "deleter"
+    coordinator = coordinator_of(cluster, group)
+    elsewhere = next(i for i in cluster.ids if i != coordinator)
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+
+    answer = kafka_request(cluster.broker(cluster.controller()).bootstrap, ApiKey.CREATE_TOPICS, 0, {
+        "topics": [{"name": "gone", "num_partitions": -1, "replication_factor": -1, "configs": [],
+                    "assignments": [{"partition_index": p, "broker_ids": [elsewhere]} for p in (0, 1)]}],
+        "timeout_ms": 60000})
+    assert answer.topics[0].error_code == ErrorCode.NONE
+    create_topic(cluster, "kept")
+    cluster.wait_for_full_isr(["gone"])
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            consumer.commit({TopicPartition("gone", 0): OffsetAndMetadata(80, "", -1),
+                             TopicPartition("gone", 1): OffsetAndMetadata(3, "", -1),
+                             TopicPartition("kept", 0): OffsetAndMetadata(5, "", -1)})
+        finally:
+            consumer.close()
+        admin.delete_topics(["gone"], timeout_ms=60000)
+    finally:
+        admin.close()
+    cluster.wait_until(lambda m: all(t.name != "gone" for t in m.topics), "gone deleted",
+                       via=cluster.broker(coordinator))
+    create_topic(cluster, "gone", partitions=2)
+    assert fetch_committed(cluster, group, "gone", 2) == {0: -1, 1: -1}
+    assert fetch_committed(cluster, group, "kept", 1) == {0: 5}
+    # The removal is replicated: the next coordinator has it too.
+    cluster.kill(coordinator)
+    deadline = time.monotonic() + 120
+    committed = None
+    while time.monotonic() < deadline and committed is None:
+        committed = fetch_committed(cluster, group, "gone", 2)
+        time.sleep(0.2)
+    assert committed == {0: -1, 1: -1}
+    assert fetch_committed(cluster, group, "kept", 1) == {0: 5}
+
+
 # --------------------------------------------------------------------------- load from a snapshot
 
 
