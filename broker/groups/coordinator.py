@@ -354,7 +354,7 @@ class GroupCoordinator:
         """Load a partition this broker became leader of, off the event loop; install it
         unless leadership moved meanwhile, then snapshot it if the load replayed anything."""
         partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
-                                     delete_covered_segments=False)
+                                     trim_bound=writer.trim_bound)
         groups: dict[str, GroupMetadata] = {}
         while self.topic_partitions is None:
             try:
@@ -1254,6 +1254,8 @@ class GroupCoordinator:
         of the log, its newest snapshot plus the events up to the high watermark are folded
         (in a worker thread) into a snapshot at the high watermark, which no truncation
         goes below."""
+        from minikafka.broker.server import cluster_mode
+
         while True:
             await trio.sleep(FOLLOWER_SNAPSHOT_CHECK_S)
             log_manager = self.broker.log_manager
@@ -1267,17 +1269,18 @@ class GroupCoordinator:
                     self._follower_snapshot_at[index] = newest
                 if log.high_watermark - newest < self.config.snapshot_interval_events:
                     continue
+                trim_bound = cluster_mode().offsets_trim_bound(self.broker, index, log)
                 try:
-                    offset = await trio.to_thread.run_sync(self._snapshot_by_replay, index, log)
+                    offset = await trio.to_thread.run_sync(self._snapshot_by_replay, index, log, trim_bound)
                 except Exception:
                     logger.exception("%s-%d: follower snapshot failed", GROUP_METADATA_TOPIC, index)
                     continue
                 if index not in self.partitions and index not in self._loading:
                     self._follower_snapshot_at[index] = offset
 
-    def _snapshot_by_replay(self, index: int, log) -> int:
+    def _snapshot_by_replay(self, index: int, log, trim_bound: int) -> int:
         partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock,
-                                     delete_covered_segments=False)
+                                     trim_bound=lambda: trim_bound)
         end = log.high_watermark
         groups: dict[str, GroupMetadata] = {}
         report = self._load(partition, groups, end=end, report_line=False)

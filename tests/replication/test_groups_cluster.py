@@ -499,3 +499,43 @@ def test_the_new_coordinator_loads_from_its_snapshot(tmp_path, zookeeper):
         report = reports[-1]
         assert report.snapshot_offset is not None and report.snapshot_offset >= events - interval
         assert report.events_replayed < interval, report
+
+
+# --------------------------------------------------------------------------- trimming
+
+
+def _segment_starts(cluster) -> list[int]:
+    """Each broker's lowest segment base offset of ``__consumer_offsets-0``, from its files."""
+    return [min((int(path.stem) for path in (broker.log_dir / f"{GROUP_METADATA_TOPIC}-0").glob("*.log")),
+                default=0) for broker in cluster.brokers]
+
+
+def test_consumer_offsets_is_trimmed_below_snapshots_on_every_replica(tmp_path, zookeeper):
+    overrides = {"offsets.topic.num.partitions": "1", "offsets.snapshot.interval.events": "50",
+                 "offsets.topic.segment.bytes": "1024"}
+    with MinikafkaCluster(tmp_path / "c", 3, overrides, zookeeper=zookeeper.connect_string) as cluster:
+        create_topic(cluster, "t", partitions=2)
+        group = "trimmed"
+        coordinator = coordinator_of(cluster, group)
+        wait_for_offsets_isr(cluster, 0, 3)
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            for offset in range(400):
+                consumer.commit({TopicPartition("t", offset % 2): OffsetAndMetadata(offset, "", -1)})
+        finally:
+            consumer.close()
+        # Leader and followers alike delete the segments below their older retained snapshot.
+        deadline = time.monotonic() + 60
+        while min(_segment_starts(cluster)) < 100:
+            assert time.monotonic() < deadline, f"segment starts {_segment_starts(cluster)}"
+            time.sleep(0.5)
+        # What the trimmed logs and their snapshots hold is every commit: a new coordinator has them.
+        cluster.kill(coordinator)
+        deadline = time.monotonic() + 120
+        committed = None
+        while time.monotonic() < deadline and committed is None:
+            committed = fetch_committed(cluster, group, "t", 2)
+            time.sleep(0.2)
+        assert committed == {0: 398, 1: 399}
