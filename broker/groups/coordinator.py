@@ -78,6 +78,9 @@ GROUP_METADATA_TOPIC = "__consumer_offsets"
 SNAPSHOT_DIR_NAME = "group-snapshots"
 # How often a cluster broker looks whether a followed partition is due for a snapshot.
 FOLLOWER_SNAPSHOT_CHECK_S = 1.0
+# The wait before a failed load of a led partition is tried again, doubling up to the maximum.
+LOAD_RETRY_FIRST_S = 0.5
+LOAD_RETRY_MAX_S = 30.0
 
 # The line start-up logs per partition; tests and bench/ read it back from a broker process's
 # log (load_reports_in) to see what was loaded and replayed, so both directions live here.
@@ -327,13 +330,26 @@ class GroupCoordinator:
             logger.info("%s-%d: no longer its leader: dropped %d group(s)", GROUP_METADATA_TOPIC, index,
                         len(groups))
         if log is not None:
-            # A snapshot covers events up to its offset; above the high watermark those may
-            # not survive (a follower truncates to its new leader's log), and loading such a
-            # snapshot later would bring back commits the cluster never acknowledged.
-            removed = SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).remove_newer_than(log.high_watermark)
-            if removed:
-                logger.info("%s-%d: removed %d snapshot(s) above the high watermark %d", GROUP_METADATA_TOPIC,
-                            index, removed, log.high_watermark)
+            try:
+                self._remove_unreplicated_snapshots(index, log)
+            except OSError as exc:
+                # Loading the partition removes them first, and retries until it can.
+                logger.error("%s-%d: snapshots above the high watermark not removed: %s", GROUP_METADATA_TOPIC,
+                             index, exc)
+
+    @staticmethod
+    def _remove_unreplicated_snapshots(index: int, log) -> None:
+        # A snapshot covers events up to its offset; above the high watermark those may
+        # not survive (a follower truncates to its new leader's log), and loading such a
+        # snapshot later would bring back commits the cluster never acknowledged.
+        removed = SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).remove_newer_than(log.high_watermark)
+        if removed:
+            logger.info("%s-%d: removed %d snapshot(s) above the high watermark %d", GROUP_METADATA_TOPIC,
+                        index, removed, log.high_watermark)
+
+    def _load_led_partition(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata]) -> LoadReport:
+        self._remove_unreplicated_snapshots(partition.partition, partition.log)
+        return self._load(partition, groups)
 
     def _drop_group(self, group: GroupMetadata) -> None:
         """Kafka's onGroupUnloaded: waiting requests learn that this broker is not the
@@ -353,9 +369,6 @@ class GroupCoordinator:
     async def _load_led(self, index: int, log, writer, token) -> None:
         """Load a partition this broker became leader of, off the event loop; install it
         unless leadership moved meanwhile, then snapshot it if the load replayed anything."""
-        partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
-                                     trim_bound=writer.trim_bound)
-        groups: dict[str, GroupMetadata] = {}
         while self.topic_partitions is None:
             try:
                 self.topic_partitions = await writer.topic_partitions()
@@ -364,12 +377,26 @@ class GroupCoordinator:
                 await trio.sleep(0.5)
                 if self._loading.get(index) is not token:
                     return
-        try:
-            report = await trio.to_thread.run_sync(self._load, partition, groups)
-        except Exception:
-            if self._loading.get(index) is token:
-                logger.exception("%s-%d: loading failed; its groups stay unavailable", GROUP_METADATA_TOPIC, index)
-            return
+        retry_s = LOAD_RETRY_FIRST_S
+        while True:
+            groups: dict[str, GroupMetadata] = {}
+            try:
+                partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
+                                             trim_bound=writer.trim_bound)
+                report = await trio.to_thread.run_sync(self._load_led_partition, partition, groups)
+                break
+            except Exception:
+                if self._loading.get(index) is not token:
+                    return
+                # Kafka 2.x serves whatever a failed load got to; a partial state would answer
+                # OffsetFetch without offsets that exist (consumers rewind). The groups stay
+                # LOAD_IN_PROGRESS instead, and the load is tried again.
+                logger.exception("%s-%d: loading failed; retrying in %.1f s", GROUP_METADATA_TOPIC, index,
+                                 retry_s)
+            await trio.sleep(retry_s)
+            retry_s = min(retry_s * 2, LOAD_RETRY_MAX_S)
+            if self._loading.get(index) is not token:
+                return
         if self._loading.get(index) is not token:
             return
         del self._loading[index]

@@ -539,3 +539,40 @@ def test_consumer_offsets_is_trimmed_below_snapshots_on_every_replica(tmp_path, 
             committed = fetch_committed(cluster, group, "t", 2)
             time.sleep(0.2)
         assert committed == {0: 398, 1: 399}
+
+
+def test_a_failed_load_is_retried_without_a_leadership_change(cluster):
+    create_topic(cluster, "t", partitions=1)
+    group = "reloaded"
+    coordinator = coordinator_of(cluster, group)
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    wait_for_offsets_isr(cluster, index, 3)
+    from kafka.structs import OffsetAndMetadata
+
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        consumer.commit({TopicPartition("t", 0): OffsetAndMetadata(17, "", -1)})
+    finally:
+        consumer.close()
+    # On the broker about to lead, a snapshot that cannot be read (a directory in its place):
+    # its load fails with an OSError.
+    successor = next(i for i in cluster.ids if i != coordinator)
+    unreadable = (cluster.broker(successor).log_dir / f"{GROUP_METADATA_TOPIC}-{index}" / "group-snapshots"
+                  / f"{1:020d}.snapshot")
+    unreadable.mkdir(parents=True)
+    cluster.move_leader(GROUP_METADATA_TOPIC, index, successor)
+    broker = cluster.broker(successor)
+    deadline = time.monotonic() + 30
+    # (Before the fix the failure came earlier, where the role change removes snapshots.)
+    while not any(failure in broker.stderr_since_start()
+                  for failure in ("loading failed", "role change listener failed")):
+        assert time.monotonic() < deadline, "the load did not fail"
+        time.sleep(0.2)
+    unreadable.rmdir()
+    deadline = time.monotonic() + 60
+    committed = None
+    while time.monotonic() < deadline and committed is None:
+        committed = fetch_committed(cluster, group, "t", 1)
+        time.sleep(0.2)
+    assert committed == {0: 17}
+    assert coordinator_of(cluster, group) == successor
