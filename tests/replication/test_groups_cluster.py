@@ -576,3 +576,30 @@ def test_a_failed_load_is_retried_without_a_leadership_change(cluster):
         time.sleep(0.2)
     assert committed == {0: 17}
     assert coordinator_of(cluster, group) == successor
+
+
+def test_a_coordinator_cut_off_from_zookeeper_completes_no_rebalance(cluster):
+    # Kafka's storeGroup appends the group metadata with acks -1: SyncGroup is answered only
+    # once the followers have it. Cut off from them and from ZooKeeper, the old coordinator
+    # cannot shrink its ISR, so its high watermark stays and the generation never completes
+    # there, while the new coordinator (elected by the controller) can complete its own.
+    create_topic(cluster, "t", partitions=2)
+    group = "split"
+    coordinator = coordinator_of(cluster, group)
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    wait_for_offsets_isr(cluster, index, 3)
+    cut = cluster.broker(coordinator)
+    cluster.partition([coordinator])     # from the other brokers and ZooKeeper; clients still reach it
+    try:
+        joined = kafka_request(cut.bootstrap, ApiKey.JOIN_GROUP, 1, {
+            "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b"meta"}]})
+        assert joined.error_code == ErrorCode.NONE      # it still believes it leads the partition
+        synced = kafka_request(cut.bootstrap, ApiKey.SYNC_GROUP, 0, {
+            "group_id": group, "generation_id": joined.generation_id, "member_id": joined.member_id,
+            "assignments": [{"member_id": joined.member_id, "assignment": b"both partitions"}]}, timeout=30)
+        assert synced.error_code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
+                                     ErrorCode.COORDINATOR_NOT_AVAILABLE), ErrorCode(synced.error_code).name
+        assert synced.assignment == b""
+    finally:
+        cluster.heal()
