@@ -603,3 +603,36 @@ def test_a_coordinator_cut_off_from_zookeeper_completes_no_rebalance(cluster):
         assert synced.assignment == b""
     finally:
         cluster.heal()
+
+
+def test_a_commit_survives_its_coordinator_leading_again_from_its_own_snapshot(tmp_path, zookeeper):
+    # Every event is due for a snapshot: the coordinator snapshots at the log end while the
+    # commit still waits for the high watermark. Leading again, it loads that snapshot.
+    overrides = {"offsets.topic.num.partitions": "1", "offsets.snapshot.interval.events": "1"}
+    with MinikafkaCluster(tmp_path / "c", 3, overrides, zookeeper=zookeeper.connect_string) as cluster:
+        create_topic(cluster, "t")
+        group = "moved"
+        first = coordinator_of(cluster, group)
+        wait_for_offsets_isr(cluster, 0, 3)
+        snapshots = cluster.broker(first).log_dir / f"{GROUP_METADATA_TOPIC}-0" / "group-snapshots"
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            consumer.commit({TopicPartition("t", 0): OffsetAndMetadata(7, "", -1)})
+        finally:
+            consumer.close()
+        deadline = time.monotonic() + 30
+        while not list(snapshots.glob("*.snapshot")):
+            assert time.monotonic() < deadline, "the coordinator wrote no snapshot"
+            time.sleep(0.1)
+        other = next(i for i in cluster.ids if i != first)
+        cluster.move_leader(GROUP_METADATA_TOPIC, 0, other)
+        wait_for_offsets_isr(cluster, 0, 3)
+        cluster.move_leader(GROUP_METADATA_TOPIC, 0, first)
+        deadline = time.monotonic() + 60
+        committed = None
+        while time.monotonic() < deadline and committed is None:
+            committed = fetch_committed(cluster, group, "t", 1)
+            time.sleep(0.2)
+        assert committed == {0: 7}
