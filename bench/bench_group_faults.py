@@ -5,7 +5,9 @@ RF 3 topic that a producer keeps writing to, and commit explicit offsets after e
 nemesis meanwhile alternates, on the group's coordinator: a leader move of its
 ``__consumer_offsets`` partition to another broker (the controller's preferred election),
 and a network partition cutting it from ZooKeeper and the other brokers (clients still reach
-it) for ``--cut-seconds``, then healed. Snapshots are taken every 20 events, so coordinators
+it) for ``--cut-seconds``, during which a member is replaced (the group rebalances), then
+healed. Members commit only partitions whose position moved, and the producer is slow, so
+partitions stay quiet between commits. Snapshots are taken every 20 events, so coordinators
 load from them as leadership comes and goes. Two figures, both must be 0:
 
 * committed offsets rewound: a reader fetches the group's committed offsets (OffsetFetch)
@@ -76,10 +78,17 @@ class History:
 def member(bootstrap: str, history: History, stop: threading.Event) -> None:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, enable_auto_commit=False,
                              auto_offset_reset="earliest", session_timeout_ms=10000,
-                             heartbeat_interval_ms=1000, request_timeout_ms=30000)
+                             heartbeat_interval_ms=1000, request_timeout_ms=30000,
+                             # The rebalance timeout: a coordinator completes a rebalance
+                             # without the members that do not rejoin within it, well inside
+                             # a cut, so two coordinators may each complete one.
+                             max_poll_interval_ms=4000)
 
     class Listener:
         def on_partitions_revoked(self, revoked) -> None:
+            pass
+
+        def on_partitions_lost(self, lost) -> None:
             pass
 
         def on_partitions_assigned(self, assigned) -> None:
@@ -89,14 +98,19 @@ def member(bootstrap: str, history: History, stop: threading.Event) -> None:
     from kafka import ConsumerRebalanceListener
     ConsumerRebalanceListener.register(Listener)
     consumer.subscribe([TOPIC], listener=Listener())
+    last: dict = {}
     try:
         while not stop.is_set():
             try:
                 consumer.poll(timeout_ms=200)
+                # Only what moved: a partition nobody writes to keeps its last commit, the
+                # one a snapshot or a failover must not lose.
                 offsets = {tp: OffsetAndMetadata(consumer.position(tp), "", -1) for tp in consumer.assignment()}
+                offsets = {tp: o for tp, o in offsets.items() if last.get(tp) != o.offset}
                 if not offsets:
                     continue
                 consumer.commit(offsets)
+                last.update({tp: o.offset for tp, o in offsets.items()})
             except Exception:
                 with history.lock:
                     history.commits_failed += 1
@@ -175,9 +189,10 @@ def producer(bootstrap: str, stop: threading.Event) -> None:
     sender = KafkaProducer(bootstrap_servers=bootstrap, acks=1, retries=5)
     n = 0
     while not stop.is_set():
+        # Slow, so that partitions stay quiet between their commits.
         sender.send(TOPIC, str(n).encode(), partition=n % PARTITIONS)
         n += 1
-        time.sleep(0.01)
+        time.sleep(0.3)
     sender.close(timeout=5)
 
 
@@ -187,7 +202,36 @@ def under_replicated(cluster: MinikafkaCluster) -> list[str]:
             if sorted(p.isr_nodes) != sorted(p.replica_nodes)]
 
 
-def nemesis(cluster: MinikafkaCluster, seconds: float, cut_seconds: float, log) -> None:
+class Members:
+    """The group's members, each a thread; ``replace`` stops the oldest (LeaveGroup) and
+    starts a new one, so the group rebalances."""
+
+    def __init__(self, bootstrap: str, history: History) -> None:
+        self.bootstrap = bootstrap
+        self.history = history
+        self.running: list[tuple[threading.Thread, threading.Event]] = []
+        self.stopped: list[threading.Thread] = []
+
+    def start(self) -> None:
+        stop = threading.Event()
+        thread = threading.Thread(target=member, args=(self.bootstrap, self.history, stop), daemon=True)
+        thread.start()
+        self.running.append((thread, stop))
+
+    def replace(self) -> None:
+        thread, stop = self.running.pop(0)
+        stop.set()
+        self.stopped.append(thread)
+        self.start()
+
+    def stop_all(self) -> None:
+        for thread, stop in self.running:
+            stop.set()
+        for thread in [t for t, _ in self.running] + self.stopped:
+            thread.join(timeout=60)
+
+
+def nemesis(cluster: MinikafkaCluster, members: Members, seconds: float, cut_seconds: float, log) -> None:
     deadline = time.monotonic() + seconds
     step = 0
     while time.monotonic() < deadline:
@@ -203,6 +247,8 @@ def nemesis(cluster: MinikafkaCluster, seconds: float, cut_seconds: float, log) 
         else:
             log(f"cut coordinator {current} from ZooKeeper and the other brokers")
             cluster.partition([current])
+            members.replace()
+            log("replaced a member: the group rebalances while cut")
             time.sleep(cut_seconds)
             cluster.heal()
             log(f"healed; coordinator now {zk_leader(cluster)}")
@@ -216,7 +262,7 @@ def nemesis(cluster: MinikafkaCluster, seconds: float, cut_seconds: float, log) 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=3.0)
-    parser.add_argument("--cut-seconds", type=float, default=8.0)
+    parser.add_argument("--cut-seconds", type=float, default=12.0)
     args = parser.parse_args()
     start = time.monotonic()
 
@@ -228,8 +274,9 @@ def main() -> int:
         history = History()
         stop = threading.Event()
         threads = [threading.Thread(target=producer, args=(cluster.bootstrap, stop), daemon=True)]
-        threads += [threading.Thread(target=member, args=(cluster.bootstrap, history, stop), daemon=True)
-                    for _ in range(MEMBERS)]
+        members = Members(cluster.bootstrap, history)
+        for _ in range(MEMBERS):
+            members.start()
         threads.append(threading.Thread(target=reader, args=(cluster, history, stop), daemon=True))
         for thread in threads:
             thread.start()
@@ -240,10 +287,11 @@ def main() -> int:
             time.sleep(0.5)
         log(f"{MEMBERS} members, coordinator {zk_leader(cluster)}; nemesis for {args.minutes} min")
         try:
-            nemesis(cluster, args.minutes * 60, args.cut_seconds, log)
+            nemesis(cluster, members, args.minutes * 60, args.cut_seconds, log)
             time.sleep(10)          # members settle and commit after the last fault
         finally:
             stop.set()
+            members.stop_all()
             for thread in threads:
                 thread.join(timeout=60)
         twice = history.owned_twice()
