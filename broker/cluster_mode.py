@@ -358,6 +358,17 @@ def resign_moved_groups(broker) -> None:
             coordinator.resigned(index, broker.get_log(GROUP_METADATA_TOPIC, index))
 
 
+def offsets_trim_bound(broker, index: int, log) -> int:
+    """The offset below which a follower of ``__consumer_offsets-index`` may delete segments
+    its snapshots cover: its high watermark while the partition's ISR (as the controller
+    last said) is every assigned replica, else none. Each replica then holds the log up to
+    there, and truncation never goes below it, so none ever has to fetch what was deleted."""
+    info = broker.cluster.metadata.partition(GROUP_METADATA_TOPIC, index)
+    if info is None or sorted(info.isr) != sorted(info.replicas):
+        return 0
+    return log.high_watermark
+
+
 def _role_changed(broker, topic: str, partition: int, replica: Replica | None) -> None:
     """The replica manager's leadership hook: the group coordinator serves the
     ``__consumer_offsets`` partitions this broker leads."""
@@ -382,10 +393,22 @@ class OffsetsWriter:
         self.partition = partition
         config = broker.group_coordinator.config
         self.required_acks = config.offsets_commit_required_acks
+        self.commits_on_append = self.required_acks != -1
         self.timeout_s = config.offsets_commit_timeout_ms / 1000
 
     async def topic_partitions(self) -> int:
         return await _offsets_topic_partitions(self.broker)
+
+    def trim_bound(self) -> int:
+        """As :func:`offsets_trim_bound`, from the leader's own ISR."""
+        try:
+            replica = leader_replica(self.broker, GROUP_METADATA_TOPIC, self.partition)
+        except TopicError:
+            return 0
+        state = replica.leader_state
+        if sorted(state.isr) != sorted(state.assigned):
+            return 0
+        return replica.log.high_watermark
 
     def append(self, message_set: bytes) -> int:
         try:

@@ -37,9 +37,10 @@ Where this departs from Kafka 0.10.2, and why:
   one when it becomes its leader (:meth:`GroupCoordinator.became_leader`; LOAD_IN_PROGRESS
   meanwhile) and drops it when it stops (:meth:`GroupCoordinator.resigned`; NOT_COORDINATOR).
 * In a cluster OffsetCommit is answered once its commit is below the partition's high
-  watermark, and only then enters the state OffsetFetch reads (as in Kafka); group metadata
-  and expiry tombstones are not waited for (a lost one means members rejoin, or an offset
-  expires again).
+  watermark, and only then enters the state OffsetFetch reads (as in Kafka); meanwhile it is
+  a pending commit, which expiry leaves alone and snapshots hold. SyncGroup is answered
+  once the group metadata is below the high watermark (Kafka's storeGroup with acks -1);
+  expiry tombstones are not waited for (a lost one is an offset that expires again).
 * As in 0.10.2, OffsetCommit is refused (REBALANCE_IN_PROGRESS) only in CompletingRebalance:
   during PreparingRebalance a member of the current generation may still commit, which is
   what consumers do just before they rejoin.
@@ -77,6 +78,9 @@ GROUP_METADATA_TOPIC = "__consumer_offsets"
 SNAPSHOT_DIR_NAME = "group-snapshots"
 # How often a cluster broker looks whether a followed partition is due for a snapshot.
 FOLLOWER_SNAPSHOT_CHECK_S = 1.0
+# The wait before a failed load of a led partition is tried again, doubling up to the maximum.
+LOAD_RETRY_FIRST_S = 0.5
+LOAD_RETRY_MAX_S = 30.0
 
 # The line start-up logs per partition; tests and bench/ read it back from a broker process's
 # log (load_reports_in) to see what was loaded and replayed, so both directions live here.
@@ -155,11 +159,12 @@ class GroupSummary:
 @dataclass(slots=True)
 class _Write:
     """Events appended to ``partition`` up to ``last_offset``; ``apply`` puts them into the
-    in-memory state once they are committed."""
+    in-memory state once they are committed, ``discard`` forgets them when they are not."""
 
     partition: OffsetsPartition
     last_offset: int
     apply: Callable[[], None] = lambda: None
+    discard: Callable[[], None] = lambda: None
 
 
 class _Reply:
@@ -194,6 +199,15 @@ _STORE_ERRORS = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
+# The same for the group metadata a SyncGroup stores (storeGroup's callback in Kafka 0.10.2):
+# a timed-out store asks the members to rejoin.
+_GROUP_STORE_ERRORS = {
+    **_STORE_ERRORS,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
 
 
 class GroupCoordinator:
@@ -225,6 +239,8 @@ class GroupCoordinator:
         self._wakeup: trio.Event | None = None
         self._snapshots_due: set[int] = set()
         self._snapshot_wakeup: trio.Event | None = None
+        # run()'s nursery: tasks that wait for a group metadata append to be committed.
+        self._tasks: trio.Nursery | None = None
         self._partition_cache: dict[str, int] = {}
         self._partition_cache_count = 0
         # Partitions of __consumer_offsets once known for certain: on a single broker from
@@ -314,13 +330,26 @@ class GroupCoordinator:
             logger.info("%s-%d: no longer its leader: dropped %d group(s)", GROUP_METADATA_TOPIC, index,
                         len(groups))
         if log is not None:
-            # A snapshot covers events up to its offset; above the high watermark those may
-            # not survive (a follower truncates to its new leader's log), and loading such a
-            # snapshot later would bring back commits the cluster never acknowledged.
-            removed = SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).remove_newer_than(log.high_watermark)
-            if removed:
-                logger.info("%s-%d: removed %d snapshot(s) above the high watermark %d", GROUP_METADATA_TOPIC,
-                            index, removed, log.high_watermark)
+            try:
+                self._remove_unreplicated_snapshots(index, log)
+            except OSError as exc:
+                # Loading the partition removes them first, and retries until it can.
+                logger.error("%s-%d: snapshots above the high watermark not removed: %s", GROUP_METADATA_TOPIC,
+                             index, exc)
+
+    @staticmethod
+    def _remove_unreplicated_snapshots(index: int, log) -> None:
+        # A snapshot covers events up to its offset; above the high watermark those may
+        # not survive (a follower truncates to its new leader's log), and loading such a
+        # snapshot later would bring back commits the cluster never acknowledged.
+        removed = SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).remove_newer_than(log.high_watermark)
+        if removed:
+            logger.info("%s-%d: removed %d snapshot(s) above the high watermark %d", GROUP_METADATA_TOPIC,
+                        index, removed, log.high_watermark)
+
+    def _load_led_partition(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata]) -> LoadReport:
+        self._remove_unreplicated_snapshots(partition.partition, partition.log)
+        return self._load(partition, groups)
 
     def _drop_group(self, group: GroupMetadata) -> None:
         """Kafka's onGroupUnloaded: waiting requests learn that this broker is not the
@@ -340,9 +369,6 @@ class GroupCoordinator:
     async def _load_led(self, index: int, log, writer, token) -> None:
         """Load a partition this broker became leader of, off the event loop; install it
         unless leadership moved meanwhile, then snapshot it if the load replayed anything."""
-        partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
-                                     delete_covered_segments=False)
-        groups: dict[str, GroupMetadata] = {}
         while self.topic_partitions is None:
             try:
                 self.topic_partitions = await writer.topic_partitions()
@@ -351,12 +377,26 @@ class GroupCoordinator:
                 await trio.sleep(0.5)
                 if self._loading.get(index) is not token:
                     return
-        try:
-            report = await trio.to_thread.run_sync(self._load, partition, groups)
-        except Exception:
-            if self._loading.get(index) is token:
-                logger.exception("%s-%d: loading failed; its groups stay unavailable", GROUP_METADATA_TOPIC, index)
-            return
+        retry_s = LOAD_RETRY_FIRST_S
+        while True:
+            groups: dict[str, GroupMetadata] = {}
+            try:
+                partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
+                                             trim_bound=writer.trim_bound)
+                report = await trio.to_thread.run_sync(self._load_led_partition, partition, groups)
+                break
+            except Exception:
+                if self._loading.get(index) is not token:
+                    return
+                # Kafka 2.x serves whatever a failed load got to; a partial state would answer
+                # OffsetFetch without offsets that exist (consumers rewind). The groups stay
+                # LOAD_IN_PROGRESS instead, and the load is tried again.
+                logger.exception("%s-%d: loading failed; retrying in %.1f s", GROUP_METADATA_TOPIC, index,
+                                 retry_s)
+            await trio.sleep(retry_s)
+            retry_s = min(retry_s * 2, LOAD_RETRY_MAX_S)
+            if self._loading.get(index) is not token:
+                return
         if self._loading.get(index) is not token:
             return
         del self._loading[index]
@@ -380,6 +420,7 @@ class GroupCoordinator:
                                           self.config.snapshot_interval_bytes):
                 self._snapshot_soon(partition.partition)
         async with trio.open_nursery() as nursery:
+            self._tasks = nursery
             nursery.start_soon(self._snapshot_writer)
             if self.clustered:
                 nursery.start_soon(self._run_loads)
@@ -630,7 +671,7 @@ class GroupCoordinator:
                     group.group_id, group.generation_id, len(group.members), group.protocol,
                     group.leader_id)
         if group.is_(GroupState.EMPTY):
-            error = self._store_group(group)
+            error, _ = self._store_group(group, _GROUP_STORE_ERRORS)
             if error:
                 logger.warning("group %s: storing the empty group failed: %s", group.group_id, error.name)
             return
@@ -676,13 +717,28 @@ class GroupCoordinator:
             if member_id == group.leader_id:
                 for each in group.members.values():
                     each.assignment = bytes(assignments.get(each.member_id, b""))
-                error = self._store_group(group)
+                generation = group.generation_id
+                error, write = self._store_group(group, _GROUP_STORE_ERRORS)
                 if error:
-                    self._reset_and_propagate_assignment_error(group, error)
-                    self._maybe_prepare_rebalance(group)
+                    self._group_stored(group, generation, error)
                 else:
-                    group.transition_to(GroupState.STABLE)
-                    self._propagate_assignment(group, ErrorCode.NONE)
+                    # As Kafka's storeGroup (acks -1): the assignment is handed out only once
+                    # the group metadata is replicated. A coordinator cut off from its
+                    # followers (and ZooKeeper) cannot complete a generation that a new
+                    # coordinator completes as well.
+                    self._when_committed(write, _GROUP_STORE_ERRORS,
+                                         lambda error: self._group_stored(group, generation, error))
+
+    def _group_stored(self, group: GroupMetadata, generation: int, error: ErrorCode) -> None:
+        # A member may have joined or left meanwhile: only the generation that was stored completes.
+        if not group.is_(GroupState.COMPLETING_REBALANCE) or group.generation_id != generation:
+            return
+        if error:
+            self._reset_and_propagate_assignment_error(group, error)
+            self._maybe_prepare_rebalance(group)
+        else:
+            group.transition_to(GroupState.STABLE)
+            self._propagate_assignment(group, ErrorCode.NONE)
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
@@ -795,11 +851,21 @@ class GroupCoordinator:
         id is accepted here (old clients commit under it); only the membership APIs refuse it.
         Until the commit is committed OffsetFetch still answers the previous offsets."""
         errors, write = self._commit(group_id, member_id, generation_id, retention_ms, commits)
-        if write is not None:
+        if write is None:
+            return errors
+        error = None
+        try:
             error = await self._committed(write)
-            if error:
-                return [error if e == ErrorCode.NONE else e for e in errors]
-            write.apply()
+        finally:
+            # Cancelled (the connection closed) counts as not committed: the commit stays in
+            # the log, but this process no longer waits for it.
+            if error is ErrorCode.NONE:
+                write.apply()
+            else:
+                write.discard()
+        if error:
+            error = _STORE_ERRORS.get(error, error)
+            return [error if e == ErrorCode.NONE else e for e in errors]
         return errors
 
     def commit_offsets(self, group_id: str, member_id: str, generation_id: int,
@@ -856,19 +922,33 @@ class GroupCoordinator:
             return errors, None
         events = [(offset_key(group.group_id, topic, partition), offset_value(committed))
                   for (topic, partition), committed in accepted.items()]
-        store_error, write = self._append(group.group_id, events)
+        store_error, write = self._append(group.group_id, events, _STORE_ERRORS)
         if store_error:
             return [store_error if e == ErrorCode.NONE else e for e in errors], None
+        position = write.last_offset
+        for key, committed in accepted.items():
+            group.pending_commits[key] = (position, committed)
+
+        def settle() -> None:
+            for key in accepted:
+                if group.pending_commits.get(key, (None,))[0] == position:
+                    del group.pending_commits[key]
 
         def apply() -> None:
+            # As Kafka's completePendingOffsetWrite: a partition no longer pending (its topic
+            # was deleted meanwhile) takes no offset.
+            still_pending = [key for key in accepted if key in group.pending_commits]
+            settle()
             # Commits of one group may be acknowledged out of order: an offset only ever
             # replaces one appended before it.
-            for key, committed in accepted.items():
-                if group.offset_positions.get(key, -1) < write.last_offset:
+            for key in still_pending:
+                committed = accepted[key]
+                if group.offset_positions.get(key, -1) < position:
                     group.offsets[key] = committed
-                    group.offset_positions[key] = write.last_offset
+                    group.offset_positions[key] = position
 
         write.apply = apply
+        write.discard = settle
         return errors, write
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
@@ -895,30 +975,58 @@ class GroupCoordinator:
     def expire_offsets(self, now: int) -> int:
         """Remove offsets whose expire timestamp passed (Kafka 0.10.2: in any group), and
         groups left empty without offsets; tombstones go to the log. Returns offsets removed."""
+        # As Kafka's removeExpiredOffsets: a partition with a commit waiting for the high
+        # watermark is not expired (its tombstone would land after that commit in the log
+        # and remove it at the next load).
+        removed = self._remove_offsets(
+            lambda group: [tp for tp, committed in group.offsets.items()
+                           if committed.expire_timestamp < now and tp not in group.pending_commits])
+        if removed:
+            logger.info("expired %d committed offset(s)", removed)
+        return removed
+
+    def remove_deleted_partitions(self, partitions: set[tuple[str, int]]) -> int:
+        """Kafka 0.10.2's handleDeletedPartitions: the offsets every group of this coordinator
+        committed for partitions of a deleted topic are removed (tombstones in the log), so a
+        topic re-created under the same name is consumed from its start, not from the old
+        topic's offsets. Commits still waiting for the high watermark are dropped too (they
+        stay behind their tombstones in the log). Returns offsets removed."""
+        def deleted(group: GroupMetadata) -> list[tuple[str, int]]:
+            for tp in partitions & group.pending_commits.keys():
+                del group.pending_commits[tp]
+            return [tp for tp in group.offsets if tp in partitions]
+
+        removed = self._remove_offsets(deleted)
+        if removed:
+            logger.info("removed %d committed offset(s) of deleted partitions", removed)
+        return removed
+
+    def _remove_offsets(self, select: Callable[[GroupMetadata], list[tuple[str, int]]]) -> int:
+        """Remove the offsets ``select`` picks in each group, and groups left empty without
+        offsets (none pending either); tombstones go to the log, not waited for (Kafka's
+        cleanupGroupMetadata: a lost one is removed again by the next pass)."""
         if not self._active:
             return 0
         removed = 0
         for groups in self._groups.values():
             for group in list(groups.values()):
-                expired = [tp for tp, committed in group.offsets.items()
-                           if committed.expire_timestamp < now]
-                events = [(offset_key(group.group_id, topic, partition), None) for topic, partition in expired]
-                dead = group.is_(GroupState.EMPTY) and len(expired) == len(group.offsets)
+                chosen = select(group)
+                events = [(offset_key(group.group_id, topic, partition), None) for topic, partition in chosen]
+                dead = (group.is_(GroupState.EMPTY) and len(chosen) == len(group.offsets)
+                        and not group.pending_commits)
                 if dead:
                     events.append((group_key(group.group_id), None))
                 if not events:
                     continue
                 if self._append(group.group_id, events)[0]:
                     continue   # logged; the next pass retries
-                for tp in expired:
+                for tp in chosen:
                     del group.offsets[tp]
-                removed += len(expired)
+                removed += len(chosen)
                 if dead:
                     group.transition_to(GroupState.DEAD)
                     del groups[group.group_id]
                     logger.info("group %s: removed (empty, no offsets left)", group.group_id)
-        if removed:
-            logger.info("expired %d committed offset(s)", removed)
         return removed
 
     # ================================================================ ListGroups / DescribeGroups
@@ -953,24 +1061,27 @@ class GroupCoordinator:
 
     # ================================================================ persistence
 
-    def _store_group(self, group: GroupMetadata) -> ErrorCode:
+    def _store_group(self, group: GroupMetadata, errors: dict[ErrorCode, ErrorCode]
+                     ) -> tuple[ErrorCode, "_Write | None"]:
         value = group_value(group.stored())
-        error, _ = self._append(group.group_id, [(group_key(group.group_id), value)])
+        error, write = self._append(group.group_id, [(group_key(group.group_id), value)], errors)
         if not error:
             group.persisted = value
-        return error
+        return error, write
 
-    def _append(self, group_id: str, events) -> tuple[ErrorCode, "_Write | None"]:
-        """Append events of ``group_id`` to its partition (which this broker coordinates).
-        Group metadata and tombstones do not wait for the returned write to be committed:
-        a lost one is a group the members rejoin, an offset that expires again."""
+    def _append(self, group_id: str, events, errors: dict[ErrorCode, ErrorCode] = _STORE_ERRORS
+                ) -> tuple[ErrorCode, "_Write | None"]:
+        """Append events of ``group_id`` to its partition (which this broker coordinates);
+        ``errors`` maps the append's errors to the client's. Tombstones and an empty group's
+        metadata do not wait for the returned write to be committed (as in Kafka): a lost
+        one is an offset that expires again, a group that empties again."""
         index = self.partition_for(group_id)
         partition = self.partitions[index]
         try:
             last_offset = partition.append(events)
         except RecordError as exc:
             logger.warning("%s-%d: append refused: %s", GROUP_METADATA_TOPIC, index, exc)
-            return _STORE_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR), None
+            return errors.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR), None
         except OSError:
             logger.exception("%s-%d: append failed", GROUP_METADATA_TOPIC, index)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
@@ -983,12 +1094,28 @@ class GroupCoordinator:
         return ErrorCode.NONE, _Write(partition, last_offset)
 
     async def _committed(self, write: "_Write") -> ErrorCode:
-        """Wait until ``write`` is committed; NOT_COORDINATOR if this broker stopped leading
-        its partition meanwhile (the state it was applied to is gone)."""
+        """Wait until ``write`` is committed; the replication's error if it is not, and
+        NOT_COORDINATOR if this broker stopped leading its partition meanwhile (the state
+        it was applied to is gone)."""
         error = await write.partition.writer.committed(write.last_offset)
         if self.partitions.get(write.partition.partition) is not write.partition:
             return ErrorCode.NOT_COORDINATOR
-        return _STORE_ERRORS.get(error, error) if error else ErrorCode.NONE
+        return error
+
+    def _when_committed(self, write: "_Write", errors: dict[ErrorCode, ErrorCode],
+                        done: Callable[[ErrorCode], None]) -> None:
+        """Call ``done`` with the (mapped) error once ``write`` is committed or failed: at
+        once where an append is committed on return (a single broker, acks 1), else from a
+        task of :meth:`run`."""
+        if write.partition.writer.commits_on_append:
+            done(ErrorCode.NONE)
+            return
+
+        async def wait() -> None:
+            error = await self._committed(write)
+            done(errors.get(error, error))
+
+        self._tasks.start_soon(wait)
 
     def _apply_event(self, groups: dict[str, GroupMetadata], key: bytes, value: bytes | None) -> None:
         """Fold one event (from a snapshot or the log) into one partition's ``groups``."""
@@ -998,6 +1125,10 @@ class GroupCoordinator:
             if value is None:
                 if group is not None:
                     del groups[decoded.group_id]
+                    if group.offsets:
+                        # Kafka's loading: a group tombstone removes the group's metadata; its
+                        # offsets not tombstoned themselves load into an empty group.
+                        groups[decoded.group_id] = GroupMetadata(decoded.group_id, offsets=group.offsets)
                 return
             stored = decode_group_value(value)
             if group is None:
@@ -1079,7 +1210,10 @@ class GroupCoordinator:
 
     @staticmethod
     def _state(groups: dict[str, GroupMetadata]):
-        return [(group.group_id, group.persisted, list(group.offsets.items())) for group in groups.values()]
+        # Every event below the snapshot's offset (the log end) is in it, commits still waiting
+        # for the high watermark too: they are in the log the snapshot stands for.
+        return [(group.group_id, group.persisted, list(group.offsets_in_log().items()))
+                for group in groups.values()]
 
     @staticmethod
     def _entries(state):
@@ -1147,6 +1281,8 @@ class GroupCoordinator:
         of the log, its newest snapshot plus the events up to the high watermark are folded
         (in a worker thread) into a snapshot at the high watermark, which no truncation
         goes below."""
+        from minikafka.broker.server import cluster_mode
+
         while True:
             await trio.sleep(FOLLOWER_SNAPSHOT_CHECK_S)
             log_manager = self.broker.log_manager
@@ -1160,17 +1296,18 @@ class GroupCoordinator:
                     self._follower_snapshot_at[index] = newest
                 if log.high_watermark - newest < self.config.snapshot_interval_events:
                     continue
+                trim_bound = cluster_mode().offsets_trim_bound(self.broker, index, log)
                 try:
-                    offset = await trio.to_thread.run_sync(self._snapshot_by_replay, index, log)
+                    offset = await trio.to_thread.run_sync(self._snapshot_by_replay, index, log, trim_bound)
                 except Exception:
                     logger.exception("%s-%d: follower snapshot failed", GROUP_METADATA_TOPIC, index)
                     continue
                 if index not in self.partitions and index not in self._loading:
                     self._follower_snapshot_at[index] = offset
 
-    def _snapshot_by_replay(self, index: int, log) -> int:
+    def _snapshot_by_replay(self, index: int, log, trim_bound: int) -> int:
         partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock,
-                                     delete_covered_segments=False)
+                                     trim_bound=lambda: trim_bound)
         end = log.high_watermark
         groups: dict[str, GroupMetadata] = {}
         report = self._load(partition, groups, end=end, report_line=False)

@@ -107,11 +107,27 @@ class GroupMetadata:
     # (topic, partition) -> log offset of the commit event ``offsets`` holds, for commits
     # of this process (acknowledged in any order in a cluster).
     offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    # Kafka's pendingOffsetCommits: (topic, partition) -> (log offset, commit) of the newest
+    # commit appended but not yet committed (below the high watermark). Expiry leaves these
+    # partitions and their group alone, and a snapshot taken meanwhile holds them.
+    pending_commits: dict[tuple[str, int], tuple[int, OffsetAndMetadata]] = field(default_factory=dict)
     persisted: bytes | None = None
     rebalance_epoch: int = 0
     rebalance_timer: Timer | None = None
     initial_delay_pending: bool = False
     new_member_added: bool = False
+
+    def has_offsets(self) -> bool:
+        return bool(self.offsets or self.pending_commits)
+
+    def offsets_in_log(self) -> dict[tuple[str, int], OffsetAndMetadata]:
+        """The offsets a fold of the log up to its end holds: the committed ones, replaced by
+        any newer commit still waiting for the high watermark."""
+        result = dict(self.offsets)
+        for key, (position, committed) in self.pending_commits.items():
+            if position > self.offset_positions.get(key, -1):
+                result[key] = committed
+        return result
 
     def is_(self, state: GroupState) -> bool:
         return self.state is state

@@ -21,7 +21,8 @@ Why a committed offset is never lost
 * When a snapshot is taken the log is rolled, so the events it covers end exactly at a
   segment boundary.
 * The two newest snapshots are kept. Log segments are deleted, and older snapshots removed,
-  only up to the offset of the OLDER of the two. So if the newest snapshot turns out damaged,
+  only up to the offset of the OLDER of the two (in a cluster also only below the high
+  watermark while every replica is in sync: see ``trim_bound``). So if the newest snapshot turns out damaged,
   the older one plus the log after it still holds every event: start-up falls back to it
   and replays more. Before the second snapshot exists nothing is deleted, so the fallback for
   a damaged first snapshot is a full replay.
@@ -121,6 +122,9 @@ class LocalWriter:
     ``append`` goes through the partition's leader replica at its leader epoch, and
     ``committed`` waits for the high watermark."""
 
+    # An append is committed when ``append`` returns: ``committed`` need not be awaited.
+    commits_on_append = True
+
     def __init__(self, log) -> None:
         self.log = log
 
@@ -152,13 +156,15 @@ class OffsetsPartition:
     """
 
     def __init__(self, partition: int, log, snapshot_dir: Path, clock, writer=None, *,
-                 delete_covered_segments: bool = True) -> None:
+                 trim_bound: Callable[[], int] | None = None) -> None:
         self.partition = partition
         self.log = log
-        # A replicated partition keeps its segments: a replica that fetches the log from the
-        # leader's start has no snapshot of what came before (Kafka compacts instead; KRaft
-        # would send the snapshot).
-        self.delete_covered_segments = delete_covered_segments
+        # Segments may be deleted only below this offset (None: wherever snapshots cover
+        # them, a single broker). A replica has no way to fetch a snapshot (KRaft's
+        # FetchSnapshot), so one that had to fetch the log from below another's start would
+        # start over there without the events in between: a cluster trims only what every
+        # replica already holds (cluster_mode.offsets_trim_bound).
+        self.trim_bound = trim_bound
         self.writer = writer if writer is not None else LocalWriter(log)
         self.snapshots = SnapshotStore(snapshot_dir)
         self.clock = clock
@@ -286,8 +292,8 @@ class OffsetsPartition:
         del self.snapshot_offsets[:-SNAPSHOTS_KEPT]
         keep_from = self.snapshot_offsets[0]
         self.snapshots.remove_older_than(keep_from)
-        if not self.delete_covered_segments:
-            return
+        if self.trim_bound is not None:
+            keep_from = min(keep_from, self.trim_bound())
         deleted = self.log.delete_segments_below(keep_from)
         if deleted:
             logger.info("__consumer_offsets-%d: removed %d segment(s) below offset %d, covered by snapshots %s",

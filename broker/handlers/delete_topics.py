@@ -1,10 +1,13 @@
 """DeleteTopics (key 20), v0: remove topics and their data from disk.
 
 Per topic: UNKNOWN_TOPIC_OR_PARTITION if it does not exist, INVALID_TOPIC_EXCEPTION for an
-internal topic; committed consumer group offsets are not touched (Kafka keeps them until
-they expire). On a single broker deletion is synchronous, so ``timeout_ms`` never runs out;
-in a cluster the controller must be asked (NOT_CONTROLLER elsewhere), and the answer waits
-until every replica is gone, or REQUEST_TIMED_OUT (the deletion goes on).
+internal topic. Committed consumer group offsets of the topic are removed with it, as Kafka
+0.10.2's coordinator does (``handleDeletedPartitions``), so a re-created topic is not
+consumed from the old one's offsets: here on a single broker, in a cluster by every
+coordinator when the controller's UpdateMetadata drops the partitions (update_metadata.py).
+On a single broker deletion is synchronous, so ``timeout_ms`` never runs out; in a cluster
+the controller must be asked (NOT_CONTROLLER elsewhere), and the answer waits until every
+replica is gone, or REQUEST_TIMED_OUT (the deletion goes on).
 """
 
 from __future__ import annotations
@@ -26,10 +29,24 @@ async def handle(broker, request) -> dict:
         if not broker.authorize(request, "Delete", "Topic", name):
             responses.append({"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
             continue
+        count = broker.topics().get(name)
         try:
             await broker.delete_topic(name, request.body.timeout_ms)
         except TopicError as exc:
             responses.append({"name": name, "error_code": exc.code})
-        else:
-            responses.append({"name": name, "error_code": ErrorCode.NONE})
+            continue
+        responses.append({"name": name, "error_code": ErrorCode.NONE})
+        if broker.cluster is None and count:
+            await _remove_committed_offsets(broker, name, count)
     return {"responses": responses}
+
+
+async def _remove_committed_offsets(broker, topic: str, count: int) -> None:
+    # Imported here: a broker whose clients never use groups never loads the coordinator.
+    from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
+
+    if GROUP_METADATA_TOPIC not in broker.topics():
+        return   # no group ever committed
+    # Offsets stored by an earlier run are loaded with the coordinator: start it.
+    coordinator = await broker.groups()
+    coordinator.remove_deleted_partitions({(topic, partition) for partition in range(count)})

@@ -50,4 +50,9 @@ async def handle(broker, request) -> dict:
                              for b in body.live_brokers], partitions)
     for topic, partition in partitions:
         broker.append_waiters.notify(topic, partition)
+    deleted = {key for key, info in partitions.items() if info is None}
+    if deleted:
+        # Kafka 0.10.2's handleUpdateMetadataRequest: offsets of deleted partitions go from
+        # the groups this broker coordinates.
+        broker.group_coordinator.remove_deleted_partitions(deleted)
     return {"error_code": ErrorCode.NONE}

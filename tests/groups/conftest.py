@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import trio
 
+from minikafka.broker.groups.store import LocalWriter
 from minikafka.protocol.errors import ErrorCode
 from minikafka.broker.config import BrokerConfig
 from minikafka.broker.server import Broker
@@ -11,6 +13,35 @@ from minikafka.storage.clock import FakeClock
 
 START_MS = 1_700_000_000_000
 PROTOCOLS = [("range", b"range-meta"), ("roundrobin", b"rr-meta")]
+
+
+class HeldWriter(LocalWriter):
+    """A partition's writer whose appends go to the real log but count as committed only
+    when the test moves the high watermark (``release``) or fails them (``fail``): the
+    window a cluster's coordinator has between an append and its replication."""
+
+    commits_on_append = False
+
+    def __init__(self, log) -> None:
+        super().__init__(log)
+        self.high_watermark = log.log_end_offset
+        self.error = ErrorCode.NONE
+        self._moved = trio.Event()
+
+    async def committed(self, last_offset: int) -> ErrorCode:
+        while self.high_watermark <= last_offset and not self.error:
+            await self._moved.wait()
+        return self.error
+
+    def release(self) -> None:
+        self.high_watermark = self.log.log_end_offset
+        self._moved.set()
+        self._moved = trio.Event()
+
+    def fail(self, error: ErrorCode) -> None:
+        self.error = error
+        self._moved.set()
+        self._moved = trio.Event()
 
 
 class CoordinatorHarness:
@@ -68,6 +99,12 @@ class CoordinatorHarness:
         assert leader_answer[0].error == ErrorCode.NONE
         assert all(answers[0].error == ErrorCode.NONE for answers in follower_answers)
         return [leader] + [m for m in members if m != leader]
+
+    def hold_commits(self, index: int = 0) -> HeldWriter:
+        """From now on appends to partition ``index`` wait for ``HeldWriter.release``."""
+        partition = self.coordinator.partitions[index]
+        partition.writer = HeldWriter(partition.log)
+        return partition.writer
 
     def advance(self, ms: int) -> None:
         self.clock.advance(ms)

@@ -371,6 +371,51 @@ def test_an_acknowledged_commit_survives_the_coordinator_being_wiped(cluster):
     assert committed == {0: 41, 1: 7}
 
 
+def test_offsets_of_a_deleted_topic_are_removed_by_its_coordinator(cluster):
+    # Kafka 0.10.2: every broker drops the deleted partitions' offsets from the groups it
+    # coordinates when the controller's UpdateMetadata removes them. The topic has one
+    # replica, on a broker other than the coordinator, which thus gets no StopReplica.
+    group = "deleter"
+    coordinator = coordinator_of(cluster, group)
+    elsewhere = next(i for i in cluster.ids if i != coordinator)
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+
+    answer = kafka_request(cluster.broker(cluster.controller()).bootstrap, ApiKey.CREATE_TOPICS, 0, {
+        "topics": [{"name": "gone", "num_partitions": -1, "replication_factor": -1, "configs": [],
+                    "assignments": [{"partition_index": p, "broker_ids": [elsewhere]} for p in (0, 1)]}],
+        "timeout_ms": 60000})
+    assert answer.topics[0].error_code == ErrorCode.NONE
+    create_topic(cluster, "kept")
+    cluster.wait_for_full_isr(["gone"])
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            consumer.commit({TopicPartition("gone", 0): OffsetAndMetadata(80, "", -1),
+                             TopicPartition("gone", 1): OffsetAndMetadata(3, "", -1),
+                             TopicPartition("kept", 0): OffsetAndMetadata(5, "", -1)})
+        finally:
+            consumer.close()
+        admin.delete_topics(["gone"], timeout_ms=60000)
+    finally:
+        admin.close()
+    cluster.wait_until(lambda m: all(t.name != "gone" for t in m.topics), "gone deleted",
+                       via=cluster.broker(coordinator))
+    create_topic(cluster, "gone", partitions=2)
+    assert fetch_committed(cluster, group, "gone", 2) == {0: -1, 1: -1}
+    assert fetch_committed(cluster, group, "kept", 1) == {0: 5}
+    # The removal is replicated: the next coordinator has it too.
+    cluster.kill(coordinator)
+    deadline = time.monotonic() + 120
+    committed = None
+    while time.monotonic() < deadline and committed is None:
+        committed = fetch_committed(cluster, group, "gone", 2)
+        time.sleep(0.2)
+    assert committed == {0: -1, 1: -1}
+    assert fetch_committed(cluster, group, "kept", 1) == {0: 5}
+
+
 # --------------------------------------------------------------------------- load from a snapshot
 
 
@@ -454,3 +499,140 @@ def test_the_new_coordinator_loads_from_its_snapshot(tmp_path, zookeeper):
         report = reports[-1]
         assert report.snapshot_offset is not None and report.snapshot_offset >= events - interval
         assert report.events_replayed < interval, report
+
+
+# --------------------------------------------------------------------------- trimming
+
+
+def _segment_starts(cluster) -> list[int]:
+    """Each broker's lowest segment base offset of ``__consumer_offsets-0``, from its files."""
+    return [min((int(path.stem) for path in (broker.log_dir / f"{GROUP_METADATA_TOPIC}-0").glob("*.log")),
+                default=0) for broker in cluster.brokers]
+
+
+def test_consumer_offsets_is_trimmed_below_snapshots_on_every_replica(tmp_path, zookeeper):
+    overrides = {"offsets.topic.num.partitions": "1", "offsets.snapshot.interval.events": "50",
+                 "offsets.topic.segment.bytes": "1024"}
+    with MinikafkaCluster(tmp_path / "c", 3, overrides, zookeeper=zookeeper.connect_string) as cluster:
+        create_topic(cluster, "t", partitions=2)
+        group = "trimmed"
+        coordinator = coordinator_of(cluster, group)
+        wait_for_offsets_isr(cluster, 0, 3)
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            for offset in range(400):
+                consumer.commit({TopicPartition("t", offset % 2): OffsetAndMetadata(offset, "", -1)})
+        finally:
+            consumer.close()
+        # Leader and followers alike delete the segments below their older retained snapshot.
+        deadline = time.monotonic() + 60
+        while min(_segment_starts(cluster)) < 100:
+            assert time.monotonic() < deadline, f"segment starts {_segment_starts(cluster)}"
+            time.sleep(0.5)
+        # What the trimmed logs and their snapshots hold is every commit: a new coordinator has them.
+        cluster.kill(coordinator)
+        deadline = time.monotonic() + 120
+        committed = None
+        while time.monotonic() < deadline and committed is None:
+            committed = fetch_committed(cluster, group, "t", 2)
+            time.sleep(0.2)
+        assert committed == {0: 398, 1: 399}
+
+
+def test_a_failed_load_is_retried_without_a_leadership_change(cluster):
+    create_topic(cluster, "t", partitions=1)
+    group = "reloaded"
+    coordinator = coordinator_of(cluster, group)
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    wait_for_offsets_isr(cluster, index, 3)
+    from kafka.structs import OffsetAndMetadata
+
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        consumer.commit({TopicPartition("t", 0): OffsetAndMetadata(17, "", -1)})
+    finally:
+        consumer.close()
+    # On the broker about to lead, a snapshot that cannot be read (a directory in its place):
+    # its load fails with an OSError.
+    successor = next(i for i in cluster.ids if i != coordinator)
+    unreadable = (cluster.broker(successor).log_dir / f"{GROUP_METADATA_TOPIC}-{index}" / "group-snapshots"
+                  / f"{1:020d}.snapshot")
+    unreadable.mkdir(parents=True)
+    cluster.move_leader(GROUP_METADATA_TOPIC, index, successor)
+    broker = cluster.broker(successor)
+    deadline = time.monotonic() + 30
+    # (Before the fix the failure came earlier, where the role change removes snapshots.)
+    while not any(failure in broker.stderr_since_start()
+                  for failure in ("loading failed", "role change listener failed")):
+        assert time.monotonic() < deadline, "the load did not fail"
+        time.sleep(0.2)
+    unreadable.rmdir()
+    deadline = time.monotonic() + 60
+    committed = None
+    while time.monotonic() < deadline and committed is None:
+        committed = fetch_committed(cluster, group, "t", 1)
+        time.sleep(0.2)
+    assert committed == {0: 17}
+    assert coordinator_of(cluster, group) == successor
+
+
+def test_a_coordinator_cut_off_from_zookeeper_completes_no_rebalance(cluster):
+    # Kafka's storeGroup appends the group metadata with acks -1: SyncGroup is answered only
+    # once the followers have it. Cut off from them and from ZooKeeper, the old coordinator
+    # cannot shrink its ISR, so its high watermark stays and the generation never completes
+    # there, while the new coordinator (elected by the controller) can complete its own.
+    create_topic(cluster, "t", partitions=2)
+    group = "split"
+    coordinator = coordinator_of(cluster, group)
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    wait_for_offsets_isr(cluster, index, 3)
+    cut = cluster.broker(coordinator)
+    cluster.partition([coordinator])     # from the other brokers and ZooKeeper; clients still reach it
+    try:
+        joined = kafka_request(cut.bootstrap, ApiKey.JOIN_GROUP, 1, {
+            "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b"meta"}]})
+        assert joined.error_code == ErrorCode.NONE      # it still believes it leads the partition
+        synced = kafka_request(cut.bootstrap, ApiKey.SYNC_GROUP, 0, {
+            "group_id": group, "generation_id": joined.generation_id, "member_id": joined.member_id,
+            "assignments": [{"member_id": joined.member_id, "assignment": b"both partitions"}]}, timeout=30)
+        assert synced.error_code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
+                                     ErrorCode.COORDINATOR_NOT_AVAILABLE), ErrorCode(synced.error_code).name
+        assert synced.assignment == b""
+    finally:
+        cluster.heal()
+
+
+def test_a_commit_survives_its_coordinator_leading_again_from_its_own_snapshot(tmp_path, zookeeper):
+    # Every event is due for a snapshot: the coordinator snapshots at the log end while the
+    # commit still waits for the high watermark. Leading again, it loads that snapshot.
+    overrides = {"offsets.topic.num.partitions": "1", "offsets.snapshot.interval.events": "1"}
+    with MinikafkaCluster(tmp_path / "c", 3, overrides, zookeeper=zookeeper.connect_string) as cluster:
+        create_topic(cluster, "t")
+        group = "moved"
+        first = coordinator_of(cluster, group)
+        wait_for_offsets_isr(cluster, 0, 3)
+        snapshots = cluster.broker(first).log_dir / f"{GROUP_METADATA_TOPIC}-0" / "group-snapshots"
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            consumer.commit({TopicPartition("t", 0): OffsetAndMetadata(7, "", -1)})
+        finally:
+            consumer.close()
+        deadline = time.monotonic() + 30
+        while not list(snapshots.glob("*.snapshot")):
+            assert time.monotonic() < deadline, "the coordinator wrote no snapshot"
+            time.sleep(0.1)
+        other = next(i for i in cluster.ids if i != first)
+        cluster.move_leader(GROUP_METADATA_TOPIC, 0, other)
+        wait_for_offsets_isr(cluster, 0, 3)
+        cluster.move_leader(GROUP_METADATA_TOPIC, 0, first)
+        deadline = time.monotonic() + 60
+        committed = None
+        while time.monotonic() < deadline and committed is None:
+            committed = fetch_committed(cluster, group, "t", 1)
+            time.sleep(0.2)
+        assert committed == {0: 7}
