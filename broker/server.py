@@ -712,7 +712,8 @@ class Broker:
 
     async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
         """Delete a topic and its data. Raises TopicError(UNKNOWN_TOPIC_OR_PARTITION /
-        INVALID_TOPIC_EXCEPTION). Committed group offsets are left alone, as in Kafka."""
+        INVALID_TOPIC_EXCEPTION). Its committed group offsets go with it (DeleteTopics asks the
+        group coordinator, as Kafka 0.10.2's handleDeletedPartitions)."""
         if self.cluster is not None:
             return await cluster_mode().delete_topic(self, topic, timeout_ms)
         async with self._topic_admin:
