@@ -17,7 +17,7 @@ import trio.testing
 
 from minikafka.replication.kafka_zk import KafkaZk
 from minikafka.replication.simulation.brokers import SESSION_TIMEOUT_MS, SimBroker, VirtualClock
-from minikafka.replication.simulation.checker import Checker
+from minikafka.replication.simulation.checker import LIVENESS_BOUND_S, Checker
 from minikafka.replication.simulation.faults import Faults
 from minikafka.replication.simulation.network import SimNetwork
 from minikafka.replication.simulation.workload import TOPIC, Consumer, Producer
@@ -88,13 +88,15 @@ class Simulation:
                 consumer = Consumer(self, "reader")
                 for client in (*producers, consumer):
                     workload.start_soon(client.run)
-                workload.start_soon(self.checker.watch_liveness)
                 await self.faults.run(until=trio.current_time() + self.duration_s)
-                self.trace("heal", "faults end: network healed, brokers restarted")
+                self.trace("heal", "faults end: network healed")
                 self.net.heal()
                 for broker in self.brokers.values():
                     if broker.zk is not None:
                         broker.zk.set_reachable(True)
+                await trio.sleep(LIVENESS_BOUND_S)
+                self.checker.check_leaders()
+                self.trace("heal", "crashed brokers restart")
                 for broker_id, broker in self.brokers.items():
                     if not broker.alive:
                         await self.start_broker(broker_id)
