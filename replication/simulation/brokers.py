@@ -167,6 +167,9 @@ class SimBroker:
                                        f"{self.name}: controlled shutdown raised {type(exc).__name__}: {exc}")
             done = False
         self.sim.checker.shutdown_answered(self, done)
+        # The process finishes the requests it has before it exits (in Kafka 0.10.2 too: the
+        # request handlers drain their queue); by then it must know it leads nothing.
+        await trio.sleep(self.sim.rng.uniform(0, 0.6))
         await self._cancel()
         self.broker._stop_storage()
         return done

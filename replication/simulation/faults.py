@@ -79,12 +79,16 @@ class Faults:
         self.down.add(broker_id)
         try:
             self.sim.trace("fault", f"{how} broker {broker_id} for {seconds:.2f} s")
-            self._disturb([broker_id], seconds + 1)
+            # A broker in controlled shutdown is still up and must hear of its lost leaderships
+            # (defect 2): faults disturb it only once it stops.
+            if how != "controlled shutdown of":
+                self._disturb([broker_id], seconds + 1)
             # Stopping and starting are not cut short by the end of the faults: the harness
             # restarts what is down then, and a half-stopped broker still holds its log dir.
             with trio.CancelScope(shield=True):
                 if how == "controlled shutdown of":
                     await broker.controlled_stop()
+                    self._disturb([broker_id], seconds + 1)
                 else:
                     await broker.crash(lose_unflushed=how == "power loss of")
             self.failovers += 1
