@@ -147,17 +147,36 @@ class SimBroker:
                 self._cut_unflushed(directory, recovery_point)
 
     def _cut_unflushed(self, directory: Path, recovery_point: int) -> None:
-        rng = self.sim.rng
-        for name in sorted(os.listdir(directory)):
-            if not name.endswith(".log"):
-                continue
-            path = directory / name
+        """The page cache is gone: the log loses a suffix of what was written after its
+        recovery point (its last fsync), cut at a random byte. Segments after the cut go whole,
+        as files whose creation was never synced to the directory do: a later segment
+        surviving a cut earlier one would leave a hole no recovery (Kafka's either) sees."""
+        segments = sorted((int(name[:-4]), directory / name) for name in os.listdir(directory) if name.endswith(".log"))
+        unflushed = []  # (path, first unflushed byte, size)
+        for _, path in segments:
             data = path.read_bytes()
-            first_unflushed = next((e.position for e in iter_entries(data) if e.offset >= recovery_point), len(data))
-            if first_unflushed < len(data):
-                cut = rng.randint(first_unflushed, len(data))
-                os.truncate(path, cut)
-                self.sim.trace("fault", f"{self.name}: {name} loses {len(data) - cut} unflushed bytes")
+            start = next((e.position for e in iter_entries(data) if e.offset >= recovery_point), len(data))
+            if start < len(data) or unflushed:
+                unflushed.append((path, start, len(data)))
+        total = sum(size - start for _, start, size in unflushed)
+        if not total:
+            return
+        keep = self.sim.rng.randint(0, total)
+        lost = total - keep
+        first = segments[0][1]
+        cut = False
+        for path, start, size in unflushed:
+            if not cut and keep < size - start:
+                cut = True
+                if start + keep > 0 or path == first:
+                    os.truncate(path, start + keep)
+                    continue
+            if cut:
+                for suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot"):
+                    path.with_suffix(suffix).unlink(missing_ok=True)
+            else:
+                keep -= size - start
+        self.sim.trace("fault", f"{self.name}: {directory.name} loses {lost} unflushed bytes")
 
     async def controlled_stop(self) -> bool:
         try:
