@@ -104,13 +104,12 @@ class Checker:
             return
         now = trio.current_time()
         replicas = broker.broker.cluster.replicas.replicas
-        for topic in body["responses"] if isinstance(body, dict) else body.responses:
-            name = topic["name"] if isinstance(topic, dict) else topic.name
-            for answer in topic["partition_responses"] if isinstance(topic, dict) else topic.partition_responses:
-                get = answer.get if isinstance(answer, dict) else lambda k, a=answer: getattr(a, k)
-                if get("error_code") != ErrorCode.NONE:
+        for topic in body["responses"]:  # the Produce handler answers with plain dicts
+            name = topic["name"]
+            for answer in topic["partition_responses"]:
+                if answer["error_code"] != ErrorCode.NONE:
                     continue
-                partition = get("index")
+                partition = answer["index"]
                 replica = replicas.get((name, partition))
                 if replica is None:
                     continue
