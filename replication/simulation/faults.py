@@ -35,8 +35,8 @@ class Faults:
         self._nursery: trio.Nursery | None = None  # the faults' own, while they run
         # A power loss holds every other fault back until its broker is back in every ISR:
         # acknowledged writes survive one lost page cache at a time, not a second failure
-        # (a controller failover that misses the bounce keeps the emptied broker leader: Kafka
-        # 0.10.2's KAFKA-1120) while the first is being repaired.
+        # (a controller failover that misses the bounce keeps the emptied broker leader,
+        # KAFKA-1120) while the first is being repaired.
         self._power_lost = False
         self._cut_off = 0  # brokers paused or away from ZooKeeper now
 
@@ -112,9 +112,13 @@ class Faults:
         # does not fsync before acknowledging) may lose acknowledged writes.
         if self.down or self._busy or self._cut_off or self._power_lost or not self._all_in_sync():
             return
-        target = self._pick_live(keep=1)
-        if target is None:
+        # Not the controller: its successor, elected when the lost session expires, can read
+        # the broker's new registration before it ever saw it gone and keep it leader of its
+        # emptied logs (KAFKA-1120, fixed in Kafka 1.1; 0.10.2 loses those writes too).
+        candidates = [b for b in self._live() if self.sim.brokers[b].broker.cluster.controller is None]
+        if len(candidates) < 1 or len(self._live()) < 2:
             return
+        target = self.rng.choice(candidates)
         self._power_lost = True
         try:
             await self._down_for(target, self.rng.uniform(0.5, 6), how="power loss of")
