@@ -10,9 +10,11 @@ import sys
 
 import pytest
 
-# CI's budget: these seeds, at the default fault duration (about 3 s of CPU each).
+# CI's budget: these seeds, at the default fault duration (about 3 s of CPU each). On the code
+# before issue 23's fixes they find defect 5 from seed 0, 1 from seed 2, 3 from seed 4 and 2 from
+# seed 17.
 CI_FIRST_SEED = 0
-CI_SEEDS = 16
+CI_SEEDS = 20
 
 
 def simulate(*args: str) -> subprocess.CompletedProcess:
