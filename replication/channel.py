@@ -33,7 +33,7 @@ from minikafka.protocol.schema import Struct
 logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-# A TLS stream has no recv_into: it is read in pieces of at most this many bytes.
+# A TLS (or a dialer's) stream has no recv_into: it is read in pieces of at most this many bytes.
 _TLS_READ_BYTES = 1 << 16
 
 
