@@ -21,7 +21,7 @@ import logging
 import ssl
 import struct
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Awaitable, Callable, Mapping, Protocol
 
 import trio
 
@@ -33,7 +33,7 @@ from minikafka.protocol.schema import Struct
 logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-# A TLS stream has no recv_into: it is read in pieces of at most this many bytes.
+# A TLS (or a dialer's) stream has no recv_into: it is read in pieces of at most this many bytes.
 _TLS_READ_BYTES = 1 << 16
 
 
@@ -77,13 +77,20 @@ class ChannelSecurity:
 PLAINTEXT = ChannelSecurity()
 
 
+# Opens a connection to (host, port) in place of TCP: the simulator's in-memory network
+# (replication.simulation). The stream it returns also has a synchronous ``close()``.
+Dialer = Callable[[str, int], Awaitable[trio.abc.Stream]]
+
+
 class BrokerChannel:
     """Requests to one broker at ``host:port``; ``request`` is safe to call from many tasks
-    (they queue on a lock, as Kafka's per-connection ordering needs anyway)."""
+    (they queue on a lock, as Kafka's per-connection ordering needs anyway). ``dialer``
+    replaces TCP (None: a TCP connection)."""
 
     def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float,
-                 security: ChannelSecurity = PLAINTEXT) -> None:
+                 security: ChannelSecurity = PLAINTEXT, dialer: Dialer | None = None) -> None:
         self.security = security
+        self.dialer = dialer
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -120,6 +127,9 @@ class BrokerChannel:
             raise ChannelError(f"{self.host}:{self.port}: no answer within {timeout:.1f} s")
 
     async def _exchange(self, api_key: int, version: int, body: Any) -> Struct:
+        if self._stream is None and self.dialer is not None:
+            self._stream = await self.dialer(self.host, self.port)
+            self._conn = ClientConnection(client_id=self.client_id)
         if self._stream is None:
             tcp = await trio.open_tcp_stream(self.host, self.port)
             self._socket = tcp.socket
@@ -164,7 +174,7 @@ class BrokerChannel:
         """Fill ``view`` from the peer."""
         filled = 0
         while filled < len(view):
-            if self.security.ssl_context is None:
+            if self._socket is not None and self.security.ssl_context is None:
                 count = await self._socket.recv_into(view[filled:])
             else:
                 data = await self._stream.receive_some(min(len(view) - filled, _TLS_READ_BYTES))
@@ -202,7 +212,10 @@ class BrokerChannel:
                                           "an unknown user or a mechanism it does not accept)") from None
 
     def _drop(self) -> None:
-        sock, self._socket, self._stream, self._conn = self._socket, None, None, None
+        sock, stream = self._socket, self._stream
+        self._socket, self._stream, self._conn = None, None, None
+        if sock is None and stream is not None:
+            stream.close()  # a dialer's stream
         if sock is not None:
             try:
                 sock.close()

@@ -19,7 +19,14 @@ import trio
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelSecurity, dial_address
+from minikafka.replication.channel import (
+    PLAINTEXT,
+    BrokerChannel,
+    ChannelError,
+    ChannelSecurity,
+    Dialer,
+    dial_address,
+)
 from minikafka.replication.controller import Controller, ControllerError, ControllerSettings
 from minikafka.replication.fetcher import FetcherManager, FetcherSettings
 from minikafka.replication.metadata_cache import BrokerEndpoint, MetadataCache, PartitionInfo
@@ -59,16 +66,19 @@ class ClusterSettings:
     inter_broker_listener: str = "PLAINTEXT"
     # How that listener is secured (TLS, SASL) from the connecting broker's side.
     security: ChannelSecurity = PLAINTEXT
+    # Replaces TCP to the other brokers (the simulator's network); None in production.
+    dialer: Dialer | None = None
 
 
 class ClusterMember:
     def __init__(self, *, node_id: int, settings: ClusterSettings, log_manager: LogManager, clock: Clock,
-                 on_readable, on_role_change=None) -> None:
+                 on_readable, on_role_change=None, zk_client: ZkClient | None = None) -> None:
         self.node_id = node_id
         self.settings = settings
         self.log_manager = log_manager
-        self.zk_client = ZkClient(settings.zookeeper_connect, session_timeout_ms=settings.session_timeout_ms,
-                                  connection_timeout_ms=settings.connection_timeout_ms)
+        # zk_client: the simulator's in-memory ZooKeeper session; None: kazoo's, to zookeeper_connect.
+        self.zk_client = zk_client or ZkClient(settings.zookeeper_connect, session_timeout_ms=settings.session_timeout_ms,
+                                               connection_timeout_ms=settings.connection_timeout_ms)
         self.zk = KafkaZk(self.zk_client)
         self.metadata = MetadataCache()
         # Set by the first UpdateMetadata that lists this broker: until then the cache holds no
@@ -212,7 +222,7 @@ class ClusterMember:
             unclean_leader_election=self.settings.unclean_leader_election,
             socket_timeout_ms=self.settings.controller_socket_timeout_ms, dial=self.settings.dial,
             inter_broker_listener=self.settings.inter_broker_listener,
-            security=self.settings.security))
+            security=self.settings.security, dialer=self.settings.dialer))
         self.controller = controller
         assert self._nursery is not None
 
@@ -320,7 +330,7 @@ class ClusterMember:
             host, port = dial_address(controller_id, host, port, self.settings.dial)
             channel = BrokerChannel(host, port, client_id=f"broker-{self.node_id}",
                                     timeout_s=self.settings.controller_socket_timeout_ms / 1000,
-                                    security=self.settings.security)
+                                    security=self.settings.security, dialer=self.settings.dialer)
             try:
                 response = await channel.request(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": self.node_id})
             except ChannelError as exc:

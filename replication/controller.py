@@ -20,7 +20,14 @@ import trio
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelSecurity, dial_address
+from minikafka.replication.channel import (
+    PLAINTEXT,
+    BrokerChannel,
+    ChannelError,
+    ChannelSecurity,
+    Dialer,
+    dial_address,
+)
 from minikafka.replication.election import controlled_shutdown_leader, offline_leader, preferred_leader
 from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr
 from minikafka.replication.zookeeper import BadVersion, NodeExists
@@ -49,6 +56,7 @@ class ControllerSettings:
     dial: Mapping[int, tuple[str, int]] = field(default_factory=dict)
     inter_broker_listener: str = "PLAINTEXT"
     security: ChannelSecurity = PLAINTEXT  # how the other brokers' inter-broker listener is secured
+    dialer: Dialer | None = None  # replaces TCP (the simulator's network)
 
 
 class Controller:
@@ -461,7 +469,7 @@ class Controller:
         if channel is None:
             channel = BrokerChannel(host, port, client_id=f"controller-{self.node_id}",
                                     timeout_s=self.settings.socket_timeout_ms / 1000,
-                                    security=self.settings.security)
+                                    security=self.settings.security, dialer=self.settings.dialer)
             self._channels[broker_id] = channel
         else:
             channel.retarget(host, port)

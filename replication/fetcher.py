@@ -22,6 +22,7 @@ from minikafka.replication.channel import (
     BrokerChannel,
     ChannelError,
     ChannelSecurity,
+    Dialer,
     dial_address,
 )
 from minikafka.replication.metadata_cache import BrokerEndpoint
@@ -45,8 +46,10 @@ FETCH_VERSION = 3
 class FetcherSettings:
     def __init__(self, *, wait_max_ms: int, min_bytes: int, max_bytes: int, response_max_bytes: int,
                  backoff_ms: int, socket_timeout_ms: int,
-                 dial: dict[int, tuple[str, int]] | None = None, security: ChannelSecurity = PLAINTEXT) -> None:
-        self.security = security  # how the leaders' inter-broker listener is secured
+                 dial: dict[int, tuple[str, int]] | None = None, security: ChannelSecurity = PLAINTEXT,
+                 dialer: Dialer | None = None) -> None:
+        self.security = security
+        self.dialer = dialer  # replaces TCP (the simulator's network)  # how the leaders' inter-broker listener is secured
         self.wait_max_ms = wait_max_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
@@ -99,7 +102,7 @@ class ReplicaFetcher:
         host, port = dial_address(leader.node_id, leader.host, leader.port, settings.dial)
         self.channel = BrokerChannel(host, port, client_id=f"broker-{node_id}-fetcher",
                                      timeout_s=(settings.wait_max_ms + settings.socket_timeout_ms) / 1000,
-                                     security=settings.security)
+                                     security=settings.security, dialer=settings.dialer)
         self.partitions: dict[tuple[str, int], Replica] = {}
         self._changed = trio.Event()
         self._failed_round = False

@@ -70,6 +70,7 @@ RUN_ELSEWHERE = {
     "from minikafka.export.datasource import register": "tests/export/test_datasource.py::test_starting_timestamp",
     "SPARK_HOME=": "tests/export/test_spark_cluster.py::test_export_on_a_two_worker_standalone_cluster",
     "python3 bench/nemesis.py": "tests/replication/test_nemesis.py::test_a_seeded_nemesis_run_finds_no_violation",
+    "python -m minikafka.replication.simulation": "tests/simulation/test_simulator.py::test_ci_seeds_find_no_violation",
     "python3 bench/bench_crash_loop.py": "tests/e2e/test_bench_crash_loop.py::test_a_few_cycles_lose_nothing",
     "docker compose": "tests/e2e/test_readme.py::test_docker_compose_profiles_start_what_they_say_with_health_checks_on_their_ports",
     "docker build": "tests/e2e/test_readme.py::test_docker_builds_wheels_then_runs_the_readme_run_command_unprivileged_with_a_health_check",

@@ -1,0 +1,250 @@
+"""What the simulator checks, during a run and after it.
+
+During the run:
+
+* a replica never truncates its log below its high watermark (``Log.truncate_to`` is observed),
+  and a leader's high watermark never goes down while it stays leader (sampled);
+* a leader epoch has one leader accepting writes;
+* a broker that ZooKeeper no longer names as leader stops accepting writes within
+  ``ZOMBIE_BOUND_S``, unless a fault touched it (it cannot be told: Kafka 0.10.2 then keeps a
+  zombie leader too);
+* ``LIVENESS_BOUND_S`` after the faults heal, with the crashed brokers still down, a partition
+  with a live ISR member is led by a live broker that knows it.
+
+After the run, with every broker back: every partition has a live leader; every acknowledged
+acks=all value is in its log at the offset it was acknowledged at; a value a consumer read was
+written, and is still at the offset it was read at; replicas match the leader below their high
+watermark; and no value is stored twice because its first attempt was answered
+NOT_LEADER_FOR_PARTITION by a broker that stayed the leader (defect 5's duplicate).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from dataclasses import dataclass
+
+import trio
+
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.records import iter_records
+from minikafka.replication.kafka_zk import decode_leader_isr
+from minikafka.replication.replica_manager import LEADER
+
+# The controller tells a replaced leader within a few round trips (2 ms each without faults).
+ZOMBIE_BOUND_S = 0.2
+# A dead leader's session expires after 4 s; then one election and one LeaderAndIsr.
+LIVENESS_BOUND_S = 8.0
+HW_SAMPLE_S = 0.05
+
+
+@dataclass
+class LeaderState:
+    at: float
+    leader: int
+    epoch: int
+    isr: list[int]
+
+
+class Checker:
+    def __init__(self, sim) -> None:
+        self.sim = sim
+        self.violations: list[str] = []
+        self.sent_values: set[bytes] = set()
+        self.attempts = []
+        self.consumed_records: list[tuple[int, int, bytes, int]] = []
+        self.states: dict[int, list[LeaderState]] = defaultdict(list)
+        self.epoch_writers: dict[tuple[int, int], set[int]] = defaultdict(set)
+        # node -> list of (start, end) of faults that touched it; "*" for everyone's.
+        self.disturbed: dict[object, list[tuple[float, float]]] = defaultdict(list)
+        self._reported: set[tuple] = set()
+
+    def violation(self, key: tuple, message: str) -> None:
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        line = f"t={trio.current_time():.3f} VIOLATION {message}"
+        self.violations.append(line)
+        self.sim.trace("check", line)
+
+    # ------------------------------------------------------------------ observations
+
+    def zk_changed(self, path: str, node, session_id: int) -> None:
+        prefix = f"/brokers/topics/{self.sim.topic}/partitions/"
+        if node is None or not path.startswith(prefix) or not path.endswith("/state"):
+            return
+        partition = int(path[len(prefix):].split("/")[0])
+        state = decode_leader_isr(self.sim.topic, partition, node.data)
+        self.states[partition].append(LeaderState(trio.current_time(), state.leader, state.leader_epoch, list(state.isr)))
+        self.sim.trace("zk", f"p{partition} leader {state.leader} epoch {state.leader_epoch} isr {state.isr}")
+        self.sim.faults.isr_written(partition, session_id)
+
+    def disturb(self, nodes, start: float, end: float) -> None:
+        for node in nodes:
+            self.disturbed[node].append((start, end))
+
+    def _disturbed(self, node, start: float, end: float) -> bool:
+        return any(s <= end and e >= start for key in (node, "*") for s, e in self.disturbed.get(key, ()))
+
+    def sent(self, value: bytes) -> None:
+        self.sent_values.add(value)
+
+    def consumed(self, partition: int, offset: int, value: bytes, broker: int) -> None:
+        self.consumed_records.append((partition, offset, value, broker))
+        if value not in self.sent_values:
+            self.violation(("phantom", value), f"p{partition}@{offset}: read {value!r}, which was never written")
+
+    def shutdown_answered(self, broker, done: bool) -> None:
+        self.sim.trace("broker", f"{broker.name} controlled shutdown {'complete' if done else 'incomplete'}")
+
+    def answered(self, broker, request, body) -> None:
+        """A broker's answer, as it leaves: successful writes are checked against ZooKeeper."""
+        if request.api_key != ApiKey.PRODUCE:
+            return
+        now = trio.current_time()
+        replicas = broker.broker.cluster.replicas.replicas
+        for topic in body["responses"]:  # the Produce handler answers with plain dicts
+            name = topic["name"]
+            for answer in topic["partition_responses"]:
+                if answer["error_code"] != ErrorCode.NONE:
+                    continue
+                partition = answer["index"]
+                replica = replicas.get((name, partition))
+                if replica is None:
+                    continue
+                writers = self.epoch_writers[(partition, replica.leader_epoch)]
+                writers.add(broker.node_id)
+                if len(writers) > 1:
+                    self.violation(("epoch", partition, replica.leader_epoch),
+                                   f"p{partition} epoch {replica.leader_epoch}: brokers {sorted(writers)} both accepted writes")
+                self._check_zombie(broker.node_id, partition, now)
+
+    def _check_zombie(self, node_id: int, partition: int, now: float) -> None:
+        states = self.states[partition]
+        if not states or states[-1].leader == node_id:
+            return
+        moved_at = states[-1].at
+        for state in reversed(states):
+            if state.leader == node_id:
+                break
+            moved_at = state.at
+        if now - moved_at > ZOMBIE_BOUND_S and not self._disturbed(node_id, moved_at, now):
+            self.violation(("zombie", node_id, partition, moved_at),
+                           f"p{partition}: broker {node_id} accepted a write {now - moved_at:.2f} s after "
+                           f"ZooKeeper made {states[-1].leader} leader, with no fault keeping it from knowing")
+
+    def truncating(self, log, offset: int) -> None:
+        if offset < log.high_watermark:
+            node = log.dir.parent.name
+            self.violation(("truncate", node, log.partition, offset),
+                           f"{node} p{log.partition}: truncating to {offset}, below its high watermark "
+                           f"{log.high_watermark}")
+
+    async def watch_broker(self, sim_broker) -> None:
+        """Sample the leaders' high watermarks of one incarnation."""
+        last: dict[int, tuple[object, int]] = {}
+        replicas = sim_broker.broker.cluster.replicas
+        while True:
+            for (topic, partition), replica in list(replicas.replicas.items()):
+                if replica.role != LEADER:
+                    last.pop(partition, None)
+                    continue
+                hw = replica.log.high_watermark
+                before = last.get(partition)
+                if before is not None and hw < before[1]:
+                    self.violation(("hw", sim_broker.name, partition, hw),
+                                   f"{sim_broker.name} p{partition}: leader's high watermark went from {before[1]} to {hw}")
+                last[partition] = (replica, hw)
+            await trio.sleep(HW_SAMPLE_S)
+
+    def check_leaders(self) -> None:
+        """After the faults healed (the dead brokers still dead): a partition with a live ISR
+        member is led by a live broker that knows it leads at ZooKeeper's epoch."""
+        for partition, states in sorted(self.states.items()):
+            state = states[-1]
+            leader = self.sim.brokers.get(state.leader)
+            if leader is not None and leader.alive:
+                replica = leader.broker.cluster.replicas.replicas.get((self.sim.topic, partition))
+                if replica is not None and replica.role == LEADER and replica.leader_epoch >= state.epoch:
+                    continue
+                self.violation(("unled", partition), f"p{partition}: ZooKeeper names {state.leader} leader at epoch "
+                                                     f"{state.epoch}, which it does not know "
+                                                     f"{LIVENESS_BOUND_S:g} s after the faults healed")
+            elif any(self.sim.brokers[b].alive for b in state.isr if b in self.sim.brokers):
+                self.violation(("unled", partition), f"p{partition}: leader {state.leader} is dead "
+                                                     f"{LIVENESS_BOUND_S:g} s after the faults healed, while ISR "
+                                                     f"{state.isr} has live members")
+
+    # ------------------------------------------------------------------ after the run
+
+    def final_check(self) -> None:
+        logs: dict[int, dict[int, bytes]] = {}
+        for partition in range(self.sim.partitions):
+            state = self.states[partition][-1] if self.states[partition] else None
+            leader = self.sim.brokers.get(state.leader) if state else None
+            replica = leader.broker.cluster.replicas.replicas.get((self.sim.topic, partition)) if leader and leader.alive else None
+            if replica is None or replica.role != LEADER:
+                self.violation(("final-leader", partition), f"p{partition}: no live leader after the faults healed "
+                                                             f"(ZooKeeper: {state})")
+                continue
+            logs[partition] = leader_log = read_log(replica.log)
+            for other in self.sim.brokers.values():
+                theirs = other.broker.cluster.replicas.replicas.get((self.sim.topic, partition)) if other.alive else None
+                if theirs is None or other is leader:
+                    continue
+                hw = theirs.log.high_watermark
+                mine = read_log(theirs.log)
+                for offset in range(hw):
+                    if mine.get(offset) != leader_log.get(offset):
+                        self.violation(("diverged", other.name, partition),
+                                       f"p{partition}: {other.name} holds {mine.get(offset)!r} at {offset} below its "
+                                       f"high watermark {hw}, the leader {leader.name} {leader_log.get(offset)!r}")
+                        break
+        where: dict[int, dict[bytes, list[int]]] = {}
+        for partition, log in logs.items():
+            index = where[partition] = defaultdict(list)
+            for offset, value in log.items():
+                index[value].append(offset)
+        for attempt in self.attempts:
+            if attempt.acks != -1 or attempt.error != ErrorCode.NONE or attempt.partition not in logs:
+                continue
+            offsets = where[attempt.partition].get(attempt.value, [])
+            if attempt.offset not in offsets:
+                self.violation(("lost", attempt.value),
+                               f"p{attempt.partition}: acknowledged {attempt.value.decode()} @{attempt.offset} "
+                               + (f"is at {offsets} instead" if offsets else "is lost"))
+        for partition, offset, value, broker in self.consumed_records:
+            if partition in logs and logs[partition].get(offset) != value:
+                self.violation(("read-lost", value), f"p{partition}@{offset}: {value!r} read from broker {broker} "
+                                                     f"is now {logs[partition].get(offset)!r}")
+        self._check_not_leader_duplicates(where)
+
+    def _check_not_leader_duplicates(self, where) -> None:
+        for attempt in self.attempts:
+            if attempt.error != ErrorCode.NOT_LEADER_FOR_PARTITION or attempt.partition not in where:
+                continue
+            if len(where[attempt.partition].get(attempt.value, [])) < 2:
+                continue
+            states = self.states[attempt.partition]
+            times = [s.at for s in states]
+            first = bisect.bisect_right(times, attempt.sent_at) - 1
+            last = bisect.bisect_right(times, attempt.answered_at) - 1
+            if first >= 0 and all(s.leader == attempt.broker for s in states[first:last + 1]):
+                self.violation(("duplicate", attempt.value),
+                               f"p{attempt.partition}: {attempt.value.decode()} stored twice; broker {attempt.broker} "
+                               "answered NOT_LEADER_FOR_PARTITION while ZooKeeper kept it leader")
+
+
+def read_log(log) -> dict[int, bytes]:
+    records: dict[int, bytes] = {}
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20).read_bytes()
+        found = [r for r in iter_records(data) if r.offset >= offset]
+        if not found:
+            break
+        for record in found:
+            records[record.offset] = record.value
+        offset = found[-1].offset + 1
+    return records

@@ -1,0 +1,191 @@
+"""One simulated run: a seed, three brokers, a topic, the workload and the faults, then the
+checks. :func:`run_seed` sets up what makes a run deterministic and runs it on virtual time."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import random
+import tempfile
+import time
+from dataclasses import dataclass
+
+import trio
+import trio.testing
+
+from minikafka.replication.kafka_zk import KafkaZk
+from minikafka.replication.simulation.brokers import SESSION_TIMEOUT_MS, SimBroker, VirtualClock
+from minikafka.replication.simulation.checker import LIVENESS_BOUND_S, Checker
+from minikafka.replication.simulation.faults import Faults
+from minikafka.replication.simulation.network import SimNetwork
+from minikafka.replication.simulation.workload import TOPIC, Consumer, Producer
+from minikafka.replication.simulation.zk import SimZkClient, SimZooKeeper
+from minikafka.storage.log import Log
+
+DURATION_S = 40.0  # of faults, in virtual time
+SETTLE_S = 20.0  # after healing: the ISR catches up, the consumer reads to the end
+EPOCH_MS = 1_700_000_000_000
+
+
+@dataclass
+class Result:
+    seed: int
+    violations: list[str]
+    failovers: int
+    virtual_s: float
+    wall_s: float
+    digest: str
+    trace: list[str]
+
+
+class Simulation:
+    def __init__(self, seed: int, work_dir: str, *, duration_s: float = DURATION_S, brokers: int = 3,
+                 partitions: int = 3, verbose: bool = False) -> None:
+        self.seed = seed
+        self.work_dir = work_dir
+        self.duration_s = duration_s
+        self.rng = random.Random(seed)
+        self.topic = TOPIC
+        self.partitions = partitions
+        self.broker_ids = list(range(1, brokers + 1))
+        self.verbose = verbose
+        self.lines: list[str] = []
+        self.clock = VirtualClock(EPOCH_MS)
+        self.net = SimNetwork(self.rng, self.trace)
+        self.checker = Checker(self)
+        self.faults = Faults(self)
+        self.brokers: dict[int, SimBroker] = {}
+
+    def trace(self, kind: str, message: str) -> None:
+        line = f"{trio.current_time():10.4f} {kind:8} {message}"
+        self.lines.append(line)
+        if self.verbose:
+            print(line, flush=True)
+
+    async def start_broker(self, broker_id: int) -> None:
+        await self.brokers[broker_id].start()
+
+    async def main(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            self.zk = SimZooKeeper(nursery, self.trace)
+            self.zk.on_change.append(self.checker.zk_changed)
+            self.admin = SimZkClient(self.zk, "admin", session_timeout_ms=SESSION_TIMEOUT_MS)
+            await self.admin.start()
+            for broker_id in self.broker_ids:
+                self.brokers[broker_id] = SimBroker(self, broker_id)
+                await self.start_broker(broker_id)
+            n = len(self.broker_ids)
+            assignment = {p: [self.broker_ids[(p + i) % n] for i in range(n)] for p in range(self.partitions)}
+            await KafkaZk(self.admin).create_topic(self.topic, assignment, {})
+            with trio.move_on_after(30):
+                while len(self.checker.states) < self.partitions:
+                    await trio.sleep(0.1)
+            async with trio.open_nursery() as workload:
+                producers = [Producer(self, "all", -1), Producer(self, "one", 1)]
+                consumer = Consumer(self, "reader")
+                for client in (*producers, consumer):
+                    workload.start_soon(client.run)
+                await self.faults.run(until=trio.current_time() + self.duration_s)
+                self.trace("heal", "faults end: network healed")
+                self.net.heal()
+                for broker in self.brokers.values():
+                    if broker.zk is not None:
+                        broker.zk.set_reachable(True)
+                await trio.sleep(LIVENESS_BOUND_S)
+                self.checker.check_leaders()
+                self.trace("heal", "crashed brokers restart")
+                for broker_id, broker in self.brokers.items():
+                    if not broker.alive:
+                        await self.start_broker(broker_id)
+                await trio.sleep(SETTLE_S / 2)
+                workload.cancel_scope.cancel()
+            await trio.sleep(SETTLE_S / 2)
+            self.checker.final_check()
+            for broker in self.brokers.values():
+                if broker.alive:
+                    await broker.crash(lose_unflushed=False)
+            self.finished_at = trio.current_time()
+            nursery.cancel_scope.cancel()
+
+
+async def _inline(fn, *args, **_options):
+    """trio.to_thread.run_sync in the simulator: on the event loop, so that runs repeat."""
+    await trio.lowlevel.checkpoint()
+    return fn(*args)
+
+
+@contextlib.contextmanager
+def _deterministic(seed: int, checker_ref: list):
+    import trio._core._run as trio_run
+
+    saved_run_sync = trio.to_thread.run_sync
+    saved_truncate = Log.truncate_to
+    saved_state = trio_run._r.getstate()
+    saved_random = random.getstate()
+    saved_scheduling = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+
+    def truncate_to(log, offset):
+        checker_ref[0].truncating(log, offset)
+        return saved_truncate(log, offset)
+
+    trio.to_thread.run_sync = _inline
+    Log.truncate_to = truncate_to
+    # trio's own switch (pytest-trio sets it under Hypothesis): each batch of runnable tasks is
+    # put in creation order before the seeded shuffle, instead of the order they woke in, which
+    # can depend on object addresses (sets of tasks, id() tie-breaks) that differ between runs.
+    trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True
+    trio_run._r.seed(seed)
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        trio.to_thread.run_sync = saved_run_sync
+        Log.truncate_to = saved_truncate
+        trio_run._r.setstate(saved_state)
+        random.setstate(saved_random)
+        trio_run._ALLOW_DETERMINISTIC_SCHEDULING = saved_scheduling
+
+
+class _TraceLogs(logging.Handler):
+    def __init__(self, sim: Simulation) -> None:
+        super().__init__(logging.INFO)
+        self.sim = sim
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            now = trio.current_time()
+        except RuntimeError:
+            return
+        print(f"{now:10.4f} log      {record.name.rsplit('.', 1)[-1]}: {record.getMessage()}", flush=True)
+
+
+def run_seed(seed: int, *, duration_s: float = DURATION_S, verbose: bool = False) -> Result:
+    started = time.perf_counter()
+    # Real files, but in memory where the system has a tmpfs: the brokers fsync on every flush
+    # and checkpoint, which on a disk would make the wall time, not the simulation, the cost.
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix=f"minikafka-sim-{seed}-", dir=shm) as work_dir:
+        sim = Simulation(seed, work_dir, duration_s=duration_s, verbose=verbose)
+        root = logging.getLogger("minikafka")
+        handler = _TraceLogs(sim) if verbose else None
+        saved_level, saved_propagate = root.level, root.propagate
+        if handler is not None:
+            root.addHandler(handler)
+            root.setLevel(logging.INFO)
+        else:
+            root.setLevel(logging.CRITICAL + 1)
+        root.propagate = False
+        try:
+            with _deterministic(seed, [sim.checker]):
+                trio.run(sim.main, clock=trio.testing.MockClock(autojump_threshold=0))
+        finally:
+            root.setLevel(saved_level)
+            root.propagate = saved_propagate
+            if handler is not None:
+                root.removeHandler(handler)
+        digest = hashlib.sha256("\n".join(sim.lines).encode()).hexdigest()[:16]
+        return Result(seed, sim.checker.violations, sim.faults.failovers, sim.finished_at,
+                      time.perf_counter() - started, digest, sim.lines)
