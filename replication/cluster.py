@@ -348,13 +348,14 @@ class ClusterMember:
             logger.info("controlled shutdown: %d partition(s) still led here", len(remaining))
         return False
 
-    async def _zk_controller_endpoint(self):
+    async def _zk_controller_endpoint(self) -> BrokerInfo | None:
+        """The controller's registration, read from ZooKeeper (when the metadata cache does not
+        know it): its ``id`` and the ``address`` of each listener."""
         try:
             controller_id = await self.zk.controller_id()
             if controller_id is None:
                 return None
-            info = (await self.zk.live_brokers()).get(controller_id)
+            return (await self.zk.live_brokers()).get(controller_id)
         except ZooKeeperError:
             return None
-        return None if info is None else BrokerEndpoint(info.id, info.host, info.port, info.rack)
 
