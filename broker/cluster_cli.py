@@ -289,14 +289,16 @@ class _Cluster:
         return "\n".join(lines)
 
     def shutdown(self) -> None:
-        """Stop every broker at once: two SIGTERMs make each skip the controlled shutdown (there
-        is nobody left to take its leaderships) but still close its logs cleanly."""
+        """Stop every broker at once: a second signal makes each skip the controlled shutdown
+        (there is nobody left to take its leaderships) but still close its logs cleanly. It is
+        SIGINT after SIGTERM, not SIGTERM twice: a signal still pending when the same one
+        arrives again counts once."""
         live = [broker for broker in self.brokers.values() if broker.alive()]
         for broker in live:
             broker.signal(signal.SIGCONT)
             broker.signal(signal.SIGTERM)
         for broker in live:
-            broker.signal(signal.SIGTERM)
+            broker.signal(signal.SIGINT)
         for broker in live:
             broker.reap(STOP_TIMEOUT_S)
 
