@@ -106,7 +106,8 @@ class ReplicaManager:
         self.on_role_change = on_role_change
         self.controller_epoch = 0
         self.replicas: dict[tuple[str, int], Replica] = {}
-        self.fetchers = None  # FetcherManager, set by the broker (it needs the nursery)
+        self._fetchers = None
+        self._fetchers_ready = trio.Event()
         self._isr_writes = trio.Lock()
 
     # ------------------------------------------------------------------ controller requests
@@ -117,11 +118,27 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
         return False
 
+    @property
+    def fetchers(self):
+        """The FetcherManager, set by the broker once it joins the cluster (it needs its nursery)."""
+        return self._fetchers
+
+    @fetchers.setter
+    def fetchers(self, manager) -> None:
+        self._fetchers = manager
+        if manager is not None:
+            self._fetchers_ready.set()
+
     async def become_leader_or_follower(self, controller_epoch: int, states: list[PartitionStateUpdate],
                                         live_leaders: list[BrokerEndpoint]) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
         """Apply a LeaderAndIsr request."""
         if self.stale_controller(controller_epoch):
             return ErrorCode.STALE_CONTROLLER_EPOCH, []
+        # A restarted broker listens a moment before it has fetchers, and a controller that has
+        # not yet seen its old session end may already send it LeaderAndIsr: applied then, a
+        # follower would be made with nothing fetching for it, and the same epoch sent again
+        # later is ignored. Held until the fetchers exist, it is applied as it should be.
+        await self._fetchers_ready.wait()
         live = {b.node_id: b for b in live_leaders}
         results = []
         for state in states:
