@@ -26,6 +26,7 @@ from minikafka.storage.log import Log
 
 DURATION_S = 40.0  # of faults, in virtual time
 SETTLE_S = 20.0  # after healing: the ISR catches up, the consumer reads to the end
+SETTLE_BOUND_S = 180.0  # a run not done this long after its faults end has not settled
 EPOCH_MS = 1_700_000_000_000
 
 
@@ -68,6 +69,16 @@ class Simulation:
         await self.brokers[broker_id].start()
 
     async def main(self) -> None:
+        # A run whose cluster never settles (a broker never ready again, a fault that never
+        # ends) is a finding, not a hang: it stops at this bound, in virtual time, and says so.
+        with trio.move_on_after(self.duration_s + SETTLE_BOUND_S) as bound:
+            await self._main()
+        if bound.cancelled_caught:
+            self.checker.violation(("settle",), f"the run had not settled {self.duration_s + SETTLE_BOUND_S:g} "
+                                                "virtual s after it began (a broker never ready again?)")
+            self.finished_at = trio.current_time()
+
+    async def _main(self) -> None:
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             self.zk = SimZooKeeper(nursery, self.trace)
