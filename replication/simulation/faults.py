@@ -166,7 +166,10 @@ class Faults:
         self.sim.trace("fault", f"pause broker {target} for {seconds:.2f} s")
         self._disturb([target, "*"], seconds + 1)
         self.sim.net.pause(broker.name, seconds)
-        zk = broker.zk
+        await self._without_zookeeper(broker.zk, seconds)
+
+    async def _without_zookeeper(self, zk, seconds: float) -> None:
+        """``zk`` (a broker's session) cannot reach ZooKeeper for ``seconds``."""
         zk.set_reachable(False)
         self._cut_off += 1
         try:
@@ -262,13 +265,7 @@ class Faults:
         zk = self.sim.brokers[target].zk
         self.sim.trace("fault", f"partition broker {target} from ZooKeeper for {seconds:.2f} s")
         self._disturb([target, "*", "zk"], seconds + 1)
-        zk.set_reachable(False)
-        self._cut_off += 1
-        try:
-            await trio.sleep(seconds)
-        finally:
-            self._cut_off -= 1
-            zk.set_reachable(True)
+        await self._without_zookeeper(zk, seconds)
 
     async def zk_expiry(self) -> None:
         if self._power_lost:
