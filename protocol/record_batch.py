@@ -437,6 +437,12 @@ _magic_1_messages = _py_magic_1_messages
 _crc32c = _py_crc32c
 
 
+def crc32c(data) -> int:
+    """CRC-32C (Castagnoli), with the loop in use; for the other formats that carry one
+    (producer state snapshots)."""
+    return _crc32c(data)
+
+
 def _use_native(native) -> None:
     """Take the loops of the C accelerator module ``native``, or the Python ones for None."""
     global _magic_1_messages, _crc32c
