@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from minikafka.broker.link_proxy import LinkProxy
+    from minikafka.testing.link_proxy import LinkProxy
 
 __all__ = ["MinikafkaBroker", "MinikafkaCluster", "ZOOKEEPER", "BROKER_USER", "BrokerStartError",
            "BrokerCrashed", "ControlError", "kafka_request", "client_settings"]
@@ -548,7 +548,7 @@ class MinikafkaCluster:
     Faults (README, "Faults on a cluster"), each reversible and each returning once it has
     taken effect: ``kill``, ``stop``, ``restart``, ``pause`` / ``resume``, ``partition`` /
     ``heal``, ``move_leader``. For ``partition`` every broker reaches every other broker and
-    ZooKeeper through a :class:`~minikafka.broker.link_proxy.LinkProxy` of that one link
+    ZooKeeper through a :class:`~minikafka.testing.link_proxy.LinkProxy` of that one link
     (``links=False`` connects them directly and leaves ``partition`` unavailable). Clients
     always reach the brokers directly.
 
@@ -740,7 +740,7 @@ class MinikafkaCluster:
                                ca_path=self.ca_path, certificate=certificate, work_dir=self.work_dir)
 
     def _open_links(self) -> None:
-        from minikafka.broker.link_proxy import LinkProxy
+        from minikafka.testing.link_proxy import LinkProxy
 
         zk_host, _, zk_port = self.zookeeper_connect.split("/", 1)[0].split(",")[0].rpartition(":")
 
