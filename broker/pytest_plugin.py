@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from minikafka.testing.control import ControlClient, ControlError
+
 if TYPE_CHECKING:
     from minikafka.testing.link_proxy import LinkProxy
 
@@ -80,11 +82,6 @@ def warm_starter():
 # With several listeners, each one's advertised address (before the ready line).
 LISTENER_LINE = re.compile(r"^minikafka listener: (?P<name>[A-Za-z0-9_]+)://(?P<host>\S+):(?P<port>\d+)$")
 CONTROL_LINE = re.compile(r"^minikafka test control: (?P<host>\S+):(?P<port>\d+)$")
-
-
-class ControlError(RuntimeError):
-    """A fault command the broker refused, or a broker that cannot take one (not started
-    with test control, paused, stopped)."""
 
 
 class BrokerStartError(RuntimeError):
@@ -371,8 +368,6 @@ class MinikafkaBroker:
         return {"pending": answer["pending"], "served": answer["served"]}
 
     def _control(self, op: str, **fields) -> dict:
-        from minikafka.broker.control import ControlClient, ControlError as RefusedError
-
         if not self.running:
             raise ControlError("the minikafka broker is not running")
         if self.control_address is None:
@@ -380,10 +375,7 @@ class MinikafkaBroker:
                                "(MinikafkaBroker(..., test_control=True) enables it)")
         if self.paused:
             raise ControlError("the minikafka broker is paused: resume() it first")
-        try:
-            return ControlClient(self.control_address).request(op, **fields)
-        except RefusedError as exc:
-            raise ControlError(str(exc)) from None
+        return ControlClient(self.control_address).request(op, **fields)
 
     def pause(self) -> None:
         """SIGSTOP the broker and wait until the kernel reports it stopped: from then on it
