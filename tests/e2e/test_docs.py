@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from minikafka.broker.pytest_plugin import READY_LINE, MinikafkaBroker
+from minikafka.testing import MinikafkaBroker
+from minikafka.testing.broker import READY_LINE
 
 REPO = Path(__file__).resolve().parents[2]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

@@ -1,0 +1,44 @@
+"""``minikafka.testing``, the harness under the pytest fixtures: usable from any test runner
+(nothing of it imports pytest), and the same objects the plugin's documented names give."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import minikafka.testing
+from minikafka.broker import pytest_plugin
+
+
+def test_the_plugins_public_names_are_the_harness_objects():
+    for name in pytest_plugin.__all__:
+        assert getattr(pytest_plugin, name) is getattr(minikafka.testing, name), name
+    assert set(minikafka.testing.__all__) >= set(pytest_plugin.__all__)
+
+
+def test_the_harness_runs_a_broker_without_pytest(tmp_path):
+    # `None` in sys.modules makes any import of pytest (or trustme) fail, as in a project that
+    # has neither installed: the harness must not import pytest, even to report trustme missing.
+    script = textwrap.dedent("""
+        import sys
+        sys.modules["pytest"] = None
+        sys.modules["trustme"] = None
+        from minikafka.protocol.apis import ApiKey
+        from minikafka.testing import MinikafkaBroker, MinikafkaCluster, kafka_request
+        from minikafka.testing.broker import TrustmeMissing
+
+        with MinikafkaBroker(sys.argv[1] + "/plain") as broker:
+            versions = kafka_request(broker.bootstrap, ApiKey.API_VERSIONS, 0, {})
+            assert versions.error_code == 0 and versions.api_keys, versions
+            broker.inject("Produce", ["NOT_LEADER_FOR_PARTITION"])
+            assert broker.faults()["pending"], broker.faults()
+        try:
+            MinikafkaBroker(sys.argv[1] + "/tls", security_protocol="SSL")
+        except TrustmeMissing as exc:
+            print(exc)
+    """)
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                            timeout=120, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == ["minikafka's TLS fixtures need trustme: pip install 'minikafka[testing]'"]
