@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import minikafka.testing
 from minikafka.broker import pytest_plugin
@@ -42,3 +44,20 @@ def test_the_harness_runs_a_broker_without_pytest(tmp_path):
                             timeout=120, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == ["minikafka's TLS fixtures need trustme: pip install 'minikafka[testing]'"]
+
+
+def test_no_server_module_imports_the_harness():
+    # The broker serves test control itself (broker/control.py, fault_injection.py); only the
+    # plugin, which is test code, may import minikafka.testing.
+    repo = Path(__file__).resolve().parents[2]
+    server_modules = [path for layer in ("broker", "protocol", "storage", "replication", "export")
+                      for path in (repo / layer).rglob("*.py") if path.name != "pytest_plugin.py"]
+    assert server_modules
+    importing = []
+    for path in server_modules:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(name == "minikafka.testing" or name.startswith("minikafka.testing.") for name in names):
+                importing.append(str(path.relative_to(repo)))
+    assert not importing, importing
