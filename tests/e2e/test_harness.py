@@ -1,5 +1,6 @@
 """``minikafka.testing``, the harness under the pytest fixtures: usable from any test runner
-(nothing of it imports pytest), and the same objects the plugin's documented names give."""
+(nothing of it imports pytest), the same objects the plugin's documented names give, and
+never imported by the server."""
 
 from __future__ import annotations
 
