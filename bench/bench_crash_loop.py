@@ -31,10 +31,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker, kafka_request
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import build_message_set, iter_records
+from minikafka.testing import MinikafkaBroker, kafka_request
 
 NAMES = [f"t{i}" for i in range(5)]
 RETAINED = {"t1", "t3"}  # names whose topics carry retention.bytes

@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker  # noqa: E402
 from minikafka.export.segment_reader import ARROW_SCHEMA  # noqa: E402
+from minikafka.testing import MinikafkaBroker  # noqa: E402
 
 TOPIC = "bench"
 STANDALONE = "standalone"

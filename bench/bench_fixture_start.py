@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_latency import first_message, python_floor_times  # noqa: E402
 from bench_peers import PeerUnavailable, start, tansu_peer  # noqa: E402
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker, warm_starter  # noqa: E402
+from minikafka.testing import MinikafkaBroker  # noqa: E402
+from minikafka.testing.broker import warm_starter  # noqa: E402
 from minikafka.testing.warm import ENV_SWITCH  # noqa: E402
 
 # The generated tests' bodies: a client's produce and consume (its start-up and teardown cost
@@ -49,7 +50,7 @@ BODIES = {
 TEST_FILE = textwrap.dedent("""
     import pytest
     from bench_latency import first_message
-    from minikafka.broker.pytest_plugin import kafka_request
+    from minikafka.testing import kafka_request
     from minikafka.protocol.apis import ApiKey
     from minikafka.protocol.records import build_message_set
 

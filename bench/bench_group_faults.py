@@ -39,8 +39,8 @@ from kazoo.exceptions import NoNodeError
 from kafka.structs import OffsetAndMetadata
 
 from minikafka.broker.groups.records import partition_for
-from minikafka.broker.pytest_plugin import MinikafkaCluster, kafka_request
 from minikafka.protocol.apis import ApiKey
+from minikafka.testing import MinikafkaCluster, kafka_request
 
 TOPIC = "work"
 PARTITIONS = 6

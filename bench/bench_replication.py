@@ -30,7 +30,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from minikafka.broker.config import CONFIG_KEYS_BY_NAME
-from minikafka.broker.pytest_plugin import MinikafkaCluster
+from minikafka.testing import MinikafkaCluster
 
 SESSION_TIMEOUT_MS = 4000
 REPLICA_FETCH_KEYS = ("replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",

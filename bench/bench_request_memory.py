@@ -24,9 +24,9 @@ import threading
 import time
 from pathlib import Path
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.framing import ClientConnection, encode_request
+from minikafka.testing import MinikafkaBroker
 
 MIB = 1 << 20
 

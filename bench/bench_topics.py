@@ -35,9 +35,9 @@ import threading
 import time
 from pathlib import Path
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.framing import ClientConnection
+from minikafka.testing import MinikafkaBroker
 
 
 class Client:

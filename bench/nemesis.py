@@ -44,9 +44,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minikafka.broker.pytest_plugin import ZOOKEEPER, ControlError, MinikafkaCluster, kafka_request
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.records import build_message_set
+from minikafka.testing import ZOOKEEPER, ControlError, MinikafkaCluster, kafka_request
 
 BROKERS = (1, 2, 3)
 PARTITIONS = 2

@@ -18,15 +18,15 @@ Every answer has ``"ok"``; a refused command gets ``{"ok": false, "error": "..."
 connection stays usable. Nothing a client sends here can stop the broker: a bad line is
 answered, an over-long one closes that connection.
 
-:class:`ControlClient` is the blocking client the pytest plugin (and any fixture that runs
-brokers) uses.
+Tests reach it through :class:`minikafka.testing.control.ControlClient`; the server side is
+here, beside the broker that serves it, because ``minikafka serve`` must never import the test
+harness.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import socket
 from typing import Any
 
 import trio
@@ -38,12 +38,8 @@ logger = logging.getLogger(__name__)
 
 CONTROL_HOST = "127.0.0.1"
 MAX_LINE = 65536
-# What `minikafka serve` prints; the pytest plugin's CONTROL_LINE parses it.
+# What `minikafka serve` prints; minikafka.testing's CONTROL_LINE parses it.
 ANNOUNCEMENT = "minikafka test control: {host}:{port}"
-
-
-class ControlError(RuntimeError):
-    """The broker refused a control command, or could not be reached on its control port."""
 
 
 def run_command(injector: FaultInjector, command: Any) -> dict:
@@ -135,34 +131,3 @@ def _answer(injector: FaultInjector, line: bytes) -> bytes:
 def _encode(answer: dict) -> bytes:
     return json.dumps(answer, separators=(",", ":")).encode()
 
-
-class ControlClient:
-    """Blocking client for one broker's control port; one connection per command, so it
-    survives broker restarts as long as ``address`` is kept current."""
-
-    def __init__(self, address: tuple[str, int], *, timeout: float = 10.0) -> None:
-        self.address = address
-        self.timeout = timeout
-
-    def request(self, op: str, **fields: Any) -> dict:
-        """Send one command; returns the answer, or raises ControlError when refused."""
-        payload = json.dumps({"op": op, **fields}).encode() + b"\n"
-        try:
-            with socket.create_connection(self.address, timeout=self.timeout) as sock:
-                sock.sendall(payload)
-                reply = b""
-                while not reply.endswith(b"\n"):
-                    chunk = sock.recv(MAX_LINE)
-                    if not chunk:
-                        break
-                    reply += chunk
-        except OSError as exc:  # refused, reset, or a timeout (socket.timeout is an OSError)
-            raise ControlError(f"test control at {self.address[0]}:{self.address[1]} "
-                               f"did not answer {op!r}: {exc}") from None
-        if not reply.endswith(b"\n"):
-            raise ControlError(f"test control at {self.address[0]}:{self.address[1]} closed "
-                               f"the connection without answering {op!r}")
-        answer = json.loads(reply)
-        if not answer.get("ok"):
-            raise ControlError(answer.get("error", "refused"))
-        return answer

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker
+from minikafka.testing import MinikafkaBroker
 
 _counter = itertools.count()
 

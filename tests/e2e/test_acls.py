@@ -15,8 +15,8 @@ from kafka.errors import (ClusterAuthorizationFailedError, GroupAuthorizationFai
                           TopicAuthorizationFailedError)
 from kafka.structs import OffsetAndMetadata
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker
 from minikafka.broker.security.acl import Acl, AclStore
+from minikafka.testing import MinikafkaBroker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -153,7 +153,7 @@ def test_broker_to_broker_requests_need_cluster_action(broker):
 
 def _as(broker, user: str, api_key, version: int, body: dict):
     """One raw request authenticated as ``user``: what no client library sends."""
-    from minikafka.broker.pytest_plugin import kafka_request
+    from minikafka.testing import kafka_request
 
     return kafka_request(broker.bootstrap, api_key, version, body, plain_login=(user, USERS[user]))
 

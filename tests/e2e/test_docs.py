@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from minikafka.broker.pytest_plugin import READY_LINE, MinikafkaBroker
+from minikafka.testing import MinikafkaBroker
+from minikafka.testing.broker import READY_LINE
 
 REPO = Path(__file__).resolve().parents[2]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -47,7 +48,7 @@ RUN_HERE = {
     "minikafka cluster ready: bootstrap.servers=": "test_the_ready_lines_shown_are_the_ones_printed",
     "echo 'user-1:signed up' | kcat": "test_readme_kcat_lines",
     "from kafka import KafkaProducer\n\ndef test_publishes_signup": "test_readme_fixture_example",
-    "import pytest\nfrom minikafka.broker.pytest_plugin import MinikafkaBroker": "test_session_fixture_example",
+    "import pytest\nfrom minikafka.testing import MinikafkaBroker": "test_session_fixture_example",
     '{"op": "inject"': "test_control_port_lines",
     "import asyncio\n\nimport confluent_kafka": "test_security_client_examples",
     "from kafka import KafkaProducer\n\n\ndef test_sasl_ssl_replication": "test_security_cluster_example",
@@ -133,7 +134,7 @@ def test_readme_fixture_example(tmp_path):
 
 
 def test_session_fixture_example(tmp_path):
-    code = block(REPO / "docs" / "testing.md", "import pytest\nfrom minikafka.broker.pytest_plugin")
+    code = block(REPO / "docs" / "testing.md", "import pytest\nfrom minikafka.testing")
     # The example is a fixture; a test that uses it, twice, shows it is one broker for both.
     code += ("\n\ndef test_one(kafka):\n    assert kafka.running\n    test_one.port = kafka.port\n\n"
              "def test_two(kafka):\n    assert kafka.port == test_one.port\n")

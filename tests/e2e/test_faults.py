@@ -14,7 +14,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import InvalidTimestampError, KafkaTimeoutError, RequestTimedOutError
 
-from minikafka.broker.pytest_plugin import ControlError, MinikafkaBroker
+from minikafka.testing import ControlError, MinikafkaBroker
 
 NOT_LEADER = "NOT_LEADER_OR_FOLLOWER"  # code 6's current name, as the broker reports it
 

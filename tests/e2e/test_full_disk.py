@@ -15,7 +15,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaStorageError
 
-from minikafka.broker.pytest_plugin import BrokerStartError, MinikafkaBroker
+from minikafka.testing import BrokerStartError, MinikafkaBroker
 
 
 def consume_all(bootstrap: str, topic: str) -> list[bytes]:

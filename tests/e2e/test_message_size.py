@@ -30,7 +30,7 @@ LARGEST_BATCH_VALUE = MAX_MESSAGE_BYTES - BATCH_OVERHEAD
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from minikafka.broker.pytest_plugin import MinikafkaBroker
+    from minikafka.testing import MinikafkaBroker
     overrides = {"message.max.bytes": str(MAX_MESSAGE_BYTES)}
     with MinikafkaBroker(tmp_path_factory.mktemp("minikafka-size"), overrides) as running:
         yield running

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from minikafka.broker.pytest_plugin import BrokerStartError, MinikafkaBroker
+from minikafka.testing import BrokerStartError, MinikafkaBroker
 
 
 def produce(bootstrap, topic, value, **config):
@@ -111,7 +111,7 @@ def test_a_broker_that_dies_on_its_own_is_reported_as_a_crash(tmp_path):
     import os
     import signal
 
-    from minikafka.broker.pytest_plugin import BrokerCrashed
+    from minikafka.testing import BrokerCrashed
 
     broker = MinikafkaBroker(tmp_path)
     broker.start()

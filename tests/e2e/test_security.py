@@ -30,11 +30,11 @@ import pytest
 import trustme
 
 from minikafka.broker.config import BrokerConfig
-from minikafka.broker.pytest_plugin import BrokerStartError, MinikafkaBroker
 from minikafka.broker.security import tls
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.framing import ClientConnection, encode_frame
+from minikafka.testing import BrokerStartError, MinikafkaBroker
 
 PASSWORD = "pa55-Vault-7x!"
 USERS = {"alice": PASSWORD, "bob": "bob-Secret-42"}

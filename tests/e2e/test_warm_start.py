@@ -13,7 +13,8 @@ import textwrap
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker, warm_starter
+from minikafka.testing import MinikafkaBroker
+from minikafka.testing.broker import warm_starter
 from minikafka.testing.warm import PROBE_ENV, ForkedProcess
 
 
@@ -71,7 +72,7 @@ def test_killing_the_warm_parent_leaves_running_brokers_alone_and_later_ones_spa
     script.write_text(textwrap.dedent("""
         import signal
         from kafka import KafkaProducer
-        from minikafka.broker.pytest_plugin import warm_starter
+        from minikafka.testing.broker import warm_starter
         from minikafka.testing.warm import ForkedProcess
 
         def test_parent_killed(minikafka_broker_factory, caplog):

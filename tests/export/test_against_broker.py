@@ -27,7 +27,6 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker
 from minikafka.export.exporter import export
 from minikafka.export.progress import ExportProgress
 from minikafka.export.replay import ReplayError, generations, read_exported, replay
@@ -36,6 +35,7 @@ from minikafka.protocol.framing import decode_response, encode_request
 from minikafka.protocol.records import Codec, build_message_set
 from minikafka.storage import list_segments, read_topic_id
 from minikafka.protocol import ApiKey
+from minikafka.testing import MinikafkaBroker
 
 pytestmark = pytest.mark.spark
 

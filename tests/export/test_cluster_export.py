@@ -26,7 +26,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from minikafka.broker.pytest_plugin import MinikafkaCluster
+from minikafka.testing import MinikafkaCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.zookeeper, pytest.mark.timeout(420)]
 

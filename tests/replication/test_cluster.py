@@ -17,9 +17,9 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from minikafka.broker.pytest_plugin import MinikafkaCluster, kafka_request
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.testing import MinikafkaCluster, kafka_request
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.zookeeper]
 

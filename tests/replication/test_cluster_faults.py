@@ -11,11 +11,11 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError, RequestTimedOutError
 
-from minikafka.broker.link_proxy import LinkProxy
-from minikafka.broker.pytest_plugin import ZOOKEEPER, ControlError, kafka_request
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import build_message_set
+from minikafka.testing import ZOOKEEPER, ControlError, kafka_request
+from minikafka.testing.link_proxy import LinkProxy
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -12,7 +12,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from minikafka.broker.pytest_plugin import MinikafkaCluster
+from minikafka.testing import MinikafkaCluster
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.zookeeper]
 

@@ -24,8 +24,8 @@ import uuid
 
 import pytest
 
-from minikafka.broker.pytest_plugin import MinikafkaBroker, MinikafkaCluster, kafka_request
 from minikafka.protocol.apis import ApiKey
+from minikafka.testing import MinikafkaBroker, MinikafkaCluster, kafka_request
 
 CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
 TIMEOUT_S = 10

@@ -20,9 +20,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC, load_reports_in
 from minikafka.broker.groups.records import partition_for
-from minikafka.broker.pytest_plugin import MinikafkaCluster, kafka_request
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.testing import MinikafkaCluster, kafka_request
 
 from .test_cluster import create_topic
 

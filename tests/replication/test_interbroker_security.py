@@ -10,10 +10,10 @@ import base64
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
-from minikafka.broker.pytest_plugin import BROKER_USER, MinikafkaCluster
 from minikafka.broker.security.sasl import AuthenticationFailed, PlainServer, ScramServer
 from minikafka.broker.security.sasl_client import PlainClient, ScramClient
 from minikafka.broker.security.scram import ScramCredential
+from minikafka.testing import BROKER_USER, MinikafkaCluster
 
 USERS = {"alice": "alice-pw"}
 
@@ -175,7 +175,7 @@ async def _api_versions(port: int, security) -> int:
 
 @pytest.mark.timeout(60)
 async def test_endpoint_identification_checks_the_peer_certificates_host_name(tmp_path, minikafka_ca):
-    from minikafka.broker.pytest_plugin import MinikafkaBroker
+    from minikafka.testing import MinikafkaBroker
     from minikafka.replication.channel import AuthenticationError
 
     # A peer whose certificate names another host than the one dialled.

@@ -12,10 +12,10 @@ import time
 import pytest
 from kafka import KafkaProducer
 
-from minikafka.broker.pytest_plugin import kafka_request
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import build_message_set
+from minikafka.testing import kafka_request
 
 from .test_cluster_faults import produce, read_all
 

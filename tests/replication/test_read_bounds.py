@@ -8,10 +8,10 @@ import concurrent.futures
 
 import pytest
 
-from minikafka.broker.pytest_plugin import kafka_request
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import build_message_set
+from minikafka.testing import kafka_request
 
 CONSUMER, DEBUGGING = -1, -2  # ListOffsets' replica ids that are no broker
 

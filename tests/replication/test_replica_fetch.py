@@ -13,11 +13,11 @@ from __future__ import annotations
 import pytest
 import trio
 
-from minikafka.broker.pytest_plugin import MinikafkaCluster, kafka_request
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import build_message_set, iter_records
 from minikafka.replication.channel import BrokerChannel, ChannelError
+from minikafka.testing import MinikafkaCluster, kafka_request
 
 pytestmark = pytest.mark.timeout(180)
 
