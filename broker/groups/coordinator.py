@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,37 +63,17 @@ import trio
 
 from minikafka.broker.groups.config import GroupConfig
 from minikafka.broker.groups.group import GroupMetadata, GroupState, MemberMetadata
-from minikafka.broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, decode_group_value,
-                                   decode_key, decode_offset_value, group_key, group_value,
-                                   offset_key, offset_value, partition_for)
-from minikafka.broker.groups.store import LoadReport, OffsetsPartition, encode_snapshot
-from minikafka.storage.snapshot import SnapshotStore
+from minikafka.broker.groups.records import OffsetAndMetadata, group_key, offset_key, offset_value, partition_for
+from minikafka.broker.groups.store import (GROUP_METADATA_TOPIC, GROUP_STORE_ERRORS, SNAPSHOT_DIR_NAME, STORE_ERRORS,
+                                           GroupStore, LoadReport, OffsetsPartition, Write)
 from minikafka.broker.groups.timers import TimerQueue
-from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
 
-GROUP_METADATA_TOPIC = "__consumer_offsets"
-SNAPSHOT_DIR_NAME = "group-snapshots"
-# How often a cluster broker looks whether a followed partition is due for a snapshot.
-FOLLOWER_SNAPSHOT_CHECK_S = 1.0
 # The wait before a failed load of a led partition is tried again, doubling up to the maximum.
 LOAD_RETRY_FIRST_S = 0.5
 LOAD_RETRY_MAX_S = 30.0
-
-# The line start-up logs per partition; tests and bench/ read it back from a broker process's
-# log (load_reports_in) to see what was loaded and replayed, so both directions live here.
-_LOAD_LINE = "loaded %s-%d: snapshot %s, replayed %d event(s) from offset %d to %d"
-_LOAD_LINE_PATTERN = re.compile(
-    rf"loaded {GROUP_METADATA_TOPIC}-(\d+): snapshot (?:none|at offset (\d+)), "
-    r"replayed (\d+) event\(s\) from offset (\d+) to (\d+)")
-
-
-def load_reports_in(text: str) -> list[LoadReport]:
-    """The start-up ``LoadReport`` of every partition-load line in a broker log, in order."""
-    return [LoadReport(int(partition), int(snapshot) if snapshot else None,
-                       int(start), int(end), int(replayed))
-            for partition, snapshot, replayed, start, end in _LOAD_LINE_PATTERN.findall(text)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,17 +135,6 @@ class GroupSummary:
     members: tuple[MemberSummary, ...] = ()
 
 
-@dataclass(slots=True)
-class _Write:
-    """Events appended to ``partition`` up to ``last_offset``; ``apply`` puts them into the
-    in-memory state once they are committed, ``discard`` forgets them when they are not."""
-
-    partition: OffsetsPartition
-    last_offset: int
-    apply: Callable[[], None] = lambda: None
-    discard: Callable[[], None] = lambda: None
-
-
 class _Reply:
     """A one-shot slot a request handler waits on until the state machine answers."""
 
@@ -184,30 +152,6 @@ class _Reply:
     async def wait(self):
         await self._event.wait()
         return self._value
-
-
-# Errors of an append to __consumer_offsets, as the coordinator reports them to clients
-# (Kafka's GroupMetadataManager mapping).
-_STORE_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.LEADER_NOT_AVAILABLE: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-}
-# The same for the group metadata a SyncGroup stores (storeGroup's callback in Kafka 0.10.2):
-# a timed-out store asks the members to rejoin.
-_GROUP_STORE_ERRORS = {
-    **_STORE_ERRORS,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
 
 
 class GroupCoordinator:
@@ -229,7 +173,7 @@ class GroupCoordinator:
         # The partitions this broker coordinates (all of them on a single broker; those it
         # leads, once loaded, in a cluster) and their groups, by partition index.
         self.partitions: dict[int, OffsetsPartition] = {}
-        self._groups: dict[int, dict[str, GroupMetadata]] = {}
+        self.groups_by_partition: dict[int, dict[str, GroupMetadata]] = {}
         # Partitions being loaded after this broker became their leader -> the load's token
         # (a load whose token is no longer here was overtaken by a leadership change).
         self._loading: dict[int, object] = {}
@@ -237,10 +181,6 @@ class GroupCoordinator:
         self.load_reports: list[LoadReport] = []
         self._active = False
         self._wakeup: trio.Event | None = None
-        self._snapshots_due: set[int] = set()
-        self._snapshot_wakeup: trio.Event | None = None
-        # run()'s nursery: tasks that wait for a group metadata append to be committed.
-        self._tasks: trio.Nursery | None = None
         self._partition_cache: dict[str, int] = {}
         self._partition_cache_count = 0
         # Partitions of __consumer_offsets once known for certain: on a single broker from
@@ -248,8 +188,7 @@ class GroupCoordinator:
         # metadata cache fills in partition by partition, and a group placed by a partial
         # count would land in the wrong partition). It never changes afterwards.
         self.topic_partitions: int | None = None
-        # Followed partitions: the offset of the newest snapshot this broker holds of each.
-        self._follower_snapshot_at: dict[int, int] = {}
+        self.store = GroupStore(broker, self.config, self)
 
     @property
     def clustered(self) -> bool:
@@ -272,13 +211,13 @@ class GroupCoordinator:
             logger.info("created %s with %d partition(s)", GROUP_METADATA_TOPIC, count)
         self.topic_partitions = count
         self.partitions = {}
-        self._groups = {}
+        self.groups_by_partition = {}
         self.load_reports = []
         for index in range(count):
             log = log_manager.get_log(GROUP_METADATA_TOPIC, index)
             partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock)
             groups: dict[str, GroupMetadata] = {}
-            self.load_reports.append(self._load(partition, groups))
+            self.load_reports.append(self.store.load(partition, groups))
             self._install(partition, groups)
         self._active = True
 
@@ -292,7 +231,7 @@ class GroupCoordinator:
         """Start coordinating a loaded partition: its groups' members get their sessions."""
         index = partition.partition
         self.partitions[index] = partition
-        self._groups[index] = groups
+        self.groups_by_partition[index] = groups
         now = self.clock.time_ms()
         for group in groups.values():
             for member in group.members.values():
@@ -313,6 +252,10 @@ class GroupCoordinator:
         """The partitions this broker coordinates or is loading."""
         return sorted({*self.partitions, *self._loading})
 
+    def serves(self, index: int) -> bool:
+        """Whether this broker coordinates partition ``index`` or is loading it."""
+        return index in self.partitions or index in self._loading
+
     def resigned(self, index: int, log) -> None:
         """This broker follows (or no longer holds) ``__consumer_offsets-index``: its groups
         are dropped and their requests answered NOT_COORDINATOR; the new leader loads them."""
@@ -320,10 +263,9 @@ class GroupCoordinator:
 
     def _unload(self, index: int, log) -> None:
         self._loading.pop(index, None)
-        self._snapshots_due.discard(index)
-        self._follower_snapshot_at.pop(index, None)
+        self.store.forget(index)
         self.partitions.pop(index, None)
-        groups = self._groups.pop(index, {})
+        groups = self.groups_by_partition.pop(index, {})
         for group in groups.values():
             self._drop_group(group)
         if groups:
@@ -331,25 +273,11 @@ class GroupCoordinator:
                         len(groups))
         if log is not None:
             try:
-                self._remove_unreplicated_snapshots(index, log)
+                self.store.remove_unreplicated_snapshots(index, log)
             except OSError as exc:
                 # Loading the partition removes them first, and retries until it can.
                 logger.error("%s-%d: snapshots above the high watermark not removed: %s", GROUP_METADATA_TOPIC,
                              index, exc)
-
-    @staticmethod
-    def _remove_unreplicated_snapshots(index: int, log) -> None:
-        # A snapshot covers events up to its offset; above the high watermark those may
-        # not survive (a follower truncates to its new leader's log), and loading such a
-        # snapshot later would bring back commits the cluster never acknowledged.
-        removed = SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).remove_newer_than(log.high_watermark)
-        if removed:
-            logger.info("%s-%d: removed %d snapshot(s) above the high watermark %d", GROUP_METADATA_TOPIC,
-                        index, removed, log.high_watermark)
-
-    def _load_led_partition(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata]) -> LoadReport:
-        self._remove_unreplicated_snapshots(partition.partition, partition.log)
-        return self._load(partition, groups)
 
     def _drop_group(self, group: GroupMetadata) -> None:
         """Kafka's onGroupUnloaded: waiting requests learn that this broker is not the
@@ -383,7 +311,7 @@ class GroupCoordinator:
             try:
                 partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
                                              trim_bound=writer.trim_bound)
-                report = await trio.to_thread.run_sync(self._load_led_partition, partition, groups)
+                report = await trio.to_thread.run_sync(self.store.load_led_partition, partition, groups)
                 break
             except Exception:
                 if self._loading.get(index) is not token:
@@ -403,28 +331,15 @@ class GroupCoordinator:
         self.load_reports.append(report)
         self._install(partition, groups)
         if partition.events_since_snapshot:
-            self._snapshot_soon(index)
-
-    def _snapshot_soon(self, index: int) -> None:
-        self._snapshots_due.add(index)
-        if self._snapshot_wakeup is not None:
-            self._snapshot_wakeup.set()
+            self.store.snapshot_soon(index)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Fire session and rebalance timers, expire offsets, write due snapshots."""
         self._wakeup = trio.Event()
-        self._snapshot_wakeup = trio.Event()
-        # A long replay at start-up is snapshotted at once, so the next start is quick.
-        for partition in self.partitions.values():
-            if partition.due_for_snapshot(self.config.snapshot_interval_events,
-                                          self.config.snapshot_interval_bytes):
-                self._snapshot_soon(partition.partition)
         async with trio.open_nursery() as nursery:
-            self._tasks = nursery
-            nursery.start_soon(self._snapshot_writer)
+            self.store.start(nursery)
             if self.clustered:
                 nursery.start_soon(self._run_loads)
-                nursery.start_soon(self._follower_snapshots)
             task_status.started()
             next_expiry = self.clock.time_ms()
             while True:
@@ -452,12 +367,7 @@ class GroupCoordinator:
         if not self._active:
             return
         self._active = False
-        for partition in self.partitions.values():
-            try:
-                self._snapshot_sync(partition)
-            except Exception:
-                logger.exception("%s-%d: snapshot at shutdown failed; start-up will replay the log",
-                                 GROUP_METADATA_TOPIC, partition.partition)
+        self.store.snapshot_all()
 
     def _wake(self) -> None:
         if self._wakeup is not None:
@@ -486,12 +396,12 @@ class GroupCoordinator:
         return index
 
     def group(self, group_id: str) -> GroupMetadata | None:
-        groups = self._groups.get(self.partition_for(group_id))
+        groups = self.groups_by_partition.get(self.partition_for(group_id))
         return None if groups is None else groups.get(group_id)
 
     def _add_group(self, group_id: str) -> GroupMetadata:
         group = GroupMetadata(group_id)
-        self._groups[self.partition_for(group_id)][group_id] = group
+        self.groups_by_partition[self.partition_for(group_id)][group_id] = group
         return group
 
     def _check(self, group_id: str, *, validate_id: bool = True) -> ErrorCode:
@@ -671,7 +581,7 @@ class GroupCoordinator:
                     group.group_id, group.generation_id, len(group.members), group.protocol,
                     group.leader_id)
         if group.is_(GroupState.EMPTY):
-            error, _ = self._store_group(group, _GROUP_STORE_ERRORS)
+            error, _ = self.store.store_group(group, GROUP_STORE_ERRORS)
             if error:
                 logger.warning("group %s: storing the empty group failed: %s", group.group_id, error.name)
             return
@@ -718,7 +628,7 @@ class GroupCoordinator:
                 for each in group.members.values():
                     each.assignment = bytes(assignments.get(each.member_id, b""))
                 generation = group.generation_id
-                error, write = self._store_group(group, _GROUP_STORE_ERRORS)
+                error, write = self.store.store_group(group, GROUP_STORE_ERRORS)
                 if error:
                     self._group_stored(group, generation, error)
                 else:
@@ -726,7 +636,7 @@ class GroupCoordinator:
                     # the group metadata is replicated. A coordinator cut off from its
                     # followers (and ZooKeeper) cannot complete a generation that a new
                     # coordinator completes as well.
-                    self._when_committed(write, _GROUP_STORE_ERRORS,
+                    self.store.when_committed(write, GROUP_STORE_ERRORS,
                                          lambda error: self._group_stored(group, generation, error))
 
     def _group_stored(self, group: GroupMetadata, generation: int, error: ErrorCode) -> None:
@@ -855,7 +765,7 @@ class GroupCoordinator:
             return errors
         error = None
         try:
-            error = await self._committed(write)
+            error = await self.store.committed(write)
         finally:
             # Cancelled (the connection closed) counts as not committed: the commit stays in
             # the log, but this process no longer waits for it.
@@ -864,7 +774,7 @@ class GroupCoordinator:
             else:
                 write.discard()
         if error:
-            error = _STORE_ERRORS.get(error, error)
+            error = STORE_ERRORS.get(error, error)
             return [error if e == ErrorCode.NONE else e for e in errors]
         return errors
 
@@ -877,7 +787,7 @@ class GroupCoordinator:
         return errors
 
     def _commit(self, group_id: str, member_id: str, generation_id: int, retention_ms: int,
-                commits: list[PartitionCommit]) -> tuple[list[ErrorCode], "_Write | None"]:
+                commits: list[PartitionCommit]) -> tuple[list[ErrorCode], Write | None]:
         error = self._check(group_id, validate_id=False)
         if error:
             return [error] * len(commits), None
@@ -904,7 +814,7 @@ class GroupCoordinator:
         return self._store_offsets(group, retention_ms, commits)
 
     def _store_offsets(self, group: GroupMetadata, retention_ms: int,
-                       commits: list[PartitionCommit]) -> tuple[list[ErrorCode], "_Write | None"]:
+                       commits: list[PartitionCommit]) -> tuple[list[ErrorCode], Write | None]:
         now = self.clock.time_ms()
         retention = self.config.offsets_retention_ms if retention_ms == -1 else retention_ms
         errors: list[ErrorCode] = []
@@ -922,7 +832,7 @@ class GroupCoordinator:
             return errors, None
         events = [(offset_key(group.group_id, topic, partition), offset_value(committed))
                   for (topic, partition), committed in accepted.items()]
-        store_error, write = self._append(group.group_id, events, _STORE_ERRORS)
+        store_error, write = self.store.append(group.group_id, events, STORE_ERRORS)
         if store_error:
             return [store_error if e == ErrorCode.NONE else e for e in errors], None
         position = write.last_offset
@@ -1008,7 +918,7 @@ class GroupCoordinator:
         if not self._active:
             return 0
         removed = 0
-        for groups in self._groups.values():
+        for groups in self.groups_by_partition.values():
             for group in list(groups.values()):
                 chosen = select(group)
                 events = [(offset_key(group.group_id, topic, partition), None) for topic, partition in chosen]
@@ -1018,7 +928,7 @@ class GroupCoordinator:
                     events.append((group_key(group.group_id), None))
                 if not events:
                     continue
-                if self._append(group.group_id, events)[0]:
+                if self.store.append(group.group_id, events)[0]:
                     continue   # logged; the next pass retries
                 for tp in chosen:
                     del group.offsets[tp]
@@ -1037,7 +947,7 @@ class GroupCoordinator:
         if self._loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         return ErrorCode.NONE, [(group.group_id, group.protocol_type or "")
-                                for groups in self._groups.values() for group in groups.values()
+                                for groups in self.groups_by_partition.values() for group in groups.values()
                                 if not group.is_(GroupState.DEAD)]
 
     def describe_group(self, group_id: str) -> GroupSummary:
@@ -1058,261 +968,3 @@ class GroupCoordinator:
             protocol = ""
         return GroupSummary(ErrorCode.NONE, group_id, group.state.value, group.protocol_type or "",
                             protocol, members)
-
-    # ================================================================ persistence
-
-    def _store_group(self, group: GroupMetadata, errors: dict[ErrorCode, ErrorCode]
-                     ) -> tuple[ErrorCode, "_Write | None"]:
-        value = group_value(group.stored())
-        error, write = self._append(group.group_id, [(group_key(group.group_id), value)], errors)
-        if not error:
-            group.persisted = value
-        return error, write
-
-    def _append(self, group_id: str, events, errors: dict[ErrorCode, ErrorCode] = _STORE_ERRORS
-                ) -> tuple[ErrorCode, "_Write | None"]:
-        """Append events of ``group_id`` to its partition (which this broker coordinates);
-        ``errors`` maps the append's errors to the client's. Tombstones and an empty group's
-        metadata do not wait for the returned write to be committed (as in Kafka): a lost
-        one is an offset that expires again, a group that empties again."""
-        index = self.partition_for(group_id)
-        partition = self.partitions[index]
-        try:
-            last_offset = partition.append(events)
-        except RecordError as exc:
-            logger.warning("%s-%d: append refused: %s", GROUP_METADATA_TOPIC, index, exc)
-            return errors.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR), None
-        except OSError:
-            logger.exception("%s-%d: append failed", GROUP_METADATA_TOPIC, index)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        if not self.clustered:
-            # In a cluster the replica manager wakes readers as the high watermark moves.
-            self.broker.append_waiters.notify(GROUP_METADATA_TOPIC, index)
-        if partition.due_for_snapshot(self.config.snapshot_interval_events,
-                                      self.config.snapshot_interval_bytes):
-            self._snapshot_soon(index)
-        return ErrorCode.NONE, _Write(partition, last_offset)
-
-    async def _committed(self, write: "_Write") -> ErrorCode:
-        """Wait until ``write`` is committed; the replication's error if it is not, and
-        NOT_COORDINATOR if this broker stopped leading its partition meanwhile (the state
-        it was applied to is gone)."""
-        error = await write.partition.writer.committed(write.last_offset)
-        if self.partitions.get(write.partition.partition) is not write.partition:
-            return ErrorCode.NOT_COORDINATOR
-        return error
-
-    def _when_committed(self, write: "_Write", errors: dict[ErrorCode, ErrorCode],
-                        done: Callable[[ErrorCode], None]) -> None:
-        """Call ``done`` with the (mapped) error once ``write`` is committed or failed: at
-        once where an append is committed on return (a single broker, acks 1), else from a
-        task of :meth:`run`."""
-        if write.partition.writer.commits_on_append:
-            done(ErrorCode.NONE)
-            return
-
-        async def wait() -> None:
-            error = await self._committed(write)
-            done(errors.get(error, error))
-
-        self._tasks.start_soon(wait)
-
-    def _apply_event(self, groups: dict[str, GroupMetadata], key: bytes, value: bytes | None) -> None:
-        """Fold one event (from a snapshot or the log) into one partition's ``groups``."""
-        decoded = decode_key(key)
-        group = groups.get(decoded.group_id)
-        if isinstance(decoded, GroupKey):
-            if value is None:
-                if group is not None:
-                    del groups[decoded.group_id]
-                    if group.offsets:
-                        # Kafka's loading: a group tombstone removes the group's metadata; its
-                        # offsets not tombstoned themselves load into an empty group.
-                        groups[decoded.group_id] = GroupMetadata(decoded.group_id, offsets=group.offsets)
-                return
-            stored = decode_group_value(value)
-            if group is None:
-                group = groups[decoded.group_id] = GroupMetadata(decoded.group_id)
-            group.protocol_type = stored.protocol_type
-            group.generation_id = stored.generation_id
-            group.protocol = stored.protocol
-            group.leader_id = stored.leader_id
-            group.members = {
-                m.member_id: MemberMetadata(m.member_id, m.client_id, m.client_host,
-                                            m.rebalance_timeout_ms, m.session_timeout_ms,
-                                            stored.protocol_type,
-                                            [(stored.protocol or "", m.subscription)],
-                                            assignment=m.assignment)
-                for m in stored.members}
-            group.state = GroupState.STABLE if group.members else GroupState.EMPTY
-            group.persisted = value
-            return
-        topic_partition = (decoded.topic, decoded.partition)
-        if value is None:
-            if group is not None:
-                group.offsets.pop(topic_partition, None)
-            return
-        committed = decode_offset_value(value)
-        if committed.expire_timestamp == -1:
-            committed = OffsetAndMetadata(committed.offset, committed.metadata, committed.commit_timestamp,
-                                          committed.commit_timestamp + self.config.offsets_retention_ms)
-        if group is None:
-            group = groups[decoded.group_id] = GroupMetadata(decoded.group_id)
-        group.offsets[topic_partition] = committed
-
-    def _load(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata], *,
-              end: int | None = None, report_line: bool = True) -> LoadReport:
-        """Fold the newest valid snapshot and the events after it, up to ``end`` (default:
-        the log end), into ``groups``. Touches no other state, so it may run in a worker
-        thread while the partition is not served."""
-        index = partition.partition
-        log = partition.log
-        snapshot_offset = partition.load_snapshot(lambda key, value: self._apply_event(groups, key, value),
-                                                  groups.clear)
-        if snapshot_offset is not None:
-            partition.snapshot_offsets = [snapshot_offset]
-        start = partition.replay_start(snapshot_offset)
-        replayed = 0
-        for offset, key, value in partition.read_events(start, end):
-            try:
-                self._apply_event(groups, key, value)
-            except GroupRecordError as exc:
-                logger.error("%s-%d: skipping undecodable event at offset %d: %s",
-                             GROUP_METADATA_TOPIC, index, offset, exc)
-                continue
-            replayed += 1
-        end = log.log_end_offset if end is None else end
-        partition.events_since_snapshot = replayed
-        if snapshot_offset is not None and snapshot_offset > end:
-            # The log lost its tail (power loss before a flush) below a fsynced snapshot.
-            # Re-anchor the state at the log end, or later events would be taken for ones the
-            # snapshot already covers and skipped at the next start-up.
-            logger.warning("%s-%d: snapshot at %d is past the log end %d; rewriting it at %d",
-                           GROUP_METADATA_TOPIC, index, snapshot_offset, end, end)
-            partition.snapshot_offsets = []
-            self._snapshot_sync(partition, groups, force=True)
-            partition.snapshots.remove_newer_than(end)
-        report = LoadReport(index, snapshot_offset, start, end, replayed)
-        if report_line:
-            logger.info(_LOAD_LINE, GROUP_METADATA_TOPIC, index,
-                    "none" if snapshot_offset is None else f"at offset {snapshot_offset}",
-                    replayed, start, end)
-        return report
-
-    # ================================================================ snapshots
-
-    def _capture(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata], *, force: bool = False):
-        """The snapshot offset and a copy of the partition's state, or None if nothing is new."""
-        offset = partition.begin_snapshot(force=force)
-        if offset is None:
-            return None
-        return offset, self._state(groups)
-
-    @staticmethod
-    def _state(groups: dict[str, GroupMetadata]):
-        # Every event below the snapshot's offset (the log end) is in it, commits still waiting
-        # for the high watermark too: they are in the log the snapshot stands for.
-        return [(group.group_id, group.persisted, list(group.offsets_in_log().items()))
-                for group in groups.values()]
-
-    @staticmethod
-    def _entries(state):
-        for group_id, persisted, offsets in state:
-            if persisted is not None:
-                yield group_key(group_id), persisted
-            for (topic, partition), committed in offsets:
-                yield offset_key(group_id, topic, partition), offset_value(committed)
-
-    def _snapshot_sync(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata] | None = None, *,
-                       force: bool = False) -> None:
-        captured = self._capture(partition, self._groups[partition.partition] if groups is None else groups,
-                                 force=force)
-        if captured is None:
-            return
-        offset, state = captured
-        try:
-            partition.write_snapshot(offset, encode_snapshot(partition.partition, offset, self._entries(state)))
-        except BaseException:
-            partition.abandon_snapshot()
-            raise
-        partition.snapshot_written(offset)
-        logger.info("%s-%d: wrote snapshot at offset %d", GROUP_METADATA_TOPIC, partition.partition, offset)
-
-    async def _snapshot_writer(self) -> None:
-        """Write due snapshots: state captured on the event loop between appends, encoded and
-        written (fsync) in a worker thread, old data pruned back on the loop."""
-        while True:
-            await self._snapshot_wakeup.wait()
-            self._snapshot_wakeup = trio.Event()
-            while self._snapshots_due:
-                index = self._snapshots_due.pop()
-                partition = self.partitions.get(index)
-                if partition is None:
-                    continue
-                captured = self._capture(partition, self._groups[index])
-                if captured is None:
-                    continue
-                offset, state = captured
-                try:
-                    await trio.to_thread.run_sync(
-                        lambda: partition.write_snapshot(
-                            offset, encode_snapshot(index, offset, self._entries(state))))
-                except Exception:
-                    logger.exception("%s-%d: writing the snapshot at %d failed", GROUP_METADATA_TOPIC,
-                                     index, offset)
-                    partition.abandon_snapshot()
-                    continue
-                except BaseException:
-                    # Cancelled (shutdown) before the write began: the shutdown snapshot
-                    # must still see these events as new.
-                    partition.abandon_snapshot()
-                    raise
-                if self.partitions.get(index) is not partition:
-                    # Leadership moved while it was written: it may cover events above the
-                    # high watermark that the new leader does not have (see _unload).
-                    partition.snapshots.remove_newer_than(partition.log.high_watermark)
-                    continue
-                partition.snapshot_written(offset)
-                logger.info("%s-%d: wrote snapshot at offset %d", GROUP_METADATA_TOPIC, index, offset)
-
-    async def _follower_snapshots(self) -> None:
-        """Snapshot the partitions this broker follows, so that whichever replica becomes
-        leader replays little: every ``offsets.snapshot.interval.events`` committed offsets
-        of the log, its newest snapshot plus the events up to the high watermark are folded
-        (in a worker thread) into a snapshot at the high watermark, which no truncation
-        goes below."""
-        from minikafka.broker.server import cluster_mode
-
-        while True:
-            await trio.sleep(FOLLOWER_SNAPSHOT_CHECK_S)
-            log_manager = self.broker.log_manager
-            for index in range(self.partition_count()):
-                log = log_manager.get_log(GROUP_METADATA_TOPIC, index)
-                if log is None or index in self.partitions or index in self._loading:
-                    continue
-                newest = self._follower_snapshot_at.get(index)
-                if newest is None:
-                    newest = max(SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).offsets(), default=0)
-                    self._follower_snapshot_at[index] = newest
-                if log.high_watermark - newest < self.config.snapshot_interval_events:
-                    continue
-                trim_bound = cluster_mode().offsets_trim_bound(self.broker, index, log)
-                try:
-                    offset = await trio.to_thread.run_sync(self._snapshot_by_replay, index, log, trim_bound)
-                except Exception:
-                    logger.exception("%s-%d: follower snapshot failed", GROUP_METADATA_TOPIC, index)
-                    continue
-                if index not in self.partitions and index not in self._loading:
-                    self._follower_snapshot_at[index] = offset
-
-    def _snapshot_by_replay(self, index: int, log, trim_bound: int) -> int:
-        partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock,
-                                     trim_bound=lambda: trim_bound)
-        end = log.high_watermark
-        groups: dict[str, GroupMetadata] = {}
-        report = self._load(partition, groups, end=end, report_line=False)
-        partition.write_snapshot(end, encode_snapshot(index, end, self._entries(self._state(groups))))
-        partition.snapshot_written(end)
-        logger.info("%s-%d: follower wrote snapshot at offset %d (replayed %d event(s) from offset %d)",
-                    GROUP_METADATA_TOPIC, index, end, report.events_replayed, report.replay_start_offset)
-        return end
