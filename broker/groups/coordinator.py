@@ -54,7 +54,6 @@ are fired by :meth:`GroupCoordinator.run` (or :meth:`poll` in tests).
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,17 +62,14 @@ import trio
 
 from minikafka.broker.groups.config import GroupConfig
 from minikafka.broker.groups.group import GroupMetadata, GroupState, MemberMetadata
-from minikafka.broker.groups.records import OffsetAndMetadata, group_key, offset_key, offset_value, partition_for
-from minikafka.broker.groups.store import (GROUP_METADATA_TOPIC, GROUP_STORE_ERRORS, SNAPSHOT_DIR_NAME, STORE_ERRORS,
+from minikafka.broker.groups.ownership import PartitionOwnership
+from minikafka.broker.groups.records import OffsetAndMetadata, group_key, offset_key, offset_value
+from minikafka.broker.groups.store import (GROUP_METADATA_TOPIC, GROUP_STORE_ERRORS, STORE_ERRORS,
                                            GroupStore, LoadReport, OffsetsPartition, Write)
 from minikafka.broker.groups.timers import TimerQueue
 from minikafka.protocol.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
-
-# The wait before a failed load of a led partition is tried again, doubling up to the maximum.
-LOAD_RETRY_FIRST_S = 0.5
-LOAD_RETRY_MAX_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,25 +166,46 @@ class GroupCoordinator:
         self.clock = broker.clock
         self.config = GroupConfig.from_broker_config(broker.config)
         self.timers = TimerQueue(on_earlier_deadline=self._wake)
-        # The partitions this broker coordinates (all of them on a single broker; those it
-        # leads, once loaded, in a cluster) and their groups, by partition index.
-        self.partitions: dict[int, OffsetsPartition] = {}
-        self.groups_by_partition: dict[int, dict[str, GroupMetadata]] = {}
-        # Partitions being loaded after this broker became their leader -> the load's token
-        # (a load whose token is no longer here was overtaken by a leadership change).
-        self._loading: dict[int, object] = {}
-        self._loads_in, self._loads_out = trio.open_memory_channel(math.inf)
-        self.load_reports: list[LoadReport] = []
-        self._active = False
         self._wakeup: trio.Event | None = None
-        self._partition_cache: dict[str, int] = {}
-        self._partition_cache_count = 0
-        # Partitions of __consumer_offsets once known for certain: on a single broker from
-        # start-up; in a cluster from ZooKeeper, before the first partition is loaded (the
-        # metadata cache fills in partition by partition, and a group placed by a partial
-        # count would land in the wrong partition). It never changes afterwards.
-        self.topic_partitions: int | None = None
-        self.store = GroupStore(broker, self.config, self)
+        self.ownership = PartitionOwnership(self.config, self.clock, self._group_loaded, self._drop_group)
+        self.store = GroupStore(broker, self.config, self.ownership)
+        self.ownership.store = self.store
+
+    # The ownership's state and lookups that cluster mode and tests use.
+
+    @property
+    def partitions(self) -> dict[int, OffsetsPartition]:
+        return self.ownership.partitions
+
+    @property
+    def load_reports(self) -> list[LoadReport]:
+        return self.ownership.load_reports
+
+    @property
+    def topic_partitions(self) -> int | None:
+        return self.ownership.topic_partitions
+
+    @topic_partitions.setter
+    def topic_partitions(self, count: int) -> None:
+        self.ownership.topic_partitions = count
+
+    def partition_for(self, group_id: str) -> int:
+        return self.ownership.partition_for(group_id)
+
+    def group(self, group_id: str) -> GroupMetadata | None:
+        return self.ownership.group(group_id)
+
+    def became_leader(self, index: int, log, writer) -> None:
+        self.ownership.became_leader(index, log, writer)
+
+    def resigned(self, index: int, log) -> None:
+        self.ownership.resigned(index, log)
+
+    def served_partitions(self) -> list[int]:
+        return self.ownership.served_partitions()
+
+    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str]]]:
+        return self.ownership.list_groups()
 
     @property
     def clustered(self) -> bool:
@@ -201,7 +218,7 @@ class GroupCoordinator:
         (newest valid snapshot, then the events after it). In a cluster nothing is loaded
         here: partitions are loaded as this broker becomes their leader (:meth:`became_leader`)."""
         if self.clustered:
-            self._active = True
+            self.ownership.active = True
             return
         log_manager = self.broker.log_manager
         count = log_manager.topics().get(GROUP_METADATA_TOPIC)
@@ -209,17 +226,8 @@ class GroupCoordinator:
             count = self.config.offsets_topic_num_partitions
             log_manager.create_topic(GROUP_METADATA_TOPIC, count, self.offsets_topic_configs())
             logger.info("created %s with %d partition(s)", GROUP_METADATA_TOPIC, count)
-        self.topic_partitions = count
-        self.partitions = {}
-        self.groups_by_partition = {}
-        self.load_reports = []
-        for index in range(count):
-            log = log_manager.get_log(GROUP_METADATA_TOPIC, index)
-            partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock)
-            groups: dict[str, GroupMetadata] = {}
-            self.load_reports.append(self.store.load(partition, groups))
-            self._install(partition, groups)
-        self._active = True
+        self.ownership.load_all(log_manager, count)
+        self.ownership.active = True
 
     def offsets_topic_configs(self) -> dict[str, str]:
         """Topic configs of ``__consumer_offsets``, on one broker as in a cluster."""
@@ -227,57 +235,10 @@ class GroupCoordinator:
         # snapshots cover them (store.OffsetsPartition.snapshot_written).
         return {"cleanup.policy": "compact", "segment.bytes": str(self.config.offsets_topic_segment_bytes)}
 
-    def _install(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata]) -> None:
-        """Start coordinating a loaded partition: its groups' members get their sessions."""
-        index = partition.partition
-        self.partitions[index] = partition
-        self.groups_by_partition[index] = groups
-        now = self.clock.time_ms()
-        for group in groups.values():
-            for member in group.members.values():
-                self._schedule_heartbeat(group, member, now)
-
-    # ---------------------------------------------------------------- cluster leadership
-
-    def became_leader(self, index: int, log, writer) -> None:
-        """This broker now leads ``__consumer_offsets-index``: load it in the background and
-        answer COORDINATOR_LOAD_IN_PROGRESS for its groups until then. ``writer`` appends
-        through the leader replica and says when an append is committed."""
-        self._unload(index, log)
-        token = object()
-        self._loading[index] = token
-        self._loads_in.send_nowait((index, log, writer, token))
-
-    def served_partitions(self) -> list[int]:
-        """The partitions this broker coordinates or is loading."""
-        return sorted({*self.partitions, *self._loading})
-
-    def serves(self, index: int) -> bool:
-        """Whether this broker coordinates partition ``index`` or is loading it."""
-        return index in self.partitions or index in self._loading
-
-    def resigned(self, index: int, log) -> None:
-        """This broker follows (or no longer holds) ``__consumer_offsets-index``: its groups
-        are dropped and their requests answered NOT_COORDINATOR; the new leader loads them."""
-        self._unload(index, log)
-
-    def _unload(self, index: int, log) -> None:
-        self._loading.pop(index, None)
-        self.store.forget(index)
-        self.partitions.pop(index, None)
-        groups = self.groups_by_partition.pop(index, {})
-        for group in groups.values():
-            self._drop_group(group)
-        if groups:
-            logger.info("%s-%d: no longer its leader: dropped %d group(s)", GROUP_METADATA_TOPIC, index,
-                        len(groups))
-        if log is not None:
-            try:
-                self.store.remove_unreplicated_snapshots(index, log)
-            except OSError as exc:
-                # Loading the partition removes them first, and retries until it can.
-                logger.error("%s-%d: snapshots above the high watermark not removed: %s", GROUP_METADATA_TOPIC,
-                             index, exc)
+    def _group_loaded(self, group: GroupMetadata, now: int) -> None:
+        """Kafka's onGroupLoaded: the members of a group this broker now coordinates get their sessions."""
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member, now)
 
     def _drop_group(self, group: GroupMetadata) -> None:
         """Kafka's onGroupUnloaded: waiting requests learn that this broker is not the
@@ -289,57 +250,13 @@ class GroupCoordinator:
             self._release(member, ErrorCode.NOT_COORDINATOR)
         group.transition_to(GroupState.DEAD)
 
-    async def _run_loads(self) -> None:
-        async with trio.open_nursery() as nursery:
-            async for index, log, writer, token in self._loads_out:
-                nursery.start_soon(self._load_led, index, log, writer, token)
-
-    async def _load_led(self, index: int, log, writer, token) -> None:
-        """Load a partition this broker became leader of, off the event loop; install it
-        unless leadership moved meanwhile, then snapshot it if the load replayed anything."""
-        while self.topic_partitions is None:
-            try:
-                self.topic_partitions = await writer.topic_partitions()
-            except Exception as exc:  # ZooKeeper unavailable: the load waits for it
-                logger.warning("%s-%d: partition count unknown (%s); retrying", GROUP_METADATA_TOPIC, index, exc)
-                await trio.sleep(0.5)
-                if self._loading.get(index) is not token:
-                    return
-        retry_s = LOAD_RETRY_FIRST_S
-        while True:
-            groups: dict[str, GroupMetadata] = {}
-            try:
-                partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
-                                             trim_bound=writer.trim_bound)
-                report = await trio.to_thread.run_sync(self.store.load_led_partition, partition, groups)
-                break
-            except Exception:
-                if self._loading.get(index) is not token:
-                    return
-                # Kafka 2.x serves whatever a failed load got to; a partial state would answer
-                # OffsetFetch without offsets that exist (consumers rewind). The groups stay
-                # LOAD_IN_PROGRESS instead, and the load is tried again.
-                logger.exception("%s-%d: loading failed; retrying in %.1f s", GROUP_METADATA_TOPIC, index,
-                                 retry_s)
-            await trio.sleep(retry_s)
-            retry_s = min(retry_s * 2, LOAD_RETRY_MAX_S)
-            if self._loading.get(index) is not token:
-                return
-        if self._loading.get(index) is not token:
-            return
-        del self._loading[index]
-        self.load_reports.append(report)
-        self._install(partition, groups)
-        if partition.events_since_snapshot:
-            self.store.snapshot_soon(index)
-
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Fire session and rebalance timers, expire offsets, write due snapshots."""
         self._wakeup = trio.Event()
         async with trio.open_nursery() as nursery:
             self.store.start(nursery)
             if self.clustered:
-                nursery.start_soon(self._run_loads)
+                nursery.start_soon(self.ownership.run_loads)
             task_status.started()
             next_expiry = self.clock.time_ms()
             while True:
@@ -364,62 +281,18 @@ class GroupCoordinator:
     def shutdown(self) -> None:
         """Stop answering and write a snapshot of every partition with events after its last
         one, so the next start-up replays nothing."""
-        if not self._active:
+        if not self.ownership.active:
             return
-        self._active = False
+        self.ownership.active = False
         self.store.snapshot_all()
 
     def _wake(self) -> None:
         if self._wakeup is not None:
             self._wakeup.set()
 
-    # ================================================================ lookup
-
-    def partition_count(self) -> int:
-        """Partitions of ``__consumer_offsets``: the topic's, or the count it will be created with."""
-        if self.topic_partitions is not None:
-            return self.topic_partitions
-        return self.config.offsets_topic_num_partitions
-
-    def partition_for(self, group_id: str) -> int:
-        """The ``__consumer_offsets`` partition that holds ``group_id``."""
-        count = self.partition_count()
-        if count != self._partition_cache_count:
-            self._partition_cache.clear()
-            self._partition_cache_count = count
-        index = self._partition_cache.get(group_id)
-        if index is None:
-            # Java's String.hashCode is a Python loop; every request of a group needs it.
-            if len(self._partition_cache) > 100_000:
-                self._partition_cache.clear()
-            index = self._partition_cache[group_id] = partition_for(group_id, count)
-        return index
-
-    def group(self, group_id: str) -> GroupMetadata | None:
-        groups = self.groups_by_partition.get(self.partition_for(group_id))
-        return None if groups is None else groups.get(group_id)
-
-    def _add_group(self, group_id: str) -> GroupMetadata:
-        group = GroupMetadata(group_id)
-        self.groups_by_partition[self.partition_for(group_id)][group_id] = group
-        return group
-
-    def _check(self, group_id: str, *, validate_id: bool = True) -> ErrorCode:
-        """The coordinator-level error for a request about ``group_id`` (NONE if we serve it)."""
-        if not self._active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        index = self.partition_for(group_id)
-        if index in self._loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if index not in self.partitions:
-            return ErrorCode.NOT_COORDINATOR
-        if validate_id and not group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        return ErrorCode.NONE
-
     def find_coordinator(self, group_id: str) -> ErrorCode:
         """NONE when this broker coordinates ``group_id`` (a single broker coordinates all)."""
-        return ErrorCode.NONE if self._active else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE if self.ownership.active else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     # ================================================================ JoinGroup
 
@@ -435,7 +308,7 @@ class GroupCoordinator:
                           rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
                           protocols: list[tuple[str, bytes]],
                           respond: Callable[[JoinResult], None]) -> None:
-        error = self._check(group_id)
+        error = self.ownership.check(group_id)
         if error:
             respond(JoinResult(error, member_id))
             return
@@ -443,12 +316,12 @@ class GroupCoordinator:
                 <= self.config.max_session_timeout_ms):
             respond(JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id))
             return
-        group = self.group(group_id)
+        group = self.ownership.group(group_id)
         if group is None:
             if member_id:
                 respond(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
                 return
-            group = self._add_group(group_id)
+            group = self.ownership.add_group(group_id)
         protocols = [(name, bytes(metadata)) for name, metadata in protocols]
         if group.is_(GroupState.DEAD):
             # Removed while this request was on its way: the client starts over.
@@ -605,11 +478,11 @@ class GroupCoordinator:
     def handle_sync_group(self, group_id: str, generation_id: int, member_id: str,
                           assignments: dict[str, bytes],
                           respond: Callable[[SyncResult], None]) -> None:
-        error = self._check(group_id)
+        error = self.ownership.check(group_id)
         if error:
             respond(SyncResult(error))
             return
-        group = self.group(group_id)
+        group = self.ownership.group(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member is None:
             respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -671,10 +544,10 @@ class GroupCoordinator:
     # ================================================================ Heartbeat / LeaveGroup
 
     def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
-        error = self._check(group_id)
+        error = self.ownership.check(group_id)
         if error:
             return error
-        group = self.group(group_id)
+        group = self.ownership.group(group_id)
         if group is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
             return ErrorCode.UNKNOWN_MEMBER_ID
         member = group.members.get(member_id)
@@ -691,10 +564,10 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     def leave_group(self, group_id: str, member_id: str) -> ErrorCode:
-        error = self._check(group_id)
+        error = self.ownership.check(group_id)
         if error:
             return error
-        group = self.group(group_id)
+        group = self.ownership.group(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.UNKNOWN_MEMBER_ID
         member = group.members.get(member_id)
@@ -788,15 +661,15 @@ class GroupCoordinator:
 
     def _commit(self, group_id: str, member_id: str, generation_id: int, retention_ms: int,
                 commits: list[PartitionCommit]) -> tuple[list[ErrorCode], Write | None]:
-        error = self._check(group_id, validate_id=False)
+        error = self.ownership.check(group_id, validate_id=False)
         if error:
             return [error] * len(commits), None
-        group = self.group(group_id)
+        group = self.ownership.group(group_id)
         if group is None:
             if generation_id >= 0:
                 # A member of a group we do not know: a stale generation.
                 return [ErrorCode.ILLEGAL_GENERATION] * len(commits), None
-            group = self._add_group(group_id)
+            group = self.ownership.add_group(group_id)
         if group.is_(GroupState.DEAD):
             error = ErrorCode.UNKNOWN_MEMBER_ID
         elif generation_id < 0 and group.is_(GroupState.EMPTY):
@@ -865,10 +738,10 @@ class GroupCoordinator:
                       ) -> tuple[ErrorCode, list[FetchedOffset]]:
         """Committed offsets of ``partitions`` (None: every partition the group committed);
         a partition without a commit gets offset -1 and no error, as in Kafka."""
-        error = self._check(group_id, validate_id=False)
+        error = self.ownership.check(group_id, validate_id=False)
         if error:
             return error, []
-        group = self.group(group_id)
+        group = self.ownership.group(group_id)
         offsets = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
         if partitions is None:
             return ErrorCode.NONE, [FetchedOffset(topic, partition, committed.offset, committed.metadata)
@@ -915,10 +788,10 @@ class GroupCoordinator:
         """Remove the offsets ``select`` picks in each group, and groups left empty without
         offsets (none pending either); tombstones go to the log, not waited for (Kafka's
         cleanupGroupMetadata: a lost one is removed again by the next pass)."""
-        if not self._active:
+        if not self.ownership.active:
             return 0
         removed = 0
-        for groups in self.groups_by_partition.values():
+        for groups in self.ownership.groups_by_partition.values():
             for group in list(groups.values()):
                 chosen = select(group)
                 events = [(offset_key(group.group_id, topic, partition), None) for topic, partition in chosen]
@@ -939,22 +812,11 @@ class GroupCoordinator:
                     logger.info("group %s: removed (empty, no offsets left)", group.group_id)
         return removed
 
-    # ================================================================ ListGroups / DescribeGroups
-
-    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str]]]:
-        if not self._active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        if self._loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
-        return ErrorCode.NONE, [(group.group_id, group.protocol_type or "")
-                                for groups in self.groups_by_partition.values() for group in groups.values()
-                                if not group.is_(GroupState.DEAD)]
-
     def describe_group(self, group_id: str) -> GroupSummary:
-        error = self._check(group_id, validate_id=False)
+        error = self.ownership.check(group_id, validate_id=False)
         if error:
             return GroupSummary(error, group_id)
-        group = self.group(group_id)
+        group = self.ownership.group(group_id)
         if group is None:
             return GroupSummary(ErrorCode.NONE, group_id)
         if group.is_(GroupState.STABLE):

@@ -648,7 +648,7 @@ class GroupStore:
                     raise
                 if self.ownership.partitions.get(index) is not partition:
                     # Leadership moved while it was written: it may cover events above the
-                    # high watermark that the new leader does not have (see PartitionOwnership.unload).
+                    # high watermark that the new leader does not have (see PartitionOwnership.resigned).
                     partition.snapshots.remove_newer_than(partition.log.high_watermark)
                     continue
                 partition.snapshot_written(offset)
