@@ -36,19 +36,16 @@ class PartitionOwnership:
     """The ``__consumer_offsets`` partitions this broker coordinates (or is loading), their
     groups, and which partition and group a group id is.
 
-    ``store`` (:class:`broker.groups.store.GroupStore`, set by the coordinator that builds
-    both: the store in turn reads the partitions and groups here) loads partitions.
     ``active`` is False before start-up and from shutdown on: every request is answered
     COORDINATOR_NOT_AVAILABLE.
     """
 
-    def __init__(self, config, clock, on_group_loaded: Callable[[GroupMetadata, int], None],
-                 on_group_unloaded: Callable[[GroupMetadata], None]) -> None:
+    def __init__(self, config, clock) -> None:
         self.config = config
         self.clock = clock
         self.store = None
-        self._on_group_loaded = on_group_loaded
-        self._on_group_unloaded = on_group_unloaded
+        self._on_group_loaded: Callable[[GroupMetadata, int], None] | None = None
+        self._on_group_unloaded: Callable[[GroupMetadata], None] | None = None
         # The partitions this broker coordinates (all of them on a single broker; those it
         # leads, once loaded, in a cluster) and their groups, by partition index.
         self.partitions: dict[int, OffsetsPartition] = {}
@@ -66,6 +63,16 @@ class PartitionOwnership:
         # metadata cache fills in partition by partition, and a group placed by a partial
         # count would land in the wrong partition). It never changes afterwards.
         self.topic_partitions: int | None = None
+
+    def connect(self, store, on_group_loaded: Callable[[GroupMetadata, int], None],
+                on_group_unloaded: Callable[[GroupMetadata], None]) -> None:
+        """Give the ownership what taking over and giving up partitions needs: the
+        :class:`broker.groups.store.GroupStore` that loads them, and the membership's
+        callbacks for each group loaded and dropped. Both read the partitions and groups
+        here, so they are built after the ownership and connected to it afterwards."""
+        self.store = store
+        self._on_group_loaded = on_group_loaded
+        self._on_group_unloaded = on_group_unloaded
 
     def load_all(self, log_manager, count: int) -> None:
         """Single broker: coordinate all ``count`` partitions, each loaded from its newest
