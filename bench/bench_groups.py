@@ -44,7 +44,8 @@ from pathlib import Path
 
 
 from minikafka.broker.config import BrokerConfig  # noqa: E402
-from minikafka.broker.groups.coordinator import PartitionCommit, load_reports_in  # noqa: E402
+from minikafka.broker.groups.coordinator import PartitionCommit  # noqa: E402
+from minikafka.broker.groups.store import load_reports_in  # noqa: E402
 from minikafka.broker.server import Broker  # noqa: E402
 from minikafka.testing import MinikafkaBroker, MinikafkaCluster, kafka_request  # noqa: E402
 

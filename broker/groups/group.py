@@ -2,7 +2,7 @@
 
 This is data plus the rules that only look at one group (state transitions, protocol
 selection, which members have rejoined). The decisions that involve time, persistence and
-answering requests live in :mod:`broker.groups.coordinator`.
+answering requests live in :mod:`broker.groups.membership` and :mod:`broker.groups.offsets`.
 """
 
 from __future__ import annotations

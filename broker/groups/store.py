@@ -1,4 +1,9 @@
-"""One partition of ``__consumer_offsets``: its event log and its snapshots (KIP-630).
+"""The group coordinator's persistence: its events in ``__consumer_offsets`` and snapshots (KIP-630).
+
+:class:`GroupStore` appends the events of the coordinator's groups (and says when they are
+committed), loads a partition's groups back (the newest snapshot, then the events after it)
+and writes snapshots; :class:`OffsetsPartition` is one partition's event log and snapshot
+files. Which partitions are loaded, and when, is :mod:`broker.groups.ownership`'s business.
 
 The coordinator's state is a fold over events (see :mod:`broker.groups.records`): offset
 commits, group metadata after each completed rebalance, tombstones for expired offsets and
@@ -44,17 +49,28 @@ compaction would keep), so loading a snapshot and replaying the log share one co
 from __future__ import annotations
 
 import logging
+import re
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from minikafka.broker.groups.records import GroupRecordError
-from minikafka.protocol.errors import ErrorCode
+import trio
+
+from minikafka.broker.groups.group import GroupMetadata, GroupState, MemberMetadata
+from minikafka.broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, decode_group_value,
+                                   decode_key, decode_offset_value, group_key, group_value,
+                                   offset_key, offset_value)
+from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.records import build_message_set, iter_records
 from minikafka.storage.snapshot import SnapshotStore
 
 logger = logging.getLogger(__name__)
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+SNAPSHOT_DIR_NAME = "group-snapshots"
+# How often a cluster broker looks whether a followed partition is due for a snapshot.
+FOLLOWER_SNAPSHOT_CHECK_S = 1.0
 
 SNAPSHOT_MAGIC = b"MKGS"
 SNAPSHOT_VERSION = 1
@@ -146,6 +162,21 @@ class LoadReport:
     replay_start_offset: int
     replay_end_offset: int
     events_replayed: int
+
+
+# The line start-up logs per partition; tests and bench/ read it back from a broker process's
+# log (load_reports_in) to see what was loaded and replayed, so both directions live here.
+_LOAD_LINE = "loaded %s-%d: snapshot %s, replayed %d event(s) from offset %d to %d"
+_LOAD_LINE_PATTERN = re.compile(
+    rf"loaded {GROUP_METADATA_TOPIC}-(\d+): snapshot (?:none|at offset (\d+)), "
+    r"replayed (\d+) event\(s\) from offset (\d+) to (\d+)")
+
+
+def load_reports_in(text: str) -> list[LoadReport]:
+    """The start-up ``LoadReport`` of every partition-load line in a broker log, in order."""
+    return [LoadReport(int(partition), int(snapshot) if snapshot else None,
+                       int(start), int(end), int(replayed))
+            for partition, snapshot, replayed, start, end in _LOAD_LINE_PATTERN.findall(text)]
 
 
 class OffsetsPartition:
@@ -298,3 +329,369 @@ class OffsetsPartition:
         if deleted:
             logger.info("__consumer_offsets-%d: removed %d segment(s) below offset %d, covered by snapshots %s",
                         self.partition, deleted, keep_from, self.snapshot_offsets)
+
+
+# Errors of an append to __consumer_offsets, as the coordinator reports them to clients
+# (Kafka's GroupMetadataManager mapping).
+STORE_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.LEADER_NOT_AVAILABLE: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+# The same for the group metadata a SyncGroup stores (storeGroup's callback in Kafka 0.10.2):
+# a timed-out store asks the members to rejoin.
+GROUP_STORE_ERRORS = {
+    **STORE_ERRORS,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+@dataclass(slots=True)
+class Write:
+    """Events appended to ``partition`` up to ``last_offset``; ``apply`` puts them into the
+    in-memory state once they are committed, ``discard`` forgets them when they are not."""
+
+    partition: OffsetsPartition
+    last_offset: int
+    apply: Callable[[], None] = lambda: None
+    discard: Callable[[], None] = lambda: None
+
+
+class GroupStore:
+    """The coordinator's persistence (the storing half of Kafka's GroupMetadataManager): the
+    events of its groups appended to their partitions, loading a partition's groups from its
+    snapshot and events, and snapshots of the partitions it serves (written in the background
+    when due, and at shutdown) and, in a cluster, of those it follows.
+
+    ``ownership`` (:class:`broker.groups.ownership.PartitionOwnership`) says which partitions
+    are served and holds their groups.
+    """
+
+    def __init__(self, broker, config, ownership) -> None:
+        self.broker = broker
+        self.clock = broker.clock
+        self.config = config
+        self.ownership = ownership
+        self._snapshots_due: set[int] = set()
+        self._snapshot_wakeup: trio.Event | None = None
+        # The coordinator's nursery: tasks that wait for a group metadata append to be committed.
+        self._tasks: trio.Nursery | None = None
+        # Followed partitions: the offset of the newest snapshot this broker holds of each.
+        self._follower_snapshot_at: dict[int, int] = {}
+
+    def start(self, nursery: trio.Nursery) -> None:
+        """Run the snapshot writers (and the waits for commits) in ``nursery``."""
+        self._snapshot_wakeup = trio.Event()
+        # A long replay at start-up is snapshotted at once, so the next start is quick.
+        for partition in self.ownership.partitions.values():
+            if partition.due_for_snapshot(self.config.snapshot_interval_events,
+                                          self.config.snapshot_interval_bytes):
+                self.snapshot_soon(partition.partition)
+        self._tasks = nursery
+        nursery.start_soon(self._snapshot_writer)
+        if self.broker.cluster is not None:
+            nursery.start_soon(self._follower_snapshots)
+
+    def forget(self, index: int) -> None:
+        """This broker stopped serving partition ``index``: no snapshot of it is due, and the
+        newest one it holds as a follower is read again from disk."""
+        self._snapshots_due.discard(index)
+        self._follower_snapshot_at.pop(index, None)
+
+    def snapshot_soon(self, index: int) -> None:
+        self._snapshots_due.add(index)
+        if self._snapshot_wakeup is not None:
+            self._snapshot_wakeup.set()
+
+    def snapshot_all(self) -> None:
+        """Write a snapshot of every served partition with events after its last one, so the
+        next start-up replays nothing."""
+        for partition in self.ownership.partitions.values():
+            try:
+                self.snapshot_sync(partition)
+            except Exception:
+                logger.exception("%s-%d: snapshot at shutdown failed; start-up will replay the log",
+                                 GROUP_METADATA_TOPIC, partition.partition)
+
+    # ---------------------------------------------------------------- appends
+
+    def store_group(self, group: GroupMetadata, errors: dict[ErrorCode, ErrorCode]
+                    ) -> tuple[ErrorCode, Write | None]:
+        value = group_value(group.stored())
+        error, write = self.append(group.group_id, [(group_key(group.group_id), value)], errors)
+        if not error:
+            group.persisted = value
+        return error, write
+
+    def append(self, group_id: str, events, errors: dict[ErrorCode, ErrorCode] = STORE_ERRORS
+               ) -> tuple[ErrorCode, Write | None]:
+        """Append events of ``group_id`` to its partition (which this broker coordinates);
+        ``errors`` maps the append's errors to the client's. Tombstones and an empty group's
+        metadata do not wait for the returned write to be committed (as in Kafka): a lost
+        one is an offset that expires again, a group that empties again."""
+        index = self.ownership.partition_for(group_id)
+        partition = self.ownership.partitions[index]
+        try:
+            last_offset = partition.append(events)
+        except RecordError as exc:
+            logger.warning("%s-%d: append refused: %s", GROUP_METADATA_TOPIC, index, exc)
+            return errors.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR), None
+        except OSError:
+            logger.exception("%s-%d: append failed", GROUP_METADATA_TOPIC, index)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if self.broker.cluster is None:
+            # In a cluster the replica manager wakes readers as the high watermark moves.
+            self.broker.append_waiters.notify(GROUP_METADATA_TOPIC, index)
+        if partition.due_for_snapshot(self.config.snapshot_interval_events,
+                                      self.config.snapshot_interval_bytes):
+            self.snapshot_soon(index)
+        return ErrorCode.NONE, Write(partition, last_offset)
+
+    async def committed(self, write: Write) -> ErrorCode:
+        """Wait until ``write`` is committed; the replication's error if it is not, and
+        NOT_COORDINATOR if this broker stopped leading its partition meanwhile (the state
+        it was applied to is gone)."""
+        error = await write.partition.writer.committed(write.last_offset)
+        if self.ownership.partitions.get(write.partition.partition) is not write.partition:
+            return ErrorCode.NOT_COORDINATOR
+        return error
+
+    def when_committed(self, write: Write, errors: dict[ErrorCode, ErrorCode],
+                       done: Callable[[ErrorCode], None]) -> None:
+        """Call ``done`` with the (mapped) error once ``write`` is committed or failed: at
+        once where an append is committed on return (a single broker, acks 1), else from a
+        task of the coordinator's nursery."""
+        if write.partition.writer.commits_on_append:
+            done(ErrorCode.NONE)
+            return
+
+        async def wait() -> None:
+            error = await self.committed(write)
+            done(errors.get(error, error))
+
+        self._tasks.start_soon(wait)
+
+    # ---------------------------------------------------------------- loading
+
+    @staticmethod
+    def remove_unreplicated_snapshots(index: int, log) -> None:
+        # A snapshot covers events up to its offset; above the high watermark those may
+        # not survive (a follower truncates to its new leader's log), and loading such a
+        # snapshot later would bring back commits the cluster never acknowledged.
+        removed = SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).remove_newer_than(log.high_watermark)
+        if removed:
+            logger.info("%s-%d: removed %d snapshot(s) above the high watermark %d", GROUP_METADATA_TOPIC,
+                        index, removed, log.high_watermark)
+
+    def load_led_partition(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata]) -> LoadReport:
+        self.remove_unreplicated_snapshots(partition.partition, partition.log)
+        return self.load(partition, groups)
+
+    def _apply_event(self, groups: dict[str, GroupMetadata], key: bytes, value: bytes | None) -> None:
+        """Fold one event (from a snapshot or the log) into one partition's ``groups``."""
+        decoded = decode_key(key)
+        group = groups.get(decoded.group_id)
+        if isinstance(decoded, GroupKey):
+            if value is None:
+                if group is not None:
+                    del groups[decoded.group_id]
+                    if group.offsets:
+                        # Kafka's loading: a group tombstone removes the group's metadata; its
+                        # offsets not tombstoned themselves load into an empty group.
+                        groups[decoded.group_id] = GroupMetadata(decoded.group_id, offsets=group.offsets)
+                return
+            stored = decode_group_value(value)
+            if group is None:
+                group = groups[decoded.group_id] = GroupMetadata(decoded.group_id)
+            group.protocol_type = stored.protocol_type
+            group.generation_id = stored.generation_id
+            group.protocol = stored.protocol
+            group.leader_id = stored.leader_id
+            group.members = {
+                m.member_id: MemberMetadata(m.member_id, m.client_id, m.client_host,
+                                            m.rebalance_timeout_ms, m.session_timeout_ms,
+                                            stored.protocol_type,
+                                            [(stored.protocol or "", m.subscription)],
+                                            assignment=m.assignment)
+                for m in stored.members}
+            group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+            group.persisted = value
+            return
+        topic_partition = (decoded.topic, decoded.partition)
+        if value is None:
+            if group is not None:
+                group.offsets.pop(topic_partition, None)
+            return
+        committed = decode_offset_value(value)
+        if committed.expire_timestamp == -1:
+            committed = OffsetAndMetadata(committed.offset, committed.metadata, committed.commit_timestamp,
+                                          committed.commit_timestamp + self.config.offsets_retention_ms)
+        if group is None:
+            group = groups[decoded.group_id] = GroupMetadata(decoded.group_id)
+        group.offsets[topic_partition] = committed
+
+    def load(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata], *,
+             end: int | None = None, report_line: bool = True) -> LoadReport:
+        """Fold the newest valid snapshot and the events after it, up to ``end`` (default:
+        the log end), into ``groups``. Touches no other state, so it may run in a worker
+        thread while the partition is not served."""
+        index = partition.partition
+        log = partition.log
+        snapshot_offset = partition.load_snapshot(lambda key, value: self._apply_event(groups, key, value),
+                                                  groups.clear)
+        if snapshot_offset is not None:
+            partition.snapshot_offsets = [snapshot_offset]
+        start = partition.replay_start(snapshot_offset)
+        replayed = 0
+        for offset, key, value in partition.read_events(start, end):
+            try:
+                self._apply_event(groups, key, value)
+            except GroupRecordError as exc:
+                logger.error("%s-%d: skipping undecodable event at offset %d: %s",
+                             GROUP_METADATA_TOPIC, index, offset, exc)
+                continue
+            replayed += 1
+        end = log.log_end_offset if end is None else end
+        partition.events_since_snapshot = replayed
+        if snapshot_offset is not None and snapshot_offset > end:
+            # The log lost its tail (power loss before a flush) below a fsynced snapshot.
+            # Re-anchor the state at the log end, or later events would be taken for ones the
+            # snapshot already covers and skipped at the next start-up.
+            logger.warning("%s-%d: snapshot at %d is past the log end %d; rewriting it at %d",
+                           GROUP_METADATA_TOPIC, index, snapshot_offset, end, end)
+            partition.snapshot_offsets = []
+            self.snapshot_sync(partition, groups, force=True)
+            partition.snapshots.remove_newer_than(end)
+        report = LoadReport(index, snapshot_offset, start, end, replayed)
+        if report_line:
+            logger.info(_LOAD_LINE, GROUP_METADATA_TOPIC, index,
+                    "none" if snapshot_offset is None else f"at offset {snapshot_offset}",
+                    replayed, start, end)
+        return report
+
+    # ---------------------------------------------------------------- snapshots
+
+    def _capture(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata], *, force: bool = False):
+        """The snapshot offset and a copy of the partition's state, or None if nothing is new."""
+        offset = partition.begin_snapshot(force=force)
+        if offset is None:
+            return None
+        return offset, self._state(groups)
+
+    @staticmethod
+    def _state(groups: dict[str, GroupMetadata]):
+        # Every event below the snapshot's offset (the log end) is in it, commits still waiting
+        # for the high watermark too: they are in the log the snapshot stands for.
+        return [(group.group_id, group.persisted, list(group.offsets_in_log().items()))
+                for group in groups.values()]
+
+    @staticmethod
+    def _entries(state):
+        for group_id, persisted, offsets in state:
+            if persisted is not None:
+                yield group_key(group_id), persisted
+            for (topic, partition), committed in offsets:
+                yield offset_key(group_id, topic, partition), offset_value(committed)
+
+    def snapshot_sync(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata] | None = None, *,
+                      force: bool = False) -> None:
+        groups = self.ownership.groups_by_partition[partition.partition] if groups is None else groups
+        captured = self._capture(partition, groups, force=force)
+        if captured is None:
+            return
+        offset, state = captured
+        try:
+            partition.write_snapshot(offset, encode_snapshot(partition.partition, offset, self._entries(state)))
+        except BaseException:
+            partition.abandon_snapshot()
+            raise
+        partition.snapshot_written(offset)
+        logger.info("%s-%d: wrote snapshot at offset %d", GROUP_METADATA_TOPIC, partition.partition, offset)
+
+    async def _snapshot_writer(self) -> None:
+        """Write due snapshots: state captured on the event loop between appends, encoded and
+        written (fsync) in a worker thread, old data pruned back on the loop."""
+        while True:
+            await self._snapshot_wakeup.wait()
+            self._snapshot_wakeup = trio.Event()
+            while self._snapshots_due:
+                index = self._snapshots_due.pop()
+                partition = self.ownership.partitions.get(index)
+                if partition is None:
+                    continue
+                captured = self._capture(partition, self.ownership.groups_by_partition[index])
+                if captured is None:
+                    continue
+                offset, state = captured
+                try:
+                    await trio.to_thread.run_sync(
+                        lambda: partition.write_snapshot(
+                            offset, encode_snapshot(index, offset, self._entries(state))))
+                except Exception:
+                    logger.exception("%s-%d: writing the snapshot at %d failed", GROUP_METADATA_TOPIC,
+                                     index, offset)
+                    partition.abandon_snapshot()
+                    continue
+                except BaseException:
+                    # Cancelled (shutdown) before the write began: the shutdown snapshot
+                    # must still see these events as new.
+                    partition.abandon_snapshot()
+                    raise
+                if self.ownership.partitions.get(index) is not partition:
+                    # Leadership moved while it was written: it may cover events above the
+                    # high watermark that the new leader does not have (see PartitionOwnership.resigned).
+                    partition.snapshots.remove_newer_than(partition.log.high_watermark)
+                    continue
+                partition.snapshot_written(offset)
+                logger.info("%s-%d: wrote snapshot at offset %d", GROUP_METADATA_TOPIC, index, offset)
+
+    async def _follower_snapshots(self) -> None:
+        """Snapshot the partitions this broker follows, so that whichever replica becomes
+        leader replays little: every ``offsets.snapshot.interval.events`` committed offsets
+        of the log, its newest snapshot plus the events up to the high watermark are folded
+        (in a worker thread) into a snapshot at the high watermark, which no truncation
+        goes below."""
+        from minikafka.broker.server import cluster_mode
+
+        while True:
+            await trio.sleep(FOLLOWER_SNAPSHOT_CHECK_S)
+            log_manager = self.broker.log_manager
+            for index in range(self.ownership.partition_count()):
+                log = log_manager.get_log(GROUP_METADATA_TOPIC, index)
+                if log is None or self.ownership.serves(index):
+                    continue
+                newest = self._follower_snapshot_at.get(index)
+                if newest is None:
+                    newest = max(SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).offsets(), default=0)
+                    self._follower_snapshot_at[index] = newest
+                if log.high_watermark - newest < self.config.snapshot_interval_events:
+                    continue
+                trim_bound = cluster_mode().offsets_trim_bound(self.broker, index, log)
+                try:
+                    offset = await trio.to_thread.run_sync(self._snapshot_by_replay, index, log, trim_bound)
+                except Exception:
+                    logger.exception("%s-%d: follower snapshot failed", GROUP_METADATA_TOPIC, index)
+                    continue
+                if not self.ownership.serves(index):
+                    self._follower_snapshot_at[index] = offset
+
+    def _snapshot_by_replay(self, index: int, log, trim_bound: int) -> int:
+        partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock,
+                                     trim_bound=lambda: trim_bound)
+        end = log.high_watermark
+        groups: dict[str, GroupMetadata] = {}
+        report = self.load(partition, groups, end=end, report_line=False)
+        partition.write_snapshot(end, encode_snapshot(index, end, self._entries(self._state(groups))))
+        partition.snapshot_written(end)
+        logger.info("%s-%d: follower wrote snapshot at offset %d (replayed %d event(s) from offset %d)",
+                    GROUP_METADATA_TOPIC, index, end, report.events_replayed, report.replay_start_offset)
+        return end

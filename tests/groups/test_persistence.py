@@ -229,7 +229,7 @@ def test_a_snapshot_past_the_log_end_is_rewritten_at_the_log_end(harness_factory
 
 def state_of(coordinator):
     result = {}
-    for groups in coordinator._groups.values():
+    for groups in coordinator.ownership.groups_by_partition.values():
         for group in groups.values():
             result[group.group_id] = (
                 group.state, group.generation_id, group.protocol, group.leader_id,

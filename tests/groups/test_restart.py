@@ -13,7 +13,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from minikafka.broker.groups.coordinator import load_reports_in
+from minikafka.broker.groups.store import load_reports_in
 from minikafka.broker.groups.store import LoadReport
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC, load_reports_in
+from minikafka.broker.groups.store import GROUP_METADATA_TOPIC, load_reports_in
 from minikafka.broker.groups.records import partition_for
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
@@ -423,9 +423,8 @@ def _write_commits(data_dir: Path, events: int) -> None:
     """Append ``events`` offset commits (1000 groups x 100 partitions, round after round) to
     partition 0 of the broker's ``__consumer_offsets`` with the store's own writer."""
     from minikafka.broker.config import BrokerConfig
-    from minikafka.broker.groups.coordinator import SNAPSHOT_DIR_NAME
     from minikafka.broker.groups.records import OffsetAndMetadata, offset_key, offset_value
-    from minikafka.broker.groups.store import OffsetsPartition
+    from minikafka.broker.groups.store import SNAPSHOT_DIR_NAME, OffsetsPartition
     from minikafka.broker.server import Broker
 
     broker = Broker(BrokerConfig({"log.dirs": str(data_dir)}))

@@ -1,0 +1,245 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, and removing offsets that expired or whose
+topic was deleted (Kafka's GroupCoordinator.handleCommitOffsets / handleFetchOffsets with
+GroupMetadataManager.storeOffsets, getOffsets and cleanupGroupMetadata).
+
+A commit is validated against the group's membership (a member of the current generation,
+or generation -1 for a group without members), appended as offset events through the
+:class:`broker.groups.store.GroupStore`, and enters the state OffsetFetch reads only once it
+is committed; meanwhile it is one of the group's ``pending_commits``, which expiry leaves
+alone and snapshots hold.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from minikafka.broker.groups.group import GroupMetadata, GroupState, MemberMetadata
+from minikafka.broker.groups.records import OffsetAndMetadata, group_key, offset_key, offset_value
+from minikafka.broker.groups.store import STORE_ERRORS, Write
+from minikafka.protocol.errors import ErrorCode
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCommit:
+    """One partition of an OffsetCommit; ``commit_timestamp`` -1 means "now"."""
+
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None
+    commit_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int
+    metadata: str
+    error: ErrorCode = ErrorCode.NONE
+
+
+class CommittedOffsets:
+    """The committed offsets of the groups in ``ownership``'s partitions, stored by ``store``.
+    ``schedule_heartbeat`` is the membership's: a member's commit keeps its session alive."""
+
+    def __init__(self, config, clock, ownership, store,
+                 schedule_heartbeat: Callable[[GroupMetadata, MemberMetadata, int], None]) -> None:
+        self.config = config
+        self.clock = clock
+        self.ownership = ownership
+        self.store = store
+        self._schedule_heartbeat = schedule_heartbeat
+
+    async def commit(self, group_id: str, member_id: str, generation_id: int,
+                     retention_ms: int, commits: list[PartitionCommit]) -> list[ErrorCode]:
+        """OffsetCommit: store committed offsets; one error per commit, in order, answered once
+        the commit is committed in ``__consumer_offsets`` (in a cluster: below its high
+        watermark, or in the leader with ``offsets.commit.required.acks`` 1).
+
+        ``retention_ms`` -1 means ``offsets.retention.minutes``; ``generation_id`` -1 with an
+        empty ``member_id`` is a commit outside group management. As in Kafka, the empty group
+        id is accepted here (old clients commit under it); only the membership APIs refuse it.
+        Until the commit is committed OffsetFetch still answers the previous offsets."""
+        errors, write = self._commit(group_id, member_id, generation_id, retention_ms, commits)
+        if write is None:
+            return errors
+        error = None
+        try:
+            error = await self.store.committed(write)
+        finally:
+            # Cancelled (the connection closed) counts as not committed: the commit stays in
+            # the log, but this process no longer waits for it.
+            if error is ErrorCode.NONE:
+                write.apply()
+            else:
+                write.discard()
+        if error:
+            error = STORE_ERRORS.get(error, error)
+            return [error if e == ErrorCode.NONE else e for e in errors]
+        return errors
+
+    def commit_offsets(self, group_id: str, member_id: str, generation_id: int,
+                       retention_ms: int, commits: list[PartitionCommit]) -> list[ErrorCode]:
+        """:meth:`commit` for a single broker, whose appends are committed at once."""
+        errors, write = self._commit(group_id, member_id, generation_id, retention_ms, commits)
+        if write is not None:
+            write.apply()
+        return errors
+
+    def _commit(self, group_id: str, member_id: str, generation_id: int, retention_ms: int,
+                commits: list[PartitionCommit]) -> tuple[list[ErrorCode], Write | None]:
+        error = self.ownership.check(group_id, validate_id=False)
+        if error:
+            return [error] * len(commits), None
+        group = self.ownership.group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # A member of a group we do not know: a stale generation.
+                return [ErrorCode.ILLEGAL_GENERATION] * len(commits), None
+            group = self.ownership.add_group(group_id)
+        if group.is_(GroupState.DEAD):
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id < 0 and group.is_(GroupState.EMPTY):
+            error = ErrorCode.NONE
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        elif member_id not in group.members:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        else:
+            self._schedule_heartbeat(group, group.members[member_id], self.clock.time_ms())
+        if error:
+            return [error] * len(commits), None
+        return self._store_offsets(group, retention_ms, commits)
+
+    def _store_offsets(self, group: GroupMetadata, retention_ms: int,
+                       commits: list[PartitionCommit]) -> tuple[list[ErrorCode], Write | None]:
+        now = self.clock.time_ms()
+        retention = self.config.offsets_retention_ms if retention_ms == -1 else retention_ms
+        errors: list[ErrorCode] = []
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for commit in commits:
+            metadata = commit.metadata if commit.metadata is not None else ""
+            if len(metadata) > self.config.offset_metadata_max_bytes:
+                errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            committed_at = now if commit.commit_timestamp == -1 else commit.commit_timestamp
+            accepted[(commit.topic, commit.partition)] = OffsetAndMetadata(
+                commit.offset, metadata, committed_at, committed_at + retention)
+            errors.append(ErrorCode.NONE)
+        if not accepted:
+            return errors, None
+        events = [(offset_key(group.group_id, topic, partition), offset_value(committed))
+                  for (topic, partition), committed in accepted.items()]
+        store_error, write = self.store.append(group.group_id, events, STORE_ERRORS)
+        if store_error:
+            return [store_error if e == ErrorCode.NONE else e for e in errors], None
+        position = write.last_offset
+        for key, committed in accepted.items():
+            group.pending_commits[key] = (position, committed)
+
+        def settle() -> None:
+            for key in accepted:
+                if group.pending_commits.get(key, (None,))[0] == position:
+                    del group.pending_commits[key]
+
+        def apply() -> None:
+            # As Kafka's completePendingOffsetWrite: a partition no longer pending (its topic
+            # was deleted meanwhile) takes no offset.
+            still_pending = [key for key in accepted if key in group.pending_commits]
+            settle()
+            # Commits of one group may be acknowledged out of order: an offset only ever
+            # replaces one appended before it.
+            for key in still_pending:
+                committed = accepted[key]
+                if group.offset_positions.get(key, -1) < position:
+                    group.offsets[key] = committed
+                    group.offset_positions[key] = position
+
+        write.apply = apply
+        write.discard = settle
+        return errors, write
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+                      ) -> tuple[ErrorCode, list[FetchedOffset]]:
+        """Committed offsets of ``partitions`` (None: every partition the group committed);
+        a partition without a commit gets offset -1 and no error, as in Kafka."""
+        error = self.ownership.check(group_id, validate_id=False)
+        if error:
+            return error, []
+        group = self.ownership.group(group_id)
+        offsets = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
+        if partitions is None:
+            return ErrorCode.NONE, [FetchedOffset(topic, partition, committed.offset, committed.metadata)
+                                    for (topic, partition), committed in offsets.items()]
+        result = []
+        for topic, partition in partitions:
+            committed = offsets.get((topic, partition))
+            if committed is None:
+                result.append(FetchedOffset(topic, partition, -1, ""))
+            else:
+                result.append(FetchedOffset(topic, partition, committed.offset, committed.metadata))
+        return ErrorCode.NONE, result
+
+    def expire_offsets(self, now: int) -> int:
+        """Remove offsets whose expire timestamp passed (Kafka 0.10.2: in any group), and
+        groups left empty without offsets; tombstones go to the log. Returns offsets removed."""
+        # As Kafka's removeExpiredOffsets: a partition with a commit waiting for the high
+        # watermark is not expired (its tombstone would land after that commit in the log
+        # and remove it at the next load).
+        removed = self._remove_offsets(
+            lambda group: [tp for tp, committed in group.offsets.items()
+                           if committed.expire_timestamp < now and tp not in group.pending_commits])
+        if removed:
+            logger.info("expired %d committed offset(s)", removed)
+        return removed
+
+    def remove_deleted_partitions(self, partitions: set[tuple[str, int]]) -> int:
+        """Kafka 0.10.2's handleDeletedPartitions: the offsets every group of this coordinator
+        committed for partitions of a deleted topic are removed (tombstones in the log), so a
+        topic re-created under the same name is consumed from its start, not from the old
+        topic's offsets. Commits still waiting for the high watermark are dropped too (they
+        stay behind their tombstones in the log). Returns offsets removed."""
+        def deleted(group: GroupMetadata) -> list[tuple[str, int]]:
+            for tp in partitions & group.pending_commits.keys():
+                del group.pending_commits[tp]
+            return [tp for tp in group.offsets if tp in partitions]
+
+        removed = self._remove_offsets(deleted)
+        if removed:
+            logger.info("removed %d committed offset(s) of deleted partitions", removed)
+        return removed
+
+    def _remove_offsets(self, select: Callable[[GroupMetadata], list[tuple[str, int]]]) -> int:
+        """Remove the offsets ``select`` picks in each group, and groups left empty without
+        offsets (none pending either); tombstones go to the log, not waited for (Kafka's
+        cleanupGroupMetadata: a lost one is removed again by the next pass)."""
+        if not self.ownership.active:
+            return 0
+        removed = 0
+        for groups in self.ownership.groups_by_partition.values():
+            for group in list(groups.values()):
+                chosen = select(group)
+                events = [(offset_key(group.group_id, topic, partition), None) for topic, partition in chosen]
+                dead = (group.is_(GroupState.EMPTY) and len(chosen) == len(group.offsets)
+                        and not group.pending_commits)
+                if dead:
+                    events.append((group_key(group.group_id), None))
+                if not events:
+                    continue
+                if self.store.append(group.group_id, events)[0]:
+                    continue   # logged; the next pass retries
+                for tp in chosen:
+                    del group.offsets[tp]
+                removed += len(chosen)
+                if dead:
+                    group.transition_to(GroupState.DEAD)
+                    del groups[group.group_id]
+                    logger.info("group %s: removed (empty, no offsets left)", group.group_id)
+        return removed

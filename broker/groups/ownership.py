@@ -1,0 +1,237 @@
+"""Partition ownership: which ``__consumer_offsets`` partitions this broker coordinates, and
+their groups (Kafka's GroupMetadataManager: ownedPartitions, loadingPartitions,
+groupMetadataCache, partitionFor).
+
+A group belongs to the partition ``partition_for`` names. A single broker coordinates every
+partition, loaded at start-up (:meth:`PartitionOwnership.load_all`); a cluster broker those it
+leads: it loads one in the background when it becomes its leader (:meth:`became_leader`;
+COORDINATOR_LOAD_IN_PROGRESS meanwhile) and drops its groups when it stops
+(:meth:`resigned`; NOT_COORDINATOR). Reading a partition's groups from its log and snapshots is
+:class:`broker.groups.store.GroupStore`'s; what a loaded or dropped group means for its members
+is the membership's (``on_group_loaded`` / ``on_group_unloaded``, Kafka's onGroupLoaded /
+onGroupUnloaded).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+
+import trio
+
+from minikafka.broker.groups.group import GroupMetadata, GroupState
+from minikafka.broker.groups.records import partition_for
+from minikafka.broker.groups.store import GROUP_METADATA_TOPIC, SNAPSHOT_DIR_NAME, LoadReport, OffsetsPartition
+from minikafka.protocol.errors import ErrorCode
+
+logger = logging.getLogger(__name__)
+
+# The wait before a failed load of a led partition is tried again, doubling up to the maximum.
+LOAD_RETRY_FIRST_S = 0.5
+LOAD_RETRY_MAX_S = 30.0
+
+
+class PartitionOwnership:
+    """The ``__consumer_offsets`` partitions this broker coordinates (or is loading), their
+    groups, and which partition and group a group id is.
+
+    ``active`` is False before start-up and from shutdown on: every request is answered
+    COORDINATOR_NOT_AVAILABLE.
+    """
+
+    def __init__(self, config, clock) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = None
+        self._on_group_loaded: Callable[[GroupMetadata, int], None] | None = None
+        self._on_group_unloaded: Callable[[GroupMetadata], None] | None = None
+        # The partitions this broker coordinates (all of them on a single broker; those it
+        # leads, once loaded, in a cluster) and their groups, by partition index.
+        self.partitions: dict[int, OffsetsPartition] = {}
+        self.groups_by_partition: dict[int, dict[str, GroupMetadata]] = {}
+        # Partitions being loaded after this broker became their leader -> the load's token
+        # (a load whose token is no longer here was overtaken by a leadership change).
+        self._loading: dict[int, object] = {}
+        self._loads_in, self._loads_out = trio.open_memory_channel(math.inf)
+        self.load_reports: list[LoadReport] = []
+        self.active = False
+        self._partition_cache: dict[str, int] = {}
+        self._partition_cache_count = 0
+        # Partitions of __consumer_offsets once known for certain: on a single broker from
+        # start-up; in a cluster from ZooKeeper, before the first partition is loaded (the
+        # metadata cache fills in partition by partition, and a group placed by a partial
+        # count would land in the wrong partition). It never changes afterwards.
+        self.topic_partitions: int | None = None
+
+    def connect(self, store, on_group_loaded: Callable[[GroupMetadata, int], None],
+                on_group_unloaded: Callable[[GroupMetadata], None]) -> None:
+        """Give the ownership what taking over and giving up partitions needs: the
+        :class:`broker.groups.store.GroupStore` that loads them, and the membership's
+        callbacks for each group loaded and dropped. Both read the partitions and groups
+        here, so they are built after the ownership and connected to it afterwards."""
+        self.store = store
+        self._on_group_loaded = on_group_loaded
+        self._on_group_unloaded = on_group_unloaded
+
+    def load_all(self, log_manager, count: int) -> None:
+        """Single broker: coordinate all ``count`` partitions, each loaded from its newest
+        valid snapshot and the events after it."""
+        self.topic_partitions = count
+        self.partitions = {}
+        self.groups_by_partition = {}
+        self.load_reports = []
+        for index in range(count):
+            log = log_manager.get_log(GROUP_METADATA_TOPIC, index)
+            partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock)
+            groups: dict[str, GroupMetadata] = {}
+            self.load_reports.append(self.store.load(partition, groups))
+            self._install(partition, groups)
+
+    def _install(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata]) -> None:
+        """Start coordinating a loaded partition: its groups' members get their sessions."""
+        index = partition.partition
+        self.partitions[index] = partition
+        self.groups_by_partition[index] = groups
+        now = self.clock.time_ms()
+        for group in groups.values():
+            self._on_group_loaded(group, now)
+
+    # ---------------------------------------------------------------- cluster leadership
+
+    def became_leader(self, index: int, log, writer) -> None:
+        """This broker now leads ``__consumer_offsets-index``: load it in the background and
+        answer COORDINATOR_LOAD_IN_PROGRESS for its groups until then. ``writer`` appends
+        through the leader replica and says when an append is committed."""
+        self._unload(index, log)
+        token = object()
+        self._loading[index] = token
+        self._loads_in.send_nowait((index, log, writer, token))
+
+    def served_partitions(self) -> list[int]:
+        """The partitions this broker coordinates or is loading."""
+        return sorted({*self.partitions, *self._loading})
+
+    def serves(self, index: int) -> bool:
+        """Whether this broker coordinates partition ``index`` or is loading it."""
+        return index in self.partitions or index in self._loading
+
+    def resigned(self, index: int, log) -> None:
+        """This broker follows (or no longer holds) ``__consumer_offsets-index``: its groups
+        are dropped and their requests answered NOT_COORDINATOR; the new leader loads them."""
+        self._unload(index, log)
+
+    def _unload(self, index: int, log) -> None:
+        self._loading.pop(index, None)
+        self.store.forget(index)
+        self.partitions.pop(index, None)
+        groups = self.groups_by_partition.pop(index, {})
+        for group in groups.values():
+            self._on_group_unloaded(group)
+        if groups:
+            logger.info("%s-%d: no longer its leader: dropped %d group(s)", GROUP_METADATA_TOPIC, index,
+                        len(groups))
+        if log is not None:
+            try:
+                self.store.remove_unreplicated_snapshots(index, log)
+            except OSError as exc:
+                # Loading the partition removes them first, and retries until it can.
+                logger.error("%s-%d: snapshots above the high watermark not removed: %s", GROUP_METADATA_TOPIC,
+                             index, exc)
+
+    async def run_loads(self) -> None:
+        async with trio.open_nursery() as nursery:
+            async for index, log, writer, token in self._loads_out:
+                nursery.start_soon(self._load_led, index, log, writer, token)
+
+    async def _load_led(self, index: int, log, writer, token) -> None:
+        """Load a partition this broker became leader of, off the event loop; install it
+        unless leadership moved meanwhile, then snapshot it if the load replayed anything."""
+        while self.topic_partitions is None:
+            try:
+                self.topic_partitions = await writer.topic_partitions()
+            except Exception as exc:  # ZooKeeper unavailable: the load waits for it
+                logger.warning("%s-%d: partition count unknown (%s); retrying", GROUP_METADATA_TOPIC, index, exc)
+                await trio.sleep(0.5)
+                if self._loading.get(index) is not token:
+                    return
+        retry_s = LOAD_RETRY_FIRST_S
+        while True:
+            groups: dict[str, GroupMetadata] = {}
+            try:
+                partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
+                                             trim_bound=writer.trim_bound)
+                report = await trio.to_thread.run_sync(self.store.load_led_partition, partition, groups)
+                break
+            except Exception:
+                if self._loading.get(index) is not token:
+                    return
+                # Kafka 2.x serves whatever a failed load got to; a partial state would answer
+                # OffsetFetch without offsets that exist (consumers rewind). The groups stay
+                # LOAD_IN_PROGRESS instead, and the load is tried again.
+                logger.exception("%s-%d: loading failed; retrying in %.1f s", GROUP_METADATA_TOPIC, index,
+                                 retry_s)
+            await trio.sleep(retry_s)
+            retry_s = min(retry_s * 2, LOAD_RETRY_MAX_S)
+            if self._loading.get(index) is not token:
+                return
+        if self._loading.get(index) is not token:
+            return
+        del self._loading[index]
+        self.load_reports.append(report)
+        self._install(partition, groups)
+        if partition.events_since_snapshot:
+            self.store.snapshot_soon(index)
+
+    # ---------------------------------------------------------------- lookup
+
+    def partition_count(self) -> int:
+        """Partitions of ``__consumer_offsets``: the topic's, or the count it will be created with."""
+        if self.topic_partitions is not None:
+            return self.topic_partitions
+        return self.config.offsets_topic_num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition that holds ``group_id``."""
+        count = self.partition_count()
+        if count != self._partition_cache_count:
+            self._partition_cache.clear()
+            self._partition_cache_count = count
+        index = self._partition_cache.get(group_id)
+        if index is None:
+            # Java's String.hashCode is a Python loop; every request of a group needs it.
+            if len(self._partition_cache) > 100_000:
+                self._partition_cache.clear()
+            index = self._partition_cache[group_id] = partition_for(group_id, count)
+        return index
+
+    def group(self, group_id: str) -> GroupMetadata | None:
+        groups = self.groups_by_partition.get(self.partition_for(group_id))
+        return None if groups is None else groups.get(group_id)
+
+    def add_group(self, group_id: str) -> GroupMetadata:
+        group = GroupMetadata(group_id)
+        self.groups_by_partition[self.partition_for(group_id)][group_id] = group
+        return group
+
+    def check(self, group_id: str, *, validate_id: bool = True) -> ErrorCode:
+        """The coordinator-level error for a request about ``group_id`` (NONE if we serve it)."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        index = self.partition_for(group_id)
+        if index in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if index not in self.partitions:
+            return ErrorCode.NOT_COORDINATOR
+        if validate_id and not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        return ErrorCode.NONE
+
+    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str]]]:
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        if self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        return ErrorCode.NONE, [(group.group_id, group.protocol_type or "")
+                                for groups in self.groups_by_partition.values() for group in groups.values()
+                                if not group.is_(GroupState.DEAD)]
