@@ -253,14 +253,10 @@ class Log:
         """
         with self._open():
             now = self._clock.time_ms()
-
-            def validate(index_after: int) -> ValidatedSet:
-                return validate_and_assign(records, self.log_end_offset, now, self._validation_config, index_after)
-
-            validated = validate(self._segments[-1].index_after())
+            validated = validate_and_assign(records, self.log_end_offset, now, self._validation_config)
             self._check_set_size(validated)
             self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
-            return self._append(validated, validate, now)
+            return self._append(validated, now)
 
     def append_as_follower(self, records: bytes | memoryview) -> AppendResult:
         """Append a leader's set keeping its offsets (strictly increasing, >= log end),
@@ -268,16 +264,12 @@ class Log:
         ``record_count`` of the result are the first shallow entry's offset and the number
         of shallow entries)."""
         with self._open():
-
-            def validate(index_after: int) -> ValidatedSet:
-                return validate_given_offsets(records, self.log_end_offset, self._validation_config, index_after)
-
-            validated = validate(self._segments[-1].index_after())
+            validated = validate_given_offsets(records, self.log_end_offset, self._validation_config)
             if not validated.record_count:
                 end = self.log_end_offset
                 return AppendResult(end, end - 1, -1, 0)
             self._check_set_size(validated)
-            return self._append(validated, validate, self._clock.time_ms())
+            return self._append(validated, self._clock.time_ms())
 
     def _check_set_size(self, validated: ValidatedSet) -> None:
         if len(validated.buffer) > self.config.segment_bytes:
@@ -286,14 +278,11 @@ class Log:
                 f"message set of {len(validated.buffer)} bytes exceeds segment.bytes {self.config.segment_bytes}",
             )
 
-    def _append(self, validated: ValidatedSet, validate: Callable[[int], ValidatedSet], now: int) -> AppendResult:
+    def _append(self, validated: ValidatedSet, now: int) -> AppendResult:
         segment = self._segments[-1]
         set_timestamp = validated.max_timestamp if validated.max_timestamp >= 0 else now
         if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset):
             segment = self._roll(now)
-            # Which entries get index entries depends on where the set starts in its
-            # segment: validate again for the new one (once per roll).
-            validated = validate(segment.index_after())
         segment.append(validated, now)
         every = self.config.flush_interval_messages
         if every is not None and self.log_end_offset - self.recovery_point >= every:
