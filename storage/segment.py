@@ -56,11 +56,8 @@ def iter_headers(fd: int, start: int, end: int) -> Iterator[Entry]:
     position = start
     while position < end:
         window = os.pread(fd, min(_HEADER_WINDOW, end - position), position)
-        moved = position
         try:
-            for entry in iter_entries(window, end, base=position):
-                yield entry
-                moved = entry.position + entry.size
+            moved = yield from iter_entries(window, end, base=position)
         except RecordError:
             return
         if moved == position:
