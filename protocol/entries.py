@@ -35,9 +35,11 @@ offset of the last one (KIP-31); in a magic 0 wrapper they are absolute. What is
 wrapper, and everything about the records of a magic 2 batch, is ``protocol.records``' and
 ``protocol.record_batch``'s business; this module reads and checks entries as wholes.
 
-The log and the messages sets this broker serves hold magic 0 and 1 (Kafka 0.10's format):
-``iter_entries`` refuses magic 2 until the log stores batches natively (issue 25), when
-``_BATCH_HEADER`` becomes a third branch of ``_read_head`` and of ``crc_ok``.
+The log and the message sets this broker serves hold magic 0 and 1 (Kafka 0.10's format):
+``iter_entries`` refuses magic 2 until the log stores batches natively (issue 25). Then
+``BATCH_HEADER`` becomes a third layout where ``iter_entries`` dispatches on the magic byte
+(an Entry's offset is baseOffset + lastOffsetDelta, its timestamp maxTimestamp), ``crc_ok``
+checks CRC-32C from the attributes on, and ``index_entries`` reads the same two fields.
 """
 
 from __future__ import annotations
@@ -75,11 +77,12 @@ KEY_POSITION = (LOG_OVERHEAD + 6, LOG_OVERHEAD + 14)
 # whole entry; for magic 0 the sixth field is key/value length bytes and is ignored.
 HEAD = struct.Struct(">qiIbbq")
 # Magic 0/1: a message's head and both length fields (the value length is right only for a
-# null key) in one unpack, per magic: the validation loops and the export reader read every
-# message this way (one call per message instead of two). Magic 0 has no timestamp: an empty
+# null key) in one unpack, per magic: the validation loops read every message this way (one
+# call per message instead of two). Magic 0 has no timestamp: an empty
 # string ("0s") holds its place so both give the same eight fields.
 HEAD_AND_LENGTHS = (struct.Struct(">qiIbb0sii"), struct.Struct(">qiIbbqii"))
-# Magic 0/1: a message's head and its key length, per magic (a writer packs this, then the key).
+# Magic 0/1: a message's head and its key length, per magic (a writer packs this, then the
+# key; the export reader reads it, then the value length after the key).
 HEAD_AND_KEY_LENGTH = (struct.Struct(">qiIbb0si"), struct.Struct(">qiIbbqi"))
 MIN_ENTRY_SIZE = HEAD.size  # the smallest whole entry: a magic 0 message, null key and value
 # Magic 2: the batch header, everything before the records.
