@@ -1,25 +1,11 @@
 """Columnar reader of Kafka segment files: one ``.log`` file in, Arrow record batches out.
 
-A segment file is a plain sequence of magic 0 / magic 1 messages exactly as they travel on
-the wire (Kafka's log format)::
-
-    offset        int64    absolute offset (of the last inner message, for a wrapper)
-    message_size  int32    bytes that follow, up to the end of the value
-    crc           uint32   CRC-32 of magic .. end of value
-    magic         int8     0 or 1
-    attributes    int8     bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4),
-                           bit 3 timestamp type (magic 1: 0 CreateTime, 1 LogAppendTime)
-    timestamp     int64    magic 1 only
-    key_length    int32    -1 = null key
-    key           bytes
-    value_length  int32    -1 = null value
-    value         bytes    for a compressed wrapper: an inner message set, compressed
-
-Inner messages of a magic 1 wrapper carry offsets relative to the wrapper (0..n-1, KIP-31):
-the absolute offset is ``wrapper offset - last relative offset + relative offset``; under
-LogAppendTime they all take the wrapper's timestamp. Magic 0 inner messages carry absolute
-offsets and no timestamp (Spark's Kafka source reports those as timestamp -1 ms and
-timestampType -1, Kafka's ``NO_TIMESTAMP_TYPE``; so do we).
+A segment file is a plain sequence of magic 0 / magic 1 entries exactly as they travel on
+the wire, laid out as ``protocol.entries`` describes. The absolute offset of an inner message
+of a magic 1 wrapper is ``wrapper offset - last relative offset + relative offset``; under
+LogAppendTime they all take the wrapper's timestamp. Magic 0 messages carry no timestamp
+(Spark's Kafka source reports those as timestamp -1 ms and timestampType -1, Kafka's
+``NO_TIMESTAMP_TYPE``; so do we).
 
 Speed: the only per-message Python work is one ``struct`` unpack of the fixed-size header
 (plus the value length), a CRC in C, and appending a few ints to lists. Keys and values are
@@ -45,6 +31,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from minikafka.protocol.compression import Codec, decompress
+from minikafka.protocol.entries import (
+    CODEC_MASK as _CODEC_MASK,
+    HEAD,
+    HEAD_AND_KEY_LENGTH,
+    LOG_OVERHEAD as _LOG_OVERHEAD,
+    MAGIC_POSITION,
+    MIN_MESSAGE_SIZE,
+    TIMESTAMP_TYPE_BIT as _TIMESTAMP_TYPE_BIT,
+)
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -70,17 +65,11 @@ NO_TIMESTAMP = -1  # ms: Kafka's RecordBatch.NO_TIMESTAMP, every magic 0 message
 NO_TIMESTAMP_TYPE = -1  # Kafka's TimestampType.NO_TIMESTAMP_TYPE: magic 0 messages
 _CREATE_TIME = 0
 _LOG_APPEND_TIME = 1
-_TIMESTAMP_TYPE_BIT = 0x08
-_CODEC_MASK = 0x07
 
-_HEAD = struct.Struct(">qiI")       # offset, message_size, crc
-_V0 = struct.Struct(">bbi")         # magic, attributes, key_length
-_V1 = struct.Struct(">bbqi")        # magic, attributes, timestamp, key_length
-_HEAD_V0 = struct.Struct(">qiIbbi")     # offset .. key_length, magic 0
-_HEAD_V1 = struct.Struct(">qiIbbqi")    # offset .. key_length, magic 1
 _INT32 = struct.Struct(">i")
-_LOG_OVERHEAD = 12                  # offset + message_size
-_MIN_MESSAGE_SIZE = 14              # crc + magic + attributes + key_length + value_length
+_MIN_MESSAGE_SIZE = MIN_MESSAGE_SIZE[0]
+_HEAD_V0, _HEAD_V1 = HEAD_AND_KEY_LENGTH  # offset .. key_length, per magic
+_KEY_START_V0, _KEY_START_V1 = _HEAD_V0.size, _HEAD_V1.size
 
 DEFAULT_BATCH_RECORDS = 65536
 # Bounds a batch's keys + values (and its side buffer, whose positions are int32) whatever
@@ -157,7 +146,7 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
           end_offset: int, start_timestamp: int | None, batch_records: int) -> Iterator[pa.RecordBatch]:
     view = memoryview(data)
     size = len(view)
-    head = _HEAD.unpack_from
+    head = HEAD.unpack_from
     head_v1 = _HEAD_V1.unpack_from
     head_v0 = _HEAD_V0.unpack_from
     int32 = _INT32.unpack_from
@@ -168,18 +157,18 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
     count = 0
     pos = 0
     while pos + _LOG_OVERHEAD + _MIN_MESSAGE_SIZE <= size:
-        magic = view[pos + 16]
-        if magic == 1 and pos + 30 <= size:
+        magic = view[pos + MAGIC_POSITION]
+        if magic == 1 and pos + _KEY_START_V1 <= size:
             offset, message_size, crc, _, attributes, timestamp, key_length = head_v1(view, pos)
-            key_start = pos + 30
+            key_start = pos + _KEY_START_V1
             timestamp_type = _LOG_APPEND_TIME if attributes & _TIMESTAMP_TYPE_BIT else _CREATE_TIME
         elif magic == 0:
-            offset, message_size, crc, _, attributes, key_length = head_v0(view, pos)
-            key_start = pos + 22
+            offset, message_size, crc, _, attributes, _, key_length = head_v0(view, pos)
+            key_start = pos + _KEY_START_V0
             timestamp = NO_TIMESTAMP
             timestamp_type = NO_TIMESTAMP_TYPE
         else:
-            offset, message_size, crc = head(view, pos)
+            offset, message_size, *_ = head(view, pos)
             if pos + _LOG_OVERHEAD + message_size > size:
                 break  # truncated tail
             raise SegmentCorrupt(f"{path}: message at byte {pos} has unknown magic {magic}")
@@ -188,7 +177,7 @@ def _read(data: pa.Buffer, path: Path, topic: str, partition: int, start_offset:
             raise SegmentCorrupt(f"{path}: message at byte {pos} has impossible size {message_size}")
         if end > size:
             break  # truncated tail: the writer has not finished this message
-        if crc32(view[pos + 16:end]) != crc:
+        if crc32(view[pos + MAGIC_POSITION:end]) != crc:
             raise SegmentCorrupt(f"{path}: CRC mismatch in message at byte {pos} (offset {offset})")
         key_end = key_start + key_length if key_length > 0 else key_start
         if key_length < -1 or key_end + 4 > end:
@@ -279,20 +268,19 @@ def _inner_messages(path: Path, view: memoryview, value_start: int, value_length
     while pos < size:
         if pos + _LOG_OVERHEAD > size:
             raise SegmentCorrupt(f"{path}: truncated inner message in wrapper at offset {wrapper_offset}")
-        offset, message_size, crc = _HEAD.unpack_from(inner, pos)
+        message_size = _INT32.unpack_from(inner, pos + 8)[0]
         end = pos + _LOG_OVERHEAD + message_size
         if message_size < _MIN_MESSAGE_SIZE or end > size:
             raise SegmentCorrupt(f"{path}: bad inner message size in wrapper at offset {wrapper_offset}")
-        if zlib.crc32(memoryview(inner)[pos + 16:end]) != crc:
+        offset, _, crc, magic, attributes, timestamp = HEAD.unpack_from(inner, pos)
+        if zlib.crc32(memoryview(inner)[pos + MAGIC_POSITION:end]) != crc:
             raise SegmentCorrupt(f"{path}: CRC mismatch in inner message of wrapper at offset {wrapper_offset}")
-        magic = inner[pos + 16]
         if magic == 1:
-            _, attributes, timestamp, key_length = _V1.unpack_from(inner, pos + 16)
-            key_start = pos + 30
+            key_start = pos + _KEY_START_V1
         else:
-            _, attributes, key_length = _V0.unpack_from(inner, pos + 16)
-            key_start = pos + 22
+            key_start = pos + _KEY_START_V0
             timestamp = NO_TIMESTAMP
+        key_length = _INT32.unpack_from(inner, key_start - 4)[0]
         if attributes & _CODEC_MASK:
             raise SegmentCorrupt(f"{path}: nested compression in wrapper at offset {wrapper_offset}")
         value_length_at = key_start + max(key_length, 0)

@@ -3,6 +3,7 @@
  * assign_loop  is _py_assign_loop   (validate_and_assign's loop over shallow entries),
  * scan_inner   is _py_scan_inner    (the check of a wrapper's decompressed inner set),
  * shallow_loop is _py_shallow_loop  (validate_given_offsets, the follower's shallow check),
+ * index_entries is entries._py_index_entries (the entries a segment's indexes point at),
  * magic_1_messages is record_batch._py_magic_1_messages (a magic 2 batch's records section
  *              written as magic 1 messages), and crc32c checks a magic 2 batch.
  *
@@ -10,8 +11,8 @@
  * a set with the same RecordError (same code, same message): records.py picks one or the
  * other at import and the test suite runs against both. Decompression, the magic 0
  * recompression and the LogAppendTime rewrite of wrappers stay in Python (assign_loop calls
- * back _assign_wrapper for each wrapper): they are per wrapper, not per message. The message
- * format is described in records.py's module docstring.
+ * back _assign_wrapper for each wrapper): they are per wrapper, not per message. The entry
+ * layouts are described in entries.py's module docstring.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -289,46 +290,30 @@ static inline int lengths_check(const unsigned char *b, Py_ssize_t position, int
     return 0;
 }
 
-/* The running max timestamp / first untimed offset, and the index points (see ValidatedSet). */
+/* The running max timestamp and the first untimed offset of a set (see ValidatedSet). */
 typedef struct {
     int64_t max_timestamp;
     int64_t offset_of_max_timestamp;
     int64_t first_untimed;
-    int64_t index_after;
-    int64_t index_interval;
-    PyObject *points;
-} Indexing;
+} RunningMax;
 
-static int indexing_add(Indexing *ix, Py_ssize_t position, int64_t last_offset, int64_t entry_timestamp)
+static inline void running_max_add(RunningMax *m, int64_t last_offset, int64_t entry_timestamp)
 {
-    if (entry_timestamp > ix->max_timestamp) {
-        ix->max_timestamp = entry_timestamp;
-        ix->offset_of_max_timestamp = last_offset;
-    } else if (entry_timestamp < 0 && ix->first_untimed < 0) {
-        ix->first_untimed = last_offset;
+    if (entry_timestamp > m->max_timestamp) {
+        m->max_timestamp = entry_timestamp;
+        m->offset_of_max_timestamp = last_offset;
+    } else if (entry_timestamp < 0 && m->first_untimed < 0) {
+        m->first_untimed = last_offset;
     }
-    if (position > ix->index_after) {
-        PyObject *point = Py_BuildValue("(nLLLL)", position, (long long)last_offset, (long long)ix->max_timestamp,
-                                        (long long)ix->offset_of_max_timestamp, (long long)ix->first_untimed);
-        if (point == NULL)
-            return -1;
-        int failed = PyList_Append(ix->points, point);
-        Py_DECREF(point);
-        if (failed)
-            return -1;
-        ix->index_after = position + ix->index_interval;
-    }
-    return 0;
 }
 
 static PyObject *assign_loop(PyObject *self, PyObject *args)
 {
     PyObject *buf, *assign_wrapper;
-    long long next_offset, now_ms, max_message_bytes, earliest, latest, index_after, index_interval;
+    long long next_offset, now_ms, max_message_bytes, earliest, latest;
     int log_append_time, fresh = 0;
-    if (!PyArg_ParseTuple(args, "OLLLpLLLLO|p:assign_loop", &buf, &next_offset, &now_ms, &max_message_bytes,
-                          &log_append_time, &earliest, &latest, &index_after, &index_interval, &assign_wrapper,
-                          &fresh))
+    if (!PyArg_ParseTuple(args, "OLLLpLLO|p:assign_loop", &buf, &next_offset, &now_ms, &max_message_bytes,
+                          &log_append_time, &earliest, &latest, &assign_wrapper, &fresh))
         return NULL;
     /* The output is the one copy of the set: a bytes object nobody else has seen yet, or the
        fresh bytearray itself, written in place here, and through `writable` (a memoryview of
@@ -359,9 +344,7 @@ static PyObject *assign_loop(PyObject *self, PyObject *args)
         length = PyBytes_GET_SIZE(out);
     }
     PyObject *replacements = NULL, *result = NULL;
-    Indexing ix = {NO_TIMESTAMP, -1, -1, index_after, index_interval, PyList_New(0)};
-    if (ix.points == NULL)
-        goto done;
+    RunningMax ix = {NO_TIMESTAMP, -1, -1};
     int64_t offset = next_offset;
     int64_t max_size = max_message_bytes - LOG_OVERHEAD;
     int set_magic = length > MAGIC_POSITION ? b[MAGIC_POSITION] : -1;
@@ -482,15 +465,13 @@ static PyObject *assign_loop(PyObject *self, PyObject *args)
             last_offset = offset;
             offset += 1;
         }
-        if (indexing_add(&ix, position, last_offset, entry_timestamp) < 0)
-            goto done;
+        running_max_add(&ix, last_offset, entry_timestamp);
         position = (Py_ssize_t)end;
     }
-    result = Py_BuildValue("(OLLLLOO)", out, (long long)offset, (long long)ix.max_timestamp,
-                           (long long)ix.offset_of_max_timestamp, (long long)ix.first_untimed, ix.points,
+    result = Py_BuildValue("(OLLLLO)", out, (long long)offset, (long long)ix.max_timestamp,
+                           (long long)ix.offset_of_max_timestamp, (long long)ix.first_untimed,
                            replacements ? replacements : Py_None);
 done:
-    Py_XDECREF(ix.points);
     Py_XDECREF(replacements);
     Py_XDECREF(writable);
     Py_DECREF(out);
@@ -594,9 +575,8 @@ done:
 static PyObject *shallow_loop(PyObject *self, PyObject *args)
 {
     PyObject *buf;
-    long long min_offset, max_message_bytes, index_after, index_interval;
-    if (!PyArg_ParseTuple(args, "OLLLL:shallow_loop", &buf, &min_offset, &max_message_bytes, &index_after,
-                          &index_interval))
+    long long min_offset, max_message_bytes;
+    if (!PyArg_ParseTuple(args, "OLL:shallow_loop", &buf, &min_offset, &max_message_bytes))
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
@@ -604,9 +584,7 @@ static PyObject *shallow_loop(PyObject *self, PyObject *args)
     const unsigned char *b = view.buf;
     Py_ssize_t length = view.len;
     PyObject *result = NULL;
-    Indexing ix = {NO_TIMESTAMP, -1, -1, index_after, index_interval, PyList_New(0)};
-    if (ix.points == NULL)
-        goto done;
+    RunningMax ix = {NO_TIMESTAMP, -1, -1};
     int64_t first_offset = -1, previous = min_offset - 1;
     long long count = 0;
     int set_magic = -1;
@@ -662,15 +640,81 @@ static PyObject *shallow_loop(PyObject *self, PyObject *args)
         previous = offset;
         count += 1;
         int64_t timestamp = magic ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
-        if (indexing_add(&ix, position, offset, timestamp) < 0)
-            goto done;
+        running_max_add(&ix, offset, timestamp);
         position = (Py_ssize_t)end;
     }
-    result = Py_BuildValue("(nLLLLLLO)", position, (long long)first_offset, (long long)(count ? previous : -1),
+    result = Py_BuildValue("(nLLLLLL)", position, (long long)first_offset, (long long)(count ? previous : -1),
                            count, (long long)ix.max_timestamp, (long long)ix.offset_of_max_timestamp,
-                           (long long)ix.first_untimed, ix.points);
+                           (long long)ix.first_untimed);
 done:
-    Py_XDECREF(ix.points);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* entries._py_index_entries: the sparse index entries of whole, checked entries appended at
+   `base` of a segment (Kafka's LogSegment.append loop). */
+static PyObject *index_entries(PyObject *self, PyObject *args)
+{
+    PyObject *buf, *untimed_times;
+    long long base, anchor, interval, max_timestamp, offset_of_max;
+    if (!PyArg_ParseTuple(args, "OLLLLLO!:index_entries", &buf, &base, &anchor, &interval, &max_timestamp,
+                          &offset_of_max, &PyList_Type, &untimed_times))
+        return NULL;
+    const Py_ssize_t bounds = PyList_GET_SIZE(untimed_times);
+    if (bounds == 0)
+        return PyErr_Format(PyExc_ValueError, "index_entries: untimed_times is empty");
+    Py_buffer view;
+    if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL, *offset_entries = PyList_New(0), *time_entries = PyList_New(0);
+    if (offset_entries == NULL || time_entries == NULL)
+        goto done;
+    const unsigned char *b = view.buf;
+    const Py_ssize_t length = view.len;
+    /* The untimed bound in use: its offset and time, read again only when it moves on. */
+    Py_ssize_t bound = -1;
+    long long bound_offset = 0, bound_time = 0;
+    Py_ssize_t position = 0;
+    while (length - position >= MIN_ENTRY_SIZE) {
+        const unsigned char *p = b + position;
+        int64_t offset = read_int64(p);
+        int64_t timestamp = p[MAGIC_POSITION] ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
+        if (timestamp < 0) {
+            while (bound < 0 || (bound < bounds - 1 && bound_offset < offset)) {
+                bound += 1;
+                PyObject *pair = PyList_GET_ITEM(untimed_times, bound);
+                if (!PyArg_ParseTuple(pair, "LL:untimed_times", &bound_time, &bound_offset))
+                    goto done;
+            }
+            timestamp = bound_time;
+        }
+        if (timestamp > max_timestamp) {
+            max_timestamp = timestamp;
+            offset_of_max = offset;
+        }
+        if (base + position - anchor > interval) {
+            anchor = base + position;
+            PyObject *entry = Py_BuildValue("(LL)", (long long)offset, anchor);
+            if (entry == NULL)
+                goto done;
+            int failed = PyList_Append(offset_entries, entry);
+            Py_DECREF(entry);
+            if (failed)
+                goto done;
+            entry = Py_BuildValue("(LL)", max_timestamp, offset_of_max);
+            if (entry == NULL)
+                goto done;
+            failed = PyList_Append(time_entries, entry);
+            Py_DECREF(entry);
+            if (failed)
+                goto done;
+        }
+        position += LOG_OVERHEAD + read_int32(p + 8);
+    }
+    result = Py_BuildValue("(OOLLL)", offset_entries, time_entries, anchor, max_timestamp, offset_of_max);
+done:
+    Py_XDECREF(offset_entries);
+    Py_XDECREF(time_entries);
     PyBuffer_Release(&view);
     return result;
 }
@@ -951,6 +995,7 @@ static PyMethodDef methods[] = {
     {"assign_loop", assign_loop, METH_VARARGS, "validate_and_assign's per-message loop (see _py_assign_loop)."},
     {"scan_inner", scan_inner, METH_VARARGS, "Check a decompressed inner set (see _py_scan_inner)."},
     {"shallow_loop", shallow_loop, METH_VARARGS, "validate_given_offsets' loop (see _py_shallow_loop)."},
+    {"index_entries", index_entries, METH_VARARGS, "A segment's index entries for an append (see entries._py_index_entries)."},
     {"magic_1_messages", magic_1_messages, METH_VARARGS,
      "A magic 2 records section as magic 1 messages (see record_batch._py_magic_1_messages)."},
     {"crc32c", crc32c_function, METH_O, "CRC-32C of a bytes-like object (SSE4.2 where the CPU has it)."},

@@ -21,24 +21,11 @@ Kafka uses:
 
 Any bad input raises ``RecordError``; no other exception escapes.
 
-A set is one or more batches back to back, each::
+A set is one or more batches back to back, each a batch header as ``protocol.entries``
+lays it out (magic 2: CRC-32C from attributes to the end, lastOffsetDelta, base and max
+timestamps, producer id, epoch and base sequence, recordCount) and then its records,
+compressed as a whole when the codec is not 0::
 
-    batch     baseOffset            int64   offset of the first record (0 from producers)
-              batchLength           int32   bytes from partitionLeaderEpoch to the end
-              partitionLeaderEpoch  int32
-              magic                 int8    2 (byte 16 of the batch, where magic 0/1 has it)
-              crc                   uint32  CRC-32C (Castagnoli) from attributes to the end
-              attributes            int16   bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4,
-                                            4 zstd), bit 3 timestamp type (1 LogAppendTime),
-                                            bit 4 transactional, bit 5 control
-              lastOffsetDelta       int32
-              baseTimestamp         int64   first record's timestamp
-              maxTimestamp          int64
-              producerId            int64   -1 unless idempotent / transactional
-              producerEpoch         int16
-              baseSequence          int32
-              recordCount           int32
-              records               the records, compressed as a whole when codec != 0
     record    length                varint  bytes from attributes to the end of headers
               attributes            int8    unused
               timestampDelta        varlong from baseTimestamp
@@ -65,6 +52,16 @@ import zlib
 from typing import Iterator, NamedTuple
 
 from minikafka.protocol.compression import Codec, decompress
+from minikafka.protocol.entries import (
+    BATCH_HEADER as _HEADER,
+    CODEC_MASK as _CODEC_MASK,
+    CRC_POSITION as _CRC_POSITION_MAGIC_1,
+    HEAD_AND_KEY_LENGTH,
+    HEAD_AND_LENGTHS,
+    LOG_OVERHEAD as _LOG_OVERHEAD,
+    MAGIC_POSITION,
+    TIMESTAMP_TYPE_BIT as _TIMESTAMP_TYPE_BIT,
+)
 from minikafka.protocol.errors import ErrorCode, RecordError
 
 __all__ = [
@@ -80,23 +77,17 @@ __all__ = [
 ]
 
 RECORD_BATCH_MAGIC = 2
-MAGIC_POSITION = 16  # of the magic byte in a batch, as in a magic 0/1 entry
 NO_PRODUCER_ID = -1
 _ZSTD = 4
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 # The magic 1 message as ``protocol.records`` describes it, up to the key length, and with a
 # null key up to the value length (one pack for the common case).
-_MAGIC_1_HEAD = struct.Struct(">qiIbbqi")
-_MAGIC_1_NULL_KEY_HEAD = struct.Struct(">qiIbbqii")
-_CRC_POSITION_MAGIC_1 = 12
+_MAGIC_1_HEAD = HEAD_AND_KEY_LENGTH[1]
+_MAGIC_1_NULL_KEY_HEAD = HEAD_AND_LENGTHS[1]
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 BATCH_OVERHEAD = _HEADER.size  # 61: everything before the records
-_LOG_OVERHEAD = 12  # baseOffset + batchLength, outside what batchLength counts
 _CRC_START = 21  # attributes
-_CODEC_MASK = 0x07
-_TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 _INT64_MIN = -(2**63)

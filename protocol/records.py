@@ -1,24 +1,8 @@
 """Message sets of magic 0 and magic 1: reading, building, append-side validation.
 
-A message set is a concatenation of *entries*, with no count and no framing around them::
-
-    entry     offset      int64    the offset of the message (of the wrapper: its last
-                                   inner message's offset)
-              size        int32    byte length of the message that follows
-    message   crc         uint32   CRC-32 (zlib's, IEEE) of every byte from magic to the end
-              magic       int8     0 or 1
-              attributes  int8     bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4),
-                                   bit 3 timestamp type (magic 1: 1 = LogAppendTime)
-              timestamp   int64    magic 1 only, milliseconds since the epoch, -1 if unknown
-              key         int32 length (-1 = null) + bytes
-              value       int32 length (-1 = null) + bytes
-
-The 12-byte ``offset size`` prefix is Kafka's *log overhead*; a message's size as Kafka
-limits it (``max.message.bytes``) includes it. A compressed *wrapper* message has a null key
-and, as its value, a whole inner message set compressed with its codec. Inner messages are
-never compressed themselves. In a magic 1 wrapper the inner offsets are relative (0..n-1)
-and the wrapper's offset is the absolute offset of the last one (KIP-31), so assigning
-offsets rewrites eight bytes and never recompresses; in a magic 0 wrapper they are absolute.
+A message set is a concatenation of shallow entries, laid out as ``protocol.entries``
+describes: plain messages and compressed wrappers, each holding an inner message set.
+Assigning offsets to a magic 1 wrapper rewrites eight bytes and never recompresses (KIP-31).
 
 Fetch responses may end in a truncated entry (the broker cuts at ``max_bytes``); the readers
 here (``iter_entries``, ``iter_records``, ``down_convert``, ``validate_given_offsets``) drop
@@ -56,8 +40,27 @@ import struct
 import zlib
 from typing import Iterable, Iterator, NamedTuple
 
-from minikafka.protocol import record_batch
+from minikafka.protocol import entries, record_batch
 from minikafka.protocol.compression import Codec, compress, decompress
+from minikafka.protocol.entries import (
+    ATTRIBUTES_POSITION as _ATTRIBUTES_POSITION,
+    CODEC_MASK as _CODEC_MASK,
+    CODECS as _CODECS,
+    CRC_POSITION as _CRC_POSITION,
+    HEAD as _HEAD,
+    HEAD_AND_KEY_LENGTH as _HEAD_AND_KEY_LENGTH,
+    HEAD_AND_LENGTHS as _HEAD_AND_LENGTHS,
+    KEY_POSITION as _KEY_POSITION,
+    LOG_OVERHEAD,
+    MAGIC_POSITION as _MAGIC_POSITION,
+    MIN_ENTRY_SIZE as _MIN_ENTRY_SIZE,
+    MIN_MESSAGE_SIZE as _MIN_MESSAGE_SIZE,
+    NO_TIMESTAMP,
+    TIMESTAMP_POSITION as _TIMESTAMP_POSITION,
+    TIMESTAMP_TYPE_BIT as _TIMESTAMP_TYPE_BIT,
+    Entry,
+    iter_entries,
+)
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, magic_1_conversion
 
@@ -83,61 +86,17 @@ __all__ = [
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 NO_TIMESTAMP_TYPE = -1  # timestamp type of magic 0 messages, which carry no timestamp
-NO_TIMESTAMP = -1
-
-LOG_OVERHEAD = 12  # offset int64 + size int32
-_CODEC_MASK = 0x07
-_TIMESTAMP_TYPE_BIT = 0x08
-# Smallest message (crc .. value length, null key and value) per magic.
-_MIN_MESSAGE_SIZE = (14, 22)
-# Position of the key length field, relative to the entry start, per magic.
-_KEY_POSITION = (LOG_OVERHEAD + 6, LOG_OVERHEAD + 14)
-_CRC_POSITION = 12
-_MAGIC_POSITION = 16
-_ATTRIBUTES_POSITION = 17
-_TIMESTAMP_POSITION = 18
-
-# offset, size, crc, magic, attributes, and (for magic 1) the timestamp. An entry of either
-# magic is at least 26 bytes long, so unpacking all six fields never reads past a whole entry;
-# for magic 0 the sixth field is key/value length bytes and is ignored.
-_HEAD = struct.Struct(">qiIbbq")
-# The validation loops read a message's head and both length fields (the value length is right
-# only for a null key) in one unpack, per magic: one call per message instead of two is 8% of
-# the broker's instructions for 100-byte messages. Magic 0 has no timestamp: an empty string
-# ("0s") holds its place so both give the same eight fields.
-_HEAD_AND_LENGTHS = (struct.Struct(">qiIbb0sii"), struct.Struct(">qiIbbqii"))
 _ATTRIBUTES_TIMESTAMP = struct.Struct(">Bq")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_OFFSET_SIZE = struct.Struct(">qi")
 _UINT32 = struct.Struct(">I")
-_MIN_ENTRY_SIZE = _HEAD.size  # the smallest whole entry: a magic 0 message, null key and value
-
-_CODECS: tuple[Codec | None, ...] = (Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4) + (None,) * 4
 
 _crc32 = zlib.crc32
 
 
 def _corrupt(message: str) -> RecordError:
     return RecordError(ErrorCode.CORRUPT_MESSAGE, message)
-
-
-class Entry(NamedTuple):
-    """One shallow entry of a message set: a plain message, or a compressed wrapper.
-
-    ``position`` is where its 8-byte offset field starts in the buffer it was read from and
-    ``size`` its total length including the 12-byte log overhead. ``timestamp`` is -1 for
-    magic 0. Payload bytes are not copied: slice the buffer with ``position`` and ``size``.
-    """
-
-    offset: int
-    position: int
-    size: int
-    magic: int
-    attributes: int
-    timestamp: int
-    codec: Codec
 
 
 class Record(NamedTuple):
@@ -158,34 +117,24 @@ class Record(NamedTuple):
 class ValidationConfig(NamedTuple):
     """The topic settings that govern append validation (Kafka's topic-level names:
     ``max.message.bytes``, ``message.timestamp.type``,
-    ``message.timestamp.difference.max.ms``), and ``index.interval.bytes``, by which the
-    validator picks the entries the log's offset index points at."""
+    ``message.timestamp.difference.max.ms``)."""
 
     max_message_bytes: int = 1048588
     timestamp_type: int = CREATE_TIME
     max_timestamp_difference_ms: int = 2**63 - 1
-    index_interval_bytes: int = 4096
 
 
 class ValidatedSet(NamedTuple):
-    """A message set ready to append, and what the log needs to index it.
+    """A message set ready to append, and what the log needs to know of it.
 
     ``max_timestamp`` is -1 and ``offset_of_max_timestamp`` -1 when no message has a
     timestamp; for a compressed entry the offset of the max timestamp is the wrapper's (last)
     offset, as Kafka indexes it. ``log_append_time`` is the time stamped into the set under
     LogAppendTime, else -1. ``record_count`` counts logical (inner) messages
-    (``validate_given_offsets``: shallow entries, see there).
-
-    The log indexes a set without parsing it again, and with work per index entry, not per
-    message: ``index_points`` holds one ``(position in buffer, last offset, max timestamp so
-    far, its offset, first untimed offset so far)`` tuple per shallow entry the offset index
-    must point at (the first entry past the ``index_after`` the validator was given, then the
-    first more than ``index.interval.bytes`` past the previous point). The last three fields
-    are the running ``max_timestamp`` / ``offset_of_max_timestamp`` up to and including that
-    entry and the (last) offset of the first entry without a timestamp, -1 if none yet: the
-    log counts such entries at their append time, which the validator does not know.
-    ``first_untimed_offset`` is that offset for the whole set, and ``first_timestamp`` the
-    first entry's timestamp (-1 if it has none), which starts a new segment's roll clock.
+    (``validate_given_offsets``: shallow entries, see there). ``first_untimed_offset`` is the
+    (last) offset of the first entry without a timestamp, -1 if none, and ``first_timestamp``
+    the first entry's timestamp (-1 if it has none), which starts a new segment's roll clock.
+    Which entries the log's indexes point at the segment decides (``entries.index_entries``).
 
     ``buffer`` is bytes, or, for a set converted from magic 2, the bytearray the conversion
     wrote and offsets were assigned in (no one else holds it; copying a megabyte to make it
@@ -201,7 +150,6 @@ class ValidatedSet(NamedTuple):
     record_count: int
     first_timestamp: int
     first_untimed_offset: int
-    index_points: list[tuple[int, int, int, int, int]]
 
 
 # ---------------------------------------------------------------------------------------
@@ -323,32 +271,6 @@ def _inner_messages(wrapper: _Message, view: memoryview) -> tuple[memoryview, li
 # Readers
 
 
-def iter_entries(buf) -> Iterator[Entry]:
-    """Shallow entries of ``buf`` (plain messages and wrappers), without copying payloads.
-
-    Stops silently at a truncated last entry (legal at the end of a fetch); raises
-    CORRUPT_MESSAGE for an impossible size, magic or codec. CRCs are not checked here.
-    """
-    length = len(buf)
-    position = 0
-    while True:
-        end = _whole_entry_end(buf, position, length)
-        if end < 0:
-            return
-        offset, size, _crc, magic, attributes, timestamp = _HEAD.unpack_from(buf, position)
-        if magic == 0:
-            timestamp = NO_TIMESTAMP
-        elif magic != 1:
-            raise _corrupt(f"message at offset {offset} has unknown magic {magic}")
-        elif size < _MIN_MESSAGE_SIZE[1]:
-            raise _corrupt(f"message at offset {offset} has impossible size {size}")
-        codec = _CODECS[attributes & _CODEC_MASK]
-        if codec is None:
-            raise _corrupt(f"message at offset {offset} has unknown codec {attributes & 7}")
-        yield Entry(offset, position, end - position, magic, attributes, timestamp, codec)
-        position = end
-
-
 def iter_records(buf) -> Iterator[Record]:
     """Every logical message of ``buf``, through compressed wrappers, with absolute offsets.
 
@@ -416,11 +338,7 @@ def _append_message(
     key_length = -1 if key is None else len(key)
     value_length = -1 if value is None else len(value)
     size = _MIN_MESSAGE_SIZE[magic] + max(key_length, 0) + max(value_length, 0)
-    if magic == 0:
-        out += struct.pack(">qiIbb", offset, size, 0, 0, attributes)
-    else:
-        out += struct.pack(">qiIbbq", offset, size, 0, 1, attributes, timestamp)
-    out += _INT32.pack(key_length)
+    out += _HEAD_AND_KEY_LENGTH[magic].pack(offset, size, 0, magic, attributes, timestamp if magic else b"", key_length)
     if key is not None:
         out += key
     out += _INT32.pack(value_length)
@@ -482,9 +400,7 @@ def build_message_set(
 # Validation on append
 
 
-def validate_and_assign(
-    buf, next_offset: int, now_ms: int, config: ValidationConfig, index_after: int | None = None
-) -> ValidatedSet:
+def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationConfig) -> ValidatedSet:
     """Check a produced message set and assign offsets from ``next_offset`` (leader path).
 
     Refuses the whole set with ``RecordError``:
@@ -511,10 +427,6 @@ def validate_and_assign(
     magic 1 uncompressed message or wrapper gets timestamp ``now_ms`` and attribute bit 3,
     and only its outer CRC is recomputed.
 
-    ``index_after``: the position in the set past which the log's next offset-index entry is
-    due (default ``index_interval_bytes``: the set starts an empty segment); see
-    ``ValidatedSet.index_points``.
-
     Magic 2 record batches (a set whose first entry has magic 2 at byte 16) are first
     converted to magic 1, as Kafka converts them to an older log format, then validated as
     above: see ``protocol.record_batch`` for what is refused there and with which code.
@@ -532,22 +444,16 @@ def validate_and_assign(
         fresh = True
         if inner_sets:
             assign_wrapper = functools.partial(_assign_wrapper, inner_sets=inner_sets)
-    interval = config.index_interval_bytes
-    if index_after is None:
-        index_after = interval
     log_append_time = config.timestamp_type == LOG_APPEND_TIME
     # Clamped to int64, where every timestamp lies, so the native loop can compare them.
     earliest = max(now_ms - config.max_timestamp_difference_ms, _INT64_MIN)
     latest = min(now_ms + config.max_timestamp_difference_ms, _INT64_MAX)
-    out, offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements = _assign_loop(
+    out, offset, max_timestamp, offset_of_max_timestamp, first_untimed, replacements = _assign_loop(
         buf, next_offset, now_ms, config.max_message_bytes, log_append_time, earliest, latest,
-        index_after, interval, assign_wrapper, fresh,
+        assign_wrapper, fresh,
     )
     if replacements:
         out = _splice(out, replacements)
-        # Recompressed magic 0 wrappers moved every entry after them; such sets carry no
-        # timestamps, so positions and offsets are all the index needs.
-        points = _untimed_index_points(out, index_after, interval)
     return ValidatedSet(
         buffer=out,
         first_offset=next_offset,
@@ -558,7 +464,6 @@ def validate_and_assign(
         record_count=offset - next_offset,
         first_timestamp=_first_timestamp(out),
         first_untimed_offset=first_untimed,
-        index_points=points,
     )
 
 
@@ -578,16 +483,13 @@ def _py_assign_loop(
     log_append_time: bool,
     earliest: int,
     latest: int,
-    index_after: int,
-    index_interval: int,
     assign_wrapper,
     fresh: bool = False,
-) -> tuple[bytes | bytearray, int, int, int, int, list, dict[int, bytes] | None]:
+) -> tuple[bytes | bytearray, int, int, int, int, dict[int, bytes] | None]:
     """``validate_and_assign``'s per-message loop over ``buf``.
 
     Returns the set with offsets (and LogAppendTime) written in, the next free offset, the
-    max timestamp and its offset, the first untimed offset, the index points and the
-    replacement entries by position (recompressed magic 0 wrappers; None if there are none).
+    max timestamp and its offset, the first untimed offset and the replacement entries by position (recompressed magic 0 wrappers; None if there are none).
     Wrappers go to ``assign_wrapper`` (``_assign_wrapper``). ``fresh``: ``buf`` is a bytearray
     this process has just written (a magic 2 conversion), assigned in place and returned, its
     CRCs not checked again. ``_records.assign_loop`` is the same loop in C: keep them in step.
@@ -601,7 +503,6 @@ def _py_assign_loop(
     pack_crc = _UINT32.pack_into
     pack_attributes_timestamp = _ATTRIBUTES_TIMESTAMP.pack_into
     crc32 = _crc32
-    points: list[tuple[int, int, int, int, int]] = []
     replacements: dict[int, bytes] | None = None
     offset = next_offset
     max_timestamp = NO_TIMESTAMP
@@ -675,15 +576,12 @@ def _py_assign_loop(
                 offset_of_max_timestamp = last_offset
             elif entry_timestamp < 0 and first_untimed < 0:
                 first_untimed = last_offset
-            if position > index_after:
-                points.append((position, last_offset, max_timestamp, offset_of_max_timestamp, first_untimed))
-                index_after = position + index_interval
             position = end
     finally:
         view.release()
     if not fresh:
         out = bytes(out)
-    return out, offset, max_timestamp, offset_of_max_timestamp, first_untimed, points, replacements
+    return out, offset, max_timestamp, offset_of_max_timestamp, first_untimed, replacements
 
 
 def _magic_1_from_record_batches(buf, max_message_bytes: int) -> tuple[bytearray, dict[int, bytearray]]:
@@ -909,25 +807,7 @@ def _splice(out: bytes, replacements: dict[int, bytes]) -> bytes:
     return bytes(spliced)
 
 
-def _untimed_index_points(out: bytes, index_after: int, interval: int) -> list[tuple[int, int, int, int, int]]:
-    """Index points of a validated magic 0 set (no timestamps), from its entry heads."""
-    points = []
-    first_untimed = -1
-    position = 0
-    while position < len(out):
-        offset, size = _OFFSET_SIZE.unpack_from(out, position)
-        if first_untimed < 0:
-            first_untimed = offset
-        if position > index_after:
-            points.append((position, offset, NO_TIMESTAMP, -1, first_untimed))
-            index_after = position + interval
-        position += LOG_OVERHEAD + size
-    return points
-
-
-def validate_given_offsets(
-    buf, min_offset: int, config: ValidationConfig, index_after: int | None = None
-) -> ValidatedSet:
+def validate_given_offsets(buf, min_offset: int, config: ValidationConfig) -> ValidatedSet:
     """Check a message set fetched from a leader and keep its offsets (follower path).
 
     As Kafka 0.10.2's follower append, the set is checked shallowly and never decompressed:
@@ -944,11 +824,10 @@ def validate_given_offsets(
     ``LogAppendInfo.firstOffset`` for a follower) and ``record_count`` the number of shallow
     entries. ``last_offset`` is exact. A truncated tail is dropped (fetch responses end in
     one); a set with no whole entry gives ``record_count`` 0, an empty ``buffer`` and offsets
-    -1. ``index_after`` is as for ``validate_and_assign``.
+    -1.
     """
-    interval = config.index_interval_bytes
-    end, first_offset, last_offset, count, max_timestamp, offset_of_max, first_untimed, points = _shallow_loop(
-        buf, min_offset, config.max_message_bytes, interval if index_after is None else index_after, interval
+    end, first_offset, last_offset, count, max_timestamp, offset_of_max, first_untimed = _shallow_loop(
+        buf, min_offset, config.max_message_bytes
     )
     view = memoryview(buf)
     buffer = view[:end].tobytes()
@@ -963,21 +842,17 @@ def validate_given_offsets(
         record_count=count,
         first_timestamp=_first_timestamp(buffer) if count else NO_TIMESTAMP,
         first_untimed_offset=first_untimed,
-        index_points=points,
     )
 
 
-def _py_shallow_loop(
-    buf, min_offset: int, max_message_bytes: int, index_after: int, index_interval: int
-) -> tuple[int, int, int, int, int, int, int, list]:
+def _py_shallow_loop(buf, min_offset: int, max_message_bytes: int) -> tuple[int, int, int, int, int, int, int]:
     """``validate_given_offsets``' loop: returns the end of the last whole entry, first and
-    last offset, entry count, max timestamp and its offset, first untimed offset and index
-    points. ``_records.shallow_loop`` is the same loop in C: keep them in step. The running
-    max / index point bookkeeping is written out as in ``_py_assign_loop`` rather than called
-    (a call per message is what these loops cannot afford; the C loops share indexing_add)."""
+    last offset, entry count, max timestamp and its offset and the first untimed offset.
+    ``_records.shallow_loop`` is the same loop in C: keep them in step. The running max
+    bookkeeping is written out as in ``_py_assign_loop`` rather than called (a call per
+    message is what these loops cannot afford; the C loops share running_max)."""
     view = memoryview(buf)
     length = len(view)
-    points: list[tuple[int, int, int, int, int]] = []
     max_timestamp = NO_TIMESTAMP
     offset_of_max = -1
     first_untimed = -1
@@ -1025,13 +900,10 @@ def _py_shallow_loop(
                 offset_of_max = offset
             elif timestamp < 0 and first_untimed < 0:
                 first_untimed = offset
-            if position > index_after:
-                points.append((position, offset, max_timestamp, offset_of_max, first_untimed))
-                index_after = position + index_interval
             position = end
     finally:
         view.release()
-    return position, first_offset, previous if count else -1, count, max_timestamp, offset_of_max, first_untimed, points
+    return position, first_offset, previous if count else -1, count, max_timestamp, offset_of_max, first_untimed
 
 
 # ---------------------------------------------------------------------------------------
@@ -1100,16 +972,18 @@ except ImportError:  # built without a compiler: the pure-Python loops serve
 def use_native(enabled: bool) -> bool:
     """Run the per-message loops in the C accelerator (``minikafka.protocol._records``) when
     ``enabled`` and built, else in Python; returns whether C is now in use. This covers
-    ``protocol.record_batch``'s magic 2 conversion and CRC-32C too. Both give the
+    ``protocol.record_batch``'s magic 2 conversion and CRC-32C, and ``entries.index_entries``. Both give the
     same results and the same errors. At import C is chosen unless the environment sets
     ``MINIKAFKA_PURE_PYTHON=1``."""
     global _assign_loop, _scan_inner, _shallow_loop
     if enabled and _native is not None:
         _assign_loop, _scan_inner, _shallow_loop = _native.assign_loop, _native.scan_inner, _native.shallow_loop
         record_batch._use_native(_native)
+        entries._use_native(_native)
         return True
     _assign_loop, _scan_inner, _shallow_loop = _py_assign_loop, _py_scan_inner, _py_shallow_loop
     record_batch._use_native(None)
+    entries._use_native(None)
     return False
 
 

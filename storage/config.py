@@ -64,7 +64,6 @@ class LogConfig(NamedTuple):
             timestamp_type=(records.LOG_APPEND_TIME if self.message_timestamp_type == LOG_APPEND_TIME
                             else records.CREATE_TIME),
             max_timestamp_difference_ms=self.message_timestamp_difference_max_ms,
-            index_interval_bytes=self.index_interval_bytes,
         )
 
     @property

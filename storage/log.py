@@ -1,4 +1,4 @@
-"""One partition's log: an ordered list of segments in ``<log dir>/<topic>-<partition>/``.
+"""One partition's log: its segments (``storage.segments``) in ``<log dir>/<topic>-<partition>/``.
 
 Directory contents::
 
@@ -42,6 +42,7 @@ from minikafka.storage.config import LogConfig
 from minikafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpointFile
 from minikafka.storage.partition_metadata import new_topic_id, read_topic_id, write_topic_id
 from minikafka.storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from minikafka.storage.segments import LogSegments
 from minikafka.storage.types import (
     AppendResult,
     CorruptPartitionMetadata,
@@ -105,8 +106,7 @@ class Log:
         self._closed = False
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic_id = self._settle_topic_id(topic_id)
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
+        self._segments: LogSegments
         self._load(recovery_point, log_start_offset, needs_recovery)
         self.leader_epoch_cache = LeaderEpochCache(
             LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT), lambda: self.log_end_offset
@@ -140,11 +140,11 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self._segments.active.next_offset
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(segment.size for segment in self._segments)
+        return self._segments.size_in_bytes
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -152,7 +152,7 @@ class Log:
         bases = self._clean_directory()
         if not bases:
             segment = LogSegment.create_for_append(self.dir, log_start_offset, self.config)
-            self._set_segments([segment])
+            self._segments = LogSegments([segment])
             self.log_start_offset = self.recovery_point = log_start_offset
             return
         segments = [LogSegment(self.dir, base, self.config, create=False) for base in bases]
@@ -213,7 +213,7 @@ class Log:
             logger.warning("%s-%d: truncated %d bytes of a partial entry at the end of segment %d",
                            self.topic, self.partition, truncated, active.base_offset)
         active.open_for_append()
-        self._set_segments(segments)
+        self._segments = LogSegments(segments)
         end = self.log_end_offset
         self.recovery_point = min(recovery_point, end) if needs_recovery else end
         self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), end)
@@ -240,10 +240,6 @@ class Log:
                 raise UnknownTopic(f"{self.topic}-{self.partition} is closed or deleted")
             yield
 
-    def _set_segments(self, segments: list[LogSegment]) -> None:
-        self._segments = segments
-        self._bases = [segment.base_offset for segment in segments]
-
     # -- appending ---------------------------------------------------------------------------
 
     def append_as_leader(self, records: bytes, leader_epoch: int = 0) -> AppendResult:
@@ -253,14 +249,10 @@ class Log:
         """
         with self._open():
             now = self._clock.time_ms()
-
-            def validate(index_after: int) -> ValidatedSet:
-                return validate_and_assign(records, self.log_end_offset, now, self._validation_config, index_after)
-
-            validated = validate(self._segments[-1].index_after())
+            validated = validate_and_assign(records, self.log_end_offset, now, self._validation_config)
             self._check_set_size(validated)
             self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
-            return self._append(validated, validate, now)
+            return self._append(validated, now)
 
     def append_as_follower(self, records: bytes | memoryview) -> AppendResult:
         """Append a leader's set keeping its offsets (strictly increasing, >= log end),
@@ -268,16 +260,12 @@ class Log:
         ``record_count`` of the result are the first shallow entry's offset and the number
         of shallow entries)."""
         with self._open():
-
-            def validate(index_after: int) -> ValidatedSet:
-                return validate_given_offsets(records, self.log_end_offset, self._validation_config, index_after)
-
-            validated = validate(self._segments[-1].index_after())
+            validated = validate_given_offsets(records, self.log_end_offset, self._validation_config)
             if not validated.record_count:
                 end = self.log_end_offset
                 return AppendResult(end, end - 1, -1, 0)
             self._check_set_size(validated)
-            return self._append(validated, validate, self._clock.time_ms())
+            return self._append(validated, self._clock.time_ms())
 
     def _check_set_size(self, validated: ValidatedSet) -> None:
         if len(validated.buffer) > self.config.segment_bytes:
@@ -286,14 +274,11 @@ class Log:
                 f"message set of {len(validated.buffer)} bytes exceeds segment.bytes {self.config.segment_bytes}",
             )
 
-    def _append(self, validated: ValidatedSet, validate: Callable[[int], ValidatedSet], now: int) -> AppendResult:
-        segment = self._segments[-1]
+    def _append(self, validated: ValidatedSet, now: int) -> AppendResult:
+        segment = self._segments.active
         set_timestamp = validated.max_timestamp if validated.max_timestamp >= 0 else now
         if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset):
             segment = self._roll(now)
-            # Which entries get index entries depends on where the set starts in its
-            # segment: validate again for the new one (once per roll).
-            validated = validate(segment.index_after())
         segment.append(validated, now)
         every = self.config.flush_interval_messages
         if every is not None and self.log_end_offset - self.recovery_point >= every:
@@ -307,7 +292,7 @@ class Log:
             self._roll(self._clock.time_ms())
 
     def _roll(self, now: int) -> LogSegment:
-        active = self._segments[-1]
+        active = self._segments.active
         if active.size == 0:
             return active
         # The new segment first: if its files cannot be made (no inode left, the open-file
@@ -321,7 +306,7 @@ class Log:
             segment.delete_files()
             active.open_for_append()
             raise
-        self._set_segments(self._segments + [segment])
+        self._segments.add(segment)
         self._unflushed_rolled.append(active)
         if self.on_segment_closed is not None:
             try:
@@ -390,7 +375,7 @@ class Log:
                     segment.flush()
             fsync_dir(self.dir)
             self._unflushed_rolled = []
-        self._segments[-1].flush()
+        self._segments.active.flush()
         self.recovery_point = self.log_end_offset
         self._last_flush_ms = now
 
@@ -406,15 +391,14 @@ class Log:
         """
         with self._open():
             end = self.log_end_offset
-            active = self._segments[-1]
+            active = self._segments.active
             if offset == end:
                 return FileSlice(active.file, active.size, 0)
             if offset < self.log_start_offset or offset > end:
                 raise OffsetOutOfRange(
                     f"offset {offset} is outside [{self.log_start_offset}, {end}] of {self.topic}-{self.partition}"
                 )
-            i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-            for segment in self._segments[i:]:
+            for segment in self._segments.from_offset(offset):
                 found = segment.read(offset, max_bytes, max_offset, min_one_message)
                 if found is not None:
                     return found
@@ -441,12 +425,12 @@ class Log:
 
     def closed_segments(self) -> list[SegmentInfo]:
         with self._open():
-            return [self._info(s, closed=True) for s in self._segments[:-1]]
+            return [self._info(s, closed=True) for s in self._segments.closed()]
 
     def segments(self) -> list[SegmentInfo]:
         """Every segment, the active one last (``closed=False``)."""
         with self._open():
-            return self.closed_segments() + [self._info(self._segments[-1], closed=False)]
+            return self.closed_segments() + [self._info(self._segments.active, closed=False)]
 
     # -- truncation --------------------------------------------------------------------------
 
@@ -460,16 +444,13 @@ class Log:
                 # an epoch without writing in it holds an entry the new leader never had.
                 self.leader_epoch_cache.truncate_from_end(offset)
                 return
-            if offset < self._segments[0].base_offset:
+            if offset < self._segments.first.base_offset:
                 self._truncate_fully_and_start_at(offset)
                 return
             now = self._clock.time_ms()
             self._truncations += 1
-            keep = [s for s in self._segments if s.base_offset <= offset]
-            doomed = [s for s in self._segments if s.base_offset > offset]
-            self._set_segments(keep)
-            self._schedule_deletion(doomed, now)
-            active = keep[-1]
+            self._schedule_deletion(self._segments.remove_after(offset), now)
+            active = self._segments.active
             if not active.truncate_to(offset):
                 active.load_tail_state()
             active.open_for_append()
@@ -484,22 +465,22 @@ class Log:
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         self._truncations += 1
-        if offset in self._bases:  # a segment already has that name: empty it and keep it
-            segment = self._segments[self._bases.index(offset)]
+        segment = self._segments.at_base(offset)
+        if segment is not None:  # a segment already has that name: empty it and keep it
             doomed = [s for s in self._segments if s is not segment]
             segment.truncate_to(offset)
         else:
             segment = LogSegment(self.dir, offset, self.config, create=True)
-            doomed = self._segments
+            doomed = list(self._segments)
         segment.open_for_append()
-        self._set_segments([segment])
+        self._segments = LogSegments([segment])
         self._schedule_deletion(doomed, self._clock.time_ms())
         self.log_start_offset = offset
         self.leader_epoch_cache.clear_and_flush()
         self._after_truncation()
 
     def _after_truncation(self) -> None:
-        closed = self._segments[:-1]
+        closed = self._segments.closed()
         self._unflushed_rolled = [s for s in self._unflushed_rolled if s in closed]
         end = self.log_end_offset
         self.recovery_point = min(self.recovery_point, end)
@@ -530,7 +511,7 @@ class Log:
             retention_ms = self.config.retention_ms
             deleted = 0
             if retention_ms >= 0:
-                active = self._segments[-1]
+                active = self._segments.active
                 if active.size and active.max_timestamp >= 0 and now - active.max_timestamp > retention_ms:
                     self._roll(now)
                 deleted += self._delete_oldest(
@@ -563,16 +544,15 @@ class Log:
     def _delete_oldest(self, due: Callable[[LogSegment], bool],
                        may_delete: Callable[[SegmentInfo], bool] | None, now: int) -> int:
         count = 0
-        for segment in self._segments[:-1]:
+        for segment in self._segments.closed():
             if not due(segment):
                 break
             if may_delete is not None and not may_delete(self._info(segment, closed=True)):
                 break
             count += 1
         if count:
-            doomed = self._segments[:count]
-            self._set_segments(self._segments[count:])
-            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            doomed = self._segments.remove_oldest(count)
+            self.log_start_offset = max(self.log_start_offset, self._segments.first.base_offset)
             self._schedule_deletion(doomed, now)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return count
@@ -609,7 +589,7 @@ class Log:
         """Remove the partition's directory and everything in it."""
         with self._lock:
             self._closed = True
-            for segment in self._segments + [s for _, s in self._pending_deletes]:
+            for segment in [*self._segments, *(s for _, s in self._pending_deletes)]:
                 segment.delete_files()
             self._pending_deletes = []
             shutil.rmtree(self.dir, ignore_errors=True)

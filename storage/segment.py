@@ -1,14 +1,7 @@
 """One log segment: a ``.log`` file of message sets plus its offset and time indexes.
 
-``<base offset, 20 digits>.log`` holds entries exactly as on the wire (magic 0/1)::
-
-    offset     int64    the message's offset (a compressed wrapper's: its last inner offset)
-    size       int32    length of the message that follows
-    crc        uint32   CRC-32 of magic..end of message
-    magic      int8
-    attributes int8
-    timestamp  int64    magic 1 only
-    key, value          int32-length-prefixed bytes
+``<base offset, 20 digits>.log`` holds entries exactly as on the wire (magic 0/1, laid out
+as ``protocol.entries`` describes), each appended set as it was validated.
 
 The segment keeps in memory what Kafka keeps: its size, next offset, largest timestamp (and
 the offset where it first appeared), and the position of its last offset-index entry, from
@@ -28,15 +21,14 @@ only bound where its scan starts).
 
 from __future__ import annotations
 
-import bisect
 import os
-import struct
-import zlib
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
+from minikafka.protocol import entries
+from minikafka.protocol.entries import LOG_OVERHEAD, Entry, crc_ok, iter_entries
 from minikafka.protocol.errors import RecordError
-from minikafka.protocol.records import ValidatedSet, iter_entries, iter_records
+from minikafka.protocol.records import ValidatedSet, iter_records
 from minikafka.storage.config import LogConfig
 from minikafka.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 from minikafka.storage.types import FileSlice, SegmentFile, SegmentInfo
@@ -46,12 +38,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 
-LOG_OVERHEAD = 12
 MAX_RELATIVE_OFFSET = 2**31 - 1
-# Enough of an entry to read offset, size, crc, magic, attributes and (magic 1) timestamp;
-# also the smallest possible entry (12-byte overhead + 14-byte magic-0 message).
-_HEAD = struct.Struct(">qiIbbq")
-_MIN_MESSAGE_SIZE = 14
 _HEADER_WINDOW = 16 * 1024
 _RECOVERY_CHUNK = 8 * 1024 * 1024
 
@@ -60,53 +47,22 @@ def segment_file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-class EntryHeader(NamedTuple):
-    """The fixed head of one shallow entry in a segment file."""
+def iter_headers(fd: int, start: int, end: int) -> Iterator[Entry]:
+    """Shallow entries in ``[start, end)`` of an already-validated file, their heads read in
+    windows (an entry's payload is not read).
 
-    position: int
-    offset: int
-    size: int  # including the 12-byte log overhead
-    codec: int
-    timestamp: int  # -1 for magic 0
-
-
-def iter_headers(fd: int, start: int, end: int) -> Iterator[EntryHeader]:
-    """Shallow entry heads in ``[start, end)`` of an already-validated file, read in windows.
-
-    Stops at the first entry that does not fit before ``end``.
+    Stops at the first entry that does not fit before ``end`` or cannot be read.
     """
-    window = b""
-    window_start = start
     position = start
-    while position + _HEAD.size <= end:
-        relative = position - window_start
-        if relative + _HEAD.size > len(window):
-            window = os.pread(fd, min(_HEADER_WINDOW, end - position), position)
-            window_start, relative = position, 0
-            if len(window) < _HEAD.size:
-                return
-        offset, size, _crc, magic, attributes, timestamp = _HEAD.unpack_from(window, relative)
-        if size < _MIN_MESSAGE_SIZE or position + LOG_OVERHEAD + size > end:
+    while position < end:
+        window = os.pread(fd, min(_HEADER_WINDOW, end - position), position)
+        try:
+            moved = yield from iter_entries(window, end, base=position)
+        except RecordError:
             return
-        yield EntryHeader(position, offset, LOG_OVERHEAD + size, attributes & 7, timestamp if magic else -1)
-        position += LOG_OVERHEAD + size
-
-
-def _counting_untimed_at(now: int, max_timestamp: int, offset_of_max: int, first_untimed: int) -> tuple[int, int]:
-    """A set's (or its prefix's) largest timestamp and the offset where it first appears
-    once entries without a timestamp (the first at ``first_untimed``, -1 if none) count at
-    ``now``."""
-    if first_untimed < 0 or now < max_timestamp:
-        return max_timestamp, offset_of_max
-    if now > max_timestamp:
-        return now, first_untimed
-    return now, min(offset_of_max, first_untimed)
-
-
-def _crc_ok(view: memoryview, position: int, size: int) -> bool:
-    """The entry's CRC-32 (over magic..end) matches its crc field."""
-    stored = int.from_bytes(view[position + 12:position + 16], "big")
-    return zlib.crc32(view[position + 16:position + size]) == stored
+        if moved == position:
+            return
+        position = moved
 
 
 class LogSegment:
@@ -215,48 +171,33 @@ class LogSegment:
         """
         fd = self.file.fileno()
         file_size = os.fstat(fd).st_size
-        old_times = self.time_index.all_entries() if self.indexes_look_sane() else []
-        old_time_offsets = [offset for _, offset in old_times]
+        untimed_times = (self.time_index.all_entries() if self.indexes_look_sane() else []) or [(now, 0)]
         self.offset_index.reset()
         self.time_index.reset()
         max_timestamp, offset_of_max = -1, self.base_offset
         last_offset = self.base_offset - 1
         anchor = 0
-        interval = self.config.index_interval_bytes
         position = 0
         read_size = _RECOVERY_CHUNK
-        offset_entries: list[tuple[int, int]] = []
-        time_entries: list[tuple[int, int]] = []
         while position < file_size:
             chunk = os.pread(fd, min(read_size, file_size - position), position)
-            view = memoryview(chunk)
             consumed = 0
             valid = True
             try:
                 for entry in iter_entries(chunk):
-                    if entry.offset <= last_offset or not _crc_ok(view, entry.position, entry.size):
+                    if entry.offset <= last_offset or not crc_ok(chunk, entry):
                         valid = False
                         break
-                    file_position = position + entry.position
-                    timestamp = entry.timestamp
-                    if timestamp < 0:
-                        later = bisect.bisect_left(old_time_offsets, entry.offset)
-                        timestamp = old_times[min(later, len(old_times) - 1)][0] if old_times else now
-                    if timestamp > max_timestamp:
-                        max_timestamp, offset_of_max = timestamp, entry.offset
-                    if file_position - anchor > interval:
-                        offset_entries.append((entry.offset, file_position))
-                        time_entries.append((max_timestamp, offset_of_max))
-                        anchor = file_position
                     last_offset = entry.offset
                     consumed = entry.position + entry.size
             except RecordError:
                 valid = False
+            offset_entries, time_entries, anchor, max_timestamp, offset_of_max = entries.index_entries(
+                memoryview(chunk)[:consumed], position, anchor, self.config.index_interval_bytes,
+                max_timestamp, offset_of_max, untimed_times)
             position += consumed
             added = self.offset_index.append_many(offset_entries)
             self.time_index.append_many(time_entries[:added])
-            offset_entries.clear()
-            time_entries.clear()
             if not valid:
                 break
             if consumed:
@@ -326,15 +267,8 @@ class LogSegment:
         base_timestamp = self.rolling_base_timestamp()
         return base_timestamp >= 0 and set_max_timestamp - base_timestamp > config.segment_ms
 
-    def index_after(self) -> int:
-        """Where in a set appended next the offset index's next entry is due: the validator
-        picks the set's index points from it (``ValidatedSet.index_points``)."""
-        return self._index_anchor + self.config.index_interval_bytes - self.size
-
     def append(self, validated: ValidatedSet, now: int) -> None:
-        """Write a validated set and index it from its ``index_points`` (computed for
-        :meth:`index_after` as it is now), without parsing the bytes again; entries without a
-        timestamp count at ``now``.
+        """Write a validated set and index it; entries without a timestamp count at ``now``.
 
         Raises OSError (ENOSPC: the disk is full), or whatever else failed, with the segment,
         file and indexes as they were before the call."""
@@ -348,7 +282,7 @@ class LogSegment:
         try:
             while written < len(buffer):
                 written += os.pwrite(fd, view[written:], start + written)
-            self._index_appended(validated, now, start)
+            self._index_appended(view, validated, now, start)
         except BaseException:
             # A full disk (or any failure) leaves the segment as it was, so nothing of a
             # refused set is read, or found after a restart: cut the file back (truncation
@@ -360,29 +294,17 @@ class LogSegment:
         finally:
             view.release()
 
-    def _index_appended(self, validated: ValidatedSet, now: int, start: int) -> None:
+    def _index_appended(self, view: memoryview, validated: ValidatedSet, now: int, start: int) -> None:
         if start == 0:
             self._rolling_base_timestamp = validated.first_timestamp if validated.first_timestamp >= 0 else now
-        seg_max, seg_offset = self.max_timestamp, self.offset_of_max_timestamp
-        points = validated.index_points
-        if points:
-            offset_entries = [(last_offset, start + position) for position, last_offset, *_ in points]
-            if validated.first_untimed_offset < 0:  # every entry has a timestamp: the usual case
-                time_entries = [(max_timestamp, offset) if max_timestamp > seg_max else (seg_max, seg_offset)
-                                for _, _, max_timestamp, offset, _ in points]
-            else:
-                time_entries = []
-                for _, _, max_timestamp, offset_of_max, first_untimed in points:
-                    timestamp, offset = _counting_untimed_at(now, max_timestamp, offset_of_max, first_untimed)
-                    time_entries.append((timestamp, offset) if timestamp > seg_max else (seg_max, seg_offset))
-            added = self.offset_index.append_many(offset_entries)
-            if added:
-                self.time_index.append_many(time_entries[:added])
-                self._index_anchor = offset_entries[added - 1][1]
-        timestamp, offset = _counting_untimed_at(now, validated.max_timestamp, validated.offset_of_max_timestamp,
-                                                 validated.first_untimed_offset)
-        if timestamp > seg_max:
-            self.max_timestamp, self.offset_of_max_timestamp = timestamp, offset
+        offset_entries, time_entries, _, max_timestamp, offset_of_max = entries.index_entries(
+            view, start, self._index_anchor, self.config.index_interval_bytes,
+            self.max_timestamp, self.offset_of_max_timestamp, [(now, 0)])
+        added = self.offset_index.append_many(offset_entries)
+        if added:
+            self.time_index.append_many(time_entries[:added])
+            self._index_anchor = offset_entries[added - 1][1]
+        self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
         self.size = start + len(validated.buffer)
         self.next_offset = validated.last_offset + 1
 
@@ -415,7 +337,7 @@ class LogSegment:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def translate_offset(self, offset: int, start_position: int = 0) -> EntryHeader | None:
+    def translate_offset(self, offset: int, start_position: int = 0) -> Entry | None:
         """The first entry at or after ``start_position`` whose (last) offset is >= ``offset``."""
         position = max(start_position, self.offset_index.lookup(offset)[1])
         for head in iter_headers(self.file.fileno(), position, self.size):

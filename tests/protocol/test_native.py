@@ -1,7 +1,8 @@
 """The C accelerator (``minikafka.protocol._records``) and the pure-Python loops agree: same
 ValidatedSet, or the same RecordError (code and message), for valid, damaged and fuzzed sets,
 on the leader path (``validate_and_assign``, magic 2 batches' conversion included) and the
-follower path (``validate_given_offsets``).
+follower path (``validate_given_offsets``), and on which entries a segment indexes
+(``entries.index_entries``).
 """
 
 import os
@@ -15,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minikafka.protocol import record_batch, records
+from minikafka.protocol import entries, record_batch, records
 from minikafka.protocol.compression import Codec, compress
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.records import (
@@ -132,8 +133,8 @@ LEADER_CASES = {
 @pytest.mark.parametrize("timestamp_type", [0, LOG_APPEND_TIME])
 def test_leader_cases_agree(case, timestamp_type):
     config = ValidationConfig(timestamp_type=timestamp_type, max_timestamp_difference_ms=10**6,
-                              max_message_bytes=60 if case == "too large" else 1048588, index_interval_bytes=50)
-    result = agree(validate_and_assign, LEADER_CASES[case], 1000, NOW, config, 20)
+                              max_message_bytes=60 if case == "too large" else 1048588)
+    result = agree(validate_and_assign, LEADER_CASES[case], 1000, NOW, config)
     accepted = {"valid mix", "magic 0 recompressed"}
     if timestamp_type == LOG_APPEND_TIME:
         accepted |= {"timestamp out of range", "inner timestamp"}  # not judged: the broker's time goes in
@@ -170,8 +171,8 @@ FOLLOWER_CASES = {
 
 @pytest.mark.parametrize("case", sorted(FOLLOWER_CASES))
 def test_follower_cases_agree(case):
-    config = ValidationConfig(max_message_bytes=60 if case == "too large" else 1048588, index_interval_bytes=40)
-    agree(validate_given_offsets, FOLLOWER_CASES[case], 50, config, -1)
+    config = ValidationConfig(max_message_bytes=60 if case == "too large" else 1048588)
+    agree(validate_given_offsets, FOLLOWER_CASES[case], 50, config)
 
 
 record_lists = st.lists(
@@ -189,7 +190,6 @@ configs = st.builds(
     max_message_bytes=st.sampled_from([40, 200, 1048588]),
     timestamp_type=st.sampled_from([0, LOG_APPEND_TIME]),
     max_timestamp_difference_ms=st.sampled_from([0, 1000, 2**63 - 1]),
-    index_interval_bytes=st.integers(0, 400),
 )
 # A field of one entry set to some value, with the entry's CRC made right again, so the checks
 # behind the CRC get fuzzed too; or raw bit flips.
@@ -222,11 +222,11 @@ def _edited(data: bytes, edit_list) -> bytes:
 
 
 @given(batch_list=batches, magic=st.sampled_from([0, 1]), config=configs, edit_list=edits,
-       next_offset=st.integers(0, 2**40), index_after=st.integers(-50, 600))
+       next_offset=st.integers(0, 2**40))
 @settings(max_examples=300, deadline=None)
-def test_fuzzed_leader_sets_agree(batch_list, magic, config, edit_list, next_offset, index_after):
+def test_fuzzed_leader_sets_agree(batch_list, magic, config, edit_list, next_offset):
     data = b"".join(build_message_set(r, magic=magic, codec=codec) for r, codec in batch_list)
-    agree(validate_and_assign, _edited(data, edit_list), next_offset, NOW, config, index_after)
+    agree(validate_and_assign, _edited(data, edit_list), next_offset, NOW, config)
 
 
 @given(batch_list=batches, magic=st.sampled_from([0, 1]), edit_list=edits, log_append_time=st.booleans())
@@ -238,8 +238,8 @@ def test_assign_loops_agree_without_crc_checks(batch_list, magic, edit_list, log
 
     def assign(loop):
         try:
-            return loop(data, 5, NOW, 1048588, log_append_time, NOW - 1000, NOW + 1000, 100, 100,
-                        records._assign_wrapper, False)
+            return loop(data, 5, NOW, 1048588, log_append_time, NOW - 1000, NOW + 1000, records._assign_wrapper,
+                        False)
         except RecordError as error:
             return ErrorCode(error.code), str(error)
 
@@ -247,13 +247,27 @@ def test_assign_loops_agree_without_crc_checks(batch_list, magic, edit_list, log
 
 
 @given(batch_list=batches, magic=st.sampled_from([0, 1]), config=configs, edit_list=edits,
-       min_offset=st.integers(0, 30), index_after=st.integers(-50, 600), cut=st.integers(0, 40))
+       min_offset=st.integers(0, 30), cut=st.integers(0, 40))
 @settings(max_examples=300, deadline=None)
-def test_fuzzed_follower_sets_agree(batch_list, magic, config, edit_list, min_offset, index_after, cut):
+def test_fuzzed_follower_sets_agree(batch_list, magic, config, edit_list, min_offset, cut):
     leader = outcome(validate_and_assign, b"".join(build_message_set(r, magic=magic, codec=codec)
                                                    for r, codec in batch_list), 10, NOW, ValidationConfig())
     data = _edited(leader[0], edit_list)
-    agree(validate_given_offsets, data[: len(data) - cut], min_offset, config, index_after)
+    agree(validate_given_offsets, data[: len(data) - cut], min_offset, config)
+
+
+@given(batch_list=batches, magic=st.sampled_from([0, 1]), base=st.integers(0, 2**40),
+       anchor=st.integers(-600, 2**40), interval=st.integers(0, 400),
+       segment_max=st.sampled_from([(-1, 0), (NOW, 3), (NOW + 10**6, 2)]),
+       untimed_times=st.lists(st.tuples(st.integers(NOW - 3000, NOW + 3000), st.integers(0, 40)), min_size=1,
+                              max_size=4).map(lambda times: sorted(times, key=lambda t: t[1])))
+@settings(max_examples=300, deadline=None)
+def test_index_entries_agree(batch_list, magic, base, anchor, interval, segment_max, untimed_times):
+    # What a segment appends: a validated set, at any position, after any earlier index entry.
+    data = outcome(validate_and_assign, b"".join(build_message_set(r, magic=magic, codec=codec)
+                                                 for r, codec in batch_list), 10, NOW, ValidationConfig())[0]
+    args = (data, base, min(anchor, base), interval, *segment_max, untimed_times)
+    assert records._native.index_entries(*args) == entries._py_index_entries(*args)
 
 
 @given(inner=record_lists, magic=st.sampled_from([0, 1]), edit_list=edits,
@@ -416,7 +430,7 @@ def test_generated_batches_validate_alike(record_list, codec, log_append_time, b
     section = b"".join(encode_record(k, v, t % 5000, offset_delta=o, pads=p) for k, v, t, o, p in record_list)
     data = encode_batch(section, len(record_list), codec=codec, log_append_time=log_append_time,
                         base_timestamp=base)
-    config = ValidationConfig(timestamp_type=timestamp_type, max_message_bytes=1 << 20, index_interval_bytes=300)
+    config = ValidationConfig(timestamp_type=timestamp_type, max_message_bytes=1 << 20)
     agree(validate_and_assign, data, next_offset, NOW, config)
 
 

@@ -102,11 +102,11 @@ def test_converted_wrapper_is_what_a_magic_1_producer_sends():
 
 @pytest.mark.parametrize("timestamp_type", [CREATE_TIME, LOG_APPEND_TIME])
 def test_converted_set_validates_as_the_magic_1_set_a_producer_would_send(timestamp_type):
-    """Every field of the result, index points included, for wrappers at every position of
-    the set (the conversion hands their inner sets on rather than have them decompressed)."""
+    """Every field of the result, for wrappers at every position of the set (the conversion
+    hands their inner sets on rather than have them decompressed)."""
     parts = [(RECORDS[:7], Codec.GZIP), (RECORDS[7:9], Codec.NONE), (RECORDS[9:13], Codec.SNAPPY),
              (RECORDS[13:], Codec.LZ4)]
-    config = ValidationConfig(timestamp_type=timestamp_type, index_interval_bytes=100)
+    config = ValidationConfig(timestamp_type=timestamp_type)
     magic_2 = b"".join(build_batch(part, codec=codec) for part, codec in parts)
     magic_1 = b"".join(build_message_set(part, magic=1, codec=codec) for part, codec in parts)
     assert validate_and_assign(magic_2, 7, NOW, config) == validate_and_assign(magic_1, 7, NOW, config)
@@ -127,11 +127,11 @@ def test_several_batches_of_different_codecs_convert_in_order():
     first = build_batch(RECORDS[:7], codec=Codec.GZIP)
     second = build_batch(RECORDS[7:12], builder="aiokafka")
     third = build_batch(RECORDS[12:], codec=Codec.SNAPPY, builder="aiokafka-py")
-    validated = validate_and_assign(first + second + third, 50, NOW, CONFIG._replace(index_interval_bytes=0))
+    validated = validate_and_assign(first + second + third, 50, NOW, CONFIG)
     assert [(r.offset, r.key, r.value, r.timestamp) for r in iter_records(validated.buffer)] == [
         (50 + i, key, value, timestamp) for i, (key, value, timestamp) in enumerate(RECORDS)
     ]
-    assert [last for _, last, *_ in validated.index_points] == list(range(57, 62)) + [69]  # the first entry starts the set
+    assert [entry.offset for entry in iter_entries(validated.buffer)] == [56] + list(range(57, 62)) + [69]
 
 
 @pytest.mark.parametrize("codec", [Codec.NONE, Codec.LZ4], ids=lambda c: c.name.lower())

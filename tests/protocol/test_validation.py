@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from minikafka.protocol import entries
 from minikafka.protocol.compression import Codec, compress
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.records import (
@@ -29,23 +30,25 @@ APPEND_TIME = ValidationConfig(timestamp_type=LOG_APPEND_TIME)
 ALL_FORMATS = [(magic, codec) for magic in (0, 1) for codec in Codec]
 
 
-# Index every entry: the index points then show each entry's position, offset and timestamps.
-EVERY_ENTRY = dict(index_after=-1)
-INDEX_ALL = ValidationConfig(index_interval_bytes=0)
+def index_points(buf, anchor=-1, interval=0, untimed_at=-1):
+    """``(position, last offset, max timestamp so far, its offset)`` of each entry a segment
+    indexes when ``buf`` is appended at its start (by default every entry, messages without a
+    timestamp not counted), from ``entries.index_entries``."""
+    offset_entries, time_entries, *_ = entries.index_entries(buf, 0, anchor, interval, -1, -1, [(untimed_at, 0)])
+    return [(position, offset, *time) for (offset, position), time in zip(offset_entries, time_entries)]
 
 
-def expected_points(buf, index_after, interval):
-    """The index points of a validated set, derived from its shallow entries as written (a
+def expected_points(buf, anchor, interval, untimed_at):
+    """``index_points``, derived from a validated set's shallow entries as written (a
     wrapper's timestamp is its entry's)."""
-    points, max_ts, max_offset, untimed = [], -1, -1, -1
+    points, max_ts, max_offset = [], -1, -1
     for entry in iter_entries(buf):
-        if entry.timestamp > max_ts:
-            max_ts, max_offset = entry.timestamp, entry.offset
-        elif entry.timestamp < 0 and untimed < 0:
-            untimed = entry.offset
-        if entry.position > index_after:
-            points.append((entry.position, entry.offset, max_ts, max_offset, untimed))
-            index_after = entry.position + interval
+        timestamp = entry.timestamp if entry.timestamp >= 0 else untimed_at
+        if timestamp > max_ts:
+            max_ts, max_offset = timestamp, entry.offset
+        if entry.position - anchor > interval:
+            points.append((entry.position, entry.offset, max_ts, max_offset))
+            anchor = entry.position
     return points
 
 
@@ -76,7 +79,7 @@ def payload_of(entry_bytes: bytes, magic: int) -> bytes:
 @pytest.mark.parametrize("magic,codec", ALL_FORMATS)
 def test_kafka_python_sets_validate_get_offsets_and_read_back_deep(magic, codec, kafka_python_records):
     data = kafka_python_records.build(magic, codec, RECORDS)
-    result = validate_and_assign(data, 1000, NOW, INDEX_ALL, **EVERY_ENTRY)
+    result = validate_and_assign(data, 1000, NOW, CREATE)
     assert (result.first_offset, result.last_offset, result.record_count) == (1000, 1019, 20)
     assert result.log_append_time == -1
     expected = [
@@ -91,19 +94,19 @@ def test_kafka_python_sets_validate_get_offsets_and_read_back_deep(magic, codec,
     if magic == 0:
         assert (result.max_timestamp, result.offset_of_max_timestamp) == (-1, -1)
         assert (result.first_timestamp, result.first_untimed_offset) == (-1, shallow[0].offset)
-        assert [point[2:] for point in result.index_points] == [(-1, -1, shallow[0].offset)] * len(shallow)
+        assert [point[2:] for point in index_points(result.buffer)] == [(-1, -1)] * len(shallow)
     elif codec == Codec.NONE:
         index = [ts for _, _, ts in RECORDS].index(MAX_TIMESTAMP)
         assert (result.max_timestamp, result.offset_of_max_timestamp) == (MAX_TIMESTAMP, 1000 + index)
         assert (result.first_timestamp, result.first_untimed_offset) == (RECORDS[0][2], -1)
-        assert [point[2] for point in result.index_points] == [
+        assert [point[2] for point in index_points(result.buffer)] == [
             max(ts for _, _, ts in RECORDS[: i + 1]) for i in range(20)
         ]
     else:
         assert (result.max_timestamp, result.offset_of_max_timestamp) == (MAX_TIMESTAMP, 1019)
         assert shallow[0].timestamp == MAX_TIMESTAMP  # Kafka sets the wrapper's CreateTime
         assert (result.first_timestamp, result.first_untimed_offset) == (MAX_TIMESTAMP, -1)
-    assert [(p, o) for p, o, *_ in result.index_points] == [(e.position, e.offset) for e in shallow]
+    assert [(p, o) for p, o, *_ in index_points(result.buffer)] == [(e.position, e.offset) for e in shallow]
 
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4])
@@ -124,7 +127,7 @@ def test_magic_0_wrapper_is_recompressed_with_absolute_inner_offsets(codec, kafk
     assert (entry.offset, entry.magic, entry.codec) == (5019, 0, codec)
     # kafka-python reads magic 0 inner offsets as they are: absolute.
     assert [o for o, *_ in kafka_python_records.read(result.buffer)] == list(range(5000, 5020))
-    assert validate_and_assign(data, 5000, NOW, INDEX_ALL, **EVERY_ENTRY).index_points == [(0, 5019, -1, -1, 5019)]
+    assert index_points(validate_and_assign(data, 5000, NOW, CREATE).buffer) == [(0, 5019, -1, -1)]
 
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4])
@@ -155,11 +158,11 @@ def test_several_entries_of_every_kind_get_consecutive_offsets_and_true_position
         + kafka_python_records.build(1, Codec.GZIP, RECORDS[7:9])
         + kafka_python_records.build(1, Codec.SNAPPY, RECORDS[9:])
     )
-    result = validate_and_assign(data, 0, NOW, INDEX_ALL, **EVERY_ENTRY)
+    result = validate_and_assign(data, 0, NOW, CREATE)
     assert [o for o, *_ in kafka_python_records.read(result.buffer)] == list(range(20))
     shallow = list(iter_entries(result.buffer))
-    assert [(e.position, e.offset) for e in shallow] == [(p, o) for p, o, *_ in result.index_points]
-    assert [o for _, o, *_ in result.index_points] == [3, 4, 5, 6, 8, 19]
+    assert [(e.position, e.offset) for e in shallow] == [(p, o) for p, o, *_ in index_points(result.buffer)]
+    assert [o for _, o, *_ in index_points(result.buffer)] == [3, 4, 5, 6, 8, 19]
     assert result.record_count == 20
 
 
@@ -169,7 +172,7 @@ def test_several_entries_of_every_kind_get_consecutive_offsets_and_true_position
 @pytest.mark.parametrize("codec", list(Codec))
 def test_log_append_time_rewrites_timestamps_and_outer_crc_only(codec, kafka_python_records):
     data = kafka_python_records.build(1, codec, RECORDS)
-    result = validate_and_assign(data, 40, NOW, APPEND_TIME._replace(index_interval_bytes=0), **EVERY_ENTRY)
+    result = validate_and_assign(data, 40, NOW, APPEND_TIME)
     assert result.log_append_time == NOW
     assert (result.max_timestamp, result.offset_of_max_timestamp) == (NOW, 40 if codec == Codec.NONE else 59)
     theirs = kafka_python_records.read(result.buffer)  # asserts every CRC, outer and inner
@@ -183,7 +186,7 @@ def test_log_append_time_rewrites_timestamps_and_outer_crc_only(codec, kafka_pyt
         old_bytes = data[old.position : old.position + old.size]
         new_bytes = result.buffer[new.position : new.position + new.size]
         assert payload_of(new_bytes, 1) == payload_of(old_bytes, 1)
-    assert [point[2] for point in result.index_points] == [NOW] * len(after)
+    assert [point[2] for point in index_points(result.buffer)] == [NOW] * len(after)
 
 
 def test_log_append_time_leaves_magic_0_messages_alone(kafka_python_records):
@@ -339,13 +342,12 @@ def test_recompressed_wrapper_is_checked_against_the_limit_again():
 
 @pytest.mark.parametrize("magic,codec", ALL_FORMATS)
 def test_follower_keeps_leader_offsets_and_bytes(magic, codec, kafka_python_records):
-    leader = validate_and_assign(kafka_python_records.build(magic, codec, RECORDS), 200, NOW, INDEX_ALL, **EVERY_ENTRY)
-    follower = validate_given_offsets(leader.buffer, 200, INDEX_ALL, **EVERY_ENTRY)
+    leader = validate_and_assign(kafka_python_records.build(magic, codec, RECORDS), 200, NOW, CREATE)
+    follower = validate_given_offsets(leader.buffer, 200, CREATE)
     shallow = list(iter_entries(leader.buffer))
     assert follower.buffer == leader.buffer
     # Shallow: a wrapper counts once, at its offset (its last inner one).
     assert (follower.first_offset, follower.last_offset, follower.record_count) == (shallow[0].offset, 219, len(shallow))
-    assert follower.index_points == leader.index_points
     assert (follower.max_timestamp, follower.offset_of_max_timestamp, follower.first_timestamp,
             follower.first_untimed_offset) == (leader.max_timestamp, leader.offset_of_max_timestamp,
                                                leader.first_timestamp, leader.first_untimed_offset)
@@ -394,8 +396,7 @@ def test_follower_drops_a_truncated_tail_and_accepts_nothing_at_all():
     assert (result.first_offset, result.last_offset, result.record_count) == (10, 28, 19)
     assert result.buffer == data[: list(iter_entries(data))[-1].position]
     empty = validate_given_offsets(data[:20], 10, CREATE)
-    assert (empty.buffer, empty.record_count, empty.first_offset, empty.last_offset, empty.index_points) == (
-        b"", 0, -1, -1, [])
+    assert (empty.buffer, empty.record_count, empty.first_offset, empty.last_offset) == (b"", 0, -1, -1)
 
 
 def test_follower_checks_crc_and_size():
@@ -449,8 +450,7 @@ def test_validated_sets_read_back_with_consecutive_offsets(batches, magic, next_
         (r.offset, r.key, r.value) for r in got
     ]
     follower = validate_given_offsets(result.buffer, next_offset, config)
-    assert (follower.buffer, follower.index_points, follower.last_offset) == (
-        result.buffer, result.index_points, result.last_offset)
+    assert (follower.buffer, follower.last_offset) == (result.buffer, result.last_offset)
     assert follower.record_count == len(list(iter_entries(result.buffer)))
 
 
@@ -458,21 +458,22 @@ def test_validated_sets_read_back_with_consecutive_offsets(batches, magic, next_
     batches=st.lists(st.tuples(record_lists, st.sampled_from(list(Codec))), min_size=1, max_size=6),
     magic=st.sampled_from([0, 1]),
     timestamp_type=st.sampled_from([0, 1]),
-    index_after=st.integers(min_value=-100, max_value=3000),
+    anchor=st.integers(min_value=-3000, max_value=100),
     interval=st.integers(min_value=0, max_value=1000),
+    untimed_at=st.sampled_from([-1, NOW - 10**6, NOW, NOW + 10**6]),
 )
 @settings(max_examples=100, deadline=None)
-def test_index_points_are_every_entry_past_the_interval(batches, magic, timestamp_type, index_after, interval):
+def test_index_points_are_every_entry_past_the_interval(batches, magic, timestamp_type, anchor, interval, untimed_at):
     data = b"".join(build_message_set(records, magic=magic, codec=codec) for records, codec in batches)
-    config = ValidationConfig(timestamp_type=timestamp_type, index_interval_bytes=interval)
-    result = validate_and_assign(data, 7, NOW, config, index_after)
-    assert result.index_points == expected_points(result.buffer, index_after, interval)
+    config = ValidationConfig(timestamp_type=timestamp_type)
+    result = validate_and_assign(data, 7, NOW, config)
+    assert index_points(result.buffer, anchor, interval, untimed_at) == expected_points(
+        result.buffer, anchor, interval, untimed_at)
     shallow = list(iter_entries(result.buffer))
     untimed = [e.offset for e in shallow if e.timestamp < 0]
     assert result.first_untimed_offset == (untimed[0] if untimed else -1)
     assert result.first_timestamp == shallow[0].timestamp
-    follower = validate_given_offsets(result.buffer, 7, config, index_after)
-    assert follower.index_points == result.index_points
+    follower = validate_given_offsets(result.buffer, 7, config)
     assert (follower.first_untimed_offset, follower.first_timestamp) == (result.first_untimed_offset,
                                                                          result.first_timestamp)
 
