@@ -136,6 +136,8 @@ async def create_topic(broker, topic: str, num_partitions: int, replication_fact
         raise TopicError(ErrorCode.NOT_CONTROLLER, f"broker {broker.node_id} is not the controller")
     broker.check_topic_name(topic)
     if broker.is_internal(topic):
+        if cluster.metadata.has_topic(topic):  # as a single broker, and Kafka, answer
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
         raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic '{topic}' is internal to the broker.")
     live = sorted(cluster.controller.live)
     if assignments:
