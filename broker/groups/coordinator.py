@@ -1281,8 +1281,6 @@ class GroupCoordinator:
         of the log, its newest snapshot plus the events up to the high watermark are folded
         (in a worker thread) into a snapshot at the high watermark, which no truncation
         goes below."""
-        from minikafka.broker.server import cluster_mode
-
         while True:
             await trio.sleep(FOLLOWER_SNAPSHOT_CHECK_S)
             log_manager = self.broker.log_manager
@@ -1296,7 +1294,7 @@ class GroupCoordinator:
                     self._follower_snapshot_at[index] = newest
                 if log.high_watermark - newest < self.config.snapshot_interval_events:
                     continue
-                trim_bound = cluster_mode().offsets_trim_bound(self.broker, index, log)
+                trim_bound = self.broker.partitions.offsets_trim_bound(index, log)
                 try:
                     offset = await trio.to_thread.run_sync(self._snapshot_by_replay, index, log, trim_bound)
                 except Exception:

@@ -118,7 +118,7 @@ class LocalWriter:
     """How the coordinator appends to a partition on a single broker: as the leader, which is
     the whole ISR, so an append is committed as soon as it is in the log.
 
-    A cluster's writer (``broker.cluster_mode.OffsetsWriter``) has the same two methods:
+    A cluster's writer (``broker.partitions.replicated.OffsetsWriter``) has the same two methods:
     ``append`` goes through the partition's leader replica at its leader epoch, and
     ``committed`` waits for the high watermark."""
 
@@ -163,7 +163,7 @@ class OffsetsPartition:
         # them, a single broker). A replica has no way to fetch a snapshot (KRaft's
         # FetchSnapshot), so one that had to fetch the log from below another's start would
         # start over there without the events in between: a cluster trims only what every
-        # replica already holds (cluster_mode.offsets_trim_bound).
+        # replica already holds (ReplicatedPartitions.offsets_trim_bound).
         self.trim_bound = trim_bound
         self.writer = writer if writer is not None else LocalWriter(log)
         self.snapshots = SnapshotStore(snapshot_dir)
