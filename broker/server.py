@@ -7,7 +7,8 @@ opens the listener, loads every partition, starts the background tasks and repor
 so the next start needs no recovery.
 
 Handlers stay thin: the topic and partition operations they need (create, delete, append with
-fetch wake-ups, offsets) are methods here, on top of storage.
+acks and fetch wake-ups, the leader's log and its bounds) are ``broker.partitions``, chosen
+here once: :mod:`broker.partitions.local` on a single broker, ``.replicated`` in a cluster.
 """
 
 from __future__ import annotations
@@ -25,15 +26,13 @@ import trio
 
 from minikafka.broker.config import BrokerConfig, ConfigError, Listener, host_port, parse_properties
 from minikafka.broker.groups.config import GroupConfig
+from minikafka.broker.partitions.local import LocalPartitions
 from minikafka.broker.request_memory import RequestMemory
 from minikafka.broker.security import CLUSTER_NAME
-from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.storage.clock import Clock, SystemClock
-from minikafka.storage.config import AppendResult, LogConfig
-from minikafka.storage.log import Log
+from minikafka.storage.config import LogConfig
 from minikafka.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
-from minikafka.storage.names import InvalidTopicName, validate_topic_name
-from minikafka.storage.types import CorruptPartitionMetadata, TooManyPartitions, TopicAlreadyExists
+from minikafka.storage.types import CorruptPartitionMetadata
 
 logger = logging.getLogger(__name__)
 
@@ -51,23 +50,8 @@ META_PROPERTIES = "meta.properties"
 LOCK_FILE = ".lock"
 
 
-def cluster_mode():
-    """``broker.cluster_mode``, imported on first use: the single broker never loads it."""
-    from minikafka.broker import cluster_mode as module
-
-    return module
-
-
 class BrokerStartupError(Exception):
     """The broker cannot start (log dir unusable, port busy); the message is one sentence."""
-
-
-class TopicError(Exception):
-    """A topic-level request refused with a Kafka error code and a readable message."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = ErrorCode(code)
 
 
 class AppendWaiters:
@@ -106,16 +90,6 @@ class AppendWaiters:
 def _open_file_limit() -> int:
     """The soft RLIMIT_NOFILE, named in errors that running out of descriptors causes."""
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
-def _creation_failed(topic: str, exc: OSError) -> TopicError:
-    """The disk (or the open-file limit) refused a new topic, which storage has rolled back:
-    one log line and KAFKA_STORAGE_ERROR (retriable), not a handler crash."""
-    reason = exc.strerror or str(exc)
-    if exc.errno == errno.EMFILE:
-        reason += f" (open-file limit {_open_file_limit()})"
-    logger.error("cannot create topic %r: %s", topic, reason)
-    return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create topic '{topic}': {reason}.")
 
 
 def _new_cluster_id() -> str:
@@ -179,7 +153,8 @@ class Broker:
     """A single Kafka broker (node ``config.node_id``) serving one PLAINTEXT listener.
 
     Attributes the handlers and the group coordinator use: ``config``, ``clock``,
-    ``node_id``, ``log_manager``, ``group_coordinator``, ``cluster_id``, ``advertised_host``,
+    ``node_id``, ``partitions`` (topics and partitions, :mod:`broker.partitions`),
+    ``log_manager``, ``group_coordinator``, ``cluster_id``, ``advertised_host``,
     ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``,
     ``request_memory`` (``queued.max.request.bytes``), ``faults`` (a ``FaultInjector`` when
     started for tests, else None).
@@ -233,9 +208,6 @@ class Broker:
             self.faults = FaultInjector()
         self.control_address: tuple[str, int] | None = None
         self._dir_locks: list = []
-        # Topic creation and deletion touch the disk in a worker thread; one at a time, so
-        # "does it exist?" and "create it" cannot interleave with another request's.
-        self._topic_admin = trio.Lock()
         self.export_handoff = None
         segment_hooks = {}
         if config.export_dir is not None:
@@ -258,21 +230,27 @@ class Broker:
             segment_hooks = {"on_segment_closed": self.export_handoff.segment_closed,
                              "may_delete_segment": self.export_handoff.may_delete}
         self.log_manager = LogManager(config.log_dirs, self.default_log_config, self.clock, **segment_hooks)
-        # Cluster mode (zookeeper.connect set): None for the embedded single broker, which
-        # never imports the replication layer (nor kazoo).
-        self.cluster = None
-        if config.zookeeper_connect is not None:
-            from minikafka.broker.cluster_mode import cluster_member
+        # The topic and partition operations handlers use, chosen here once; and the cluster
+        # membership (zookeeper.connect set), None for the embedded single broker, which never
+        # imports the replication layer (nor kazoo).
+        if config.zookeeper_connect is None:
+            self.cluster = None
+            self.partitions = LocalPartitions(self)
+        else:
+            from minikafka.broker.partitions.replicated import ReplicatedPartitions
 
-            self.cluster = cluster_member(self)
+            self.partitions = ReplicatedPartitions(self)
+            self.cluster = self.partitions.cluster_member()
             if self.export_handoff is not None:
-                self.export_handoff.join_cluster(cluster_mode().export_view(self))
+                self.export_handoff.join_cluster(self.partitions.export_view())
         try:
             GroupConfig.from_broker_config(config)
         except ValueError as exc:  # a group.* / offsets.* setting the coordinator refuses
             raise ConfigError(str(exc)) from None
         self._group_coordinator = None
-        self._groups_running = False
+        # Whether the group coordinator runs (a single broker starts it at the first group
+        # request, Broker.groups; a cluster member when it starts serving).
+        self.groups_running = False
         self._groups_starting = trio.Lock()
         self._nursery: trio.Nursery | None = None
 
@@ -300,7 +278,7 @@ class Broker:
                 if self.cluster is not None:  # loads the offsets partitions it comes to lead
                     self.group_coordinator.startup()
                     nursery.start_soon(self.group_coordinator.run)
-                    self._groups_running = True
+                    self.groups_running = True
                 if self.export_handoff is not None:
                     nursery.start_soon(self.export_handoff.run)
                 if self.faults is not None:
@@ -316,7 +294,7 @@ class Broker:
                     for socket_listener in sockets:
                         nursery.start_soon(self._accept, socket_listener, handle, nursery)
                 if self.cluster is not None and self.authorizer is not None:
-                    await cluster_mode().follow_acls(self)  # before the first client is authorized
+                    await self.partitions.follow_acls()  # before the first client is authorized
                 if self.cluster is not None:
                     await nursery.start(self.cluster.run, self.endpoints,
                                         {listener.name: listener.security_protocol for listener in self.config.listeners})
@@ -555,18 +533,18 @@ class Broker:
         logged and the coordinator stays stopped, answering COORDINATOR_NOT_AVAILABLE (which
         clients retry), and the next group request tries again."""
         coordinator = self.group_coordinator
-        if not self._groups_running:
+        if not self.groups_running:
             async with self._groups_starting:
-                if not self._groups_running:
+                if not self.groups_running:
                     try:
                         # Under the topic lock: a CreateTopics of __consumer_offsets must see it.
-                        async with self._topic_admin:
+                        async with self.partitions.topic_admin:
                             await trio.to_thread.run_sync(coordinator.startup)
                     except OSError as exc:
                         logger.error("cannot start the group coordinator: %s", exc.strerror or exc)
                         return coordinator
                     await self._nursery.start(coordinator.run)
-                    self._groups_running = True
+                    self.groups_running = True
         return coordinator
 
     # ------------------------------------------------------------------ topics
@@ -575,204 +553,7 @@ class Broker:
     def is_internal(topic: str) -> bool:
         return topic in INTERNAL_TOPICS
 
-    def topics(self) -> dict[str, int]:
-        """Every topic (internal ones included) with its partition count; in a cluster, the
-        topics the controller last described (this broker may hold none of their replicas)."""
-        if self.cluster is not None:
-            return self.cluster.metadata.topics()
-        return self.log_manager.topics()
-
-    def partition_count(self, topic: str) -> int | None:
-        return self.topics().get(topic)
-
-    def get_log(self, topic: str, partition: int) -> Log | None:
-        return self.log_manager.get_log(topic, partition)
-
-    def check_topic_name(self, topic: str) -> None:
-        """Raise TopicError(INVALID_TOPIC_EXCEPTION) for a name Kafka would refuse."""
-        try:
-            validate_topic_name(topic)
-        except InvalidTopicName as exc:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
-
-    def topic_exists(self, topic: str) -> bool:
-        if self.cluster is not None:
-            return self.cluster.metadata.has_topic(topic)
-        return self.log_manager.has_topic(topic)
-
-    async def ensure_topic(self, topic: str) -> None:
-        """Make sure ``topic`` exists, creating it with ``num.partitions`` partitions when
-        ``auto.create.topics.enable`` is on.
-
-        Raises TopicError: INVALID_TOPIC_EXCEPTION for a bad name,
-        UNKNOWN_TOPIC_OR_PARTITION when it does not exist and may not be created,
-        KAFKA_STORAGE_ERROR when the disk refuses it.
-        """
-        if self.topic_exists(topic):
-            return
-        if self.cluster is not None:
-            return await cluster_mode().ensure_topic(self, topic)
-        self.check_topic_name(topic)
-        if not self.config.auto_create_topics or self.is_internal(topic):
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
-        async with self._topic_admin:
-            if self.topic_exists(topic):  # created by another request while we waited
-                return
-            try:
-                await trio.to_thread.run_sync(self.log_manager.create_topic, topic,
-                                              self.config.num_partitions, {})
-            except TooManyPartitions as exc:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
-            except OSError as exc:
-                raise _creation_failed(topic, exc) from None
-        logger.info("auto-created topic %r with %d partition(s)", topic, self.config.num_partitions)
-
-    async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
-                           assignments: dict[int, list[int]], configs: dict[str, str | None],
-                           *, validate_only: bool = False, timeout_ms: int = 60000) -> None:
-        """Create a topic as CreateTopics asks (Kafka's AdminManager rules on one broker).
-
-        ``num_partitions`` / ``replication_factor`` of -1 take the broker defaults
-        (``num.partitions``, 1), as Kafka does since KIP-464; with explicit ``assignments``
-        both must be -1. More partitions than the process can keep open (open-file limit,
-        memory maps: LogManager.check_partition_room) are INVALID_PARTITIONS. Raises TopicError
-        with INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
-        INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
-        INVALID_REQUEST, INVALID_CONFIG or KAFKA_STORAGE_ERROR (the disk refused it).
-        """
-        if self.cluster is not None:
-            return await cluster_mode().create_topic(self, topic, num_partitions, replication_factor,
-                                                     assignments, configs, validate_only=validate_only,
-                                                     timeout_ms=timeout_ms)
-        self.check_topic_name(topic)
-        if self.is_internal(topic):
-            if self.topic_exists(topic):
-                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
-            raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic '{topic}' is internal to the broker.")
-        if assignments:
-            if num_partitions != -1 or replication_factor != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 "Both numPartitions and replicationFactor must be -1 when "
-                                 "replica assignments are given.")
-            if sorted(assignments) != list(range(len(assignments))):
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "Partitions must be numbered 0 to n-1 without gaps.")
-            for partition, replicas in sorted(assignments.items()):
-                if list(replicas) != [self.node_id]:
-                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Partition {partition} assigned to {list(replicas)}; the only "
-                                     f"broker is {self.node_id}.")
-            num_partitions = len(assignments)
-        else:
-            if num_partitions == -1:
-                num_partitions = self.config.num_partitions
-            if num_partitions <= 0:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                                 f"Number of partitions must be larger than 0, got {num_partitions}.")
-            if replication_factor == -1:
-                replication_factor = 1
-            if replication_factor <= 0:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                 f"Replication factor must be larger than 0, got {replication_factor}.")
-            if replication_factor > 1:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                 f"Replication factor: {replication_factor} larger than available "
-                                 f"brokers: 1.")
-        overrides = self.checked_topic_overrides(configs)
-        async with self._topic_admin:
-            if self.topic_exists(topic):
-                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
-            try:
-                self.log_manager.check_partition_room(num_partitions)
-                if validate_only:
-                    return
-                await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, overrides)
-            except TooManyPartitions as exc:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
-            except TopicAlreadyExists as exc:
-                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from exc
-            except OSError as exc:
-                raise _creation_failed(topic, exc) from None
-        logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
-                    f", configs {overrides}" if overrides else "")
-
-    def checked_topic_overrides(self, configs: dict[str, str | None]) -> dict[str, str]:
-        """CreateTopics' configs as topic overrides; TopicError(INVALID_CONFIG) for a null value
-        or a name or value Kafka would refuse."""
-        overrides = {}
-        for name, value in configs.items():
-            if value is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config '{name}'.")
-            overrides[name] = value
-        try:
-            LogConfig.from_topic_configs(self.default_log_config, overrides)
-        except ValueError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        return overrides
-
-    async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
-        """Delete a topic and its data. Raises TopicError(UNKNOWN_TOPIC_OR_PARTITION /
-        INVALID_TOPIC_EXCEPTION). Its committed group offsets go with it (DeleteTopics asks the
-        group coordinator, as Kafka 0.10.2's handleDeletedPartitions)."""
-        if self.cluster is not None:
-            return await cluster_mode().delete_topic(self, topic, timeout_ms)
-        async with self._topic_admin:
-            count = self.partition_count(topic)
-            if count is None:
-                self.check_topic_name(topic)
-                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
-            if self.is_internal(topic):
-                raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {topic!r} is internal")
-            await trio.to_thread.run_sync(self.log_manager.delete_topic, topic)
-        for partition in range(count):
-            self.append_waiters.notify(topic, partition)
-        logger.info("deleted topic %r", topic)
-
-    # ------------------------------------------------------------------ partitions
-
-    def append(self, topic: str, partition: int, records: bytes) -> AppendResult:
-        """Append a producer's message set as leader and wake the fetches waiting on it.
-
-        Raises RecordError (the set is refused and nothing is written) or
-        TopicError(UNKNOWN_TOPIC_OR_PARTITION)."""
-        log = self.log_manager.get_log(topic, partition)
-        if log is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"{topic}-{partition} does not exist")
-        if records is None:
-            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
-        result = log.append_as_leader(records)  # validation makes the one copy it writes
-        # The leader is the whole ISR: what it appended is committed (and checkpointed so).
-        log.high_watermark = log.log_end_offset
-        self.append_waiters.notify(topic, partition)
-        return result
-
-    def high_watermark(self, log: Log) -> int:
-        """On a single broker every appended message is fully replicated at once; in a
-        cluster the leader moves it as the ISR catches up."""
-        if self.cluster is not None:
-            return log.high_watermark
-        return log.log_end_offset
-
-    async def find_group_coordinator(self, group_id: str,
-                                     listener_name: str = "") -> tuple[ErrorCode, tuple[int, str, int] | None]:
-        """FindCoordinator: ``(NONE, (node id, host, port))`` of the broker coordinating
-        ``group_id`` on the listener the request came in on, or the error to answer. A single
-        broker coordinates every group; in a cluster it is the leader of the group's
-        ``__consumer_offsets`` partition."""
-        if self.cluster is not None:
-            return await cluster_mode().group_coordinator(self, group_id, listener_name)
-        if not self._groups_running:
-            # This broker, without starting the coordinator: the group's first request that
-            # needs it does (groups()). Consumers look the coordinator up first thing, also
-            # those that only fetch, and their fetches share the connection behind this answer.
-            return ErrorCode.NONE, (self.node_id, *self.advertised_endpoint(listener_name))
-        error = self.group_coordinator.find_coordinator(group_id)
-        return error, (None if error else (self.node_id, *self.advertised_endpoint(listener_name)))
-
     async def prepare_shutdown(self) -> None:
         """Before a clean stop: in a cluster, move this broker's leaderships away first."""
-        if self.cluster is not None:
-            await self.cluster.controlled_shutdown()
-            cluster_mode().resign_moved_groups(self)
+        await self.partitions.prepare_shutdown()
 

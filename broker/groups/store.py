@@ -134,7 +134,7 @@ class LocalWriter:
     """How the coordinator appends to a partition on a single broker: as the leader, which is
     the whole ISR, so an append is committed as soon as it is in the log.
 
-    A cluster's writer (``broker.cluster_mode.OffsetsWriter``) has the same two methods:
+    A cluster's writer (``broker.partitions.replicated.OffsetsWriter``) has the same two methods:
     ``append`` goes through the partition's leader replica at its leader epoch, and
     ``committed`` waits for the high watermark."""
 
@@ -194,7 +194,7 @@ class OffsetsPartition:
         # them, a single broker). A replica has no way to fetch a snapshot (KRaft's
         # FetchSnapshot), so one that had to fetch the log from below another's start would
         # start over there without the events in between: a cluster trims only what every
-        # replica already holds (cluster_mode.offsets_trim_bound).
+        # replica already holds (ReplicatedPartitions.offsets_trim_bound).
         self.trim_bound = trim_bound
         self.writer = writer if writer is not None else LocalWriter(log)
         self.snapshots = SnapshotStore(snapshot_dir)
@@ -660,8 +660,6 @@ class GroupStore:
         of the log, its newest snapshot plus the events up to the high watermark are folded
         (in a worker thread) into a snapshot at the high watermark, which no truncation
         goes below."""
-        from minikafka.broker.server import cluster_mode
-
         while True:
             await trio.sleep(FOLLOWER_SNAPSHOT_CHECK_S)
             log_manager = self.broker.log_manager
@@ -675,7 +673,7 @@ class GroupStore:
                     self._follower_snapshot_at[index] = newest
                 if log.high_watermark - newest < self.config.snapshot_interval_events:
                     continue
-                trim_bound = cluster_mode().offsets_trim_bound(self.broker, index, log)
+                trim_bound = self.broker.partitions.offsets_trim_bound(index, log)
                 try:
                     offset = await trio.to_thread.run_sync(self._snapshot_by_replay, index, log, trim_bound)
                 except Exception:

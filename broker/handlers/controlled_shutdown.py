@@ -5,23 +5,18 @@ stops anyway. NOT_CONTROLLER at any other broker."""
 
 from __future__ import annotations
 
-from minikafka.broker.server import TopicError, cluster_mode
+from minikafka.broker.partitions import TopicError
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.CONTROLLED_SHUTDOWN
-# Moving many leaderships means a ZooKeeper write and a LeaderAndIsr round per partition.
-TIMEOUT_S = 30.0
 
 
 async def handle(broker, request) -> dict:
     if not broker.authorize(request, "ClusterAction", "Cluster"):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
-    if broker.cluster is None:
-        return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
     try:
-        remaining = await cluster_mode().controller_event(broker, "controlled_shutdown", TIMEOUT_S,
-                                                          broker_id=request.body.broker_id)
+        remaining = await broker.partitions.controlled_shutdown(request.body.broker_id)
     except TopicError as exc:
         return {"error_code": exc.code, "remaining_partitions": []}
     return {"error_code": ErrorCode.NONE,

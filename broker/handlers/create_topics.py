@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from minikafka.broker.server import TopicError
+from minikafka.broker.partitions import TopicError
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -42,9 +42,9 @@ async def handle(broker, request) -> dict:
         assignments = {entry.partition_index: list(entry.broker_ids) for entry in topic.assignments}
         configs = {entry.name: entry.value for entry in topic.configs}
         try:
-            await broker.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
-                                assignments, configs, validate_only=body.validate_only,
-                                timeout_ms=body.timeout_ms)
+            await broker.partitions.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
+                                                 assignments, configs, validate_only=body.validate_only,
+                                                 timeout_ms=body.timeout_ms)
         except TopicError as exc:
             results.append({"name": topic.name, "error_code": exc.code, "error_message": str(exc)})
         else:

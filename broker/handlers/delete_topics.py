@@ -12,7 +12,7 @@ replica is gone, or REQUEST_TIMED_OUT (the deletion goes on).
 
 from __future__ import annotations
 
-from minikafka.broker.server import TopicError
+from minikafka.broker.partitions import TopicError
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -29,24 +29,11 @@ async def handle(broker, request) -> dict:
         if not broker.authorize(request, "Delete", "Topic", name):
             responses.append({"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
             continue
-        count = broker.topics().get(name)
         try:
-            await broker.delete_topic(name, request.body.timeout_ms)
+            await broker.partitions.delete_topic(name, request.body.timeout_ms)
         except TopicError as exc:
             responses.append({"name": name, "error_code": exc.code})
             continue
         responses.append({"name": name, "error_code": ErrorCode.NONE})
-        if broker.cluster is None and count:
-            await _remove_committed_offsets(broker, name, count)
     return {"responses": responses}
 
-
-async def _remove_committed_offsets(broker, topic: str, count: int) -> None:
-    # Imported here: a broker whose clients never use groups never loads the coordinator.
-    from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
-
-    if GROUP_METADATA_TOPIC not in broker.topics():
-        return   # no group ever committed
-    # Offsets stored by an earlier run are loaded with the coordinator: start it.
-    coordinator = await broker.groups()
-    coordinator.remove_deleted_partitions({(topic, partition) for partition in range(count)})

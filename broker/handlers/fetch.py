@@ -28,7 +28,7 @@ from __future__ import annotations
 import trio
 
 from minikafka.broker.handlers import CloseConnection
-from minikafka.broker.server import TopicError, cluster_mode
+from minikafka.broker.partitions import TopicError
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import down_convert
@@ -49,18 +49,24 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
     any_error = False
     topics = []
     from_follower = body.replica_id >= 0
+    source = broker.partitions
     for topic in body.topics:
         partitions = []
         allowed = topic.topic not in unreadable
         for request in topic.partitions:
-            log, error = _source_log(broker, topic.topic, request.partition) if allowed else \
-                (None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            if log is None:
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if allowed:
+                try:
+                    log = source.leader_log(topic.topic, request.partition)
+                    error = None
+                except TopicError as exc:
+                    error = exc.code
+            if error is not None:
                 any_error = True
                 partitions.append({"partition_index": request.partition, "error_code": error,
                                    "high_watermark": -1, "records": b""})
                 continue
-            high_watermark = broker.high_watermark(log)
+            high_watermark = source.high_watermark(log)
             limit = max(min(request.partition_max_bytes, remaining), 0)
             try:
                 records = log.read(request.fetch_offset, limit,
@@ -83,17 +89,6 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
     return topics, total, any_error
 
 
-def _source_log(broker, topic: str, partition: int):
-    """``(log, None)`` to read from, or ``(None, error code)``."""
-    if broker.cluster is not None:
-        try:
-            return cluster_mode().leader_replica(broker, topic, partition).log, None
-        except TopicError as exc:
-            return None, exc.code
-    log = broker.get_log(topic, partition)
-    return (log, None) if log is not None else (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-
-
 async def _record_follower_positions(broker, body, unreadable: set[str]) -> None:
     """A follower's fetch offsets are its log ends: the leader's high watermark and ISR move.
     Only for the topics it may read: a refused fetch says nothing about any replica."""
@@ -101,11 +96,8 @@ async def _record_follower_positions(broker, body, unreadable: set[str]) -> None
         if topic.topic in unreadable:
             continue
         for request in topic.partitions:
-            try:
-                await broker.cluster.replicas.follower_fetched(topic.topic, request.partition,
-                                                               body.replica_id, request.fetch_offset)
-            except cluster_mode().NotLeader:
-                pass  # answered with the error by the read below
+            await broker.partitions.follower_fetched(topic.topic, request.partition, body.replica_id,
+                                                     request.fetch_offset)
 
 
 def _add_transaction_fields(topics: list[dict], isolation_level: int) -> None:
@@ -131,7 +123,7 @@ async def handle(broker, request) -> dict:
     else:
         unreadable = {topic.topic for topic in body.topics
                       if not broker.authorize(request, "Read", "Topic", topic.topic)}
-    if body.replica_id >= 0 and broker.cluster is not None:
+    if body.replica_id >= 0:
         await _record_follower_positions(broker, body, unreadable)
     watched = {(topic.topic, p.partition) for topic in body.topics for p in topic.partitions}
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000

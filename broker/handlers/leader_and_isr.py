@@ -18,15 +18,6 @@ async def handle(broker, request) -> dict:
     body = request.body
     if not broker.authorize(request, "ClusterAction", "Cluster"):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "partition_errors": []}
-    if broker.cluster is None:
-        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
-    from minikafka.replication.metadata_cache import BrokerEndpoint
-    from minikafka.replication.replica_manager import PartitionStateUpdate
-
-    leaders = [BrokerEndpoint(e.broker_id, e.host_name, e.port) for e in body.live_leaders]
-    states = [PartitionStateUpdate(s.topic_name, s.partition_index, s.controller_epoch, s.leader, s.leader_epoch,
-                                   list(s.isr), s.zk_version, list(s.replicas))
-              for s in body.ungrouped_partition_states]
-    error, results = await broker.cluster.replicas.become_leader_or_follower(body.controller_epoch, states, leaders)
+    error, results = await broker.partitions.become_leader_or_follower(body)
     return {"error_code": error, "partition_errors": [
         {"topic_name": t, "partition_index": p, "error_code": code} for t, p, code in results]}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 
-from minikafka.broker.server import TopicError, cluster_mode
+from minikafka.broker.partitions import TopicError
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -63,34 +63,28 @@ def capped_at(offsets: list[int], high_watermark: int) -> list[int]:
 
 
 def _partition_answer(broker, topic: str, request, version: int, replica_id: int) -> dict:
-    if broker.cluster is not None:
-        try:
-            log = cluster_mode().leader_replica(broker, topic, request.partition_index).log
-        except TopicError as exc:
-            return {"partition_index": request.partition_index, "error_code": exc.code,
-                    "old_style_offsets": []}
-    else:
-        log = broker.get_log(topic, request.partition_index)
-    if log is None:
-        return {"partition_index": request.partition_index,
-                "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "old_style_offsets": []}
+    try:
+        log = broker.partitions.leader_log(topic, request.partition_index)
+    except TopicError as exc:
+        return {"partition_index": request.partition_index, "error_code": exc.code,
+                "old_style_offsets": []}
     # A consumer sees offsets up to the high watermark (what it can read); a follower or a
     # debugging client (replica id -2) sees the log up to its end.
     from_consumer = replica_id == CONSUMER_REPLICA_ID
     if version == 0:
         offsets = old_style_offsets(broker, log, request.timestamp, request.max_num_offsets)
         if from_consumer:
-            offsets = capped_at(offsets, broker.high_watermark(log))
+            offsets = capped_at(offsets, broker.partitions.high_watermark(log))
         return {"partition_index": request.partition_index, "error_code": ErrorCode.NONE,
                 "old_style_offsets": offsets}
     if request.timestamp == LATEST:
-        timestamp, offset = -1, broker.high_watermark(log) if from_consumer else log.log_end_offset
+        timestamp, offset = -1, broker.partitions.high_watermark(log) if from_consumer else log.log_end_offset
     elif request.timestamp == EARLIEST:
         timestamp, offset = -1, log.log_start_offset
     else:
         found = log.offset_for_timestamp(request.timestamp)
         # Kafka 0.10.2 lets a consumer find the offset at the high watermark too (``<=``).
-        if found is None or (from_consumer and found[0] > broker.high_watermark(log)):
+        if found is None or (from_consumer and found[0] > broker.partitions.high_watermark(log)):
             found = (-1, -1)
         offset, timestamp = found
     return {"partition_index": request.partition_index, "error_code": ErrorCode.NONE,

@@ -16,9 +16,7 @@ holds the request until it has (``ClusterMember.cluster_view``).
 
 from __future__ import annotations
 
-import functools
-
-from minikafka.broker.server import TopicError
+from minikafka.broker.partitions import TopicError
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -26,61 +24,20 @@ API_KEY = ApiKey.METADATA
 
 
 def _topic_metadata(broker, name: str, partitions: int) -> dict:
-    if broker.cluster is not None:
-        return _cluster_topic_metadata(broker, name)
     return {
         "error_code": ErrorCode.NONE,
         "name": name,
         "is_internal": broker.is_internal(name),
-        "partitions": _single_broker_partitions(broker.node_id, partitions),
+        "partitions": broker.partitions.partition_metadata(name, partitions),
     }
-
-
-@functools.lru_cache(maxsize=64)
-def _single_broker_partitions(node: int, partitions: int) -> tuple[dict, ...]:
-    """The partitions of any topic of that size on one broker, which leads them all and is
-    their only replica. Built once per size and shared by every answer (the encoder only
-    reads them): built per request, a topic of thousands of partitions held the event loop
-    for tens of milliseconds on each Metadata request naming it."""
-    return tuple({"error_code": ErrorCode.NONE, "partition_index": index, "leader_id": node,
-                  "replica_nodes": (node,), "isr_nodes": (node,)} for index in range(partitions))
-
-
-def _cluster_topic_metadata(broker, name: str) -> dict:
-    partitions = broker.cluster.metadata.partitions(name) or {}
-    return {
-        "error_code": ErrorCode.NONE,
-        "name": name,
-        "is_internal": broker.is_internal(name),
-        "partitions": [
-            {"error_code": ErrorCode.NONE if info.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-             "partition_index": index, "leader_id": info.leader,
-             "replica_nodes": list(info.replicas), "isr_nodes": list(info.isr)}
-            for index, info in sorted(partitions.items())
-        ],
-    }
-
-
-def _brokers(broker, listener_name: str) -> tuple[list[dict], int]:
-    if broker.cluster is None:
-        host, port = broker.advertised_endpoint(listener_name)
-        return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}], broker.node_id
-    metadata = broker.cluster.metadata
-    # As Kafka: brokers without the client's listener are left out.
-    return [{"node_id": b.node_id, "host": address[0], "port": address[1], "rack": b.rack}
-            for b in sorted(metadata.brokers.values(), key=lambda b: b.node_id)
-            for address in [b.address(listener_name)] if address is not None], metadata.controller_id
 
 
 async def handle(broker, request) -> dict:
-    if broker.cluster is not None:
-        # Not before the controller's first UpdateMetadata: no brokers and no controller would
-        # leave the client nowhere to send CreateTopics until its next refresh.
-        await broker.cluster.cluster_view()
+    await broker.partitions.cluster_view()
     requested = request.body.topics
     if requested is None or (request.api_version == 0 and not requested):
         # Topics the principal may not describe are left out, as if they did not exist.
-        topics = [_topic_metadata(broker, name, count) for name, count in sorted(broker.topics().items())
+        topics = [_topic_metadata(broker, name, count) for name, count in sorted(broker.partitions.topics().items())
                   if broker.authorize(request, "Describe", "Topic", name)]
     else:
         topics = []
@@ -91,20 +48,20 @@ async def handle(broker, request) -> dict:
                 continue
             seen.add(name)
             if not broker.authorize(request, "Describe", "Topic", name) or (
-                    not broker.topic_exists(name) and not broker.authorize(request, "Create", "Cluster")):
+                    not broker.partitions.topic_exists(name) and not broker.authorize(request, "Create", "Cluster")):
                 topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
                 continue
             try:
-                await broker.ensure_topic(name)
+                await broker.partitions.ensure_topic(name)
             except TopicError as exc:
                 topics.append({"error_code": exc.code, "name": name, "partitions": []})
                 continue
-            count = broker.partition_count(name)
+            count = broker.partitions.partition_count(name)
             if count is None:  # deleted by another request meanwhile
                 topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                "partitions": []})
                 continue
             topics.append(_topic_metadata(broker, name, count))
-    brokers, controller_id = _brokers(broker, request.listener)
+    brokers, controller_id = broker.partitions.brokers(request.listener)
     return {"brokers": brokers, "cluster_id": broker.cluster_id, "controller_id": controller_id,
             "topics": topics}

@@ -25,7 +25,7 @@ async def handle(broker, request) -> dict:
     generation_id = body.generation_id_or_member_epoch if version >= 1 else -1
     member_id = body.member_id if version >= 1 else ""
     retention_ms = body.retention_time_ms if version >= 2 else -1
-    topics = broker.topics()
+    topics = broker.partitions.topics()
     errors: dict[tuple[str, int], ErrorCode] = {}
     commits: list[PartitionCommit] = []
     group_allowed = broker.authorize(request, "Read", "Group", body.group_id)

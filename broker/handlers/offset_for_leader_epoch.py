@@ -8,7 +8,7 @@ latest epoch, or -1 (UNDEFINED_EPOCH_OFFSET) for an epoch older than any the cac
 
 from __future__ import annotations
 
-from minikafka.broker.server import TopicError, cluster_mode
+from minikafka.broker.partitions import TopicError
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -24,17 +24,10 @@ async def handle(broker, request) -> dict:
             if not allowed:
                 partitions.append({"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "partition": entry.partition})
                 continue
-            if broker.cluster is not None:
-                try:  # only the leader knows where its epochs end
-                    log = cluster_mode().leader_replica(broker, topic.topic, entry.partition).log
-                except TopicError as exc:
-                    partitions.append({"error_code": exc.code, "partition": entry.partition, "end_offset": -1})
-                    continue
-            else:
-                log = broker.get_log(topic.topic, entry.partition)
-            if log is None:
-                partitions.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                   "partition": entry.partition, "end_offset": -1})
+            try:  # only the leader knows where its epochs end
+                log = broker.partitions.leader_log(topic.topic, entry.partition)
+            except TopicError as exc:
+                partitions.append({"error_code": exc.code, "partition": entry.partition, "end_offset": -1})
                 continue
             _epoch, end_offset = log.leader_epoch_cache.end_offset_for(entry.leader_epoch)
             partitions.append({"error_code": ErrorCode.NONE, "partition": entry.partition,

@@ -29,7 +29,7 @@ import logging
 import trio
 
 from minikafka.broker.handlers import CloseConnection
-from minikafka.broker.server import TopicError, cluster_mode
+from minikafka.broker.partitions import TopicError
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode, RecordError
 
@@ -44,28 +44,26 @@ def _failed(index: int, code: ErrorCode) -> dict:
 
 
 def _produce_topic(broker, name: str, partition_data, acks: int, waits: list) -> list[dict]:
-    """Append each partition's set; with acks=-1 in a cluster, ``waits`` gets
-    ``(result dict, leader replica, last offset)`` for each set to wait on."""
+    """Append each partition's set; ``waits`` gets ``(result dict, wait)`` for each set whose
+    acks the ISR does not satisfy yet (``Partitions.append``)."""
     if acks not in VALID_ACKS:
         return [_failed(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in partition_data]
     try:
         if broker.is_internal(name):
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {name!r}")
-        if not broker.topic_exists(name):
+        if not broker.partitions.topic_exists(name):
             # Kafka's Produce never creates a topic (that is Metadata's, which needs Create on
             # the cluster; a client asks it first). Unlike Kafka a name that can never exist
             # says so (INVALID_TOPIC_EXCEPTION) rather than UNKNOWN_TOPIC_OR_PARTITION.
-            broker.check_topic_name(name)
+            broker.partitions.check_topic_name(name)
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     except TopicError as exc:
         return [_failed(p.index, exc.code) for p in partition_data]
     results = []
+    partitions = broker.partitions
     for partition in partition_data:
         try:
-            if broker.cluster is None:
-                appended = broker.append(name, partition.index, partition.records)
-            else:
-                appended, replica = cluster_mode().append(broker, name, partition.index, partition.records, acks)
+            appended, acks_wait = partitions.append(name, partition.index, partition.records, acks)
         except (RecordError, TopicError) as exc:
             logger.debug("produce to %s-%d refused: %s", name, partition.index, exc)
             results.append(_failed(partition.index, exc.code))
@@ -79,20 +77,20 @@ def _produce_topic(broker, name: str, partition_data, acks: int, waits: list) ->
         results.append({"index": partition.index, "error_code": ErrorCode.NONE,
                         "base_offset": appended.first_offset,
                         "log_append_time_ms": appended.log_append_time})
-        if acks == -1 and broker.cluster is not None and appended.record_count:
-            waits.append((results[-1], replica, appended.last_offset))
+        if acks_wait is not None:
+            waits.append((results[-1], acks_wait))
     return results
 
 
-async def _wait_for_replication(broker, waits: list, timeout_ms: int) -> None:
-    async def wait_one(result: dict, replica, last_offset: int) -> None:
-        code = await cluster_mode().wait_for_acks(broker, replica, last_offset, timeout_ms)
+async def _wait_for_replication(waits: list, timeout_ms: int) -> None:
+    async def wait_one(result: dict, acks_wait) -> None:
+        code = await acks_wait(timeout_ms)
         if code:
             result["error_code"] = code
 
     async with trio.open_nursery() as nursery:
-        for result, replica, last_offset in waits:
-            nursery.start_soon(wait_one, result, replica, last_offset)
+        for result, acks_wait in waits:
+            nursery.start_soon(wait_one, result, acks_wait)
 
 
 async def handle(broker, request) -> dict | None:
@@ -106,7 +104,7 @@ async def handle(broker, request) -> dict | None:
         for topic in body.topic_data
     ]
     if waits:
-        await _wait_for_replication(broker, waits, body.timeout_ms)
+        await _wait_for_replication(waits, body.timeout_ms)
     if body.acks == 0:
         failures = [(t["name"], p["index"], ErrorCode(p["error_code"]).name)
                     for t in responses for p in t["partition_responses"] if p["error_code"]]

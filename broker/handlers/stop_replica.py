@@ -14,10 +14,6 @@ async def handle(broker, request) -> dict:
     body = request.body
     if not broker.authorize(request, "ClusterAction", "Cluster"):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "partition_errors": []}
-    if broker.cluster is None:
-        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
-    error, results = await broker.cluster.replicas.stop_replica(
-        body.controller_epoch, body.delete_partitions,
-        [(p.topic_name, p.partition_index) for p in body.ungrouped_partitions])
+    error, results = await broker.partitions.stop_replicas(body)
     return {"error_code": error, "partition_errors": [
         {"topic_name": t, "partition_index": p, "error_code": code} for t, p, code in results]}

@@ -229,11 +229,11 @@ async def test_top_level_and_per_name_apis(faulty, faulty_client):
                           "configs": []}], "timeout_ms": 1000}
     created = await faulty_client.request(ApiKey.CREATE_TOPICS, 0, create)
     assert [(t.name, t.error_code) for t in created.topics] == [("made", ErrorCode.POLICY_VIOLATION)]
-    assert faulty.partition_count("made") is None
+    assert faulty.partitions.partition_count("made") is None
     assert [t.error_code for t in (await faulty_client.request(ApiKey.CREATE_TOPICS, 0, create)).topics] == [0]
     deleted = await faulty_client.request(ApiKey.DELETE_TOPICS, 0, {"topic_names": ["made"], "timeout_ms": 1000})
     assert [(t.name, t.error_code) for t in deleted.responses] == [("made", ErrorCode.REQUEST_TIMED_OUT)]
-    assert faulty.partition_count("made") == 1
+    assert faulty.partitions.partition_count("made") == 1
     assert (await faulty_client.request(ApiKey.FIND_COORDINATOR, 0, {"key": "g"})).error_code == 0
 
 

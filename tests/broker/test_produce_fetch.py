@@ -36,7 +36,7 @@ async def test_fetch_v2_returns_the_stored_bytes_unchanged(broker, client, monke
 
     stored = build_message_set([(b"k", b"v" * 100, 1234), (None, None, 1235)], codec=Codec.GZIP)
     await client.produce("verbatim", 0, stored)
-    log = broker.get_log("verbatim", 0)
+    log = broker.log_manager.get_log("verbatim", 0)
     on_disk = log.read(0, 1 << 20).read_bytes()
     sent_from_files = []
     real_sendfile = os.sendfile
@@ -101,16 +101,16 @@ async def test_produce_never_creates_a_topic_and_refuses_unknown_partitions(star
     response = await client.request(ApiKey.PRODUCE, 2, body)
     assert [p.error_code for p in response.responses[0].partition_responses] == \
         [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] * 3
-    assert broker.partition_count("auto") is None
+    assert broker.partitions.partition_count("auto") is None
     await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "auto"}]})
     response = await client.request(ApiKey.PRODUCE, 2, body)
     codes = [p.error_code for p in response.responses[0].partition_responses]
     assert codes == [0, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
-    assert broker.partition_count("auto") == 2
+    assert broker.partitions.partition_count("auto") == 2
 
 
 async def test_log_append_time_topic_reports_the_broker_time(broker, client, message_set):
-    await broker.create_topic("appendtime", 1, 1, {}, {"message.timestamp.type": "LogAppendTime"})
+    await broker.partitions.create_topic("appendtime", 1, 1, {}, {"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)
     result = await client.produce("appendtime", 0, message_set(b"x", timestamp=5))
     after = int(time.time() * 1000)
@@ -130,12 +130,12 @@ async def test_long_poll_is_woken_by_an_append(broker, connect, message_set):
         result["fetch"] = await consumer.fetch("wake", 0, 1, max_wait_ms=60_000, min_bytes=1)
 
     reads = []
-    real_get_log = broker.get_log
+    real_high_watermark = broker.partitions.high_watermark
 
-    def counting_get_log(topic, partition):
-        reads.append((topic, partition))
-        return real_get_log(topic, partition)
-    broker.get_log = counting_get_log
+    def counting_high_watermark(log):
+        reads.append((log.topic, log.partition))
+        return real_high_watermark(log)
+    broker.partitions.high_watermark = counting_high_watermark
     try:
         with trio.fail_after(30):  # far below max_wait_ms: only the append can end the poll
             async with trio.open_nursery() as nursery:
@@ -146,7 +146,7 @@ async def test_long_poll_is_woken_by_an_append(broker, connect, message_set):
                 assert reads.count(("wake", 0)) == 1
                 await producer.produce("wake", 0, message_set(b"after"))
     finally:
-        del broker.get_log
+        del broker.partitions.high_watermark
     assert values(result["fetch"].records) == [b"after"]
     assert reads.count(("wake", 0)) == 2
 

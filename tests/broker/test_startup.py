@@ -36,7 +36,7 @@ PROBE = textwrap.dedent("""
 # Loaded on first use: consumer groups, cluster mode, export, the other subcommands, the
 # security mechanisms of listeners that are not configured, codecs no set has used yet.
 NOT_BEFORE_READY = (
-    "minikafka.broker.groups.coordinator", "minikafka.broker.cluster_mode", "minikafka.replication",
+    "minikafka.broker.groups.coordinator", "minikafka.broker.partitions.replicated", "minikafka.replication",
     "minikafka.export", "minikafka.broker.users_cli", "minikafka.broker.acls_cli",
     "minikafka.broker.cluster_cli", "minikafka.broker.fault_injection", "minikafka.broker.security.sasl",
     "minikafka.broker.security.scram", "minikafka.broker.security.acl", "minikafka.broker.security.tls",

@@ -20,7 +20,7 @@ from minikafka.protocol.errors import ErrorCode
 
 
 def user_topics(broker) -> dict[str, int]:
-    return {name: count for name, count in broker.topics().items() if not broker.is_internal(name)}
+    return {name: count for name, count in broker.partitions.topics().items() if not broker.is_internal(name)}
 
 
 async def use_a_group(client) -> None:
@@ -79,8 +79,8 @@ async def test_all_topics_include_internal_ones_flagged_as_kafka_does(broker, cl
     # Kafka 0.10.2 answers every version's all-topics request from getAllTopics, internal
     # topics included; v1+ carries is_internal so clients can filter them.
     await use_a_group(client)
-    assert "__consumer_offsets" in broker.topics()  # the group coordinator's
-    await broker.create_topic("visible", 1, 1, {}, {})
+    assert "__consumer_offsets" in broker.partitions.topics()  # the group coordinator's
+    await broker.partitions.create_topic("visible", 1, 1, {}, {})
     everything = await client.request(ApiKey.METADATA, version, {"topics": [] if version == 0 else None})
     assert [t.name for t in everything.topics] == ["__consumer_offsets", "visible"]
     if version:
@@ -98,16 +98,16 @@ async def test_consumer_offsets_is_created_by_the_first_group_request(broker, cl
     """Like Kafka, a broker whose clients never use a group has no ``__consumer_offsets`` (nor
     its partitions' files, nor the coordinator loaded); the first group request creates it,
     and other requests are served meanwhile."""
-    assert broker.topics() == {} and broker._group_coordinator is None
+    assert broker.partitions.topics() == {} and broker._group_coordinator is None
     everything = await client.request(ApiKey.METADATA, 1, {"topics": None})
     assert everything.topics == []
     refused = await client.request(ApiKey.CREATE_TOPICS, 1, create_body({"name": "__consumer_offsets"}))
     assert [(t.name, t.error_code) for t in refused.topics] == [("__consumer_offsets", ErrorCode.INVALID_REQUEST)]
     listed = await client.request(ApiKey.LIST_GROUPS, 0, {})
     assert (listed.error_code, list(listed.groups)) == (0, [])
-    assert broker.topics() == {"__consumer_offsets": broker.group_coordinator.config.offsets_topic_num_partitions}
+    assert broker.partitions.topics() == {"__consumer_offsets": broker.group_coordinator.config.offsets_topic_num_partitions}
     await use_a_group(client)  # started once only
-    assert broker.topics() == {"__consumer_offsets": broker.group_coordinator.config.offsets_topic_num_partitions}
+    assert broker.partitions.topics() == {"__consumer_offsets": broker.group_coordinator.config.offsets_topic_num_partitions}
 
 
 async def test_find_coordinator_answers_without_starting_the_coordinator(start_broker, connect):
@@ -118,11 +118,11 @@ async def test_find_coordinator_answers_without_starting_the_coordinator(start_b
     client = await connect(broker)
     found = await client.request(ApiKey.FIND_COORDINATOR, 0, {"key": "early"})
     assert (found.error_code, found.node_id, found.port) == (0, 0, broker.advertised_port)
-    assert broker.topics() == {} and broker._group_coordinator is None
+    assert broker.partitions.topics() == {} and broker._group_coordinator is None
     fetched = await client.request(ApiKey.OFFSET_FETCH, 1, {"group_id": "early", "topics": [
         {"name": "t", "partition_indexes": [0]}]})
     assert fetched.topics[0].partitions[0].committed_offset == -1
-    assert broker.topics() == {"__consumer_offsets": 2}
+    assert broker.partitions.topics() == {"__consumer_offsets": 2}
 
 
 async def test_cluster_id_is_stable_per_data_dir(broker_config):
@@ -168,10 +168,10 @@ async def test_create_topics_and_every_error(broker, client):
     messages = {t.name: t.error_message for t in response.topics}
     assert messages["created"] is None and "larger than available brokers" in messages["rf3"]
     assert user_topics(broker) == {"created": 4, "defaults": 1, "assigned": 2}
-    created = broker.get_log("created", 3).config
+    created = broker.log_manager.get_log("created", 3).config
     assert (created.retention_ms, created.segment_bytes, created.message_timestamp_type) == (
         1000, 4096, "LogAppendTime")
-    assert broker.get_log("defaults", 0).config.segment_bytes == 1 << 30
+    assert broker.log_manager.get_log("defaults", 0).config.segment_bytes == 1 << 30
     again = await client.request(ApiKey.CREATE_TOPICS, 0, create_body({"name": "created"}))
     assert [(t.name, t.error_code) for t in again.topics] == [("created", ErrorCode.TOPIC_ALREADY_EXISTS)]
 
@@ -252,7 +252,7 @@ async def test_create_topics_validate_only_creates_nothing(broker, client):
 async def test_delete_topics_removes_data(broker, client, message_set):
     await use_a_group(client)
     await client.produce("doomed", 0, message_set(b"x"))
-    partition_dir = broker.get_log("doomed", 0).dir
+    partition_dir = broker.log_manager.get_log("doomed", 0).dir
     assert partition_dir.exists()
     response = await client.request(ApiKey.DELETE_TOPICS, 0, {
         "topic_names": ["doomed", "never-existed", "__consumer_offsets"], "timeout_ms": 1000})
@@ -260,7 +260,7 @@ async def test_delete_topics_removes_data(broker, client, message_set):
         ("doomed", 0), ("never-existed", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
         ("__consumer_offsets", ErrorCode.INVALID_TOPIC_EXCEPTION)]
     assert not partition_dir.exists()
-    assert "doomed" not in broker.topics()
+    assert "doomed" not in broker.partitions.topics()
     assert (await client.fetch("doomed", 0, 0)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     # the name is free again: a client's next Metadata creates it anew
     await client.metadata("doomed")
@@ -295,7 +295,7 @@ async def test_list_offsets_v0_old_style(start_broker, connect, message_set):
     client = await connect(broker)
     for i in range(6):
         await client.produce("old", 0, message_set(b"%d" % i + b"." * 60))
-    segment_bases = sorted(s.base_offset for s in broker.get_log("old", 0).closed_segments())
+    segment_bases = sorted(s.base_offset for s in broker.log_manager.get_log("old", 0).closed_segments())
     assert len(segment_bases) >= 2
 
     async def lookup(timestamp: int, max_num_offsets: int):
@@ -342,15 +342,15 @@ async def test_concurrent_auto_creation_creates_once(start_broker, connect, mess
     produced = [a for a in answers if hasattr(a, "responses")]
     assert {(t.error_code, len(t.partitions)) for a in metadata for t in a.topics} == {(0, 3)}
     assert sorted(a.responses[0].partition_responses[0].base_offset for a in produced) == list(range(8))
-    assert broker.get_log("racy", 2).log_end_offset == 8
+    assert broker.log_manager.get_log("racy", 2).log_end_offset == 8
 
 
 async def test_metadata_lists_every_partition_of_topics_sharing_a_size(broker, client):
     # Answers for topics of one size share their partition list (built once per size): each
     # topic still gets all of its partitions, by name and in an all-topics answer, every time.
-    await broker.create_topic("wide-a", 1000, 1, {}, {})
-    await broker.create_topic("wide-b", 1000, 1, {}, {})
-    await broker.create_topic("narrow", 2, 1, {}, {})
+    await broker.partitions.create_topic("wide-a", 1000, 1, {}, {})
+    await broker.partitions.create_topic("wide-b", 1000, 1, {}, {})
+    await broker.partitions.create_topic("narrow", 2, 1, {}, {})
     for _ in range(2):
         by_name = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "wide-b"}, {"name": "narrow"}]})
         everything = await client.request(ApiKey.METADATA, 0, {"topics": []})

@@ -371,6 +371,17 @@ def test_an_acknowledged_commit_survives_the_coordinator_being_wiped(cluster):
     assert committed == {0: 41, 1: 7}
 
 
+def test_creating_the_existing_offsets_topic_answers_that_it_exists(cluster):
+    # As on a single broker: CreateTopics of an internal topic that exists answers
+    # TOPIC_ALREADY_EXISTS (as Kafka); only one that does not is refused as internal.
+    coordinator_of(cluster, "creator")
+    answer = kafka_request(cluster.broker(cluster.controller()).bootstrap, ApiKey.CREATE_TOPICS, 1, {
+        "topics": [{"name": GROUP_METADATA_TOPIC, "num_partitions": 1, "replication_factor": 1, "configs": [],
+                    "assignments": []}],
+        "timeout_ms": 60000, "validate_only": False})
+    assert answer.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
 def test_offsets_of_a_deleted_topic_are_removed_by_its_coordinator(cluster):
     # Kafka 0.10.2: every broker drops the deleted partitions' offsets from the groups it
     # coordinates when the controller's UpdateMetadata removes them. The topic has one

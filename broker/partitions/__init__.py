@@ -1,0 +1,243 @@
+"""The partitions this broker serves, behind one interface chosen when the broker starts.
+
+:class:`Partitions` is what handlers ask about topics and partitions, as Kafka's KafkaApis asks
+its ReplicaManager: the leader's log of a partition or the error a client acts on, the offset a
+consumer may read up to, appends with their acks. Two implementations, so that no handler
+checks which mode the broker runs in (a single broker is a cluster of one):
+
+- :class:`~broker.partitions.local.LocalPartitions` (``local.py``): one broker, no ZooKeeper;
+  every partition has one replica, this broker leads it, and an append is committed at once.
+- :class:`~broker.partitions.replicated.ReplicatedPartitions` (``replicated.py``): a member of a
+  ZooKeeper cluster; partitions are led where the controller says, reads and appends go
+  through the leader replica of ``replication.replica_manager``. Imported only in a cluster.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+
+import trio
+
+from minikafka.protocol.errors import ErrorCode
+from minikafka.storage.config import AppendResult, LogConfig
+from minikafka.storage.log import Log
+from minikafka.storage.names import InvalidTopicName, validate_topic_name
+
+# What an append hands back to wait on until the ISR holds it: called with the produce's
+# timeout in ms, it answers the partition's error code (NONE once replicated).
+AcksWait = Callable[[int], Awaitable[ErrorCode]]
+
+
+class TopicError(Exception):
+    """A topic-level request refused with a Kafka error code and a readable message."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = ErrorCode(code)
+
+
+class Partitions(ABC):
+    """The topic and partition operations of a broker; the behaviour both kinds share."""
+
+    # What CreateTopics' replication factor -1 means (Kafka's default.replication.factor).
+    default_replication_factor: int
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.log_manager = broker.log_manager
+        # Topics made or removed on this broker's own disk (a single broker's, and its
+        # coordinator's __consumer_offsets; a cluster's go through ZooKeeper) in a worker
+        # thread: one at a time, so "does it exist?" and "create it" cannot interleave.
+        self.topic_admin = trio.Lock()
+
+    # ------------------------------------------------------------------ reads
+
+    @abstractmethod
+    def leader_log(self, topic: str, partition: int) -> Log:
+        """The log of ``topic-partition`` if this broker leads it, else TopicError with the
+        code a client acts on (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_FOR_PARTITION,
+        LEADER_NOT_AVAILABLE)."""
+
+    @abstractmethod
+    def high_watermark(self, log: Log) -> int:
+        """The offset below which a consumer may read ``log`` (a leader log): what every
+        in-sync replica holds. Followers read up to the log end instead."""
+
+    @abstractmethod
+    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched ``topic-partition`` from ``fetch_offset``, its log end. An error
+        is left for the fetch's read of the partition to answer."""
+
+    # ------------------------------------------------------------------ appends
+
+    @abstractmethod
+    def append(self, topic: str, partition: int, records: bytes, acks: int) -> tuple[AppendResult, AcksWait | None]:
+        """Append a producer's message set as the partition's leader and wake the fetches
+        waiting on it (Kafka's appendRecords). Returns the result and, when ``acks`` asks for
+        more replicas than hold the set yet, what to wait on before answering (else None).
+        Raises RecordError (the set is refused and nothing is written) or TopicError."""
+
+    # ------------------------------------------------------------------ topics
+
+    @abstractmethod
+    def topics(self) -> dict[str, int]:
+        """Every topic (internal ones included) with its partition count."""
+
+    @abstractmethod
+    def topic_exists(self, topic: str) -> bool:
+        ...
+
+    def partition_count(self, topic: str) -> int | None:
+        return self.topics().get(topic)
+
+    @staticmethod
+    def check_topic_name(topic: str) -> None:
+        """Raise TopicError(INVALID_TOPIC_EXCEPTION) for a name Kafka would refuse."""
+        try:
+            validate_topic_name(topic)
+        except InvalidTopicName as exc:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
+
+    def checked_topic_overrides(self, configs: dict[str, str | None]) -> dict[str, str]:
+        """CreateTopics' configs as topic overrides; TopicError(INVALID_CONFIG) for a null value
+        or a name or value Kafka would refuse."""
+        overrides = {}
+        for name, value in configs.items():
+            if value is None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic config '{name}'.")
+            overrides[name] = value
+        try:
+            LogConfig.from_topic_configs(self.broker.default_log_config, overrides)
+        except ValueError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return overrides
+
+    async def ensure_topic(self, topic: str) -> None:
+        """Make sure ``topic`` exists, creating it with ``num.partitions`` partitions when
+        ``auto.create.topics.enable`` is on.
+
+        Raises TopicError: INVALID_TOPIC_EXCEPTION for a bad name,
+        UNKNOWN_TOPIC_OR_PARTITION when it does not exist and may not be created,
+        KAFKA_STORAGE_ERROR when the disk refuses it, LEADER_NOT_AVAILABLE while a cluster
+        elects the new topic's leaders.
+        """
+        if self.topic_exists(topic):
+            return
+        self.check_topic_name(topic)
+        if not self.broker.config.auto_create_topics or self.broker.is_internal(topic):
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+        await self._auto_create(topic)
+
+    @abstractmethod
+    async def _auto_create(self, topic: str) -> None:
+        """Create ``topic`` with the broker's defaults, as a Metadata request asked for it."""
+
+    async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
+                           assignments: dict[int, list[int]], configs: dict[str, str | None],
+                           *, validate_only: bool = False, timeout_ms: int = 60000) -> None:
+        """Create a topic as CreateTopics asks (Kafka's AdminManager rules).
+
+        ``num_partitions`` / ``replication_factor`` of -1 take the broker defaults
+        (``num.partitions``, :attr:`default_replication_factor`), as Kafka does since KIP-464;
+        with explicit ``assignments`` both must be -1. ``validate_only`` checks everything and
+        creates nothing. Raises TopicError with INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
+        INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
+        INVALID_REQUEST, INVALID_CONFIG, or what creating it here refuses (:meth:`_create`).
+        """
+        self.check_topic_name(topic)
+        if self.broker.is_internal(topic):
+            if self.topic_exists(topic):
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic '{topic}' is internal to the broker.")
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 "Both numPartitions and replicationFactor must be -1 when "
+                                 "replica assignments are given.")
+            if sorted(assignments) != list(range(len(assignments))):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "Partitions must be numbered 0 to n-1 without gaps.")
+            self._check_assignments(assignments)
+        else:
+            if num_partitions == -1:
+                num_partitions = self.broker.config.num_partitions
+            if num_partitions <= 0:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Number of partitions must be larger than 0, got {num_partitions}.")
+            if replication_factor == -1:
+                replication_factor = self.default_replication_factor
+            if replication_factor <= 0:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Replication factor must be larger than 0, got {replication_factor}.")
+            self._check_replication_factor(replication_factor)
+        overrides = self.checked_topic_overrides(configs)
+        await self._create(topic, num_partitions, replication_factor, assignments, overrides,
+                           validate_only=validate_only, timeout_ms=timeout_ms)
+
+    @abstractmethod
+    def _check_assignments(self, assignments: dict[int, list[int]]) -> None:
+        """TopicError(INVALID_REPLICA_ASSIGNMENT) unless every partition's replicas are
+        brokers a partition can be placed on."""
+
+    @abstractmethod
+    def _check_replication_factor(self, replication_factor: int) -> None:
+        """TopicError(INVALID_REPLICATION_FACTOR) for more replicas than brokers, where that
+        is known before creating."""
+
+    @abstractmethod
+    async def _create(self, topic: str, num_partitions: int, replication_factor: int,
+                      assignments: dict[int, list[int]], overrides: dict[str, str], *,
+                      validate_only: bool, timeout_ms: int) -> None:
+        """Create the checked topic (``assignments``, if any, replace the count and factor)."""
+
+    @abstractmethod
+    async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
+        """Delete a topic and its data, and its groups' committed offsets (as Kafka 0.10.2's
+        coordinator ``handleDeletedPartitions``). Raises TopicError
+        (UNKNOWN_TOPIC_OR_PARTITION / INVALID_TOPIC_EXCEPTION, ...)."""
+
+    # ------------------------------------------------------------------ metadata
+
+    @abstractmethod
+    async def cluster_view(self) -> None:
+        """Until this broker knows the cluster it answers Metadata from."""
+
+    @abstractmethod
+    def brokers(self, listener_name: str) -> tuple[list[dict], int]:
+        """Metadata's live brokers (their addresses on ``listener_name``) and controller id."""
+
+    @abstractmethod
+    def partition_metadata(self, topic: str, count: int) -> Sequence[dict]:
+        """Metadata's partitions of ``topic`` (``count`` of them): leader, replicas, ISR.
+        The answer is only read."""
+
+    # ------------------------------------------------------------------ controller requests
+
+    @abstractmethod
+    async def become_leader_or_follower(self, body) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        """LeaderAndIsr: the error and each partition's."""
+
+    @abstractmethod
+    async def stop_replicas(self, body) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        """StopReplica: the error and each partition's."""
+
+    @abstractmethod
+    def update_metadata(self, body, version: int) -> ErrorCode:
+        """UpdateMetadata: take the controller's view of the cluster."""
+
+    @abstractmethod
+    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        """ControlledShutdown of ``broker_id``: the partitions it still leads, or TopicError."""
+
+    @abstractmethod
+    async def prepare_shutdown(self) -> None:
+        """Before a clean stop of this broker."""
+
+    # ------------------------------------------------------------------ consumer groups
+
+    @abstractmethod
+    async def find_group_coordinator(self, group_id: str,
+                                     listener_name: str = "") -> tuple[ErrorCode, tuple[int, str, int] | None]:
+        """FindCoordinator: ``(NONE, (node id, host, port))`` of the broker coordinating
+        ``group_id`` on the listener the request came in on, or the error to answer."""

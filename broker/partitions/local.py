@@ -1,0 +1,202 @@
+"""The partitions of a single broker: one replica each, led here, with no ZooKeeper."""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import resource
+from collections.abc import Sequence
+
+import trio
+
+from minikafka.broker.partitions import AcksWait, Partitions, TopicError
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.storage.config import AppendResult
+from minikafka.storage.log import Log
+from minikafka.storage.types import TooManyPartitions, TopicAlreadyExists
+
+logger = logging.getLogger(__name__)
+
+
+def _creation_failed(topic: str, exc: OSError) -> TopicError:
+    """The disk (or the open-file limit) refused a new topic, which storage has rolled back:
+    one log line and KAFKA_STORAGE_ERROR (retriable), not a handler crash."""
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.EMFILE:
+        reason += f" (open-file limit {resource.getrlimit(resource.RLIMIT_NOFILE)[0]})"
+    logger.error("cannot create topic %r: %s", topic, reason)
+    return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create topic '{topic}': {reason}.")
+
+
+class LocalPartitions(Partitions):
+    """Every partition in the log manager is led by this broker, which is its whole ISR.
+    Topics are created and deleted on its disk, at once."""
+
+    default_replication_factor = 1
+
+    def leader_log(self, topic: str, partition: int) -> Log:
+        log = self.log_manager.get_log(topic, partition)
+        if log is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
+        return log
+
+    def high_watermark(self, log: Log) -> int:
+        # Every appended message is fully replicated at once, also those a crash left above
+        # the checkpointed high watermark.
+        return log.log_end_offset
+
+    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> None:
+        """No replica follows a single broker's: a fetch naming a broker id only reads to the
+        log end."""
+
+    def append(self, topic: str, partition: int, records: bytes, acks: int) -> tuple[AppendResult, AcksWait | None]:
+        log = self.leader_log(topic, partition)
+        if records is None:
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
+        result = log.append_as_leader(records)  # validation makes the one copy it writes
+        # The leader is the whole ISR: what it appended is committed (and checkpointed so),
+        # whatever the acks.
+        log.high_watermark = log.log_end_offset
+        self.broker.append_waiters.notify(topic, partition)
+        return result, None
+
+    # ------------------------------------------------------------------ topics
+
+    def topics(self) -> dict[str, int]:
+        return self.log_manager.topics()
+
+    def topic_exists(self, topic: str) -> bool:
+        return self.log_manager.has_topic(topic)
+
+    async def _auto_create(self, topic: str) -> None:
+        num_partitions = self.broker.config.num_partitions
+        async with self.topic_admin:
+            if self.topic_exists(topic):  # created by another request while we waited
+                return
+            try:
+                await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, {})
+            except TooManyPartitions as exc:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
+            except OSError as exc:
+                raise _creation_failed(topic, exc) from None
+        logger.info("auto-created topic %r with %d partition(s)", topic, num_partitions)
+
+    def _check_assignments(self, assignments: dict[int, list[int]]) -> None:
+        node_id = self.broker.node_id
+        for partition, replicas in sorted(assignments.items()):
+            if list(replicas) != [node_id]:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Partition {partition} assigned to {list(replicas)}; the only "
+                                 f"broker is {node_id}.")
+
+    def _check_replication_factor(self, replication_factor: int) -> None:
+        if replication_factor > 1:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Replication factor: {replication_factor} larger than available brokers: 1.")
+
+    async def _create(self, topic: str, num_partitions: int, replication_factor: int,
+                      assignments: dict[int, list[int]], overrides: dict[str, str], *,
+                      validate_only: bool, timeout_ms: int) -> None:
+        """More partitions than the process can keep open (open-file limit, memory maps:
+        LogManager.check_partition_room) are INVALID_PARTITIONS; a disk that refuses them
+        KAFKA_STORAGE_ERROR. ``timeout_ms`` never runs out: creation is synchronous."""
+        if assignments:
+            num_partitions = len(assignments)
+        async with self.topic_admin:
+            if self.topic_exists(topic):
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
+            try:
+                self.log_manager.check_partition_room(num_partitions)
+                if validate_only:
+                    return
+                await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, overrides)
+            except TooManyPartitions as exc:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
+            except TopicAlreadyExists as exc:
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from exc
+            except OSError as exc:
+                raise _creation_failed(topic, exc) from None
+        logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
+                    f", configs {overrides}" if overrides else "")
+
+    async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
+        """Synchronous: ``timeout_ms`` never runs out."""
+        async with self.topic_admin:
+            count = self.partition_count(topic)
+            if count is None:
+                self.check_topic_name(topic)
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+            if self.broker.is_internal(topic):
+                raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {topic!r} is internal")
+            await trio.to_thread.run_sync(self.log_manager.delete_topic, topic)
+        for partition in range(count):
+            self.broker.append_waiters.notify(topic, partition)
+        logger.info("deleted topic %r", topic)
+        await self._remove_committed_offsets(topic, count)
+
+    async def _remove_committed_offsets(self, topic: str, count: int) -> None:
+        # Imported here: a broker whose clients never use groups never loads the coordinator.
+        from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
+
+        if not self.topic_exists(GROUP_METADATA_TOPIC):
+            return   # no group ever committed
+        # Offsets stored by an earlier run are loaded with the coordinator: start it.
+        coordinator = await self.broker.groups()
+        coordinator.remove_deleted_partitions({(topic, partition) for partition in range(count)})
+
+    # ------------------------------------------------------------------ metadata
+
+    async def cluster_view(self) -> None:
+        """A single broker knows its cluster, itself, from the start."""
+
+    def brokers(self, listener_name: str) -> tuple[list[dict], int]:
+        host, port = self.broker.advertised_endpoint(listener_name)
+        return [{"node_id": self.broker.node_id, "host": host, "port": port, "rack": None}], self.broker.node_id
+
+    def partition_metadata(self, topic: str, count: int) -> Sequence[dict]:
+        return _single_broker_partitions(self.broker.node_id, count)
+
+    # ------------------------------------------------------------------ controller requests
+
+    # A single broker has no controller: every request from one is stale to it.
+
+    async def become_leader_or_follower(self, body) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        return ErrorCode.STALE_CONTROLLER_EPOCH, []
+
+    async def stop_replicas(self, body) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        return ErrorCode.STALE_CONTROLLER_EPOCH, []
+
+    def update_metadata(self, body, version: int) -> ErrorCode:
+        return ErrorCode.STALE_CONTROLLER_EPOCH
+
+    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        raise TopicError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker.node_id} is not a cluster's controller")
+
+    async def prepare_shutdown(self) -> None:
+        """Nothing to move: no other broker could lead these partitions."""
+
+    # ------------------------------------------------------------------ consumer groups
+
+    async def find_group_coordinator(self, group_id: str,
+                                     listener_name: str = "") -> tuple[ErrorCode, tuple[int, str, int] | None]:
+        """This broker coordinates every group."""
+        broker = self.broker
+        here = (broker.node_id, *broker.advertised_endpoint(listener_name))
+        if not broker.groups_running:
+            # This broker, without starting the coordinator: the group's first request that
+            # needs it does (Broker.groups). Consumers look the coordinator up first thing, also
+            # those that only fetch, and their fetches share the connection behind this answer.
+            return ErrorCode.NONE, here
+        error = broker.group_coordinator.find_coordinator(group_id)
+        return error, (None if error else here)
+
+
+@functools.lru_cache(maxsize=64)
+def _single_broker_partitions(node: int, partitions: int) -> tuple[dict, ...]:
+    """The partitions of any topic of that size on one broker, which leads them all and is
+    their only replica. Built once per size and shared by every answer (the encoder only
+    reads them): built per request, a topic of thousands of partitions held the event loop
+    for tens of milliseconds on each Metadata request naming it."""
+    return tuple({"error_code": ErrorCode.NONE, "partition_index": index, "leader_id": node,
+                  "replica_nodes": (node,), "isr_nodes": (node,)} for index in range(partitions))

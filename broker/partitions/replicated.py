@@ -1,0 +1,532 @@
+"""The partitions of a cluster member (``zookeeper.connect`` set): led where the controller says.
+
+Reads and appends go through this broker's leader replica of the partition (Kafka's
+ReplicaManager, ``replication.replica_manager``); a partition led elsewhere answers the error
+that sends the client to its leader. Topics are created and deleted through ZooKeeper and the
+controller (as Kafka 0.10.2's AdminUtils and KafkaApis did), Metadata answers from the
+controller's UpdateMetadata, and the group coordinator serves the ``__consumer_offsets``
+partitions led here. Imported only in a cluster, so a single broker never loads the
+replication layer (nor kazoo).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import trio
+
+from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
+from minikafka.broker.partitions import AcksWait, Partitions, TopicError
+from minikafka.broker.security.acl import AclError
+from minikafka.broker.security.inter_broker import channel_security
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.replication.assignment import InvalidReplicationFactor, assign_replicas
+from minikafka.replication.cluster import ClusterMember, ClusterSettings
+from minikafka.replication.controller import ControllerError
+from minikafka.replication.fetcher import FetcherSettings
+from minikafka.replication.kafka_zk import ACL_CHANGE_PREFIX, ACL_CHANGES_PATH
+from minikafka.replication.metadata_cache import BrokerEndpoint, PartitionInfo
+from minikafka.replication.notifications import NotificationListener
+from minikafka.replication.replica_manager import LEADER, NotLeader, PartitionStateUpdate, Replica
+from minikafka.replication.zookeeper import NodeExists, ZooKeeperError
+from minikafka.storage.config import AppendResult
+from minikafka.storage.log import Log
+
+logger = logging.getLogger(__name__)
+
+# How often a CreateTopics or DeleteTopics waits for this broker's metadata to show the result.
+_METADATA_POLL_S = 0.02
+# Moving many leaderships means a ZooKeeper write and a LeaderAndIsr round per partition.
+_CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
+# The leader of a partition whose topic is being deleted, in UpdateMetadata (Kafka's
+# LeaderDuringDelete).
+_LEADER_DURING_DELETE = -2
+# Before UpdateMetadata v3 an endpoint is named by its security protocol, as Kafka 0.10.1 did.
+_PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+
+
+class ReplicatedPartitions(Partitions):
+    """This broker's replicas of a cluster's partitions; the leader's log serves clients."""
+
+    def __init__(self, broker) -> None:
+        super().__init__(broker)
+        self.default_replication_factor = broker.config.get("default.replication.factor")
+
+    @property
+    def cluster(self) -> ClusterMember:
+        # The broker's, read at each use: the simulator replaces it after construction.
+        return self.broker.cluster
+
+    def cluster_member(self) -> ClusterMember:
+        """This broker's membership of the cluster, as its settings describe it."""
+        broker = self.broker
+        config = broker.config
+        session_timeout = config.get("zookeeper.session.timeout.ms")
+        listener = config.inter_broker_listener()
+        security = channel_security(config)
+        settings = ClusterSettings(
+            zookeeper_connect=config.zookeeper_connect,
+            session_timeout_ms=session_timeout,
+            connection_timeout_ms=config.get("zookeeper.connection.timeout.ms") or session_timeout,
+            replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
+            min_insync_replicas=config.get("min.insync.replicas"),
+            unclean_leader_election=config.get("unclean.leader.election.enable"),
+            fetcher=FetcherSettings(
+                wait_max_ms=config.get("replica.fetch.wait.max.ms"), min_bytes=config.get("replica.fetch.min.bytes"),
+                max_bytes=config.get("replica.fetch.max.bytes"),
+                response_max_bytes=config.get("replica.fetch.response.max.bytes"),
+                backoff_ms=config.get("replica.fetch.backoff.ms"),
+                socket_timeout_ms=config.get("controller.socket.timeout.ms"), dial=config.test_broker_dial,
+                security=security),
+            controller_socket_timeout_ms=config.get("controller.socket.timeout.ms"),
+            hw_checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
+            controlled_shutdown_enable=config.get("controlled.shutdown.enable"),
+            controlled_shutdown_max_retries=config.get("controlled.shutdown.max.retries"),
+            controlled_shutdown_retry_backoff_ms=config.get("controlled.shutdown.retry.backoff.ms"),
+            dial=config.test_broker_dial,
+            inter_broker_listener=listener.name,
+            security=security,
+        )
+        return ClusterMember(node_id=broker.node_id, settings=settings, log_manager=broker.log_manager,
+                             clock=broker.clock, on_readable=broker.append_waiters.notify,
+                             on_role_change=self._role_changed)
+
+    async def follow_acls(self) -> None:
+        """A cluster's ACLs: all of ``/kafka-acl`` now, then each resource a ``/kafka-acl-changes``
+        notification names (Kafka's SimpleAclAuthorizer), re-read by this broker's event task."""
+        cluster, store = self.cluster, self.broker.authorizer.store
+        try:
+            store.replace(await cluster.zk.acls())
+        except (ZooKeeperError, AclError) as exc:
+            logger.warning("cannot read the ACLs from ZooKeeper: %s (re-read as changes are notified)", exc)
+
+        async def changed(data: bytes) -> None:
+            resource = data.decode("utf-8", "replace")
+            try:
+                store.update(resource, await cluster.zk.acl(resource))
+            except AclError as exc:
+                logger.warning("ACLs of %s not applied: %s", resource, exc)
+            else:
+                logger.info("ACLs of %s re-read after a change notification", resource)
+
+        listener = NotificationListener(cluster.zk_client, ACL_CHANGES_PATH, ACL_CHANGE_PREFIX, changed)
+        await cluster.watch_children(ACL_CHANGES_PATH, listener.on_children)
+
+    def export_view(self):
+        """What the export hand-off of a cluster broker needs (``export.cluster_handoff``): it
+        exports the partitions led here, and reads and writes progress in ZooKeeper."""
+        from minikafka.export.cluster_handoff import ClusterView
+
+        replicas = self.cluster.replicas
+        return ClusterView(zk_client=self.cluster.zk_client, log_manager=self.log_manager,
+                           leader_logs=lambda: [r.log for r in list(replicas.replicas.values()) if r.role == LEADER])
+
+    # ------------------------------------------------------------------ reads
+
+    def leader_replica(self, topic: str, partition: int) -> Replica:
+        try:
+            return self.cluster.replicas.leader_replica(topic, partition)
+        except NotLeader as exc:
+            raise TopicError(exc.code, str(exc)) from None
+
+    def leader_log(self, topic: str, partition: int) -> Log:
+        return self.leader_replica(topic, partition).log
+
+    def high_watermark(self, log: Log) -> int:
+        return log.high_watermark
+
+    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> None:
+        """The leader's high watermark and ISR move as its followers catch up."""
+        try:
+            await self.cluster.replicas.follower_fetched(topic, partition, replica_id, fetch_offset)
+        except NotLeader:
+            pass
+
+    # ------------------------------------------------------------------ appends
+
+    def min_insync_replicas(self, topic: str) -> int:
+        try:
+            value = self.log_manager.topic_overrides(topic).get("min.insync.replicas")
+        except Exception:  # the topic vanished meanwhile: the broker default
+            value = None
+        return int(value) if value is not None else self.broker.config.get("min.insync.replicas")
+
+    def append(self, topic: str, partition: int, records: bytes, acks: int) -> tuple[AppendResult, AcksWait | None]:
+        """Append as the partition's leader at its leader epoch. With acks=-1 the ISR must hold
+        ``min.insync.replicas`` first (NOT_ENOUGH_REPLICAS, nothing written), and the answer
+        waits for the high watermark to pass the set."""
+        replica = self.leader_replica(topic, partition)
+        if records is None:
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
+        replicas = self.cluster.replicas
+        if acks == -1:
+            try:
+                replicas.check_enough_replicas(replica, self.min_insync_replicas(topic))
+            except NotLeader as exc:
+                raise TopicError(exc.code, str(exc)) from None
+        # No bytes() copy of the request's view: validation copies the set into the buffer it
+        # writes anyway, and a copy of a large set costs a fresh allocation per produce.
+        result = replica.log.append_as_leader(records, replica.leader_epoch)
+        replicas.leader_appended(replica)
+        self.broker.append_waiters.notify(topic, partition)
+        if acks != -1 or not result.record_count:
+            return result, None
+        return result, functools.partial(self.wait_for_acks, replica, result.last_offset)
+
+    async def wait_for_acks(self, replica: Replica, last_offset: int, timeout_ms: int) -> ErrorCode:
+        """Until the high watermark passes ``last_offset`` of ``replica`` (the leader replica
+        that appended it): NONE, or why not (``ReplicaManager.wait_for_high_watermark``)."""
+        return await self.cluster.replicas.wait_for_high_watermark(
+            replica, last_offset, self.min_insync_replicas(replica.topic), max(timeout_ms, 0) / 1000)
+
+    # ------------------------------------------------------------------ topics
+
+    def topics(self) -> dict[str, int]:
+        """The topics the controller last described (this broker may hold none of their replicas)."""
+        return self.cluster.metadata.topics()
+
+    def topic_exists(self, topic: str) -> bool:
+        return self.cluster.metadata.has_topic(topic)
+
+    async def _auto_create(self, topic: str) -> None:
+        """Kafka 0.10.2's auto-creation: a broker that is asked for an unknown topic writes its
+        replica assignment to ZooKeeper and answers LEADER_NOT_AVAILABLE; the client retries
+        once the controller has elected leaders."""
+        num_partitions = self.broker.config.num_partitions
+        try:
+            await self._write_topic(topic, num_partitions, self.default_replication_factor, {}, {})
+        except TopicError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        else:
+            logger.info("auto-created topic %r with %d partition(s), replication factor %d", topic,
+                        num_partitions, self.default_replication_factor)
+        raise TopicError(ErrorCode.LEADER_NOT_AVAILABLE, f"topic {topic!r} is being created")
+
+    def _require_controller(self) -> None:
+        """As Kafka 0.10.2, only the controller creates and deletes topics."""
+        if self.cluster.controller is None:
+            raise TopicError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker.node_id} is not the controller")
+
+    async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
+                           assignments: dict[int, list[int]], configs: dict[str, str | None],
+                           *, validate_only: bool = False, timeout_ms: int = 60000) -> None:
+        """NOT_CONTROLLER at any broker but the controller; REQUEST_TIMED_OUT when the new
+        topic's partitions have no leader after ``timeout_ms`` (it is created all the same)."""
+        self._require_controller()
+        await super().create_topic(topic, num_partitions, replication_factor, assignments, configs,
+                                   validate_only=validate_only, timeout_ms=timeout_ms)
+
+    def _check_assignments(self, assignments: dict[int, list[int]]) -> None:
+        live = sorted(self.cluster.controller.live)
+        sizes = {len(r) for r in assignments.values()}
+        for partition, replicas in sorted(assignments.items()):
+            if len(set(replicas)) != len(replicas) or not replicas or len(sizes) != 1:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Partition {partition}: replicas {list(replicas)} must be distinct, and "
+                                 f"every partition must have as many.")
+            unknown = sorted(set(replicas) - set(live))
+            if unknown:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Partition {partition} assigned to unknown broker(s) {unknown}; live "
+                                 f"brokers are {live}.")
+
+    def _check_replication_factor(self, replication_factor: int) -> None:
+        """Checked as the replicas are placed on the brokers live then (_assign)."""
+
+    async def _create(self, topic: str, num_partitions: int, replication_factor: int,
+                      assignments: dict[int, list[int]], overrides: dict[str, str], *,
+                      validate_only: bool, timeout_ms: int) -> None:
+        cluster = self.cluster
+        if cluster.metadata.has_topic(topic) or await cluster.zk.topic_assignment(topic):
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
+        if validate_only:
+            if not assignments:
+                _assign(num_partitions, replication_factor, sorted(cluster.controller.live))
+            return
+        await self._write_topic(topic, num_partitions, replication_factor, overrides, assignments)
+        logger.info("created topic %r (%s)", topic, f"{len(assignments)} partition(s) as assigned" if assignments
+                    else f"{num_partitions} partition(s), replication factor {replication_factor}")
+        count = len(assignments) if assignments else num_partitions
+        if not await _wait_for_metadata(timeout_ms, lambda: self._all_led(topic, count)):
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
+                             f"Topic '{topic}' was created but its partitions have no leader yet.")
+
+    async def _write_topic(self, topic: str, num_partitions: int, replication_factor: int,
+                           overrides: dict[str, str], assignments: dict[int, list[int]]) -> None:
+        zk = self.cluster.zk
+        if not assignments:
+            assignments = _assign(num_partitions, replication_factor, sorted(await zk.live_brokers()))
+        try:
+            await zk.create_topic(topic, assignments, overrides)
+        except NodeExists:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from None
+        except ZooKeeperError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"Topic '{topic}' not created: {exc}") from None
+
+    def _all_led(self, topic: str, count: int) -> bool:
+        partitions = self.cluster.metadata.partitions(topic)
+        return partitions is not None and len(partitions) == count and all(p.leader >= 0 for p in partitions.values())
+
+    async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
+        """Through the controller (NOT_CONTROLLER elsewhere); the answer waits until every
+        replica is gone, or REQUEST_TIMED_OUT (the deletion goes on). Each group coordinator
+        removes the topic's offsets when UpdateMetadata drops its partitions."""
+        self._require_controller()
+        cluster = self.cluster
+        if self.broker.is_internal(topic):
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {topic!r} is internal")
+        if not await cluster.zk.topic_assignment(topic):
+            self.check_topic_name(topic)
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+        try:
+            await cluster.zk.request_topic_deletion(topic)
+        except NodeExists:
+            pass  # already marked: wait for the same deletion
+        if not await _wait_for_metadata(timeout_ms, lambda: not cluster.metadata.has_topic(topic)):
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"Topic '{topic}' is marked for deletion.")
+        logger.info("deleted topic %r", topic)
+
+    # ------------------------------------------------------------------ metadata
+
+    async def cluster_view(self) -> None:
+        """Not before the controller's first UpdateMetadata: no brokers and no controller would
+        leave a client nowhere to send CreateTopics until its next refresh."""
+        await self.cluster.cluster_view()
+
+    def brokers(self, listener_name: str) -> tuple[list[dict], int]:
+        metadata = self.cluster.metadata
+        # As Kafka: brokers without the client's listener are left out.
+        return [{"node_id": b.node_id, "host": address[0], "port": address[1], "rack": b.rack}
+                for b in sorted(metadata.brokers.values(), key=lambda b: b.node_id)
+                for address in [b.address(listener_name)] if address is not None], metadata.controller_id
+
+    def partition_metadata(self, topic: str, count: int) -> list[dict]:
+        """As the controller last described them; -1 with LEADER_NOT_AVAILABLE while one has
+        no leader."""
+        partitions = self.cluster.metadata.partitions(topic) or {}
+        return [{"error_code": ErrorCode.NONE if info.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                 "partition_index": index, "leader_id": info.leader,
+                 "replica_nodes": list(info.replicas), "isr_nodes": list(info.isr)}
+                for index, info in sorted(partitions.items())]
+
+    # ------------------------------------------------------------------ controller requests
+
+    async def become_leader_or_follower(self, body) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        leaders = [BrokerEndpoint(e.broker_id, e.host_name, e.port) for e in body.live_leaders]
+        states = [PartitionStateUpdate(s.topic_name, s.partition_index, s.controller_epoch, s.leader, s.leader_epoch,
+                                       list(s.isr), s.zk_version, list(s.replicas))
+                  for s in body.ungrouped_partition_states]
+        return await self.cluster.replicas.become_leader_or_follower(body.controller_epoch, states, leaders)
+
+    async def stop_replicas(self, body) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        return await self.cluster.replicas.stop_replica(
+            body.controller_epoch, body.delete_partitions,
+            [(p.topic_name, p.partition_index) for p in body.ungrouped_partitions])
+
+    def update_metadata(self, body, version: int) -> ErrorCode:
+        cluster = self.cluster
+        if cluster.replicas.stale_controller(body.controller_epoch):
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        partitions = {}
+        for state in body.ungrouped_partition_states:
+            partitions[(state.topic_name, state.partition_index)] = None if state.leader == _LEADER_DURING_DELETE \
+                else PartitionInfo(state.leader, state.leader_epoch, tuple(state.isr), tuple(state.replicas),
+                                   state.zk_version, state.controller_epoch)
+        inter_broker_listener = self.broker.config.inter_broker_listener().name
+        cluster.update_metadata(body.controller_id, body.controller_epoch,
+                                [_endpoint(b, version, inter_broker_listener) for b in body.live_brokers],
+                                partitions)
+        for topic, partition in partitions:
+            self.broker.append_waiters.notify(topic, partition)
+        deleted = {key for key, info in partitions.items() if info is None}
+        if deleted:
+            # Kafka 0.10.2's handleUpdateMetadataRequest: offsets of deleted partitions go from
+            # the groups this broker coordinates.
+            self.broker.group_coordinator.remove_deleted_partitions(deleted)
+        return ErrorCode.NONE
+
+    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        try:
+            return await self.cluster.controller_request("controlled_shutdown", _CONTROLLED_SHUTDOWN_TIMEOUT_S,
+                                                         broker_id=broker_id)
+        except ControllerError as exc:
+            raise TopicError(exc.code, str(exc)) from None
+
+    async def prepare_shutdown(self) -> None:
+        await self.cluster.controlled_shutdown()
+        self._resign_moved_groups()
+
+    # ------------------------------------------------------------------ consumer groups
+
+    async def find_group_coordinator(self, group_id: str,
+                                     listener_name: str = "") -> tuple[ErrorCode, tuple[int, str, int] | None]:
+        """The leader of the group's ``__consumer_offsets`` partition (Kafka's
+        ``abs(groupId.hashCode) % offsets.topic.num.partitions``). The first request creates the
+        topic (through ZooKeeper and the controller, as Kafka 0.10.2's KafkaApis did) once
+        ``offsets.topic.replication.factor`` brokers are live; until it has leaders the answer
+        is COORDINATOR_NOT_AVAILABLE, which clients retry. Held, like Metadata, until the
+        controller's first UpdateMetadata has arrived."""
+        metadata = self.cluster.metadata
+        coordinator = self.broker.group_coordinator
+        if not await self.cluster.cluster_view():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if not metadata.has_topic(GROUP_METADATA_TOPIC):
+            await self._create_offsets_topic()
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if coordinator.topic_partitions is None:
+            try:
+                coordinator.topic_partitions = await self.offsets_topic_partitions()
+            except ZooKeeperError as exc:
+                logger.warning("%s: partition count not read: %s", GROUP_METADATA_TOPIC, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        endpoint = metadata.leader_endpoint(GROUP_METADATA_TOPIC, coordinator.partition_for(group_id))
+        address = None if endpoint is None else endpoint.address(listener_name)
+        if address is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return ErrorCode.NONE, (endpoint.node_id, *address)
+
+    async def offsets_topic_partitions(self) -> int:
+        """The partition count of ``__consumer_offsets`` as ZooKeeper holds it (the metadata
+        cache may know only some of its partitions yet)."""
+        assignment = await self.cluster.zk.topic_assignment(GROUP_METADATA_TOPIC)
+        if not assignment:
+            raise ZooKeeperError(f"{GROUP_METADATA_TOPIC} has no replica assignment")
+        return len(assignment)
+
+    async def _create_offsets_topic(self) -> None:
+        coordinator = self.broker.group_coordinator
+        config = coordinator.config
+        live = len(self.cluster.metadata.brokers)
+        if live < config.offsets_topic_replication_factor:
+            logger.info("%s not created yet: offsets.topic.replication.factor is %d, %d broker(s) live",
+                        GROUP_METADATA_TOPIC, config.offsets_topic_replication_factor, live)
+            return
+        try:
+            await self._write_topic(GROUP_METADATA_TOPIC, config.offsets_topic_num_partitions,
+                                    config.offsets_topic_replication_factor, coordinator.offsets_topic_configs(), {})
+        except TopicError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                logger.warning("%s not created: %s", GROUP_METADATA_TOPIC, exc)
+            return
+        logger.info("created %s with %d partition(s), replication factor %d", GROUP_METADATA_TOPIC,
+                    config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
+
+    def _resign_moved_groups(self) -> None:
+        """After a controlled shutdown: the controller sent the moved partitions' new state to
+        this broker too (as Kafka 0.10.2's controlled-shutdown selector does), so the role-change
+        hook has normally resigned their groups already. Any offsets partition still served here
+        but led elsewhere by the metadata (its LeaderAndIsr was lost, its UpdateMetadata was not)
+        is given up now; its members find the new coordinator instead of waiting for this
+        process to exit."""
+        coordinator = self.broker.group_coordinator
+        for index in coordinator.served_partitions():
+            info = self.cluster.metadata.partition(GROUP_METADATA_TOPIC, index)
+            if info is not None and info.leader != self.broker.node_id:
+                coordinator.resigned(index, self.log_manager.get_log(GROUP_METADATA_TOPIC, index))
+
+    def offsets_trim_bound(self, index: int, log: Log) -> int:
+        """The offset below which a follower of ``__consumer_offsets-index`` may delete segments
+        its snapshots cover: its high watermark while the partition's ISR (as the controller
+        last said) is every assigned replica, else none. Each replica then holds the log up to
+        there, and truncation never goes below it, so none ever has to fetch what was deleted."""
+        info = self.cluster.metadata.partition(GROUP_METADATA_TOPIC, index)
+        if info is None or sorted(info.isr) != sorted(info.replicas):
+            return 0
+        return log.high_watermark
+
+    def _role_changed(self, topic: str, partition: int, replica: Replica | None) -> None:
+        """The replica manager's leadership hook: the group coordinator serves the
+        ``__consumer_offsets`` partitions this broker leads."""
+        if topic != GROUP_METADATA_TOPIC:
+            return
+        coordinator = self.broker.group_coordinator
+        if replica is not None and replica.role == LEADER:
+            coordinator.became_leader(partition, replica.log, OffsetsWriter(self, partition))
+        else:
+            coordinator.resigned(partition, replica.log if replica is not None
+                                 else self.log_manager.get_log(topic, partition))
+
+
+def _assign(num_partitions: int, replication_factor: int, live: list[int]) -> dict[int, list[int]]:
+    try:
+        return assign_replicas(num_partitions, replication_factor, live)
+    except InvalidReplicationFactor as exc:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
+
+
+async def _wait_for_metadata(timeout_ms: int, done) -> bool:
+    with trio.move_on_after(max(timeout_ms, 0) / 1000):
+        while not done():
+            await trio.sleep(_METADATA_POLL_S)
+        return True
+    return done()
+
+
+def _endpoint(entry, version: int, inter_broker_listener: str) -> BrokerEndpoint:
+    """A live broker of UpdateMetadata; its main address is the inter-broker listener's (what
+    fetchers and controlled shutdown use), else its PLAINTEXT one."""
+    if version == 0:
+        return BrokerEndpoint(entry.id, entry.v0_host, entry.v0_port)
+    listeners = {(e.listener or _PROTOCOL_NAMES.get(e.security_protocol, str(e.security_protocol))): (e.host, e.port)
+                 for e in entry.endpoints}
+    plaintext = next(((e.host, e.port) for e in entry.endpoints if e.security_protocol == 0),
+                     (entry.endpoints[0].host, entry.endpoints[0].port) if entry.endpoints else ("", -1))
+    host, port = listeners.get(inter_broker_listener, plaintext)
+    return BrokerEndpoint(entry.id, host, port, getattr(entry, "rack", None), listeners)
+
+
+class OffsetsWriter:
+    """The group coordinator's appends to a ``__consumer_offsets`` partition this broker
+    leads: through the leader replica at its leader epoch, as a produce with
+    ``offsets.commit.required.acks`` (followers fetch them like any message), and committed
+    once the high watermark passes them (``offsets.commit.timeout.ms``). Same interface as
+    ``broker.groups.store.LocalWriter``."""
+
+    def __init__(self, partitions: ReplicatedPartitions, partition: int) -> None:
+        self.partitions = partitions
+        self.partition = partition
+        config = partitions.broker.group_coordinator.config
+        self.required_acks = config.offsets_commit_required_acks
+        self.commits_on_append = self.required_acks != -1
+        self.timeout_s = config.offsets_commit_timeout_ms / 1000
+
+    async def topic_partitions(self) -> int:
+        return await self.partitions.offsets_topic_partitions()
+
+    def trim_bound(self) -> int:
+        """As :meth:`ReplicatedPartitions.offsets_trim_bound`, from the leader's own ISR."""
+        try:
+            replica = self.partitions.leader_replica(GROUP_METADATA_TOPIC, self.partition)
+        except TopicError:
+            return 0
+        state = replica.leader_state
+        if sorted(state.isr) != sorted(state.assigned):
+            return 0
+        return replica.log.high_watermark
+
+    def append(self, message_set: bytes) -> int:
+        try:
+            result, _ = self.partitions.append(GROUP_METADATA_TOPIC, self.partition, message_set, self.required_acks)
+        except TopicError as exc:
+            raise RecordError(exc.code, str(exc)) from None
+        return result.last_offset
+
+    async def committed(self, last_offset: int) -> ErrorCode:
+        if self.required_acks != -1:
+            return ErrorCode.NONE
+        deadline = trio.current_time() + self.timeout_s
+        while True:
+            try:
+                replica = self.partitions.leader_replica(GROUP_METADATA_TOPIC, self.partition)
+            except TopicError as exc:
+                return exc.code
+            remaining_ms = int((deadline - trio.current_time()) * 1000)
+            if remaining_ms <= 0:
+                return ErrorCode.REQUEST_TIMED_OUT
+            code = await self.partitions.wait_for_acks(replica, last_offset, remaining_ms)
+            # A new leader epoch of this broker's leadership replaces the replica: wait on
+            # (the coordinator then checks that its leadership never lapsed).
+            if code != ErrorCode.NOT_LEADER_FOR_PARTITION:
+                return code
