@@ -40,15 +40,15 @@ async def test_brokers_of_a_cluster_claim_disjoint_blocks(zk_chroot):
         # Three brokers claim at once, each reading the same node version: one write wins each
         # round, the others read again and claim the next block.
         managers = [ProducerIdManager(zookeeper_blocks(zk, broker)) for broker, zk in ((1, zk1), (2, zk2), (3, zk3))]
-        firsts: list[int] = []
+        firsts: dict[int, int] = {}  # manager index -> its first id
 
-        async def first_id(manager: ProducerIdManager) -> None:
-            firsts.append(await manager.next_id())
+        async def first_id(index: int) -> None:
+            firsts[index] = await managers[index].next_id()
 
         async with trio.open_nursery() as nursery:
-            for manager in managers:
-                nursery.start_soon(first_id, manager)
-        assert sorted(firsts) == [BLOCK_SIZE, 2 * BLOCK_SIZE, 3 * BLOCK_SIZE]
+            for index in range(len(managers)):
+                nursery.start_soon(first_id, index)
+        assert sorted(firsts.values()) == [BLOCK_SIZE, 2 * BLOCK_SIZE, 3 * BLOCK_SIZE]
         data, _ = await zk1.get(ZNODE)
         node = json.loads(data)
         assert set(node) == {"version", "broker", "block_start", "block_end"} and node["version"] == 1
