@@ -45,3 +45,13 @@ def test_a_seed_replays_exactly():
 def test_ci_seeds_find_no_violation():
     result = simulate("--first", str(CI_FIRST_SEED), "--seeds", str(CI_SEEDS))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.timeout(120)  # ~5 s of CPU once it settles; before the fix it never did
+def test_a_restarted_broker_whose_first_update_metadata_is_lost_is_told_again():
+    """Seed 18 restarts broker 3 while the controller's link to it is cut: its first
+    UpdateMetadata and LeaderAndIsr fail. Dropped, they left it waiting for metadata (never
+    ready, so the run never settled); the controller retries them until the broker takes them."""
+    result = simulate("--seed", "18")
+    assert "had not settled" not in result.stdout, result.stdout
+    digest(result.stdout)
