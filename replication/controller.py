@@ -170,6 +170,9 @@ class Controller:
     # ------------------------------------------------------------------ leadership
 
     def _live_ids(self) -> set[int]:
+        """The brokers that lead, follow and are sent LeaderAndIsr: not those shutting down
+        (Kafka's liveBrokerIds), which a LeaderAndIsr would make fetch again (see
+        _on_controlled_shutdown)."""
         return set(self.live) - self.shutting_down
 
     def _unclean(self, topic: str) -> bool:
@@ -294,7 +297,7 @@ class Controller:
             theirs = [k for k in self.assignment_keys() if set(self.assignments[k[0]][k[1]]) & came]
             self._send_leader_and_isr(theirs, came)
         if changed:
-            self._send_leader_and_isr(changed, set(self.live) - came)
+            self._send_leader_and_isr(changed, self._live_ids() - came)
 
     async def _on_brokers_failed(self, dead: set[int]) -> list[tuple[str, int]]:
         changed = await self._bring_online([k for k, s in self.states.items() if s.leader_isr.leader in dead])
@@ -324,7 +327,7 @@ class Controller:
         if not new_keys:
             return
         changed = await self._bring_online(new_keys)
-        self._send_leader_and_isr(new_keys, set(self.live))
+        self._send_leader_and_isr(new_keys, self._live_ids())
         self._send_update_metadata(set(self.live), keys=changed or new_keys)
 
     async def _on_deletions(self) -> None:
@@ -357,7 +360,7 @@ class Controller:
         if keys:
             self._send_update_metadata(set(self.live), keys=keys)
         if shrunk:
-            self._send_leader_and_isr(shrunk, set(self.live))
+            self._send_leader_and_isr(shrunk, self._live_ids())
 
     async def _drop_unavailable_from_isrs(self, keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """Take brokers that are shutting down or not registered out of these partitions' ISRs
@@ -379,19 +382,26 @@ class Controller:
         return [key for key in keys if await self._update_state(key, without_unavailable)]
 
     async def _on_controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
-        """Move ``broker_id``'s leaderships away and take it out of every ISR; answers the
-        replicated partitions it still leads (no other replica could take them).
+        """Move ``broker_id``'s leaderships away, stop its replicas and take it out of every
+        ISR; answers the replicated partitions it still leads (no other replica could take them).
 
         The moved partitions' new state goes to ``broker_id`` too, as Kafka 0.10.2's
         ControlledShutdownLeaderSelector sends it to every assigned replica live or shutting
         down: until it has stopped, the old leader is a follower that refuses produces, not a
-        leader acknowledging writes the new leader never gets."""
+        leader acknowledging writes the new leader never gets.
+
+        Then, as Kafka's shutdownBroker does for the partitions the broker follows, it is sent
+        StopReplica (its fetchers stop) before it leaves their ISRs. Unlike 0.10.2 this
+        includes the partitions just moved away from it: a stopping broker that fetched as
+        their follower would be taken back into the ISR by the new leader, which this
+        controller undoes (see _drop_unavailable_from_isrs) with a new epoch, and again, until
+        the broker is gone. Requests to it queue in order: demoted first, then stopped."""
         if broker_id not in self.live:
             raise ControllerError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not registered")
         self.shutting_down.add(broker_id)
         live = self._live_ids()
         moved = []
-        stop = []
+        followed = []
 
         def move_away(current: LeaderIsr, assigned: list[int]):
             if current.leader != broker_id:
@@ -405,18 +415,20 @@ class Controller:
 
         for key, state in list(self.states.items()):
             assigned = self.assignments[key[0]][key[1]]
-            if broker_id not in assigned:
+            # As Kafka, a partition with one replica is left alone: it cannot move.
+            if broker_id not in assigned or len(assigned) == 1:
                 continue
-            if state.leader_isr.leader == broker_id:
-                if len(assigned) > 1 and await self._update_state(key, lambda c, a=assigned: move_away(c, a)):
-                    moved.append(key)
-            elif await self._update_state(key, leave_isr):
-                stop.append(key)
+            if state.leader_isr.leader != broker_id:
+                followed.append(key)
+            elif await self._update_state(key, lambda c, a=assigned: move_away(c, a)):
+                moved.append(key)
         if moved:
             self._send_leader_and_isr(moved, live | {broker_id})
-        if stop:
-            self._send_leader_and_isr(stop, live)
-            self._stop_replicas(broker_id, stop, False)
+        if moved or followed:
+            self._stop_replicas(broker_id, moved + followed, False)
+        shrunk = [key for key in followed if await self._update_state(key, leave_isr)]
+        if shrunk:
+            self._send_leader_and_isr(shrunk, live)
         self._send_update_metadata(set(self.live))
         # As Kafka, only replicated partitions count: one with a single replica cannot move.
         return [k for k, s in self.states.items()
@@ -445,7 +457,7 @@ class Controller:
         if not await self._update_state(key, elect):
             return (ErrorCode.NONE if self.states[key].leader_isr.leader == assigned[0]
                     else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
-        self._send_leader_and_isr([key], set(self.live))
+        self._send_leader_and_isr([key], self._live_ids())
         self._send_update_metadata(set(self.live), keys=[key])
         return ErrorCode.NONE
 

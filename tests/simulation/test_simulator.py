@@ -55,3 +55,13 @@ def test_a_restarted_broker_whose_first_update_metadata_is_lost_is_told_again():
     result = simulate("--seed", "18")
     assert "had not settled" not in result.stdout, result.stdout
     digest(result.stdout)
+
+
+@pytest.mark.timeout(120)
+def test_a_broker_in_controlled_shutdown_is_not_made_to_follow_again():
+    """Seed 0 stops broker 2, a follower of every partition, while the controller's requests
+    to it are delivered in the background: made to follow again by the controller's LeaderAndIsr
+    that took it out of an ISR it had rejoined, it fetched, rejoined, and so on until it exited."""
+    result = simulate("--seed", "0")
+    assert "its controlled shutdown answered" not in result.stdout, result.stdout
+    digest(result.stdout)
