@@ -24,7 +24,7 @@ from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelSecur
 from minikafka.replication.controller_channel import BrokerSender
 from minikafka.replication.election import controlled_shutdown_leader, offline_leader, preferred_leader
 from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr
-from minikafka.replication.zookeeper import BadVersion, NodeExists
+from minikafka.replication.zookeeper import BadVersion, NodeExists, ZooKeeperError
 
 logger = logging.getLogger(__name__)
 
@@ -84,20 +84,28 @@ class Controller:
             logger.error("controller event queue full: dropping %s", kind)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Until cancelled, or a ZooKeeperError (raised as itself, for the caller to give up
+        control: out of the senders' nursery it would come wrapped in an ExceptionGroup)."""
+        lost: ZooKeeperError | None = None
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                await self._take_over()
-                self.active = True
-                task_status.started()
-                async for kind, reply, args in self._events:
-                    try:
-                        result = await self._handle(kind, **args)
-                    except ControllerError as exc:
-                        result = exc
-                    if reply is not None:
-                        reply.send_nowait(result)
+                try:
+                    await self._take_over()
+                    self.active = True
+                    task_status.started()
+                    async for kind, reply, args in self._events:
+                        try:
+                            result = await self._handle(kind, **args)
+                        except ControllerError as exc:
+                            result = exc
+                        if reply is not None:
+                            reply.send_nowait(result)
+                except ZooKeeperError as exc:
+                    lost = exc
                 nursery.cancel_scope.cancel()
+            if lost is not None:
+                raise lost
         finally:
             self.active = False
             for sender in self._senders.values():

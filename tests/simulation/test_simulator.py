@@ -68,3 +68,13 @@ def test_a_broker_in_controlled_shutdown_is_not_made_to_follow_again():
     result = simulate("--seed", "0")
     assert "its controlled shutdown answered" not in result.stdout, result.stdout
     digest(result.stdout)
+
+
+@pytest.mark.timeout(120)
+def test_a_controller_that_loses_zookeeper_gives_up_control_and_the_broker_runs_on():
+    """Seed 28 cuts the controller off from ZooKeeper during a controlled shutdown: the
+    ZooKeeperError must reach the broker's handler, which gives up /controller, not come out
+    of the controller's nursery as an ExceptionGroup that brought the whole broker down."""
+    result = simulate("--seed", "28")
+    assert "Traceback" not in result.stderr, result.stderr
+    digest(result.stdout)
