@@ -8,8 +8,8 @@ During the run:
 * a broker that ZooKeeper no longer names as leader stops accepting writes within
   ``ZOMBIE_BOUND_S``, unless a fault touched it (it cannot be told: Kafka 0.10.2 then keeps a
   zombie leader too);
-* a broker whose controlled shutdown was answered is sent no LeaderAndIsr of a newer leader
-  epoch by that controller: it was demoted and stopped, and made to follow again it fetches,
+* a broker whose controlled shutdown the controller handled is sent no LeaderAndIsr of a newer
+  leader epoch by that controller: it was demoted and stopped, and made to follow again it fetches,
   rejoins the ISR and is taken out again in a new epoch, in a loop until it exits;
 * ``LIVENESS_BOUND_S`` after the faults heal, with the crashed brokers still down, a partition
   with a live ISR member is led by a live broker that knows it.
@@ -32,7 +32,7 @@ import trio
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import iter_records
-from minikafka.replication.kafka_zk import CONTROLLER_EPOCH_PATH, decode_controller_epoch, decode_leader_isr
+from minikafka.replication.kafka_zk import decode_leader_isr
 from minikafka.replication.replica_manager import LEADER
 
 # The controller tells a replaced leader within a few round trips (2 ms each without faults).
@@ -103,9 +103,13 @@ class Checker:
 
     def shutdown_answered(self, broker, done: bool) -> None:
         self.sim.trace("broker", f"{broker.name} controlled shutdown {'complete' if done else 'incomplete'}")
-        controller_epoch = decode_controller_epoch(self.sim.zk.nodes[CONTROLLER_EPOCH_PATH].data)
-        self.stopping[broker.node_id] = (broker.incarnation, controller_epoch,
-                                         {p: states[-1].epoch for p, states in self.states.items()})
+        # Only a controller that handled the request knows: one the request never reached
+        # (a cut link) rightly goes on telling the broker what it follows.
+        controller = next((b.broker.cluster.controller for b in self.sim.brokers.values()
+                           if b.alive and b.broker.cluster.controller is not None), None)
+        if controller is not None and broker.node_id in controller.shutting_down:
+            self.stopping[broker.node_id] = (broker.incarnation, controller.epoch,
+                                             {p: states[-1].epoch for p, states in self.states.items()})
 
     def answered(self, broker, request, body) -> None:
         """A broker's answer, as it leaves: successful writes are checked against ZooKeeper."""
