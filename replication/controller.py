@@ -20,17 +20,11 @@ import trio
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.replication.channel import (
-    PLAINTEXT,
-    BrokerChannel,
-    ChannelError,
-    ChannelSecurity,
-    Dialer,
-    dial_address,
-)
+from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelSecurity, Dialer, dial_address
+from minikafka.replication.controller_channel import BrokerSender
 from minikafka.replication.election import controlled_shutdown_leader, offline_leader, preferred_leader
 from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr
-from minikafka.replication.zookeeper import BadVersion, NodeExists
+from minikafka.replication.zookeeper import BadVersion, NodeExists, ZooKeeperError
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +66,9 @@ class Controller:
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.shutting_down: set[int] = set()
-        self._channels: dict[int, BrokerChannel] = {}
+        # One per live broker's registration, opened and closed with it (see controller_channel).
+        self._senders: dict[int, BrokerSender] = {}
+        self._nursery: trio.Nursery | None = None
         self._queue, self._events = trio.open_memory_channel[tuple](1000)
         self.active = False
 
@@ -88,21 +84,32 @@ class Controller:
             logger.error("controller event queue full: dropping %s", kind)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Until cancelled, or a ZooKeeperError (raised as itself, for the caller to give up
+        control: out of the senders' nursery it would come wrapped in an ExceptionGroup)."""
+        lost: ZooKeeperError | None = None
         try:
-            await self._take_over()
-            self.active = True
-            task_status.started()
-            async for kind, reply, args in self._events:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 try:
-                    result = await self._handle(kind, **args)
-                except ControllerError as exc:
-                    result = exc
-                if reply is not None:
-                    reply.send_nowait(result)
+                    await self._take_over()
+                    self.active = True
+                    task_status.started()
+                    async for kind, reply, args in self._events:
+                        try:
+                            result = await self._handle(kind, **args)
+                        except ControllerError as exc:
+                            result = exc
+                        if reply is not None:
+                            reply.send_nowait(result)
+                except ZooKeeperError as exc:
+                    lost = exc
+                nursery.cancel_scope.cancel()
+            if lost is not None:
+                raise lost
         finally:
             self.active = False
-            for channel in self._channels.values():
-                await channel.aclose()
+            for sender in self._senders.values():
+                await sender.aclose()
 
     async def _handle(self, kind: str, **args):
         if kind == "brokers":
@@ -127,6 +134,8 @@ class Controller:
         self.epoch = await self.zk.increment_controller_epoch()
         logger.info("broker %d is the controller (controller epoch %d)", self.node_id, self.epoch)
         self.live = await self._read_live()
+        for broker_id in self.live:
+            self._open_sender(broker_id)
         for topic in await self.zk.topics():
             assignment = await self.zk.topic_assignment(topic)
             if assignment:
@@ -140,8 +149,8 @@ class Controller:
         await self._on_preferred_elections()
         # Every live broker gets its partitions' states (a broker ignores those it already
         # has at that leader epoch) and the whole metadata.
-        await self._send_leader_and_isr(list(self.assignment_keys()), set(self.live))
-        await self._send_update_metadata(set(self.live))
+        self._send_leader_and_isr(list(self.assignment_keys()), set(self.live))
+        self._send_update_metadata(set(self.live))
 
     async def _read_live(self) -> dict[int, tuple[BrokerInfo, str]]:
         live = {}
@@ -169,6 +178,9 @@ class Controller:
     # ------------------------------------------------------------------ leadership
 
     def _live_ids(self) -> set[int]:
+        """The brokers that lead, follow and are sent LeaderAndIsr: not those shutting down
+        (Kafka's liveBrokerIds), which a LeaderAndIsr would make fetch again (see
+        _on_controlled_shutdown)."""
         return set(self.live) - self.shutting_down
 
     def _unclean(self, topic: str) -> bool:
@@ -272,6 +284,8 @@ class Controller:
             logger.info("controller: broker(s) %s left", sorted(gone))
         if came:
             logger.info("controller: broker(s) %s joined", sorted(came))
+        for broker_id in gone:
+            await self._senders.pop(broker_id).aclose()
         changed = []
         if gone:
             # A broker that re-registered (restarted before its old session expired) counts as
@@ -280,16 +294,18 @@ class Controller:
             self.live = {b: v for b, v in now_live.items() if b not in gone}
             changed += await self._on_brokers_failed(gone)
         self.live = now_live
+        for broker_id in came:
+            self._open_sender(broker_id)
         # Partitions the returning brokers can now lead, and everything they replicate.
         changed += await self._bring_online([k for k in self.assignment_keys()
                                              if self.states.get(k) is None
                                              or self.states[k].leader_isr.leader == NO_LEADER])
-        await self._send_update_metadata(set(self.live))
+        self._send_update_metadata(set(self.live))
         if came:
             theirs = [k for k in self.assignment_keys() if set(self.assignments[k[0]][k[1]]) & came]
-            await self._send_leader_and_isr(theirs, came)
+            self._send_leader_and_isr(theirs, came)
         if changed:
-            await self._send_leader_and_isr(changed, set(self.live) - came)
+            self._send_leader_and_isr(changed, self._live_ids() - came)
 
     async def _on_brokers_failed(self, dead: set[int]) -> list[tuple[str, int]]:
         changed = await self._bring_online([k for k, s in self.states.items() if s.leader_isr.leader in dead])
@@ -319,24 +335,23 @@ class Controller:
         if not new_keys:
             return
         changed = await self._bring_online(new_keys)
-        await self._send_leader_and_isr(new_keys, set(self.live))
-        await self._send_update_metadata(set(self.live), keys=changed or new_keys)
+        self._send_leader_and_isr(new_keys, self._live_ids())
+        self._send_update_metadata(set(self.live), keys=changed or new_keys)
 
     async def _on_deletions(self) -> None:
         for topic in await self.zk.topics_to_delete():
             assignment = self.assignments.pop(topic, None) or {}
             keys = [(topic, p) for p in sorted(assignment)]
             replicas_of = {k: self.assignments_of(assignment, k[1]) for k in keys}
-            async with trio.open_nursery() as nursery:
-                for broker_id in set(self.live):
-                    mine = [k for k in keys if broker_id in replicas_of[k]]
-                    if mine:
-                        nursery.start_soon(self._stop_replicas, broker_id, mine, True)
+            for broker_id in set(self.live):
+                mine = [k for k in keys if broker_id in replicas_of[k]]
+                if mine:
+                    self._stop_replicas(broker_id, mine, True)
             for key in keys:
                 self.states.pop(key, None)
             self.topic_configs.pop(topic, None)
             await self.zk.delete_topic_nodes(topic)
-            await self._send_update_metadata(set(self.live), deleted=keys)
+            self._send_update_metadata(set(self.live), deleted=keys)
             logger.info("controller: deleted topic %r", topic)
 
     @staticmethod
@@ -351,9 +366,9 @@ class Controller:
                 self.states[key] = PartitionState(*found)
         shrunk = await self._drop_unavailable_from_isrs(keys)
         if keys:
-            await self._send_update_metadata(set(self.live), keys=keys)
+            self._send_update_metadata(set(self.live), keys=keys)
         if shrunk:
-            await self._send_leader_and_isr(shrunk, set(self.live))
+            self._send_leader_and_isr(shrunk, self._live_ids())
 
     async def _drop_unavailable_from_isrs(self, keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """Take brokers that are shutting down or not registered out of these partitions' ISRs
@@ -375,19 +390,26 @@ class Controller:
         return [key for key in keys if await self._update_state(key, without_unavailable)]
 
     async def _on_controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
-        """Move ``broker_id``'s leaderships away and take it out of every ISR; answers the
-        replicated partitions it still leads (no other replica could take them).
+        """Move ``broker_id``'s leaderships away, stop its replicas and take it out of every
+        ISR; answers the replicated partitions it still leads (no other replica could take them).
 
         The moved partitions' new state goes to ``broker_id`` too, as Kafka 0.10.2's
         ControlledShutdownLeaderSelector sends it to every assigned replica live or shutting
         down: until it has stopped, the old leader is a follower that refuses produces, not a
-        leader acknowledging writes the new leader never gets."""
+        leader acknowledging writes the new leader never gets.
+
+        Then, as Kafka's shutdownBroker does for the partitions the broker follows, it is sent
+        StopReplica (its fetchers stop) before it leaves their ISRs. Unlike 0.10.2 this
+        includes the partitions just moved away from it: a stopping broker that fetched as
+        their follower would be taken back into the ISR by the new leader, which this
+        controller undoes (see _drop_unavailable_from_isrs) with a new epoch, and again, until
+        the broker is gone. Requests to it queue in order: demoted first, then stopped."""
         if broker_id not in self.live:
             raise ControllerError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not registered")
         self.shutting_down.add(broker_id)
         live = self._live_ids()
         moved = []
-        stop = []
+        followed = []
 
         def move_away(current: LeaderIsr, assigned: list[int]):
             if current.leader != broker_id:
@@ -401,19 +423,21 @@ class Controller:
 
         for key, state in list(self.states.items()):
             assigned = self.assignments[key[0]][key[1]]
-            if broker_id not in assigned:
+            # As Kafka, a partition with one replica is left alone: it cannot move.
+            if broker_id not in assigned or len(assigned) == 1:
                 continue
-            if state.leader_isr.leader == broker_id:
-                if len(assigned) > 1 and await self._update_state(key, lambda c, a=assigned: move_away(c, a)):
-                    moved.append(key)
-            elif await self._update_state(key, leave_isr):
-                stop.append(key)
+            if state.leader_isr.leader != broker_id:
+                followed.append(key)
+            elif await self._update_state(key, lambda c, a=assigned: move_away(c, a)):
+                moved.append(key)
         if moved:
-            await self._send_leader_and_isr(moved, live | {broker_id})
-        if stop:
-            await self._send_leader_and_isr(stop, live)
-            await self._stop_replicas(broker_id, stop, False)
-        await self._send_update_metadata(set(self.live))
+            self._send_leader_and_isr(moved, live | {broker_id})
+        if moved or followed:
+            self._stop_replicas(broker_id, moved + followed, False)
+        shrunk = [key for key in followed if await self._update_state(key, leave_isr)]
+        if shrunk:
+            self._send_leader_and_isr(shrunk, live)
+        self._send_update_metadata(set(self.live))
         # As Kafka, only replicated partitions count: one with a single replica cannot move.
         return [k for k, s in self.states.items()
                 if s.leader_isr.leader == broker_id and len(self.assignments[k[0]][k[1]]) > 1]
@@ -441,8 +465,8 @@ class Controller:
         if not await self._update_state(key, elect):
             return (ErrorCode.NONE if self.states[key].leader_isr.leader == assigned[0]
                     else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
-        await self._send_leader_and_isr([key], set(self.live))
-        await self._send_update_metadata(set(self.live), keys=[key])
+        self._send_leader_and_isr([key], self._live_ids())
+        self._send_update_metadata(set(self.live), keys=[key])
         return ErrorCode.NONE
 
     async def _on_preferred_elections(self) -> dict[tuple[str, int], ErrorCode]:
@@ -459,21 +483,15 @@ class Controller:
 
     # ------------------------------------------------------------------ requests to brokers
 
-    def _channel(self, broker_id: int) -> BrokerChannel | None:
-        entry = self.live.get(broker_id)
-        if entry is None:
-            return None
-        host, port = dial_address(broker_id, *entry[0].address(self.settings.inter_broker_listener),
+    def _open_sender(self, broker_id: int) -> None:
+        """Start delivering to ``broker_id``'s registration in ``live``, at its address."""
+        assert self._nursery is not None
+        host, port = dial_address(broker_id, *self.live[broker_id][0].address(self.settings.inter_broker_listener),
                                   self.settings.dial)
-        channel = self._channels.get(broker_id)
-        if channel is None:
-            channel = BrokerChannel(host, port, client_id=f"controller-{self.node_id}",
-                                    timeout_s=self.settings.socket_timeout_ms / 1000,
-                                    security=self.settings.security, dialer=self.settings.dialer)
-            self._channels[broker_id] = channel
-        else:
-            channel.retarget(host, port)
-        return channel
+        channel = BrokerChannel(host, port, client_id=f"controller-{self.node_id}",
+                                timeout_s=self.settings.socket_timeout_ms / 1000,
+                                security=self.settings.security, dialer=self.settings.dialer)
+        self._senders[broker_id] = BrokerSender(broker_id, channel, self._nursery)
 
     def _partition_state_entry(self, key: tuple[str, int], leader: int | None = None) -> dict:
         state = self.states[key]
@@ -491,51 +509,43 @@ class Controller:
                                for name, (host, port) in info.endpoints.items()]}
                 for b, (info, _) in sorted(self.live.items())]
 
-    async def _send_leader_and_isr(self, keys: list[tuple[str, int]], brokers: set[int]) -> None:
-        async with trio.open_nursery() as nursery:
-            for broker_id in brokers:
-                mine = [k for k in keys if k in self.states and broker_id in self.assignments[k[0]][k[1]]]
-                if not mine:
-                    continue
-                leaders = {self.states[k].leader_isr.leader for k in mine}
-                body = {"controller_id": self.node_id, "controller_epoch": self.epoch,
-                        "ungrouped_partition_states": [self._partition_state_entry(k) for k in mine],
-                        "live_leaders": [{"broker_id": b, "host_name": address[0], "port": address[1]}
-                                         for b in sorted(leaders) if b in self.live
-                                         for address in [self.live[b][0].address(self.settings.inter_broker_listener)]]}
-                nursery.start_soon(self._send, broker_id, ApiKey.LEADER_AND_ISR, 0, body)
+    def _send_leader_and_isr(self, keys: list[tuple[str, int]], brokers: set[int]) -> None:
+        for broker_id in brokers:
+            mine = [k for k in keys if k in self.states and broker_id in self.assignments[k[0]][k[1]]]
+            if not mine:
+                continue
+            leaders = {self.states[k].leader_isr.leader for k in mine}
+            body = {"controller_id": self.node_id, "controller_epoch": self.epoch,
+                    "ungrouped_partition_states": [self._partition_state_entry(k) for k in mine],
+                    "live_leaders": [{"broker_id": b, "host_name": address[0], "port": address[1]}
+                                     for b in sorted(leaders) if b in self.live
+                                     for address in [self.live[b][0].address(self.settings.inter_broker_listener)]]}
+            self._send(broker_id, ApiKey.LEADER_AND_ISR, 0, body)
 
-    async def _send_update_metadata(self, brokers: set[int], *, keys: list[tuple[str, int]] | None = None,
-                                    deleted: list[tuple[str, int]] = ()) -> None:
+    def _send_update_metadata(self, brokers: set[int], *, keys: list[tuple[str, int]] | None = None,
+                              deleted: list[tuple[str, int]] = ()) -> None:
         keys = list(self.states) if keys is None else [k for k in keys if k in self.states]
         states = [self._partition_state_entry(k) for k in keys]
         states += [{"topic_name": t, "partition_index": p, "controller_epoch": self.epoch, "leader": LEADER_DURING_DELETE,
                     "leader_epoch": 0, "isr": [], "zk_version": 0, "replicas": []} for t, p in deleted]
         body = {"controller_id": self.node_id, "controller_epoch": self.epoch,
                 "ungrouped_partition_states": states, "live_brokers": self._live_broker_entries()}
-        async with trio.open_nursery() as nursery:
-            for broker_id in brokers:
-                nursery.start_soon(self._send, broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, body)
+        for broker_id in brokers:
+            self._send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, body)
 
-    async def _stop_replicas(self, broker_id: int, keys: list[tuple[str, int]], delete: bool) -> None:
+    def _stop_replicas(self, broker_id: int, keys: list[tuple[str, int]], delete: bool) -> None:
         body = {"controller_id": self.node_id, "controller_epoch": self.epoch, "delete_partitions": delete,
                 "ungrouped_partitions": [{"topic_name": t, "partition_index": p} for t, p in keys]}
-        await self._send(broker_id, ApiKey.STOP_REPLICA, 0, body)
+        self._send(broker_id, ApiKey.STOP_REPLICA, 0, body)
 
-    async def _send(self, broker_id: int, api_key: ApiKey, version: int, body: dict) -> None:
-        channel = self._channel(broker_id)
-        if channel is None:
+    def _send(self, broker_id: int, api_key: ApiKey, version: int, body: dict) -> None:
+        sender = self._senders.get(broker_id)
+        if sender is None:
+            # Not registered: a broker that registers gets its whole state then (Kafka's
+            # sendRequest drops it too).
+            logger.info("controller: not sending %s to broker %d: it is not registered", api_key.name, broker_id)
             return
-        try:
-            response = await channel.request(api_key, version, body)
-        except ChannelError as exc:
-            # The broker is dead or unreachable: its ZooKeeper node will vanish (a broker
-            # change event follows) or it gets everything again when it re-registers.
-            logger.warning("controller: %s to broker %d failed: %s", api_key.name, broker_id, exc)
-            return
-        if response.error_code:
-            logger.warning("controller: broker %d answered %s with %s", broker_id, api_key.name,
-                           ErrorCode(response.error_code).name)
+        sender.send(api_key, version, body)
 
 
 class ControllerError(Exception):

@@ -299,8 +299,8 @@ class MinikafkaCluster:
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      timeout: float = 60.0, **configs: str) -> None:
         """CreateTopics on the controller, then wait until every partition has a leader and
-        a full ISR in the controller's metadata. ``configs`` are topic configs with ``_`` for
-        ``.`` (``min_insync_replicas="2"``)."""
+        a full ISR in the controller's metadata, and every running broker knows its leaders.
+        ``configs`` are topic configs with ``_`` for ``.`` (``min_insync_replicas="2"``)."""
         from minikafka.protocol.apis import ApiKey
         from minikafka.protocol.errors import ErrorCode
 
@@ -318,6 +318,14 @@ class MinikafkaCluster:
                 raise ControlError(f"CreateTopics {name}: {ErrorCode(code).name}")
             time.sleep(0.1)
         self.wait_for_full_isr([name], timeout=timeout)
+        # The controller delivers to each broker on its own (its own metadata may come first),
+        # and a test may ask any broker next.
+        for broker_id in self._registered():
+            broker = self.broker(broker_id)
+            if broker.running and not broker.paused:
+                self.wait_until(lambda m: all(_leader_in(m, name, p) not in (None, -1) for p in range(partitions)),
+                                f"{name} led as broker {broker_id} sees it", max(deadline - time.monotonic(), 1.0),
+                                via=broker)
 
     def wait_for_full_isr(self, topics: list[str] | None = None, timeout: float | None = None):
         """Wait until every partition (of ``topics``, default all) has a leader and every

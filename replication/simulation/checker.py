@@ -8,6 +8,9 @@ During the run:
 * a broker that ZooKeeper no longer names as leader stops accepting writes within
   ``ZOMBIE_BOUND_S``, unless a fault touched it (it cannot be told: Kafka 0.10.2 then keeps a
   zombie leader too);
+* a broker whose controlled shutdown the controller handled is sent no LeaderAndIsr of a newer
+  leader epoch by that controller: it was demoted and stopped, and made to follow again it fetches,
+  rejoins the ISR and is taken out again in a new epoch, in a loop until it exits;
 * ``LIVENESS_BOUND_S`` after the faults heal, with the crashed brokers still down, a partition
   with a live ISR member is led by a live broker that knows it.
 
@@ -58,6 +61,9 @@ class Checker:
         self.epoch_writers: dict[tuple[int, int], set[int]] = defaultdict(set)
         # node -> list of (start, end) of faults that touched it; "*" for everyone's.
         self.disturbed: dict[object, list[tuple[float, float]]] = defaultdict(list)
+        # broker id -> (its incarnation, the controller epoch, each partition's leader epoch)
+        # when its controlled shutdown was answered.
+        self.stopping: dict[int, tuple[int, int, dict[int, int]]] = {}
         self._reported: set[tuple] = set()
 
     def violation(self, key: tuple, message: str) -> None:
@@ -97,9 +103,18 @@ class Checker:
 
     def shutdown_answered(self, broker, done: bool) -> None:
         self.sim.trace("broker", f"{broker.name} controlled shutdown {'complete' if done else 'incomplete'}")
+        # Only a controller that handled the request knows: one the request never reached
+        # (a cut link) rightly goes on telling the broker what it follows.
+        controller = next((b.broker.cluster.controller for b in self.sim.brokers.values()
+                           if b.alive and b.broker.cluster.controller is not None), None)
+        if controller is not None and broker.node_id in controller.shutting_down:
+            self.stopping[broker.node_id] = (broker.incarnation, controller.epoch,
+                                             {p: states[-1].epoch for p, states in self.states.items()})
 
     def answered(self, broker, request, body) -> None:
         """A broker's answer, as it leaves: successful writes are checked against ZooKeeper."""
+        if request.api_key == ApiKey.LEADER_AND_ISR:
+            self._check_stopping_follows(broker, request.body)
         if request.api_key != ApiKey.PRODUCE:
             return
         now = trio.current_time()
@@ -119,6 +134,17 @@ class Checker:
                     self.violation(("epoch", partition, replica.leader_epoch),
                                    f"p{partition} epoch {replica.leader_epoch}: brokers {sorted(writers)} both accepted writes")
                 self._check_zombie(broker.node_id, partition, now)
+
+    def _check_stopping_follows(self, broker, request) -> None:
+        incarnation, controller_epoch, epochs = self.stopping.get(broker.node_id, (None, None, {}))
+        if incarnation != broker.incarnation or request.controller_epoch != controller_epoch:
+            return
+        for state in request.ungrouped_partition_states:
+            if state.leader_epoch > epochs.get(state.partition_index, state.leader_epoch):
+                self.violation(("stopping-follows", broker.node_id, state.partition_index),
+                               f"p{state.partition_index}: {broker.name}, its controlled shutdown answered at "
+                               f"epoch {epochs[state.partition_index]}, is sent LeaderAndIsr of epoch "
+                               f"{state.leader_epoch} (leader {state.leader})")
 
     def _check_zombie(self, node_id: int, partition: int, now: float) -> None:
         states = self.states[partition]

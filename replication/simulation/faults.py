@@ -85,7 +85,8 @@ class Faults:
                 self._disturb([broker_id], seconds + 1)
             # Stopping and starting are not cut short by the end of the faults: the harness
             # restarts what is down then, and a half-stopped broker still holds its log dir.
-            with trio.CancelScope(shield=True):
+            # The run's settle bound does cut them short: a broker never ready again is its finding.
+            with trio.CancelScope(shield=True, deadline=self.sim.settle_deadline):
                 if how == "controlled shutdown of":
                     await broker.controlled_stop()
                     self._disturb([broker_id], seconds + 1)
@@ -93,7 +94,7 @@ class Faults:
                     await broker.crash(lose_unflushed=how == "power loss of")
             self.failovers += 1
             await trio.sleep(seconds)
-            with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True, deadline=self.sim.settle_deadline):
                 await self.sim.start_broker(broker_id)
         finally:
             self.down.discard(broker_id)
@@ -188,8 +189,13 @@ class Faults:
         self.sim.trace("fault", f"{what} {a}->{b} for {seconds:.2f} s")
         self._disturb([a, b], seconds + 1)
         apply()
-        await trio.sleep(seconds)
-        undo()
+        try:
+            await trio.sleep(seconds)
+        finally:
+            # Undone when the faults end too: a broker a fault is restarting (not cut short)
+            # may be ready only once the controller reaches it over this link, and the
+            # network heals only after that.
+            undo()
 
     async def delay(self) -> None:
         a, b = self._pair()

@@ -58,6 +58,7 @@ class Simulation:
         self.checker = Checker(self)
         self.faults = Faults(self)
         self.brokers: dict[int, SimBroker] = {}
+        self.settle_deadline = float("inf")  # main's bound, which faults under way respect too
 
     def trace(self, kind: str, message: str) -> None:
         line = f"{trio.current_time():10.4f} {kind:8} {message}"
@@ -72,6 +73,7 @@ class Simulation:
         # A run whose cluster never settles (a broker never ready again, a fault that never
         # ends) is a finding, not a hang: it stops at this bound, in virtual time, and says so.
         with trio.move_on_after(self.duration_s + SETTLE_BOUND_S) as bound:
+            self.settle_deadline = bound.deadline
             await self._main()
         if bound.cancelled_caught:
             self.checker.violation(("settle",), f"the run had not settled {self.duration_s + SETTLE_BOUND_S:g} "

@@ -45,3 +45,36 @@ def test_a_seed_replays_exactly():
 def test_ci_seeds_find_no_violation():
     result = simulate("--first", str(CI_FIRST_SEED), "--seeds", str(CI_SEEDS))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.timeout(120)  # ~5 s of CPU once it settles; before the fix it never did
+@pytest.mark.parametrize("seed", [6, 18])
+def test_a_broker_restarted_while_the_controller_cannot_reach_it_is_told_once_it_can(seed):
+    """Seed 18 restarts broker 3 while the controller's link to it is cut: its first
+    UpdateMetadata and LeaderAndIsr fail. Dropped, they left it waiting for metadata (never
+    ready, so the run never settled); the controller retries them until the broker takes it.
+    Seed 6 restarts a broker as the faults end, with such a cut in place: the cut has to be
+    undone then, not only after the restart, which waits for the controller's metadata."""
+    result = simulate("--seed", str(seed))
+    assert "had not settled" not in result.stdout, result.stdout
+    digest(result.stdout)
+
+
+@pytest.mark.timeout(120)
+def test_a_broker_in_controlled_shutdown_is_not_made_to_follow_again():
+    """Seed 0 stops broker 2, a follower of every partition, while the controller's requests
+    to it are delivered in the background: made to follow again by the controller's LeaderAndIsr
+    that took it out of an ISR it had rejoined, it fetched, rejoined, and so on until it exited."""
+    result = simulate("--seed", "0")
+    assert "its controlled shutdown answered" not in result.stdout, result.stdout
+    digest(result.stdout)
+
+
+@pytest.mark.timeout(120)
+def test_a_controller_that_loses_zookeeper_gives_up_control_and_the_broker_runs_on():
+    """Seed 28 cuts the controller off from ZooKeeper during a controlled shutdown: the
+    ZooKeeperError must reach the broker's handler, which gives up /controller, not come out
+    of the controller's nursery as an ExceptionGroup that brought the whole broker down."""
+    result = simulate("--seed", "28")
+    assert "Traceback" not in result.stderr, result.stderr
+    digest(result.stdout)
