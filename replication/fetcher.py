@@ -276,7 +276,7 @@ class ReplicaFetcher:
         confirmed, errors = set(), {}
         if to_confirm:
             answers, errors = await self._ask_epochs(to_confirm)
-            self._failed_round = self._failed_round or bool(errors)
+            self._failed_round = bool(errors)
             confirmed = {key for key, ends in answers.items() if fetched_in_known_epochs(ends[epochs[key] + 1])}
         for replica, entry in answered:
             key = (replica.topic, replica.partition)
