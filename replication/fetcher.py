@@ -5,6 +5,13 @@ epochs, answered by the leader; ``truncation`` decides the point from the answer
 fetches from its log end with ``replica_id`` = this broker's id and appends the leader's
 message sets as they are: the leader's offsets, timestamps and compression
 (``Log.append_as_follower``). The leader's high watermark comes back with every answer.
+
+An answer that would change the log or the high watermark is applied only after a second
+request, OffsetForLeaderEpoch for the epoch above the follower's, says the leader is still in
+the follower's epoch (``truncation.fetched_in_known_epochs``). Kafka puts the follower's epoch
+in the Fetch request instead (KIP-320, Fetch v9); this broker's Fetch stops at v4, and the
+versions in between (sessions, log start offsets) would be offered to every client too. The
+cost is one round trip per answer that carries something.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from minikafka.replication.truncation import (
     epochs_to_query,
     epochs_to_query_below,
     epochs_to_record,
+    fetched_in_known_epochs,
     leader_epochs_from_answers,
     truncation_offset_from_answers,
 )
@@ -251,14 +259,36 @@ class ReplicaFetcher:
         body = {"replica_id": self.node_id, "max_wait_ms": self.settings.wait_max_ms,
                 "min_bytes": self.settings.min_bytes, "max_bytes": self.settings.response_max_bytes,
                 "topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
+        epochs = {key: replica.leader_epoch for key, replica in requested.items()}
         response = await self.channel.request(ApiKey.FETCH, FETCH_VERSION, body)
+        answered = []
         for topic in response.responses:
             for entry in topic.partitions:
                 key = (topic.topic, entry.partition_index)
                 replica = requested.get(key)
-                if replica is None or self.partitions.get(key) is not replica:
-                    continue
+                if replica is not None and self.partitions.get(key) is replica:
+                    answered.append((replica, entry))
+        # Only what would change the log or the high watermark needs the leader's word that it
+        # is still in our epoch (truncation.fetched_in_known_epochs); errors are handled as
+        # they come.
+        to_confirm = {(r.topic, r.partition): [epochs[(r.topic, r.partition)] + 1] for r, entry in answered
+                      if not entry.error_code and (entry.records or entry.high_watermark > r.log.high_watermark)}
+        confirmed, errors = set(), {}
+        if to_confirm:
+            answers, errors = await self._ask_epochs(to_confirm)
+            self._failed_round = bool(errors)
+            confirmed = {key for key, ends in answers.items() if fetched_in_known_epochs(ends[epochs[key] + 1])}
+        for replica, entry in answered:
+            key = (replica.topic, replica.partition)
+            if self.partitions.get(key) is not replica:
+                continue
+            if key not in to_confirm or key in confirmed:
                 await self._apply(replica, entry)
+            elif key not in errors and replica.leader_epoch == epochs[key]:
+                logger.info("%s-%d: leader %d has moved past epoch %d: the fetched answer is dropped and "
+                            "fetching waits for the new LeaderAndIsr", replica.topic, replica.partition,
+                            self.leader_id, replica.leader_epoch)
+                self.remove(replica.topic, replica.partition)
         if self._failed_round:
             await trio.sleep(self.settings.backoff_ms / 1000)
 

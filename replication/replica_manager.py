@@ -206,8 +206,9 @@ class ReplicaManager:
 
     def _make_follower(self, state, log: Log, old: Replica | None, leader: BrokerEndpoint | None) -> None:
         following = old.leader_id if old is not None and old.role == FOLLOWER else None
-        if not truncates_on_leader_and_isr(following, state.leader):
-            # A new epoch of the leader this replica follows: its log is still a prefix of the
+        following_epoch = old.leader_epoch if old is not None else -1
+        if not truncates_on_leader_and_isr(following, following_epoch, state.leader, state.leader_epoch):
+            # The next epoch of the leader this replica follows: its log is still a prefix of the
             # leader's, so it keeps it and its fetcher (Kafka's makeFollower returns false for an
             # unchanged leader, and makeFollowers then neither truncates nor restarts the
             # fetcher). Only the start of the new epoch is to learn, from the leader.
@@ -215,7 +216,9 @@ class ReplicaManager:
             old.assigned = list(state.replicas)
             old.needs_epochs = True
             if self.fetchers is not None and leader is not None:
-                self.fetchers.add(old, leader)  # no-op if it is fetching already
+                # Back in its fetcher if the leader's new epoch had fenced it out; a no-op if
+                # it is fetching.
+                self.fetchers.add(old, leader)
             old.signal()
             logger.info("%s-%d: still following broker %d, now at epoch %d", state.topic, state.partition,
                         state.leader, state.leader_epoch)

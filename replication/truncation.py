@@ -28,6 +28,20 @@ started at 0 and replaced it). A leader whose history really starts later (its c
 emptied, or retention moved its first epoch) then seems to share epoch 0 with the follower,
 which keeps its epoch-0 messages up to where the leader's first known epoch starts: what
 Kafka since KIP-279 does for any epoch below a leader's first (it answers that epoch's start).
+
+All of this is exact only while a follower's cache describes its log: it must never hold a
+message of an epoch whose start it has not recorded. Kafka since 0.11 reads the epoch off each
+batch; a magic 0/1 set carries none, and a Fetch v3 answer does not say which epoch the leader
+is in. So a follower could fetch what its leader wrote in a new epoch of its own before the
+follower's LeaderAndIsr for that epoch came (in a controlled shutdown it never comes), and if
+it restarted before learning the epoch it truncated to where the old epoch ends at the leader,
+below messages it holds identically, below its high watermark. A follower therefore applies a
+Fetch answer only once the leader has said, after that answer, that it is still in the
+follower's epoch (``fetched_in_known_epochs``): Kafka's fencing of Fetch by leader epoch
+(KIP-320, Fetch v9), done with the OffsetForLeaderEpoch v0 this broker speaks. Clamping the
+point at the follower's high watermark instead would not be safe: a follower that missed a
+leader change takes a high watermark that covers messages only its old leader had, and after
+a power loss of every in-sync replica committed messages are gone from the new leader.
 """
 
 from __future__ import annotations
@@ -40,20 +54,33 @@ from minikafka.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
 EpochEntries = Sequence[tuple[int, int]]  # [(epoch, start_offset), ...] in increasing order
 
 
-def truncates_on_leader_and_isr(following: int | None, leader: int) -> bool:
-    """Whether a LeaderAndIsr that makes this broker a follower of ``leader`` sends it through
-    truncation again; ``following`` is the leader it follows now (None: it led, or had no
-    replica).
+def truncates_on_leader_and_isr(following: int | None, following_epoch: int, leader: int, leader_epoch: int) -> bool:
+    """Whether a LeaderAndIsr that makes this broker a follower of ``leader`` at ``leader_epoch``
+    sends it through truncation again; ``following`` is the leader it follows now at
+    ``following_epoch`` (None: it led, or had no replica).
 
-    Only a new leader can hold a history this replica's log diverges from. A new epoch of the
-    leader it already follows (an ISR change) cannot: the log was truncated against that
+    Only a new leader can hold a history this replica's log diverges from. The next epoch of
+    the leader it already follows (an ISR change) cannot: the log was truncated against that
     leader and has only appended what it fetched from it since, a prefix of the leader's log.
-    Truncating again would be wrong, not merely wasted: the follower may already hold
-    records the leader wrote under the new epoch, which its epoch cache does not know of yet,
-    so the shared epoch would seem to end at the new epoch's start, below records it holds
-    identically, possibly acknowledged. Kafka's Partition.makeFollower returns false for an
-    unchanged leader, and ReplicaManager.makeFollowers then does not truncate."""
-    return following != leader
+    Kafka's Partition.makeFollower returns false then, and ReplicaManager.makeFollowers does
+    not truncate (defect 1 of issue 23 was truncating anyway). An epoch that skips one is a
+    LeaderAndIsr this broker never got (lost, or sent while it was stopped): another broker may
+    have led in between, and the leader it follows may have truncated its own log below ours
+    meanwhile, so it truncates (Kafka 2.1, KAFKA-7164)."""
+    return following != leader or leader_epoch > following_epoch + 1
+
+
+def fetched_in_known_epochs(end_offset_above: int) -> bool:
+    """Whether a Fetch answer may be applied: ``end_offset_above`` is the leader's
+    OffsetForLeaderEpoch answer for the epoch just above the follower's, asked after the Fetch
+    answer came. -1 says the leader has no later epoch (it answers -1 only above its latest,
+    and as leader its latest is the epoch it leads in, which never goes down), so it was in the
+    follower's epoch when it read the answer: every message in it is of an epoch the follower
+    has recorded, or will as its log end reaches the start. Anything else: the leader has moved
+    on, and the answer may hold messages of an epoch the follower does not know, or come from a
+    log the leader truncated since (it followed another broker in between); the follower waits
+    for its LeaderAndIsr, as Kafka's does on FENCED_LEADER_EPOCH."""
+    return end_offset_above == UNDEFINED_EPOCH_OFFSET
 
 
 def epochs_to_query(local_entries: EpochEntries, leader_epoch: int) -> list[int]:
