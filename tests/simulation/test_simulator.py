@@ -34,13 +34,6 @@ def test_a_seed_replays_exactly():
     assert digest(first.stdout) == digest(second.stdout)
 
 
-@pytest.mark.xfail(reason="issue 23's defects 1, 2, 3, 5 and the controlled shutdown's .id slip are "
-                          "fixed; two findings remain in seeds 0-19: a restarted follower of a magic 0/1 "
-                          "log truncating below its high watermark (its batches carry no epochs: seeds "
-                          "13, 17; needs issue 25's v2 batches), and the controller not resending a "
-                          "LeaderAndIsr/UpdateMetadata it failed to deliver, so a restarted broker may "
-                          "never be ready (seed 1 does not settle). Drop this mark once both are fixed.",
-                   strict=False)
 @pytest.mark.timeout(150)  # 20 seeds take ~80 s; a run that never settles must not hold CI longer
 def test_ci_seeds_find_no_violation():
     result = simulate("--first", str(CI_FIRST_SEED), "--seeds", str(CI_SEEDS))
