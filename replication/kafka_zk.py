@@ -637,9 +637,21 @@ class KafkaZk:
     async def update_partition_state(self, topic: str, partition: int, state: LeaderIsr,
                                      expected_version: int) -> int:
         """Conditional write (ReplicationUtils.updateLeaderAndIsr); the new ZooKeeper version.
-        BadVersion if someone wrote since ``expected_version``, NoNode if there is no state."""
-        return await self.zk.set(partition_state_path(topic, partition), encode_leader_isr(state),
-                                 expected_version)
+        BadVersion if someone wrote since ``expected_version``, NoNode if there is no state.
+
+        A node that already holds exactly ``state`` is this writer's own earlier write, applied
+        though its answer never came (the request timed out, or its caller was cancelled while
+        ZooKeeper applied it): its current version is returned, as Kafka's
+        checkLeaderAndIsrZkData does. Refused instead, a leader would keep a version that is no
+        longer ZooKeeper's and fail every later ISR change (KAFKA-2729)."""
+        path = partition_state_path(topic, partition)
+        try:
+            return await self.zk.set(path, encode_leader_isr(state), expected_version)
+        except BadVersion:
+            found = await self.zk.get(path)
+            if found is not None and decode_leader_isr(topic, partition, found[0]) == state:
+                return found[1]
+            raise
 
     # -- topic deletion -----------------------------------------------------------------------
 

@@ -357,32 +357,38 @@ class ReplicaManager:
         state = replica.leader_state
         assert state is not None
         async with self._isr_writes:
-            if self.replicas.get((replica.topic, replica.partition)) is not replica:
-                return
-            new = LeaderIsr(leader=self.node_id, leader_epoch=state.leader_epoch, isr=list(isr),
-                            controller_epoch=self.controller_epoch)
-            try:
-                version = await self.zk.update_partition_state(replica.topic, replica.partition, new,
-                                                               state.zk_version)
-            except BadVersion:
-                logger.info("%s-%d: ISR %s not written: the partition state changed in ZooKeeper",
-                            replica.topic, replica.partition, isr)
-                return
-            except ZooKeeperError as exc:
-                logger.warning("%s-%d: ISR %s not written: %s", replica.topic, replica.partition, isr, exc)
-                return
-            old_isr = list(state.isr)
-            self._set_high_watermark(replica, state.isr_written(list(isr), version))
-            logger.info("%s-%d: ISR %s %s to %s", replica.topic, replica.partition, old_isr,
-                        "expanded" if why == "expand" else "shrunk", list(isr))
-            info = self.metadata.partition(replica.topic, replica.partition)
-            if info is not None:
-                self.metadata.update_partition(replica.topic, replica.partition, PartitionInfo(
-                    info.leader, info.leader_epoch, tuple(isr), info.replicas, version, info.controller_epoch))
-            try:
-                await self.zk.notify_isr_change([(replica.topic, replica.partition)])
-            except ZooKeeperError as exc:
-                logger.warning("ISR change notification not written: %s", exc)
+            # Shielded: an expansion runs inside a follower's Fetch, whose connection closes
+            # when that follower stops. A cancel between ZooKeeper applying the write and this
+            # state recording its version left the leader with a stale version, every later
+            # ISR change refused (a restarted follower never back in the ISR). Each ZooKeeper
+            # request is bounded by its own timeout.
+            with trio.CancelScope(shield=True):
+                if self.replicas.get((replica.topic, replica.partition)) is not replica:
+                    return
+                new = LeaderIsr(leader=self.node_id, leader_epoch=state.leader_epoch, isr=list(isr),
+                                controller_epoch=self.controller_epoch)
+                try:
+                    version = await self.zk.update_partition_state(replica.topic, replica.partition, new,
+                                                                   state.zk_version)
+                except BadVersion:
+                    logger.info("%s-%d: ISR %s not written: the partition state changed in ZooKeeper",
+                                replica.topic, replica.partition, isr)
+                    return
+                except ZooKeeperError as exc:
+                    logger.warning("%s-%d: ISR %s not written: %s", replica.topic, replica.partition, isr, exc)
+                    return
+                old_isr = list(state.isr)
+                self._set_high_watermark(replica, state.isr_written(list(isr), version))
+                logger.info("%s-%d: ISR %s %s to %s", replica.topic, replica.partition, old_isr,
+                            "expanded" if why == "expand" else "shrunk", list(isr))
+                info = self.metadata.partition(replica.topic, replica.partition)
+                if info is not None:
+                    self.metadata.update_partition(replica.topic, replica.partition, PartitionInfo(
+                        info.leader, info.leader_epoch, tuple(isr), info.replicas, version, info.controller_epoch))
+                try:
+                    await self.zk.notify_isr_change([(replica.topic, replica.partition)])
+                except ZooKeeperError as exc:
+                    logger.warning("ISR change notification not written: %s", exc)
 
     # ------------------------------------------------------------------ follower side
 
