@@ -32,6 +32,10 @@ def test_a_seed_replays_exactly():
     first = simulate("--seed", "7", "--duration", "12")
     second = simulate("--seed", "7", "--duration", "12")
     assert digest(first.stdout) == digest(second.stdout)
+    # the consumer groups' rebalances, commits and offset fetches are part of what replays
+    groups = re.search(r"^groups: .*?(\d+) commits acknowledged.*?(\d+) generations synced.*?(\d+) offset fetches",
+                       first.stdout, re.MULTILINE)
+    assert groups and all(int(count) > 0 for count in groups.groups()), first.stdout
 
 
 @pytest.mark.xfail(reason="issue 23's defects 1, 2, 3, 5 and the controlled shutdown's .id slip are "
