@@ -86,7 +86,7 @@ class Faults:
                 self._disturb([broker_id], seconds + 1)
             # Stopping and starting are not cut short by the end of the faults: the harness
             # restarts what is down then, and a half-stopped broker still holds its log dir.
-            with trio.CancelScope(shield=True):
+            with self.sim.shielded():
                 if how == "controlled shutdown of":
                     await broker.controlled_stop()
                     self._disturb([broker_id], seconds + 1)
@@ -94,7 +94,7 @@ class Faults:
                     await broker.crash(lose_unflushed=how == "power loss of")
             self.failovers += 1
             await trio.sleep(seconds)
-            with trio.CancelScope(shield=True):
+            with self.sim.shielded():
                 await self.sim.start_broker(broker_id)
         finally:
             self.down.discard(broker_id)

@@ -62,6 +62,7 @@ class Simulation:
         self.checker = Checker(self)
         self.faults = Faults(self)
         self.brokers: dict[int, SimBroker] = {}
+        self._shields: list[trio.CancelScope] = []
 
     def trace(self, kind: str, message: str) -> None:
         line = f"{trio.current_time():10.4f} {kind:8} {message}"
@@ -75,12 +76,31 @@ class Simulation:
     async def main(self) -> None:
         # A run whose cluster never settles (a broker never ready again, a fault that never
         # ends) is a finding, not a hang: it stops at this bound, in virtual time, and says so.
-        with trio.move_on_after(self.duration_s + SETTLE_BOUND_S) as bound:
-            await self._main()
+        async with trio.open_nursery() as guard:
+            guard.start_soon(self._lift_shields_at, self.duration_s + SETTLE_BOUND_S)
+            with trio.move_on_after(self.duration_s + SETTLE_BOUND_S) as bound:
+                await self._main()
+            guard.cancel_scope.cancel()
         if bound.cancelled_caught:
             self.checker.violation(("settle",), f"the run had not settled {self.duration_s + SETTLE_BOUND_S:g} "
                                                 "virtual s after it began (a broker never ready again?)")
             self.finished_at = trio.current_time()
+
+    @contextlib.contextmanager
+    def shielded(self):
+        """A shield from the end of the faults, but not from the run's bound: a broker start
+        that never completes (it never becomes ready) must not keep the run going forever."""
+        with trio.CancelScope(shield=True) as scope:
+            self._shields.append(scope)
+            try:
+                yield
+            finally:
+                self._shields.remove(scope)
+
+    async def _lift_shields_at(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+        for scope in self._shields:
+            scope.shield = False
 
     async def _main(self) -> None:
         async with trio.open_nursery() as nursery:
