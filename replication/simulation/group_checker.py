@@ -104,7 +104,8 @@ class GroupChecker:
     def commit_answered(self, commit: Commit, errors: dict[int, int], broker: int) -> None:
         commit.answered_at = trio.current_time()
         commit.errors, commit.broker = errors, broker
-        commit.counted = self._from_coordinator(commit.group, broker)
+        # An error answer (NOT_COORDINATOR above all) is not a coordinator's.
+        commit.counted = ErrorCode.NONE in errors.values() and self._from_coordinator(commit.group, broker)
         self.figures["commits acknowledged"] += any(commit.acknowledged(p) for p in commit.values)
         if commit.retention_ms == -1 and commit.acknowledged(0):
             self.anchored_at.setdefault(commit.group, commit.answered_at)
