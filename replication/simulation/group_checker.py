@@ -18,9 +18,10 @@ generation checks start at a group's first acknowledged commit of it ("anchored"
 
 Answers from a broker that ZooKeeper no longer names leader of the group's
 ``__consumer_offsets`` partition are a deposed coordinator's; as for produce (``Checker``),
-that is a violation only when no fault kept it from being told within ``ZOMBIE_BOUND_S``, and
-such answers are not held to the checks above (Kafka 0.10.2's deposed coordinator answers
-from its stale state too).
+that is a violation only when no fault kept it from being told within ``ZOMBIE_BOUND_S``. Its
+reads (OffsetFetch, JoinGroup, Heartbeat) are not held to the checks above (Kafka 0.10.2's
+deposed coordinator answers from its stale state too); its acknowledged commits and SyncGroup
+assignments are, since both waited for the high watermark.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Commit:
     answered_at: float | None = None
     errors: dict[int, int] = field(default_factory=dict)
     broker: int | None = None
-    counted: bool = False  # answered by the coordinator ZooKeeper names
+    counted: bool = False  # answered NONE for some partition
 
     def acknowledged(self, partition: int) -> bool:
         return self.counted and self.errors.get(partition) == ErrorCode.NONE
@@ -104,8 +105,12 @@ class GroupChecker:
     def commit_answered(self, commit: Commit, errors: dict[int, int], broker: int) -> None:
         commit.answered_at = trio.current_time()
         commit.errors, commit.broker = errors, broker
-        # An error answer (NOT_COORDINATOR above all) is not a coordinator's.
-        commit.counted = ErrorCode.NONE in errors.values() and self._from_coordinator(commit.group, broker)
+        # An acknowledged commit waited for the high watermark: it counts whoever answered
+        # (as an acknowledged acks=all produce does). An error answer (NOT_COORDINATOR above
+        # all) is not a coordinator's.
+        commit.counted = ErrorCode.NONE in errors.values()
+        if commit.counted:
+            self._from_coordinator(commit.group, broker)
         self.figures["commits acknowledged"] += any(commit.acknowledged(p) for p in commit.values)
         if commit.retention_ms == -1 and commit.acknowledged(0):
             self.anchored_at.setdefault(commit.group, commit.answered_at)
@@ -156,8 +161,9 @@ class GroupChecker:
 
     def synced(self, group: str, generation: int, member: str, owned: list[int], broker: int,
                sent_at: float) -> None:
-        if not self.generation_seen(group, generation, broker, sent_at, "SyncGroup"):
-            return
+        # A SyncGroup answer waited for the group metadata to reach the high watermark: its
+        # assignment counts whoever answered.
+        self.generation_seen(group, generation, broker, sent_at, "SyncGroup")
         anchored = self.anchored_at.get(group)
         if anchored is None or sent_at < anchored:
             return
