@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+from collections import Counter
 
 REPLAY = "PYTHONHASHSEED=0 {python} -m minikafka.replication.simulation --seed {seed} --duration {duration:g} -v"
 
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
     started = time.perf_counter()
     runs = failed = failovers = 0
+    group_figures: Counter[str] = Counter()
     virtual = 0.0
     for seed in seeds:
         if args.max_wall is not None and time.perf_counter() - started > args.max_wall:
@@ -37,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run_seed(seed, duration_s=duration, verbose=args.verbose)
         runs += 1
         failovers += result.failovers
+        group_figures += result.group_figures
         virtual += result.virtual_s
         if result.violations:
             failed += 1
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{runs} runs, {failed} with violations ({failed / max(runs, 1) * 10000:.0f} per 10,000 runs); "
           f"{failovers} simulated failovers in {virtual:.0f} virtual s, {failovers / max(wall, 1e-9):.2f} "
           f"failovers per wall second; wall time {wall:.1f} s ({runs / max(wall, 1e-9):.3f} runs/s)")
+    print("groups: " + ", ".join(f"{count} {what}" for what, count in sorted(group_figures.items())))
     return 1 if failed else 0
 
 

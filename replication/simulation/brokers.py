@@ -14,7 +14,7 @@ from pathlib import Path
 import trio
 
 from minikafka.broker.config import BrokerConfig
-from minikafka.broker.server import Broker
+from minikafka.broker.server import Broker, cluster_mode
 from minikafka.protocol.records import iter_entries
 from minikafka.replication.cluster import ClusterMember
 from minikafka.replication.fetcher import FetcherSettings
@@ -24,6 +24,7 @@ from minikafka.replication.simulation.zk import SimZkClient
 SESSION_TIMEOUT_MS = 4000
 REPLICA_LAG_TIME_MAX_MS = 2000
 PORT = 9092
+OFFSETS_PARTITIONS = 3
 
 
 class VirtualClock:
@@ -66,6 +67,12 @@ class SimBroker:
             "log.segment.bytes": "4096", "replica.fetch.wait.max.ms": "200",
             "replica.high.watermark.checkpoint.interval.ms": "1000",
             "log.flush.scheduler.interval.ms": "700", "log.flush.interval.ms": "1500",
+            # Small enough that a run snapshots __consumer_offsets (leader and followers),
+            # trims its segments and expires offsets: the group workload's commits of a
+            # short retention lapse within seconds.
+            "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS), "offsets.topic.segment.bytes": "4096",
+            "offsets.snapshot.interval.events": "20", "offsets.retention.check.interval.ms": "1000",
+            "offsets.commit.timeout.ms": "3000", "group.min.session.timeout.ms": "1000",
         }
 
     # ------------------------------------------------------------------ start
@@ -100,6 +107,10 @@ class SimBroker:
                     async with trio.open_nursery() as nursery:
                         broker._nursery = nursery
                         config = broker.config
+                        # As Broker.serve in a cluster: it loads the offsets partitions it comes to lead.
+                        broker.group_coordinator.startup()
+                        nursery.start_soon(broker.group_coordinator.run)
+                        broker._groups_running = True
                         nursery.start_soon(broker._every, config.flush_scheduler_interval_ms,
                                            broker.log_manager.flush_due, "flush")
                         nursery.start_soon(broker._every, config.checkpoint_interval_ms,
@@ -181,6 +192,7 @@ class SimBroker:
     async def controlled_stop(self) -> bool:
         try:
             done = await self.broker.cluster.controlled_shutdown()
+            cluster_mode().resign_moved_groups(self.broker)  # as Broker.prepare_shutdown
         except Exception as exc:  # a broker bug: reported, and the broker stops all the same
             self.sim.checker.violation(("shutdown-error", type(exc).__name__),
                                        f"{self.name}: controlled shutdown raised {type(exc).__name__}: {exc}")

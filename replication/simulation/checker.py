@@ -29,11 +29,14 @@ from dataclasses import dataclass
 
 import trio
 
+from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import iter_records
 from minikafka.replication.kafka_zk import decode_leader_isr
 from minikafka.replication.replica_manager import LEADER
+from minikafka.replication.simulation.group_checker import GroupChecker
+from minikafka.replication.simulation.workload import TOPIC
 
 # The controller tells a replaced leader within a few round trips (2 ms each without faults).
 ZOMBIE_BOUND_S = 0.2
@@ -65,6 +68,7 @@ class Checker:
         # when its controlled shutdown was answered.
         self.stopping: dict[int, tuple[int, int, dict[int, int]]] = {}
         self._reported: set[tuple] = set()
+        self.groups = GroupChecker(self)
 
     def violation(self, key: tuple, message: str) -> None:
         if key in self._reported:
@@ -77,14 +81,21 @@ class Checker:
     # ------------------------------------------------------------------ observations
 
     def zk_changed(self, path: str, node, session_id: int) -> None:
-        prefix = f"/brokers/topics/{self.sim.topic}/partitions/"
-        if node is None or not path.startswith(prefix) or not path.endswith("/state"):
+        if node is None or not path.endswith("/state"):
+            return
+        for topic, states, name in ((self.sim.topic, self.states, "p"),
+                                    (GROUP_METADATA_TOPIC, self.groups.states, "offsets p")):
+            prefix = f"/brokers/topics/{topic}/partitions/"
+            if path.startswith(prefix):
+                break
+        else:
             return
         partition = int(path[len(prefix):].split("/")[0])
-        state = decode_leader_isr(self.sim.topic, partition, node.data)
-        self.states[partition].append(LeaderState(trio.current_time(), state.leader, state.leader_epoch, list(state.isr)))
-        self.sim.trace("zk", f"p{partition} leader {state.leader} epoch {state.leader_epoch} isr {state.isr}")
-        self.sim.faults.isr_written(partition, session_id)
+        state = decode_leader_isr(topic, partition, node.data)
+        states[partition].append(LeaderState(trio.current_time(), state.leader, state.leader_epoch, list(state.isr)))
+        self.sim.trace("zk", f"{name}{partition} leader {state.leader} epoch {state.leader_epoch} isr {state.isr}")
+        if topic == self.sim.topic:
+            self.sim.faults.isr_written(partition, session_id)
 
     def disturb(self, nodes, start: float, end: float) -> None:
         for node in nodes:
@@ -133,7 +144,7 @@ class Checker:
                 if len(writers) > 1:
                     self.violation(("epoch", partition, replica.leader_epoch),
                                    f"p{partition} epoch {replica.leader_epoch}: brokers {sorted(writers)} both accepted writes")
-                self._check_zombie(broker.node_id, partition, now)
+                self.check_deposed(broker.node_id, self.states[partition], f"p{partition}", "accepted a write", now)
 
     def _check_stopping_follows(self, broker, request) -> None:
         incarnation, controller_epoch, epochs = self.stopping.get(broker.node_id, (None, None, {}))
@@ -146,8 +157,10 @@ class Checker:
                                f"epoch {epochs[state.partition_index]}, is sent LeaderAndIsr of epoch "
                                f"{state.leader_epoch} (leader {state.leader})")
 
-    def _check_zombie(self, node_id: int, partition: int, now: float) -> None:
-        states = self.states[partition]
+    def check_deposed(self, node_id: int, states: list[LeaderState], what: str, act: str, now: float) -> None:
+        """``node_id`` did what only the leader of a partition (``what``) does (``act``);
+        ZooKeeper named its leaders as ``states``: a violation if it was deposed long enough
+        ago to know."""
         if not states or states[-1].leader == node_id:
             return
         moved_at = states[-1].at
@@ -156,32 +169,33 @@ class Checker:
                 break
             moved_at = state.at
         if now - moved_at > ZOMBIE_BOUND_S and not self._disturbed(node_id, moved_at, now):
-            self.violation(("zombie", node_id, partition, moved_at),
-                           f"p{partition}: broker {node_id} accepted a write {now - moved_at:.2f} s after "
+            self.violation(("zombie", node_id, what, moved_at),
+                           f"{what}: broker {node_id} {act} {now - moved_at:.2f} s after "
                            f"ZooKeeper made {states[-1].leader} leader, with no fault keeping it from knowing")
 
     def truncating(self, log, offset: int) -> None:
         if offset < log.high_watermark:
             node = log.dir.parent.name
-            self.violation(("truncate", node, log.partition, offset),
-                           f"{node} p{log.partition}: truncating to {offset}, below its high watermark "
+            self.violation(("truncate", node, log.topic, log.partition, offset),
+                           f"{node} {partition_name(log.topic, log.partition)}: truncating to {offset}, below its high watermark "
                            f"{log.high_watermark}")
 
     async def watch_broker(self, sim_broker) -> None:
         """Sample the leaders' high watermarks of one incarnation."""
-        last: dict[int, tuple[object, int]] = {}
+        last: dict[tuple[str, int], tuple[object, int]] = {}
         replicas = sim_broker.broker.cluster.replicas
         while True:
-            for (topic, partition), replica in list(replicas.replicas.items()):
+            for key, replica in list(replicas.replicas.items()):
                 if replica.role != LEADER:
-                    last.pop(partition, None)
+                    last.pop(key, None)
                     continue
                 hw = replica.log.high_watermark
-                before = last.get(partition)
+                before = last.get(key)
                 if before is not None and hw < before[1]:
-                    self.violation(("hw", sim_broker.name, partition, hw),
-                                   f"{sim_broker.name} p{partition}: leader's high watermark went from {before[1]} to {hw}")
-                last[partition] = (replica, hw)
+                    self.violation(("hw", sim_broker.name, key, hw),
+                                   f"{sim_broker.name} {partition_name(*key)}: leader's high watermark went from "
+                                   f"{before[1]} to {hw}")
+                last[key] = (replica, hw)
             await trio.sleep(HW_SAMPLE_S)
 
     def check_leaders(self) -> None:
@@ -260,6 +274,11 @@ class Checker:
                 self.violation(("duplicate", attempt.value),
                                f"p{attempt.partition}: {attempt.value.decode()} stored twice; broker {attempt.broker} "
                                "answered NOT_LEADER_FOR_PARTITION while ZooKeeper kept it leader")
+
+
+def partition_name(topic: str, partition: int) -> str:
+    """``p1`` for the workload's topic, ``__consumer_offsets-1`` for any other."""
+    return f"p{partition}" if topic == TOPIC else f"{topic}-{partition}"
 
 
 def read_log(log) -> dict[int, bytes]:

@@ -13,6 +13,7 @@ import functools
 
 import trio
 
+from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
 from minikafka.replication.kafka_zk import PREFERRED_REPLICA_ELECTION_PATH, encode_preferred_replica_election
 from minikafka.replication.simulation.brokers import REPLICA_LAG_TIME_MAX_MS
 
@@ -284,13 +285,19 @@ class Faults:
         self.sim.zk.expire(self.sim.brokers[target].zk.session_id)
 
     async def preferred_leader(self) -> None:
-        partition = self.rng.randrange(self.sim.partitions)
+        """Move a partition's leadership: of the topic, or of ``__consumer_offsets`` (its
+        groups' coordinator moves)."""
+        offsets = sorted(self.sim.checker.groups.states)
+        if offsets and self.rng.random() < 0.5:
+            topic, partition, name = GROUP_METADATA_TOPIC, self.rng.choice(offsets), "offsets p"
+        else:
+            topic, partition, name = self.sim.topic, self.rng.randrange(self.sim.partitions), "p"
         to = self.rng.choice(sorted(self.sim.brokers))
-        self.sim.trace("fault", f"move p{partition}'s leadership to {to}")
+        self.sim.trace("fault", f"move {name}{partition}'s leadership to {to}")
         self._disturb([], 0)
         try:
             await self.sim.admin.create(PREFERRED_REPLICA_ELECTION_PATH,
-                                        encode_preferred_replica_election([(self.sim.topic, partition, to)]))
+                                        encode_preferred_replica_election([(topic, partition, to)]))
         except Exception as exc:  # an earlier request still pending
             self.sim.trace("fault", f"move refused: {type(exc).__name__}")
 

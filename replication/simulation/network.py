@@ -206,6 +206,7 @@ async def serve_connection(broker, stream: SimStream, observe=None) -> None:
     """Answer the requests of one connection with the broker's handlers, in order.
     ``observe(request, body)`` sees each answer before it is sent."""
     protocol = ServerConnection(max_frame_size=broker.config.socket_request_max_bytes)
+    listener = broker.config.listener.name
     try:
         while True:
             data = await stream.receive_some()
@@ -213,6 +214,7 @@ async def serve_connection(broker, stream: SimStream, observe=None) -> None:
                 return
             protocol.receive_data(data)
             while (request := protocol.next_request()) is not None:
+                request.listener = listener  # as Connection: answers name this listener's addresses
                 body = await HANDLERS[request.api_key](broker, request)
                 if body is None:
                     continue

@@ -10,17 +10,20 @@ import os
 import random
 import tempfile
 import time
+import uuid
+from collections import Counter
 from dataclasses import dataclass
 
 import trio
 import trio.testing
 
+from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
 from minikafka.replication.kafka_zk import KafkaZk
-from minikafka.replication.simulation.brokers import SESSION_TIMEOUT_MS, SimBroker, VirtualClock
+from minikafka.replication.simulation.brokers import OFFSETS_PARTITIONS, SESSION_TIMEOUT_MS, SimBroker, VirtualClock
 from minikafka.replication.simulation.checker import LIVENESS_BOUND_S, Checker
 from minikafka.replication.simulation.faults import Faults
 from minikafka.replication.simulation.network import SimNetwork
-from minikafka.replication.simulation.workload import TOPIC, Consumer, Producer
+from minikafka.replication.simulation.workload import GROUPS, MEMBERS_PER_GROUP, TOPIC, Consumer, GroupMember, Producer
 from minikafka.replication.simulation.zk import SimZkClient, SimZooKeeper
 from minikafka.storage.log import Log
 
@@ -39,6 +42,7 @@ class Result:
     wall_s: float
     digest: str
     trace: list[str]
+    group_figures: Counter[str]
 
 
 class Simulation:
@@ -93,13 +97,21 @@ class Simulation:
             n = len(self.broker_ids)
             assignment = {p: [self.broker_ids[(p + i) % n] for i in range(n)] for p in range(self.partitions)}
             await KafkaZk(self.admin).create_topic(self.topic, assignment, {})
+            # Created here rather than by the first FindCoordinator, whose replica assignment
+            # starts at a random broker (a seed would not replay).
+            offsets_configs = self.brokers[self.broker_ids[0]].broker.group_coordinator.offsets_topic_configs()
+            await KafkaZk(self.admin).create_topic(GROUP_METADATA_TOPIC, {
+                p: [self.broker_ids[(p + 1 + i) % n] for i in range(n)] for p in range(OFFSETS_PARTITIONS)},
+                offsets_configs)
             with trio.move_on_after(30):
                 while len(self.checker.states) < self.partitions:
                     await trio.sleep(0.1)
             async with trio.open_nursery() as workload:
                 producers = [Producer(self, "all", -1), Producer(self, "one", 1)]
                 consumer = Consumer(self, "reader")
-                for client in (*producers, consumer):
+                members = [GroupMember(self, f"{group}-m{i}", group) for group in GROUPS
+                           for i in range(MEMBERS_PER_GROUP)]
+                for client in (*producers, consumer, *members):
                     workload.start_soon(client.run)
                 await self.faults.run(until=trio.current_time() + self.duration_s)
                 self.trace("heal", "faults end: network healed")
@@ -136,6 +148,7 @@ def _deterministic(seed: int, checker_ref: list):
 
     saved_run_sync = trio.to_thread.run_sync
     saved_truncate = Log.truncate_to
+    saved_uuid4 = uuid.uuid4
     saved_state = trio_run._r.getstate()
     saved_random = random.getstate()
     saved_scheduling = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
@@ -146,6 +159,9 @@ def _deterministic(seed: int, checker_ref: list):
 
     trio.to_thread.run_sync = _inline
     Log.truncate_to = truncate_to
+    # Member ids are client_id-uuid4: their order decides the group leader's assignment.
+    ids = random.Random(seed)
+    uuid.uuid4 = lambda: uuid.UUID(int=ids.getrandbits(128), version=4)
     # trio's own switch (pytest-trio sets it under Hypothesis): each batch of runnable tasks is
     # put in creation order before the seeded shuffle, instead of the order they woke in, which
     # can depend on object addresses (sets of tasks, id() tie-breaks) that differ between runs.
@@ -156,6 +172,7 @@ def _deterministic(seed: int, checker_ref: list):
         yield
     finally:
         trio.to_thread.run_sync = saved_run_sync
+        uuid.uuid4 = saved_uuid4
         Log.truncate_to = saved_truncate
         trio_run._r.setstate(saved_state)
         random.setstate(saved_random)
@@ -201,4 +218,4 @@ def run_seed(seed: int, *, duration_s: float = DURATION_S, verbose: bool = False
                 root.removeHandler(handler)
         digest = hashlib.sha256("\n".join(sim.lines).encode()).hexdigest()[:16]
         return Result(seed, sim.checker.violations, sim.faults.failovers, sim.finished_at,
-                      time.perf_counter() - started, digest, sim.lines)
+                      time.perf_counter() - started, digest, sim.lines, sim.checker.groups.figures)
