@@ -356,7 +356,7 @@ class ReplicatedPartitions(Partitions):
 
     async def prepare_shutdown(self) -> None:
         await self.cluster.controlled_shutdown()
-        self._resign_moved_groups()
+        self.resign_moved_groups()
 
     # ------------------------------------------------------------------ consumer groups
 
@@ -413,7 +413,7 @@ class ReplicatedPartitions(Partitions):
         logger.info("created %s with %d partition(s), replication factor %d", GROUP_METADATA_TOPIC,
                     config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
 
-    def _resign_moved_groups(self) -> None:
+    def resign_moved_groups(self) -> None:
         """After a controlled shutdown: the controller sent the moved partitions' new state to
         this broker too (as Kafka 0.10.2's controlled-shutdown selector does), so the role-change
         hook has normally resigned their groups already. Any offsets partition still served here

@@ -14,7 +14,7 @@ from pathlib import Path
 import trio
 
 from minikafka.broker.config import BrokerConfig
-from minikafka.broker.server import Broker, cluster_mode
+from minikafka.broker.server import Broker
 from minikafka.protocol.records import iter_entries
 from minikafka.replication.cluster import ClusterMember
 from minikafka.replication.fetcher import FetcherSettings
@@ -192,7 +192,7 @@ class SimBroker:
     async def controlled_stop(self) -> bool:
         try:
             done = await self.broker.cluster.controlled_shutdown()
-            cluster_mode().resign_moved_groups(self.broker)  # as Broker.prepare_shutdown
+            self.broker.partitions.resign_moved_groups()  # as Broker.prepare_shutdown
         except Exception as exc:  # a broker bug: reported, and the broker stops all the same
             self.sim.checker.violation(("shutdown-error", type(exc).__name__),
                                        f"{self.name}: controlled shutdown raised {type(exc).__name__}: {exc}")
