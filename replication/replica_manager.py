@@ -331,7 +331,8 @@ class ReplicaManager:
         if outcome.hw_moved:
             self._set_high_watermark(replica, outcome.high_watermark)
         if outcome.expand_isr_to is not None:
-            await self._write_isr(replica, outcome.expand_isr_to, "expand")
+            await self._write_isr(replica, "expand",
+                                  lambda state: None if replica_id in state.isr else state.isr + [replica_id])
         return replica
 
     def _set_high_watermark(self, replica: Replica, high_watermark: int) -> None:
@@ -347,13 +348,17 @@ class ReplicaManager:
         for replica in list(self.replicas.values()):
             if replica.role != LEADER or replica.leader_state is None:
                 continue
-            shrunk = replica.leader_state.shrink_isr(now, self.replica_lag_time_max_ms)
-            if shrunk is not None:
-                await self._write_isr(replica, shrunk, "shrink")
+            if replica.leader_state.shrink_isr(now, self.replica_lag_time_max_ms) is not None:
+                await self._write_isr(replica, "shrink",
+                                      lambda state: state.shrink_isr(now, self.replica_lag_time_max_ms))
 
-    async def _write_isr(self, replica: Replica, isr: list[int], why: str) -> None:
-        """Write the new ISR to ZooKeeper with a conditional update; on a version conflict the
-        controller changed the state since (a new epoch follows), so the change is dropped."""
+    async def _write_isr(self, replica: Replica, why: str, new_isr) -> None:
+        """Write the ISR ``new_isr(leader state)`` gives (None: no change) to ZooKeeper with a
+        conditional update; on a version conflict the controller changed the state since (a new
+        epoch follows), so the change is dropped. The new ISR is decided under the lock, from
+        the ISR as the previous write left it, as Kafka decides under leaderIsrUpdateLock: two
+        followers catching up at once were each added to the ISR as it was before either, and
+        the second write dropped the first follower."""
         state = replica.leader_state
         assert state is not None
         async with self._isr_writes:
@@ -363,7 +368,10 @@ class ReplicaManager:
             # ISR change refused (a restarted follower never back in the ISR). Each ZooKeeper
             # request is bounded by its own timeout.
             with trio.CancelScope(shield=True):
-                if self.replicas.get((replica.topic, replica.partition)) is not replica:
+                if self.replicas.get((replica.topic, replica.partition)) is not replica or replica.leader_state is not state:
+                    return
+                isr = new_isr(state)
+                if isr is None:
                     return
                 new = LeaderIsr(leader=self.node_id, leader_epoch=state.leader_epoch, isr=list(isr),
                                 controller_epoch=self.controller_epoch)

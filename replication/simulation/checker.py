@@ -92,6 +92,15 @@ class Checker:
             return
         partition = int(path[len(prefix):].split("/")[0])
         state = decode_leader_isr(topic, partition, node.data)
+        previous = states[partition][-1] if states[partition] else None
+        if previous is not None and (previous.leader, previous.epoch) == (state.leader, state.leader_epoch):
+            # In one leader epoch only the leader writes the ISR, one change at a time: each
+            # write adds followers that caught up or drops laggards, never both at once.
+            before, after = set(previous.isr), set(state.isr)
+            if not (before <= after or after <= before):
+                self.violation(("isr-step", name, partition, state.leader_epoch),
+                               f"{name}{partition} epoch {state.leader_epoch}: ISR {previous.isr} written as "
+                               f"{list(state.isr)}, adding and dropping at once")
         states[partition].append(LeaderState(trio.current_time(), state.leader, state.leader_epoch, list(state.isr)))
         self.sim.trace("zk", f"{name}{partition} leader {state.leader} epoch {state.leader_epoch} isr {state.isr}")
         if topic == self.sim.topic:
