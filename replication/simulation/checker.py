@@ -128,8 +128,10 @@ class Checker:
         controller = next((b.broker.cluster.controller for b in self.sim.brokers.values()
                            if b.alive and b.broker.cluster.controller is not None), None)
         if controller is not None and broker.node_id in controller.shutting_down:
-            self.stopping[broker.node_id] = (broker.incarnation, controller.epoch,
-                                             {p: states[-1].epoch for p, states in self.states.items()})
+            epochs = {(self.sim.topic, p): states[-1].epoch for p, states in self.states.items() if states}
+            epochs.update({(GROUP_METADATA_TOPIC, p): states[-1].epoch
+                           for p, states in self.groups.states.items() if states})
+            self.stopping[broker.node_id] = (broker.incarnation, controller.epoch, epochs)
 
     def answered(self, broker, request, body) -> None:
         """A broker's answer, as it leaves: successful writes are checked against ZooKeeper."""
@@ -160,10 +162,11 @@ class Checker:
         if incarnation != broker.incarnation or request.controller_epoch != controller_epoch:
             return
         for state in request.ungrouped_partition_states:
-            if state.leader_epoch > epochs.get(state.partition_index, state.leader_epoch):
-                self.violation(("stopping-follows", broker.node_id, state.partition_index),
-                               f"p{state.partition_index}: {broker.name}, its controlled shutdown answered at "
-                               f"epoch {epochs[state.partition_index]}, is sent LeaderAndIsr of epoch "
+            key = (state.topic_name, state.partition_index)
+            if state.leader_epoch > epochs.get(key, state.leader_epoch):
+                self.violation(("stopping-follows", broker.node_id, *key),
+                               f"{key[0]}-{key[1]}: {broker.name}, its controlled shutdown answered at "
+                               f"epoch {epochs[key]}, is sent LeaderAndIsr of epoch "
                                f"{state.leader_epoch} (leader {state.leader})")
 
     def check_deposed(self, node_id: int, states: list[LeaderState], what: str, act: str, now: float) -> None:
