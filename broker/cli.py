@@ -403,14 +403,16 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = _plain_serve_args(argv)
-    if args is None:
-        args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
+        args = _plain_serve_args(argv)
+        if args is None:
+            args = build_parser(argv[0] if argv else None).parse_args(argv)
         return args.func(args)
     except KeyboardInterrupt:
-        # Ctrl-C outside serve (which shuts down cleanly on it): a prompt, a ZooKeeper call.
-        print(f"\nminikafka {args.command}: interrupted", file=sys.stderr)
+        # Ctrl-C outside serve (which shuts down cleanly on it): a prompt, a ZooKeeper call,
+        # or the command line still being read.
+        command = argv[0] if argv and not argv[0].startswith("-") else "command"
+        print(f"\nminikafka {command}: interrupted", file=sys.stderr)
         return INTERRUPTED
 
 

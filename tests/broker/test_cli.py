@@ -395,7 +395,13 @@ def test_users_add_without_a_terminal_or_interrupted_is_one_line(tmp_path):
     waiting = subprocess.Popen([*LAUNCH, "users", "add", "alice", "--password-stdin", "--log-dir", str(tmp_path)],
                                cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    time.sleep(1)  # let it reach the read; a signal before that is a Ctrl-C all the same
+    # Interrupted once it waits for the password: blocked in read(2) on its standard input
+    # (/proc/PID/syscall starts "0 0x0"), not after a fixed sleep that a slow start outlasts
+    # (a signal while Python still starts up is Python's own KeyboardInterrupt, not the CLI's).
+    deadline = time.monotonic() + 30
+    while not Path(f"/proc/{waiting.pid}/syscall").read_text().startswith("0 0x0 "):
+        assert time.monotonic() < deadline, "minikafka users add never waited on its standard input"
+        time.sleep(0.01)
     waiting.send_signal(signal.SIGINT)
     stdout, stderr = waiting.communicate(timeout=30)
     assert waiting.returncode == 130
