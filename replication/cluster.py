@@ -214,7 +214,12 @@ class ClusterMember:
         except ZooKeeperError as exc:
             logger.warning("controller election failed: %s", exc)
             return
-        if won:
+        # Re-checked after the await: two elections of this broker can run at once (start-up
+        # and a session or /controller event), and the second finds /controller held by this
+        # very session, which try_elect_controller counts as won. Starting a second Controller
+        # left the first one running with the older controller epoch, its requests refused as
+        # STALE_CONTROLLER_EPOCH, partitions created meanwhile never followed.
+        if won and self.controller is None:
             await self._start_controller()
 
     async def _start_controller(self) -> None:
