@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from minikafka.testing import MinikafkaBroker
@@ -107,3 +108,40 @@ def test_warm_start_can_be_turned_off(tmp_path, monkeypatch):
                             cwd=tmp_path, capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, MINIKAFKA_WARM_START="0"))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _faults_writing_after_fork(buffer: bytearray, prepare) -> int:
+    """Minor page faults a forked child takes writing one byte per page of ``buffer`` (made
+    and touched by this process before the fork), after calling ``prepare`` in the child."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            prepare()
+            def faults() -> int:
+                with open("/proc/self/stat") as stat:
+                    return int(stat.read().rsplit(")", 1)[1].split()[7])
+            before = faults()
+            for position in range(0, len(buffer), 4096):
+                buffer[position] = 1
+            os.write(write_end, str(faults() - before).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as answer:
+        taken = int(answer.read())
+    os.waitpid(pid, 0)
+    return taken
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's fork and /proc")
+def test_a_spare_takes_its_copy_on_write_faults_before_its_request():
+    from minikafka.testing.warm import _copy_written_pages
+
+    pages = 2048
+    buffer = bytearray(b"\0" * (pages * 4096))
+    # The measure itself: a plain forked child pays one fault per page it writes.
+    assert _faults_writing_after_fork(buffer, lambda: None) > pages // 2
+    # A spare has already broken the sharing of its private memory (MADV_POPULATE_WRITE).
+    assert _faults_writing_after_fork(buffer, _copy_written_pages) < pages // 10
