@@ -522,7 +522,9 @@ class LogManager:
             else:
                 for log_dir in used_dirs:
                     sync_filesystem(log_dir)
-            intent = self._write_intent("create", topic)
+            # One rename publishes a one-partition topic whole: only several renames can stop
+            # halfway, so only they need the intent that makes the next start finish the job.
+            intent = self._write_intent("create", topic) if len(staged) > 1 else None
             for staging, final in staged:
                 os.rename(staging, final)
                 placed.append(final)
@@ -533,8 +535,9 @@ class LogManager:
                     workshop.rmdir()
             for partition, final in enumerate(placed):
                 created.append(Log(final, topic, partition, config, self.clock, topic_id=topic_id))
-            self._clear_intent(intent)
-            intent = None
+            if intent is not None:
+                self._clear_intent(intent)
+                intent = None
             return created
         except BaseException as exc:
             # The files a half-made log opened are reachable only through the traceback's
