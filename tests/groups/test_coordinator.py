@@ -28,7 +28,7 @@ def test_lone_member_is_answered_at_once_as_leader(harness):
     assert answer.leader_id == answer.member_id
     assert answer.generation_id == 1
     assert answer.protocol == "range"
-    assert answer.members == ((answer.member_id, b"range-meta"),)
+    assert answer.members == ((answer.member_id, None, b"range-meta"),)
     assert state(harness, "g") is GroupState.COMPLETING_REBALANCE
     synced = harness.sync("g", 1, answer.member_id, {answer.member_id: b"all"})
     assert synced[0].error == ErrorCode.NONE and synced[0].assignment == b"all"
@@ -45,7 +45,7 @@ def test_second_member_triggers_rebalance_and_both_get_the_new_generation(harnes
     assert rejoin[0].error == newcomer[0].error == ErrorCode.NONE
     assert rejoin[0].generation_id == newcomer[0].generation_id == 2
     assert rejoin[0].leader_id == leader
-    assert {m for m, _ in rejoin[0].members} == {leader, newcomer[0].member_id}
+    assert {m for m, _, _ in rejoin[0].members} == {leader, newcomer[0].member_id}
     assert newcomer[0].members == ()
 
 
@@ -119,7 +119,7 @@ def test_session_expiry_removes_member_and_rebalances(harness):
     assert list(harness.coordinator.group("g").members) == [leader]
     assert harness.coordinator.heartbeat("g", leader, 2) == ErrorCode.REBALANCE_IN_PROGRESS
     answer = harness.join("g", leader)[0]
-    assert answer.generation_id == 3 and answer.members == ((leader, b"range-meta"),)
+    assert answer.generation_id == 3 and answer.members == ((leader, None, b"range-meta"),)
 
 
 def test_rebalance_timeout_removes_members_that_did_not_rejoin(harness):
@@ -157,7 +157,7 @@ def test_initial_rebalance_delay_waits_for_more_members(harness_factory):
     assert first == second == []
     harness.advance(3000)
     assert first[0].generation_id == second[0].generation_id == 1
-    assert {m for m, _ in first[0].members} == {first[0].member_id, second[0].member_id}
+    assert {m for m, _, _ in first[0].members} == {first[0].member_id, second[0].member_id}
 
 
 def test_commit_and_fetch_inside_and_outside_the_group(harness):
@@ -207,7 +207,7 @@ def test_offsets_expire_by_retention_and_empty_groups_go(harness):
     harness.clock.advance(24 * 3600 * 1000)
     assert coordinator.expire_offsets(harness.clock.time_ms()) == 1
     assert coordinator.group("long") is None
-    assert [g for g, _ in coordinator.list_groups()[1]] == ["active"]
+    assert [g for g, _, _ in coordinator.list_groups()[1]] == ["active"]
     harness.restart(clean=False)
     assert harness.coordinator.group("short") is None and harness.coordinator.group("long") is None
 
@@ -223,7 +223,7 @@ def test_describe_and_list(harness):
     summary = harness.coordinator.describe_group("g")
     assert summary.state == "PreparingRebalance" and summary.protocol == ""
     assert all(m.metadata == b"" and m.assignment == b"" for m in summary.members)
-    assert harness.coordinator.list_groups() == (ErrorCode.NONE, [("g", "consumer")])
+    assert harness.coordinator.list_groups() == (ErrorCode.NONE, [("g", "consumer", "PreparingRebalance")])
 
 
 def test_member_removed_while_its_join_waits_gets_an_answer(harness):
@@ -232,7 +232,7 @@ def test_member_removed_while_its_join_waits_gets_an_answer(harness):
     assert waiting == []                                   # the leader has not rejoined yet
     assert harness.coordinator.leave_group("g", follower) == ErrorCode.NONE
     assert waiting[0].error == ErrorCode.UNKNOWN_MEMBER_ID
-    assert harness.join("g", leader)[0].members == ((leader, b"range-meta"),)
+    assert harness.join("g", leader)[0].members == ((leader, None, b"range-meta"),)
 
 
 def test_coordinator_not_available_before_startup_and_after_shutdown(harness):

@@ -66,6 +66,8 @@ def _kafka_python_kwargs(struct_field, value: dict) -> dict[str, Any]:
             item = field.data_class(**_kafka_python_kwargs(field, item))
         elif field.type_str == "uuid":  # ours are Kafka's text form, theirs uuid.UUID
             item = uuid.UUID(bytes=uuid_bytes(item))
+        elif field.type_str == "bitfield":  # Kafka's int32 bit sets, a set of bit numbers there
+            item = {bit for bit in range(32) if item & (1 << bit)}
         kwargs[name] = item
     return kwargs
 

@@ -307,7 +307,7 @@ def test_unknown_api_key_names_the_key_after_parsing_the_header():
 
 
 @pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 4), (ApiKey.METADATA, 4),
-                                                  (ApiKey.FETCH, 5), (ApiKey.OFFSET_FETCH, 3),
+                                                  (ApiKey.FETCH, 5), (ApiKey.OFFSET_FETCH, 9),
                                                   (ApiKey.PRODUCE, -1)])
 def test_unsupported_versions_of_other_apis_are_refused(api_key, version):
     payload = struct.pack(">hhih", api_key, version, 5, -1) + b"\x00" * 20
