@@ -233,7 +233,7 @@ class GroupMetadata:
             StoredMember(m.member_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                          m.session_timeout_ms,
                          m.metadata(self.protocol) if self.protocol is not None else b"",
-                         m.assignment)
+                         m.assignment, m.group_instance_id)
             for m in self.members.values())
         return StoredGroup(self.protocol_type or "", self.generation_id, self.protocol,
                            self.leader_id, members)
