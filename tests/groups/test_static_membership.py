@@ -95,3 +95,49 @@ def test_a_restarted_static_member_keeps_its_partitions_without_a_rebalance(mini
         asyncio.run(scenario())
     finally:
         admin.close()
+
+
+def test_librdkafka_static_member_restart_keeps_its_partitions(minikafka_broker_factory):
+    """The same with confluent-kafka (librdkafka, JoinGroup v5): its static consumer, closed,
+    leaves no LeaveGroup either, and a new one with the same group.instance.id is handed the
+    same partitions while the other member sees no new assignment."""
+    from confluent_kafka import Consumer
+
+    broker = minikafka_broker_factory(**{"group.min.session.timeout.ms": "1000"})
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic(TOPIC, 4, 1)])
+    assigned: dict[str, list[set[int]]] = {}
+
+    def member(instance: str, name: str) -> Consumer:
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP,
+                             "group.instance.id": instance, "session.timeout.ms": SESSION_MS,
+                             "heartbeat.interval.ms": 500})
+        consumer.subscribe([TOPIC], on_assign=lambda c, partitions: assigned.setdefault(name, []).append(
+            {p.partition for p in partitions}))
+        return consumer
+
+    def poll_until(condition, *consumers, what: str) -> None:
+        for _ in range(300):
+            for consumer in consumers:
+                consumer.poll(0.05)
+            if condition():
+                return
+        raise AssertionError(f"timed out waiting for {what}")
+
+    try:
+        a, b = member("instance-a", "a"), member("instance-b", "b")
+        poll_until(lambda: len(assigned.get("a", [set()])[-1] | assigned.get("b", [set()])[-1]) == 4
+                   and assigned["a"][-1] and assigned["b"][-1], a, b, what="both members assigned")
+        a_partitions, b_assignments = assigned["a"][-1], len(assigned["b"])
+        a.close()
+        a2 = member("instance-a", "a2")
+        poll_until(lambda: "a2" in assigned, a2, b, what="the restarted member's assignment")
+        for _ in range(40):   # time for a rebalance, had there been one, to reach b
+            a2.poll(0.05)
+            b.poll(0.05)
+        assert assigned["a2"] == [a_partitions]
+        assert len(assigned["b"]) == b_assignments
+        a2.close()
+        b.close()
+    finally:
+        admin.close()
