@@ -1,7 +1,8 @@
 """ListGroups (key 16), v0-v4: every group this broker coordinates, with its protocol type
 (empty for groups that only hold offsets committed outside group management); v4 also with
-its state, and only those in the states asked for (none asked: all; KIP-518, matched without
-regard to case as Kafka does)."""
+its state, and only those in the states asked for (none asked: all; KIP-518). States match
+regardless of case, as in Kafka 3.x's coordinator (2.8 compared exactly; clients send Kafka's
+spelling, which matches either way)."""
 
 from __future__ import annotations
 
