@@ -243,3 +243,35 @@ def test_coordinator_not_available_before_startup_and_after_shutdown(harness):
     assert harness.coordinator.find_coordinator("g") == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert harness.coordinator.commit_offsets("g", "", -1, -1, [PartitionCommit("t", 0, 1, "")]) == \
         [ErrorCode.COORDINATOR_NOT_AVAILABLE]
+
+
+def _join_v4(harness, group, member_id=""):
+    """A JoinGroup v4+ of a dynamic member (KIP-394: no id yet means MEMBER_ID_REQUIRED)."""
+    answers = []
+    harness.coordinator.handle_join_group(group, member_id, "client", "/127.0.0.1", REBALANCE, SESSION,
+                                          "consumer", [("range", b"range-meta")], answers.append,
+                                          require_known_member_id=True)
+    return answers
+
+
+def test_an_unused_member_id_holds_the_rebalance_until_its_session_timeout(harness):
+    (leader,) = harness.form_group("g", 1)
+    (asked,) = _join_v4(harness, "g")
+    assert asked.error == ErrorCode.MEMBER_ID_REQUIRED and asked.member_id.startswith("client-")
+    assert state(harness, "g") is GroupState.STABLE    # handing out an id starts no rebalance
+    rejoin = harness.join("g", leader, protocols=[("range", b"new-meta")])
+    assert not rejoin and state(harness, "g") is GroupState.PREPARING_REBALANCE
+    harness.advance(SESSION - 1)
+    assert not rejoin     # the id handed out may still join with it
+    harness.advance(1)
+    assert [(a.error, a.generation_id, [m for m, _, _ in a.members]) for a in rejoin] == \
+        [(ErrorCode.NONE, 2, [leader])]
+
+
+def test_a_member_id_handed_out_is_joined_with_and_then_waited_for(harness):
+    (asked,) = _join_v4(harness, "g")
+    assert state(harness, "g") is GroupState.EMPTY and not harness.coordinator.group("g").members
+    (joined,) = _join_v4(harness, "g", asked.member_id)
+    assert (joined.error, joined.member_id, joined.leader_id, joined.generation_id) == \
+        (ErrorCode.NONE, asked.member_id, asked.member_id, 1)
+    assert _join_v4(harness, "g", "never-handed-out")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
