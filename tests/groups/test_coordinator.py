@@ -275,3 +275,24 @@ def test_a_member_id_handed_out_is_joined_with_and_then_waited_for(harness):
     assert (joined.error, joined.member_id, joined.leader_id, joined.generation_id) == \
         (ErrorCode.NONE, asked.member_id, asked.member_id, 1)
     assert _join_v4(harness, "g", "never-handed-out")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_static_member_that_does_not_rejoin_keeps_its_place_and_loses_the_lead(harness):
+    """Kafka 2.8's onCompleteJoin: when the rebalance times out, dynamic members that did not
+    rejoin are removed, static ones stay (a restarting consumer comes back under its instance
+    id); the leader is then one of those who did rejoin."""
+    static = []
+    harness.coordinator.handle_join_group("g", "", "client", "/127.0.0.1", REBALANCE, SESSION, "consumer",
+                                          [("range", b"range-meta")], static.append, group_instance_id="s")
+    static_id = static[0].member_id
+    assert static[0].leader_id == static_id
+    harness.sync("g", 1, static_id, {static_id: b"mine"})
+    newcomer = harness.join("g")
+    for _ in range(3):   # the static member keeps its session but does not rejoin
+        harness.advance(REBALANCE // 4)
+        assert harness.coordinator.heartbeat("g", static_id, 1, "s") == ErrorCode.REBALANCE_IN_PROGRESS
+    harness.advance(REBALANCE // 4)
+    (answer,) = newcomer
+    assert (answer.error, answer.generation_id, answer.leader_id) == (ErrorCode.NONE, 2, answer.member_id)
+    assert sorted(m for m, _, _ in answer.members) == sorted([static_id, answer.member_id])
+    assert static_id in harness.coordinator.group("g").members
