@@ -229,42 +229,51 @@ class GroupCoordinator:
     def served_partitions(self) -> list[int]:
         return self.ownership.served_partitions()
 
-    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str]]]:
+    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
         return self.ownership.list_groups()
 
     # ================================================================ membership
 
     async def join_group(self, group_id: str, member_id: str, client_id: str, client_host: str,
                          rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
-                         protocols: list[tuple[str, bytes]]) -> JoinResult:
+                         protocols: list[tuple[str, bytes]], **static) -> JoinResult:
+        """``static``: ``group_instance_id`` and ``require_known_member_id``, see
+        :meth:`GroupMembership.handle_join_group`."""
         reply = _Reply()
         self.handle_join_group(group_id, member_id, client_id, client_host, rebalance_timeout_ms,
-                               session_timeout_ms, protocol_type, protocols, reply.set)
+                               session_timeout_ms, protocol_type, protocols, reply.set, **static)
         return await reply.wait()
 
     def handle_join_group(self, group_id: str, member_id: str, client_id: str, client_host: str,
                           rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
                           protocols: list[tuple[str, bytes]],
-                          respond: Callable[[JoinResult], None]) -> None:
+                          respond: Callable[[JoinResult], None], **static) -> None:
         self.membership.handle_join_group(group_id, member_id, client_id, client_host, rebalance_timeout_ms,
-                                          session_timeout_ms, protocol_type, protocols, respond)
+                                          session_timeout_ms, protocol_type, protocols, respond, **static)
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
-                         assignments: dict[str, bytes]) -> SyncResult:
+                         assignments: dict[str, bytes], **checks) -> SyncResult:
+        """``checks``: ``group_instance_id``, ``protocol_type`` and ``protocol``, see
+        :meth:`GroupMembership.handle_sync_group`."""
         reply = _Reply()
-        self.handle_sync_group(group_id, generation_id, member_id, assignments, reply.set)
+        self.handle_sync_group(group_id, generation_id, member_id, assignments, reply.set, **checks)
         return await reply.wait()
 
     def handle_sync_group(self, group_id: str, generation_id: int, member_id: str,
                           assignments: dict[str, bytes],
-                          respond: Callable[[SyncResult], None]) -> None:
-        self.membership.handle_sync_group(group_id, generation_id, member_id, assignments, respond)
+                          respond: Callable[[SyncResult], None], **checks) -> None:
+        self.membership.handle_sync_group(group_id, generation_id, member_id, assignments, respond, **checks)
 
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
-        return self.membership.heartbeat(group_id, member_id, generation_id)
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int,
+                  group_instance_id: str | None = None) -> ErrorCode:
+        return self.membership.heartbeat(group_id, member_id, generation_id, group_instance_id)
 
     def leave_group(self, group_id: str, member_id: str) -> ErrorCode:
         return self.membership.leave_group(group_id, member_id)
+
+    def leave_members(self, group_id: str, leaving: list[tuple[str, str | None]]
+                      ) -> tuple[ErrorCode, list[ErrorCode]]:
+        return self.membership.leave_members(group_id, leaving)
 
     def describe_group(self, group_id: str) -> GroupSummary:
         return self.membership.describe_group(group_id)
@@ -272,8 +281,10 @@ class GroupCoordinator:
     # ================================================================ offsets
 
     async def commit(self, group_id: str, member_id: str, generation_id: int,
-                     retention_ms: int, commits: list[PartitionCommit]) -> list[ErrorCode]:
-        return await self.offsets.commit(group_id, member_id, generation_id, retention_ms, commits)
+                     retention_ms: int, commits: list[PartitionCommit],
+                     group_instance_id: str | None = None) -> list[ErrorCode]:
+        return await self.offsets.commit(group_id, member_id, generation_id, retention_ms, commits,
+                                         group_instance_id)
 
     def commit_offsets(self, group_id: str, member_id: str, generation_id: int,
                        retention_ms: int, commits: list[PartitionCommit]) -> list[ErrorCode]:

@@ -63,6 +63,9 @@ class MemberMetadata:
     sync_callback: Callable[[Any], None] | None = None
     last_heartbeat_ms: int = 0
     heartbeat_timer: Timer | None = None
+    # KIP-345: a static member's id given by its user; its member id changes each time it
+    # joins without one, but the member (and its assignment) stays.
+    group_instance_id: str | None = None
 
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
@@ -116,6 +119,11 @@ class GroupMetadata:
     rebalance_timer: Timer | None = None
     initial_delay_pending: bool = False
     new_member_added: bool = False
+    # group.instance.id -> member id of each static member (Kafka's staticMembers).
+    static_members: dict[str, str] = field(default_factory=dict)
+    # Member ids handed out with MEMBER_ID_REQUIRED (JoinGroup v4+, KIP-394) whose member has
+    # not joined with them yet, each with its expiry timer (Kafka's pendingMembers).
+    pending_members: dict[str, Timer | None] = field(default_factory=dict)
 
     def has_offsets(self) -> bool:
         return bool(self.offsets or self.pending_commits)
@@ -141,20 +149,49 @@ class GroupMetadata:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
             self.leader_id = member.member_id
 
     def remove(self, member_id: str) -> MemberMetadata | None:
         member = self.members.pop(member_id, None)
+        if member is not None and member.group_instance_id is not None:
+            self.static_members.pop(member.group_instance_id, None)
         if member_id == self.leader_id:
             self.leader_id = next(iter(self.members), None)
         return member
+
+    def static_member(self, group_instance_id: str | None) -> MemberMetadata | None:
+        member_id = self.static_members.get(group_instance_id) if group_instance_id is not None else None
+        return self.members.get(member_id) if member_id is not None else None
+
+    def is_static_member_fenced(self, member_id: str, group_instance_id: str | None) -> bool:
+        """Kafka's isStaticMemberFenced: the instance id belongs to another member id (the
+        same instance joined again since, and this request comes from its older self)."""
+        known = self.static_members.get(group_instance_id) if group_instance_id is not None else None
+        return known is not None and known != member_id
+
+    def replace_static_member(self, member: MemberMetadata, new_member_id: str) -> None:
+        """Kafka's replaceGroupInstance: the static ``member`` goes on under ``new_member_id``
+        (the leader too); its old id is unknown from now on."""
+        del self.members[member.member_id]
+        if self.leader_id == member.member_id:
+            self.leader_id = new_member_id
+        member.member_id = new_member_id
+        self.members[new_member_id] = member
+        self.static_members[member.group_instance_id] = new_member_id
 
     def can_rebalance(self) -> bool:
         return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
 
     def not_yet_rejoined(self) -> list[MemberMetadata]:
         return [m for m in self.members.values() if m.join_callback is None]
+
+    def all_members_joined(self) -> bool:
+        """Kafka's hasAllMembersJoined: every member rejoined and no member id handed out
+        with MEMBER_ID_REQUIRED still waits to be used."""
+        return not self.not_yet_rejoined() and not self.pending_members
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -196,7 +233,7 @@ class GroupMetadata:
             StoredMember(m.member_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                          m.session_timeout_ms,
                          m.metadata(self.protocol) if self.protocol is not None else b"",
-                         m.assignment)
+                         m.assignment, m.group_instance_id)
             for m in self.members.values())
         return StoredGroup(self.protocol_type or "", self.generation_id, self.protocol,
                            self.leader_id, members)

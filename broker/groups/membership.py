@@ -31,13 +31,16 @@ class JoinResult:
     generation_id: int = -1
     protocol: str = ""
     leader_id: str = ""
-    members: tuple[tuple[str, bytes], ...] = ()
+    members: tuple[tuple[str, str | None, bytes], ...] = ()   # member id, group.instance.id, metadata
+    protocol_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SyncResult:
     error: ErrorCode
     assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,7 @@ class MemberSummary:
     client_host: str
     metadata: bytes
     assignment: bytes
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +80,12 @@ class GroupMembership:
     def handle_join_group(self, group_id: str, member_id: str, client_id: str, client_host: str,
                           rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
                           protocols: list[tuple[str, bytes]],
-                          respond: Callable[[JoinResult], None]) -> None:
+                          respond: Callable[[JoinResult], None], *,
+                          group_instance_id: str | None = None,
+                          require_known_member_id: bool = False) -> None:
+        """Kafka 2.8's doJoinGroup. ``group_instance_id`` makes the member static (KIP-345);
+        ``require_known_member_id`` (JoinGroup v4+ without one, KIP-394) answers a member
+        without an id MEMBER_ID_REQUIRED with the id to join with."""
         error = self.ownership.check(group_id)
         if error:
             respond(JoinResult(error, member_id))
@@ -100,11 +109,30 @@ class GroupMembership:
                   and (group.protocol_type != protocol_type
                        or not group.supports_protocols(name for name, _ in protocols)))):
             respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
-        elif member_id and member_id not in group.members:
-            respond(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
         elif not member_id:
-            self._add_member_and_rebalance(group, client_id, client_host, rebalance_timeout_ms,
-                                           session_timeout_ms, protocol_type, protocols, respond)
+            new_member_id = f"{group_instance_id or client_id}-{uuid.uuid4()}"
+            static = group.static_member(group_instance_id)
+            if static is not None:
+                self._replace_static_member(group, static, new_member_id, protocols, respond)
+            elif require_known_member_id:
+                self._add_pending_member(group, new_member_id, session_timeout_ms)
+                respond(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_member_id))
+            else:
+                self._add_member_and_rebalance(group, new_member_id, group_instance_id, client_id, client_host,
+                                               rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                               protocols, respond)
+        elif member_id in group.pending_members and group_instance_id is None:
+            timer = group.pending_members.pop(member_id)
+            if timer is not None:
+                timer.cancel()
+            self._add_member_and_rebalance(group, member_id, None, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                           protocols, respond)
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            respond(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id))
+        elif member_id not in group.members or (
+                group_instance_id is not None and group_instance_id not in group.static_members):
+            respond(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
         else:
             member = group.members[member_id]
             if group.is_(GroupState.PREPARING_REBALANCE):
@@ -122,26 +150,84 @@ class GroupMembership:
             else:
                 # A follower rejoining with unchanged metadata keeps the current generation.
                 respond(JoinResult(ErrorCode.NONE, member_id, group.generation_id,
-                                   group.protocol or "", group.leader_id or ""))
+                                   group.protocol or "", group.leader_id or "",
+                                   protocol_type=group.protocol_type))
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group)
 
     def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
-        members: tuple[tuple[str, bytes], ...] = ()
+        members: tuple[tuple[str, str | None, bytes], ...] = ()
         if member.member_id == group.leader_id:
-            members = tuple((m.member_id, m.metadata(group.protocol)) for m in group.members.values())
+            members = tuple((m.member_id, m.group_instance_id, m.metadata(group.protocol))
+                            for m in group.members.values())
         return JoinResult(ErrorCode.NONE, member.member_id, group.generation_id, group.protocol or "",
-                          group.leader_id or "", members)
+                          group.leader_id or "", members, group.protocol_type)
 
-    def _add_member_and_rebalance(self, group, client_id, client_host, rebalance_timeout_ms,
-                                  session_timeout_ms, protocol_type, protocols, respond) -> None:
-        member = MemberMetadata(f"{client_id}-{uuid.uuid4()}", client_id, client_host,
+    def _add_member_and_rebalance(self, group, member_id, group_instance_id, client_id, client_host,
+                                  rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                                  respond) -> None:
+        member = MemberMetadata(member_id, client_id, client_host,
                                 rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-                                join_callback=respond)
+                                join_callback=respond, group_instance_id=group_instance_id)
         if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
         group.add(member)
         self._maybe_prepare_rebalance(group)
+
+    def _add_pending_member(self, group: GroupMetadata, member_id: str, session_timeout_ms: int) -> None:
+        """Kafka's addPendingMember with its expiration: an id handed out with MEMBER_ID_REQUIRED
+        holds up the rebalance until it is used or its session timeout runs out."""
+
+        def expire() -> None:
+            if group.pending_members.pop(member_id, False) is not False:
+                logger.info("group %s: pending member %s did not join in time", group.group_id, member_id)
+                self._try_complete_join(group)
+
+        group.pending_members[member_id] = self.timers.schedule(self.clock.time_ms() + session_timeout_ms, expire)
+
+    def _replace_static_member(self, group: GroupMetadata, member: MemberMetadata, new_member_id: str,
+                               protocols: list[tuple[str, bytes]], respond) -> None:
+        """Kafka 2.8's updateStaticMemberAndRebalance: a static member joining again without its
+        member id (a restarted consumer) takes over the member under a new id. A request of the
+        previous incarnation still waiting is fenced. In a Stable group whose protocol it does
+        not change it keeps its assignment without a rebalance: the group is stored with the
+        new id and the answer names the current leader, so that the member does not assign
+        (a Stable group would not hand out a new assignment)."""
+        old_member_id = member.member_id
+        current_leader = group.leader_id or ""
+        self._release(member, ErrorCode.FENCED_INSTANCE_ID)
+        group.replace_static_member(member, new_member_id)
+        self.schedule_heartbeat(group, member, self.clock.time_ms())
+        old_protocols = member.protocols
+        member.protocols = protocols
+        if group.is_(GroupState.STABLE):
+            if group.select_protocol() != group.protocol:
+                self._update_member_and_rebalance(group, member, protocols, respond)
+                return
+            generation = group.generation_id
+
+            def stored(error: ErrorCode) -> None:
+                if error:
+                    logger.warning("group %s: storing static member %s's new id failed: %s",
+                                   group.group_id, new_member_id, error.name)
+                    if group.members.get(new_member_id) is member:
+                        member.protocols = old_protocols
+                        group.replace_static_member(member, old_member_id)
+                        self.schedule_heartbeat(group, member, self.clock.time_ms())
+                    respond(JoinResult(error, new_member_id))
+                else:
+                    respond(JoinResult(ErrorCode.NONE, new_member_id, generation, group.protocol or "",
+                                       current_leader, protocol_type=group.protocol_type))
+
+            error, write = self.store.store_group(group, GROUP_STORE_ERRORS)
+            if error:
+                stored(error)
+            else:
+                self.store.when_committed(write, GROUP_STORE_ERRORS, stored)
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            self._update_member_and_rebalance(group, member, protocols, respond)
+        else:  # PreparingRebalance: the rebalance under way answers it
+            member.join_callback = respond
 
     def _update_member_and_rebalance(self, group, member, protocols, respond) -> None:
         member.protocols = protocols
@@ -198,19 +284,25 @@ class GroupMembership:
 
     def _try_complete_join(self, group: GroupMetadata) -> None:
         if (group.is_(GroupState.PREPARING_REBALANCE) and not group.initial_delay_pending
-                and not group.not_yet_rejoined()):
+                and group.all_members_joined()):
             self._complete_join(group)
 
     def _complete_join(self, group: GroupMetadata) -> None:
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()
             group.rebalance_timer = None
+        # As Kafka 2.8, a static member that did not rejoin stays (its session timeout
+        # decides): a restarting consumer keeps its place.
         for member in group.not_yet_rejoined():
-            logger.info("group %s: removing member %s, which did not rejoin in time",
-                        group.group_id, member.member_id)
-            self._remove_member(group, member)
+            if member.group_instance_id is None:
+                logger.info("group %s: removing member %s, which did not rejoin in time",
+                            group.group_id, member.member_id)
+                self._remove_member(group, member)
         if group.is_(GroupState.DEAD):
             return
+        if group.leader_id in group.members and group.members[group.leader_id].join_callback is None:
+            # Kafka's maybeElectNewJoinedLeader: the leader must be one who is answered now.
+            group.leader_id = next((m.member_id for m in group.members.values() if m.join_callback), group.leader_id)
         group.generation_id += 1
         group.rebalance_epoch += 1
         if group.members:
@@ -240,24 +332,33 @@ class GroupMembership:
 
     def handle_sync_group(self, group_id: str, generation_id: int, member_id: str,
                           assignments: dict[str, bytes],
-                          respond: Callable[[SyncResult], None]) -> None:
+                          respond: Callable[[SyncResult], None], *,
+                          group_instance_id: str | None = None, protocol_type: str | None = None,
+                          protocol: str | None = None) -> None:
+        """Kafka 2.8's doSyncGroup; ``protocol_type`` and ``protocol`` (SyncGroup v5), when
+        given, must be the group's."""
         error = self.ownership.check(group_id)
         if error:
             respond(SyncResult(error))
             return
         group = self.ownership.group(group_id)
         member = group.members.get(member_id) if group is not None else None
-        if member is None:
+        if group is not None and group.is_static_member_fenced(member_id, group_instance_id):
+            respond(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        elif member is None:
             respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         elif generation_id != group.generation_id:
             respond(SyncResult(ErrorCode.ILLEGAL_GENERATION))
+        elif (protocol_type is not None and protocol_type != group.protocol_type) or (
+                protocol is not None and protocol != group.protocol):
+            respond(SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         elif group.state in (GroupState.EMPTY, GroupState.DEAD):
             respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         elif group.is_(GroupState.PREPARING_REBALANCE):
             respond(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         elif group.is_(GroupState.STABLE):
             self.schedule_heartbeat(group, member, self.clock.time_ms())
-            respond(SyncResult(ErrorCode.NONE, member.assignment))
+            respond(SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol))
         else:
             member.sync_callback = respond
             if member_id == group.leader_id:
@@ -302,17 +403,20 @@ class GroupMembership:
             # within its session or be removed.
             if not error:
                 self.schedule_heartbeat(group, member, now)
-            callback(SyncResult(error, member.assignment))
+            callback(SyncResult(error, member.assignment, group.protocol_type, group.protocol))
 
     # ================================================================ Heartbeat / LeaveGroup
 
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int,
+                  group_instance_id: str | None = None) -> ErrorCode:
         error = self.ownership.check(group_id)
         if error:
             return error
         group = self.ownership.group(group_id)
         if group is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -327,18 +431,39 @@ class GroupMembership:
         return ErrorCode.NONE
 
     def leave_group(self, group_id: str, member_id: str) -> ErrorCode:
+        """LeaveGroup v0-v2: one member; its error is the answer's."""
+        error, errors = self.leave_members(group_id, [(member_id, None)])
+        return error or errors[0]
+
+    def leave_members(self, group_id: str, leaving: list[tuple[str, str | None]]
+                      ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """Kafka 2.8's handleLeaveGroup: (member id, group.instance.id) pairs leave at once; a
+        static member may be named by its instance id alone. The group's error, then one per
+        member (empty when the group's error applies to all)."""
         error = self.ownership.check(group_id)
         if error:
-            return error
+            return error, []
         group = self.ownership.group(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        logger.info("group %s: member %s leaves", group_id, member_id)
-        self._on_member_failure(group, member)
-        return ErrorCode.NONE
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        errors = []
+        for member_id, group_instance_id in leaving:
+            member = group.static_member(group_instance_id) or group.members.get(member_id)
+            if member_id and group.is_static_member_fenced(member_id, group_instance_id):
+                errors.append(ErrorCode.FENCED_INSTANCE_ID)
+            elif member_id in group.pending_members:
+                timer = group.pending_members.pop(member_id)
+                if timer is not None:
+                    timer.cancel()
+                self._try_complete_join(group)
+                errors.append(ErrorCode.NONE)
+            elif member is None:
+                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+            else:
+                logger.info("group %s: member %s leaves", group_id, member.member_id)
+                self._on_member_failure(group, member)
+                errors.append(ErrorCode.NONE)
+        return ErrorCode.NONE, errors
 
     def schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata, now: int) -> None:
         member.last_heartbeat_ms = now
@@ -396,11 +521,11 @@ class GroupMembership:
             return GroupSummary(ErrorCode.NONE, group_id)
         if group.is_(GroupState.STABLE):
             members = tuple(MemberSummary(m.member_id, m.client_id, m.client_host,
-                                          m.metadata(group.protocol), m.assignment)
+                                          m.metadata(group.protocol), m.assignment, m.group_instance_id)
                             for m in group.members.values())
             protocol = group.protocol or ""
         else:
-            members = tuple(MemberSummary(m.member_id, m.client_id, m.client_host, b"", b"")
+            members = tuple(MemberSummary(m.member_id, m.client_id, m.client_host, b"", b"", m.group_instance_id)
                             for m in group.members.values())
             protocol = ""
         return GroupSummary(ErrorCode.NONE, group_id, group.state.value, group.protocol_type or "",
@@ -419,6 +544,9 @@ class GroupMembership:
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()
             group.rebalance_timer = None
+        for timer in group.pending_members.values():
+            if timer is not None:
+                timer.cancel()
         for member in group.members.values():
             self._release(member, ErrorCode.NOT_COORDINATOR)
         group.transition_to(GroupState.DEAD)

@@ -56,7 +56,8 @@ class CommittedOffsets:
         self._schedule_heartbeat = schedule_heartbeat
 
     async def commit(self, group_id: str, member_id: str, generation_id: int,
-                     retention_ms: int, commits: list[PartitionCommit]) -> list[ErrorCode]:
+                     retention_ms: int, commits: list[PartitionCommit],
+                     group_instance_id: str | None = None) -> list[ErrorCode]:
         """OffsetCommit: store committed offsets; one error per commit, in order, answered once
         the commit is committed in ``__consumer_offsets`` (in a cluster: below its high
         watermark, or in the leader with ``offsets.commit.required.acks`` 1).
@@ -65,7 +66,7 @@ class CommittedOffsets:
         empty ``member_id`` is a commit outside group management. As in Kafka, the empty group
         id is accepted here (old clients commit under it); only the membership APIs refuse it.
         Until the commit is committed OffsetFetch still answers the previous offsets."""
-        errors, write = self._commit(group_id, member_id, generation_id, retention_ms, commits)
+        errors, write = self._commit(group_id, member_id, generation_id, retention_ms, commits, group_instance_id)
         if write is None:
             return errors
         error = None
@@ -92,7 +93,8 @@ class CommittedOffsets:
         return errors
 
     def _commit(self, group_id: str, member_id: str, generation_id: int, retention_ms: int,
-                commits: list[PartitionCommit]) -> tuple[list[ErrorCode], Write | None]:
+                commits: list[PartitionCommit], group_instance_id: str | None = None
+                ) -> tuple[list[ErrorCode], Write | None]:
         error = self.ownership.check(group_id, validate_id=False)
         if error:
             return [error] * len(commits), None
@@ -106,6 +108,8 @@ class CommittedOffsets:
             error = ErrorCode.UNKNOWN_MEMBER_ID
         elif generation_id < 0 and group.is_(GroupState.EMPTY):
             error = ErrorCode.NONE
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            error = ErrorCode.FENCED_INSTANCE_ID
         elif group.is_(GroupState.COMPLETING_REBALANCE):
             error = ErrorCode.REBALANCE_IN_PROGRESS
         elif member_id not in group.members:

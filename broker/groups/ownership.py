@@ -227,11 +227,12 @@ class PartitionOwnership:
             return ErrorCode.INVALID_GROUP_ID
         return ErrorCode.NONE
 
-    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str]]]:
+    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
+        """(group id, protocol type, state name) of every group coordinated here."""
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         if self._loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
-        return ErrorCode.NONE, [(group.group_id, group.protocol_type or "")
+        return ErrorCode.NONE, [(group.group_id, group.protocol_type or "", group.state.value)
                                 for groups in self.groups_by_partition.values() for group in groups.values()
                                 if not group.is_(GroupState.DEAD)]

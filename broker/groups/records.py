@@ -21,15 +21,17 @@ Group metadata key (key version 2)::
 
     int16 version=2 | string group
 
-Group metadata value (value version 0 read, 1 written)::
+Group metadata value (versions 0-3 read; 1 written, 3 for a group with static members)::
 
     int16 version | string protocol_type | int32 generation | nullable string protocol
-    | nullable string leader | int32 member count | members...
+    | nullable string leader | [v2+: int64 current_state_timestamp] | int32 member count
+    | members...
     member v0: string member_id | string client_id | string client_host
                | int32 session_timeout | bytes subscription | bytes assignment
-    member v1: string member_id | string client_id | string client_host
+    member v1, v2: string member_id | string client_id | string client_host
                | int32 rebalance_timeout | int32 session_timeout | bytes subscription
                | bytes assignment
+    member v3: string member_id | nullable string group_instance_id | then as v1
 
 The group's partition of ``__consumer_offsets`` is ``abs(groupId.hashCode()) % partitions``
 with Java's ``String.hashCode`` and Kafka's ``Utils.abs`` (which maps Integer.MIN_VALUE to 0),
@@ -45,6 +47,9 @@ OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 1
 GROUP_VALUE_VERSION = 1
+# Kafka 2.3's layout, with each member's group.instance.id (KIP-345): written only for groups
+# with static members, so that a log without any stays readable by older readers.
+STATIC_GROUP_VALUE_VERSION = 3
 
 _INT16 = struct.Struct(">h")
 _TWO_INT16 = struct.Struct(">hh")
@@ -95,6 +100,7 @@ class StoredMember:
     session_timeout_ms: int
     subscription: bytes
     assignment: bytes
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,11 +164,18 @@ def offset_value(committed: OffsetAndMetadata) -> bytes:
 
 
 def group_value(group: StoredGroup) -> bytes:
-    parts = [_INT16.pack(GROUP_VALUE_VERSION), _string(group.protocol_type),
-             _INT32.pack(group.generation_id), _nullable_string(group.protocol),
-             _nullable_string(group.leader_id), _INT32.pack(len(group.members))]
+    static = any(member.group_instance_id is not None for member in group.members)
+    parts = [_INT16.pack(STATIC_GROUP_VALUE_VERSION if static else GROUP_VALUE_VERSION),
+             _string(group.protocol_type), _INT32.pack(group.generation_id),
+             _nullable_string(group.protocol), _nullable_string(group.leader_id)]
+    if static:
+        parts.append(_INT64.pack(-1))   # current_state_timestamp: not kept here, -1 is Kafka's "none"
+    parts.append(_INT32.pack(len(group.members)))
     for member in group.members:
-        parts += [_string(member.member_id), _string(member.client_id),
+        parts.append(_string(member.member_id))
+        if static:
+            parts.append(_nullable_string(member.group_instance_id))
+        parts += [_string(member.client_id),
                   _string(member.client_host), _INT32.pack(member.rebalance_timeout_ms),
                   _INT32.pack(member.session_timeout_ms), _bytes(member.subscription),
                   _bytes(member.assignment)]
@@ -287,22 +300,26 @@ def decode_offset_value(value: bytes) -> OffsetAndMetadata:
 
 
 def decode_group_value(value: bytes) -> StoredGroup:
-    """Decode a group metadata value (v0 or v1; v0 members' rebalance timeout is their
+    """Decode a group metadata value (v0-v3; v0 members' rebalance timeout is their
     session timeout)."""
     reader = _Reader(value)
     version = reader.int16()
-    if version not in (0, 1):
+    if version not in (0, 1, 2, 3):
         raise GroupRecordError(f"unknown group metadata value version {version}")
     protocol_type = reader.string()
     generation_id = reader.int32()
     protocol = reader.nullable_string()
     leader_id = reader.nullable_string()
+    if version >= 2:
+        reader.int64()   # current_state_timestamp
     count = reader.int32()
     if count < 0:
         raise GroupRecordError("negative member count")
     members = []
     for _ in range(count):
-        member_id, client_id, client_host = reader.string(), reader.string(), reader.string()
+        member_id = reader.string()
+        group_instance_id = reader.nullable_string() if version >= 3 else None
+        client_id, client_host = reader.string(), reader.string()
         if version == 0:
             session_timeout = reader.int32()
             rebalance_timeout = session_timeout
@@ -310,6 +327,6 @@ def decode_group_value(value: bytes) -> StoredGroup:
             rebalance_timeout = reader.int32()
             session_timeout = reader.int32()
         members.append(StoredMember(member_id, client_id, client_host, rebalance_timeout,
-                                    session_timeout, reader.bytes_(), reader.bytes_()))
+                                    session_timeout, reader.bytes_(), reader.bytes_(), group_instance_id))
     reader.finish()
     return StoredGroup(protocol_type, generation_id, protocol, leader_id, tuple(members))

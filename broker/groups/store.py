@@ -521,8 +521,10 @@ class GroupStore:
                                             m.rebalance_timeout_ms, m.session_timeout_ms,
                                             stored.protocol_type,
                                             [(stored.protocol or "", m.subscription)],
-                                            assignment=m.assignment)
+                                            assignment=m.assignment, group_instance_id=m.group_instance_id)
                 for m in stored.members}
+            group.static_members = {m.group_instance_id: m.member_id for m in stored.members
+                                    if m.group_instance_id is not None}
             group.state = GroupState.STABLE if group.members else GroupState.EMPTY
             group.persisted = value
             return

@@ -1,4 +1,4 @@
-"""CreateTopics (key 19), v0-v1: create topics with partitions and per-topic configs.
+"""CreateTopics (key 19), v0-v4: create topics with partitions and per-topic configs.
 
 Kafka's rules on a one-broker cluster: the replication factor must be 1 (-1 takes the
 default, as do -1 partitions, since clients such as kafka-python send -1 for "broker

@@ -1,4 +1,5 @@
-"""DeleteTopics (key 20), v0: remove topics and their data from disk.
+"""DeleteTopics (key 20), v0-v5: remove topics and their data from disk (v5: with a message
+beside each error).
 
 Per topic: UNKNOWN_TOPIC_OR_PARTITION if it does not exist, INVALID_TOPIC_EXCEPTION for an
 internal topic. Committed consumer group offsets of the topic are removed with it, as Kafka
@@ -32,7 +33,7 @@ async def handle(broker, request) -> dict:
         try:
             await broker.partitions.delete_topic(name, request.body.timeout_ms)
         except TopicError as exc:
-            responses.append({"name": name, "error_code": exc.code})
+            responses.append({"name": name, "error_code": exc.code, "error_message": str(exc)})
             continue
         responses.append({"name": name, "error_code": ErrorCode.NONE})
     return {"responses": responses}

@@ -1,9 +1,12 @@
-"""FindCoordinator (key 10), v0: which broker coordinates a consumer group.
+"""FindCoordinator (key 10), v0-v4: which broker coordinates a consumer group.
 
 On a single broker that is always this one (``node_id``, advertised host and port), as soon
 as the group coordinator is up; before that (or after shutdown began) the answer is
 COORDINATOR_NOT_AVAILABLE, which clients retry. In a cluster it is the leader of the group's
-``__consumer_offsets`` partition (``Partitions.find_group_coordinator``).
+``__consumer_offsets`` partition (``Partitions.find_group_coordinator``). v1+ names a key type:
+transaction coordinators do not exist here (no transactional APIs are served), so key type 1
+is answered COORDINATOR_NOT_AVAILABLE, any other INVALID_REQUEST, as Kafka 2.8. v4 asks for a
+batch of keys, each answered on its own (KIP-699).
 """
 
 from __future__ import annotations
@@ -12,13 +15,29 @@ from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.FIND_COORDINATOR
+_GROUP, _TRANSACTION = 0, 1
 
 
 async def handle(broker, request) -> dict:
-    if not broker.authorize(request, "Describe", "Group", request.body.key):
-        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "node_id": -1, "host": "", "port": -1}
-    error, endpoint = await broker.partitions.find_group_coordinator(request.body.key, request.listener)
+    body = request.body
+    if request.api_version >= 4:
+        return {"coordinators": [await _find(broker, request, key, body.key_type) | {"key": key}
+                                 for key in body.coordinator_keys]}
+    return await _find(broker, request, body.key, body.key_type)
+
+
+async def _find(broker, request, key: str, key_type: int) -> dict:
+    if key_type != _GROUP:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE if key_type == _TRANSACTION else ErrorCode.INVALID_REQUEST
+        return _error(error)
+    if not broker.authorize(request, "Describe", "Group", key):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    error, endpoint = await broker.partitions.find_group_coordinator(key, request.listener)
     if error or endpoint is None:
-        return {"error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "", "port": -1}
+        return _error(error or ErrorCode.COORDINATOR_NOT_AVAILABLE)
     node_id, host, port = endpoint
     return {"error_code": ErrorCode.NONE, "node_id": node_id, "host": host, "port": port}
+
+
+def _error(error: ErrorCode) -> dict:
+    return {"error_code": error, "node_id": -1, "host": "", "port": -1}

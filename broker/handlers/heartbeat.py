@@ -1,4 +1,5 @@
-"""Heartbeat (key 12), v0: keep a member's session; REBALANCE_IN_PROGRESS tells it to rejoin."""
+"""Heartbeat (key 12), v0-v4: keep a member's session; REBALANCE_IN_PROGRESS tells it to
+rejoin, FENCED_INSTANCE_ID (v3+) that its static instance joined again elsewhere."""
 
 from __future__ import annotations
 
@@ -13,4 +14,4 @@ async def handle(broker, request) -> dict:
     if not broker.authorize(request, "Read", "Group", body.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     return {"error_code": (await broker.groups()).heartbeat(body.group_id, body.member_id,
-                                                             body.generation_id)}
+                                                             body.generation_id, body.group_instance_id)}

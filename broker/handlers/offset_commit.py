@@ -1,8 +1,11 @@
-"""OffsetCommit (key 8), v0-v2: store a group's committed offsets.
+"""OffsetCommit (key 8), v0-v8: store a group's committed offsets.
 
 v0 carries no generation or member (a commit outside group management, generation -1);
 v1 adds them and a per-partition commit timestamp (-1: now); v2 replaces the timestamp with
-a request-wide retention time (-1: ``offsets.retention.minutes``). Offsets of topics the
+a request-wide retention time (-1: ``offsets.retention.minutes``), which v5 drops again;
+v7 names a static member (FENCED_INSTANCE_ID for its fenced former self). The committed
+leader epoch (v6+) is not kept: OffsetFetch answers -1 ("unknown") for it, which clients
+take as "no truncation check". Offsets of topics the
 broker does not have fail with UNKNOWN_TOPIC_OR_PARTITION, as in Kafka; the rest go to the
 coordinator in one append, answered once that append is committed (in a cluster: below
 ``__consumer_offsets``' high watermark, ``offsets.commit.required.acks``).
@@ -48,7 +51,7 @@ async def handle(broker, request) -> dict:
                 partition.commit_timestamp if version == 1 else -1))
     if commits:
         results = await (await broker.groups()).commit(body.group_id, member_id, generation_id,
-                                                        retention_ms, commits)
+                                                        retention_ms, commits, body.group_instance_id)
         for commit, error in zip(commits, results):
             errors[(commit.topic, commit.partition)] = error
     return {"topics": [

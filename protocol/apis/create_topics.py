@@ -1,4 +1,8 @@
-"""CreateTopics (key 19), v0-v1. v1 adds ``validate_only`` and per-topic error messages."""
+"""CreateTopics (key 19), v0-v4. v1 adds ``validate_only`` and per-topic error messages; v2
+throttle time; v4 lets the broker default partitions and replication factor (-1, KIP-464),
+which this broker does at every version. v5+ (flexible; the created topic's configs and, from
+v7, its topic id in the answer) is not served yet: the configs want the effective-config
+description DescribeConfigs gives, and topic ids are not yet one per topic across a cluster."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
@@ -7,7 +11,7 @@ from minikafka.protocol.types import BOOLEAN, INT16, INT32, STRING
 CREATE_TOPICS = Api(
     ApiKey.CREATE_TOPICS,
     "CreateTopics",
-    versions=(0, 1),
+    versions=(0, 4),
     request=(
         Field("topics", Array(
             Field("name", STRING),
@@ -26,6 +30,7 @@ CREATE_TOPICS = Api(
         Field("validate_only", BOOLEAN, "1+", default=False),
     ),
     response=(
+        Field("throttle_time_ms", INT32, "2+"),
         Field("topics", Array(
             Field("name", STRING),
             Field("error_code", INT16),

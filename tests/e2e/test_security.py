@@ -375,7 +375,7 @@ def test_sasl_authenticate_leaves_kafka_python_inferring_0_10_2(sasl_broker):
 
     table = _Raw(sasl_broker.port).call(ApiKey.API_VERSIONS, 0, {})
     versions = {entry.api_key: (entry.min_version, entry.max_version) for entry in table.api_keys}
-    assert versions[ApiKey.SASL_HANDSHAKE] == (0, 1) and versions[ApiKey.SASL_AUTHENTICATE] == (0, 0)
+    assert versions[ApiKey.SASL_HANDSHAKE] == (0, 1) and versions[ApiKey.SASL_AUTHENTICATE] == (0, 2)
     assert infer_broker_version_from_api_versions(versions) == (0, 10, 2)
     producer = KafkaProducer(**sasl_broker.client_config(), bootstrap_timeout_ms=15000)
     try:

@@ -28,7 +28,7 @@ def test_lone_member_is_answered_at_once_as_leader(harness):
     assert answer.leader_id == answer.member_id
     assert answer.generation_id == 1
     assert answer.protocol == "range"
-    assert answer.members == ((answer.member_id, b"range-meta"),)
+    assert answer.members == ((answer.member_id, None, b"range-meta"),)
     assert state(harness, "g") is GroupState.COMPLETING_REBALANCE
     synced = harness.sync("g", 1, answer.member_id, {answer.member_id: b"all"})
     assert synced[0].error == ErrorCode.NONE and synced[0].assignment == b"all"
@@ -45,7 +45,7 @@ def test_second_member_triggers_rebalance_and_both_get_the_new_generation(harnes
     assert rejoin[0].error == newcomer[0].error == ErrorCode.NONE
     assert rejoin[0].generation_id == newcomer[0].generation_id == 2
     assert rejoin[0].leader_id == leader
-    assert {m for m, _ in rejoin[0].members} == {leader, newcomer[0].member_id}
+    assert {m for m, _, _ in rejoin[0].members} == {leader, newcomer[0].member_id}
     assert newcomer[0].members == ()
 
 
@@ -119,7 +119,7 @@ def test_session_expiry_removes_member_and_rebalances(harness):
     assert list(harness.coordinator.group("g").members) == [leader]
     assert harness.coordinator.heartbeat("g", leader, 2) == ErrorCode.REBALANCE_IN_PROGRESS
     answer = harness.join("g", leader)[0]
-    assert answer.generation_id == 3 and answer.members == ((leader, b"range-meta"),)
+    assert answer.generation_id == 3 and answer.members == ((leader, None, b"range-meta"),)
 
 
 def test_rebalance_timeout_removes_members_that_did_not_rejoin(harness):
@@ -157,7 +157,7 @@ def test_initial_rebalance_delay_waits_for_more_members(harness_factory):
     assert first == second == []
     harness.advance(3000)
     assert first[0].generation_id == second[0].generation_id == 1
-    assert {m for m, _ in first[0].members} == {first[0].member_id, second[0].member_id}
+    assert {m for m, _, _ in first[0].members} == {first[0].member_id, second[0].member_id}
 
 
 def test_commit_and_fetch_inside_and_outside_the_group(harness):
@@ -207,7 +207,7 @@ def test_offsets_expire_by_retention_and_empty_groups_go(harness):
     harness.clock.advance(24 * 3600 * 1000)
     assert coordinator.expire_offsets(harness.clock.time_ms()) == 1
     assert coordinator.group("long") is None
-    assert [g for g, _ in coordinator.list_groups()[1]] == ["active"]
+    assert [g for g, _, _ in coordinator.list_groups()[1]] == ["active"]
     harness.restart(clean=False)
     assert harness.coordinator.group("short") is None and harness.coordinator.group("long") is None
 
@@ -223,7 +223,7 @@ def test_describe_and_list(harness):
     summary = harness.coordinator.describe_group("g")
     assert summary.state == "PreparingRebalance" and summary.protocol == ""
     assert all(m.metadata == b"" and m.assignment == b"" for m in summary.members)
-    assert harness.coordinator.list_groups() == (ErrorCode.NONE, [("g", "consumer")])
+    assert harness.coordinator.list_groups() == (ErrorCode.NONE, [("g", "consumer", "PreparingRebalance")])
 
 
 def test_member_removed_while_its_join_waits_gets_an_answer(harness):
@@ -232,7 +232,7 @@ def test_member_removed_while_its_join_waits_gets_an_answer(harness):
     assert waiting == []                                   # the leader has not rejoined yet
     assert harness.coordinator.leave_group("g", follower) == ErrorCode.NONE
     assert waiting[0].error == ErrorCode.UNKNOWN_MEMBER_ID
-    assert harness.join("g", leader)[0].members == ((leader, b"range-meta"),)
+    assert harness.join("g", leader)[0].members == ((leader, None, b"range-meta"),)
 
 
 def test_coordinator_not_available_before_startup_and_after_shutdown(harness):
@@ -243,3 +243,56 @@ def test_coordinator_not_available_before_startup_and_after_shutdown(harness):
     assert harness.coordinator.find_coordinator("g") == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert harness.coordinator.commit_offsets("g", "", -1, -1, [PartitionCommit("t", 0, 1, "")]) == \
         [ErrorCode.COORDINATOR_NOT_AVAILABLE]
+
+
+def _join_v4(harness, group, member_id=""):
+    """A JoinGroup v4+ of a dynamic member (KIP-394: no id yet means MEMBER_ID_REQUIRED)."""
+    answers = []
+    harness.coordinator.handle_join_group(group, member_id, "client", "/127.0.0.1", REBALANCE, SESSION,
+                                          "consumer", [("range", b"range-meta")], answers.append,
+                                          require_known_member_id=True)
+    return answers
+
+
+def test_an_unused_member_id_holds_the_rebalance_until_its_session_timeout(harness):
+    (leader,) = harness.form_group("g", 1)
+    (asked,) = _join_v4(harness, "g")
+    assert asked.error == ErrorCode.MEMBER_ID_REQUIRED and asked.member_id.startswith("client-")
+    assert state(harness, "g") is GroupState.STABLE    # handing out an id starts no rebalance
+    rejoin = harness.join("g", leader, protocols=[("range", b"new-meta")])
+    assert not rejoin and state(harness, "g") is GroupState.PREPARING_REBALANCE
+    harness.advance(SESSION - 1)
+    assert not rejoin     # the id handed out may still join with it
+    harness.advance(1)
+    assert [(a.error, a.generation_id, [m for m, _, _ in a.members]) for a in rejoin] == \
+        [(ErrorCode.NONE, 2, [leader])]
+
+
+def test_a_member_id_handed_out_is_joined_with_and_then_waited_for(harness):
+    (asked,) = _join_v4(harness, "g")
+    assert state(harness, "g") is GroupState.EMPTY and not harness.coordinator.group("g").members
+    (joined,) = _join_v4(harness, "g", asked.member_id)
+    assert (joined.error, joined.member_id, joined.leader_id, joined.generation_id) == \
+        (ErrorCode.NONE, asked.member_id, asked.member_id, 1)
+    assert _join_v4(harness, "g", "never-handed-out")[0].error == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_static_member_that_does_not_rejoin_keeps_its_place_and_loses_the_lead(harness):
+    """Kafka 2.8's onCompleteJoin: when the rebalance times out, dynamic members that did not
+    rejoin are removed, static ones stay (a restarting consumer comes back under its instance
+    id); the leader is then one of those who did rejoin."""
+    static = []
+    harness.coordinator.handle_join_group("g", "", "client", "/127.0.0.1", REBALANCE, SESSION, "consumer",
+                                          [("range", b"range-meta")], static.append, group_instance_id="s")
+    static_id = static[0].member_id
+    assert static[0].leader_id == static_id
+    harness.sync("g", 1, static_id, {static_id: b"mine"})
+    newcomer = harness.join("g")
+    for _ in range(3):   # the static member keeps its session but does not rejoin
+        harness.advance(REBALANCE // 4)
+        assert harness.coordinator.heartbeat("g", static_id, 1, "s") == ErrorCode.REBALANCE_IN_PROGRESS
+    harness.advance(REBALANCE // 4)
+    (answer,) = newcomer
+    assert (answer.error, answer.generation_id, answer.leader_id) == (ErrorCode.NONE, 2, answer.member_id)
+    assert sorted(m for m, _, _ in answer.members) == sorted([static_id, answer.member_id])
+    assert static_id in harness.coordinator.group("g").members

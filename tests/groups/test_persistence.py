@@ -380,3 +380,24 @@ def test_a_mangled_snapshot_payload_only_raises_snapshot_format_error(data):
         list(decode_snapshot(0, 7, bytes(payload[:cut])))
     except SnapshotFormatError:
         pass
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_static_members_survive_a_restart(harness, clean):
+    """The group's metadata keeps each member's group.instance.id (Kafka's value v3): after a
+    restart, a static member joining again under its instance id still takes over its former
+    self without a rebalance, and that former self is fenced."""
+    answers = []
+    harness.coordinator.handle_join_group("g", "", "client", "/127.0.0.1", 30000, 10000, "consumer",
+                                          [("range", b"meta")], answers.append, group_instance_id="i-1")
+    (joined,) = answers
+    assert harness.sync("g", 1, joined.member_id, {joined.member_id: b"mine"})[0].error == ErrorCode.NONE
+    harness.restart(clean=clean)
+    again = []
+    harness.coordinator.handle_join_group("g", "", "client", "/127.0.0.1", 30000, 10000, "consumer",
+                                          [("range", b"meta")], again.append, group_instance_id="i-1")
+    (rejoined,) = again
+    assert (rejoined.error, rejoined.generation_id) == (ErrorCode.NONE, 1)
+    assert rejoined.member_id != joined.member_id
+    assert harness.sync("g", 1, rejoined.member_id)[0].assignment == b"mine"
+    assert harness.coordinator.heartbeat("g", joined.member_id, 1, "i-1") == ErrorCode.FENCED_INSTANCE_ID

@@ -65,6 +65,21 @@ def test_group_value_round_trip_and_v0_members():
         StoredMember("m-1", "c", "", 6000, 6000, b"s", b"a"),))
 
 
+def test_group_value_v3_holds_static_members_instance_ids():
+    """Kafka 2.3+'s layout (GroupMetadataManager's GROUP_METADATA_VALUE_SCHEMA_V3): a
+    current-state timestamp after the leader, each member's group.instance.id after its id."""
+    stored = StoredGroup("consumer", 2, "range", "m-1", (
+        StoredMember("m-1", "c", "/h", 300, 100, b"s", b"a", group_instance_id="i"),
+        StoredMember("m-2", "c", "/h", 300, 100, b"", b""),
+    ))
+    encoded = group_value(stored)
+    assert encoded == (struct.pack(">hh8sih5sh3sqi", 3, 8, b"consumer", 2, 5, b"range", 3, b"m-1", -1, 2)
+                       + struct.pack(">h3sh1sh1sh2siii1si1s", 3, b"m-1", 1, b"i", 1, b"c", 2, b"/h", 300, 100,
+                                     1, b"s", 1, b"a")
+                       + struct.pack(">h3shh1sh2siiii", 3, b"m-2", -1, 1, b"c", 2, b"/h", 300, 100, 0, 0))
+    assert decode_group_value(encoded) == stored
+
+
 @pytest.mark.parametrize("data", [b"", b"\x00", b"\x00\x05abc", b"\x00\x01\x00\x01g\x00\x01t\x00",
                                   b"\x00\x02\x00\x01g\x00", b"\x00\x02\xff\xffg"])
 def test_bad_keys_raise_group_record_error(data):

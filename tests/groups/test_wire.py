@@ -164,3 +164,91 @@ def test_join_v1_keeps_the_rebalance_timeout_apart_from_the_session_timeout(clie
     assert [(m.member_id, m.rebalance_timeout_ms, m.session_timeout_ms, m.assignment)
             for m in stored["v1"].members] == [(joined["v1"].member_id, 45000, 6500, b"a")]
     assert [(m.rebalance_timeout_ms, m.session_timeout_ms) for m in stored["v0"].members] == [(6500, 6500)]
+
+
+# ------------------------------------------------------------------------------------------
+# today's versions (flexible from JoinGroup v6, SyncGroup/Heartbeat/LeaveGroup v4, OffsetFetch
+# v6, FindCoordinator and ListGroups v3, DescribeGroups v5)
+
+STATIC_JOIN = {"group_id": "s", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+               "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b"meta"}]}
+
+
+def _sync(client, version, member, generation, assignments=(), **extra):
+    return client.call(ApiKey.SYNC_GROUP, version, {
+        "group_id": "s", "generation_id": generation, "member_id": member, **extra,
+        "assignments": [{"member_id": m, "assignment": a} for m, a in assignments]})
+
+
+def test_join_v4_hands_a_new_member_its_id_to_join_again_with(client):
+    asked = client.call(ApiKey.JOIN_GROUP, 7, STATIC_JOIN)
+    assert asked.error_code == ErrorCode.MEMBER_ID_REQUIRED and asked.member_id.startswith("raw-")
+    joined = client.call(ApiKey.JOIN_GROUP, 7, {**STATIC_JOIN, "member_id": asked.member_id})
+    assert (joined.error_code, joined.generation_id, joined.member_id, joined.leader) == \
+        (0, 1, asked.member_id, asked.member_id)
+    assert (joined.protocol_type, joined.protocol_name) == ("consumer", "range")
+    synced = _sync(client, 5, asked.member_id, 1, [(asked.member_id, b"mine")],
+                   protocol_type="consumer", protocol_name="range")
+    assert (synced.error_code, synced.assignment, synced.protocol_type, synced.protocol_name) == \
+        (0, b"mine", "consumer", "range")
+    assert _sync(client, 5, asked.member_id, 1, protocol_type="consumer",
+                 protocol_name="roundrobin").error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_a_static_member_joining_again_fences_its_former_self_without_a_rebalance(client):
+    static = {**STATIC_JOIN, "group_instance_id": "instance-1"}
+    first = client.call(ApiKey.JOIN_GROUP, 6, static)   # static members get no MEMBER_ID_REQUIRED
+    assert (first.error_code, first.generation_id) == (0, 1) and first.member_id.startswith("instance-1-")
+    assert [(m.member_id, m.group_instance_id) for m in first.members] == [(first.member_id, "instance-1")]
+    assert _sync(client, 4, first.member_id, 1, [(first.member_id, b"mine")],
+                 group_instance_id="instance-1").error_code == 0
+
+    again = client.call(ApiKey.JOIN_GROUP, 6, static)
+    assert again.error_code == 0 and again.member_id != first.member_id
+    # The same generation, and the old id as leader, so the new one does not assign.
+    assert (again.generation_id, again.leader, again.members) == (1, first.member_id, [])
+    synced = _sync(client, 4, again.member_id, 1, group_instance_id="instance-1")
+    assert (synced.error_code, synced.assignment) == (0, b"mine")
+
+    def heartbeat(member):
+        return client.call(ApiKey.HEARTBEAT, 4, {"group_id": "s", "generation_id": 1, "member_id": member,
+                                                 "group_instance_id": "instance-1"}).error_code
+
+    assert heartbeat(first.member_id) == ErrorCode.FENCED_INSTANCE_ID
+    assert heartbeat(again.member_id) == ErrorCode.NONE
+    fenced_commit = client.call(ApiKey.OFFSET_COMMIT, 8, commit_body(
+        "s", 5, generation_id_or_member_epoch=1, member_id=first.member_id, group_instance_id="instance-1"))
+    assert fenced_commit.topics[0].partitions[0].error_code == ErrorCode.FENCED_INSTANCE_ID
+    described = client.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["s"], "include_authorized_operations": True})
+    group = described.groups[0]
+    assert group.group_state == "Stable" and group.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+    assert [(m.member_id, m.group_instance_id) for m in group.members] == [(again.member_id, "instance-1")]
+
+    left = client.call(ApiKey.LEAVE_GROUP, 4, {"group_id": "s", "members": [
+        {"member_id": "", "group_instance_id": "instance-1"}, {"member_id": "nobody"}]})
+    assert left.error_code == 0
+    assert [(m.group_instance_id, m.error_code) for m in left.members] == \
+        [("instance-1", 0), (None, ErrorCode.UNKNOWN_MEMBER_ID)]
+    assert client.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["s"]}).groups[0].group_state == "Empty"
+
+
+def test_find_coordinator_v4_offset_fetch_v8_and_list_groups_v4_take_several(client):
+    found = client.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b"]})
+    assert [(c.key, c.error_code, c.node_id) for c in found.coordinators] == [("a", 0, 0), ("b", 0, 0)]
+    transactional = client.call(ApiKey.FIND_COORDINATOR, 3, {"key": "tx", "key_type": 1})
+    assert transactional.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    for group, offset in (("a", 7), ("b", 9)):
+        client.call(ApiKey.OFFSET_COMMIT, 8, commit_body(group, offset))
+    fetched = client.call(ApiKey.OFFSET_FETCH, 8, {"groups": [
+        {"group_id": "a", "topics": [{"name": "t", "partition_indexes": [0]}]},
+        {"group_id": "b", "topics": None}]})
+    assert [(g.group_id, g.error_code, [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
+                                        for t in g.topics]) for g in fetched.groups] == \
+        [("a", 0, [("t", [(0, 7)])]), ("b", 0, [("t", [(0, 9)])])]
+    joined = client.call(ApiKey.JOIN_GROUP, 5, {**STATIC_JOIN, "group_id": "c", "group_instance_id": "c1"})
+    assert joined.error_code == 0
+    listed = client.call(ApiKey.LIST_GROUPS, 4, {"states_filter": ["completingrebalance"]})
+    assert [(g.group_id, g.group_state) for g in listed.groups] == [("c", "CompletingRebalance")]
+    everything = client.call(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
+    assert sorted((g.group_id, g.group_state) for g in everything.groups) == \
+        [("a", "Empty"), ("b", "Empty"), ("c", "CompletingRebalance")]

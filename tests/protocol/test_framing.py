@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minikafka.protocol import (
+    APIS,
     ApiKey,
     ClientConnection,
     ErrorCode,
@@ -27,10 +28,13 @@ from minikafka.protocol import (
     encode_request,
     encode_response,
 )
+from minikafka.protocol.types import Writer
 
+import kafka.protocol.admin as kp_admin
 import kafka.protocol.consumer as kp_consumer
 import kafka.protocol.metadata as kp_metadata
 import kafka.protocol.producer as kp_producer
+import kafka.protocol.sasl as kp_sasl
 from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -307,7 +311,7 @@ def test_unknown_api_key_names_the_key_after_parsing_the_header():
 
 
 @pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 4), (ApiKey.METADATA, 4),
-                                                  (ApiKey.FETCH, 5), (ApiKey.OFFSET_FETCH, 3),
+                                                  (ApiKey.FETCH, 5), (ApiKey.OFFSET_FETCH, 9),
                                                   (ApiKey.PRODUCE, -1)])
 def test_unsupported_versions_of_other_apis_are_refused(api_key, version):
     payload = struct.pack(">hhih", api_key, version, 5, -1) + b"\x00" * 20
@@ -384,6 +388,37 @@ def test_kafka_python_framed_requests_with_headers(cls, version, body, kafka_pyt
     request = conn.next_request()
     assert (request.api_version, request.correlation_id, request.client_id) == (version, 31, "kp-client")
     assert request.body == _parse_all(encode_request(cls.API_KEY, version, 31, "kp-client", body))[0].body
+
+
+# Every flexible version of the APIs clients send, ApiVersions aside (its response header stays v0).
+FLEXIBLE = [(api, version) for api in APIS.values() for version in range(api.min_version, api.max_version + 1)
+            if api.is_flexible(version) and api.key != ApiKey.API_VERSIONS]
+
+
+def _kafka_python_class(api, direction: str):
+    name = api.name + direction
+    return next(getattr(module, name) for module in (kp_producer, kp_consumer, kp_metadata, kp_admin, kp_sasl)
+                if hasattr(module, name))
+
+
+@pytest.mark.parametrize(("api", "version"), FLEXIBLE, ids=[f"{a.name}-v{v}" for a, v in FLEXIBLE])
+def test_flexible_frames_are_kafka_pythons_byte_for_byte(api, version, kafka_python_message):
+    """Request header v2 (a classic client id, then tagged fields) and response header v1
+    (tagged fields after the correlation id), framed, exactly as kafka-python writes them."""
+    for direction, codec in (("Request", api.request(version)), ("Response", api.response(version))):
+        w = Writer()
+        codec.encode(w, {})
+        body = codec.decode(memoryview(b"".join(w.finish()))).to_dict()
+        message = kafka_python_message(_kafka_python_class(api, direction), version, body)
+        message.with_header(correlation_id=31, client_id="kp-client")
+        theirs = bytes(message.encode(header=True, framed=True))
+        if direction == "Request":
+            ours = encode_request(api.key, version, 31, "kp-client", body)
+            assert ours[12:24] == b"\x00\x09kp-client\x00"   # header v2: int16 client id, no tags
+        else:
+            ours = b"".join(encode_response(Request(api.key, version, 31, "c", None), body))
+            assert ours[8] == 0   # header v1: no tags after the correlation id
+        assert ours == theirs, direction
 
 
 def test_response_header_v0_for_api_versions_even_at_v3():
