@@ -5,7 +5,9 @@
  * shallow_loop is _py_shallow_loop  (validate_given_offsets, the follower's shallow check),
  * index_entries is entries._py_index_entries (the entries a segment's indexes point at),
  * magic_1_messages is record_batch._py_magic_1_messages (a magic 2 batch's records section
- *              written as magic 1 messages), and crc32c checks a magic 2 batch.
+ *              written as magic 1 messages), check_records is record_batch._records_max_timestamp
+ *              (a magic 2 batch's records checked for a log of magic 2: None where Python raises),
+ *              and crc32c checks a magic 2 batch.
  *
  * Each takes the same arguments and returns the same values as its Python twin, and refuses
  * a set with the same RecordError (same code, same message): records.py picks one or the
@@ -1033,6 +1035,105 @@ failed:
     return NULL;
 }
 
+/* record_batch._records_max_timestamp: the records section of one batch (decompressed) checked as
+   Kafka's LogValidator checks a magic 2 batch's records: each whole and within its length,
+   offsetDelta equal to its index, its timestamp within int64 and (when check_timestamps) -1 or
+   within [earliest, latest], lengths and headers that add up (header keys UTF-8). Returns the
+   largest timestamp (-1 for none), or None when any record fails (the Python side then finds
+   which error to report). */
+static PyObject *check_records(PyObject *self, PyObject *args)
+{
+    PyObject *data;
+    long long count, base_timestamp, earliest, latest;
+    int check_timestamps;
+    if (!PyArg_ParseTuple(args, "OLLpLL:check_records", &data, &count, &base_timestamp, &check_timestamps,
+                          &earliest, &latest))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = view.buf;
+    const Py_ssize_t end = view.len;
+    PyObject *result = NULL;
+    int64_t max_timestamp = -1;
+    Py_ssize_t position = 0;
+    /* A record takes at least 7 bytes: a forged count is refused before the loop. */
+    if (count < 1 || count > end / 7)
+        goto refused;
+    for (long long index = 0; index < count; index++) {
+        uint64_t raw, beyond = 0;
+        if (read_varint(d, end, &position, 5, &raw, &beyond) < 0)
+            goto refused;
+        const int64_t size = zigzag(raw);
+        if (size < 0 || position + size > end)
+            goto refused;
+        const Py_ssize_t record_end = position + (Py_ssize_t)size;
+        position += 1; /* attributes */
+        int64_t timestamp;
+        if (read_varint(d, record_end, &position, 10, &raw, &beyond) < 0
+            || timestamp_of(base_timestamp, raw, beyond, &timestamp) < 0)
+            goto refused;
+        if (check_timestamps && timestamp != -1 && (timestamp < earliest || timestamp > latest))
+            goto refused;
+        if (timestamp > max_timestamp)
+            max_timestamp = timestamp;
+        if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0 || zigzag(raw) != index)
+            goto refused;
+        /* The key: null only as the one byte of -1 (as _parse_records reads it); the value:
+           -1 in any form. */
+        for (int field = 0; field < 2; field++) {
+            if (field == 0 && position < record_end && d[position] == 1) {
+                position += 1;
+                continue;
+            }
+            if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
+                goto refused;
+            const int64_t length = zigzag(raw);
+            if (length < -field || position + (length > 0 ? length : 0) > record_end)
+                goto refused;
+            if (length > 0)
+                position += (Py_ssize_t)length;
+        }
+        if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
+            goto refused;
+        const int64_t headers = zigzag(raw);
+        if (headers < 0 || headers * 2 > record_end - position)
+            goto refused;
+        for (int64_t header = 0; header < headers; header++) {
+            if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
+                goto refused;
+            const int64_t key_length = zigzag(raw);
+            if (key_length < 0 || position + key_length > record_end)
+                goto refused;
+            PyObject *key = PyUnicode_DecodeUTF8((const char *)d + position, (Py_ssize_t)key_length, NULL);
+            if (key == NULL) {
+                PyErr_Clear();
+                goto refused;
+            }
+            Py_DECREF(key);
+            position += (Py_ssize_t)key_length;
+            if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
+                goto refused;
+            const int64_t value_length = zigzag(raw);
+            if (value_length < -1 || position + (value_length > 0 ? value_length : 0) > record_end)
+                goto refused;
+            if (value_length > 0)
+                position += (Py_ssize_t)value_length;
+        }
+        if (position != record_end)
+            goto refused;
+    }
+    if (position != end)
+        goto refused;
+    result = PyLong_FromLongLong(max_timestamp);
+    goto done;
+refused:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"crc32", crc32_function, METH_O, "CRC-32 of a bytes-like object, as zlib.crc32 (the loops' own)."},
     {"crc32_portable", crc32_portable_function, METH_O, "CRC-32 without PCLMULQDQ folding (for the tests)."},
@@ -1042,6 +1143,8 @@ static PyMethodDef methods[] = {
     {"index_entries", index_entries, METH_VARARGS, "A segment's index entries for an append (see entries._py_index_entries)."},
     {"magic_1_messages", magic_1_messages, METH_VARARGS,
      "A magic 2 records section as magic 1 messages (see record_batch._py_magic_1_messages)."},
+    {"check_records", check_records, METH_VARARGS,
+     "A magic 2 batch's records checked, their largest timestamp (see record_batch._records_max_timestamp)."},
     {"crc32c", crc32c_function, METH_O, "CRC-32C of a bytes-like object (SSE4.2 where the CPU has it)."},
     {"crc32c_portable", crc32c_portable_function, METH_O, "CRC-32C by the table loop only (for the tests)."},
     {NULL, NULL, 0, NULL},

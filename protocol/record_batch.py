@@ -421,12 +421,15 @@ def _py_magic_1_messages(
 # ``_use_native``), so one switch (and ``MINIKAFKA_PURE_PYTHON=1``) covers every loop of the
 # produce path, and this module, which records imports, need not know about the accelerator.
 _magic_1_messages = _py_magic_1_messages
+# The C check of a batch's records (None: ``_records_max_timestamp`` alone, in Python).
+_check_records = None
 
 
 def _use_native(native) -> None:
     """Take the loops of the C accelerator module ``native``, or the Python ones for None."""
-    global _magic_1_messages
+    global _magic_1_messages, _check_records
     _magic_1_messages = _py_magic_1_messages if native is None else native.magic_1_messages
+    _check_records = None if native is None else native.check_records
 
 
 def _refusal(data: memoryview, batch: RecordBatch) -> RecordError:
@@ -651,21 +654,11 @@ def assign_batches(
             raise _corrupt(f"{where} has producer id {batch.producer_id} but no base sequence")
         if batch.timestamp_type == 1:
             raise RecordError(ErrorCode.INVALID_TIMESTAMP, f"{where} has the LogAppendTime type set; only brokers set it")
-        batch_max = -1
-        for index, (offset_delta, timestamp_delta, _, _, _) in enumerate(
-            _parse_records(_records_section(out, batch), batch)
-        ):
-            if offset_delta != index:
-                raise _corrupt(f"{where} has record {index} at offset delta {offset_delta}")
-            timestamp = _timestamp(batch, timestamp_delta)
-            if not log_append_time and timestamp != -1 and not earliest <= timestamp <= latest:
-                raise RecordError(
-                    ErrorCode.INVALID_TIMESTAMP,
-                    f"timestamp {timestamp} is out of the accepted range around {now_ms} "
-                    "(message.timestamp.difference.max.ms)",
-                )
-            if timestamp > batch_max:
-                batch_max = timestamp
+        section = _records_section(out, batch)
+        batch_max = None if _check_records is None else _check_records(
+            section, batch.record_count, batch.base_timestamp, not log_append_time, earliest, latest)
+        if batch_max is None:  # the records' checks in Python: they raise the error, if any
+            batch_max = _records_max_timestamp(section, batch, not log_append_time, earliest, latest, now_ms)
         position = batch.position
         last_offset = offset + batch.last_offset_delta
         _INT64.pack_into(out, position, offset)
@@ -689,6 +682,28 @@ def assign_batches(
                                            last_offset, batch_max, batch.is_transactional, False))
         offset = last_offset + 1
     return AssignedBatches(out, offset, max_timestamp, offset_of_max, first_timestamp, first_untimed, tuple(producers))
+
+
+def _records_max_timestamp(section: memoryview, batch: RecordBatch, check_timestamps: bool, earliest: int,
+                           latest: int, now_ms: int) -> int:
+    """The largest timestamp of a batch's records (-1 for none), each parsed and checked as
+    ``assign_batches`` says; ``_records.check_records`` is the same check in C, which returns
+    None where this raises (so this runs then, to say why)."""
+    where = f"record batch at byte {batch.position}"
+    batch_max = -1
+    for index, (offset_delta, timestamp_delta, _, _, _) in enumerate(_parse_records(section, batch)):
+        if offset_delta != index:
+            raise _corrupt(f"{where} has record {index} at offset delta {offset_delta}")
+        timestamp = _timestamp(batch, timestamp_delta)
+        if check_timestamps and timestamp != -1 and not earliest <= timestamp <= latest:
+            raise RecordError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"timestamp {timestamp} is out of the accepted range around {now_ms} "
+                "(message.timestamp.difference.max.ms)",
+            )
+        if timestamp > batch_max:
+            batch_max = timestamp
+    return batch_max
 
 
 def producer_batches(buf, end: int) -> tuple[ProducerBatch, ...]:

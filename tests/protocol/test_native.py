@@ -502,3 +502,67 @@ def test_mutated_sections_convert_alike(mutations, count, timestamp_type):
     converted_by_both(bytes(section), count, 0, timestamp_type, NOW, NOW)
     data = encode_batch(bytes(section), count)
     agree(validate_and_assign, data, 0, NOW, CREATE)
+
+
+# --- a log of magic 2: the C check of a batch's records (check_records) -------------------
+
+
+def checked_by_both(section: bytes, count: int, base: int, check_timestamps: bool, earliest: int, latest: int):
+    """The C check of a batch's records and the Python one (``_records_max_timestamp``): the
+    same largest timestamp, and None from C exactly where Python refuses."""
+    native = records._native.check_records(section, count, base, check_timestamps, earliest, latest)
+    if count < 1:  # no batch has that (iter_batches refuses it first)
+        assert native is None
+        return native
+    batch = next(record_batch.iter_batches(encode_batch(section, count, base_timestamp=base)))
+    try:
+        python = record_batch._records_max_timestamp(memoryview(section), batch, check_timestamps, earliest,
+                                                     latest, NOW)
+    except RecordError:
+        python = None
+    assert native == python
+    return native
+
+
+@given(record_list=generated_records, in_order=st.booleans(), base=int64s, check_timestamps=st.booleans(),
+       earliest=int64s, latest=int64s, headers=st.lists(st.tuples(st.binary(max_size=5), st.none() | st.binary(max_size=5)),
+                                                        max_size=3))
+@settings(max_examples=400, deadline=None)
+def test_generated_sections_are_checked_alike(record_list, in_order, base, check_timestamps, earliest, latest, headers):
+    section = b"".join(encode_record(k, v, t, offset_delta=i if in_order else o, pads=p, headers=headers)
+                       for i, (k, v, t, o, p) in enumerate(record_list))
+    checked_by_both(section, len(record_list), base, check_timestamps, earliest, latest)
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_SECTIONS))
+def test_malformed_sections_are_checked_alike(case):
+    section, count = MALFORMED_SECTIONS[case]
+    checked_by_both(section, count, 0, True, NOW - 10**12, NOW + 10**12)
+
+
+@given(mutations=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=5),
+       count=st.integers(-1, 6))
+@settings(max_examples=500, deadline=None)
+def test_mutated_sections_are_checked_alike(mutations, count):
+    section = bytearray(GOOD_SECTION)
+    for position, byte in mutations:
+        section[position % len(section)] = byte
+    checked_by_both(bytes(section), count, NOW, True, NOW - 10**12, NOW + 10**12)
+
+
+def test_good_section_is_checked_with_its_largest_timestamp():
+    in_order = b"".join(encode_record(k, v, t, offset_delta=i, pads=(i % 5,) * 6, headers=[(b"h", None)] * i)
+                        for i, (k, v, t) in enumerate(ONE_OF_EACH))
+    assert checked_by_both(in_order, 4, 0, False, 0, 0) == 2**39
+    assert checked_by_both(GOOD_SECTION, 4, 0, False, 0, 0) is None  # every offset delta is 0
+
+
+@given(record_list=generated_records, codec=st.sampled_from(list(Codec)), log_append_time=st.booleans(),
+       next_offset=st.integers(0, 2**40))
+@settings(max_examples=200, deadline=None)
+def test_generated_batches_validate_alike_for_a_magic_2_log(record_list, codec, log_append_time, next_offset):
+    section = b"".join(encode_record(k, v, t % 5000, offset_delta=i, pads=p) for i, (k, v, t, _, p) in enumerate(record_list))
+    data = encode_batch(section, len(record_list), codec=codec)
+    config = ValidationConfig(timestamp_type=LOG_APPEND_TIME if log_append_time else 0, max_message_bytes=1 << 20,
+                              max_timestamp_difference_ms=10**6)
+    agree(validate_and_assign, data, next_offset, NOW, config, 3)
