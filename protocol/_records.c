@@ -1043,14 +1043,11 @@ failed:
    which error to report). */
 static PyObject *check_records(PyObject *self, PyObject *args)
 {
-    PyObject *data;
+    Py_buffer view;
     long long count, base_timestamp, earliest, latest;
     int check_timestamps;
-    if (!PyArg_ParseTuple(args, "OLLpLL:check_records", &data, &count, &base_timestamp, &check_timestamps,
+    if (!PyArg_ParseTuple(args, "y*LLpLL:check_records", &view, &count, &base_timestamp, &check_timestamps,
                           &earliest, &latest))
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const unsigned char *d = view.buf;
     const Py_ssize_t end = view.len;
