@@ -256,9 +256,12 @@ class RawConnection:
 
 def raw_produce(bootstrap, topic, values, codec) -> float:
     from minikafka.protocol.records import Codec, build_message_set
+    from minikafka.testing.clients import create_topics_body
 
     connection = RawConnection(bootstrap)
-    connection.call(3, 1, {"topics": [{"name": topic}]})  # auto-creates the topic
+    # Ready-made magic 1 sets of 1 MB, for a magic 1 topic: a magic 2 one would up-convert each
+    # into one batch over max.message.bytes, which it refuses (as Kafka does).
+    connection.call(19, 0, create_topics_body(topic, 1, 1, 30, {"message_format_version": "0.10.2"}))
     per_set = max(1, MB // len(values[0]))
     now = int(time.time() * 1000)
     sets = [build_message_set([(None, v, now) for v in values[i:i + per_set]], codec=Codec[codec.upper()])

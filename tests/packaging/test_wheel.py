@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
-import sysconfig
 import textwrap
 import venv
 import zipfile
@@ -54,7 +54,10 @@ def make_venv(where: Path, *, system_site_packages: bool = False) -> Path:
     python = where / "bin" / "python"
     if system_site_packages:
         own = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
-        system = sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
+        # Every site-packages this interpreter has: a venv's own and, when it was made with
+        # --system-site-packages (the helpers' venvs), its base interpreter's, where the
+        # runtime dependencies (crcmod, ...) may be.
+        system = site.getsitepackages()
         Path(own, "system-site-packages.pth").write_text("".join(f"{path}\n" for path in system))
     return python
 
