@@ -9,8 +9,8 @@ if it is larger, so a consumer can always progress). Before v3 a limit may cut a
 short, as in Kafka 0.10.
 
 v2/v3 responses carry the stored bytes as file slices that the connection sends with
-sendfile, unparsed. v0/v1 consumers only understand magic 0, so their bytes are read and
-down-converted. Errors: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE (high watermark -1,
+sendfile, unparsed. v0/v1 consumers only understand magic 0, so their bytes are
+down-converted lazily, as the response is written (``broker.down_conversion``). Errors: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE (high watermark -1,
 as Kafka answers).
 
 v4 (KIP-98) adds the isolation level. This broker has no transactions, so every offset below
@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import trio
 
+from minikafka.broker.down_conversion import DownConvertedRecords
 from minikafka.broker.handlers import CloseConnection
 from minikafka.broker.partitions import TopicError
 from minikafka.protocol.apis import ApiKey
-from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.records import down_convert
+from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.storage.types import OffsetOutOfRange
 
 API_KEY = ApiKey.FETCH
@@ -108,6 +108,23 @@ def _add_transaction_fields(topics: list[dict], isolation_level: int) -> None:
             partition["aborted_transactions"] = aborted
 
 
+def _down_convert(topics: list[dict], body, magic: int) -> None:
+    """Each partition's records to be converted to ``magic`` as the response is written; a
+    first batch that cannot be (zstd) answers the partition with its error, as Kafka's
+    ``KafkaApis`` does, high watermark -1."""
+    for topic, requested in zip(topics, body.topics):
+        for partition, request in zip(topic["partitions"], requested.partitions):
+            records = partition["records"]
+            if isinstance(records, bytes):
+                continue
+            try:
+                converted = DownConvertedRecords(records, magic, request.fetch_offset)
+            except RecordError as error:
+                partition.update(error_code=error.code, high_watermark=-1, records=b"")
+                continue
+            partition["records"] = converted if converted.length else b""
+
+
 async def handle(broker, request) -> dict:
     body = request.body
     version = request.api_version
@@ -137,9 +154,5 @@ async def handle(broker, request) -> dict:
     if version >= 4:
         _add_transaction_fields(topics, body.isolation_level)
     elif version < 2:
-        for topic in topics:
-            for partition in topic["partitions"]:
-                records = partition["records"]
-                if not isinstance(records, bytes):
-                    partition["records"] = down_convert(records.read_bytes())
+        _down_convert(topics, body, 0)
     return {"throttle_time_ms": 0, "responses": topics}
