@@ -52,6 +52,7 @@ from minikafka.protocol.errors import RecordError
 __all__ = [
     "ARROW_SCHEMA",
     "ARROW_SCHEMA_WITH_HEADERS",
+    "HEADERS_TYPE",
     "NO_TIMESTAMP",
     "NO_TIMESTAMP_TYPE",
     "SegmentCorrupt",

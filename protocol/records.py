@@ -1021,7 +1021,8 @@ def _untimed(view: memoryview, message: _Message, offset: int) -> tuple:
 def _down_converted_batch(entry: memoryview, magic: int, first_offset: int) -> bytearray:
     """One magic 2 batch (``entry``, whole) as magic 0/1 entries."""
     out = bytearray()
-    if _INT32.unpack_from(entry, _BATCH_RECORD_COUNT_POSITION)[0] == 0:
+    if (len(entry) >= record_batch.BATCH_OVERHEAD
+            and _INT32.unpack_from(entry, _BATCH_RECORD_COUNT_POSITION)[0] == 0):
         # Kafka's cleaner keeps batches emptied by compaction for their producer state;
         # the produce-side reader refuses them, and they hold nothing to convert.
         return out

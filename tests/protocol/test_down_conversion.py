@@ -208,3 +208,16 @@ def test_conversion_holds_one_chunk_and_one_batch_whatever_the_partition_size():
     large = _converted_peak(12 << 20, one, 128 * 1024)
     assert large < 1 << 20, f"peak {large} bytes"
     assert large < small * 1.25, f"peak {large} bytes for 12 MiB, {small} for 2 MiB"
+
+
+@given(data=st.binary(min_size=26, max_size=300), size=st.integers(14, 400))
+@settings(max_examples=200, deadline=None)
+def test_garbage_marked_magic_2_only_ever_raises_record_error(data, size):
+    entry = bytearray(data)
+    struct.pack_into(">i", entry, 8, size)
+    entry[16] = 2
+    for magic in (0, 1):
+        try:
+            down_convert(bytes(entry), magic)
+        except RecordError as error:
+            assert error.code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)

@@ -1,0 +1,122 @@
+"""Consumers of Fetch v0-v3 (kafka-python pinned to an old broker version) reading topics of
+every message format from a real broker: record batches are down-converted as the response is
+written (broker.down_conversion), headers dropped, zstd refused."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+
+CODECS = [None, "gzip", "snappy", "lz4"]
+# kafka-python's api_version -> the Fetch version it sends -> the magic it reads:
+# (0, 9) Fetch v0/v1, magic 0; (0, 10, 2) Fetch v3, magic 1.
+OLD_CONSUMERS = {"0.9": (0, 9), "0.10.2": (0, 10, 2)}
+
+
+def create(bootstrap: str, topic: str, **configs: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs=configs)])
+    finally:
+        admin.close()
+
+
+def produce_v2(bootstrap: str, topic: str, records, *, codec: str = "none") -> None:
+    """``(key, value, headers)`` records as record batches (confluent-kafka, librdkafka)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20})
+    for key, value, headers in records:
+        producer.produce(topic, key=key, value=value, headers=headers or None, partition=0)
+    assert producer.flush(30) == 0
+
+
+def produce_magic_1(bootstrap: str, topic: str, records, *, codec: str | None = None) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(0, 10), compression_type=codec)
+    for key, value, _ in records:
+        producer.send(topic, key=key, value=value, partition=0)
+    producer.flush(timeout=30)
+    producer.close(timeout=10)
+
+
+def consume_old(bootstrap: str, topic: str, count: int, api_version, *, timeout: float = 30.0, **config):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, api_version=api_version, **config)
+    tp = TopicPartition(topic, 0)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        records = []
+        deadline = time.monotonic() + timeout
+        while len(records) < count and time.monotonic() < deadline:
+            records.extend(consumer.poll(timeout_ms=500).get(tp, []))
+        return records
+    finally:
+        consumer.close()
+
+
+def records_with_headers(count: int, value_size: int = 40):
+    return [(b"k%d" % i if i % 4 else None, (b"value %d " % i).ljust(value_size, b"."),
+             [("traceparent", b"00-%032x-%016x-01" % (i, i))] if i % 2 else [])
+            for i in range(count)]
+
+
+@pytest.mark.parametrize("consumer", OLD_CONSUMERS)
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c or "none")
+def test_old_consumers_read_a_v2_topic_with_headers_dropped(broker, topic, consumer, codec):
+    records = records_with_headers(300)
+    produce_v2(broker.bootstrap, topic, records, codec=codec or "none")
+    got = consume_old(broker.bootstrap, topic, len(records), OLD_CONSUMERS[consumer])
+    assert [(r.offset, r.key, r.value) for r in got] == [(i, k, v) for i, (k, v, _) in enumerate(records)]
+    assert all(not r.headers for r in got)
+    if consumer == "0.9":  # magic 0: no timestamps
+        assert {r.timestamp for r in got} == {-1}
+    else:
+        assert all(r.timestamp > 1_600_000_000_000 and r.timestamp_type == 0 for r in got)
+
+
+@pytest.mark.parametrize("consumer", OLD_CONSUMERS)
+def test_partitions_larger_than_a_fetch_go_through_in_order(broker, topic, consumer):
+    """3 MiB of small records: each 1 MiB fetch is converted in 128 KiB chunks, cut or filled
+    up to the size its response promised, and the consumer goes on from where it ended."""
+    records = records_with_headers(12_000, value_size=240)
+    produce_v2(broker.bootstrap, topic, records, codec="lz4")
+    got = consume_old(broker.bootstrap, topic, len(records), OLD_CONSUMERS[consumer], timeout=120)
+    assert [r.offset for r in got] == list(range(len(records)))
+    assert [r.value for r in got] == [v for _, v, _ in records]
+
+
+def test_zstd_is_refused_with_unsupported_compression_type(broker, topic):
+    from kafka.errors import UnsupportedCompressionTypeError
+
+    produce_v2(broker.bootstrap, topic, records_with_headers(10), codec="zstd")
+    with pytest.raises(UnsupportedCompressionTypeError):
+        consume_old(broker.bootstrap, topic, 10, (0, 10, 2), timeout=10)
+
+
+@pytest.mark.parametrize("consumer", OLD_CONSUMERS)
+def test_a_topic_whose_format_changed_reads_whole(broker, new_topic, consumer):
+    """magic 1 segments written under message.format.version 0.10.2, then record batches once
+    the override is gone: one log, both formats, read by old consumers as one."""
+    topic = new_topic("mixed")
+    create(broker.bootstrap, topic, **{"message.format.version": "0.10.2"})
+    first = records_with_headers(50)
+    produce_magic_1(broker.bootstrap, topic, first, codec="gzip")
+    broker_admin_alter_format(broker, topic, None)
+    second = records_with_headers(50)
+    produce_v2(broker.bootstrap, topic, second, codec="snappy")
+    got = consume_old(broker.bootstrap, topic, 100, OLD_CONSUMERS[consumer])
+    assert [(r.offset, r.value) for r in got] == [(i, v) for i, (_, v, _) in enumerate(first + second)]
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c or "none")
+def test_old_consumers_read_a_magic_1_topic_as_before(broker, new_topic, codec):
+    topic = new_topic("magic1")
+    create(broker.bootstrap, topic, **{"message.format.version": "0.10.2"})
+    records = records_with_headers(2000, value_size=200)
+    produce_magic_1(broker.bootstrap, topic, records, codec=codec)
+    for api_version in OLD_CONSUMERS.values():
+        got = consume_old(broker.bootstrap, topic, len(records), api_version)
+        assert [(r.offset, r.key, r.value) for r in got] == [(i, k, v) for i, (k, v, _) in enumerate(records)]
