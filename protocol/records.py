@@ -939,7 +939,7 @@ def down_converted(chunks: Iterable, magic: int, first_offset: int) -> Iterator[
     ``magic`` (0 for Fetch v0/v1, 1 for v2/v3) one entry at a time: Kafka 2.8's
     ``RecordsUtil.downConvert``, lazily. Yields each entry's conversion that is not empty.
 
-    Entries of ``magic`` or lower are copied as they are (their CRCs checked). A magic 1
+    Entries of ``magic`` or lower are copied as they are. A magic 1
     message loses its timestamp and timestamp-type bit to magic 0; a magic 1 wrapper becomes a
     magic 0 wrapper with the same codec and offset, its inner messages given absolute offsets
     (lz4 with the legacy header checksum). A magic 2 batch (CRC-32C checked) becomes messages
@@ -991,11 +991,13 @@ def down_converted(chunks: Iterable, magic: int, first_offset: int) -> Iterator[
 def _down_converted_entry(view: memoryview, position: int, end: int, magic: int,
                           first_offset: int) -> bytes | bytearray:
     """The whole entry at ``view[position:end]`` as ``down_converted`` converts it."""
-    if view[position + _MAGIC_POSITION] == RECORD_BATCH_MAGIC:
+    entry_magic = view[position + _MAGIC_POSITION]
+    if entry_magic <= magic:
+        # As Kafka copies a batch the consumer can read: its CRC is the consumer's to check.
+        return view[position:end].tobytes()
+    if entry_magic == RECORD_BATCH_MAGIC:
         return _down_converted_batch(view[position:end], magic, first_offset)
     message = _parse_message(view, position, end)
-    if message.magic <= magic:
-        return view[position:end].tobytes()
     out = bytearray()
     if not message.attributes & _CODEC_MASK:
         records = [_untimed(view, message, message.offset)]
