@@ -68,7 +68,6 @@ from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, magic_1_conversion
 
 _BATCH_RECORD_COUNT_POSITION = 57  # recordCount, the last field of a magic 2 batch header
-_ZSTD = 4  # codec number of zstd, which only magic 2 batches carry (KIP-110)
 
 __all__ = [
     "CREATE_TIME",
@@ -1153,7 +1152,7 @@ def _down_converted_batch(entry: memoryview, magic: int, first_offset: int) -> b
     (batch,) = record_batch.iter_batches(entry)
     if batch.is_control:
         return out
-    if batch.codec == _ZSTD:
+    if batch.codec == Codec.ZSTD:
         raise RecordError(
             ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
             f"zstd batch at offset {batch.base_offset} cannot be down-converted to magic {magic}",

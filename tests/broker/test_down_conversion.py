@@ -117,3 +117,34 @@ def test_zstd_refuses_the_partition_when_first_and_ends_the_conversion_when_late
     sent = records.read_bytes()
     assert len(sent) == len(data)
     assert read_offsets(sent) == list(range(6))  # the consumer fetches 6 next, and gets the error
+
+
+async def test_fetch_below_v4_reads_a_v2_topic_in_the_magic_it_knows_v4_as_stored(broker, client):
+    """A record batch with headers on a topic of the default format (v2): Fetch v0/v1 get it
+    as magic 0, v2/v3 as magic 1 (headers dropped), v4 the stored batch by sendfile."""
+    from minikafka.protocol.records import iter_records
+
+    data = v2_set(1, 5, headers=[("h", b"x")], codec=1, value=b"v" * 100)
+    assert data[22] & 7 == 1
+    assert (await client.produce("v2", 0, data, version=3)).error_code == ErrorCode.NONE
+    stored = broker.log_manager.get_log("v2", 0).read(0, 1 << 20).read_bytes()
+    for version, magic in ((0, 0), (1, 0), (2, 1), (3, 1), (4, 2)):
+        fetched = await client.fetch("v2", 0, 2, version=version)
+        assert fetched.error_code == ErrorCode.NONE
+        records = bytes(fetched.records)
+        assert {e.magic for e in iter_entries(records)} == {magic}
+        assert [(r.offset, r.value) for r in iter_records(records)] == [(o, b"v" * 100) for o in range(5)]
+        if magic == 2:
+            assert records == stored
+        else:
+            assert read_offsets(records) == list(range(5))  # compressed: from the batch's start, as Kafka
+
+
+async def test_fetch_below_v4_of_a_zstd_batch_is_unsupported_compression_type(client):
+    data = v2_set(1, 3, codec=4, value=b"compressible " * 50)
+    assert data[22] & 7 == 4
+    assert (await client.produce("z", 0, data, version=7)).error_code == ErrorCode.NONE
+    for version in (0, 3):
+        fetched = await client.fetch("z", 0, 0, version=version)
+        assert (fetched.error_code, fetched.high_watermark, bytes(fetched.records)) == (
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1, b"")

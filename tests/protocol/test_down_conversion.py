@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from minikafka.protocol.compression import Codec
+from minikafka.protocol.compression import MESSAGE_SET_CODECS, Codec
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.records import (
     LOG_APPEND_TIME,
@@ -62,7 +62,7 @@ def expected(records, base_offset, magic):
 
 
 @pytest.mark.parametrize("magic", [0, 1])
-@pytest.mark.parametrize("codec", list(Codec))
+@pytest.mark.parametrize("codec", MESSAGE_SET_CODECS)
 def test_v2_batches_with_headers_are_read_by_kafka_pythons_legacy_reader(codec, magic, kafka_python_records):
     data = batch(RECORDS[:7], base_offset=100, codec=codec) + batch(RECORDS[7:], base_offset=107, codec=codec)
     converted = down_convert(data, magic)
