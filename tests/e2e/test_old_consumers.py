@@ -167,3 +167,20 @@ def test_old_consumers_read_a_magic_1_topic_as_before(broker, new_topic, codec):
     for api_version in OLD_CONSUMERS.values():
         got = consume_old(broker.bootstrap, topic, len(records), api_version)
         assert [(r.offset, r.key, r.value) for r in got] == [(i, k, v) for i, (k, v, _) in enumerate(records)]
+
+
+def test_converted_records_go_out_over_tls(minikafka_broker_factory, topic):
+    """TLS rules out sendfile; converted chunks are encrypted and sent like any response."""
+    from confluent_kafka import Producer
+
+    broker = minikafka_broker_factory(security_protocol="SSL")
+    records = records_with_headers(3000, value_size=200)
+    producer = Producer({**broker.client_config("confluent-kafka"), "compression.type": "gzip"})
+    for key, value, headers in records:
+        producer.produce(topic, key=key, value=value, headers=headers or None, partition=0)
+    assert producer.flush(30) == 0
+    config = broker.client_config()
+    config.pop("bootstrap_servers")
+    for api_version in OLD_CONSUMERS.values():
+        got = consume_old(broker.bootstrap, topic, len(records), api_version, **config)
+        assert [(r.offset, r.value) for r in got] == [(i, v) for i, (_, v, _) in enumerate(records)]
