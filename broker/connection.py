@@ -21,7 +21,8 @@ Two tasks serve a connection and take turns at reading::
   as in Kafka, but never the reading of them nor any other connection.
 * Responses are written by the task that answered the request: bytes with one ``send``
   (``writev`` for several chunks), stored message sets (storage ``FileSlice`` chunks) with
-  ``os.sendfile`` from the segment file, so fetched bytes never pass through Python. Plain
+  ``os.sendfile`` from the segment file, so fetched bytes never pass through Python (but
+  for old consumers' ``DownConvertedRecords``, converted as they are written). Plain
   sockets are read and written with non-blocking calls that wait only when the kernel says so.
 
 The queue is bounded, so a client that sends without reading stops being read from. Request
@@ -57,6 +58,7 @@ from collections import deque
 import trio
 
 from minikafka.broker.config import Listener
+from minikafka.broker.down_conversion import DownConvertedRecords
 from minikafka.broker.handlers import HANDLERS, CloseConnection
 from minikafka.broker.security import ANONYMOUS
 from minikafka.protocol.errors import ProtocolError
@@ -399,7 +401,10 @@ class Connection:
             if run:
                 await self._send_run(run)
                 run = []
-            await self._sendfile(chunk)
+            if isinstance(chunk, DownConvertedRecords):
+                await self._send_converted(chunk)
+            else:
+                await self._sendfile(chunk)
         if run:
             await self._send_run(run)
 
@@ -442,6 +447,13 @@ class Connection:
                 pass
             except OSError as exc:
                 raise _PeerClosed(str(exc)) from None
+
+    async def _send_converted(self, records: DownConvertedRecords) -> None:
+        """Records converted for an old consumer, a chunk at a time as they are sent (the
+        conversion runs here, between the writes, as in Kafka's network thread)."""
+        for piece in records.pieces():
+            await self._send_all(piece)
+            await trio.lowlevel.checkpoint()
 
     async def _sendfile(self, file_slice) -> None:
         if self._tls_context is not None:

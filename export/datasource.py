@@ -12,13 +12,16 @@ Usage (pyspark 4 Python Data Source API)::
           .option("endingOffsets", "latest")         # exclusive; default "latest"
           .option("startingTimestamp", "1700000000000")           # ms, overrides startingOffsets
           .option("includeActiveSegment", "false")   # default: closed segments only
+          .option("includeHeaders", "true")          # default false, as Spark's Kafka source
           # or .option("segments", segments_option(slices))   exact slices planned elsewhere
           # or .option("chunks", chunks_option(groups))       one task per group of slices
           .load("/var/lib/minikafka"))               # a broker's log.dirs (comma-separate several)
 
 Rows have Spark's Kafka source schema (``SCHEMA``): key binary, value binary, topic string,
 partition int, offset long, timestamp timestamp, timestampType int (0 CreateTime,
-1 LogAppendTime, -1 for magic 0 messages, which carry no timestamp and read as -1 ms).
+1 LogAppendTime, -1 for magic 0 messages, which carry no timestamp and read as -1 ms), and
+with ``includeHeaders`` (``SCHEMA_WITH_HEADERS``) headers array<struct<key string, value
+binary>>, null for a record without any (magic 0/1 messages have none).
 Offset options are described in ``export.planning``. Every segment is one Spark input
 partition, read as Arrow record batches by ``export.segment_reader``.
 
@@ -34,14 +37,15 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from minikafka.export.planning import parse_options, plan_slices
+from minikafka.export.planning import includes_headers, parse_options, plan_slices
 from minikafka.export.segment_reader import read_segment
 
-__all__ = ["FORMAT", "SCHEMA", "MiniKafkaDataSource", "register"]
+__all__ = ["FORMAT", "SCHEMA", "SCHEMA_WITH_HEADERS", "MiniKafkaDataSource", "register"]
 
 FORMAT = "minikafka"
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int")
+SCHEMA_WITH_HEADERS = SCHEMA + ", headers array<struct<key: string, value: binary>>"
 
 
 @dataclass
@@ -54,6 +58,7 @@ class SegmentPartition(InputPartition):
     start_offset: int
     end_offset: int
     start_timestamp: int | None
+    include_headers: bool = False
 
 
 @dataclass
@@ -71,8 +76,12 @@ class MiniKafkaReader(DataSourceReader):
 
     def partitions(self) -> list[SegmentPartition] | list[ChunkPartition]:
         if self._options.chunks is not None:
-            return [ChunkPartition([_partition(s) for s in group]) for group in self._options.chunks]
-        return [_partition(s) for s in plan_slices(self._options)]
+            return [ChunkPartition([self._partition(s) for s in group]) for group in self._options.chunks]
+        return [self._partition(s) for s in plan_slices(self._options)]
+
+    def _partition(self, s) -> SegmentPartition:
+        return SegmentPartition(s.topic, s.partition, s.log_path, s.start_offset, s.end_offset, s.start_timestamp,
+                                self._options.include_headers)
 
     def read(self, partition: SegmentPartition | ChunkPartition) -> Iterator:
         if isinstance(partition, ChunkPartition):
@@ -82,15 +91,11 @@ class MiniKafkaReader(DataSourceReader):
         return _read(partition)
 
 
-def _partition(s) -> SegmentPartition:
-    return SegmentPartition(s.topic, s.partition, s.log_path, s.start_offset, s.end_offset, s.start_timestamp)
-
-
 def _read(partition: SegmentPartition) -> Iterator:
     return read_segment(
         partition.log_path, partition.topic, partition.partition,
         start_offset=partition.start_offset, end_offset=partition.end_offset,
-        start_timestamp=partition.start_timestamp,
+        start_timestamp=partition.start_timestamp, include_headers=partition.include_headers,
     )
 
 
@@ -102,7 +107,7 @@ class MiniKafkaDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> str:
-        return SCHEMA
+        return SCHEMA_WITH_HEADERS if includes_headers(self.options) else SCHEMA
 
     def reader(self, schema) -> MiniKafkaReader:
         return MiniKafkaReader(self.options)

@@ -9,7 +9,9 @@ have no timestamp (Kafka's -1: every magic 0 message, and magic 1 ones sent with
 dating them 1969-12-31, or by a file's modification time, would invent a date, and the latter
 would also change between reruns. ``first offset`` is the smallest offset in the file, so a
 file name tells which Kafka partition and offsets it holds, and a record's file can be found
-from its offset. Rows have Spark's Kafka source schema, sorted by offset.
+from its offset. Rows have Spark's Kafka source schema with ``includeHeaders`` (the headers
+column is null for records without headers, which every magic 0/1 message is), sorted by
+offset.
 
 ``generation`` (Secor's field for keeping outputs apart) tells the incarnations of a topic
 name apart: a topic deleted and created again gets a new topic id (storage's
@@ -308,6 +310,7 @@ def _write_staging(spark, log_dirs, slices: list[SegmentSlice], staging: Path, p
     # the output) while progress still moved past it.
     with _explained_failures(slices):  # the driver runs the data source's Python here already
         df = (spark.read.format(FORMAT)
+              .option("includeHeaders", "true")  # the export is the log's durable copy: all of it
               .option(*(("chunks", chunks_option(chunks)) if chunks is not None
                         else ("segments", segments_option(slices))))
               .load(",".join(str(d) for d in log_dirs)))

@@ -73,6 +73,7 @@ class ReadOptions:
     include_active_segment: bool
     segments: tuple[SegmentSlice, ...] | None = None
     chunks: tuple[tuple[SegmentSlice, ...], ...] | None = None
+    include_headers: bool = False
 
 
 _SLICE_FIELDS = ("topic", "partition", "log_path", "base_offset", "start_offset", "end_offset",
@@ -107,6 +108,12 @@ def _chunks(text: str) -> tuple[tuple[SegmentSlice, ...], ...]:
     except (ValueError, TypeError) as exc:
         raise ValueError(f"option chunks must be what export.planning.chunks_option writes, "
                          f"not {text[:80]!r}") from exc
+
+
+def includes_headers(options) -> bool:
+    """Option ``includeHeaders`` (default false, as Spark's Kafka source): it also decides the
+    schema, which Spark asks for before the other options are read."""
+    return _bool("includeHeaders", options.get("includeHeaders") or "false")
 
 
 def _bool(name: str, text: str) -> bool:
@@ -182,6 +189,7 @@ def parse_options(options) -> ReadOptions:
         include_active_segment=_bool("includeActiveSegment", options.get("includeActiveSegment") or "false"),
         segments=_segments(options["segments"]) if options.get("segments") else None,
         chunks=_chunks(options["chunks"]) if options.get("chunks") else None,
+        include_headers=includes_headers(options),
     )
 
 

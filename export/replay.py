@@ -1,8 +1,9 @@
 """Read exported Parquet back: as a Spark DataFrame, or produced into a broker (backfill).
 
 ``read_exported(spark, OUT)`` gives a DataFrame with exactly the ``minikafka`` / Kafka source
-schema. ``replay(OUT, topic, bootstrap)`` produces a topic's exported records, with their keys
-and timestamps, into the same partitions of a broker, in offset order per partition.
+schema. ``replay(OUT, topic, bootstrap)`` produces a topic's exported records, with their keys,
+timestamps and headers, into the same partitions of a broker, in offset order per partition
+(a record with headers needs a topic of message format v2 there).
 
 Order: a partition's records may be spread over several files (one per segment and date),
 whose offset ranges overlap when timestamps cross midnight out of order. Files are read in
@@ -40,7 +41,7 @@ from pathlib import Path
 
 from minikafka.export.console import ProgressBar
 from minikafka.export.progress import FIRST_GENERATION, ExportProgress
-from minikafka.export.segment_reader import ARROW_SCHEMA, NO_TIMESTAMP
+from minikafka.export.segment_reader import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS, HEADERS_TYPE, NO_TIMESTAMP
 
 __all__ = ["ReplayError", "ReplayInterrupted", "ReplaySummary", "exported_files", "generations", "read_exported", "replay",
            "partition_tables"]
@@ -122,8 +123,25 @@ def _sorted_table(paths: list[Path]):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.concat_tables(pq.read_table(p, columns=COLUMNS).cast(ARROW_SCHEMA) for p in paths)
+    table = pa.concat_tables(_with_headers(pq.read_table(p, columns=_columns_of(p))) for p in paths)
     return table.sort_by("offset")
+
+
+def _columns_of(path: Path) -> list[str]:
+    """The Kafka columns, and headers where the file has them (exports before format v2 do not)."""
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    return COLUMNS + ["headers"] if "headers" in names else COLUMNS
+
+
+def _with_headers(table):
+    """``table`` as ``ARROW_SCHEMA_WITH_HEADERS``, with null headers if it has none."""
+    import pyarrow as pa
+
+    if "headers" not in table.column_names:
+        table = table.append_column("headers", pa.nulls(table.num_rows, HEADERS_TYPE))
+    return table.cast(ARROW_SCHEMA_WITH_HEADERS)
 
 
 def read_exported(spark, out_dir: Path | str, topics: list[str] | None = None, generation: int | None = None):
@@ -250,8 +268,9 @@ def _produce_all(producer, files: dict[int, list[Path]], to_topic: str, delivere
     """Hand every record to the producer; False if a Ctrl-C stopped it first."""
     for partition, paths in files.items():
         for table in partition_tables(paths):
-            for key, value, millis in zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
-                                          table.column("timestamp").cast("int64").to_pylist()):
+            for key, value, millis, headers in zip(
+                    table.column("key").to_pylist(), table.column("value").to_pylist(),
+                    table.column("timestamp").cast("int64").to_pylist(), table.column("headers").to_pylist()):
                 if sigints[0]:
                     return False
                 millis //= 1000
@@ -260,6 +279,7 @@ def _produce_all(producer, files: dict[int, list[Path]], to_topic: str, delivere
                         # librdkafka's timestamp=0 is "none": the replay time.
                         producer.produce(to_topic, value=value, key=key, partition=partition,
                                          timestamp=0 if millis == NO_TIMESTAMP else millis,
+                                         headers=headers and [(h["key"], h["value"]) for h in headers],
                                          on_delivery=delivered)
                         break
                     except BufferError:

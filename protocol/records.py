@@ -5,7 +5,7 @@ describes: plain messages and compressed wrappers, each holding an inner message
 Assigning offsets to a magic 1 wrapper rewrites eight bytes and never recompresses (KIP-31).
 
 Fetch responses may end in a truncated entry (the broker cuts at ``max_bytes``); the readers
-here (``iter_entries``, ``iter_records``, ``down_convert``, ``validate_given_offsets``) drop
+here (``iter_entries``, ``iter_records``, ``down_convert(ed)``, ``validate_given_offsets``) drop
 it silently. A produce request's set must be whole: ``validate_and_assign`` refuses a
 truncated tail with CORRUPT_MESSAGE.
 
@@ -67,6 +67,8 @@ from minikafka.protocol.entries import (
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, magic_1_conversion
 
+_BATCH_RECORD_COUNT_POSITION = 57  # recordCount, the last field of a magic 2 batch header
+
 __all__ = [
     "CREATE_TIME",
     "LOG_APPEND_TIME",
@@ -84,6 +86,7 @@ __all__ = [
     "validate_and_assign",
     "validate_given_offsets",
     "down_convert",
+    "down_converted",
 ]
 
 CREATE_TIME = 0
@@ -395,30 +398,44 @@ def build_message_set(
     codec = Codec(codec)
     type_bit = _TIMESTAMP_TYPE_BIT if magic == 1 and timestamp_type == LOG_APPEND_TIME else 0
     out = bytearray()
+    _append_legacy_set(
+        out,
+        [(base_offset + index, key, value, timestamp) for index, (key, value, timestamp) in enumerate(records)],
+        magic, codec, type_bit, 0,
+    )
+    return bytes(out)
+
+
+def _append_legacy_set(out: bytearray, records: list, magic: int, codec: Codec, type_bit: int,
+                       inner_type_bit: int) -> None:
+    """Append ``(offset, key, value, timestamp)`` records, in offset order, to ``out`` as magic
+    0/1 entries: uncompressed, one message each at its offset with ``type_bit`` in its
+    attributes; compressed, one wrapper at the last offset with ``codec | type_bit`` and the
+    largest inner timestamp, its inner messages (attributes ``inner_type_bit``) at offsets
+    relative to the first (magic 1, KIP-31) or absolute (magic 0). No records append nothing.
+    """
     if codec == Codec.NONE:
-        for index, (key, value, timestamp) in enumerate(records):
-            _append_message(out, base_offset + index, magic, type_bit, timestamp, key, value)
-        return bytes(out)
+        for offset, key, value, timestamp in records:
+            _append_message(out, offset, magic, type_bit, timestamp, key, value)
+        return
+    if not records:
+        return
+    first_offset = records[0][0] if magic == 1 else 0
     inner = bytearray()
     max_timestamp = NO_TIMESTAMP
-    count = 0
-    for key, value, timestamp in records:
-        inner_offset = count if magic == 1 else base_offset + count
-        _append_message(inner, inner_offset, magic, 0, timestamp, key, value)
-        max_timestamp = max(max_timestamp, timestamp)
-        count += 1
-    if not count:
-        return b""
+    for offset, key, value, timestamp in records:
+        _append_message(inner, offset - first_offset, magic, inner_type_bit, timestamp, key, value)
+        if timestamp > max_timestamp:
+            max_timestamp = timestamp
     _append_message(
         out,
-        base_offset + count - 1,
+        records[-1][0],
         magic,
         codec | type_bit,
         max_timestamp,
         None,
         compress(codec, bytes(inner), magic=magic),
     )
-    return bytes(out)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1032,54 +1049,123 @@ def _py_shallow_loop(buf, min_offset: int, max_message_bytes: int) -> tuple[int,
 # Down-conversion
 
 
-def down_convert(buf) -> bytes:
-    """``buf`` (magic 0 and/or 1) as magic 0 messages for Fetch v0/v1 consumers.
+def down_convert(buf, magic: int = 0, first_offset: int = 0) -> bytes:
+    """The whole entries of ``buf`` as an old consumer reads them: ``down_converted`` at
+    once, for a buffer already in memory."""
+    return b"".join(down_converted((buf,), magic, first_offset))
 
-    Offsets, keys and values are kept; timestamps and the timestamp-type bit are dropped.
-    Magic 0 entries are copied as they are; a magic 1 wrapper becomes a magic 0 wrapper with
-    the same codec and offset, its inner messages converted and given absolute offsets (lz4
-    with the legacy header checksum). A truncated last entry is dropped; but when not even the
-    first entry is whole (a message larger than the fetch limit, which Fetch before v3 cuts
-    short), the bytes are returned as they are, as Kafka 0.10.2 does: an old consumer then
-    sees a partial message and reports it too large, where an empty answer would leave it
-    fetching the same offset forever.
+
+def down_converted(chunks: Iterable, magic: int, first_offset: int) -> Iterator[bytes | bytearray]:
+    """Stored entries, read as consecutive ``chunks`` of bytes cut anywhere, converted to
+    ``magic`` (0 for Fetch v0/v1, 1 for v2/v3) one entry at a time: Kafka 2.8's
+    ``RecordsUtil.downConvert``, lazily. Yields each entry's conversion that is not empty.
+
+    Entries of ``magic`` or lower are copied as they are. A magic 1
+    message loses its timestamp and timestamp-type bit to magic 0; a magic 1 wrapper becomes a
+    magic 0 wrapper with the same codec and offset, its inner messages given absolute offsets
+    (lz4 with the legacy header checksum). A magic 2 batch (CRC-32C checked) becomes messages
+    of ``magic``, headers dropped as Kafka drops them: uncompressed, one message per record,
+    leaving out records before ``first_offset`` (the fetch offset; librdkafka relies on it);
+    compressed, one wrapper of every record recompressed with the batch's codec. Timestamps
+    and their type carry over to magic 1 (LogAppendTime: the batch's on every message, type
+    bit on wrapper and inner messages alike, as Kafka's MemoryRecordsBuilder writes them).
+    Control batches and empty ones convert to nothing; transactional batches are kept, as a
+    read_uncommitted consumer sees them (consumers of Fetch v0-v3 have no isolation level).
+    A zstd batch raises UNSUPPORTED_COMPRESSION_TYPE: magic 0/1 cannot carry it.
+
+    A truncated last entry is dropped; but when not even the first entry is whole (a message
+    larger than the fetch limit, which Fetch before v3 cuts short), the bytes are yielded as
+    they are, as Kafka 0.10.2 does: an old consumer then sees a partial message and reports it
+    too large, where an empty answer would leave it fetching the same offset forever.
+
+    Memory: one chunk and one entry (plus its conversion) at a time; an entry longer than a
+    chunk is gathered from as many chunks as it spans.
     """
-    view = memoryview(buf)
-    length = len(view)
+    held: list = []  # chunks not yet converted: the tail of an entry and what follows it
+    held_length = 0
+    needed = LOG_OVERHEAD  # bytes the first held entry needs before it can be converted
+    any_whole = False
+    for chunk in chunks:
+        held.append(chunk)
+        held_length += len(chunk)
+        if held_length < needed:
+            continue
+        buf = held[0] if len(held) == 1 else b"".join(held)
+        held = []
+        view = memoryview(buf)
+        position = 0
+        while (end := _whole_entry_end(view, position, held_length)) >= 0:
+            any_whole = True
+            converted = _down_converted_entry(view, position, end, magic, first_offset)
+            if converted:
+                yield converted
+            position = end
+        tail = view[position:].tobytes() if position else buf
+        view.release()
+        held = [tail] if tail else []
+        held_length = len(tail)
+        needed = LOG_OVERHEAD if held_length < LOG_OVERHEAD else LOG_OVERHEAD + _INT32.unpack_from(tail, 8)[0]
+    if held and not any_whole:
+        yield b"".join(held)
+
+
+def _down_converted_entry(view: memoryview, position: int, end: int, magic: int,
+                          first_offset: int) -> bytes | bytearray:
+    """The whole entry at ``view[position:end]`` as ``down_converted`` converts it."""
+    entry_magic = view[position + _MAGIC_POSITION]
+    if entry_magic <= magic:
+        # As Kafka copies a batch the consumer can read: its CRC is the consumer's to check.
+        return view[position:end].tobytes()
+    if entry_magic == RECORD_BATCH_MAGIC:
+        return _down_converted_batch(view[position:end], magic, first_offset)
+    message = _parse_message(view, position, end)
     out = bytearray()
-    position = 0
-    while True:
-        end = _whole_entry_end(view, position, length)
-        if end < 0:
-            return bytes(out) if position else bytes(view)
-        message = _parse_message(view, position, end)
-        if message.magic == 0:
-            out += view[position:end]
-        elif not message.attributes & _CODEC_MASK:
-            _append_converted(out, view, message, message.offset)
-        else:
-            inner, messages = _inner_messages(message, view)
-            base = message.offset - messages[-1].offset
-            converted = bytearray()
-            for item in messages:
-                _append_converted(converted, inner, item, base + item.offset)
-            codec = Codec(message.attributes & _CODEC_MASK)
-            _append_message(
-                out, message.offset, 0, codec, NO_TIMESTAMP, None,
-                compress(codec, bytes(converted), magic=0),
-            )
-        position = end
+    if not message.attributes & _CODEC_MASK:
+        records = [_untimed(view, message, message.offset)]
+    else:
+        inner, messages = _inner_messages(message, view)
+        base = message.offset - messages[-1].offset
+        records = [_untimed(inner, item, base + item.offset) for item in messages]
+    _append_legacy_set(out, records, 0, Codec(message.attributes & _CODEC_MASK), 0, 0)
+    return out
 
 
-def _append_converted(out: bytearray, view: memoryview, message: _Message, offset: int) -> None:
-    """Append ``message`` as a plain magic 0 message at ``offset``."""
+def _untimed(view: memoryview, message: _Message, offset: int) -> tuple:
+    """``message`` as a magic 0 record: ``(offset, key, value, no timestamp)``."""
     key = None if message.key_length < 0 else view[message.key_position : message.key_position + message.key_length]
     value = (
         None
         if message.value_length < 0
         else view[message.value_position : message.value_position + message.value_length]
     )
-    _append_message(out, offset, 0, 0, NO_TIMESTAMP, key, value)
+    return offset, key, value, NO_TIMESTAMP
+
+
+def _down_converted_batch(entry: memoryview, magic: int, first_offset: int) -> bytearray:
+    """One magic 2 batch (``entry``, whole) as magic 0/1 entries."""
+    out = bytearray()
+    if (len(entry) >= record_batch.BATCH_OVERHEAD
+            and _INT32.unpack_from(entry, _BATCH_RECORD_COUNT_POSITION)[0] == 0):
+        # Kafka's cleaner keeps batches emptied by compaction for their producer state;
+        # the produce-side reader refuses them, and they hold nothing to convert.
+        return out
+    (batch,) = record_batch.iter_batches(entry)
+    if batch.is_control:
+        return out
+    if batch.codec == Codec.ZSTD:
+        raise RecordError(
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            f"zstd batch at offset {batch.base_offset} cannot be down-converted to magic {magic}",
+        )
+    codec = Codec(batch.codec)
+    records = [
+        (record.offset, record.key, record.value, record.timestamp)
+        for record in record_batch.batch_records(entry, batch)
+        if codec != Codec.NONE or record.offset >= first_offset
+    ]
+    type_bit = _TIMESTAMP_TYPE_BIT if magic == 1 and batch.timestamp_type == LOG_APPEND_TIME else 0
+    _append_legacy_set(out, records, magic, codec, type_bit, type_bit)
+    return out
 
 
 # ---------------------------------------------------------------------------------------

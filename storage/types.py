@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 
 class OffsetOutOfRange(Exception):
@@ -56,17 +56,20 @@ class FileSlice(NamedTuple):
         return self.file.fileno()
 
     def read_bytes(self) -> bytes:
+        return b"".join(self.chunks(self.length))
+
+    def chunks(self, size: int) -> Iterator[bytes]:
+        """The slice's bytes in consecutive pieces of at most ``size``, each read when it is
+        asked for; a file truncated under us (follower truncation) ends them early."""
         fd = self.file.fileno()
-        parts = []
         position, remaining = self.position, self.length
         while remaining > 0:
-            chunk = os.pread(fd, remaining, position)
-            if not chunk:  # truncated under us (follower truncation): return what exists
-                break
-            parts.append(chunk)
+            chunk = os.pread(fd, min(remaining, size), position)
+            if not chunk:
+                return
+            yield chunk
             position += len(chunk)
             remaining -= len(chunk)
-        return b"".join(parts)
 
 
 class AppendResult(NamedTuple):

@@ -8,10 +8,15 @@ in request order, the first message of the first non-empty partition is returned
 if it is larger, so a consumer can always progress). Before v3 a limit may cut a message
 short, as in Kafka 0.10.
 
-v2/v3 responses carry the stored bytes as file slices that the connection sends with
-sendfile, unparsed. v0/v1 consumers only understand magic 0, so their bytes are read and
-down-converted. Errors: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE (high watermark -1,
-as Kafka answers).
+Responses carry the stored bytes as file slices that the connection sends with sendfile,
+unparsed, but for consumers that cannot read them: v0/v1 understand magic 0 only, v2/v3 magic
+0 and 1, so their records are down-converted lazily, as the response is written
+(``broker.down_conversion``): always for v0/v1, and for v2/v3 when the topic writes record
+batches, or, after its format went back to magic 1, when the slice starts with one. (Kafka
+decides by the topic's format alone and sends the batches of a format downgraded since as
+they are; a 0.10 consumer cannot read them.) A partition whose first batch cannot be
+converted (zstd) answers UNSUPPORTED_COMPRESSION_TYPE. Errors: UNKNOWN_TOPIC_OR_PARTITION,
+OFFSET_OUT_OF_RANGE (high watermark -1, as Kafka answers).
 
 v4 (KIP-98) adds the isolation level. This broker has no transactions, so every offset below
 the high watermark is stable: both levels read the same, the last stable offset is the high
@@ -30,12 +35,13 @@ from __future__ import annotations
 
 import trio
 
+from minikafka.broker.down_conversion import DownConvertedRecords
 from minikafka.broker.handlers import CloseConnection
 from minikafka.broker.partitions import TopicError
 from minikafka.protocol.apis import ApiKey
-from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.records import down_convert
-from minikafka.storage.types import OffsetOutOfRange
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.entries import BATCH_MAGIC, MAGIC_POSITION
+from minikafka.storage.types import FileSlice, OffsetOutOfRange
 
 API_KEY = ApiKey.FETCH
 NO_RESPONSE_LIMIT = 0x7FFFFFFF
@@ -111,6 +117,35 @@ def _add_transaction_fields(topics: list[dict], isolation_level: int) -> None:
             partition["aborted_transactions"] = aborted
 
 
+def _down_convert(broker, topics: list[dict], body, magic: int) -> None:
+    """Each partition's records that a consumer of ``magic`` cannot read to be converted as
+    the response is written; a first batch that cannot be (zstd) answers the partition with
+    its error, as Kafka's ``KafkaApis`` does, high watermark -1. Called right after the read,
+    with no await in between: each log is the one read."""
+    for topic, requested in zip(topics, body.topics):
+        for partition, request in zip(topic["partitions"], requested.partitions):
+            records = partition["records"]
+            if isinstance(records, bytes):
+                continue
+            if magic == 1 and not _may_hold_batches(broker.partitions.leader_log(topic["topic"], request.partition),
+                                                    records):
+                continue
+            try:
+                converted = DownConvertedRecords(records, magic, request.fetch_offset)
+            except RecordError as error:
+                partition.update(error_code=error.code, high_watermark=-1, records=b"")
+                continue
+            partition["records"] = converted if converted.length else b""
+
+
+def _may_hold_batches(log, records: FileSlice) -> bool:
+    """Whether a slice of ``log`` may hold record batches (magic 2)."""
+    if log.config.record_magic == BATCH_MAGIC:
+        return True
+    head = next(records.chunks(MAGIC_POSITION + 1), b"")
+    return len(head) > MAGIC_POSITION and head[MAGIC_POSITION] == BATCH_MAGIC
+
+
 async def handle(broker, request) -> dict:
     body = request.body
     version = request.api_version
@@ -139,10 +174,6 @@ async def handle(broker, request) -> dict:
                 await appended.wait()
     if version >= 4:
         _add_transaction_fields(topics, body.isolation_level)
-    elif version < 2:
-        for topic in topics:
-            for partition in topic["partitions"]:
-                records = partition["records"]
-                if not isinstance(records, bytes):
-                    partition["records"] = down_convert(records.read_bytes())
+    else:
+        _down_convert(broker, topics, body, 0 if version < 2 else 1)
     return {"throttle_time_ms": 0, "responses": topics}

@@ -30,6 +30,7 @@ async def test_produce_acks_one_and_all_then_fetch(client, message_set):
     assert values(from_middle.records) == [b"c"]
 
 
+@pytest.mark.magic_1_topics  # what v2 consumers read as stored: a v2 topic's batches are down-converted
 async def test_fetch_v2_returns_the_stored_bytes_unchanged(broker, client, monkeypatch):
     import os
 
@@ -244,7 +245,8 @@ async def test_produce_v0_and_magic_0_sets(client):
 @pytest.mark.magic_1_topics
 async def test_fetch_v2_hands_the_connection_a_file_slice_not_bytes(broker, client, message_set):
     """v2+ responses carry the segment bytes as a storage FileSlice (sent with sendfile);
-    v0/v1 get converted bytes."""
+    v0/v1 get records converted as the connection writes them."""
+    from minikafka.broker.down_conversion import DownConvertedRecords
     from minikafka.broker.handlers import HANDLERS
     from minikafka.protocol.framing import encode_request, parse_request
     from minikafka.storage.types import FileSlice
@@ -252,7 +254,7 @@ async def test_fetch_v2_hands_the_connection_a_file_slice_not_bytes(broker, clie
     await client.produce("sliced", 0, message_set(b"a", b"b"))
     body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "topics": [
         {"topic": "sliced", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
-    for version, kind in ((0, bytes), (1, bytes), (2, FileSlice), (3, FileSlice)):
+    for version, kind in ((0, DownConvertedRecords), (1, DownConvertedRecords), (2, FileSlice), (3, FileSlice)):
         request = parse_request(encode_request(ApiKey.FETCH, version, 1, "t", body)[4:])
         response = await HANDLERS[ApiKey.FETCH](broker, request)
         assert isinstance(response["responses"][0]["partitions"][0]["records"], kind)

@@ -15,6 +15,7 @@ export reader takes.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -355,3 +356,80 @@ def test_topic_deleted_and_created_again_while_serving_is_exported_whole(tmp_pat
     assert not any(value.startswith(b"again-") for _, value in first_rows if value is not None)
     assert all(value.startswith(b"again-") for _, value in second_rows if value is not None)
     assert generations(out, "r") == {1: first_id, 2: second_id}
+
+
+def consume_with_headers(bootstrap: str, topic: str, expected: int) -> list[tuple]:
+    """``(offset, key, value, timestamp, timestampType, headers or None)`` as librdkafka reads them."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "headers-test", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    rows = []
+    deadline = time.monotonic() + 30
+    while len(rows) < expected and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None or message.error():
+            continue
+        ts_type, ts = message.timestamp()
+        rows.append((message.offset(), message.key(), message.value(), ts, ts_type - 1, message.headers()))
+    consumer.close()
+    return rows
+
+
+def produce_with_headers(bootstrap: str, topic: str, first: int, count: int, codec: str) -> None:
+    from confluent_kafka import Producer
+
+    # Batches well under the test broker's 4 KiB segments, which refuse a larger one.
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20,
+                         "batch.size": 1500})
+    failed = []
+    for i in range(first, first + count):
+        headers = [("traceparent", b"00-%032x-%016x-01" % (i, i)), ("empty", b""), ("null", None)] if i % 3 else None
+        value = b"value-%d-" % i + hashlib.sha256(b"%d" % i).digest() * 2  # incompressible: several segments
+        producer.produce(topic, key=None if i % 5 == 0 else b"key-%d" % i, value=value,
+                         headers=headers, partition=0, timestamp=T0 + i,
+                         on_delivery=lambda error, _: error and failed.append(error))
+    assert producer.flush(30) == 0 and not failed, failed
+
+
+def test_v2_topics_with_headers_and_a_format_change_export_and_replay_whole(spark, minikafka_broker_factory,
+                                                                            tmp_path):
+    """A v2 topic with headers (librdkafka), and one written in magic 1 (kafka-python 0.10)
+    until its message.format.version override went from 0.10.2 to 2.8 over a restart: the data
+    source with includeHeaders reads what librdkafka consumes, the export keeps the headers,
+    and replay produces them back."""
+    broker = minikafka_broker_factory(**{"log.segment.bytes": "4096"})
+    create_topic(broker.bootstrap, "with-headers", 1)
+    produce_with_headers(broker.bootstrap, "with-headers", 0, 150, "lz4")
+    create_topic(broker.bootstrap, "changed", 1, **{"message.format.version": "0.10.2"})
+    produce(broker.bootstrap, "changed", magic=1, codec="gzip", count=60)
+    broker.stop()
+    properties = broker.log_dir / "changed-0" / "topic-config.properties"
+    properties.write_text(properties.read_text().replace("message.format.version=0.10.2", "message.format.version=2.8"))
+    broker.start()
+    produce_with_headers(broker.bootstrap, "changed", 60, 90, "snappy")
+    consumed = {topic: consume_with_headers(broker.bootstrap, topic, 150) for topic in ("with-headers", "changed")}
+    assert [len(rows) for rows in consumed.values()] == [150, 150]
+    assert consumed["changed"][0][5] is None and consumed["changed"][61][5] is not None
+    broker.stop()
+
+    for topic, rows in consumed.items():
+        df = (spark.read.format("minikafka").option("topics", topic).option("includeHeaders", "true")
+              .option("includeActiveSegment", "true").load(str(broker.log_dir)))
+        read = sorted((r.offset, r.key, r.value, round(r.timestamp.timestamp() * 1000), r.timestampType,
+                       None if r.headers is None else [(h.key, h.value) for h in r.headers]) for r in df.collect())
+        assert read == rows
+
+    out = tmp_path / "export"
+    summary = export(lambda: spark, [broker.log_dir], out)
+    assert summary.records > 0
+    exported = {row["offset"]: row for path in out.glob("with-headers/dt=*/*.parquet")
+                for row in pq.read_table(path).to_pylist()}
+    want = {offset: headers for offset, _, _, _, _, headers in consumed["with-headers"] if offset in exported}
+    assert {o: (r["headers"] and [(h["key"], h["value"]) for h in r["headers"]]) for o, r in exported.items()} == want
+
+    target = minikafka_broker_factory()
+    replay(out, "with-headers", target.bootstrap, progress=False)
+    replayed = consume_with_headers(target.bootstrap, "with-headers", len(exported))
+    assert [(r[1], r[2], r[3], r[5]) for r in replayed] == [
+        (r[1], r[2], r[3], r[5]) for r in consumed["with-headers"][:len(exported)]]

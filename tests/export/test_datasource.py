@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from minikafka.export.datasource import SCHEMA
+from minikafka.export.datasource import SCHEMA, SCHEMA_WITH_HEADERS
 from minikafka.protocol.records import build_message_set, iter_records
 
 from .conftest import plain_segment, write_segments
-from .test_segment_reader import mixed_segment
+from .test_segment_reader import mixed_segment, v2_and_mixed_segment
 
 pytestmark = pytest.mark.spark
 
@@ -105,3 +105,18 @@ def test_bad_options_are_clear(spark, log_dir, options, message):
 def test_missing_log_dir(spark, tmp_path):
     with pytest.raises(Exception, match="does not exist"):
         read(spark, tmp_path / "missing").collect()
+
+
+def test_include_headers_reads_v2_and_mixed_segments_as_sparks_kafka_source(spark, tmp_path):
+    data, rows_expected = v2_and_mixed_segment()
+    last = rows_expected[-1][0]
+    write_segments(tmp_path, "h", 0, [(0, data), (last + 1, build_message_set([(None, b"x", T0)],
+                                                                             base_offset=last + 1))])
+    df = read(spark, tmp_path, includeHeaders="true")
+    # Spark's Kafka source with includeHeaders appends exactly this column.
+    assert df.schema.simpleString() == spark.createDataFrame([], SCHEMA_WITH_HEADERS).schema.simpleString()
+    assert df.schema.simpleString().endswith(",headers:array<struct<key:string,value:binary>>>")
+    got = df.orderBy("offset").collect()
+    assert [(r.offset, r.key, r.value, round(r.timestamp.timestamp() * 1000), r.timestampType,
+             None if r.headers is None else [(h.key, h.value) for h in r.headers]) for r in got] == rows_expected
+    assert "headers" not in read(spark, tmp_path).columns

@@ -474,3 +474,19 @@ def test_ctrl_c_during_the_spark_job_is_one_line_and_records_nothing(tmp_path):
     store = ExportProgress(out)
     store.lock()  # released
     store.unlock()
+
+
+def test_v2_and_mixed_segments_are_exported_with_their_headers(spark, tmp_path):
+    from .test_segment_reader import v2_and_mixed_segment
+
+    log_dir, out = tmp_path / "log", tmp_path / "out"
+    data, rows_expected = v2_and_mixed_segment()
+    last = rows_expected[-1][0]
+    write_segments(log_dir, "h", 0, [(0, data), (last + 1, build_message_set([(None, b"x", 1)], base_offset=last + 1))])
+    summary = export(lambda: spark, [log_dir], out)
+    assert (summary.segments, summary.records) == (1, len(rows_expected))
+    rows = sorted((row for _, row in exported(out)), key=lambda row: row["offset"])
+    assert [(r["offset"], r["key"], r["value"], r["timestampType"],
+             None if r["headers"] is None else [(h["key"], h["value"]) for h in r["headers"]]) for r in rows] == [
+        (offset, key, value, kind, headers) for offset, key, value, _, kind, headers in rows_expected]
+    assert read_exported(spark, out).count() == len(rows_expected)  # the Kafka schema, headers left out
