@@ -38,7 +38,7 @@ import functools
 import os
 import struct
 import zlib
-from typing import Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from minikafka.protocol import entries, record_batch
 from minikafka.protocol.compression import Codec, compress, decompress
@@ -958,6 +958,52 @@ def _append_converted(out: bytearray, view: memoryview, message: _Message, offse
         else view[message.value_position : message.value_position + message.value_length]
     )
     _append_message(out, offset, 0, 0, NO_TIMESTAMP, key, value)
+
+
+# ---------------------------------------------------------------------------------------
+# Compaction
+
+
+def retained_entry(entry, keep: Callable[[Record], bool]) -> bytes | memoryview | None:
+    """One whole magic 0/1 shallow ``entry`` with only the records ``keep`` accepts (the log
+    cleaner's per-entry work for these formats): ``entry`` itself when every record is kept,
+    None when none is. A compressed wrapper that loses some is rebuilt around the survivors
+    with its codec, magic and timestamp type, as Kafka 0.10.2's ``LogCleaner.compressMessages``
+    does: inner messages keep their bytes (an inner CRC does not cover the offset field), a
+    magic 1 wrapper's relative inner offsets count from the first survivor and its own
+    offset is the last survivor's, so every record keeps its absolute offset; the wrapper's
+    timestamp is its largest surviving one, or stays as it was under LogAppendTime.
+    """
+    view = memoryview(entry)
+    message = _parse_message(view, 0, len(view))
+    if not message.attributes & _CODEC_MASK:
+        kept = keep(_record(view, message, message.offset, message.timestamp, _timestamp_type(message)))
+        return entry if kept else None
+    records = list(iter_records(view))  # one per inner message, in order
+    kept = [keep(record) for record in records]
+    if all(kept):
+        return entry
+    if not any(kept):
+        return None
+    inner, messages = _inner_messages(message, view)
+    survivors = [item for item, wanted in zip(messages, kept) if wanted]
+    magic = message.magic
+    rebuilt = bytearray()
+    max_timestamp = NO_TIMESTAMP
+    for item in survivors:
+        start = len(rebuilt)
+        rebuilt += inner[item.position:item.end]
+        if magic == 1:
+            _INT64.pack_into(rebuilt, start, item.offset - survivors[0].offset)
+            max_timestamp = max(max_timestamp, item.timestamp)
+    if magic == 1 and message.attributes & _TIMESTAMP_TYPE_BIT:
+        max_timestamp = message.timestamp
+    codec = Codec(message.attributes & _CODEC_MASK)
+    out = bytearray()
+    last_offset = message.offset - messages[-1].offset + survivors[-1].offset if magic == 1 else survivors[-1].offset
+    _append_message(out, last_offset, magic, message.attributes, max_timestamp, None,
+                    compress(codec, bytes(rebuilt), magic=magic))
+    return bytes(out)
 
 
 # ---------------------------------------------------------------------------------------
