@@ -41,11 +41,13 @@ from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
 from minikafka.protocol.entries import LOG_OVERHEAD, Entry, iter_entries
+from minikafka.protocol.errors import RecordError
 from minikafka.protocol.records import Record, iter_records, retained_entry
 from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
 from minikafka.storage.clock import Clock
 from minikafka.storage.log import Log
 from minikafka.storage.segment import CLEANED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment
+from minikafka.storage.types import UnknownTopic
 
 logger = logging.getLogger(__name__)
 
@@ -340,6 +342,12 @@ class LogCleaner:
         self._aborted = threading.Event()
         self._cleaner = Cleaner(config, clock, self._aborted)
         self._checkpoints: dict[Path, dict[tuple[str, int], int]] = {}
+        # The topic id each checkpoint entry this process wrote belongs to: a topic deleted and
+        # created again under the same name starts dirty (the file has no ids).
+        self._topic_ids: dict[tuple[str, int], str] = {}
+        # Logs a pass failed on (damaged data): skipped until the broker restarts, as Kafka
+        # marks them uncleanable rather than stop the cleaner.
+        self._uncleanable: set[tuple[str, int]] = set()  # (topic id, partition)
 
     def abort(self) -> None:
         """Stop the pass in progress at its next read, and every later one."""
@@ -354,17 +362,28 @@ class LogCleaner:
                 self._checkpoints[log_dir] = {}
         return self._checkpoints[log_dir]
 
+    def _first_dirty(self, log: Log) -> int:
+        """The log's cleaner checkpoint, lowered to a truncation since it was written."""
+        key = (log.topic, log.partition)
+        offsets = self._checkpoint(log.dir.parent)
+        if self._topic_ids.get(key, log.topic_id) != log.topic_id:
+            offsets.pop(key, None)
+        truncated = log.take_truncation()
+        if truncated is not None and offsets.get(key, 0) > truncated:
+            offsets[key] = truncated
+        return offsets.get(key, 0)
+
     def filthiest(self) -> CleanableRange | None:
         """The compacted log most worth cleaning, if one's dirty ratio exceeds its
         ``min.cleanable.dirty.ratio``."""
         now = self._clock.time_ms()
         best = None
         for log in self._logs():
-            if not log.config.compacts:
+            if not log.config.compacts or (log.topic_id, log.partition) in self._uncleanable:
                 continue
             try:
-                candidate = cleanable_range(log, self._checkpoint(log.dir.parent).get((log.topic, log.partition), 0), now)
-            except KeyError:  # closed or deleted meanwhile (UnknownTopic)
+                candidate = cleanable_range(log, self._first_dirty(log), now)
+            except UnknownTopic:  # closed or deleted meanwhile
                 continue
             if candidate.dirty_bytes and candidate.ratio > log.config.min_cleanable_dirty_ratio and (
                     best is None or candidate.ratio > best.ratio):
@@ -372,18 +391,37 @@ class LogCleaner:
         return best
 
     def clean_filthiest(self) -> CleanerStats | None:
-        """One pass over the filthiest log; None if none is due or the pass was aborted."""
-        if self._aborted.is_set():
-            return None
-        target = self.filthiest()
-        if target is None:
-            return None
+        """One pass over the filthiest log; None if none is due, or the pass did not finish
+        (aborted, the log changed, or it failed: then the log is marked uncleanable)."""
+        target = None if self._aborted.is_set() else self.filthiest()
+        return None if target is None else self._clean(target)
+
+    def clean_until_idle(self) -> list[CleanerStats]:
+        """Clean while some log is due (the broker's background duty); at most one pass per
+        compacted log, so a log that stays dirty cannot hold the thread."""
+        passes = []
+        for _ in range(sum(1 for log in self._logs() if log.config.compacts)):
+            target = None if self._aborted.is_set() else self.filthiest()
+            if target is None:
+                break
+            stats = self._clean(target)
+            if stats is not None:
+                passes.append(stats)
+        return passes
+
+    def _clean(self, target: CleanableRange) -> CleanerStats | None:
         log = target.log
         try:
             stats = self._cleaner.clean(log, target.first_dirty, target.first_uncleanable)
-        except Aborted as exc:
+        except (Aborted, UnknownTopic) as exc:  # the broker stops, or the log changed or went
             logger.info("cleaning %s-%d stopped: %s", log.topic, log.partition, exc)
             return None
+        except (RecordError, OSError, ValueError):
+            logger.exception("cleaning %s-%d failed: it is not cleaned again until the broker restarts",
+                             log.topic, log.partition)
+            self._uncleanable.add((log.topic_id, log.partition))
+            return None
+        self._topic_ids[(log.topic, log.partition)] = log.topic_id
         self._write_checkpoint(log.dir.parent, (log.topic, log.partition), stats.end_offset)
         logger.info("cleaned %s-%d offsets [%d, %d): %.1f MB read, %.1f MB written, %d of %d entries kept, "
                     "%d keys, %.2f s (%.1f MB/s)", stats.topic, stats.partition, stats.first_dirty_offset,
@@ -391,17 +429,6 @@ class LogCleaner:
                     stats.entries_read, stats.keys, stats.seconds,
                     stats.bytes_read / 1e6 / stats.seconds if stats.seconds else 0.0)
         return stats
-
-    def clean_until_idle(self) -> list[CleanerStats]:
-        """Clean while some log is due (the broker's background duty); at most one pass per
-        compacted log, so a log that stays dirty cannot hold the thread."""
-        passes = []
-        for _ in range(sum(1 for log in self._logs() if log.config.compacts)):
-            stats = self.clean_filthiest()
-            if stats is None:
-                break
-            passes.append(stats)
-        return passes
 
     def _write_checkpoint(self, log_dir: Path, key: tuple[str, int], offset: int) -> None:
         offsets = self._checkpoint(log_dir)

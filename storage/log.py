@@ -107,6 +107,7 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._unflushed_rolled: list[LogSegment] = []  # rolled, not yet fsynced, oldest first
         self._truncations = 0  # tells a flush outside the lock that segments changed under it
+        self._lowest_truncation: int | None = None  # since the cleaner last asked (take_truncation)
         self._closed = False
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic_id = self._settle_topic_id(topic_id)
@@ -491,7 +492,7 @@ class Log:
                 self._truncate_fully_and_start_at(offset)
                 return
             now = self._clock.time_ms()
-            self._truncations += 1
+            self._truncated_to(offset)
             self._schedule_deletion(self._segments.remove_after(offset), now)
             active = self._segments.active
             if not active.truncate_to(offset):
@@ -507,7 +508,7 @@ class Log:
             self._truncate_fully_and_start_at(offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
-        self._truncations += 1
+        self._truncated_to(offset)
         segment = self._segments.at_base(offset)
         if segment is not None:  # a segment already has that name: empty it and keep it
             doomed = [s for s in self._segments if s is not segment]
@@ -521,6 +522,10 @@ class Log:
         self.log_start_offset = offset
         self.leader_epoch_cache.clear_and_flush()
         self._after_truncation()
+
+    def _truncated_to(self, offset: int) -> None:
+        self._truncations += 1
+        self._lowest_truncation = offset if self._lowest_truncation is None else min(self._lowest_truncation, offset)
 
     def _after_truncation(self) -> None:
         closed = self._segments.closed()
@@ -539,6 +544,14 @@ class Log:
         as nothing but a truncation rewrites one (retention only renames it)."""
         with self._open():
             return self._segments.closed(), self._truncations
+
+    def take_truncation(self) -> int | None:
+        """The lowest offset the log was truncated to since the last call, if it was: the
+        cleaner's checkpoint must not stay above it (what is appended there again is dirty;
+        Kafka's maybeTruncateCheckpoint)."""
+        with self._lock:
+            lowest, self._lowest_truncation = self._lowest_truncation, None
+            return lowest
 
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment], truncations: int) -> bool:
         """Swap ``cleaned`` (its files named ``.cleaned``, written and fsynced) in for the

@@ -412,3 +412,52 @@ def test_an_interrupted_swap_whose_cleaned_segment_is_empty(tmp_path, clock):
     os.replace(tmp_path / "first", directory / f"{0:020d}{LOG_SUFFIX}{SWAP_SUFFIX}")
     reopened = _reopened(directory, clock)
     assert view(reopened) == [(2, "a", "3"), (3, "end", "x")]
+
+
+def test_a_truncation_below_the_checkpoint_makes_what_follows_dirty_again(tmp_path, clock):
+    log = compacted_log(tmp_path / "t-0", clock)
+    write(log, [("a", "1"), ("b", "1"), ("c", "1"), ("d", "1")], per_segment=2)
+    cleaner = LogCleaner(lambda: [log], CleanerConfig(), clock)
+    assert cleaner.clean_filthiest().end_offset == 4
+    log.truncate_to(2)  # a follower following a new leader
+    for pair in [("a", "2"), ("b", "2"), ("x", "1"), ("y", "1")]:
+        log.append_as_leader(keyed(pair))
+    log.roll()
+    log.append_as_leader(keyed(("end", "y")))
+    log.high_watermark = log.log_end_offset
+    stats = cleaner.clean_filthiest()
+    assert (stats.first_dirty_offset, stats.end_offset) == (2, 6)
+    assert view(log) == [(2, "a", "2"), (3, "b", "2"), (4, "x", "1"), (5, "y", "1"), (6, "end", "y")]
+
+
+def test_a_damaged_log_is_left_alone_and_the_others_are_cleaned(tmp_path, clock, caplog):
+    damaged = compacted_log(tmp_path / "d-0", clock)
+    healthy = compacted_log(tmp_path / "h-0", clock)
+    damaged.topic, healthy.topic = "d", "h"
+    write(damaged, [("a", "1"), ("a", "2")], per_segment=2)
+    write(healthy, [("a", "1"), ("a", "2")], per_segment=2)
+    with open(damaged.segments()[0].log_path, "r+b") as f:  # a flipped bit in the first message
+        f.seek(30)
+        byte = f.read(1)
+        f.seek(30)
+        f.write(bytes([byte[0] ^ 1]))
+    cleaner = LogCleaner(lambda: [damaged, healthy], CleanerConfig(), clock)
+    passes = cleaner.clean_until_idle()
+    assert [s.topic for s in passes] == ["h"]
+    assert "cleaning d-0 failed" in caplog.text
+    assert cleaner.filthiest() is None
+    assert not [n for n in os.listdir(tmp_path / "d-0") if n.endswith(CLEANED_SUFFIX)]
+
+
+def test_a_topic_created_again_under_the_same_name_starts_dirty(tmp_path, clock):
+    log = compacted_log(tmp_path / "t-0", clock)
+    write(log, [("a", "1"), ("a", "2"), ("a", "3"), ("a", "4")], per_segment=2)
+    logs = [log]
+    cleaner = LogCleaner(lambda: logs, CleanerConfig(), clock)
+    assert cleaner.clean_filthiest().end_offset == 4
+    log.delete()
+    again = compacted_log(tmp_path / "t-0", clock)
+    write(again, [("b", "1"), ("b", "2")], per_segment=2)
+    logs[:] = [again]
+    assert cleaner.clean_filthiest().first_dirty_offset == 0
+    assert view(again) == [(1, "b", "2"), (2, "end", "x")]
