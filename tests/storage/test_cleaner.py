@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import shutil
 
 import pytest
@@ -11,7 +12,7 @@ from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.records import Codec, build_message_set, iter_entries, iter_records
 from minikafka.storage import Log, LogConfig
 from minikafka.storage.checkpoint import OffsetCheckpointFile
-from minikafka.storage.cleaner import (CLEANER_OFFSET_CHECKPOINT, Cleaner, CleanerConfig, LogCleaner,
+from minikafka.storage.cleaner import (CLEANER_OFFSET_CHECKPOINT, Aborted, Cleaner, CleanerConfig, LogCleaner,
                                        cleanable_range, group_segments)
 from minikafka.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX
 
@@ -461,3 +462,25 @@ def test_a_topic_created_again_under_the_same_name_starts_dirty(tmp_path, clock)
     logs[:] = [again]
     assert cleaner.clean_filthiest().first_dirty_offset == 0
     assert view(again) == [(1, "b", "2"), (2, "end", "x")]
+
+
+def test_an_aborted_pass_leaves_the_log_as_it_was(tmp_path, clock):
+    log = compacted_log(tmp_path / "t-0", clock)
+    write(log, [("a", "1"), ("a", "2"), ("a", "3"), ("a", "4")], per_segment=2)
+    cleaner = LogCleaner(lambda: [log], CleanerConfig(), clock)
+    cleaner.abort()  # the broker is stopping
+    assert cleaner.clean_until_idle() == []
+    target = cleanable_range(log, 0, clock.time_ms())
+    aborted = threading.Event()
+    pass_ = Cleaner(CleanerConfig(), clock, aborted)
+    original = pass_._build_offset_map
+
+    def abort_once_mapped(*args):
+        original(*args)
+        aborted.set()
+
+    pass_._build_offset_map = abort_once_mapped
+    with pytest.raises(Aborted):
+        pass_.clean(log, target.first_dirty, target.first_uncleanable)
+    assert [o for o, _, _ in view(log)] == [0, 1, 2, 3, 4]
+    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(CLEANED_SUFFIX)]
