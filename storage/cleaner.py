@@ -115,23 +115,27 @@ class OffsetMap:
 
 
 class Throttler:
-    """Holds the cleaner's I/O to ``bytes_per_second`` by sleeping (its thread only)."""
+    """Holds the cleaner's I/O to ``bytes_per_second`` by sleeping (its thread only), as
+    Kafka's ``Throttler``: checked against the bytes counted since the window began, the
+    window starting anew each second."""
 
-    def __init__(self, bytes_per_second: float) -> None:
+    def __init__(self, bytes_per_second: float, monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.rate = bytes_per_second
-        self._start = time.monotonic()
+        self._monotonic, self._sleep = monotonic, sleep
+        self._start = monotonic()
         self._bytes = 0
 
     def __call__(self, count: int) -> None:
         if self.rate == float("inf"):
             return
         self._bytes += count
-        elapsed = time.monotonic() - self._start
+        elapsed = self._monotonic() - self._start
         ahead = self._bytes / self.rate - elapsed
         if ahead > 0:
-            time.sleep(ahead)
+            self._sleep(ahead)
         if elapsed > 1:  # a new window, so a long idle spell is not credited to a burst
-            self._start, self._bytes = time.monotonic(), 0
+            self._start, self._bytes = self._monotonic(), 0
 
 
 class Cleaner:

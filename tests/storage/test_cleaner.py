@@ -13,7 +13,7 @@ from minikafka.protocol.records import Codec, build_message_set, iter_entries, i
 from minikafka.storage import Log, LogConfig
 from minikafka.storage.checkpoint import OffsetCheckpointFile
 from minikafka.storage.cleaner import (CLEANER_OFFSET_CHECKPOINT, Aborted, Cleaner, CleanerConfig, LogCleaner,
-                                       cleanable_range, group_segments)
+                                       Throttler, cleanable_range, group_segments)
 from minikafka.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX
 
 from .conftest import START_MS, all_records
@@ -484,3 +484,23 @@ def test_an_aborted_pass_leaves_the_log_as_it_was(tmp_path, clock):
         pass_.clean(log, target.first_dirty, target.first_uncleanable)
     assert [o for o, _, _ in view(log)] == [0, 1, 2, 3, 4]
     assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(CLEANED_SUFFIX)]
+
+
+def test_the_throttle_sleeps_what_the_rate_asks():
+    now = [0.0]
+    slept = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds
+
+    throttle = Throttler(1000, monotonic=lambda: now[0], sleep=sleep)
+    throttle(500)  # half a second's worth at once
+    assert slept == [0.5]
+    now[0] += 0.2
+    throttle(100)  # 600 bytes in 0.7 s: within the rate
+    assert slept == [0.5]
+    now[0] += 5
+    throttle(10)  # a new window after the idle spell
+    throttle(1000)
+    assert slept[-1] == pytest.approx(1.0)
