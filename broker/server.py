@@ -516,7 +516,11 @@ class Broker:
         compacted log is due, then sleep ``log.cleaner.backoff.ms``. A pass runs in a worker
         thread, off the event loop; the broker stopping aborts it at its next read, so a
         shutdown does not wait for a whole pass."""
-        cleaner = LogCleaner(self.log_manager.logs, self.config.cleaner_config(), self.clock)
+        # Not __consumer_offsets: the group store keeps it short with snapshots instead
+        # (broker.groups.store), and a tombstone the cleaner removed after a snapshot that
+        # holds its key would bring the key back on the next load from that snapshot.
+        cleaner = LogCleaner(lambda: [log for log in self.log_manager.logs() if not self.is_internal(log.topic)],
+                             self.config.cleaner_config(), self.clock)
         while True:
             await trio.sleep(self.config.cleaner_backoff_ms / 1000)
             finished = False
