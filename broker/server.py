@@ -518,9 +518,10 @@ class Broker:
         shutdown does not wait for a whole pass."""
         # Not __consumer_offsets: the group store keeps it short with snapshots instead
         # (broker.groups.store), and a tombstone the cleaner removed after a snapshot that
-        # holds its key would bring the key back on the next load from that snapshot.
+        # holds its key would bring the key back on the next load from that snapshot. Nor a
+        # segment the export hand-off has not exported yet (it vetoes its deletion too).
         cleaner = LogCleaner(lambda: [log for log in self.log_manager.logs() if not self.is_internal(log.topic)],
-                             self.config.cleaner_config(), self.clock)
+                             self.config.cleaner_config(), self.clock, self.log_manager.may_delete_segment)
         while True:
             await trio.sleep(self.config.cleaner_backoff_ms / 1000)
             finished = False

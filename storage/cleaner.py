@@ -47,7 +47,7 @@ from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
 from minikafka.storage.clock import Clock
 from minikafka.storage.log import Log
 from minikafka.storage.segment import CLEANED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment
-from minikafka.storage.types import UnknownTopic
+from minikafka.storage.types import SegmentInfo, UnknownTopic
 
 logger = logging.getLogger(__name__)
 
@@ -317,12 +317,19 @@ class CleanableRange(NamedTuple):
         return self.dirty_bytes / total if total else 0.0
 
 
-def cleanable_range(log: Log, checkpoint: int, now: int) -> CleanableRange:
+def cleanable_range(log: Log, checkpoint: int, now: int,
+                    may_rewrite: Callable[[SegmentInfo], bool] | None = None) -> CleanableRange:
     """Where ``log``'s dirty part starts and ends, and the bytes on each side (Kafka's
-    ``LogCleanerManager.cleanableOffsets`` and ``LogToClean``)."""
+    ``LogCleanerManager.cleanableOffsets`` and ``LogToClean``). A closed segment that
+    ``may_rewrite`` refuses (the export hand-off, until it has exported it) ends the range
+    too."""
     segments, _ = log.cleaning_snapshot()
     first_dirty = max(checkpoint, log.log_start_offset)
     first_uncleanable = min(segments[-1].next_offset if segments else log.log_start_offset, log.high_watermark)
+    if may_rewrite is not None:
+        refused = next((info for info in log.closed_segments() if not may_rewrite(info)), None)
+        if refused is not None:
+            first_uncleanable = min(first_uncleanable, refused.base_offset)
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
         for segment in segments:
@@ -340,8 +347,10 @@ class LogCleaner:
     ``cleaner-offset-checkpoint`` (one background task: Kafka's ``log.cleaner.threads`` is
     accepted, and one thread does the work)."""
 
-    def __init__(self, logs: Callable[[], list[Log]], config: CleanerConfig, clock: Clock) -> None:
+    def __init__(self, logs: Callable[[], list[Log]], config: CleanerConfig, clock: Clock,
+                 may_rewrite: Callable[[SegmentInfo], bool] | None = None) -> None:
         self._logs = logs
+        self._may_rewrite = may_rewrite
         self._clock = clock
         self._aborted = threading.Event()
         self._cleaner = Cleaner(config, clock, self._aborted)
@@ -386,7 +395,7 @@ class LogCleaner:
             if not log.config.compacts or (log.topic_id, log.partition) in self._uncleanable:
                 continue
             try:
-                candidate = cleanable_range(log, self._first_dirty(log), now)
+                candidate = cleanable_range(log, self._first_dirty(log), now, self._may_rewrite)
             except UnknownTopic:  # closed or deleted meanwhile
                 continue
             if candidate.dirty_bytes and candidate.ratio > log.config.min_cleanable_dirty_ratio and (

@@ -504,3 +504,19 @@ def test_the_throttle_sleeps_what_the_rate_asks():
     throttle(10)  # a new window after the idle spell
     throttle(1000)
     assert slept[-1] == pytest.approx(1.0)
+
+
+def test_a_segment_not_yet_exported_is_not_rewritten(tmp_path, clock):
+    log = compacted_log(tmp_path / "t-0", clock)
+    write(log, [("a", "1"), ("a", "2"), ("a", "3"), ("a", "4")], per_segment=2)
+    exported_up_to = 2  # the export hand-off's veto: segment 2 is not exported yet
+
+    def exported(info):
+        return info.next_offset <= exported_up_to
+
+    cleaner = LogCleaner(lambda: [log], CleanerConfig(), clock, may_rewrite=exported)
+    assert cleaner.clean_filthiest().end_offset == 2
+    assert [o for o, _, _ in view(log)] == [1, 2, 3, 4]
+    exported_up_to = 4
+    assert cleaner.clean_filthiest().end_offset == 4
+    assert [o for o, _, _ in view(log)] == [3, 4]
