@@ -212,7 +212,7 @@ class Cleaner:
                         continue
                     kept += 1
                     out += retained
-                    last_offset = int.from_bytes(retained[:8], "big", signed=True)
+                    last_offset = next(iter_entries(retained)).offset
                     if len(out) >= self.config.io_buffer_size:
                         self._write(cleaned, out, last_offset, untimed_times)
                         out = bytearray()

@@ -22,6 +22,9 @@ HOUR = 3600_000
 DAY = 24 * HOUR
 
 
+OLD_FORMAT = "0.10.2"  # message.format.version of a magic 0/1 log
+
+
 def compacted_log(directory, clock, **settings) -> Log:
     settings.setdefault("cleanup_policy", "compact")
     settings.setdefault("min_cleanable_dirty_ratio", 0.0)
@@ -174,16 +177,18 @@ def test_nothing_above_the_high_watermark_is_cleaned(tmp_path, clock):
 
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4])
-@pytest.mark.parametrize("magic", [0, 1])
-def test_compressed_wrappers(tmp_path, clock, codec, magic):
-    log = compacted_log(tmp_path / "t-0", clock)
-    whole = keyed(("x", "1"), ("y", "1"), magic=magic, codec=codec)
-    log.append_as_leader(keyed(("a", "1"), ("b", "1"), ("c", "1"), ("d", "1"), magic=magic, codec=codec))
+@pytest.mark.parametrize("magic", [0, 1, 2])
+def test_compressed_wrappers_and_batches(tmp_path, clock, codec, magic):
+    # Magic 2: a magic 1 set up-converted to a batch by a log of the current format.
+    log = compacted_log(tmp_path / "t-0", clock, message_format_version=OLD_FORMAT if magic < 2 else "2.8")
+    produced = min(magic, 1)
+    whole = keyed(("x", "1"), ("y", "1"), magic=produced, codec=codec)
+    log.append_as_leader(keyed(("a", "1"), ("b", "1"), ("c", "1"), ("d", "1"), magic=produced, codec=codec))
     log.append_as_leader(whole)
     log.roll()
-    log.append_as_leader(keyed(("b", "2"), ("d", "2"), magic=magic, codec=codec))
+    log.append_as_leader(keyed(("b", "2"), ("d", "2"), magic=produced, codec=codec))
     log.roll()
-    log.append_as_leader(keyed(("end", "x"), magic=magic))
+    log.append_as_leader(keyed(("end", "x"), magic=produced))
     log.high_watermark = log.log_end_offset
     kept_wrapper = log.read(4, 1 << 20, max_offset=6).read_bytes()
     clean(log, clock)
@@ -194,7 +199,8 @@ def test_compressed_wrappers(tmp_path, clock, codec, magic):
     assert {r.magic for r in records} == {magic}
     stored = log.read(0, 1 << 20, max_offset=6).read_bytes()
     entries = list(iter_entries(stored))
-    assert [(e.offset, e.codec) for e in entries] == [(2, codec), (5, codec)]  # the survivors, recompressed
+    # The survivors, recompressed; a batch keeps its last offset (its producer's last sequence).
+    assert [(e.offset, e.codec) for e in entries] == [(2 if magic < 2 else 3, codec), (5, codec)]
     assert stored[entries[1].position:] == kept_wrapper  # a wrapper whose records all survive is kept as is
     # A consumer fetching from inside the rebuilt wrapper finds it.
     assert [r.offset for r in iter_records(log.read(1, 1 << 20).read_bytes())][:2] == [0, 2]
@@ -215,7 +221,7 @@ def test_log_append_time_wrappers_keep_their_timestamp(tmp_path, clock):
 
 
 def test_mixed_magic_segments(tmp_path, clock):
-    log = compacted_log(tmp_path / "t-0", clock)
+    log = compacted_log(tmp_path / "t-0", clock, message_format_version=OLD_FORMAT)
     log.append_as_leader(keyed(("a", "1"), ("b", "1"), magic=0))
     log.append_as_leader(keyed(("c", "1"), ("a", "2"), magic=0, codec=Codec.SNAPPY))
     log.roll()
@@ -233,7 +239,7 @@ def test_mixed_magic_segments(tmp_path, clock):
 
 def test_groups_stay_within_segment_bytes_and_merge_sparse_segments(tmp_path, clock):
     one = len(keyed(("k0", "v")))
-    log = compacted_log(tmp_path / "t-0", clock, segment_bytes=4 * one)
+    log = compacted_log(tmp_path / "t-0", clock, segment_bytes=4 * one, message_format_version=OLD_FORMAT)
     for i in range(16):  # four full segments of four keys, each key written twice
         log.append_as_leader(keyed((f"k{i % 8}", "v")))
     log.append_as_leader(keyed(("end", "x")))
@@ -254,7 +260,7 @@ def test_groups_stay_within_segment_bytes_and_merge_sparse_segments(tmp_path, cl
     assert [s.base_offset for s in segments] == [0, 12, 16, 18]
     assert view(log)[0] == (9, "k1", "v")
     log.close()
-    reopened = compacted_log(tmp_path / "t-0", clock, segment_bytes=4 * one)
+    reopened = compacted_log(tmp_path / "t-0", clock, segment_bytes=4 * one, message_format_version=OLD_FORMAT)
     assert [o for o, _, _ in view(reopened)] == list(range(9, 16)) + [16, 17, 18]
 
 
