@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.record_batch import build_record_batch, iter_batches
 from minikafka.protocol.records import Codec, build_message_set, iter_entries, iter_records
 from minikafka.storage import Log, LogConfig
 from minikafka.storage.checkpoint import OffsetCheckpointFile
@@ -526,3 +527,25 @@ def test_a_segment_not_yet_exported_is_not_rewritten(tmp_path, clock):
     exported_up_to = 4
     assert cleaner.clean_filthiest().end_offset == 4
     assert [o for o, _, _ in view(log)] == [3, 4]
+
+
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.GZIP, Codec.ZSTD])
+def test_a_batch_keeps_headers_and_producer_fields_when_rebuilt(tmp_path, clock, codec):
+    log = compacted_log(tmp_path / "t-0", clock)
+    headers = (("trace", b"1"),)
+    log.append_as_leader(bytes(build_record_batch(
+        [(b"a", b"1", START_MS, headers), (b"b", b"1", START_MS + 1, headers), (b"c", b"1", START_MS + 2, ())],
+        codec=codec)))
+    log.roll()
+    log.append_as_leader(bytes(build_record_batch([(b"b", b"2", START_MS + 3, ())])))
+    log.roll()
+    log.append_as_leader(keyed(("end", "x")))
+    log.high_watermark = log.log_end_offset
+    clean(log, clock)
+    records = all_records(log)
+    assert [(r.offset, r.key, r.headers) for r in records] == [
+        (0, b"a", headers), (2, b"c", ()), (3, b"b", ()), (4, b"end", ())]
+    assert [r.timestamp for r in records[:2]] == [START_MS, START_MS + 2]
+    stored = log.read(0, 1 << 20, max_offset=3).read_bytes()
+    [batch] = iter_batches(stored)
+    assert (batch.base_offset, batch.last_offset_delta, batch.record_count, batch.codec) == (0, 2, 2, codec)
