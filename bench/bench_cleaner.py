@@ -2,9 +2,11 @@
 beside it.
 
     python3 bench/bench_cleaner.py [--size-mb 1024] [--live 0.1] [--value-bytes 1000] [--dir PATH]
+                                   [--message-format 0.10.2]
 
-1. Writes one compacted partition of ``--size-mb`` MB (uncompressed magic 1 sets of keyed
-   records of ``--value-bytes`` values, 128 MiB segments) whose keys are drawn at random from
+1. Writes one compacted partition of ``--size-mb`` MB (uncompressed 1 MiB sets of keyed
+   records of ``--value-bytes`` values, 128 MiB segments; stored as one magic 2 batch each, or
+   as magic 1 messages with ``--message-format 0.10.2``) whose keys are drawn at random from
    ``--live`` x the record count, so about that share of the records is the latest of its
    key. Then one cleaner pass (``storage.cleaner.Cleaner``, Kafka's default 128 MiB dedupe
    buffer) over the whole log below its active segment, in a fresh process: dirty MB read a
@@ -48,11 +50,12 @@ NOW_MS = 1_700_000_000_000
 TOPIC = "changelog"
 
 
-def write_log(log_dir: Path, size_mb: int, live: float, value_bytes: int) -> tuple[int, int]:
+def write_log(log_dir: Path, size_mb: int, live: float, value_bytes: int, message_format: str) -> tuple[int, int]:
     """The compacted partition; returns its record count and key count."""
     manager = LogManager([log_dir], LogConfig(), FakeClock(NOW_MS))
     manager.startup()
-    [log] = manager.create_topic(TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": str(128 * MIB)})
+    [log] = manager.create_topic(TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": str(128 * MIB),
+                                            "message.format.version": message_format})
     per_set = max(MIB // (value_bytes + 60), 1)
     record_size = value_bytes + 12 + 22 + 8 + 4 + 4  # log overhead, magic 1 head, key, lengths
     records = size_mb * MB // record_size
@@ -108,6 +111,7 @@ def main() -> None:
     parser.add_argument("--live", type=float, default=0.1, help="distinct keys / records")
     parser.add_argument("--value-bytes", type=int, default=1000)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--message-format", default="3.0", help="the topic's message.format.version")
     parser.add_argument("--pass-dir", type=Path, help=argparse.SUPPRESS)  # the pass's own process
     args = parser.parse_args()
     if args.pass_dir:
@@ -117,9 +121,10 @@ def main() -> None:
     try:
         template = root / "template"
         started = time.perf_counter()
-        records, keys = write_log(template, args.size_mb, args.live, args.value_bytes)
+        records, keys = write_log(template, args.size_mb, args.live, args.value_bytes, args.message_format)
         print(f"log: {args.size_mb} MB, {records} records of {args.value_bytes}-byte values, {keys} keys "
-              f"({args.live:.0%} live), written in {time.perf_counter() - started:.0f} s")
+              f"({args.live:.0%} live), message.format.version {args.message_format}, "
+              f"written in {time.perf_counter() - started:.0f} s")
         pass_dir = root / "pass"
         shutil.copytree(template, pass_dir)
         subprocess.run([sys.executable, __file__, "--pass-dir", str(pass_dir)], check=True)
