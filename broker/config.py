@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from minikafka.storage.cleaner import CleanerConfig
 from minikafka.storage.config import LogConfig, message_format_magic
 
 INT32_MAX = 2**31 - 1
@@ -38,7 +39,7 @@ class ConfigError(ValueError):
 class ConfigKey(NamedTuple):
     """One supported configuration key: Kafka's name, its value type, default and meaning.
 
-    ``type`` is one of ``int`` (32-bit), ``long`` (64-bit), ``bool``, ``string``, ``list``
+    ``type`` is one of ``int`` (32-bit), ``long`` (64-bit), ``double``, ``bool``, ``string``, ``list``
     (comma-separated) or ``enum`` (one of ``choices``). ``default`` is the typed value, or
     ``None`` when the key is unset by default (its description says what that means).
     """
@@ -177,6 +178,32 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("log.segment.delete.delay.ms", "long", 60000,
               "How long a segment removed by retention stays on disk (renamed .deleted) so "
               "in-flight fetches can finish; topic-level file.delete.delay.ms.", minimum=0),
+    ConfigKey("log.cleaner.enable", "bool", True,
+              "Run the log cleaner, which compacts topics with cleanup.policy=compact (keeps the "
+              "latest record per key; storage.cleaner)."),
+    ConfigKey("log.cleaner.threads", "int", 1,
+              "Accepted for Kafka's sake: one background task cleans, one log at a time.", minimum=0),
+    ConfigKey("log.cleaner.backoff.ms", "long", 15000,
+              "How long the cleaner sleeps when no log is due for cleaning.", minimum=0),
+    ConfigKey("log.cleaner.io.max.bytes.per.second", "double", float("inf"),
+              "Bytes a second the cleaner may read plus write (inf: no limit).", minimum=0),
+    ConfigKey("log.cleaner.dedupe.buffer.size", "long", 134217728,
+              "Memory for the cleaner's offset map: it holds up to this / 24 * "
+              "log.cleaner.io.buffer.load.factor keys a pass (Kafka's count; a Python dict "
+              "takes some five times the memory per key).", minimum=1),
+    ConfigKey("log.cleaner.io.buffer.load.factor", "double", 0.9,
+              "How full the offset map may get.", minimum=0),
+    ConfigKey("log.cleaner.io.buffer.size", "int", 524288,
+              "The cleaner reads and writes segments in chunks of this size.", minimum=1),
+    ConfigKey("log.cleaner.delete.retention.ms", "long", 86400000,
+              "How long a tombstone (a null value) stays once the records after it are clean; "
+              "topic-level delete.retention.ms.", minimum=0),
+    ConfigKey("log.cleaner.min.cleanable.ratio", "double", 0.5,
+              "A compacted log is cleaned once its dirty (not yet cleaned) bytes exceed this share "
+              "of the log; topic-level min.cleanable.dirty.ratio.", minimum=0),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", "long", 0,
+              "Records younger than this are not compacted; topic-level min.compaction.lag.ms.",
+              minimum=0),
     ConfigKey("log.message.timestamp.type", "enum", "CreateTime",
               "CreateTime keeps the producer's timestamps, LogAppendTime stamps the broker's "
               "clock; topic-level message.timestamp.type.",
@@ -326,6 +353,14 @@ def parse_value(key: ConfigKey, raw: str) -> Any:
         if key.minimum is not None and value < key.minimum:
             raise ConfigError(f"{key.name}: {value} is below the minimum {key.minimum}")
         return value
+    if key.type == "double":
+        try:
+            number = float(text)
+        except ValueError:
+            raise ConfigError(f"{key.name}: {raw!r} is not a number") from None
+        if number != number or (key.minimum is not None and number < key.minimum):
+            raise ConfigError(f"{key.name}: {number} is below the minimum {key.minimum}")
+        return number
     if key.type == "bool":
         lowered = text.lower()
         if lowered in _TRUE:
@@ -466,7 +501,7 @@ def host_port(host: str, port: int) -> str:
 logger = logging.getLogger(__name__)
 
 # Kafka broker settings with no meaning for one Python process on one listener (threads,
-# socket buffers, ZooKeeper/KRaft quorum, replication factors, security, the cleaner). They
+# socket buffers, ZooKeeper/KRaft quorum, replication factors, security). They
 # are accepted with a warning so a server.properties written for Kafka starts as it is; any
 # other unknown key is a mistake and is refused.
 IGNORED_KAFKA_KEYS = frozenset({
@@ -478,7 +513,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "inter.broker.protocol.version",
     "delete.topic.enable", "auto.leader.rebalance.enable",
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-    "log.cleaner.enable", "log.cleaner.threads", "log.cleanup.policy", "compression.type",
+    "log.cleanup.policy", "compression.type",
     "metric.reporters",
     "offsets.topic.compression.codec", "offsets.load.buffer.size",
     "group.max.size", "share.coordinator.state.topic.replication.factor",
@@ -633,6 +668,14 @@ class BrokerConfig:
         return self._values["log.flush.scheduler.interval.ms"]
 
     @property
+    def cleaner_enabled(self) -> bool:
+        return self._values["log.cleaner.enable"]
+
+    @property
+    def cleaner_backoff_ms(self) -> int:
+        return self._values["log.cleaner.backoff.ms"]
+
+    @property
     def checkpoint_interval_ms(self) -> int:
         return self._values["log.flush.offset.checkpoint.interval.ms"]
 
@@ -747,6 +790,19 @@ class BrokerConfig:
             message_timestamp_difference_max_ms=v["log.message.timestamp.difference.max.ms"],
             max_message_bytes=v["message.max.bytes"],
             message_format_version=v["log.message.format.version"],
+            delete_retention_ms=v["log.cleaner.delete.retention.ms"],
+            min_compaction_lag_ms=v["log.cleaner.min.compaction.lag.ms"],
+            min_cleanable_dirty_ratio=v["log.cleaner.min.cleanable.ratio"],
+        )
+
+    def cleaner_config(self) -> CleanerConfig:
+        """The log cleaner's settings (log.cleaner.*)."""
+        v = self._values
+        return CleanerConfig(
+            dedupe_buffer_size=v["log.cleaner.dedupe.buffer.size"],
+            dedupe_buffer_load_factor=v["log.cleaner.io.buffer.load.factor"],
+            io_buffer_size=v["log.cleaner.io.buffer.size"],
+            max_io_bytes_per_second=v["log.cleaner.io.max.bytes.per.second"],
         )
 
 

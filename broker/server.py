@@ -29,6 +29,7 @@ from minikafka.broker.groups.config import GroupConfig
 from minikafka.broker.partitions.local import LocalPartitions
 from minikafka.broker.request_memory import RequestMemory
 from minikafka.broker.security import CLUSTER_NAME
+from minikafka.storage.cleaner import LogCleaner
 from minikafka.storage.clock import Clock, SystemClock
 from minikafka.storage.config import LogConfig
 from minikafka.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
@@ -275,6 +276,8 @@ class Broker:
                                    self.log_manager.flush_due, "flush")
                 nursery.start_soon(self._every, self.config.checkpoint_interval_ms,
                                    self.log_manager.checkpoint, "checkpoint")
+                if self.config.cleaner_enabled:
+                    nursery.start_soon(self._clean_logs)
                 if self.cluster is not None:  # loads the offsets partitions it comes to lead
                     self.group_coordinator.startup()
                     nursery.start_soon(self.group_coordinator.run)
@@ -507,6 +510,36 @@ class Broker:
                 await trio.to_thread.run_sync(duty)
             except Exception:
                 logger.exception("background %s failed", name)
+
+    async def _clean_logs(self) -> None:
+        """The log cleaner's background task (Kafka's CleanerThread): clean while some
+        compacted log is due, then sleep ``log.cleaner.backoff.ms``. A pass runs in a worker
+        thread, off the event loop; the broker stopping aborts it at its next read, so a
+        shutdown does not wait for a whole pass."""
+        # Not __consumer_offsets: the group store keeps it short with snapshots instead
+        # (broker.groups.store), and a tombstone the cleaner removed after a snapshot that
+        # holds its key would bring the key back on the next load from that snapshot. Nor a
+        # segment the export hand-off has not exported yet (it vetoes its deletion too).
+        cleaner = LogCleaner(lambda: [log for log in self.log_manager.logs() if not self.is_internal(log.topic)],
+                             self.config.cleaner_config(), self.clock, self.log_manager.may_delete_segment)
+        while True:
+            await trio.sleep(self.config.cleaner_backoff_ms / 1000)
+            finished = False
+            async with trio.open_nursery() as watch:
+                @watch.start_soon
+                async def abort_when_cancelled() -> None:
+                    try:
+                        await trio.sleep_forever()
+                    finally:
+                        if not finished:
+                            cleaner.abort()
+
+                try:
+                    await trio.to_thread.run_sync(cleaner.clean_until_idle)
+                except Exception:
+                    logger.exception("background log cleaner failed")
+                finished = True
+                watch.cancel_scope.cancel()
 
     def _retention_pass(self) -> None:
         deleted = self.log_manager.cleanup()

@@ -749,11 +749,16 @@ def build_record_batch(
     records, *, codec: Codec = Codec.NONE, base_offset: int = 0, timestamp_type: int = 0,
     partition_leader_epoch: int = -1, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
     base_sequence: int = -1, transactional: bool = False,
+    offset_deltas: list[int] | None = None, last_offset_delta: int | None = None,
 ) -> bytearray:
     """One magic 2 batch of ``(key, value, timestamp, headers)`` records, as a producer (or
     the broker, converting older messages) writes it: offset deltas 0..n-1, baseTimestamp the
     first record's, maxTimestamp the largest (-1 for none), CRC-32C over attributes..end.
-    ``headers`` are ``(str key, bytes value or None)`` pairs. At least one record."""
+    ``headers`` are ``(str key, bytes value or None)`` pairs. At least one record.
+
+    The log cleaner rewrites a batch with what survives of it: ``offset_deltas`` then gives
+    each record's, and ``last_offset_delta`` the batch's (the original's, which keeps the
+    producer's last sequence where it was, as Kafka 2.8's ``overrideLastOffset``)."""
     section = bytearray()
     base_timestamp = None
     max_timestamp = -1
@@ -764,7 +769,7 @@ def build_record_batch(
         max_timestamp = max(max_timestamp, timestamp)
         body = bytearray(b"\x00")
         _zigzag_varint(body, timestamp - base_timestamp)
-        _zigzag_varint(body, count - 1)
+        _zigzag_varint(body, count - 1 if offset_deltas is None else offset_deltas[count - 1])
         for field in (key, value):
             _zigzag_varint(body, -1 if field is None else len(field))
             if field is not None:
@@ -786,7 +791,8 @@ def build_record_batch(
     attributes = codec | (_TIMESTAMP_TYPE_BIT if timestamp_type == 1 else 0) | (_TRANSACTIONAL_BIT if transactional else 0)
     out = bytearray(_HEADER.pack(
         base_offset, BATCH_OVERHEAD - _LOG_OVERHEAD + len(section), partition_leader_epoch, RECORD_BATCH_MAGIC, 0,
-        attributes, count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count,
+        attributes, count - 1 if last_offset_delta is None else last_offset_delta, base_timestamp, max_timestamp,
+        producer_id, producer_epoch, base_sequence, count,
     ))
     out += section
     _UINT32.pack_into(out, _CRC_POSITION, crc32c(memoryview(out)[_CRC_START:]))

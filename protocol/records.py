@@ -38,7 +38,7 @@ import functools
 import os
 import struct
 import zlib
-from typing import Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from minikafka.protocol import entries, record_batch
 from minikafka.protocol.compression import Codec, compress, decompress
@@ -1166,6 +1166,77 @@ def _down_converted_batch(entry: memoryview, magic: int, first_offset: int) -> b
     type_bit = _TIMESTAMP_TYPE_BIT if magic == 1 and batch.timestamp_type == LOG_APPEND_TIME else 0
     _append_legacy_set(out, records, magic, codec, type_bit, type_bit)
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# Compaction
+
+
+def retained_entry(entry, keep: Callable[[Record], bool]) -> bytes | memoryview | None:
+    """One whole magic 0/1 shallow ``entry`` with only the records ``keep`` accepts (the log
+    cleaner's per-entry work for these formats): ``entry`` itself when every record is kept,
+    None when none is. A compressed wrapper that loses some is rebuilt around the survivors
+    with its codec, magic and timestamp type, as Kafka 0.10.2's ``LogCleaner.compressMessages``
+    does: inner messages keep their bytes (an inner CRC does not cover the offset field), a
+    magic 1 wrapper's relative inner offsets count from the first survivor and its own
+    offset is the last survivor's, so every record keeps its absolute offset; the wrapper's
+    timestamp is its largest surviving one, or stays as it was under LogAppendTime.
+    """
+    view = memoryview(entry)
+    if view[_MAGIC_POSITION] == RECORD_BATCH_MAGIC:
+        return _retained_batch(view, keep)
+    message = _parse_message(view, 0, len(view))
+    if not message.attributes & _CODEC_MASK:
+        kept = keep(_record(view, message, message.offset, message.timestamp, _timestamp_type(message)))
+        return entry if kept else None
+    records = list(iter_records(view))  # one per inner message, in order
+    kept = [keep(record) for record in records]
+    if all(kept):
+        return entry
+    if not any(kept):
+        return None
+    inner, messages = _inner_messages(message, view)
+    survivors = [item for item, wanted in zip(messages, kept) if wanted]
+    magic = message.magic
+    rebuilt = bytearray()
+    max_timestamp = NO_TIMESTAMP
+    for item in survivors:
+        start = len(rebuilt)
+        rebuilt += inner[item.position:item.end]
+        if magic == 1:
+            _INT64.pack_into(rebuilt, start, item.offset - survivors[0].offset)
+            max_timestamp = max(max_timestamp, item.timestamp)
+    if magic == 1 and message.attributes & _TIMESTAMP_TYPE_BIT:
+        max_timestamp = message.timestamp
+    codec = Codec(message.attributes & _CODEC_MASK)
+    out = bytearray()
+    last_offset = message.offset - messages[-1].offset + survivors[-1].offset if magic == 1 else survivors[-1].offset
+    _append_message(out, last_offset, magic, message.attributes, max_timestamp, None,
+                    compress(codec, bytes(rebuilt), magic=magic))
+    return bytes(out)
+
+
+def _retained_batch(view: memoryview, keep: Callable[[Record], bool]) -> memoryview | bytes | None:
+    """``retained_entry`` for a magic 2 batch, as Kafka 2.8's ``MemoryRecords.filterTo``: the
+    batch as it is when every record stays, none when none does, else a batch of the
+    survivors with the original's base offset, last offset delta, codec, timestamp type,
+    leader epoch and producer fields, each survivor at its own offset delta. A control batch
+    (a transaction marker) is kept: which markers may go is the transactions' business."""
+    [batch] = record_batch.iter_batches(view)
+    if batch.is_control:
+        return view
+    records = list(_batch_records(view, 0))
+    kept = [record for record in records if keep(record)]
+    if len(kept) == len(records):
+        return view
+    if not kept:
+        return None
+    return bytes(record_batch.build_record_batch(
+        [(r.key, r.value, r.timestamp, r.headers) for r in kept], codec=batch.codec, base_offset=batch.base_offset,
+        timestamp_type=batch.timestamp_type, partition_leader_epoch=batch.partition_leader_epoch,
+        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+        transactional=batch.is_transactional, offset_deltas=[r.offset - batch.base_offset for r in kept],
+        last_offset_delta=batch.last_offset_delta))
 
 
 # ---------------------------------------------------------------------------------------

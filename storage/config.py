@@ -4,8 +4,9 @@
 topic overrides by their Kafka names (``segment.bytes``, ``retention.ms``, ...), refusing
 unknown names and bad values with a readable ``ValueError`` (the broker answers
 INVALID_CONFIG). The broker-wide defaults (``log.segment.bytes``, ...) are read by
-``broker.config.BrokerConfig.log_config``, the one place that maps those names. A few Kafka topic configs that have no effect on a single broker without a
-log cleaner are accepted, validated and persisted but not enforced; see ``_ACCEPTED_ONLY``.
+``broker.config.BrokerConfig.log_config``, the one place that maps those names. A few Kafka
+topic configs that have no effect here are accepted, validated and persisted but not
+enforced; see ``_ACCEPTED_ONLY``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class LogConfig(NamedTuple):
     message_timestamp_difference_max_ms: int = _MAX_LONG  # message.timestamp.difference.max.ms
     max_message_bytes: int = 1048588                  # max.message.bytes
     cleanup_policy: str = "delete"                    # cleanup.policy
+    delete_retention_ms: int = 24 * 3600 * 1000       # delete.retention.ms
+    min_compaction_lag_ms: int = 0                    # min.compaction.lag.ms
+    min_cleanable_dirty_ratio: float = 0.5            # min.cleanable.dirty.ratio
     message_format_version: str = "3.0"               # message.format.version (see record_magic)
 
     @classmethod
@@ -80,6 +84,11 @@ class LogConfig(NamedTuple):
     def deletes_old_segments(self) -> bool:
         """Retention applies unless the topic asked for compaction only (never deleting)."""
         return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compacts(self) -> bool:
+        """The log cleaner keeps the latest record per key (storage.cleaner)."""
+        return "compact" in self.cleanup_policy.split(",")
 
 
 # Kafka's ApiVersion names before 0.11.0 and the magic each wrote; every later version
@@ -147,6 +156,16 @@ def _cleanup_policy(value: str, name: str) -> str:
     return ",".join(parts)
 
 
+def _ratio(value: str, name: str) -> float:
+    try:
+        number = float(value.strip())
+    except ValueError:
+        raise ValueError(f"{name}: {value!r} is not a number") from None
+    if not 0 <= number <= 1:
+        raise ValueError(f"{name}: {number} is out of range [0, 1]")
+    return number
+
+
 def _one_of(*choices: str) -> Callable[[str, str], str]:
     def check(value: str, name: str) -> str:
         if value not in choices:
@@ -184,20 +203,20 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable]] = {
     "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", _long_at_least(0)),
     "max.message.bytes": ("max_message_bytes", _int(0)),
     "cleanup.policy": ("cleanup_policy", _cleanup_policy),
+    "delete.retention.ms": ("delete_retention_ms", _long_at_least(0)),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _long_at_least(0)),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
     "message.format.version": ("message_format_version", _message_format_version),
 }
 
-# Kafka topic configs that clients commonly set but that change nothing here (one replica,
-# no log cleaner, the broker stores what producers send). Validated and persisted only.
+# Kafka topic configs that clients commonly set but that change nothing here (the broker
+# stores what producers send). Validated and persisted only.
 _ACCEPTED_ONLY: dict[str, Callable] = {
     "compression.type": _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
     "min.insync.replicas": _int(1),
     "unclean.leader.election.enable": _boolean,
     "preallocate": _boolean,
     "segment.jitter.ms": _long_at_least(0),
-    "delete.retention.ms": _long_at_least(0),
-    "min.compaction.lag.ms": _long_at_least(0),
-    "min.cleanable.dirty.ratio": _text,
     "leader.replication.throttled.replicas": _text,
     "follower.replication.throttled.replicas": _text,
     "message.downconversion.enable": _boolean,

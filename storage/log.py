@@ -10,6 +10,8 @@ Directory contents::
     partition.metadata              the topic id, see storage.partition_metadata
     topic-config.properties         topic overrides, written by the LogManager
     *.deleted                       segments on their way out (file.delete.delay.ms)
+    *.cleaned, *.swap               the log cleaner's segments being written / swapped in
+                                    (storage.cleaner; a load finishes or discards them)
 
 Only the last segment (the *active* one) is appended to. A segment rolls by size, by
 ``segment.ms`` between message timestamps (KIP-33), on a full index, or when offsets would
@@ -41,7 +43,9 @@ from minikafka.storage.clock import Clock
 from minikafka.storage.config import LogConfig
 from minikafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpointFile
 from minikafka.storage.partition_metadata import new_topic_id, read_topic_id, write_topic_id
-from minikafka.storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from minikafka.protocol.records import iter_records
+from minikafka.storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+                                       TIME_INDEX_SUFFIX, LogSegment, iter_headers, segment_file_stem)
 from minikafka.storage.segments import LogSegments
 from minikafka.storage.types import (
     AppendResult,
@@ -103,6 +107,7 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._unflushed_rolled: list[LogSegment] = []  # rolled, not yet fsynced, oldest first
         self._truncations = 0  # tells a flush outside the lock that segments changed under it
+        self._lowest_truncation: int | None = None  # since the cleaner last asked (take_truncation)
         self._closed = False
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic_id = self._settle_topic_id(topic_id)
@@ -219,18 +224,47 @@ class Log:
         self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), end)
 
     def _clean_directory(self) -> list[int]:
-        """Remove leftovers of interrupted work; return the base offsets of the segments."""
+        """Remove leftovers of interrupted work and finish an interrupted swap of cleaned
+        segments; return the base offsets of the segments."""
+        swaps = []
+        for name in os.listdir(self.dir):
+            if (base := _segment_base(name, LOG_SUFFIX + SWAP_SUFFIX)) is not None:
+                swaps.append(base)
+            elif name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)):
+                # A swapped-in segment's indexes are rebuilt from its log, as Kafka does.
+                (self.dir / name).unlink(missing_ok=True)
+        for base in sorted(swaps):
+            self._finish_swap(base)
         names = os.listdir(self.dir)
         logs = {base for name in names if (base := _segment_base(name, LOG_SUFFIX)) is not None}
         for name in names:
-            path = self.dir / name
-            orphan_index = any(
-                (base := _segment_base(name, suffix)) is not None and base not in logs
-                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-            )
-            if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp") or orphan_index:
-                path.unlink(missing_ok=True)
+            if any((base := _segment_base(name, suffix)) is not None and base not in logs
+                   for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+                (self.dir / name).unlink(missing_ok=True)
         return sorted(logs)
+
+    def _finish_swap(self, base: int) -> None:
+        """Complete the swap a crash interrupted (Kafka's loadSegments): a ``.swap`` file is
+        whole (written and fsynced as ``.cleaned`` before its rename), so the segments whose
+        base offsets lie in its offset range, the remains of the group it was cleaned from,
+        go, and it takes its plain name. A crash in here leaves the ``.swap`` to do it again.
+        An empty one replaces just the segment of its own base offset."""
+        swap = self.dir / (segment_file_stem(base) + LOG_SUFFIX + SWAP_SUFFIX)
+        fd = os.open(swap, os.O_RDONLY)
+        try:
+            last = base
+            for head in iter_headers(fd, 0, os.fstat(fd).st_size):
+                last = head.offset
+        finally:
+            os.close(fd)
+        for name in os.listdir(self.dir):
+            old = _segment_base(name, LOG_SUFFIX)
+            if old is not None and base <= old <= last:
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                    (self.dir / (segment_file_stem(old) + suffix)).unlink(missing_ok=True)
+        os.replace(swap, self.dir / (segment_file_stem(base) + LOG_SUFFIX))
+        fsync_dir(self.dir)
+        logger.info("%s-%d: finished the swap of cleaned segment %d", self.topic, self.partition, base)
 
     @contextlib.contextmanager
     def _open(self) -> Iterator[None]:
@@ -251,6 +285,8 @@ class Log:
             now = self._clock.time_ms()
             validated = validate_and_assign(records, self.log_end_offset, now, self._validation_config, leader_epoch)
             self._check_set_size(validated)
+            if self.config.compacts:
+                self._check_keys(validated)
             self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
             return self._append(validated, now)
 
@@ -266,6 +302,14 @@ class Log:
                 return AppendResult(end, end - 1, -1, 0)
             self._check_set_size(validated)
             return self._append(validated, self._clock.time_ms())
+
+    def _check_keys(self, validated: ValidatedSet) -> None:
+        # Kafka 0.10.2's LogValidator answers CORRUPT_MESSAGE (2.8 INVALID_RECORD, which
+        # Produce before v8 cannot carry): the cleaner could only drop such a record.
+        for record in iter_records(validated.buffer):
+            if record.key is None:
+                raise RecordError(ErrorCode.CORRUPT_MESSAGE, "Compacted topic cannot accept message without key "
+                                  f"in topic partition {self.topic}-{self.partition}.")
 
     def _check_set_size(self, validated: ValidatedSet) -> None:
         if len(validated.buffer) > self.config.segment_bytes:
@@ -448,7 +492,7 @@ class Log:
                 self._truncate_fully_and_start_at(offset)
                 return
             now = self._clock.time_ms()
-            self._truncations += 1
+            self._truncated_to(offset)
             self._schedule_deletion(self._segments.remove_after(offset), now)
             active = self._segments.active
             if not active.truncate_to(offset):
@@ -464,7 +508,7 @@ class Log:
             self._truncate_fully_and_start_at(offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
-        self._truncations += 1
+        self._truncated_to(offset)
         segment = self._segments.at_base(offset)
         if segment is not None:  # a segment already has that name: empty it and keep it
             doomed = [s for s in self._segments if s is not segment]
@@ -479,6 +523,10 @@ class Log:
         self.leader_epoch_cache.clear_and_flush()
         self._after_truncation()
 
+    def _truncated_to(self, offset: int) -> None:
+        self._truncations += 1
+        self._lowest_truncation = offset if self._lowest_truncation is None else min(self._lowest_truncation, offset)
+
     def _after_truncation(self) -> None:
         closed = self._segments.closed()
         self._unflushed_rolled = [s for s in self._unflushed_rolled if s in closed]
@@ -487,6 +535,47 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, end)
         self.high_watermark = min(max(self.high_watermark, self.log_start_offset), end)
         self.leader_epoch_cache.truncate_from_end(end)
+
+    # -- cleaning (storage.cleaner) -----------------------------------------------------------
+
+    def cleaning_snapshot(self) -> tuple[list[LogSegment], int]:
+        """The closed segments, oldest first, and the truncation count that
+        :meth:`replace_segments` checks: the cleaner reads closed segments without the lock,
+        as nothing but a truncation rewrites one (retention only renames it)."""
+        with self._open():
+            return self._segments.closed(), self._truncations
+
+    def take_truncation(self) -> int | None:
+        """The lowest offset the log was truncated to since the last call, if it was: the
+        cleaner's checkpoint must not stay above it (what is appended there again is dirty;
+        Kafka's maybeTruncateCheckpoint)."""
+        with self._lock:
+            lowest, self._lowest_truncation = self._lowest_truncation, None
+            return lowest
+
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment], truncations: int) -> bool:
+        """Swap ``cleaned`` (its files named ``.cleaned``, written and fsynced) in for the
+        consecutive closed segments ``old``, crash-safely as Kafka's ``replaceSegments``:
+        ``.cleaned`` becomes ``.swap``, the old segments are scheduled for deletion (renamed
+        ``.deleted``; reads in flight finish), the ``.swap`` takes the plain name; a load
+        finishes or discards a swap cut short at any step (see ``_clean_directory``).
+
+        Returns False, and removes ``cleaned``'s files, when the log changed under the
+        cleaner: closed, truncated, or one of ``old`` gone (retention)."""
+        with self._lock:
+            if (self._closed or truncations != self._truncations
+                    or any(segment not in self._segments for segment in old)):
+                cleaned.close()
+                cleaned.delete_files()
+                return False
+            cleaned.rename_files(SWAP_SUFFIX)
+            fsync_dir(self.dir)
+            self._segments.replace(old, cleaned)
+            self._schedule_deletion(old, self._clock.time_ms())
+            cleaned.rename_files("")
+            fsync_dir(self.dir)
+            self._unflushed_rolled = [s for s in self._unflushed_rolled if s not in old]
+            return True
 
     # -- retention ---------------------------------------------------------------------------
 
@@ -514,8 +603,11 @@ class Log:
                 active = self._segments.active
                 if active.size and active.max_timestamp >= 0 and now - active.max_timestamp > retention_ms:
                     self._roll(now)
+                # An empty closed segment (a cleaned one whose records all went) has no
+                # timestamp to judge, and holds nothing to keep.
                 deleted += self._delete_oldest(
-                    lambda s: s.max_timestamp >= 0 and now - s.max_timestamp > retention_ms, may_delete, now
+                    lambda s: s.size == 0 or (s.max_timestamp >= 0 and now - s.max_timestamp > retention_ms),
+                    may_delete, now,
                 )
             if self.config.retention_bytes >= 0:
                 excess = self.size_in_bytes - self.config.retention_bytes

@@ -38,6 +38,9 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+# The log cleaner's files (storage.cleaner): a segment being written, then one being swapped in.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
 _HEADER_WINDOW = 16 * 1024
@@ -81,12 +84,17 @@ def newest_segment_magic(directory: Path) -> int | None:
 class LogSegment:
     """A segment file and its two indexes (see the module docstring)."""
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, *, create: bool) -> None:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, *, create: bool,
+                 suffix: str = "") -> None:
+        """``suffix`` follows each file's name: a cleaned segment's files are
+        ``<base>.log.cleaned`` ... until it is swapped in (:meth:`rename_files`)."""
         self.base_offset = base_offset
         self.config = config
+        self._directory = directory
         stem = segment_file_stem(base_offset)
-        self.log_path = directory / (stem + LOG_SUFFIX)
-        index_path, time_index_path = directory / (stem + INDEX_SUFFIX), directory / (stem + TIME_INDEX_SUFFIX)
+        self.log_path = directory / (stem + LOG_SUFFIX + suffix)
+        index_path = directory / (stem + INDEX_SUFFIX + suffix)
+        time_index_path = directory / (stem + TIME_INDEX_SUFFIX + suffix)
         if create:
             index_path.unlink(missing_ok=True)
             time_index_path.unlink(missing_ok=True)
@@ -285,9 +293,16 @@ class LogSegment:
 
         Raises OSError (ENOSPC: the disk is full), or whatever else failed, with the segment,
         file and indexes as they were before the call."""
+        self.append_entries(validated.buffer, validated.last_offset, validated.first_timestamp, [(now, 0)])
+
+    def append_entries(self, buffer, last_offset: int, first_timestamp: int,
+                       untimed_times: list[tuple[int, int]]) -> None:
+        """Write whole, checked entries ending at ``last_offset`` and index them; an entry
+        without a timestamp counts at the time ``untimed_times`` gives it (see
+        ``entries.index_entries``); ``first_timestamp`` starts an empty segment's roll clock
+        (-1: the first untimed time). As :meth:`append`, all or nothing."""
         offset_entries_before, time_entries_before = self.offset_index.entries, self.time_index.entries
         rolling_base_before = self._rolling_base_timestamp
-        buffer = validated.buffer
         start = self.size
         fd = self.file.fileno()
         view = memoryview(buffer)
@@ -295,7 +310,7 @@ class LogSegment:
         try:
             while written < len(buffer):
                 written += os.pwrite(fd, view[written:], start + written)
-            self._index_appended(view, validated, now, start)
+            self._index_appended(view, last_offset, first_timestamp, untimed_times, start)
         except BaseException:
             # A full disk (or any failure) leaves the segment as it was, so nothing of a
             # refused set is read, or found after a restart: cut the file back (truncation
@@ -307,19 +322,20 @@ class LogSegment:
         finally:
             view.release()
 
-    def _index_appended(self, view: memoryview, validated: ValidatedSet, now: int, start: int) -> None:
+    def _index_appended(self, view: memoryview, last_offset: int, first_timestamp: int,
+                        untimed_times: list[tuple[int, int]], start: int) -> None:
         if start == 0:
-            self._rolling_base_timestamp = validated.first_timestamp if validated.first_timestamp >= 0 else now
+            self._rolling_base_timestamp = first_timestamp if first_timestamp >= 0 else untimed_times[0][0]
         offset_entries, time_entries, _, max_timestamp, offset_of_max = entries.index_entries(
             view, start, self._index_anchor, self.config.index_interval_bytes,
-            self.max_timestamp, self.offset_of_max_timestamp, [(now, 0)])
+            self.max_timestamp, self.offset_of_max_timestamp, untimed_times)
         added = self.offset_index.append_many(offset_entries)
         if added:
             self.time_index.append_many(time_entries[:added])
             self._index_anchor = offset_entries[added - 1][1]
         self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
-        self.size = start + len(validated.buffer)
-        self.next_offset = validated.last_offset + 1
+        self.size = start + len(view)
+        self.next_offset = last_offset + 1
 
     def finish(self) -> None:
         """The segment stops being active: record its largest timestamp as the last
@@ -420,11 +436,19 @@ class LogSegment:
 
     def rename_to_deleted(self) -> None:
         """First step of deletion: readers holding the file keep reading it."""
-        new_log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        self.rename_files(DELETED_SUFFIX)
+
+    def rename_files(self, suffix: str) -> None:
+        """Rename the three files to their plain names followed by ``suffix`` (readers
+        holding the log file keep reading it); the index files first, so a crash between
+        leaves the log file under its old name with its indexes missing, which a load
+        rebuilds."""
+        stem = self._directory / segment_file_stem(self.base_offset)
+        for index, extension in ((self.offset_index, INDEX_SUFFIX), (self.time_index, TIME_INDEX_SUFFIX)):
+            index.rename(Path(f"{stem}{extension}{suffix}"))
+        new_log_path = Path(f"{stem}{LOG_SUFFIX}{suffix}")
         os.replace(self.log_path, new_log_path)
         self.log_path = new_log_path
-        for index in (self.offset_index, self.time_index):
-            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
 
     def delete_files(self) -> None:
         """Unlink the files; the open log file closes when its last reader lets go."""

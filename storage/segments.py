@@ -76,6 +76,17 @@ class LogSegments:
         del self._segments[keep:], self._bases[keep:]
         return removed
 
+    def replace(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Put ``new`` where the consecutive closed segments ``old`` are (a cleaned group;
+        ``new`` has the first one's base offset)."""
+        start = self._segments.index(old[0])
+        if self._segments[start:start + len(old)] != old or start + len(old) >= len(self._segments):
+            raise ValueError("only consecutive closed segments are replaced")
+        if new.base_offset != old[0].base_offset:
+            raise ValueError(f"segment {new.base_offset} cannot replace segment {old[0].base_offset}")
+        self._segments[start:start + len(old)] = [new]
+        self._bases[start:start + len(old)] = [new.base_offset]
+
     @property
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)

@@ -56,6 +56,7 @@ RUN_HERE = {
     "minikafka acls add": "test_users_and_acls_commands",
     "listeners=": "test_security_properties_start_a_broker",
     "# the default; a contiguous range": "test_security_properties_start_a_broker",
+    "import time\n\nfrom kafka import KafkaConsumer, KafkaProducer, TopicPartition": "test_readme_compaction_example",
 }
 RUN_ELSEWHERE = {
     "pip install . && minikafka serve": "tests/packaging/test_wheel.py::test_without_a_compiler_the_wheel_installs_and_the_broker_runs_pure_python",
@@ -243,3 +244,8 @@ def test_security_properties_start_a_broker(tmp_path, minikafka_ca):
             assert len(broker.listener_ports) == opened, broker.stderr_since_start()
         finally:
             broker.close()
+
+
+def test_readme_compaction_example(tmp_path):
+    _run_as_module(block(REPO / "README.md", "import time\n\nfrom kafka import KafkaConsumer, KafkaProducer, TopicPartition"),
+                   tmp_path, passed=1)

@@ -21,10 +21,10 @@ def clock() -> FakeClock:
 
 
 def message_set(count: int, timestamp: int, *, codec: Codec = Codec.NONE, magic: int = 1,
-                value_size: int = 10, tag: str = "") -> bytes:
-    """``count`` messages with values ``b"<tag><i>"`` padded to ``value_size``."""
+                value_size: int = 10, tag: str = "", key: bytes | None = None) -> bytes:
+    """``count`` messages with values ``b"<tag><i>"`` padded to ``value_size``, all with ``key``."""
     return build_message_set(
-        [(None, f"{tag}{i}".encode().ljust(value_size, b"."), timestamp) for i in range(count)],
+        [(key, f"{tag}{i}".encode().ljust(value_size, b"."), timestamp) for i in range(count)],
         magic=magic, codec=codec,
     )
 

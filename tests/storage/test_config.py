@@ -42,3 +42,12 @@ def test_bad_overrides_are_refused_with_their_name(name, value):
 def test_compact_only_policy_keeps_data():
     assert not LogConfig.from_topic_configs(LogConfig(), {"cleanup.policy": "compact"}).deletes_old_segments
     assert LogConfig.from_topic_configs(LogConfig(), {"cleanup.policy": "compact,delete"}).deletes_old_segments
+
+
+def test_the_cleaner_settings_are_topic_configs():
+    config = LogConfig.from_topic_configs(LogConfig(), {
+        "delete.retention.ms": "5", "min.compaction.lag.ms": "7", "min.cleanable.dirty.ratio": "0.01"})
+    assert (config.delete_retention_ms, config.min_compaction_lag_ms, config.min_cleanable_dirty_ratio) == (5, 7, 0.01)
+    assert LogConfig.from_topic_configs(LogConfig(), {"cleanup.policy": "delete,compact"}).compacts
+    with pytest.raises(ValueError, match="min.cleanable.dirty.ratio"):
+        LogConfig.from_topic_configs(LogConfig(), {"min.cleanable.dirty.ratio": "1.5"})

@@ -112,7 +112,9 @@ def test_retention_by_bytes(tmp_path, clock):
 def test_unlimited_retention_and_compact_policy_keep_everything(tmp_path, clock):
     for settings in ({"retention_ms": -1}, {"retention_ms": 1, "cleanup_policy": "compact"}):
         log = open_log(tmp_path / f"t-{len(settings)}", clock, **settings)
-        _fill(log, 3, [START_MS - 100 * DAY] * 3)
+        for _ in range(3):  # keyed: a compacted topic refuses records without a key
+            log.append_as_leader(message_set(1, START_MS - 100 * DAY, key=b"k"))
+            log.roll()
         clock.advance(DAY)
         assert log.delete_expired_segments() == 0
 
@@ -349,9 +351,9 @@ def test_old_create_time_backlog_rolls_and_expires_by_its_timestamps(tmp_path, c
 def test_delete_segments_below_ignores_retention_settings(tmp_path, clock):
     log = open_log(tmp_path / "t-0", clock, retention_ms=-1, cleanup_policy="compact")
     for _ in range(3):
-        log.append_as_leader(message_set(2, START_MS))
+        log.append_as_leader(message_set(2, START_MS, key=b"k"))
         log.roll()
-    log.append_as_leader(message_set(1, START_MS))
+    log.append_as_leader(message_set(1, START_MS, key=b"k"))
     assert log.delete_segments_below(3) == 1  # [0, 2) ends below 3; [2, 4) does not
     assert log.log_start_offset == 2
     assert log.delete_segments_below(100) == 2  # never the active segment

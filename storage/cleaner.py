@@ -1,0 +1,456 @@
+"""The log cleaner: ``cleanup.policy=compact`` keeps the latest record of every key.
+
+Kafka 0.10.2's design (``LogCleaner``, ``LogCleanerManager``, ``OffsetMap``) on this log:
+
+* **Which log**: of the logs whose policy includes ``compact``, the filthiest, if its dirty
+  ratio (bytes from the cleaner checkpoint to the first uncleanable offset, over those bytes
+  plus the clean ones before) exceeds ``min.cleanable.dirty.ratio``. The first uncleanable
+  offset is the active segment's base, the base of the first segment not yet older than
+  ``min.compaction.lag.ms`` (by its largest timestamp), and the high watermark (a follower's
+  records above it may still be truncated; Kafka 2.8 bounds by the last stable offset, which
+  the high watermark bounds). Where each log's clean part ends is kept per log dir in
+  ``cleaner-offset-checkpoint`` (storage.checkpoint's format).
+* **A pass**: an :class:`OffsetMap` of key -> last offset over the dirty range, bounded by
+  ``log.cleaner.dedupe.buffer.size``; when it fills, the pass cleans up to where it got.
+  Then every segment below that end, the clean ones too, is rewritten, in groups that
+  stay within ``segment.bytes``, the index size and 2^31 relative offsets, each group into one
+  ``<base>.log.cleaned`` segment that keeps the first segment's base offset, swapped in by
+  ``Log.replace_segments`` (crash-safe; a load finishes or discards a swap). Offsets never
+  change. A record is kept if it is past the map's end, or it has a key that no later
+  offset of the map holds and it is not a tombstone (null value) older than the delete
+  horizon: the largest timestamp of the last clean segment minus ``delete.retention.ms``
+  (Kafka uses that segment's file modification time; this log never judges by file times).
+  A record without a key is dropped (Kafka counts it invalid), which produce refuses anyway.
+* **Per entry**, the format decides (``protocol.records.retained_entry`` for magic 0/1 and
+  their compressed wrappers). The cleaned segment's indexes are built as it is written;
+  entries without a timestamp keep the time their source's time index gave them.
+
+The cleaner reads closed segments without the log's lock and takes it only to swap; a log
+truncated, closed or changed by retention meanwhile refuses the swap and the pass ends.
+:meth:`LogCleaner.abort` stops a pass at its next read (the broker's shutdown).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator, NamedTuple
+
+from minikafka.protocol.entries import LOG_OVERHEAD, Entry, iter_entries
+from minikafka.protocol.errors import RecordError
+from minikafka.protocol.records import Record, iter_records, retained_entry
+from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
+from minikafka.storage.clock import Clock
+from minikafka.storage.log import Log
+from minikafka.storage.segment import CLEANED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment
+from minikafka.storage.types import SegmentInfo, UnknownTopic
+
+logger = logging.getLogger(__name__)
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+# Some 0.3 ms of a pass's work on 1 kB records (bench/bench_cleaner.py); counted in bytes,
+# as an entry may be one message or a batch of a thousand.
+_BYTES_BETWEEN_YIELDS = 32 * 1024
+
+
+class CleanerConfig(NamedTuple):
+    """The broker-wide cleaner settings (Kafka's ``log.cleaner.*`` name in each comment)."""
+
+    dedupe_buffer_size: int = 128 * 1024 * 1024       # log.cleaner.dedupe.buffer.size
+    dedupe_buffer_load_factor: float = 0.9             # log.cleaner.io.buffer.load.factor
+    io_buffer_size: int = 512 * 1024                   # log.cleaner.io.buffer.size
+    max_io_bytes_per_second: float = float("inf")     # log.cleaner.io.max.bytes.per.second
+
+
+class CleanerStats(NamedTuple):
+    """What one pass did, for its log line and for tests."""
+
+    topic: str
+    partition: int
+    first_dirty_offset: int
+    end_offset: int
+    bytes_read: int
+    bytes_written: int
+    entries_read: int   # shallow entries (messages and compressed wrappers) rewritten
+    entries_kept: int
+    keys: int
+    seconds: float
+
+
+class Aborted(Exception):
+    """The pass was stopped (shutdown) or the log changed under it; nothing was swapped."""
+
+
+class OffsetMap:
+    """Key -> last offset over a dirty range, as Kafka's ``SkimpyOffsetMap``: a key is held
+    as its 16-byte MD5, and the map takes at most ``buffer_size / 24 * load_factor`` keys
+    (24 bytes a slot in Kafka: the hash and an 8-byte offset). A Python dict spends some
+    five times that per key, so the bound on keys is Kafka's and the bound on memory is
+    proportional to it, not equal."""
+
+    SLOT_BYTES = 24
+
+    def __init__(self, buffer_size: int, load_factor: float = 0.9) -> None:
+        self.capacity = max(int(buffer_size // self.SLOT_BYTES * load_factor), 1)
+        self._offsets: dict[bytes, int] = {}
+        self.latest_offset = -1  # every record up to here was mapped
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def put(self, key: bytes, offset: int) -> bool:
+        """Map ``key`` to ``offset``; False, changing nothing, when a new key finds it full."""
+        digest = hashlib.md5(key).digest()
+        if len(self._offsets) >= self.capacity and digest not in self._offsets:
+            return False
+        self._offsets[digest] = offset
+        return True
+
+    def get(self, key: bytes) -> int:
+        """The last offset mapped for ``key``, -1 if none."""
+        return self._offsets.get(hashlib.md5(key).digest(), -1)
+
+
+class Throttler:
+    """Holds the cleaner's I/O to ``bytes_per_second`` by sleeping (its thread only), as
+    Kafka's ``Throttler``: checked against the bytes counted since the window began, the
+    window starting anew each second."""
+
+    def __init__(self, bytes_per_second: float, monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rate = bytes_per_second
+        self._monotonic, self._sleep = monotonic, sleep
+        self._start = monotonic()
+        self._bytes = 0
+
+    def __call__(self, count: int) -> None:
+        if self.rate == float("inf"):
+            return
+        self._bytes += count
+        elapsed = self._monotonic() - self._start
+        ahead = self._bytes / self.rate - elapsed
+        if ahead > 0:
+            self._sleep(ahead)
+        if elapsed > 1:  # a new window, so a long idle spell is not credited to a burst
+            self._start, self._bytes = self._monotonic(), 0
+
+
+class Cleaner:
+    """One pass over one log's cleanable range (see the module docstring)."""
+
+    def __init__(self, config: CleanerConfig, clock: Clock, aborted: threading.Event | None = None) -> None:
+        self.config = config
+        self._clock = clock
+        self._throttle = Throttler(config.max_io_bytes_per_second)
+        self._aborted = aborted or threading.Event()
+        self._bytes_read = 0
+
+    def clean(self, log: Log, first_dirty: int, first_uncleanable: int) -> CleanerStats:
+        """Map ``[first_dirty, first_uncleanable)`` and rewrite every segment below the map's
+        end; returns the stats (``end_offset`` is the new cleaner checkpoint). Raises
+        ``Aborted`` if the log changed under the pass or :attr:`aborted` was set; segments
+        swapped in before that stay (each swap is whole)."""
+        started = time.monotonic()
+        self._bytes_read = 0
+        segments, truncations = log.cleaning_snapshot()
+        offset_map = OffsetMap(self.config.dedupe_buffer_size, self.config.dedupe_buffer_load_factor)
+        self._build_offset_map(segments, first_dirty, first_uncleanable, offset_map)
+        end = offset_map.latest_offset + 1
+        clean_before = [segment for segment in segments if segment.base_offset < first_dirty]
+        horizon = clean_before[-1].max_timestamp - log.config.delete_retention_ms if clean_before else 0
+        written = read = kept = 0
+        for group in group_segments([s for s in segments if s.base_offset < end],
+                                    log.config.segment_bytes, log.config.segment_index_bytes):
+            cleaned, group_read, group_kept = self._clean_group(log, group, offset_map, horizon)
+            if not log.replace_segments(cleaned, group, truncations):
+                raise Aborted(f"{log.topic}-{log.partition} changed while it was cleaned")
+            written += cleaned.size
+            read += group_read
+            kept += group_kept
+        return CleanerStats(log.topic, log.partition, first_dirty, end, self._bytes_read, written,
+                            read, kept, len(offset_map), time.monotonic() - started)
+
+    # -- the offset map ----------------------------------------------------------------------
+
+    def _build_offset_map(self, segments: list[LogSegment], start: int, end: int, offset_map: OffsetMap) -> None:
+        for segment in segments:
+            if segment.next_offset <= start or segment.base_offset >= end:
+                continue
+            position = segment.offset_index.lookup(start)[1] if start > segment.base_offset else 0
+            for entry, data in self._read_entries(segment, position):
+                if entry.offset < start:
+                    continue
+                for record in iter_records(data):
+                    if record.offset < start:
+                        continue
+                    if record.offset >= end:
+                        return
+                    if record.key is not None and not offset_map.put(record.key, record.offset):
+                        return  # full: this pass cleans up to the last record mapped
+                    offset_map.latest_offset = record.offset
+
+    # -- rewriting a group -------------------------------------------------------------------
+
+    def _clean_group(self, log: Log, group: list[LogSegment], offset_map: OffsetMap,
+                     horizon: int) -> tuple[LogSegment, int, int]:
+        cleaned = LogSegment(log.dir, group[0].base_offset, log.config, create=True, suffix=CLEANED_SUFFIX)
+        read = kept = 0
+        try:
+            cleaned.open_for_append()
+            for source in group:
+                keep = _retention_rule(offset_map, retain_tombstones=source.max_timestamp > horizon)
+                untimed_times = source.time_index.all_entries() or [(source.max_timestamp, source.base_offset)]
+                out = bytearray()
+                last_offset = -1
+                for _, data in self._read_entries(source, 0):
+                    read += 1
+                    retained = retained_entry(data, keep)
+                    if retained is None:
+                        continue
+                    kept += 1
+                    out += retained
+                    last_offset = next(iter_entries(retained)).offset
+                    if len(out) >= self.config.io_buffer_size:
+                        self._write(cleaned, out, last_offset, untimed_times)
+                        out = bytearray()
+                if out:
+                    self._write(cleaned, out, last_offset, untimed_times)
+            cleaned.finish()
+            cleaned.flush()
+            # As a loaded closed segment's: its offsets run to the next segment's base.
+            cleaned.next_offset = group[-1].next_offset
+            cleaned.release_index_maps()
+        except BaseException:
+            cleaned.close()
+            cleaned.delete_files()
+            raise
+        return cleaned, read, kept
+
+    def _write(self, cleaned: LogSegment, out: bytearray, last_offset: int,
+               untimed_times: list[tuple[int, int]]) -> None:
+        self._throttle(len(out))
+        cleaned.append_entries(memoryview(out), last_offset, -1, untimed_times)
+
+    def _read_entries(self, segment: LogSegment, position: int) -> Iterator[tuple[Entry, memoryview]]:
+        """The shallow entries of a closed segment from ``position``, read in chunks of
+        ``log.cleaner.io.buffer.size`` (or one whole entry larger than that)."""
+        fd = segment.file.fileno()
+        end = segment.size
+        read_size = self.config.io_buffer_size
+        while position < end:
+            if self._aborted.is_set():
+                raise Aborted("the cleaner is stopping")
+            chunk = os.pread(fd, min(read_size, end - position), position)
+            self._throttle(len(chunk))
+            self._bytes_read += len(chunk)
+            view = memoryview(chunk)
+            consumed = position
+            since_yield = _BYTES_BETWEEN_YIELDS
+            for entry in iter_entries(chunk, base=position):
+                since_yield += entry.size
+                if since_yield >= _BYTES_BETWEEN_YIELDS:
+                    # Hand the GIL to the broker's event loop, which else waits for the
+                    # interpreter's 5 ms switch interval each time it wants it back.
+                    time.sleep(0)
+                    since_yield = 0
+                consumed = entry.position + entry.size
+                yield entry, view[entry.position - position:consumed - position]
+            if consumed == position:
+                if len(chunk) < LOG_OVERHEAD:
+                    return
+                needed = LOG_OVERHEAD + int.from_bytes(chunk[8:12], "big", signed=True)
+                if needed <= len(chunk) or position + needed > end:
+                    return  # nothing readable here: the rest is not whole entries
+                read_size = needed
+                continue
+            read_size = self.config.io_buffer_size
+            position = consumed
+
+
+def _retention_rule(offset_map: OffsetMap, *, retain_tombstones: bool) -> Callable[[Record], bool]:
+    latest = offset_map.latest_offset
+    get = offset_map.get
+
+    def keep(record: Record) -> bool:
+        if record.offset > latest:
+            return True
+        if record.key is None:
+            return False
+        if record.offset < get(record.key):
+            return False
+        return retain_tombstones or record.value is not None
+
+    return keep
+
+
+def group_segments(segments: list[LogSegment], max_bytes: int, max_index_bytes: int) -> list[list[LogSegment]]:
+    """Consecutive segments in groups each cleaned into one segment (Kafka's
+    ``groupSegmentsBySize``): a group's log bytes stay within ``max_bytes``, its offset and
+    time index bytes each within ``max_index_bytes``, and its offsets within 2^31 of its
+    base."""
+    groups: list[list[LogSegment]] = []
+    for segment in segments:
+        if groups:
+            group = groups[-1]
+            if (sum(s.size for s in group) + segment.size <= max_bytes
+                    and sum(s.offset_index.entries for s in group) + segment.offset_index.entries
+                    <= max_index_bytes // 8
+                    and sum(s.time_index.entries for s in group) + segment.time_index.entries
+                    <= max_index_bytes // 12
+                    and segment.next_offset - 1 - group[0].base_offset <= MAX_RELATIVE_OFFSET):
+                group.append(segment)
+                continue
+        groups.append([segment])
+    return groups
+
+
+class CleanableRange(NamedTuple):
+    log: Log
+    first_dirty: int
+    first_uncleanable: int
+    clean_bytes: int
+    dirty_bytes: int
+
+    @property
+    def ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+def cleanable_range(log: Log, checkpoint: int, now: int,
+                    may_rewrite: Callable[[SegmentInfo], bool] | None = None) -> CleanableRange:
+    """Where ``log``'s dirty part starts and ends, and the bytes on each side (Kafka's
+    ``LogCleanerManager.cleanableOffsets`` and ``LogToClean``). A closed segment that
+    ``may_rewrite`` refuses (the export hand-off, until it has exported it) ends the range
+    too."""
+    segments, _ = log.cleaning_snapshot()
+    first_dirty = max(checkpoint, log.log_start_offset)
+    first_uncleanable = min(segments[-1].next_offset if segments else log.log_start_offset, log.high_watermark)
+    if may_rewrite is not None:
+        refused = next((info for info in log.closed_segments() if not may_rewrite(info)), None)
+        if refused is not None:
+            first_uncleanable = min(first_uncleanable, refused.base_offset)
+    lag = log.config.min_compaction_lag_ms
+    if lag > 0:
+        for segment in segments:
+            if segment.base_offset >= first_dirty and segment.max_timestamp > now - lag:
+                first_uncleanable = min(first_uncleanable, segment.base_offset)
+                break
+    first_dirty = min(first_dirty, first_uncleanable)
+    clean = sum(s.size for s in segments if s.next_offset <= first_dirty)
+    dirty = sum(s.size for s in segments if s.next_offset > first_dirty and s.base_offset < first_uncleanable)
+    return CleanableRange(log, first_dirty, first_uncleanable, clean, dirty)
+
+
+class LogCleaner:
+    """Picks the filthiest compacted log, cleans it, and keeps each log dir's
+    ``cleaner-offset-checkpoint`` (one background task: Kafka's ``log.cleaner.threads`` is
+    accepted, and one thread does the work)."""
+
+    def __init__(self, logs: Callable[[], list[Log]], config: CleanerConfig, clock: Clock,
+                 may_rewrite: Callable[[SegmentInfo], bool] | None = None) -> None:
+        self._logs = logs
+        self._may_rewrite = may_rewrite
+        self._clock = clock
+        self._aborted = threading.Event()
+        self._cleaner = Cleaner(config, clock, self._aborted)
+        self._checkpoints: dict[Path, dict[tuple[str, int], int]] = {}
+        # The topic id each checkpoint entry this process wrote belongs to: a topic deleted and
+        # created again under the same name starts dirty (the file has no ids).
+        self._topic_ids: dict[tuple[str, int], str] = {}
+        # Logs a pass failed on (damaged data): skipped until the broker restarts, as Kafka
+        # marks them uncleanable rather than stop the cleaner.
+        self._uncleanable: set[tuple[str, int]] = set()  # (topic id, partition)
+
+    def abort(self) -> None:
+        """Stop the pass in progress at its next read, and every later one."""
+        self._aborted.set()
+
+    def _checkpoint(self, log_dir: Path) -> dict[tuple[str, int], int]:
+        if log_dir not in self._checkpoints:
+            try:
+                self._checkpoints[log_dir] = OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).read()
+            except CorruptCheckpoint as exc:
+                logger.warning("cleaning every compacted log from its start: %s", exc)
+                self._checkpoints[log_dir] = {}
+        return self._checkpoints[log_dir]
+
+    def _first_dirty(self, log: Log) -> int:
+        """The log's cleaner checkpoint, lowered to a truncation since it was written."""
+        key = (log.topic, log.partition)
+        offsets = self._checkpoint(log.dir.parent)
+        if self._topic_ids.get(key, log.topic_id) != log.topic_id:
+            offsets.pop(key, None)
+        truncated = log.take_truncation()
+        if truncated is not None and offsets.get(key, 0) > truncated:
+            offsets[key] = truncated
+        return offsets.get(key, 0)
+
+    def filthiest(self) -> CleanableRange | None:
+        """The compacted log most worth cleaning, if one's dirty ratio exceeds its
+        ``min.cleanable.dirty.ratio``."""
+        now = self._clock.time_ms()
+        best = None
+        for log in self._logs():
+            if not log.config.compacts or (log.topic_id, log.partition) in self._uncleanable:
+                continue
+            try:
+                candidate = cleanable_range(log, self._first_dirty(log), now, self._may_rewrite)
+            except UnknownTopic:  # closed or deleted meanwhile
+                continue
+            if candidate.dirty_bytes and candidate.ratio > log.config.min_cleanable_dirty_ratio and (
+                    best is None or candidate.ratio > best.ratio):
+                best = candidate
+        return best
+
+    def clean_filthiest(self) -> CleanerStats | None:
+        """One pass over the filthiest log; None if none is due, or the pass did not finish
+        (aborted, the log changed, or it failed: then the log is marked uncleanable)."""
+        target = None if self._aborted.is_set() else self.filthiest()
+        return None if target is None else self._clean(target)
+
+    def clean_until_idle(self) -> list[CleanerStats]:
+        """Clean while some log is due (the broker's background duty); at most one pass per
+        compacted log, so a log that stays dirty cannot hold the thread."""
+        passes = []
+        for _ in range(sum(1 for log in self._logs() if log.config.compacts)):
+            target = None if self._aborted.is_set() else self.filthiest()
+            if target is None:
+                break
+            stats = self._clean(target)
+            if stats is not None:
+                passes.append(stats)
+        return passes
+
+    def _clean(self, target: CleanableRange) -> CleanerStats | None:
+        log = target.log
+        try:
+            stats = self._cleaner.clean(log, target.first_dirty, target.first_uncleanable)
+        except (Aborted, UnknownTopic) as exc:  # the broker stops, or the log changed or went
+            logger.info("cleaning %s-%d stopped: %s", log.topic, log.partition, exc)
+            return None
+        except (RecordError, OSError, ValueError):
+            logger.exception("cleaning %s-%d failed: it is not cleaned again until the broker restarts",
+                             log.topic, log.partition)
+            self._uncleanable.add((log.topic_id, log.partition))
+            return None
+        self._topic_ids[(log.topic, log.partition)] = log.topic_id
+        self._write_checkpoint(log.dir.parent, (log.topic, log.partition), stats.end_offset)
+        logger.info("cleaned %s-%d offsets [%d, %d): %.1f MB read, %.1f MB written, %d of %d entries kept, "
+                    "%d keys, %.2f s (%.1f MB/s)", stats.topic, stats.partition, stats.first_dirty_offset,
+                    stats.end_offset, stats.bytes_read / 1e6, stats.bytes_written / 1e6, stats.entries_kept,
+                    stats.entries_read, stats.keys, stats.seconds,
+                    stats.bytes_read / 1e6 / stats.seconds if stats.seconds else 0.0)
+        return stats
+
+    def _write_checkpoint(self, log_dir: Path, key: tuple[str, int], offset: int) -> None:
+        offsets = self._checkpoint(log_dir)
+        offsets[key] = offset
+        present = {(log.topic, log.partition) for log in self._logs() if log.dir.parent == log_dir}
+        for gone in [k for k in offsets if k not in present]:
+            del offsets[gone]
+        OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(offsets)

@@ -1,0 +1,177 @@
+"""Log compaction seen by real clients against a real ``minikafka serve`` process: a consumer
+reading from offset 0 while the cleaner works and after, a refused unkeyed record, and a
+stateful aiokafka app restoring its table from a compacted changelog after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as AioTopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import KafkaError
+
+pytestmark = pytest.mark.timeout(180)
+
+# What a test must set to see compaction within seconds (the README says the same).
+BROKER = {"log.cleaner.backoff.ms": "100"}
+TOPIC = {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01",
+         "segment.ms": "100"}
+
+
+def create_topic(broker, name: str, **extra: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, 1, 1, topic_configs={**TOPIC, **extra})])
+    finally:
+        admin.close()
+
+
+def read_all(bootstrap: str, topic: str, timeout: float = 20.0):
+    """Every record from offset 0 to the log end, as one consumer from scratch sees it."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tp = TopicPartition(topic, 0)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        end = consumer.end_offsets([tp])[tp]
+        records = []
+        deadline = time.monotonic() + timeout
+        while consumer.position(tp) < end and time.monotonic() < deadline:
+            records.extend(consumer.poll(timeout_ms=500).get(tp, []))
+        assert consumer.position(tp) >= end, "the consumer did not reach the log end"
+        return records
+    finally:
+        consumer.close()
+
+
+def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_consumer_sees_a_correct_compacted_view_during_and_after_cleaning(minikafka_broker_factory):
+    broker = minikafka_broker_factory(**BROKER)
+    create_topic(broker, "table")
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="gzip", linger_ms=5,
+                             batch_size=1024)  # a set within segment.bytes
+    written: dict[int, tuple[bytes, bytes | None]] = {}  # offset -> (key, value) as produced
+    futures = []
+    for i in range(600):
+        key = b"key-%d" % (i % 20)
+        value = None if i % 97 == 0 else b"value-%d" % i
+        futures.append((key, value, producer.send("table", key=key, value=value)))
+    producer.flush(30)
+    for key, value, future in futures:
+        written[future.get(10).offset] = (key, value)
+    latest = {}
+    for offset in sorted(written):
+        latest[written[offset][0]] = offset
+    views: list[list] = []
+    stop = threading.Event()
+
+    def keep_reading():  # a consumer reading from 0 while the cleaner works
+        while not stop.is_set():
+            views.append(read_all(broker.bootstrap, "table"))
+
+    reader = threading.Thread(target=keep_reading)
+    reader.start()
+    try:
+        time.sleep(0.2)  # past segment.ms: the next append rolls the active segment
+        producer.send("table", key=b"end", value=b"roll").get(10)
+        # Superseded records go, below the active segment.
+        compacted = wait_for(
+            lambda: (view := read_all(broker.bootstrap, "table"))
+            and [r.offset for r in view if r.key != b"end"] == sorted(latest.values()) and view,
+            what="compaction")
+    finally:
+        stop.set()
+        reader.join()
+        producer.close()
+    assert len(views) > 1
+    for view in [*views, compacted]:
+        offsets = [r.offset for r in view]
+        assert offsets == sorted(set(offsets))
+        # Offsets never change; every record read is one produced there; every key's latest is there.
+        assert all(written.get(r.offset, (b"end", b"roll")) == (r.key, r.value) for r in view)
+        assert set(latest.values()) <= set(offsets)
+
+
+def test_a_record_without_a_key_is_refused(minikafka_broker_factory):
+    broker = minikafka_broker_factory()
+    create_topic(broker, "keyed")
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0)
+    try:
+        with pytest.raises(KafkaError) as refused:
+            producer.send("keyed", value=b"no key").get(10)
+        assert refused.value.errno == 2  # CORRUPT_MESSAGE, as Kafka 0.10.2 answers
+        assert producer.send("keyed", key=b"k", value=b"v").get(10).offset == 0
+    finally:
+        producer.close()
+
+
+class Table:
+    """A stateful app's table backed by a compacted changelog, as a Kafka Streams or Faust
+    store is: each change is sent keyed to the changelog; a new instance restores the table
+    by reading the changelog from the start to its end (a null value deletes the key)."""
+
+    def __init__(self, bootstrap: str, changelog: str) -> None:
+        self.bootstrap = bootstrap
+        self.changelog = changelog
+        self.state: dict[bytes, bytes] = {}
+        self.restored_records = 0
+
+    async def restore(self) -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tp = AioTopicPartition(self.changelog, 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            end = (await consumer.end_offsets([tp]))[tp]
+            while await consumer.position(tp) < end:
+                for record in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
+                    self.restored_records += 1
+                    if record.value is None:
+                        self.state.pop(record.key, None)
+                    else:
+                        self.state[record.key] = record.value
+        finally:
+            await consumer.stop()
+
+    async def apply(self, changes: list[tuple[bytes, bytes | None]]) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap)
+        await producer.start()
+        try:
+            for key, value in changes:
+                await producer.send_and_wait(self.changelog, key=key, value=value)
+                if value is None:
+                    self.state.pop(key, None)
+                else:
+                    self.state[key] = value
+        finally:
+            await producer.stop()
+
+
+def test_a_stateful_app_restores_its_table_from_a_compacted_changelog(minikafka_broker_factory):
+    broker = minikafka_broker_factory(**BROKER)
+    create_topic(broker, "app-changelog")
+    app = Table(broker.bootstrap, "app-changelog")
+    changes = [(b"user-%d" % (i % 15), None if i % 11 == 10 else b"balance-%d" % i) for i in range(300)]
+    asyncio.run(asyncio.wait_for(app.apply(changes), 60))
+    time.sleep(0.2)  # past segment.ms: the next change rolls the active segment
+    asyncio.run(asyncio.wait_for(app.apply([(b"user-0", b"final")]), 60))
+    wait_for(lambda: len(read_all(broker.bootstrap, "app-changelog")) < 60, what="compaction")
+    broker.restart()
+    restarted = Table(broker.bootstrap, "app-changelog")
+    asyncio.run(asyncio.wait_for(restarted.restore(), 60))
+    assert restarted.state == app.state
+    assert restarted.restored_records < 60  # of 301 changes
