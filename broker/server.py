@@ -296,6 +296,8 @@ class Broker:
                 if self.cluster is not None and self.authorizer is not None:
                     await self.partitions.follow_acls()  # before the first client is authorized
                 if self.cluster is not None:
+                    await self.partitions.follow_topic_configs()
+                if self.cluster is not None:
                     await nursery.start(self.cluster.run, self.endpoints,
                                         {listener.name: listener.security_protocol for listener in self.config.listeners})
                 logger.info("serving on %s (advertised %s), log dirs %s", host_port(self.host, self.port),

@@ -66,6 +66,15 @@ class LogConfig(NamedTuple):
             max_timestamp_difference_ms=self.message_timestamp_difference_max_ms,
         )
 
+    def kafka_values(self) -> dict[str, str]:
+        """The settings enforced here as Kafka's topic configs show them (DescribeConfigs):
+        name -> value as text, "no limit" as Kafka's Long.MAX_VALUE."""
+        values = {}
+        for name, (field, _) in _TOPIC_CONFIGS.items():
+            value = getattr(self, field)
+            values[name] = str(_MAX_LONG if value is None else value)
+        return values
+
     @property
     def deletes_old_segments(self) -> bool:
         """Retention applies unless the topic asked for compaction only (never deleting)."""
@@ -163,3 +172,6 @@ _ACCEPTED_ONLY: dict[str, Callable] = {
     "follower.replication.throttled.replicas": _text,
     "message.downconversion.enable": _boolean,
 }
+
+# Every topic config name a topic may set (enforced or accepted only).
+TOPIC_CONFIG_NAMES = frozenset(_TOPIC_CONFIGS) | frozenset(_ACCEPTED_ONLY)

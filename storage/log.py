@@ -267,6 +267,16 @@ class Log:
             self._check_set_size(validated)
             return self._append(validated, self._clock.time_ms())
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Run with ``config`` from now on (a topic's configs altered while it is served):
+        the next append validates, rolls and flushes by it, the next retention pass deletes by
+        it. Index files already made keep their size; segments made from now on take the new one."""
+        with self._lock:
+            self.config = config
+            self._validation_config = config.validation_config()
+            for segment in self._segments:
+                segment.config = config
+
     def _check_set_size(self, validated: ValidatedSet) -> None:
         if len(validated.buffer) > self.config.segment_bytes:
             raise RecordError(

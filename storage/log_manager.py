@@ -393,6 +393,23 @@ class LogManager:
                 raise UnknownTopic(topic)
             return dict(self._overrides[topic])
 
+    def set_topic_overrides(self, topic: str, overrides: dict[str, str]) -> None:
+        """Replace the topic's overrides (AlterConfigs): every local partition of it runs with
+        them at once and keeps them across restarts. ValueError names a bad config (nothing
+        changes then); UnknownTopic if no partition of the topic is here."""
+        overrides = {str(k): str(v) for k, v in overrides.items()}
+        config = LogConfig.from_topic_configs(self.default_config, overrides)
+        data = _format_overrides(overrides)
+        with self._lock:
+            logs = [log for (name, _), log in self._logs.items() if name == topic]
+            if not logs:
+                raise UnknownTopic(topic)
+            for log in logs:
+                write_atomically(log.dir / TOPIC_CONFIG_FILE, data)
+            for log in logs:
+                log.reconfigure(config)
+            self._overrides[topic] = overrides
+
     def check_partition_room(self, partitions: int) -> None:
         """Raise TooManyPartitions unless ``partitions`` more can be opened now.
 

@@ -192,6 +192,17 @@ class Partitions(ABC):
         """Create the checked topic (``assignments``, if any, replace the count and factor)."""
 
     @abstractmethod
+    async def topic_overrides(self, topic: str) -> dict[str, str]:
+        """The topic's config overrides; TopicError(UNKNOWN_TOPIC_OR_PARTITION) if there is no
+        such topic."""
+
+    @abstractmethod
+    async def alter_topic_configs(self, topic: str, overrides: dict[str, str]) -> None:
+        """Replace the topic's overrides with ``overrides`` (checked by the caller): every
+        replica of the topic runs with them from now on, and keeps them across restarts.
+        TopicError(UNKNOWN_TOPIC_OR_PARTITION) if there is no such topic."""
+
+    @abstractmethod
     async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
         """Delete a topic and its data, and its groups' committed offsets (as Kafka 0.10.2's
         coordinator ``handleDeletedPartitions``). Raises TopicError

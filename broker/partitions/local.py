@@ -14,7 +14,7 @@ from minikafka.broker.partitions import AcksWait, Partitions, TopicError
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.storage.config import AppendResult
 from minikafka.storage.log import Log
-from minikafka.storage.types import TooManyPartitions, TopicAlreadyExists
+from minikafka.storage.types import TooManyPartitions, TopicAlreadyExists, UnknownTopic
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +119,21 @@ class LocalPartitions(Partitions):
                 raise _creation_failed(topic, exc) from None
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
                     f", configs {overrides}" if overrides else "")
+
+    async def topic_overrides(self, topic: str) -> dict[str, str]:
+        try:
+            return self.log_manager.topic_overrides(topic)
+        except UnknownTopic:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist") from None
+
+    async def alter_topic_configs(self, topic: str, overrides: dict[str, str]) -> None:
+        """Written to each partition's ``topic-config.properties`` and applied at once."""
+        async with self.topic_admin:
+            try:
+                await trio.to_thread.run_sync(self.log_manager.set_topic_overrides, topic, overrides)
+            except UnknownTopic:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist") from None
+        logger.info("topic %r now has configs %s", topic, overrides)
 
     async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
         """Synchronous: ``timeout_ms`` never runs out."""

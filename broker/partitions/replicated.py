@@ -25,7 +25,8 @@ from minikafka.replication.assignment import InvalidReplicationFactor, assign_re
 from minikafka.replication.cluster import ClusterMember, ClusterSettings
 from minikafka.replication.controller import ControllerError
 from minikafka.replication.fetcher import FetcherSettings
-from minikafka.replication.kafka_zk import ACL_CHANGE_PREFIX, ACL_CHANGES_PATH
+from minikafka.replication.kafka_zk import (ACL_CHANGE_PREFIX, ACL_CHANGES_PATH, CONFIG_CHANGE_PREFIX,
+                                           CONFIG_CHANGES_PATH, MalformedZnode, decode_config_change)
 from minikafka.replication.metadata_cache import BrokerEndpoint, PartitionInfo
 from minikafka.replication.notifications import NotificationListener
 from minikafka.replication.replica_manager import LEADER, NotLeader, PartitionStateUpdate, Replica
@@ -112,6 +113,43 @@ class ReplicatedPartitions(Partitions):
 
         listener = NotificationListener(cluster.zk_client, ACL_CHANGES_PATH, ACL_CHANGE_PREFIX, changed)
         await cluster.watch_children(ACL_CHANGES_PATH, listener.on_children)
+
+    async def follow_topic_configs(self) -> None:
+        """Topic overrides as ZooKeeper holds them: those of every local topic now (altered
+        while this broker was away), then each topic a ``/config/changes`` notification names
+        (Kafka's DynamicConfigManager), re-read and applied to the local replicas."""
+        cluster = self.cluster
+
+        async def apply(topic: str) -> None:
+            try:
+                overrides = await cluster.zk.topic_config(topic)
+            except ZooKeeperError as exc:
+                logger.warning("configs of topic %r not read: %s", topic, exc)
+                return
+            if cluster.controller is not None:  # its elections read unclean.leader.election.enable
+                cluster.controller.topic_configs[topic] = overrides
+            if not self.log_manager.has_topic(topic) or self.log_manager.topic_overrides(topic) == overrides:
+                return
+            try:
+                await trio.to_thread.run_sync(self.log_manager.set_topic_overrides, topic, overrides)
+            except ValueError as exc:
+                logger.warning("configs of topic %r not applied: %s", topic, exc)
+            else:
+                logger.info("topic %r now has configs %s", topic, overrides)
+
+        async def changed(data: bytes) -> None:
+            try:
+                entity_type, name = decode_config_change(data)
+            except MalformedZnode as exc:
+                logger.warning("ignoring a config change notification: %s", exc)
+                return
+            if entity_type == "topics":
+                await apply(name)
+
+        for topic in sorted(self.log_manager.topics()):
+            await apply(topic)
+        listener = NotificationListener(cluster.zk_client, CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX, changed)
+        await cluster.watch_children(CONFIG_CHANGES_PATH, listener.on_children)
 
     def export_view(self):
         """What the export hand-off of a cluster broker needs (``export.cluster_handoff``): it
@@ -268,6 +306,29 @@ class ReplicatedPartitions(Partitions):
     def _all_led(self, topic: str, count: int) -> bool:
         partitions = self.cluster.metadata.partitions(topic)
         return partitions is not None and len(partitions) == count and all(p.leader >= 0 for p in partitions.values())
+
+    async def topic_overrides(self, topic: str) -> dict[str, str]:
+        """From ZooKeeper, where every broker takes them from."""
+        zk = self.cluster.zk
+        try:
+            if not await zk.topic_assignment(topic):
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+            return await zk.topic_config(topic)
+        except ZooKeeperError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"configs of topic {topic!r} not read: {exc}") from None
+
+    async def alter_topic_configs(self, topic: str, overrides: dict[str, str]) -> None:
+        """Written to ``/config/topics/<topic>`` with a change notification, as Kafka 0.10.2's
+        AdminUtils: every broker applies them to its replicas when it sees the notification
+        (follow_topic_configs), this one included, so the answer may come a moment before."""
+        zk = self.cluster.zk
+        try:
+            if not await zk.topic_assignment(topic):
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+            await zk.set_topic_config(topic, overrides)
+        except ZooKeeperError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"configs of topic {topic!r} not written: {exc}") from None
+        logger.info("topic %r now has configs %s", topic, overrides)
 
     async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
         """Through the controller (NOT_CONTROLLER elsewhere); the answer waits until every

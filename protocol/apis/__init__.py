@@ -25,14 +25,17 @@ from __future__ import annotations
 
 from typing import Container
 
+from minikafka.protocol.apis.alter_configs import ALTER_CONFIGS
 from minikafka.protocol.apis.api_versions import API_VERSIONS
 from minikafka.protocol.apis.controlled_shutdown import CONTROLLED_SHUTDOWN
 from minikafka.protocol.apis.create_topics import CREATE_TOPICS
 from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
+from minikafka.protocol.apis.describe_configs import DESCRIBE_CONFIGS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
 from minikafka.protocol.apis.fetch import FETCH
 from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
 from minikafka.protocol.apis.heartbeat import HEARTBEAT
+from minikafka.protocol.apis.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from minikafka.protocol.apis.join_group import JOIN_GROUP
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.apis.leader_and_isr import LEADER_AND_ISR
@@ -78,6 +81,9 @@ APIS: dict[int, Api] = {
         DELETE_TOPICS,
         OFFSET_FOR_LEADER_EPOCH,
         SASL_AUTHENTICATE,
+        DESCRIBE_CONFIGS,
+        ALTER_CONFIGS,
+        INCREMENTAL_ALTER_CONFIGS,
     )
 }
 

@@ -234,3 +234,39 @@ def test_offset_fetch_leaves_out_topics_the_principal_may_not_describe(broker):
             {"alices": {TopicPartition("open", 0): OffsetAndMetadata(1, "", -1)}}
     finally:
         admin.close()
+
+
+def test_config_apis_need_describe_configs_and_alter_configs(broker):
+    """Kafka's resources and operations for the config APIs: DESCRIBE_CONFIGS / ALTER_CONFIGS
+    on the topic, on the cluster for the broker's own settings; ALTER_CONFIGS implies
+    DESCRIBE_CONFIGS. A refused resource changes nothing, its neighbours are served."""
+    import confluent_kafka.admin
+    from confluent_kafka import KafkaException
+
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    admin = KafkaAdminClient(**broker.client_config(user="admin"))
+    admin.create_topics([NewTopic("configurable", 1, 1)])
+    admin.close()
+    AclStore(broker.log_dir).add("Topic:configurable", [Acl.make("User:alice", "AlterConfigs")])
+    described = _as(broker, "alice", ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [
+        {"resource_type": 2, "resource_name": "configurable", "configuration_keys": ["retention.ms"]},
+        {"resource_type": 2, "resource_name": "open", "configuration_keys": None},
+        {"resource_type": 4, "resource_name": "0", "configuration_keys": None}]}).results
+    assert [(r.error_code, len(r.configs)) for r in described] == [
+        (ErrorCode.NONE, 1), (ErrorCode.TOPIC_AUTHORIZATION_FAILED, 0), (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, 0)]
+    altered = _as(broker, "alice", ApiKey.ALTER_CONFIGS, 0, {"validate_only": False, "resources": [
+        {"resource_type": 2, "resource_name": "configurable", "configs": [{"name": "retention.ms", "value": "60000"}]},
+        {"resource_type": 2, "resource_name": "open", "configs": [{"name": "retention.ms", "value": "60000"}]},
+        {"resource_type": 4, "resource_name": "0", "configs": []}]}).responses
+    assert [r.error_code for r in altered] == [
+        ErrorCode.NONE, ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    assert (broker.log_dir / "configurable-0" / "topic-config.properties").read_text() == "retention.ms=60000\n"
+    assert not (broker.log_dir / "open-0" / "topic-config.properties").exists()  # no overrides
+
+    client = confluent_kafka.admin.AdminClient(broker.client_config("confluent-kafka", user="bob"))
+    resource = confluent_kafka.admin.ConfigResource(confluent_kafka.admin.ConfigResource.Type.TOPIC, "configurable")
+    with pytest.raises(KafkaException) as caught:
+        client.describe_configs([resource])[resource].result(timeout=15)
+    assert caught.value.args[0].name() == "TOPIC_AUTHORIZATION_FAILED"

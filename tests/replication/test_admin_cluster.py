@@ -1,0 +1,95 @@
+"""The admin APIs on a three-broker cluster, from the clients' admin interfaces: topic configs
+altered through any broker reach every replica through ``/config/topics`` and Kafka 0.10.2's
+``/config/changes`` notifications (a broker away meanwhile takes them at its start).
+
+One cluster serves the module: each test works on topics of its own."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from kafka.admin import ConfigResource as KpConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from minikafka.testing import MinikafkaCluster, kafka_request
+from minikafka.testing.broker import close_all
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, minikafka_zookeeper):
+    started = MinikafkaCluster(tmp_path_factory.mktemp("admin-cluster"), 3,
+                               zookeeper=minikafka_zookeeper.connect_string)
+    try:
+        yield started.start()
+    finally:
+        close_all([started])
+
+
+def _stored_overrides(cluster, topic: str) -> dict[int, dict[str, str]]:
+    """Each broker's ``topic-config.properties`` of its replica of partition 0."""
+    found = {}
+    for broker_id in cluster.ids:
+        path = cluster.broker(broker_id).log_dir / f"{topic}-0" / "topic-config.properties"
+        text = path.read_text() if path.exists() else ""
+        found[broker_id] = dict(line.split("=", 1) for line in text.splitlines() if line)
+    return found
+
+
+def _until(condition, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not {what} after {timeout} s")
+        time.sleep(0.1)
+
+
+def _described(broker, topic: str, name: str) -> str:
+    answer = kafka_request(broker.bootstrap, ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [
+        {"resource_type": 2, "resource_name": topic, "configuration_keys": [name]}]})
+    (result,) = answer.results
+    assert result.error_code == ErrorCode.NONE
+    return result.configs[0].value
+
+
+def test_altered_topic_configs_reach_every_replica(cluster):
+    cluster.create_topic("configured", 1, 3, retention_ms="3600000")
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "configured", incremental_configs=[
+        ConfigEntry("segment.ms", "600000", incremental_operation=AlterConfigOpType.SET)])
+    confluent.incremental_alter_configs([resource])[resource].result(timeout=30)
+    wanted = {"retention.ms": "3600000", "segment.ms": "600000"}
+    _until(lambda: all(found == wanted for found in _stored_overrides(cluster, "configured").values()),
+           "applied by every replica")
+    assert {_described(cluster.broker(b), "configured", "segment.ms") for b in cluster.ids} == {"600000"}
+
+    # A broker away while the config changes takes it from ZooKeeper when it starts again.
+    away = cluster.ids[-1]
+    cluster.stop(away)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.broker(cluster.ids[0]).bootstrap)
+    admin.alter_configs([KpConfigResource(ConfigResourceType.TOPIC, "configured", {"segment.ms": "900000"})])
+    admin.close()
+    cluster.restart(away)
+    wanted = {"retention.ms": "3600000", "segment.ms": "900000"}
+    _until(lambda: all(found == wanted for found in _stored_overrides(cluster, "configured").values()),
+           "applied by every replica, the restarted one too")
+
+
+def test_refused_alterations_change_nothing_in_the_cluster(cluster):
+    cluster.create_topic("kept", 1, 3, retention_ms="3600000")
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "kept", incremental_configs=[
+        ConfigEntry("segment.ms", "600000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="INVALID_REQUEST|Invalid config value"):
+        confluent.incremental_alter_configs([resource])[resource].result(timeout=30)
+    missing = ConfigResource(ConfigResource.Type.TOPIC, "no-such-topic", incremental_configs=[
+        ConfigEntry("segment.ms", "600000", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
+        confluent.incremental_alter_configs([missing])[missing].result(timeout=30)
+    assert all(found == {"retention.ms": "3600000"} for found in _stored_overrides(cluster, "kept").values())
