@@ -126,6 +126,8 @@ class Controller:
             return await self._on_preferred_leader(args["topic"], args["partition"], args.get("to"))
         if kind == "preferred_elections":
             return await self._on_preferred_elections()
+        if kind == "partitions_added":
+            return await self._on_partitions_added(args["topic"])
         raise ValueError(f"unknown controller event {kind!r}")
 
     # ------------------------------------------------------------------ take over
@@ -332,6 +334,21 @@ class Controller:
             self.assignments[topic] = assignment
             self.topic_configs[topic] = await self.zk.topic_config(topic)
             new_keys += [(topic, p) for p in sorted(assignment)]
+        await self._start_partitions(new_keys)
+
+    async def _on_partitions_added(self, topic: str) -> None:
+        """CreatePartitions wrote a larger assignment of ``topic`` (Kafka's
+        PartitionModificationsListener, onNewPartitionCreation): its new partitions start."""
+        assignment = await self.zk.topic_assignment(topic)
+        known = self.assignments.get(topic)
+        if not assignment or known is None:
+            return
+        new_keys = [(topic, p) for p in sorted(assignment) if p not in known]
+        self.assignments[topic] = assignment
+        await self._start_partitions(new_keys)
+
+    async def _start_partitions(self, new_keys: list[tuple[str, int]]) -> None:
+        """First leaders for new partitions, and every broker told."""
         if not new_keys:
             return
         changed = await self._bring_online(new_keys)

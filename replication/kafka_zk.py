@@ -570,6 +570,12 @@ class KafkaZk:
         except NodeExists:
             raise NodeExists(f"topic {topic!r} already exists") from None
 
+    async def set_topic_assignment(self, topic: str, assignment: dict[int, list[int]]) -> None:
+        """Replace an existing topic's replica assignment (AdminUtils.addPartitions writes the
+        larger one); ValueError for an assignment Kafka would refuse, NoNode if no such topic."""
+        _check_assignment(topic, assignment)
+        await self.zk.set(topic_path(topic), encode_topic_assignment(assignment))
+
     async def topics(self) -> list[str]:
         return await self.zk.children(BROKER_TOPICS_PATH)
 

@@ -596,6 +596,14 @@ class LogManager:
             self._overrides[topic] = overrides
             return log
 
+    def add_partitions(self, topic: str, count: int) -> list[Log]:
+        """Grow ``topic`` to ``count`` partitions (CreatePartitions): the new ones empty, with
+        the topic's id and overrides. UnknownTopic if it has no partition here. Each new
+        partition is made whole or not at all; a crash midway leaves the topic with fewer."""
+        overrides = self.topic_overrides(topic)
+        have = self.topics().get(topic, 0)
+        return [self.create_log(topic, partition, overrides) for partition in range(have, count)]
+
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove one partition's replica from disk; False when this broker has none."""
         with self._lock:

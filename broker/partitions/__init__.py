@@ -191,6 +191,59 @@ class Partitions(ABC):
                       validate_only: bool, timeout_ms: int) -> None:
         """Create the checked topic (``assignments``, if any, replace the count and factor)."""
 
+    async def create_partitions(self, topic: str, count: int, assignments: list[list[int]] | None, *,
+                                validate_only: bool = False, timeout_ms: int = 60000) -> None:
+        """Grow ``topic`` to ``count`` partitions as CreatePartitions asks (Kafka 2.8's
+        AdminZkClient.addPartitions rules); ``assignments`` places each new partition's
+        replicas (else they are placed as Kafka would). ``validate_only`` checks everything and
+        adds nothing. Raises TopicError: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (no
+        more than now), INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST (an internal topic), or
+        what adding them here refuses (:meth:`_add_partitions`)."""
+        current = await self._replica_assignment(topic)
+        if current is None:
+            self.check_topic_name(topic)
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+        if self.broker.is_internal(topic):
+            # Unlike Kafka, which lets it happen: the group coordinator maps groups to the
+            # partitions of __consumer_offsets by their count, which must never change.
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic '{topic}' is internal to the broker.")
+        old = len(current)
+        if count < old:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {old} partitions, which is higher than the requested {count}.")
+        if count == old:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {old} partitions.")
+        if assignments is None:
+            added = self._place_new_partitions(current, count - old)
+        else:
+            if len(assignments) != count - old:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Increasing the number of partitions by {count - old} but "
+                                 f"{len(assignments)} assignments provided.")
+            added = {old + i: list(replicas) for i, replicas in enumerate(assignments)}
+            self._check_assignments(added)
+            factor = len(current[0])
+            odd = {p: len(r) for p, r in added.items() if len(r) != factor}
+            if odd:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Inconsistent replication factor between partitions, partition 0 has "
+                                 f"{factor} while partitions {list(odd)} have replication factors "
+                                 f"{list(odd.values())}, respectively.")
+        await self._add_partitions(topic, current, added, validate_only=validate_only, timeout_ms=timeout_ms)
+
+    @abstractmethod
+    async def _replica_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        """Each partition's replicas (preferred leader first); None if there is no such topic."""
+
+    @abstractmethod
+    def _place_new_partitions(self, current: dict[int, list[int]], added: int) -> dict[int, list[int]]:
+        """Replicas for ``added`` partitions after ``current``'s, placed as Kafka would."""
+
+    @abstractmethod
+    async def _add_partitions(self, topic: str, current: dict[int, list[int]], added: dict[int, list[int]], *,
+                              validate_only: bool, timeout_ms: int) -> None:
+        """Add the checked partitions ``added`` to ``topic``."""
+
     @abstractmethod
     async def topic_overrides(self, topic: str) -> dict[str, str]:
         """The topic's config overrides; TopicError(UNKNOWN_TOPIC_OR_PARTITION) if there is no

@@ -120,6 +120,31 @@ class LocalPartitions(Partitions):
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
                     f", configs {overrides}" if overrides else "")
 
+    async def _replica_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        count = self.partition_count(topic)
+        return None if count is None else {p: [self.broker.node_id] for p in range(count)}
+
+    def _place_new_partitions(self, current: dict[int, list[int]], added: int) -> dict[int, list[int]]:
+        return {p: [self.broker.node_id] for p in range(len(current), len(current) + added)}
+
+    async def _add_partitions(self, topic: str, current: dict[int, list[int]], added: dict[int, list[int]], *,
+                              validate_only: bool, timeout_ms: int) -> None:
+        """More partitions than the process can keep open are INVALID_PARTITIONS, as at
+        creation; ``timeout_ms`` never runs out."""
+        async with self.topic_admin:
+            if self.partition_count(topic) != len(current):  # deleted or grown meanwhile
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic '{topic}' changed meanwhile; try again.")
+            try:
+                self.log_manager.check_partition_room(len(added))
+                if validate_only:
+                    return
+                await trio.to_thread.run_sync(self.log_manager.add_partitions, topic, len(current) + len(added))
+            except TooManyPartitions as exc:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
+            except OSError as exc:
+                raise _creation_failed(topic, exc) from None
+        logger.info("topic %r now has %d partition(s)", topic, len(current) + len(added))
+
     async def topic_overrides(self, topic: str) -> dict[str, str]:
         try:
             return self.log_manager.topic_overrides(topic)

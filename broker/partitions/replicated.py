@@ -26,7 +26,8 @@ from minikafka.replication.cluster import ClusterMember, ClusterSettings
 from minikafka.replication.controller import ControllerError
 from minikafka.replication.fetcher import FetcherSettings
 from minikafka.replication.kafka_zk import (ACL_CHANGE_PREFIX, ACL_CHANGES_PATH, CONFIG_CHANGE_PREFIX,
-                                           CONFIG_CHANGES_PATH, MalformedZnode, decode_config_change)
+                                           CONFIG_CHANGES_PATH, MalformedZnode, decode_config_change,
+                                           delete_topic_path)
 from minikafka.replication.metadata_cache import BrokerEndpoint, PartitionInfo
 from minikafka.replication.notifications import NotificationListener
 from minikafka.replication.replica_manager import LEADER, NotLeader, PartitionStateUpdate, Replica
@@ -306,6 +307,49 @@ class ReplicatedPartitions(Partitions):
     def _all_led(self, topic: str, count: int) -> bool:
         partitions = self.cluster.metadata.partitions(topic)
         return partitions is not None and len(partitions) == count and all(p.leader >= 0 for p in partitions.values())
+
+    async def create_partitions(self, topic: str, count: int, assignments: list[list[int]] | None, *,
+                                validate_only: bool = False, timeout_ms: int = 60000) -> None:
+        """NOT_CONTROLLER at any broker but the controller (as Kafka 2.8's KafkaApis);
+        REQUEST_TIMED_OUT when the new partitions have no leader after ``timeout_ms`` (they
+        are added all the same)."""
+        self._require_controller()
+        await super().create_partitions(topic, count, assignments, validate_only=validate_only, timeout_ms=timeout_ms)
+
+    async def _replica_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        zk = self.cluster.zk
+        if await zk.zk.exists(delete_topic_path(topic)) is not None:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
+        return await zk.topic_assignment(topic) or None
+
+    def _place_new_partitions(self, current: dict[int, list[int]], added: int) -> dict[int, list[int]]:
+        """AdminUtils.addPartitions: as many replicas as partition 0 has, placed from where
+        partition 0's preferred leader stands among the live brokers."""
+        live = sorted(self.cluster.controller.live)
+        first = current[0][0]
+        start = next((i for i, broker_id in enumerate(live) if broker_id >= first), 0)
+        try:
+            return assign_replicas(added, len(current[0]), live, fixed_start_index=start,
+                                   start_partition_id=len(current))
+        except InvalidReplicationFactor as exc:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from None
+
+    async def _add_partitions(self, topic: str, current: dict[int, list[int]], added: dict[int, list[int]], *,
+                              validate_only: bool, timeout_ms: int) -> None:
+        if validate_only:
+            return
+        try:
+            await self.cluster.zk.set_topic_assignment(topic, {**current, **added})
+            await self.cluster.controller_request("partitions_added", timeout_ms / 1000, topic=topic)
+        except ControllerError as exc:
+            raise TopicError(exc.code, str(exc)) from None
+        except ZooKeeperError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"Partitions of '{topic}' not added: {exc}") from None
+        count = len(current) + len(added)
+        logger.info("topic %r now has %d partition(s)", topic, count)
+        if not await _wait_for_metadata(timeout_ms, lambda: self._all_led(topic, count)):
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
+                             f"Partitions of '{topic}' were added but have no leader yet.")
 
     async def topic_overrides(self, topic: str) -> dict[str, str]:
         """From ZooKeeper, where every broker takes them from."""

@@ -28,6 +28,7 @@ from typing import Container
 from minikafka.protocol.apis.alter_configs import ALTER_CONFIGS
 from minikafka.protocol.apis.api_versions import API_VERSIONS
 from minikafka.protocol.apis.controlled_shutdown import CONTROLLED_SHUTDOWN
+from minikafka.protocol.apis.create_partitions import CREATE_PARTITIONS
 from minikafka.protocol.apis.create_topics import CREATE_TOPICS
 from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
 from minikafka.protocol.apis.describe_configs import DESCRIBE_CONFIGS
@@ -84,6 +85,7 @@ APIS: dict[int, Api] = {
         DESCRIBE_CONFIGS,
         ALTER_CONFIGS,
         INCREMENTAL_ALTER_CONFIGS,
+        CREATE_PARTITIONS,
     )
 }
 

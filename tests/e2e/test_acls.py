@@ -270,3 +270,15 @@ def test_config_apis_need_describe_configs_and_alter_configs(broker):
     with pytest.raises(KafkaException) as caught:
         client.describe_configs([resource])[resource].result(timeout=15)
     assert caught.value.args[0].name() == "TOPIC_AUTHORIZATION_FAILED"
+
+
+def test_alter_on_the_topic_is_needed_to_add_partitions(broker):
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    client = AdminClient(broker.client_config("confluent-kafka", user="alice"))
+    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):
+        client.create_partitions([NewPartitions("open", 2)])["open"].result(timeout=15)
+    assert not (broker.log_dir / "open-1").exists()
+    AclStore(broker.log_dir).add("Topic:open", [Acl.make("User:alice", "Alter")])
+    client.create_partitions([NewPartitions("open", 2)])["open"].result(timeout=15)
+    assert (broker.log_dir / "open-1").exists()

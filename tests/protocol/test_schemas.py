@@ -326,7 +326,7 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "OFFSET_FOR_LEADER_EPOCH": (0, 0), "LEADER_AND_ISR": (0, 0), "STOP_REPLICA": (0, 0),
         "UPDATE_METADATA": (0, 3), "CONTROLLED_SHUTDOWN": (0, 1), "SASL_HANDSHAKE": (0, 1),
         "SASL_AUTHENTICATE": (0, 0), "DESCRIBE_CONFIGS": (0, 3), "ALTER_CONFIGS": (0, 1),
-        "INCREMENTAL_ALTER_CONFIGS": (0, 0),
+        "INCREMENTAL_ALTER_CONFIGS": (0, 0), "CREATE_PARTITIONS": (0, 1),
     }
 
 

@@ -1,6 +1,7 @@
 """The admin APIs on a three-broker cluster, from the clients' admin interfaces: topic configs
 altered through any broker reach every replica through ``/config/topics`` and Kafka 0.10.2's
-``/config/changes`` notifications (a broker away meanwhile takes them at its start).
+``/config/changes`` notifications (a broker away meanwhile takes them at its start); added
+partitions get replicas and leaders from the controller.
 
 One cluster serves the module: each test works on topics of its own."""
 
@@ -9,7 +10,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+from kafka import KafkaProducer
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
@@ -93,3 +95,37 @@ def test_refused_alterations_change_nothing_in_the_cluster(cluster):
     with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
         confluent.incremental_alter_configs([missing])[missing].result(timeout=30)
     assert all(found == {"retention.ms": "3600000"} for found in _stored_overrides(cluster, "kept").values())
+
+
+def test_added_partitions_get_leaders_and_replicas(cluster):
+    cluster.create_topic("growing", 1, 2)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    admin.create_partitions({"growing": 3})
+    (described,) = admin.describe_topics(["growing"])
+    admin.close()
+    partitions = sorted(described["partitions"], key=lambda p: p["partition_index"])
+    assert [len(p["replica_nodes"]) for p in partitions] == [2, 2, 2]
+    assert all(p["leader_id"] in p["replica_nodes"] for p in partitions)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    assert producer.send("growing", b"to a new partition", partition=2).get(timeout=30).offset == 0
+    producer.close()
+
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    placed = cluster.ids[1:]
+    confluent.create_partitions([NewPartitions("growing", 4, [placed])])["growing"].result(timeout=30)
+    cluster.wait_until(lambda m: _replicas(m, "growing", 3) == placed, "partition 3 placed as asked")
+    for new, code in ((NewPartitions("growing", 2), "INVALID_PARTITIONS"),
+                      (NewPartitions("growing", 5, [[cluster.ids[0]]]), "INVALID_REPLICA_ASSIGNMENT"),
+                      (NewPartitions("growing", 5, [[cluster.ids[0], 99]]), "INVALID_REPLICA_ASSIGNMENT")):
+        with pytest.raises(Exception, match=code):
+            confluent.create_partitions([new])["growing"].result(timeout=30)
+    assert len(cluster.metadata(["growing"]).topics[0].partitions) == 4
+
+
+def _replicas(metadata, topic: str, partition: int) -> list[int] | None:
+    for found in metadata.topics:
+        if found.name == topic:
+            for entry in found.partitions:
+                if entry.partition_index == partition:
+                    return list(entry.replica_nodes)
+    return None

@@ -377,3 +377,15 @@ def test_altered_overrides_apply_to_the_running_logs_and_persist(tmp_path):
     again = _manager([tmp_path])
     assert again.topic_overrides("orders") == {"segment.bytes": "2048", "message.timestamp.type": "LogAppendTime"}
     assert again.get_log("orders", 1).config.segment_bytes == 2048
+
+
+def test_added_partitions_share_the_topics_id_and_overrides(tmp_path):
+    manager = _manager([tmp_path])
+    (first,) = manager.create_topic("orders", 1, {"retention.ms": "1000"})
+    added = manager.add_partitions("orders", 3)
+    assert [log.partition for log in added] == [1, 2]
+    assert {log.topic_id for log in added} == {first.topic_id}
+    assert all(log.config.retention_ms == 1000 for log in added)
+    assert manager.topics() == {"orders": 3}
+    with pytest.raises(UnknownTopic):
+        manager.add_partitions("nope", 2)
