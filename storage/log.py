@@ -551,6 +551,23 @@ class Log:
             self._purge_deleted(now)
             return self._delete_oldest(lambda segment: segment.next_offset <= offset, None, now)
 
+    def increment_log_start_offset(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (DeleteRecords; a follower taking its
+        leader's): reads, time lookups and the earliest offset start there at once, and the
+        segments wholly below it are deleted now. A lower ``offset`` changes nothing. Returns
+        the log start offset. ValueError above the log end."""
+        with self._open():
+            if offset > self.log_end_offset:
+                raise ValueError(f"log start offset {offset} is above the log end {self.log_end_offset}")
+            if offset > self.log_start_offset:
+                now = self._clock.time_ms()
+                self.log_start_offset = offset
+                self.high_watermark = max(self.high_watermark, offset)
+                self.leader_epoch_cache.truncate_from_start(offset)
+                self._purge_deleted(now)
+                self._delete_oldest(lambda segment: segment.next_offset <= offset, None, now)
+            return self.log_start_offset
+
     def _delete_oldest(self, due: Callable[[LogSegment], bool],
                        may_delete: Callable[[SegmentInfo], bool] | None, now: int) -> int:
         count = 0

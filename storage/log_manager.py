@@ -694,7 +694,7 @@ class LogManager:
         for log in self.logs():
             deleted += log.delete_expired_segments(self.may_delete_segment)
         if deleted:
-            self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+            self.checkpoint_log_start_offsets()
         return deleted
 
     def flush_due(self) -> None:
@@ -717,6 +717,11 @@ class LogManager:
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
         with self._lock:
             self._unwritten_deletions -= deleted
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write ``log-start-offset-checkpoint`` alone (after DeleteRecords moved a log start
+        into a segment, which only the checkpoint remembers across a restart)."""
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` alone (a cluster does it more often than the

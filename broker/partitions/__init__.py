@@ -78,6 +78,27 @@ class Partitions(ABC):
         more replicas than hold the set yet, what to wait on before answering (else None).
         Raises RecordError (the set is refused and nothing is written) or TopicError."""
 
+    async def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords on the partition's leader (Kafka 2.8's Partition.deleteRecordsOnLeader):
+        the log start offset moves up to ``offset`` (-1: the high watermark) and is
+        checkpointed at once. Returns the log start offset. TopicError: the leader_log errors,
+        OFFSET_OUT_OF_RANGE below 0 or above the high watermark, POLICY_VIOLATION for a topic
+        that only compacts."""
+        log = self.leader_log(topic, partition)
+        if not log.config.deletes_old_segments:
+            raise TopicError(ErrorCode.POLICY_VIOLATION, f"Records of partition {topic}-{partition} can not be "
+                                                         "deleted due to the configured policy")
+        high_watermark = self.high_watermark(log)
+        target = high_watermark if offset == -1 else offset
+        if not 0 <= target <= high_watermark:
+            raise TopicError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"Cannot increment the log start offset to {target} of partition {topic}-{partition} "
+                             f"since it is larger than the high watermark {high_watermark}" if target >= 0 else
+                             f"The offset {target} for partition {topic}-{partition} is not valid")
+        start = await trio.to_thread.run_sync(log.increment_log_start_offset, target)
+        await trio.to_thread.run_sync(self.log_manager.checkpoint_log_start_offsets)
+        return start
+
     # ------------------------------------------------------------------ topics
 
     @abstractmethod

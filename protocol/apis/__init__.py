@@ -30,6 +30,7 @@ from minikafka.protocol.apis.api_versions import API_VERSIONS
 from minikafka.protocol.apis.controlled_shutdown import CONTROLLED_SHUTDOWN
 from minikafka.protocol.apis.create_partitions import CREATE_PARTITIONS
 from minikafka.protocol.apis.create_topics import CREATE_TOPICS
+from minikafka.protocol.apis.delete_records import DELETE_RECORDS
 from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
 from minikafka.protocol.apis.describe_configs import DESCRIBE_CONFIGS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
@@ -86,6 +87,7 @@ APIS: dict[int, Api] = {
         ALTER_CONFIGS,
         INCREMENTAL_ALTER_CONFIGS,
         CREATE_PARTITIONS,
+        DELETE_RECORDS,
     )
 }
 

@@ -282,3 +282,14 @@ def test_alter_on_the_topic_is_needed_to_add_partitions(broker):
     AclStore(broker.log_dir).add("Topic:open", [Acl.make("User:alice", "Alter")])
     client.create_partitions([NewPartitions("open", 2)])["open"].result(timeout=15)
     assert (broker.log_dir / "open-1").exists()
+
+
+def test_delete_on_the_topic_is_needed_to_delete_records(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    body = {"timeout_ms": 1000, "topics": [{"name": "open", "partitions": [{"partition_index": 0, "offset": 0}]}]}
+    (answer,) = _as(broker, "alice", ApiKey.DELETE_RECORDS, 1, body).topics[0].partitions
+    assert (answer.error_code, answer.low_watermark) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
+    (answer,) = _as(broker, "admin", ApiKey.DELETE_RECORDS, 1, body).topics[0].partitions
+    assert (answer.error_code, answer.low_watermark) == (ErrorCode.NONE, 0)

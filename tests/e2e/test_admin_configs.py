@@ -30,13 +30,6 @@ def broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def admin(broker):
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
 def confluent(broker):
     return AdminClient({"bootstrap.servers": broker.bootstrap})
 

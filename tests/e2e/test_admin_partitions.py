@@ -20,13 +20,6 @@ from kafka.errors import InvalidPartitionsError
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture(scope="module")
-def admin(broker):
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-    yield client
-    client.close()
-
-
 def _partitions(broker, topic):
     return sorted(int(d.name.rsplit("-", 1)[1]) for d in broker.log_dir.glob(f"{topic}-*"))
 

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+from confluent_kafka import TopicPartition
 from kafka import KafkaProducer
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
@@ -129,3 +130,19 @@ def _replicas(metadata, topic: str, partition: int) -> list[int] | None:
                 if entry.partition_index == partition:
                     return list(entry.replica_nodes)
     return None
+
+
+def test_deleted_records_move_the_leaders_log_start(cluster):
+    cluster.create_topic("trimmed", 1, 3)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for i in range(5):
+        producer.send("trimmed", b"record %d" % i).get(timeout=30)
+    producer.close()
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    (future,) = confluent.delete_records([TopicPartition("trimmed", 0, 3)]).values()
+    assert future.result(timeout=30).low_watermark == 3
+    leader = cluster.broker(cluster.leader("trimmed", 0))
+    body = {"replica_id": -1, "topics": [{"name": "trimmed", "partitions": [
+        {"partition_index": 0, "timestamp": -2, "max_num_offsets": 1}]}]}
+    (answer,) = kafka_request(leader.bootstrap, ApiKey.LIST_OFFSETS, 1, body).topics[0].partitions
+    assert (answer.error_code, answer.offset) == (ErrorCode.NONE, 3)
