@@ -163,6 +163,12 @@ class AclStore:
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
 
+    def set_resources(self, changes: dict[str, list[Acl]]) -> None:
+        """Each resource of ``changes`` now has exactly those ACLs (none: its entry goes)."""
+        acls = dict(self.load())
+        acls.update(changes)
+        self._write(acls)
+
     def add(self, key: str, new: list[Acl]) -> None:
         acls = dict(self.load())
         acls[key] = with_acls(acls.get(key, []), new)

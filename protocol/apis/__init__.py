@@ -28,10 +28,13 @@ from typing import Container
 from minikafka.protocol.apis.alter_configs import ALTER_CONFIGS
 from minikafka.protocol.apis.api_versions import API_VERSIONS
 from minikafka.protocol.apis.controlled_shutdown import CONTROLLED_SHUTDOWN
+from minikafka.protocol.apis.create_acls import CREATE_ACLS
 from minikafka.protocol.apis.create_partitions import CREATE_PARTITIONS
 from minikafka.protocol.apis.create_topics import CREATE_TOPICS
+from minikafka.protocol.apis.delete_acls import DELETE_ACLS
 from minikafka.protocol.apis.delete_records import DELETE_RECORDS
 from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
+from minikafka.protocol.apis.describe_acls import DESCRIBE_ACLS
 from minikafka.protocol.apis.describe_configs import DESCRIBE_CONFIGS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
 from minikafka.protocol.apis.fetch import FETCH
@@ -88,6 +91,9 @@ APIS: dict[int, Api] = {
         INCREMENTAL_ALTER_CONFIGS,
         CREATE_PARTITIONS,
         DELETE_RECORDS,
+        DESCRIBE_ACLS,
+        CREATE_ACLS,
+        DELETE_ACLS,
     )
 }
 

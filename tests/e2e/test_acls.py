@@ -293,3 +293,83 @@ def test_delete_on_the_topic_is_needed_to_delete_records(broker):
     assert (answer.error_code, answer.low_watermark) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
     (answer,) = _as(broker, "admin", ApiKey.DELETE_RECORDS, 1, body).topics[0].partitions
     assert (answer.error_code, answer.low_watermark) == (ErrorCode.NONE, 0)
+
+
+def test_acl_apis_manage_what_the_authorizer_enforces(broker):
+    """CreateAcls / DescribeAcls from kafka-python, DeleteAcls from confluent-kafka, as the
+    super user: the ACLs land in the same store the authorizer reads (a producer is let in,
+    then out again); what the store cannot hold is INVALID_REQUEST and is not written."""
+    import confluent_kafka.admin as confluent
+    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             ResourcePattern, ResourcePatternFilter, ResourceType)
+    from kafka.errors import NoError
+
+    def bob_may_write() -> bool:
+        producer = KafkaProducer(**broker.client_config(user="bob"), max_block_ms=5000, retries=0)
+        try:
+            producer.send("open", b"from bob").get(timeout=15)
+            return True
+        except TopicAuthorizationFailedError:
+            return False
+        finally:
+            producer.close()
+
+    assert not bob_may_write()
+    admin = KafkaAdminClient(**broker.client_config(user="admin"))
+    bobs = ACL("User:bob", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+               ResourcePattern(ResourceType.TOPIC, "open"))
+    created = admin.create_acls([bobs])
+    assert created["succeeded"] == [bobs] and not created["failed"]
+    assert Acl.make("User:bob", "Write") in AclStore(broker.log_dir).load()["Topic:open"]
+    assert bob_may_write()
+    found, error = admin.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                                 ResourcePatternFilter(ResourceType.TOPIC, "open",
+                                                                       ACLResourcePatternType.MATCH)))
+    assert error is NoError
+    assert {(a.principal, a.operation) for a in found} >= {("User:bob", ACLOperation.WRITE),
+                                                           ("User:alice", ACLOperation.READ)}
+    admin.close()
+
+    client = confluent.AdminClient(broker.client_config("confluent-kafka", user="admin"))
+    prefixed = confluent.AclBinding(confluent.ResourceType.TOPIC, "op", confluent.ResourcePatternType.PREFIXED,
+                                    "User:bob", "*", confluent.AclOperation.READ, confluent.AclPermissionType.ALLOW)
+    with pytest.raises(Exception, match="INVALID_REQUEST|not supported"):
+        client.create_acls([prefixed])[prefixed].result(timeout=15)
+    bobs_filter = confluent.AclBindingFilter(confluent.ResourceType.TOPIC, "open", confluent.ResourcePatternType.LITERAL,
+                                             "User:bob", None, confluent.AclOperation.ANY,
+                                             confluent.AclPermissionType.ANY)
+    deleted = client.delete_acls([bobs_filter])[bobs_filter].result(timeout=15)
+    assert [(b.principal, b.operation) for b in deleted] == [("User:bob", confluent.AclOperation.WRITE)]
+    assert not bob_may_write()
+    assert "User:bob" not in str(AclStore(broker.log_dir).load().get("Topic:open"))
+
+    # Without ALTER (DESCRIBE) on the cluster.
+    alices = confluent.AdminClient(broker.client_config("confluent-kafka", user="alice"))
+    with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED"):
+        alices.create_acls([prefixed])[prefixed].result(timeout=15)
+    # (librdkafka's describe_acls reports DescribeAcls' top-level error as an empty list.)
+    alices_admin = KafkaAdminClient(**broker.client_config(user="alice"))
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            alices_admin.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                                 ResourcePatternFilter(ResourceType.ANY, None,
+                                                                       ACLResourcePatternType.ANY)))
+    finally:
+        alices_admin.close()
+
+
+def test_acl_apis_without_an_authorizer_answer_security_disabled(minikafka_broker_factory):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+    from minikafka.testing import kafka_request
+
+    plain = minikafka_broker_factory()
+    described = kafka_request(plain.bootstrap, ApiKey.DESCRIBE_ACLS, 1, {
+        "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+        "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
+    assert described.error_code == ErrorCode.SECURITY_DISABLED
+    created = kafka_request(plain.bootstrap, ApiKey.CREATE_ACLS, 1, {"creations": [{
+        "resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:bob",
+        "host": "*", "operation": 3, "permission_type": 3}]})
+    assert [r.error_code for r in created.results] == [ErrorCode.SECURITY_DISABLED]
+    assert not (plain.log_dir / "acls.json").exists()
