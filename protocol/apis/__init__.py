@@ -32,6 +32,7 @@ from minikafka.protocol.apis.create_acls import CREATE_ACLS
 from minikafka.protocol.apis.create_partitions import CREATE_PARTITIONS
 from minikafka.protocol.apis.create_topics import CREATE_TOPICS
 from minikafka.protocol.apis.delete_acls import DELETE_ACLS
+from minikafka.protocol.apis.delete_groups import DELETE_GROUPS
 from minikafka.protocol.apis.delete_records import DELETE_RECORDS
 from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
 from minikafka.protocol.apis.describe_acls import DESCRIBE_ACLS
@@ -49,6 +50,7 @@ from minikafka.protocol.apis.list_groups import LIST_GROUPS
 from minikafka.protocol.apis.list_offsets import LIST_OFFSETS
 from minikafka.protocol.apis.metadata import METADATA
 from minikafka.protocol.apis.offset_commit import OFFSET_COMMIT
+from minikafka.protocol.apis.offset_delete import OFFSET_DELETE
 from minikafka.protocol.apis.offset_fetch import OFFSET_FETCH
 from minikafka.protocol.apis.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from minikafka.protocol.apis.produce import PRODUCE
@@ -94,6 +96,8 @@ APIS: dict[int, Api] = {
         DESCRIBE_ACLS,
         CREATE_ACLS,
         DELETE_ACLS,
+        DELETE_GROUPS,
+        OFFSET_DELETE,
     )
 }
 

@@ -373,3 +373,14 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(minikafka_broke
         "host": "*", "operation": 3, "permission_type": 3}]})
     assert [r.error_code for r in created.results] == [ErrorCode.SECURITY_DISABLED]
     assert not (plain.log_dir / "acls.json").exists()
+
+
+def test_delete_on_the_group_is_needed_to_delete_it_or_its_offsets(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    deleted = _as(broker, "alice", ApiKey.DELETE_GROUPS, 1, {"groups_names": ["alices"]}).results
+    assert [(r.group_id, r.error_code) for r in deleted] == [("alices", ErrorCode.GROUP_AUTHORIZATION_FAILED)]
+    offsets = _as(broker, "alice", ApiKey.OFFSET_DELETE, 0, {"group_id": "alices", "topics": [
+        {"name": "open", "partitions": [{"partition_index": 0}]}]})
+    assert offsets.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED

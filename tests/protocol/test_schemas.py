@@ -243,7 +243,7 @@ _OLD_MODULES = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch", ApiKey.SASL_HANDSHAKE: "sasl_handshake",
     ApiKey.SASL_AUTHENTICATE: "sasl_authenticate", ApiKey.DESCRIBE_CONFIGS: "admin",
     ApiKey.ALTER_CONFIGS: "admin", ApiKey.DELETE_RECORDS: "admin", ApiKey.DESCRIBE_ACLS: "admin",
-    ApiKey.CREATE_ACLS: "admin", ApiKey.DELETE_ACLS: "admin",
+    ApiKey.CREATE_ACLS: "admin", ApiKey.DELETE_ACLS: "admin", ApiKey.DELETE_GROUPS: "admin",
 }
 
 
@@ -329,6 +329,7 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "SASL_AUTHENTICATE": (0, 0), "DESCRIBE_CONFIGS": (0, 3), "ALTER_CONFIGS": (0, 1),
         "INCREMENTAL_ALTER_CONFIGS": (0, 0), "CREATE_PARTITIONS": (0, 1),
         "DELETE_RECORDS": (0, 1), "DESCRIBE_ACLS": (0, 1), "CREATE_ACLS": (0, 1), "DELETE_ACLS": (0, 1),
+        "DELETE_GROUPS": (0, 1), "OFFSET_DELETE": (0, 0),
     }
 
 

@@ -146,3 +146,20 @@ def test_deleted_records_move_the_leaders_log_start(cluster):
         {"partition_index": 0, "timestamp": -2, "max_num_offsets": 1}]}]}
     (answer,) = kafka_request(leader.bootstrap, ApiKey.LIST_OFFSETS, 1, body).topics[0].partitions
     assert (answer.error_code, answer.offset) == (ErrorCode.NONE, 3)
+
+
+def test_a_deleted_group_is_gone_from_its_coordinator(cluster):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    cluster.create_topic("consumed", 1, 3)
+    partition = KpTopicPartition("consumed", 0)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="leaving", enable_auto_commit=False)
+    consumer.commit({partition: OffsetAndMetadata(2, "", -1)})
+    consumer.close()
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    confluent.delete_consumer_groups(["leaving"])["leaving"].result(timeout=30)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="leaving", enable_auto_commit=False)
+    assert consumer.committed(partition) is None
+    consumer.close()
