@@ -4,7 +4,8 @@ A message is a tuple of :func:`Field` declarations. Each field names its wire ty
 versions it exists in, the versions in which it may be null, its default, and (for flexible
 versions only) a tag that moves it into the tagged-field section. A field whose type is an
 :func:`Array` of fields is an array of nested structs; an :func:`Array` of one primitive type
-is an array of scalars.
+is an array of scalars; a :func:`Nested` of fields is one nested struct (Kafka's struct-typed
+fields, e.g. DescribeTopicPartitions' cursor).
 
 :class:`Api` ties the request and response declarations of one API key together with its
 served version range and its flexible versions, and compiles one :class:`StructCodec` per
@@ -89,11 +90,18 @@ class ArrayType(NamedTuple):
         return isinstance(self.element, tuple)
 
 
+class NestedType(NamedTuple):
+    """One nested struct (not an array of them). Where nullable, an int8 comes first: -1 for
+    null, 1 for a struct (Kafka's MessageDataGenerator, KIP-893)."""
+
+    fields: tuple["FieldDecl", ...]
+
+
 class FieldDecl(NamedTuple):
     """One field of a message declaration (built with :func:`Field`)."""
 
     name: str
-    type: PrimitiveType | ArrayType
+    type: PrimitiveType | ArrayType | NestedType
     versions: Versions
     nullable: Versions
     default: Any
@@ -106,12 +114,14 @@ class FieldDecl(NamedTuple):
             return self.default
         if isinstance(self.type, ArrayType):
             return []
+        if isinstance(self.type, NestedType):
+            return None  # written as a struct of defaults where it is not nullable
         return self.type.default
 
 
 def Field(
     name: str,
-    type: PrimitiveType | ArrayType,
+    type: PrimitiveType | ArrayType | NestedType,
     versions: str = "0+",
     *,
     nullable: str | None = None,
@@ -144,6 +154,13 @@ def Array(*element: PrimitiveType | FieldDecl) -> ArrayType:
     if not element or not all(isinstance(f, FieldDecl) for f in element):
         raise TypeError("Array() takes one primitive type or one or more Field declarations")
     return ArrayType(tuple(element))  # type: ignore[arg-type]
+
+
+def Nested(*fields: FieldDecl) -> NestedType:
+    """``Nested(Field(...), ...)``: a field holding one struct of these fields."""
+    if not fields or not all(isinstance(f, FieldDecl) for f in fields):
+        raise TypeError("Nested() takes one or more Field declarations")
+    return NestedType(tuple(fields))
 
 
 class Struct:
@@ -301,6 +318,15 @@ class StructCodec:
                 return element.array_writer(nullable, checked=kind == "checked")
 
             return make
+        if isinstance(ftype, NestedType):
+            inner = StructCodec(ftype.fields, version, self.flexible, f"{self.path}.{decl.name}")
+
+            def make_nested(kind: str) -> Any:
+                if kind == "read":
+                    return inner.nested_reader(nullable)
+                return inner.nested_writer(nullable, checked=kind == "checked")
+
+            return make_nested
         if isinstance(ftype, ArrayType):
             reader = primitive_array_reader(ftype.element, self.flexible, nullable)  # type: ignore[arg-type]
             writer = primitive_array_writer(ftype.element, self.flexible, nullable)  # type: ignore[arg-type]
@@ -407,6 +433,17 @@ class StructCodec:
     def array_reader(self, nullable: bool) -> Reader:
         return array_reader(self.read, self.flexible, nullable, f"{self.path} array")
 
+    def nested_reader(self, nullable: bool) -> Reader:
+        if not nullable:
+            return self.read
+
+        def read(buf: memoryview, pos: int) -> tuple[Struct | None, int]:
+            if buf[pos] & 0x80:  # any negative marker is null, as Kafka reads it
+                return None, pos + 1
+            return self.read(buf, pos + 1)
+
+        return read
+
     # -- writing -------------------------------------------------------------------------------
 
     def write_checked(self, w: Writer, value: Any) -> None:
@@ -451,6 +488,18 @@ class StructCodec:
 
         def write(w: Writer, items: Any) -> None:
             write_numbered(w, None if items is None else list(enumerate(items)))
+
+        return write
+
+    def nested_writer(self, nullable: bool, checked: bool) -> Callable[[Writer, Any], None]:
+        write_struct = self.write_checked if checked else self.write
+
+        def write(w: Writer, value: Any) -> None:
+            if nullable:
+                w.buf.append(0xFF if value is None else 1)
+                if value is None:
+                    return
+            write_struct(w, {} if value is None else value)
 
         return write
 

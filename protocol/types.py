@@ -10,6 +10,7 @@ compact string     unsigned varint N+1, then N bytes of UTF-8; 0 means null
 bytes              int32 length N, then N bytes; N = -1 means null
 compact bytes      unsigned varint N+1, then N bytes; 0 means null
 records            like bytes: a message set, carried opaquely
+uuid               16 bytes (a topic id, KIP-516); all zero means "no id"
 array              int32 count N (-1 = null), then N elements
 compact array      unsigned varint N+1 (0 = null), then N elements
 unsigned varint    7 bits per byte, least significant group first, high bit = "more follows"
@@ -28,6 +29,7 @@ into ``ProtocolError`` as well.
 
 from __future__ import annotations
 
+import base64
 import struct
 from typing import Any, Callable
 
@@ -321,6 +323,44 @@ class BytesType(PrimitiveType):
         return write
 
 
+class UuidType(PrimitiveType):
+    """16 bytes, held as Kafka's text form of a ``Uuid`` (base64url without padding, as topic
+    ids appear in ``partition.metadata`` and in Kafka's tools); never null: the all-zero id
+    (:data:`ZERO_UUID`) stands for "none"."""
+
+    name = "uuid"
+
+    def __init__(self) -> None:
+        self.default = ZERO_UUID
+
+    def reader(self, flexible: bool, nullable: bool) -> Reader:
+        encode = base64.urlsafe_b64encode
+
+        def read(buf: memoryview, pos: int) -> tuple[str, int]:
+            end = pos + 16
+            if end > len(buf):
+                raise ProtocolError("uuid runs past the end of the frame")
+            return encode(buf[pos:end]).decode("ascii")[:22], end
+
+        return read
+
+    def writer(self, flexible: bool, nullable: bool) -> WriterFn:
+        def write(w: Writer, value: str) -> None:
+            w.buf += uuid_bytes(value)
+
+        return write
+
+
+def uuid_bytes(text: str) -> bytes:
+    """The 16 bytes of a Uuid in Kafka's text form; ValueError for anything else."""
+    raw = base64.urlsafe_b64decode(text + "==") if len(text) == 22 else b""
+    if len(raw) != 16:
+        raise ValueError(f"{text!r} is not a uuid (16 bytes, base64url without padding)")
+    return raw
+
+
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+
 INT8 = FixedType("int8", "b", 0, -(2**7), 2**7 - 1)
 INT16 = FixedType("int16", "h", 0, -(2**15), 2**15 - 1)
 INT32 = FixedType("int32", "i", 0, -(2**31), 2**31 - 1)
@@ -329,6 +369,7 @@ BOOLEAN = FixedType("bool", "?", False, 0, 1)
 STRING = StringType()
 BYTES = BytesType("bytes", pass_through=False)
 RECORDS = BytesType("records", pass_through=True)
+UUID = UuidType()
 
 
 def primitive_array_reader(element: PrimitiveType, flexible: bool, nullable: bool) -> Reader:

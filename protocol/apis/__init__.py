@@ -13,7 +13,8 @@ JSON schema names in snake_case; ``versions`` and ``nullable`` use Kafka's notat
 "1-3", "2"); ``default`` is what a field holds when it is absent (from an older version, from a
 response dict that leaves it out); ``tag`` makes it a tagged field in flexible versions, written
 only when it differs from its default. ``Array(INT32)`` is an array of scalars,
-``Array(Field(...), ...)`` an array of structs. Add the new module's ``Api`` to ``APIS`` below;
+``Array(Field(...), ...)`` an array of structs, ``Nested(Field(...), ...)`` one struct; ``UUID``
+fields hold Kafka's text form of an id (``types.ZERO_UUID`` for none). Add the new module's ``Api`` to ``APIS`` below;
 the ApiVersions table is derived from ``APIS``, so registering a version is advertising it
 wherever the broker has a handler for the key (``api_versions_response(served=...)``).
 

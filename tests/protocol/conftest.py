@@ -7,10 +7,13 @@ modules cannot import a sibling helper module.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import kafka.codec
 import pytest
+
+from minikafka.protocol.types import uuid_bytes
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
@@ -59,6 +62,10 @@ def _kafka_python_kwargs(struct_field, value: dict) -> dict[str, Any]:
         field = struct_field.fields[name]
         if field.is_struct_array() and item is not None:
             item = [field.data_class(**_kafka_python_kwargs(field, element)) for element in item]
+        elif field.is_struct() and item is not None:
+            item = field.data_class(**_kafka_python_kwargs(field, item))
+        elif field.type_str == "uuid":  # ours are Kafka's text form, theirs uuid.UUID
+            item = uuid.UUID(bytes=uuid_bytes(item))
         kwargs[name] = item
     return kwargs
 
