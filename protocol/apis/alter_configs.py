@@ -1,5 +1,5 @@
-"""AlterConfigs (key 33), v0-v1 (v1 changes nothing on the wire): replace a resource's whole
-set of dynamic configs."""
+"""AlterConfigs (key 33), v0-v2 (v1 changes nothing on the wire, v2 is flexible): replace a
+resource's whole set of dynamic configs."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
@@ -19,7 +19,8 @@ ALTER_CONFIGS_RESPONSE = (
 ALTER_CONFIGS = Api(
     ApiKey.ALTER_CONFIGS,
     "AlterConfigs",
-    versions=(0, 1),
+    versions=(0, 2),
+    flexible="2+",
     request=(
         Field("resources", Array(
             Field("resource_type", INT8),

@@ -1,4 +1,5 @@
-"""CreateAcls (key 30), v0-v1. v1 adds the resource pattern type (KIP-290; v0 means LITERAL)."""
+"""CreateAcls (key 30), v0-v3. v1 adds the resource pattern type (KIP-290; v0 means LITERAL),
+v2 is flexible, v3 allows the USER resource type (refused here, broker.security.acl_admin)."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
@@ -7,7 +8,8 @@ from minikafka.protocol.types import INT8, INT16, INT32, STRING
 CREATE_ACLS = Api(
     ApiKey.CREATE_ACLS,
     "CreateAcls",
-    versions=(0, 1),
+    versions=(0, 3),
+    flexible="2+",
     request=(
         Field("creations", Array(
             Field("resource_type", INT8),

@@ -1,5 +1,5 @@
-"""CreatePartitions (key 37), v0-v1 (v1 changes nothing on the wire): add partitions to
-topics, optionally placed on given brokers."""
+"""CreatePartitions (key 37), v0-v3 (v1 and v3 change nothing on the wire, v2 is flexible):
+add partitions to topics, optionally placed on given brokers."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
@@ -8,7 +8,8 @@ from minikafka.protocol.types import BOOLEAN, INT16, INT32, STRING
 CREATE_PARTITIONS = Api(
     ApiKey.CREATE_PARTITIONS,
     "CreatePartitions",
-    versions=(0, 1),
+    versions=(0, 3),
+    flexible="2+",
     request=(
         Field("topics", Array(
             Field("name", STRING),

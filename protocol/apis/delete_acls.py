@@ -1,4 +1,5 @@
-"""DeleteAcls (key 31), v0-v1. v1 adds the resource pattern type (KIP-290; v0 means LITERAL)."""
+"""DeleteAcls (key 31), v0-v3. v1 adds the resource pattern type (KIP-290; v0 means LITERAL),
+v2 is flexible, v3 allows the USER resource type (refused here, broker.security.acl_admin)."""
 
 from minikafka.protocol.apis.describe_acls import ACL_FILTER
 from minikafka.protocol.apis.keys import ApiKey
@@ -8,7 +9,8 @@ from minikafka.protocol.types import INT8, INT16, INT32, STRING
 DELETE_ACLS = Api(
     ApiKey.DELETE_ACLS,
     "DeleteAcls",
-    versions=(0, 1),
+    versions=(0, 3),
+    flexible="2+",
     request=(
         Field("filters", Array(*ACL_FILTER)),
     ),

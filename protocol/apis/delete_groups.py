@@ -1,4 +1,4 @@
-"""DeleteGroups (key 42), v0-v1 (v1 changes nothing on the wire): remove empty consumer groups
+"""DeleteGroups (key 42), v0-v2 (v1 changes nothing on the wire, v2 is flexible): remove empty consumer groups
 and their committed offsets."""
 
 from minikafka.protocol.apis.keys import ApiKey
@@ -8,7 +8,8 @@ from minikafka.protocol.types import INT16, INT32, STRING
 DELETE_GROUPS = Api(
     ApiKey.DELETE_GROUPS,
     "DeleteGroups",
-    versions=(0, 1),
+    versions=(0, 2),
+    flexible="2+",
     request=(
         Field("groups_names", Array(STRING)),
     ),

@@ -1,4 +1,4 @@
-"""DeleteRecords (key 21), v0-v1 (v1 changes nothing on the wire): move partitions' log start
+"""DeleteRecords (key 21), v0-v2 (v1 changes nothing on the wire, v2 is flexible): move partitions' log start
 offsets up, making the records below them unreadable."""
 
 from minikafka.protocol.apis.keys import ApiKey
@@ -8,7 +8,8 @@ from minikafka.protocol.types import INT16, INT32, INT64, STRING
 DELETE_RECORDS = Api(
     ApiKey.DELETE_RECORDS,
     "DeleteRecords",
-    versions=(0, 1),
+    versions=(0, 2),
+    flexible="2+",
     request=(
         Field("topics", Array(
             Field("name", STRING),

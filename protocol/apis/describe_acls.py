@@ -1,4 +1,8 @@
-"""DescribeAcls (key 29), v0-v1. v1 adds the resource pattern type (KIP-290; v0 means LITERAL)."""
+"""DescribeAcls (key 29), v0-v1. v1 adds the resource pattern type (KIP-290; v0 means LITERAL).
+
+v2 (flexible) and v3 are not served: kafka-python 3 takes a broker serving DescribeAcls v2 for
+Kafka 2.5 (v3: 3.3) and then turns idempotence on in its producers, which this broker cannot
+serve (no InitProducerId); the table must keep it seeing a 0.10.2 broker."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field

@@ -1,6 +1,6 @@
 """DescribeConfigs (key 32), v0-v3. v1 adds ``include_synonyms``, each config's source and its
 synonyms (and drops ``is_default``, which v0 derives from the source); v3 adds
-``include_documentation`` and each config's type and documentation."""
+``include_documentation`` and each config's type and documentation; v4 is flexible (KIP-482)."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
@@ -9,7 +9,8 @@ from minikafka.protocol.types import BOOLEAN, INT8, INT16, INT32, STRING
 DESCRIBE_CONFIGS = Api(
     ApiKey.DESCRIBE_CONFIGS,
     "DescribeConfigs",
-    versions=(0, 3),
+    versions=(0, 4),
+    flexible="4+",
     request=(
         Field("resources", Array(
             Field("resource_type", INT8),

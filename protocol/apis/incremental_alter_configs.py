@@ -1,4 +1,4 @@
-"""IncrementalAlterConfigs (key 44), v0 (KIP-339): set, delete, append to or subtract from
+"""IncrementalAlterConfigs (key 44), v0-v1 (KIP-339; v1 is flexible): set, delete, append to or subtract from
 single configs of a resource, leaving the others as they are."""
 
 from minikafka.protocol.apis.alter_configs import ALTER_CONFIGS_RESPONSE
@@ -9,7 +9,8 @@ from minikafka.protocol.types import BOOLEAN, INT8, STRING
 INCREMENTAL_ALTER_CONFIGS = Api(
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
     "IncrementalAlterConfigs",
-    versions=(0, 0),
+    versions=(0, 1),
+    flexible="1+",
     request=(
         Field("resources", Array(
             Field("resource_type", INT8),
