@@ -39,6 +39,7 @@ from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
 from minikafka.protocol.apis.describe_acls import DESCRIBE_ACLS
 from minikafka.protocol.apis.describe_configs import DESCRIBE_CONFIGS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
+from minikafka.protocol.apis.describe_log_dirs import DESCRIBE_LOG_DIRS
 from minikafka.protocol.apis.fetch import FETCH
 from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
 from minikafka.protocol.apis.heartbeat import HEARTBEAT
@@ -99,6 +100,7 @@ APIS: dict[int, Api] = {
         DELETE_ACLS,
         DELETE_GROUPS,
         OFFSET_DELETE,
+        DESCRIBE_LOG_DIRS,
     )
 }
 

@@ -384,3 +384,13 @@ def test_delete_on_the_group_is_needed_to_delete_it_or_its_offsets(broker):
     offsets = _as(broker, "alice", ApiKey.OFFSET_DELETE, 0, {"group_id": "alices", "topics": [
         {"name": "open", "partitions": [{"partition_index": 0}]}]})
     assert offsets.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def test_describe_on_the_cluster_is_needed_to_describe_log_dirs(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    refused = _as(broker, "alice", ApiKey.DESCRIBE_LOG_DIRS, 3, {"topics": None})
+    assert (refused.error_code, refused.results) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    allowed = _as(broker, "admin", ApiKey.DESCRIBE_LOG_DIRS, 3, {"topics": None})
+    assert allowed.error_code == ErrorCode.NONE and len(allowed.results) == 1
