@@ -97,6 +97,8 @@ class ErrorCode(enum.IntEnum):
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
     GROUP_SUBSCRIBED_TO_TOPIC = 86
 
     # Kafka 0.10.2's names for codes since renamed (what its clients and docs say); aliases,

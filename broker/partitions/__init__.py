@@ -282,6 +282,16 @@ class Partitions(ABC):
         coordinator ``handleDeletedPartitions``). Raises TopicError
         (UNKNOWN_TOPIC_OR_PARTITION / INVALID_TOPIC_EXCEPTION, ...)."""
 
+    @abstractmethod
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool,
+                            timeout_ms: int) -> dict[tuple[str, int], ErrorCode]:
+        """ElectLeaders: the preferred replica (``unclean``: any live replica of a partition
+        without a leader) made leader of each partition (None: of all), with each one's
+        result: NONE, ELECTION_NOT_NEEDED, UNKNOWN_TOPIC_OR_PARTITION,
+        PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE. For all partitions,
+        only those an election was needed for are answered, as Kafka does. TopicError for the
+        whole request (NOT_CONTROLLER, REQUEST_TIMED_OUT)."""
+
     # ------------------------------------------------------------------ metadata
 
     @abstractmethod

@@ -185,6 +185,16 @@ class LocalPartitions(Partitions):
         coordinator = await self.broker.groups()
         coordinator.remove_deleted_partitions({(topic, partition) for partition in range(count)})
 
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool,
+                            timeout_ms: int) -> dict[tuple[str, int], ErrorCode]:
+        """The one replica of every partition is its preferred replica and leads already:
+        what Kafka answers for a partition of replication factor 1."""
+        if partitions is None:
+            return {}
+        topics = self.topics()
+        return {(topic, partition): ErrorCode.ELECTION_NOT_NEEDED if 0 <= partition < topics.get(topic, 0)
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for topic, partition in partitions}
+
     # ------------------------------------------------------------------ metadata
 
     async def cluster_view(self) -> None:

@@ -393,6 +393,21 @@ class ReplicatedPartitions(Partitions):
             raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"Topic '{topic}' is marked for deletion.")
         logger.info("deleted topic %r", topic)
 
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool,
+                            timeout_ms: int) -> dict[tuple[str, int], ErrorCode]:
+        """Run by the controller (NOT_CONTROLLER at the others), as Kafka 2.8's; answered
+        once its elections are written and sent, not once every broker has them."""
+        self._require_controller()
+        asked = partitions if partitions is not None else list(self.cluster.controller.assignment_keys())
+        try:
+            results = await self.cluster.controller_request("elect_leaders", timeout_ms / 1000,
+                                                            partitions=asked, unclean=unclean)
+        except ControllerError as exc:
+            raise TopicError(exc.code, str(exc)) from None
+        if partitions is None:
+            return {key: code for key, code in results.items() if code != ErrorCode.ELECTION_NOT_NEEDED}
+        return results
+
     # ------------------------------------------------------------------ metadata
 
     async def cluster_view(self) -> None:

@@ -40,6 +40,7 @@ from minikafka.protocol.apis.describe_acls import DESCRIBE_ACLS
 from minikafka.protocol.apis.describe_configs import DESCRIBE_CONFIGS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
 from minikafka.protocol.apis.describe_log_dirs import DESCRIBE_LOG_DIRS
+from minikafka.protocol.apis.elect_leaders import ELECT_LEADERS
 from minikafka.protocol.apis.fetch import FETCH
 from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
 from minikafka.protocol.apis.heartbeat import HEARTBEAT
@@ -101,6 +102,7 @@ APIS: dict[int, Api] = {
         DELETE_GROUPS,
         OFFSET_DELETE,
         DESCRIBE_LOG_DIRS,
+        ELECT_LEADERS,
     )
 }
 

@@ -394,3 +394,17 @@ def test_describe_on_the_cluster_is_needed_to_describe_log_dirs(broker):
     assert (refused.error_code, refused.results) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
     allowed = _as(broker, "admin", ApiKey.DESCRIBE_LOG_DIRS, 3, {"topics": None})
     assert allowed.error_code == ErrorCode.NONE and len(allowed.results) == 1
+
+
+def test_alter_on_the_cluster_is_needed_to_elect_leaders(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    body = {"election_type": 0, "timeout_ms": 1000, "topic_partitions": [{"topic": "open", "partitions": [0]}]}
+    refused = _as(broker, "alice", ApiKey.ELECT_LEADERS, 1, body)
+    assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert [p.error_code for p in refused.replica_election_results[0].partition_result] == [
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    allowed = _as(broker, "admin", ApiKey.ELECT_LEADERS, 1, body)
+    assert [p.error_code for p in allowed.replica_election_results[0].partition_result] == [
+        ErrorCode.ELECTION_NOT_NEEDED]

@@ -90,3 +90,18 @@ def test_added_partitions_survive_a_restart(minikafka_broker_factory, new_topic)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     assert len(admin.describe_topics([topic])[0]["partitions"]) == 3
     admin.close()
+
+
+def test_a_single_brokers_leaders_need_no_election(broker, admin, new_topic):
+    from confluent_kafka import ElectionType
+    from confluent_kafka import TopicPartition as ConfluentTopicPartition
+
+    topic = new_topic("elected")
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    client = AdminClient({"bootstrap.servers": broker.bootstrap})
+    (answer,) = client.elect_leaders(ElectionType.PREFERRED, [ConfluentTopicPartition(topic, 0)]).result(
+        timeout=15).values()
+    assert answer.name() == "ELECTION_NOT_NEEDED"
+    answer = admin.elect_leaders(1, {topic: [0, 3]}, raise_errors=False)
+    assert [(r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+            for r in answer.replica_election_results] == [(topic, [(0, 84), (3, 3)])]

@@ -163,3 +163,32 @@ def test_a_deleted_group_is_gone_from_its_coordinator(cluster):
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="leaving", enable_auto_commit=False)
     assert consumer.committed(partition) is None
     consumer.close()
+
+
+def test_preferred_leader_election_moves_leadership_back(cluster):
+    from confluent_kafka import ElectionType
+
+    cluster.create_topic("elected", 1, 3)
+    metadata = cluster.metadata(["elected"])
+    preferred = _replicas(metadata, "elected", 0)[0]
+    other = next(b for b in _replicas(metadata, "elected", 0) if b != preferred)
+    cluster.move_leader("elected", 0, other)
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    (answer,) = confluent.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elected", 0)]).result(timeout=30).values()
+    assert answer is None
+    cluster.wait_until(lambda m: _leader(m, "elected", 0) == preferred, "the preferred replica leading again")
+    # Again: nothing to do (kafka-python takes ELECTION_NOT_NEEDED as no error).
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    answer = admin.elect_leaders(0, {"elected": [0]})
+    admin.close()
+    assert [(r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+            for r in answer.replica_election_results] == [("elected", [(0, ErrorCode.ELECTION_NOT_NEEDED)])]
+
+
+def _leader(metadata, topic: str, partition: int) -> int | None:
+    for found in metadata.topics:
+        if found.name == topic:
+            for entry in found.partitions:
+                if entry.partition_index == partition:
+                    return entry.leader_id
+    return None
