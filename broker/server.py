@@ -358,6 +358,25 @@ class Broker:
             return None if text is None else ScramCredential.parse(text)
         return await trio.to_thread.run_sync(CredentialStore(self.config.log_dirs[0]).get, user, mechanism)
 
+    async def scram_users(self) -> dict[str, dict[str, str]]:
+        """Every SCRAM user's credentials (mechanism -> stored text), where
+        :meth:`scram_credential` reads them."""
+        if self.cluster is not None:
+            return await self.cluster.zk.users()
+        from minikafka.broker.security.scram import CredentialStore
+
+        return await trio.to_thread.run_sync(CredentialStore(self.config.log_dirs[0]).entries)
+
+    async def set_scram_user(self, user: str, entry: dict[str, str]) -> None:
+        """``user`` now has exactly the credentials of ``entry`` (none: it goes), where
+        :meth:`scram_credential` reads them at the next authentication."""
+        if self.cluster is not None:
+            await self.cluster.zk.set_user_config(user, entry)
+            return
+        from minikafka.broker.security.scram import CredentialStore
+
+        await trio.to_thread.run_sync(CredentialStore(self.config.log_dirs[0]).set, user, entry)
+
     async def change_acls(self, change) -> None:
         """Change the ACLs the authorizer enforces (CreateAcls, DeleteAcls): ``change(current
         ACLs by resource)`` returns the resources whose ACLs change, each with all of its new

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Container
 
 from minikafka.protocol.apis.alter_configs import ALTER_CONFIGS
+from minikafka.protocol.apis.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
 from minikafka.protocol.apis.api_versions import API_VERSIONS
 from minikafka.protocol.apis.controlled_shutdown import CONTROLLED_SHUTDOWN
 from minikafka.protocol.apis.create_acls import CREATE_ACLS
@@ -40,6 +41,7 @@ from minikafka.protocol.apis.describe_acls import DESCRIBE_ACLS
 from minikafka.protocol.apis.describe_configs import DESCRIBE_CONFIGS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
 from minikafka.protocol.apis.describe_log_dirs import DESCRIBE_LOG_DIRS
+from minikafka.protocol.apis.describe_user_scram_credentials import DESCRIBE_USER_SCRAM_CREDENTIALS
 from minikafka.protocol.apis.elect_leaders import ELECT_LEADERS
 from minikafka.protocol.apis.fetch import FETCH
 from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
@@ -103,6 +105,8 @@ APIS: dict[int, Api] = {
         OFFSET_DELETE,
         DESCRIBE_LOG_DIRS,
         ELECT_LEADERS,
+        DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ALTER_USER_SCRAM_CREDENTIALS,
     )
 }
 

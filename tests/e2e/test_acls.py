@@ -408,3 +408,15 @@ def test_alter_on_the_cluster_is_needed_to_elect_leaders(broker):
     allowed = _as(broker, "admin", ApiKey.ELECT_LEADERS, 1, body)
     assert [p.error_code for p in allowed.replica_election_results[0].partition_result] == [
         ErrorCode.ELECTION_NOT_NEEDED]
+
+
+def test_the_cluster_is_needed_to_describe_or_alter_scram_users(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    described = _as(broker, "alice", ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
+    assert described.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    altered = _as(broker, "alice", ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [
+        {"name": "mallory", "mechanism": 1, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 32}]})
+    assert [(r.user, r.error_code) for r in altered.results] == [("mallory", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
+    assert not (broker.log_dir / "scram-credentials.json").exists()
