@@ -198,6 +198,7 @@ class Broker:
             self.authorizer = Authorizer(acls,
                                          super_users=parse_super_users(config.get("super.users")),
                                          allow_if_no_acls=config.get("allow.everyone.if.no.acl.found"))
+        self._acl_writes = trio.Lock()
         self.append_waiters = AppendWaiters()
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
         # Tests only (minikafka.test.control.port): injected errors and delays, and where the
@@ -299,6 +300,8 @@ class Broker:
                 if self.cluster is not None and self.authorizer is not None:
                     await self.partitions.follow_acls()  # before the first client is authorized
                 if self.cluster is not None:
+                    await self.partitions.follow_topic_configs()
+                if self.cluster is not None:
                     await nursery.start(self.cluster.run, self.endpoints,
                                         {listener.name: listener.security_protocol for listener in self.config.listeners})
                 logger.info("serving on %s (advertised %s), log dirs %s", host_port(self.host, self.port),
@@ -357,6 +360,47 @@ class Broker:
                 raise CredentialError(f"cannot read the credentials of {user!r} from ZooKeeper: {exc}") from None
             return None if text is None else ScramCredential.parse(text)
         return await trio.to_thread.run_sync(CredentialStore(self.config.log_dirs[0]).get, user, mechanism)
+
+    async def scram_users(self) -> dict[str, dict[str, str]]:
+        """Every SCRAM user's credentials (mechanism -> stored text), where
+        :meth:`scram_credential` reads them."""
+        if self.cluster is not None:
+            return await self.cluster.zk.users()
+        from minikafka.broker.security.scram import CredentialStore
+
+        return await trio.to_thread.run_sync(CredentialStore(self.config.log_dirs[0]).entries)
+
+    async def set_scram_user(self, user: str, entry: dict[str, str]) -> None:
+        """``user`` now has exactly the credentials of ``entry`` (none: it goes), where
+        :meth:`scram_credential` reads them at the next authentication."""
+        if self.cluster is not None:
+            await self.cluster.zk.set_user_config(user, entry)
+            return
+        from minikafka.broker.security.scram import CredentialStore
+
+        await trio.to_thread.run_sync(CredentialStore(self.config.log_dirs[0]).set, user, entry)
+
+    async def change_acls(self, change) -> None:
+        """Change the ACLs the authorizer enforces (CreateAcls, DeleteAcls): ``change(current
+        ACLs by resource)`` returns the resources whose ACLs change, each with all of its new
+        ACLs (none: its entry goes). One change at a time on this broker, so none is lost to
+        another's read and write. They go where the authorizer reads them: a cluster's
+        ``/kafka-acl`` nodes, each with Kafka's change notification for the other brokers, and
+        this broker's copy at once (as SimpleAclAuthorizer updates its cache); else the log
+        dir's ACL file."""
+        from minikafka.broker.security.acl import entry_json
+
+        store = self.authorizer.store
+        async with self._acl_writes:
+            changes = change(store.load())
+            if self.cluster is None:
+                await trio.to_thread.run_sync(store.set_resources, changes)
+                return
+            for key, acls in changes.items():
+                resource_type, _, name = key.partition(":")
+                entry = entry_json(acls) if acls else None
+                await self.cluster.zk.set_acls(resource_type, name, entry)
+                store.update(key, entry)
 
     def authorize(self, request, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> bool:
         """Whether ``request``'s principal may do ``operation`` ("Read", "Write", ...) on the

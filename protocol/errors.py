@@ -97,6 +97,12 @@ class ErrorCode(enum.IntEnum):
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
+    RESOURCE_NOT_FOUND = 91
+    DUPLICATE_RESOURCE = 92
+    UNACCEPTABLE_CREDENTIAL = 93
 
     # Kafka 0.10.2's names for codes since renamed (what its clients and docs say); aliases,
     # so iterating the enum and ``ErrorCode(n).name`` still give the current names.

@@ -126,6 +126,10 @@ class Controller:
             return await self._on_preferred_leader(args["topic"], args["partition"], args.get("to"))
         if kind == "preferred_elections":
             return await self._on_preferred_elections()
+        if kind == "elect_leaders":
+            return {key: await self._on_elect_leader(*key, args["unclean"]) for key in args["partitions"]}
+        if kind == "partitions_added":
+            return await self._on_partitions_added(args["topic"])
         raise ValueError(f"unknown controller event {kind!r}")
 
     # ------------------------------------------------------------------ take over
@@ -332,6 +336,21 @@ class Controller:
             self.assignments[topic] = assignment
             self.topic_configs[topic] = await self.zk.topic_config(topic)
             new_keys += [(topic, p) for p in sorted(assignment)]
+        await self._start_partitions(new_keys)
+
+    async def _on_partitions_added(self, topic: str) -> None:
+        """CreatePartitions wrote a larger assignment of ``topic`` (Kafka's
+        PartitionModificationsListener, onNewPartitionCreation): its new partitions start."""
+        assignment = await self.zk.topic_assignment(topic)
+        known = self.assignments.get(topic)
+        if not assignment or known is None:
+            return
+        new_keys = [(topic, p) for p in sorted(assignment) if p not in known]
+        self.assignments[topic] = assignment
+        await self._start_partitions(new_keys)
+
+    async def _start_partitions(self, new_keys: list[tuple[str, int]]) -> None:
+        """First leaders for new partitions, and every broker told."""
         if not new_keys:
             return
         changed = await self._bring_online(new_keys)
@@ -466,6 +485,35 @@ class Controller:
             return (ErrorCode.NONE if self.states[key].leader_isr.leader == assigned[0]
                     else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
         self._send_leader_and_isr([key], self._live_ids())
+        self._send_update_metadata(set(self.live), keys=[key])
+        return ErrorCode.NONE
+
+    async def _on_elect_leader(self, topic: str, partition: int, unclean: bool) -> ErrorCode:
+        """ElectLeaders for one partition (Kafka 2.8's PreferredReplicaPartitionLeaderElection
+        and, with ``unclean``, its offline-partition election with unclean election allowed):
+        ELECTION_NOT_NEEDED where the leader already is what the election would give."""
+        key = (topic, partition)
+        state = self.states.get(key)
+        if state is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assigned = self.assignments[topic][partition]
+        if not unclean:
+            if state.leader_isr.leader == assigned[0]:
+                return ErrorCode.ELECTION_NOT_NEEDED
+            return await self._on_preferred_leader(topic, partition, None)
+        live = self._live_ids()
+        if state.leader_isr.leader in live:
+            return ErrorCode.ELECTION_NOT_NEEDED
+
+        def elect(current: LeaderIsr):
+            if current.leader in live:
+                return None
+            return offline_leader(assigned, current.isr, live, unclean=True)
+
+        if not await self._update_state(key, elect):
+            return (ErrorCode.NONE if self.states[key].leader_isr.leader in live
+                    else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+        self._send_leader_and_isr([key], live)
         self._send_update_metadata(set(self.live), keys=[key])
         return ErrorCode.NONE
 

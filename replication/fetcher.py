@@ -317,6 +317,11 @@ class ReplicaFetcher:
                 self.remove(replica.topic, replica.partition)
                 return
         self.replicas.follower_appended(replica, entry.high_watermark)
+        # The leader's log start offset (Fetch v5+; absent from older answers): records it
+        # deleted (DeleteRecords, retention) go here too, as Kafka's follower does.
+        leader_start = getattr(entry, "log_start_offset", -1)
+        if leader_start > replica.log.log_start_offset:
+            replica.log.increment_log_start_offset(min(leader_start, replica.log.log_end_offset))
 
     async def _handle_out_of_range(self, replica: "Replica") -> None:
         """Our log end is outside the leader's log: below its start (retention ran there), so

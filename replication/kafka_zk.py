@@ -13,6 +13,7 @@ nodes, so a minikafka cluster looks to them like a Kafka cluster. The layout fol
 /brokers/topics/<t>/partitions/<p>/state                    {"controller_epoch":E,"leader":L,"version":1,"leader_epoch":LE,"isr":[..]}
 /config/topics/<t>                                          {"version":1,"config":{"k":"v"}}
 /config/users/<u>                                           {"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,server_key=...,iterations=N"}}
+/config/changes/config_change_<seq>                         {"version":1,"entity_type":"topics","entity_name":"<t>"}
 /kafka-acl/<Topic|Group|Cluster>/<name>                     {"version":1,"acls":[{"principal":"User:a","permissionType":"Allow","operation":"Read","host":"*"}]}
 /kafka-acl-changes/acl_changes_<seq>                        "<Type>:<name>" (a change notification)
 /admin/delete_topics/<t>                                    empty
@@ -66,6 +67,8 @@ CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 TOPIC_CONFIG_PATH = "/config/topics"
 USER_CONFIG_PATH = "/config/users"
+CONFIG_CHANGES_PATH = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 ACL_PATH = "/kafka-acl"
 ACL_CHANGES_PATH = "/kafka-acl-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
@@ -322,6 +325,25 @@ def decode_topic_config(topic: str, raw: bytes) -> dict[str, str]:
     return decode_config(topic_config_path(topic), raw)
 
 
+def encode_config_change(entity_type: str, entity_name: str) -> bytes:
+    """A ``/config/changes`` notification as Kafka 0.10.2's AdminUtils writes it."""
+    return _encode({"version": 1, "entity_type": entity_type, "entity_name": entity_name})
+
+
+def decode_config_change(raw: bytes) -> tuple[str, str]:
+    """``(entity type, entity name)`` of a ``/config/changes`` notification: Kafka 0.10.2's
+    version 1, or version 2 (``{"version":2,"entity_path":"topics/t"}``) of Kafka >= 0.11."""
+    what = CONFIG_CHANGES_PATH
+    node = _object(raw, what)
+    if node.get("version") == 2:
+        entity_type, _, entity_name = str(_field(node, "entity_path", what)).partition("/")
+    else:
+        entity_type, entity_name = _field(node, "entity_type", what), _field(node, "entity_name", what)
+    if not isinstance(entity_type, str) or not isinstance(entity_name, str) or not entity_name:
+        raise MalformedZnode(f"{what}: {node!r} names no entity")
+    return entity_type, entity_name
+
+
 def decode_config(what: str, raw: bytes) -> dict[str, str]:
     """Any entity's config node (topics, users): ``{"version":1,"config":{...}}``."""
     config = _field(_object(raw, what), "config", what)
@@ -548,6 +570,12 @@ class KafkaZk:
         except NodeExists:
             raise NodeExists(f"topic {topic!r} already exists") from None
 
+    async def set_topic_assignment(self, topic: str, assignment: dict[int, list[int]]) -> None:
+        """Replace an existing topic's replica assignment (AdminUtils.addPartitions writes the
+        larger one); ValueError for an assignment Kafka would refuse, NoNode if no such topic."""
+        _check_assignment(topic, assignment)
+        await self.zk.set(topic_path(topic), encode_topic_assignment(assignment))
+
     async def topics(self) -> list[str]:
         return await self.zk.children(BROKER_TOPICS_PATH)
 
@@ -559,6 +587,17 @@ class KafkaZk:
         """The topic's config overrides; {} when it has none (or no config node)."""
         found = await self.zk.get(topic_config_path(topic))
         return {} if found is None else decode_topic_config(topic, found[0])
+
+    async def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        """Replace the topic's overrides and notify every broker (AdminUtils.changeTopicConfig:
+        the config node first, then the sequential ``/config/changes`` notification)."""
+        path = topic_config_path(topic)
+        try:
+            await self.zk.set(path, encode_topic_config(config))
+        except NoNode:
+            await self.zk.create(path, encode_topic_config(config))
+        await self.zk.create(f"{CONFIG_CHANGES_PATH}/{CONFIG_CHANGE_PREFIX}", encode_config_change("topics", topic),
+                             sequence=True)
 
     # -- users (SCRAM credentials, as kafka-configs --entity-type users writes them) ------------
 

@@ -72,6 +72,15 @@ class LogConfig(NamedTuple):
             magic=self.record_magic,
         )
 
+    def kafka_values(self) -> dict[str, str]:
+        """The settings enforced here as Kafka's topic configs show them (DescribeConfigs):
+        name -> value as text, "no limit" as Kafka's Long.MAX_VALUE."""
+        values = {}
+        for name, (field, _) in _TOPIC_CONFIGS.items():
+            value = getattr(self, field)
+            values[name] = str(_MAX_LONG if value is None else value)
+        return values
+
     @property
     def record_magic(self) -> int:
         """The magic appends are written in: 2 from ``message.format.version`` 0.11.0 on,
@@ -221,3 +230,6 @@ _ACCEPTED_ONLY: dict[str, Callable] = {
     "follower.replication.throttled.replicas": _text,
     "message.downconversion.enable": _boolean,
 }
+
+# Every topic config name a topic may set (enforced or accepted only).
+TOPIC_CONFIG_NAMES = frozenset(_TOPIC_CONFIGS) | frozenset(_ACCEPTED_ONLY)

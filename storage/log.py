@@ -311,6 +311,16 @@ class Log:
                 raise RecordError(ErrorCode.CORRUPT_MESSAGE, "Compacted topic cannot accept message without key "
                                   f"in topic partition {self.topic}-{self.partition}.")
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Run with ``config`` from now on (a topic's configs altered while it is served):
+        the next append validates, rolls and flushes by it, the next retention pass deletes by
+        it. Index files already made keep their size; segments made from now on take the new one."""
+        with self._lock:
+            self.config = config
+            self._validation_config = config.validation_config()
+            for segment in self._segments:
+                segment.config = config
+
     def _check_set_size(self, validated: ValidatedSet) -> None:
         if len(validated.buffer) > self.config.segment_bytes:
             raise RecordError(
@@ -632,6 +642,23 @@ class Log:
             now = self._clock.time_ms()
             self._purge_deleted(now)
             return self._delete_oldest(lambda segment: segment.next_offset <= offset, None, now)
+
+    def increment_log_start_offset(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (DeleteRecords; a follower taking its
+        leader's): reads, time lookups and the earliest offset start there at once, and the
+        segments wholly below it are deleted now. A lower ``offset`` changes nothing. Returns
+        the log start offset. ValueError above the log end."""
+        with self._open():
+            if offset > self.log_end_offset:
+                raise ValueError(f"log start offset {offset} is above the log end {self.log_end_offset}")
+            if offset > self.log_start_offset:
+                now = self._clock.time_ms()
+                self.log_start_offset = offset
+                self.high_watermark = max(self.high_watermark, offset)
+                self.leader_epoch_cache.truncate_from_start(offset)
+                self._purge_deleted(now)
+                self._delete_oldest(lambda segment: segment.next_offset <= offset, None, now)
+            return self.log_start_offset
 
     def _delete_oldest(self, due: Callable[[LogSegment], bool],
                        may_delete: Callable[[SegmentInfo], bool] | None, now: int) -> int:

@@ -412,6 +412,23 @@ class LogManager:
                 raise UnknownTopic(topic)
             return dict(self._overrides[topic])
 
+    def set_topic_overrides(self, topic: str, overrides: dict[str, str]) -> None:
+        """Replace the topic's overrides (AlterConfigs): every local partition of it runs with
+        them at once and keeps them across restarts. ValueError names a bad config (nothing
+        changes then); UnknownTopic if no partition of the topic is here."""
+        overrides = {str(k): str(v) for k, v in overrides.items()}
+        config = LogConfig.from_topic_configs(self.default_config, overrides)
+        data = _format_overrides(overrides)
+        with self._lock:
+            logs = [log for (name, _), log in self._logs.items() if name == topic]
+            if not logs:
+                raise UnknownTopic(topic)
+            for log in logs:
+                write_atomically(log.dir / TOPIC_CONFIG_FILE, data)
+            for log in logs:
+                log.reconfigure(config)
+            self._overrides[topic] = overrides
+
     def check_partition_room(self, partitions: int) -> None:
         """Raise TooManyPartitions unless ``partitions`` more can be opened now.
 
@@ -601,6 +618,14 @@ class LogManager:
             self._overrides[topic] = overrides
             return log
 
+    def add_partitions(self, topic: str, count: int) -> list[Log]:
+        """Grow ``topic`` to ``count`` partitions (CreatePartitions): the new ones empty, with
+        the topic's id and overrides. UnknownTopic if it has no partition here. Each new
+        partition is made whole or not at all; a crash midway leaves the topic with fewer."""
+        overrides = self.topic_overrides(topic)
+        have = self.topics().get(topic, 0)
+        return [self.create_log(topic, partition, overrides) for partition in range(have, count)]
+
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove one partition's replica from disk; False when this broker has none."""
         with self._lock:
@@ -691,7 +716,7 @@ class LogManager:
         for log in self.logs():
             deleted += log.delete_expired_segments(self.may_delete_segment)
         if deleted:
-            self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+            self.checkpoint_log_start_offsets()
         return deleted
 
     def flush_due(self) -> None:
@@ -714,6 +739,11 @@ class LogManager:
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
         with self._lock:
             self._unwritten_deletions -= deleted
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write ``log-start-offset-checkpoint`` alone (after DeleteRecords moved a log start
+        into a segment, which only the checkpoint remembers across a restart)."""
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` alone (a cluster does it more often than the

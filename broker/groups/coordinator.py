@@ -299,3 +299,10 @@ class GroupCoordinator:
 
     def remove_deleted_partitions(self, partitions: set[tuple[str, int]]) -> int:
         return self.offsets.remove_deleted_partitions(partitions)
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        return self.offsets.delete_group(group_id)
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
+                       ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        return self.offsets.delete_offsets(group_id, partitions)

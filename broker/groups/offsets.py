@@ -12,6 +12,7 @@ alone and snapshots hold.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -220,6 +221,72 @@ class CommittedOffsets:
             logger.info("removed %d committed offset(s) of deleted partitions", removed)
         return removed
 
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups for one group (Kafka 2.8's handleDeleteGroups): an empty group goes,
+        with its offsets (tombstones in the log, the group's last; commits still waiting for
+        the high watermark get theirs too, else they would bring it back at the next load).
+        GROUP_ID_NOT_FOUND for a group this coordinator does not have, NON_EMPTY_GROUP while it
+        has members, or the coordinator's error (NOT_COORDINATOR, INVALID_GROUP_ID, ...)."""
+        error = self.ownership.check(group_id)
+        if error:
+            return error
+        group = self.ownership.group(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if not group.is_(GroupState.EMPTY):
+            return ErrorCode.NON_EMPTY_GROUP
+        partitions = set(group.offsets) | set(group.pending_commits)
+        events = [(offset_key(group_id, topic, partition), None) for topic, partition in sorted(partitions)]
+        error, _ = self.store.append(group_id, events + [(group_key(group_id), None)])
+        if error:
+            return error
+        group.offsets.clear()
+        group.pending_commits.clear()
+        group.transition_to(GroupState.DEAD)
+        del self.ownership.groups_by_partition[self.ownership.partition_for(group_id)][group_id]
+        logger.info("group %s: deleted", group_id)
+        return ErrorCode.NONE
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
+                       ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        """OffsetDelete (Kafka 2.8's handleDeleteOffsets): the group's offsets of
+        ``partitions`` go (tombstones), but not those of topics its members consume
+        (GROUP_SUBSCRIBED_TO_TOPIC); an empty group left without offsets goes too. The
+        group-level error: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP for a group with members that
+        is not a consumer group, or the coordinator's."""
+        error = self.ownership.check(group_id)
+        if error:
+            return error, {}
+        group = self.ownership.group(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        results: dict[tuple[str, int], ErrorCode] = {}
+        if group.is_(GroupState.EMPTY):
+            eligible = list(partitions)
+        elif group.protocol_type == "consumer":
+            subscribed = _subscribed_topics(group)
+            eligible = [tp for tp in partitions if subscribed is not None and tp[0] not in subscribed]
+            results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp not in eligible}
+        else:
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        gone = [tp for tp in eligible if tp in group.offsets or tp in group.pending_commits]
+        events = [(offset_key(group_id, topic, partition), None) for topic, partition in gone]
+        dead = group.is_(GroupState.EMPTY) and set(gone) >= set(group.offsets) | set(group.pending_commits)
+        if dead:
+            events.append((group_key(group_id), None))
+        if events:
+            error, _ = self.store.append(group_id, events)
+            if error:
+                return error, {}
+        for tp in gone:
+            group.offsets.pop(tp, None)
+            group.pending_commits.pop(tp, None)
+        if dead:
+            group.transition_to(GroupState.DEAD)
+            del self.ownership.groups_by_partition[self.ownership.partition_for(group_id)][group_id]
+        results.update({tp: ErrorCode.NONE for tp in eligible})
+        return ErrorCode.NONE, results
+
     def _remove_offsets(self, select: Callable[[GroupMetadata], list[tuple[str, int]]]) -> int:
         """Remove the offsets ``select`` picks in each group, and groups left empty without
         offsets (none pending either); tombstones go to the log, not waited for (Kafka's
@@ -247,3 +314,24 @@ class CommittedOffsets:
                     del groups[group.group_id]
                     logger.info("group %s: removed (empty, no offsets left)", group.group_id)
         return removed
+
+
+def _subscribed_topics(group: GroupMetadata) -> set[str] | None:
+    """The topics a consumer group's members subscribe to, from their ConsumerProtocol
+    subscriptions (int16 version, then an array of int16-length topic names); None when one
+    cannot be read, which counts as subscribed to everything (Kafka's isSubscribedToTopic)."""
+    if group.protocol is None:
+        return None
+    topics: set[str] = set()
+    for member in group.members.values():
+        data = member.metadata(group.protocol)
+        try:
+            (count,) = struct.unpack_from(">i", data, 2)
+            position = 6
+            for _ in range(count):
+                (length,) = struct.unpack_from(">h", data, position)
+                topics.add(data[position + 2:position + 2 + length].decode("utf-8"))
+                position += 2 + length
+        except (KeyError, struct.error, UnicodeDecodeError):
+            return None
+    return topics

@@ -78,6 +78,27 @@ class Partitions(ABC):
         more replicas than hold the set yet, what to wait on before answering (else None).
         Raises RecordError (the set is refused and nothing is written) or TopicError."""
 
+    async def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords on the partition's leader (Kafka 2.8's Partition.deleteRecordsOnLeader):
+        the log start offset moves up to ``offset`` (-1: the high watermark) and is
+        checkpointed at once. Returns the log start offset. TopicError: the leader_log errors,
+        OFFSET_OUT_OF_RANGE below 0 or above the high watermark, POLICY_VIOLATION for a topic
+        that only compacts."""
+        log = self.leader_log(topic, partition)
+        if not log.config.deletes_old_segments:
+            raise TopicError(ErrorCode.POLICY_VIOLATION, f"Records of partition {topic}-{partition} can not be "
+                                                         "deleted due to the configured policy")
+        high_watermark = self.high_watermark(log)
+        target = high_watermark if offset == -1 else offset
+        if not 0 <= target <= high_watermark:
+            raise TopicError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"Cannot increment the log start offset to {target} of partition {topic}-{partition} "
+                             f"since it is larger than the high watermark {high_watermark}" if target >= 0 else
+                             f"The offset {target} for partition {topic}-{partition} is not valid")
+        start = await trio.to_thread.run_sync(log.increment_log_start_offset, target)
+        await trio.to_thread.run_sync(self.log_manager.checkpoint_log_start_offsets)
+        return start
+
     # ------------------------------------------------------------------ topics
 
     @abstractmethod
@@ -191,11 +212,85 @@ class Partitions(ABC):
                       validate_only: bool, timeout_ms: int) -> None:
         """Create the checked topic (``assignments``, if any, replace the count and factor)."""
 
+    async def create_partitions(self, topic: str, count: int, assignments: list[list[int]] | None, *,
+                                validate_only: bool = False, timeout_ms: int = 60000) -> None:
+        """Grow ``topic`` to ``count`` partitions as CreatePartitions asks (Kafka 2.8's
+        AdminZkClient.addPartitions rules); ``assignments`` places each new partition's
+        replicas (else they are placed as Kafka would). ``validate_only`` checks everything and
+        adds nothing. Raises TopicError: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (no
+        more than now), INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST (an internal topic), or
+        what adding them here refuses (:meth:`_add_partitions`)."""
+        current = await self._replica_assignment(topic)
+        if current is None:
+            self.check_topic_name(topic)
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+        if self.broker.is_internal(topic):
+            # Unlike Kafka, which lets it happen: the group coordinator maps groups to the
+            # partitions of __consumer_offsets by their count, which must never change.
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic '{topic}' is internal to the broker.")
+        old = len(current)
+        if count < old:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {old} partitions, which is higher than the requested {count}.")
+        if count == old:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {old} partitions.")
+        if assignments is None:
+            added = self._place_new_partitions(current, count - old)
+        else:
+            if len(assignments) != count - old:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Increasing the number of partitions by {count - old} but "
+                                 f"{len(assignments)} assignments provided.")
+            added = {old + i: list(replicas) for i, replicas in enumerate(assignments)}
+            self._check_assignments(added)
+            factor = len(current[0])
+            odd = {p: len(r) for p, r in added.items() if len(r) != factor}
+            if odd:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Inconsistent replication factor between partitions, partition 0 has "
+                                 f"{factor} while partitions {list(odd)} have replication factors "
+                                 f"{list(odd.values())}, respectively.")
+        await self._add_partitions(topic, current, added, validate_only=validate_only, timeout_ms=timeout_ms)
+
+    @abstractmethod
+    async def _replica_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        """Each partition's replicas (preferred leader first); None if there is no such topic."""
+
+    @abstractmethod
+    def _place_new_partitions(self, current: dict[int, list[int]], added: int) -> dict[int, list[int]]:
+        """Replicas for ``added`` partitions after ``current``'s, placed as Kafka would."""
+
+    @abstractmethod
+    async def _add_partitions(self, topic: str, current: dict[int, list[int]], added: dict[int, list[int]], *,
+                              validate_only: bool, timeout_ms: int) -> None:
+        """Add the checked partitions ``added`` to ``topic``."""
+
+    @abstractmethod
+    async def topic_overrides(self, topic: str) -> dict[str, str]:
+        """The topic's config overrides; TopicError(UNKNOWN_TOPIC_OR_PARTITION) if there is no
+        such topic."""
+
+    @abstractmethod
+    async def alter_topic_configs(self, topic: str, overrides: dict[str, str]) -> None:
+        """Replace the topic's overrides with ``overrides`` (checked by the caller): every
+        replica of the topic runs with them from now on, and keeps them across restarts.
+        TopicError(UNKNOWN_TOPIC_OR_PARTITION) if there is no such topic."""
+
     @abstractmethod
     async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
         """Delete a topic and its data, and its groups' committed offsets (as Kafka 0.10.2's
         coordinator ``handleDeletedPartitions``). Raises TopicError
         (UNKNOWN_TOPIC_OR_PARTITION / INVALID_TOPIC_EXCEPTION, ...)."""
+
+    @abstractmethod
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool,
+                            timeout_ms: int) -> dict[tuple[str, int], ErrorCode]:
+        """ElectLeaders: the preferred replica (``unclean``: any live replica of a partition
+        without a leader) made leader of each partition (None: of all), with each one's
+        result: NONE, ELECTION_NOT_NEEDED, UNKNOWN_TOPIC_OR_PARTITION,
+        PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE. For all partitions,
+        only those an election was needed for are answered, as Kafka does. TopicError for the
+        whole request (NOT_CONTROLLER, REQUEST_TIMED_OUT)."""
 
     # ------------------------------------------------------------------ metadata
 

@@ -14,7 +14,7 @@ from minikafka.broker.partitions import AcksWait, Partitions, TopicError
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.storage.config import AppendResult
 from minikafka.storage.log import Log
-from minikafka.storage.types import TooManyPartitions, TopicAlreadyExists
+from minikafka.storage.types import TooManyPartitions, TopicAlreadyExists, UnknownTopic
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +120,46 @@ class LocalPartitions(Partitions):
         logger.info("created topic %r with %d partition(s)%s", topic, num_partitions,
                     f", configs {overrides}" if overrides else "")
 
+    async def _replica_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        count = self.partition_count(topic)
+        return None if count is None else {p: [self.broker.node_id] for p in range(count)}
+
+    def _place_new_partitions(self, current: dict[int, list[int]], added: int) -> dict[int, list[int]]:
+        return {p: [self.broker.node_id] for p in range(len(current), len(current) + added)}
+
+    async def _add_partitions(self, topic: str, current: dict[int, list[int]], added: dict[int, list[int]], *,
+                              validate_only: bool, timeout_ms: int) -> None:
+        """More partitions than the process can keep open are INVALID_PARTITIONS, as at
+        creation; ``timeout_ms`` never runs out."""
+        async with self.topic_admin:
+            if self.partition_count(topic) != len(current):  # deleted or grown meanwhile
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic '{topic}' changed meanwhile; try again.")
+            try:
+                self.log_manager.check_partition_room(len(added))
+                if validate_only:
+                    return
+                await trio.to_thread.run_sync(self.log_manager.add_partitions, topic, len(current) + len(added))
+            except TooManyPartitions as exc:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
+            except OSError as exc:
+                raise _creation_failed(topic, exc) from None
+        logger.info("topic %r now has %d partition(s)", topic, len(current) + len(added))
+
+    async def topic_overrides(self, topic: str) -> dict[str, str]:
+        try:
+            return self.log_manager.topic_overrides(topic)
+        except UnknownTopic:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist") from None
+
+    async def alter_topic_configs(self, topic: str, overrides: dict[str, str]) -> None:
+        """Written to each partition's ``topic-config.properties`` and applied at once."""
+        async with self.topic_admin:
+            try:
+                await trio.to_thread.run_sync(self.log_manager.set_topic_overrides, topic, overrides)
+            except UnknownTopic:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist") from None
+        logger.info("topic %r now has configs %s", topic, overrides)
+
     async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
         """Synchronous: ``timeout_ms`` never runs out."""
         async with self.topic_admin:
@@ -144,6 +184,16 @@ class LocalPartitions(Partitions):
         # Offsets stored by an earlier run are loaded with the coordinator: start it.
         coordinator = await self.broker.groups()
         coordinator.remove_deleted_partitions({(topic, partition) for partition in range(count)})
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool,
+                            timeout_ms: int) -> dict[tuple[str, int], ErrorCode]:
+        """The one replica of every partition is its preferred replica and leads already:
+        what Kafka answers for a partition of replication factor 1."""
+        if partitions is None:
+            return {}
+        topics = self.topics()
+        return {(topic, partition): ErrorCode.ELECTION_NOT_NEEDED if 0 <= partition < topics.get(topic, 0)
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for topic, partition in partitions}
 
     # ------------------------------------------------------------------ metadata
 

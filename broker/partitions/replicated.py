@@ -25,7 +25,9 @@ from minikafka.replication.assignment import InvalidReplicationFactor, assign_re
 from minikafka.replication.cluster import ClusterMember, ClusterSettings
 from minikafka.replication.controller import ControllerError
 from minikafka.replication.fetcher import FetcherSettings
-from minikafka.replication.kafka_zk import ACL_CHANGE_PREFIX, ACL_CHANGES_PATH
+from minikafka.replication.kafka_zk import (ACL_CHANGE_PREFIX, ACL_CHANGES_PATH, CONFIG_CHANGE_PREFIX,
+                                           CONFIG_CHANGES_PATH, MalformedZnode, decode_config_change,
+                                           delete_topic_path)
 from minikafka.replication.metadata_cache import BrokerEndpoint, PartitionInfo
 from minikafka.replication.notifications import NotificationListener
 from minikafka.replication.replica_manager import LEADER, NotLeader, PartitionStateUpdate, Replica
@@ -112,6 +114,43 @@ class ReplicatedPartitions(Partitions):
 
         listener = NotificationListener(cluster.zk_client, ACL_CHANGES_PATH, ACL_CHANGE_PREFIX, changed)
         await cluster.watch_children(ACL_CHANGES_PATH, listener.on_children)
+
+    async def follow_topic_configs(self) -> None:
+        """Topic overrides as ZooKeeper holds them: those of every local topic now (altered
+        while this broker was away), then each topic a ``/config/changes`` notification names
+        (Kafka's DynamicConfigManager), re-read and applied to the local replicas."""
+        cluster = self.cluster
+
+        async def apply(topic: str) -> None:
+            try:
+                overrides = await cluster.zk.topic_config(topic)
+            except ZooKeeperError as exc:
+                logger.warning("configs of topic %r not read: %s", topic, exc)
+                return
+            if cluster.controller is not None:  # its elections read unclean.leader.election.enable
+                cluster.controller.topic_configs[topic] = overrides
+            if not self.log_manager.has_topic(topic) or self.log_manager.topic_overrides(topic) == overrides:
+                return
+            try:
+                await trio.to_thread.run_sync(self.log_manager.set_topic_overrides, topic, overrides)
+            except ValueError as exc:
+                logger.warning("configs of topic %r not applied: %s", topic, exc)
+            else:
+                logger.info("topic %r now has configs %s", topic, overrides)
+
+        async def changed(data: bytes) -> None:
+            try:
+                entity_type, name = decode_config_change(data)
+            except MalformedZnode as exc:
+                logger.warning("ignoring a config change notification: %s", exc)
+                return
+            if entity_type == "topics":
+                await apply(name)
+
+        for topic in sorted(self.log_manager.topics()):
+            await apply(topic)
+        listener = NotificationListener(cluster.zk_client, CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX, changed)
+        await cluster.watch_children(CONFIG_CHANGES_PATH, listener.on_children)
 
     def export_view(self):
         """What the export hand-off of a cluster broker needs (``export.cluster_handoff``): it
@@ -269,6 +308,72 @@ class ReplicatedPartitions(Partitions):
         partitions = self.cluster.metadata.partitions(topic)
         return partitions is not None and len(partitions) == count and all(p.leader >= 0 for p in partitions.values())
 
+    async def create_partitions(self, topic: str, count: int, assignments: list[list[int]] | None, *,
+                                validate_only: bool = False, timeout_ms: int = 60000) -> None:
+        """NOT_CONTROLLER at any broker but the controller (as Kafka 2.8's KafkaApis);
+        REQUEST_TIMED_OUT when the new partitions have no leader after ``timeout_ms`` (they
+        are added all the same)."""
+        self._require_controller()
+        await super().create_partitions(topic, count, assignments, validate_only=validate_only, timeout_ms=timeout_ms)
+
+    async def _replica_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        zk = self.cluster.zk
+        if await zk.zk.exists(delete_topic_path(topic)) is not None:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
+        return await zk.topic_assignment(topic) or None
+
+    def _place_new_partitions(self, current: dict[int, list[int]], added: int) -> dict[int, list[int]]:
+        """AdminUtils.addPartitions: as many replicas as partition 0 has, placed from where
+        partition 0's preferred leader stands among the live brokers."""
+        live = sorted(self.cluster.controller.live)
+        first = current[0][0]
+        start = next((i for i, broker_id in enumerate(live) if broker_id >= first), 0)
+        try:
+            return assign_replicas(added, len(current[0]), live, fixed_start_index=start,
+                                   start_partition_id=len(current))
+        except InvalidReplicationFactor as exc:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from None
+
+    async def _add_partitions(self, topic: str, current: dict[int, list[int]], added: dict[int, list[int]], *,
+                              validate_only: bool, timeout_ms: int) -> None:
+        if validate_only:
+            return
+        try:
+            await self.cluster.zk.set_topic_assignment(topic, {**current, **added})
+            await self.cluster.controller_request("partitions_added", timeout_ms / 1000, topic=topic)
+        except ControllerError as exc:
+            raise TopicError(exc.code, str(exc)) from None
+        except ZooKeeperError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"Partitions of '{topic}' not added: {exc}") from None
+        count = len(current) + len(added)
+        logger.info("topic %r now has %d partition(s)", topic, count)
+        if not await _wait_for_metadata(timeout_ms, lambda: self._all_led(topic, count)):
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
+                             f"Partitions of '{topic}' were added but have no leader yet.")
+
+    async def topic_overrides(self, topic: str) -> dict[str, str]:
+        """From ZooKeeper, where every broker takes them from."""
+        zk = self.cluster.zk
+        try:
+            if not await zk.topic_assignment(topic):
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+            return await zk.topic_config(topic)
+        except ZooKeeperError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"configs of topic {topic!r} not read: {exc}") from None
+
+    async def alter_topic_configs(self, topic: str, overrides: dict[str, str]) -> None:
+        """Written to ``/config/topics/<topic>`` with a change notification, as Kafka 0.10.2's
+        AdminUtils: every broker applies them to its replicas when it sees the notification
+        (follow_topic_configs), this one included, so the answer may come a moment before."""
+        zk = self.cluster.zk
+        try:
+            if not await zk.topic_assignment(topic):
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+            await zk.set_topic_config(topic, overrides)
+        except ZooKeeperError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"configs of topic {topic!r} not written: {exc}") from None
+        logger.info("topic %r now has configs %s", topic, overrides)
+
     async def delete_topic(self, topic: str, timeout_ms: int = 60000) -> None:
         """Through the controller (NOT_CONTROLLER elsewhere); the answer waits until every
         replica is gone, or REQUEST_TIMED_OUT (the deletion goes on). Each group coordinator
@@ -287,6 +392,21 @@ class ReplicatedPartitions(Partitions):
         if not await _wait_for_metadata(timeout_ms, lambda: not cluster.metadata.has_topic(topic)):
             raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"Topic '{topic}' is marked for deletion.")
         logger.info("deleted topic %r", topic)
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool,
+                            timeout_ms: int) -> dict[tuple[str, int], ErrorCode]:
+        """Run by the controller (NOT_CONTROLLER at the others), as Kafka 2.8's; answered
+        once its elections are written and sent, not once every broker has them."""
+        self._require_controller()
+        asked = partitions if partitions is not None else list(self.cluster.controller.assignment_keys())
+        try:
+            results = await self.cluster.controller_request("elect_leaders", timeout_ms / 1000,
+                                                            partitions=asked, unclean=unclean)
+        except ControllerError as exc:
+            raise TopicError(exc.code, str(exc)) from None
+        if partitions is None:
+            return {key: code for key, code in results.items() if code != ErrorCode.ELECTION_NOT_NEEDED}
+        return results
 
     # ------------------------------------------------------------------ metadata
 

@@ -10,7 +10,8 @@ name ``*`` is every resource of the type). The decision, in Kafka's order:
    ``allow.everyone.if.no.acl.found``, else closed;
 3. a matching DENY wins;
 4. a matching ALLOW of the operation grants it; READ, WRITE, DELETE and ALTER each imply
-   DESCRIBE, and ALL matches every operation.
+   DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS (Kafka >= 0.11's operations, for the
+   config APIs), and ALL matches every operation.
 
 Storage is Kafka's ZooKeeper layout turned into one JSON file, ``<first log dir>/acls.json``:
 ``{"Topic:orders": {"version": 1, "acls": [{"principal": "User:alice", "permissionType":
@@ -31,10 +32,13 @@ from pathlib import Path
 from minikafka.broker.security import CLUSTER_NAME
 
 RESOURCE_TYPES = ("Topic", "Group", "Cluster")
-OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "All")
+OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "DescribeConfigs",
+              "AlterConfigs", "All")
 PERMISSIONS = ("Allow", "Deny")
 ACLS_FILE = "acls.json"
 _IMPLIES_DESCRIBE = ("Describe", "Read", "Write", "Delete", "Alter")
+# Kafka >= 0.11: ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+_IMPLIES_DESCRIBE_CONFIGS = ("DescribeConfigs", "AlterConfigs")
 
 
 class AclError(ValueError):
@@ -159,6 +163,12 @@ class AclStore:
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
 
+    def set_resources(self, changes: dict[str, list[Acl]]) -> None:
+        """Each resource of ``changes`` now has exactly those ACLs (none: its entry goes)."""
+        acls = dict(self.load())
+        acls.update(changes)
+        self._write(acls)
+
     def add(self, key: str, new: list[Acl]) -> None:
         acls = dict(self.load())
         acls[key] = with_acls(acls.get(key, []), new)
@@ -193,7 +203,8 @@ class Authorizer:
             return self.allow_if_no_acls
         if any(acl.permission == "Deny" and acl.matches(principal, host, (operation,)) for acl in found):
             return False
-        allowed_by = _IMPLIES_DESCRIBE if operation == "Describe" else (operation,)
+        allowed_by = {"Describe": _IMPLIES_DESCRIBE,
+                      "DescribeConfigs": _IMPLIES_DESCRIBE_CONFIGS}.get(operation, (operation,))
         return any(acl.permission == "Allow" and acl.matches(principal, host, allowed_by) for acl in found)
 
 

@@ -68,8 +68,14 @@ class ScramCredential:
 def derive_keys(mechanism: str, password: str, salt: bytes, iterations: int) -> tuple[bytes, bytes, bytes]:
     """RFC 5802's (ClientKey, StoredKey, ServerKey) of ``password``: the server keeps the last
     two, a client (a broker authenticating to another) needs the first to prove itself."""
+    salted = hashlib.pbkdf2_hmac(_hash(mechanism), password.encode("utf-8"), salt, iterations)
+    return keys_of_salted_password(mechanism, salted)
+
+
+def keys_of_salted_password(mechanism: str, salted: bytes) -> tuple[bytes, bytes, bytes]:
+    """(ClientKey, StoredKey, ServerKey) of a salted password (what AlterUserScramCredentials
+    carries: the client salts and hashes the password itself)."""
     name = _hash(mechanism)
-    salted = hashlib.pbkdf2_hmac(name, password.encode("utf-8"), salt, iterations)
     client_key = hmac.digest(salted, b"Client Key", name)
     return client_key, hashlib.new(name, client_key).digest(), hmac.digest(salted, b"Server Key", name)
 
@@ -144,6 +150,19 @@ class CredentialStore:
             del data[user]
         self._save(data)
         return True
+
+    def entries(self) -> dict[str, dict[str, str]]:
+        """Every user's credentials, mechanism -> stored text."""
+        return self._load()
+
+    def set(self, user: str, entry: dict[str, str]) -> None:
+        """``user`` now has exactly the credentials of ``entry`` (none: the user goes)."""
+        data = self._load()
+        if entry:
+            data[user] = entry
+        else:
+            data.pop(user, None)
+        self._save(data)
 
     def users(self) -> dict[str, list[str]]:
         return {user: sorted(entry) for user, entry in sorted(self._load().items())}

@@ -26,14 +26,27 @@ from __future__ import annotations
 
 from typing import Container
 
+from minikafka.protocol.apis.alter_configs import ALTER_CONFIGS
+from minikafka.protocol.apis.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
 from minikafka.protocol.apis.api_versions import API_VERSIONS
 from minikafka.protocol.apis.controlled_shutdown import CONTROLLED_SHUTDOWN
+from minikafka.protocol.apis.create_acls import CREATE_ACLS
+from minikafka.protocol.apis.create_partitions import CREATE_PARTITIONS
 from minikafka.protocol.apis.create_topics import CREATE_TOPICS
+from minikafka.protocol.apis.delete_acls import DELETE_ACLS
+from minikafka.protocol.apis.delete_groups import DELETE_GROUPS
+from minikafka.protocol.apis.delete_records import DELETE_RECORDS
 from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
+from minikafka.protocol.apis.describe_acls import DESCRIBE_ACLS
+from minikafka.protocol.apis.describe_configs import DESCRIBE_CONFIGS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
+from minikafka.protocol.apis.describe_log_dirs import DESCRIBE_LOG_DIRS
+from minikafka.protocol.apis.describe_user_scram_credentials import DESCRIBE_USER_SCRAM_CREDENTIALS
+from minikafka.protocol.apis.elect_leaders import ELECT_LEADERS
 from minikafka.protocol.apis.fetch import FETCH
 from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
 from minikafka.protocol.apis.heartbeat import HEARTBEAT
+from minikafka.protocol.apis.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from minikafka.protocol.apis.join_group import JOIN_GROUP
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.apis.leader_and_isr import LEADER_AND_ISR
@@ -42,6 +55,7 @@ from minikafka.protocol.apis.list_groups import LIST_GROUPS
 from minikafka.protocol.apis.list_offsets import LIST_OFFSETS
 from minikafka.protocol.apis.metadata import METADATA
 from minikafka.protocol.apis.offset_commit import OFFSET_COMMIT
+from minikafka.protocol.apis.offset_delete import OFFSET_DELETE
 from minikafka.protocol.apis.offset_fetch import OFFSET_FETCH
 from minikafka.protocol.apis.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from minikafka.protocol.apis.produce import PRODUCE
@@ -79,6 +93,20 @@ APIS: dict[int, Api] = {
         DELETE_TOPICS,
         OFFSET_FOR_LEADER_EPOCH,
         SASL_AUTHENTICATE,
+        DESCRIBE_CONFIGS,
+        ALTER_CONFIGS,
+        INCREMENTAL_ALTER_CONFIGS,
+        CREATE_PARTITIONS,
+        DELETE_RECORDS,
+        DESCRIBE_ACLS,
+        CREATE_ACLS,
+        DELETE_ACLS,
+        DELETE_GROUPS,
+        OFFSET_DELETE,
+        DESCRIBE_LOG_DIRS,
+        ELECT_LEADERS,
+        DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ALTER_USER_SCRAM_CREDENTIALS,
     )
 }
 

@@ -28,6 +28,16 @@ def broker(tmp_path_factory):
         yield running
 
 
+@pytest.fixture(scope="module")
+def admin(broker):
+    """A kafka-python KafkaAdminClient on the module's broker."""
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    yield client
+    client.close()
+
+
 @pytest.fixture
 def new_topic():
     """``new_topic(prefix)`` -> a topic name no other test uses."""

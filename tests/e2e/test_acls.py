@@ -234,3 +234,189 @@ def test_offset_fetch_leaves_out_topics_the_principal_may_not_describe(broker):
             {"alices": {TopicPartition("open", 0): OffsetAndMetadata(1, "", -1)}}
     finally:
         admin.close()
+
+
+def test_config_apis_need_describe_configs_and_alter_configs(broker):
+    """Kafka's resources and operations for the config APIs: DESCRIBE_CONFIGS / ALTER_CONFIGS
+    on the topic, on the cluster for the broker's own settings; ALTER_CONFIGS implies
+    DESCRIBE_CONFIGS. A refused resource changes nothing, its neighbours are served."""
+    import confluent_kafka.admin
+    from confluent_kafka import KafkaException
+
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    admin = KafkaAdminClient(**broker.client_config(user="admin"))
+    admin.create_topics([NewTopic("configurable", 1, 1)])
+    admin.close()
+    AclStore(broker.log_dir).add("Topic:configurable", [Acl.make("User:alice", "AlterConfigs")])
+    described = _as(broker, "alice", ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [
+        {"resource_type": 2, "resource_name": "configurable", "configuration_keys": ["retention.ms"]},
+        {"resource_type": 2, "resource_name": "open", "configuration_keys": None},
+        {"resource_type": 4, "resource_name": "0", "configuration_keys": None}]}).results
+    assert [(r.error_code, len(r.configs)) for r in described] == [
+        (ErrorCode.NONE, 1), (ErrorCode.TOPIC_AUTHORIZATION_FAILED, 0), (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, 0)]
+    altered = _as(broker, "alice", ApiKey.ALTER_CONFIGS, 0, {"validate_only": False, "resources": [
+        {"resource_type": 2, "resource_name": "configurable", "configs": [{"name": "retention.ms", "value": "60000"}]},
+        {"resource_type": 2, "resource_name": "open", "configs": [{"name": "retention.ms", "value": "60000"}]},
+        {"resource_type": 4, "resource_name": "0", "configs": []}]}).responses
+    assert [r.error_code for r in altered] == [
+        ErrorCode.NONE, ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    assert (broker.log_dir / "configurable-0" / "topic-config.properties").read_text() == "retention.ms=60000\n"
+    assert not (broker.log_dir / "open-0" / "topic-config.properties").exists()  # no overrides
+
+    client = confluent_kafka.admin.AdminClient(broker.client_config("confluent-kafka", user="bob"))
+    resource = confluent_kafka.admin.ConfigResource(confluent_kafka.admin.ConfigResource.Type.TOPIC, "configurable")
+    with pytest.raises(KafkaException) as caught:
+        client.describe_configs([resource])[resource].result(timeout=15)
+    assert caught.value.args[0].name() == "TOPIC_AUTHORIZATION_FAILED"
+
+
+def test_alter_on_the_topic_is_needed_to_add_partitions(broker):
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    client = AdminClient(broker.client_config("confluent-kafka", user="alice"))
+    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):
+        client.create_partitions([NewPartitions("open", 2)])["open"].result(timeout=15)
+    assert not (broker.log_dir / "open-1").exists()
+    AclStore(broker.log_dir).add("Topic:open", [Acl.make("User:alice", "Alter")])
+    client.create_partitions([NewPartitions("open", 2)])["open"].result(timeout=15)
+    assert (broker.log_dir / "open-1").exists()
+
+
+def test_delete_on_the_topic_is_needed_to_delete_records(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    body = {"timeout_ms": 1000, "topics": [{"name": "open", "partitions": [{"partition_index": 0, "offset": 0}]}]}
+    (answer,) = _as(broker, "alice", ApiKey.DELETE_RECORDS, 1, body).topics[0].partitions
+    assert (answer.error_code, answer.low_watermark) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
+    (answer,) = _as(broker, "admin", ApiKey.DELETE_RECORDS, 1, body).topics[0].partitions
+    assert (answer.error_code, answer.low_watermark) == (ErrorCode.NONE, 0)
+
+
+def test_acl_apis_manage_what_the_authorizer_enforces(broker):
+    """CreateAcls / DescribeAcls from kafka-python, DeleteAcls from confluent-kafka, as the
+    super user: the ACLs land in the same store the authorizer reads (a producer is let in,
+    then out again); what the store cannot hold is INVALID_REQUEST and is not written."""
+    import confluent_kafka.admin as confluent
+    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             ResourcePattern, ResourcePatternFilter, ResourceType)
+    from kafka.errors import NoError
+
+    def bob_may_write() -> bool:
+        producer = KafkaProducer(**broker.client_config(user="bob"), max_block_ms=5000, retries=0)
+        try:
+            producer.send("open", b"from bob").get(timeout=15)
+            return True
+        except TopicAuthorizationFailedError:
+            return False
+        finally:
+            producer.close()
+
+    assert not bob_may_write()
+    admin = KafkaAdminClient(**broker.client_config(user="admin"))
+    bobs = ACL("User:bob", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+               ResourcePattern(ResourceType.TOPIC, "open"))
+    created = admin.create_acls([bobs])
+    assert created["succeeded"] == [bobs] and not created["failed"]
+    assert Acl.make("User:bob", "Write") in AclStore(broker.log_dir).load()["Topic:open"]
+    assert bob_may_write()
+    found, error = admin.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                                 ResourcePatternFilter(ResourceType.TOPIC, "open",
+                                                                       ACLResourcePatternType.MATCH)))
+    assert error is NoError
+    assert {(a.principal, a.operation) for a in found} >= {("User:bob", ACLOperation.WRITE),
+                                                           ("User:alice", ACLOperation.READ)}
+    admin.close()
+
+    client = confluent.AdminClient(broker.client_config("confluent-kafka", user="admin"))
+    prefixed = confluent.AclBinding(confluent.ResourceType.TOPIC, "op", confluent.ResourcePatternType.PREFIXED,
+                                    "User:bob", "*", confluent.AclOperation.READ, confluent.AclPermissionType.ALLOW)
+    with pytest.raises(Exception, match="INVALID_REQUEST|not supported"):
+        client.create_acls([prefixed])[prefixed].result(timeout=15)
+    bobs_filter = confluent.AclBindingFilter(confluent.ResourceType.TOPIC, "open", confluent.ResourcePatternType.LITERAL,
+                                             "User:bob", None, confluent.AclOperation.ANY,
+                                             confluent.AclPermissionType.ANY)
+    deleted = client.delete_acls([bobs_filter])[bobs_filter].result(timeout=15)
+    assert [(b.principal, b.operation) for b in deleted] == [("User:bob", confluent.AclOperation.WRITE)]
+    assert not bob_may_write()
+    assert "User:bob" not in str(AclStore(broker.log_dir).load().get("Topic:open"))
+
+    # Without ALTER (DESCRIBE) on the cluster.
+    alices = confluent.AdminClient(broker.client_config("confluent-kafka", user="alice"))
+    with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED"):
+        alices.create_acls([prefixed])[prefixed].result(timeout=15)
+    # (librdkafka's describe_acls reports DescribeAcls' top-level error as an empty list.)
+    alices_admin = KafkaAdminClient(**broker.client_config(user="alice"))
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            alices_admin.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                                 ResourcePatternFilter(ResourceType.ANY, None,
+                                                                       ACLResourcePatternType.ANY)))
+    finally:
+        alices_admin.close()
+
+
+def test_acl_apis_without_an_authorizer_answer_security_disabled(minikafka_broker_factory):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+    from minikafka.testing import kafka_request
+
+    plain = minikafka_broker_factory()
+    described = kafka_request(plain.bootstrap, ApiKey.DESCRIBE_ACLS, 1, {
+        "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+        "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
+    assert described.error_code == ErrorCode.SECURITY_DISABLED
+    created = kafka_request(plain.bootstrap, ApiKey.CREATE_ACLS, 1, {"creations": [{
+        "resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:bob",
+        "host": "*", "operation": 3, "permission_type": 3}]})
+    assert [r.error_code for r in created.results] == [ErrorCode.SECURITY_DISABLED]
+    assert not (plain.log_dir / "acls.json").exists()
+
+
+def test_delete_on_the_group_is_needed_to_delete_it_or_its_offsets(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    deleted = _as(broker, "alice", ApiKey.DELETE_GROUPS, 1, {"groups_names": ["alices"]}).results
+    assert [(r.group_id, r.error_code) for r in deleted] == [("alices", ErrorCode.GROUP_AUTHORIZATION_FAILED)]
+    offsets = _as(broker, "alice", ApiKey.OFFSET_DELETE, 0, {"group_id": "alices", "topics": [
+        {"name": "open", "partitions": [{"partition_index": 0}]}]})
+    assert offsets.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def test_describe_on_the_cluster_is_needed_to_describe_log_dirs(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    refused = _as(broker, "alice", ApiKey.DESCRIBE_LOG_DIRS, 3, {"topics": None})
+    assert (refused.error_code, refused.results) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    allowed = _as(broker, "admin", ApiKey.DESCRIBE_LOG_DIRS, 3, {"topics": None})
+    assert allowed.error_code == ErrorCode.NONE and len(allowed.results) == 1
+
+
+def test_alter_on_the_cluster_is_needed_to_elect_leaders(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    body = {"election_type": 0, "timeout_ms": 1000, "topic_partitions": [{"topic": "open", "partitions": [0]}]}
+    refused = _as(broker, "alice", ApiKey.ELECT_LEADERS, 1, body)
+    assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert [p.error_code for p in refused.replica_election_results[0].partition_result] == [
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    allowed = _as(broker, "admin", ApiKey.ELECT_LEADERS, 1, body)
+    assert [p.error_code for p in allowed.replica_election_results[0].partition_result] == [
+        ErrorCode.ELECTION_NOT_NEEDED]
+
+
+def test_the_cluster_is_needed_to_describe_or_alter_scram_users(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    described = _as(broker, "alice", ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
+    assert described.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    altered = _as(broker, "alice", ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [
+        {"name": "mallory", "mechanism": 1, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 32}]})
+    assert [(r.user, r.error_code) for r in altered.results] == [("mallory", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
+    assert not (broker.log_dir / "scram-credentials.json").exists()

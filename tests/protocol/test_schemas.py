@@ -259,7 +259,9 @@ _OLD_MODULES = {
     ApiKey.SYNC_GROUP: "group", ApiKey.HEARTBEAT: "group", ApiKey.LEAVE_GROUP: "group",
     ApiKey.OFFSET_COMMIT: "commit", ApiKey.OFFSET_FETCH: "commit",
     ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch", ApiKey.SASL_HANDSHAKE: "sasl_handshake",
-    ApiKey.SASL_AUTHENTICATE: "sasl_authenticate",
+    ApiKey.SASL_AUTHENTICATE: "sasl_authenticate", ApiKey.DESCRIBE_CONFIGS: "admin",
+    ApiKey.ALTER_CONFIGS: "admin", ApiKey.DELETE_RECORDS: "admin", ApiKey.DESCRIBE_ACLS: "admin",
+    ApiKey.CREATE_ACLS: "admin", ApiKey.DELETE_ACLS: "admin", ApiKey.DELETE_GROUPS: "admin",
 }
 
 
@@ -268,8 +270,17 @@ def _old_class(api, direction: str, version: int):
     return getattr(module, f"{api.name}{'Request' if direction == 'request' else 'Response'}_v{version}", None)
 
 
-# The old classes stop at the versions kafka-python 2.x spoke; the JSON-driven ones cover the rest.
-OLD_VERSIONS = [(api, version) for api, version in CLIENT_VERSIONS if _old_class(api, "request", version)]
+def _old_layout_is_kafkas(api, version: int) -> bool:
+    """Whether kafka-python's old class of that version exists and lays it out as Kafka does:
+    the old classes stop at kafka-python 2.x's versions (no IncrementalAlterConfigs, no
+    DescribeConfigs v3), and some flexible ones (DescribeAcls v2) repeat the classic layout.
+    The JSON-driven checks above cover the rest."""
+    cls = _old_class(api, "request", version)
+    return cls is not None and (not api.is_flexible(version) or old_types.TaggedFields in cls.SCHEMA.fields)
+
+
+OLD_VERSIONS = [(api, version) for api, version in CLIENT_VERSIONS
+                if api.key in _OLD_MODULES and _old_layout_is_kafkas(api, version)]
 OLD_IDS = [f"{api.name}-v{version}" for api, version in OLD_VERSIONS]
 
 
@@ -340,7 +351,11 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "OFFSET_FETCH": (0, 8), "LIST_GROUPS": (0, 4), "DESCRIBE_GROUPS": (0, 5),
         "OFFSET_FOR_LEADER_EPOCH": (0, 0), "LEADER_AND_ISR": (0, 0), "STOP_REPLICA": (0, 0),
         "UPDATE_METADATA": (0, 3), "CONTROLLED_SHUTDOWN": (0, 1), "SASL_HANDSHAKE": (0, 1),
-        "SASL_AUTHENTICATE": (0, 2),
+        "SASL_AUTHENTICATE": (0, 2), "DESCRIBE_CONFIGS": (0, 4), "ALTER_CONFIGS": (0, 2),
+        "INCREMENTAL_ALTER_CONFIGS": (0, 1), "CREATE_PARTITIONS": (0, 3),
+        "DELETE_RECORDS": (0, 2), "DESCRIBE_ACLS": (0, 1), "CREATE_ACLS": (0, 3), "DELETE_ACLS": (0, 3),
+        "DELETE_GROUPS": (0, 2), "OFFSET_DELETE": (0, 0), "DESCRIBE_LOG_DIRS": (0, 4),
+        "ELECT_LEADERS": (0, 2), "DESCRIBE_USER_SCRAM_CREDENTIALS": (0, 0), "ALTER_USER_SCRAM_CREDENTIALS": (0, 0),
     }
 
 

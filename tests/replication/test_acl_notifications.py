@@ -1,6 +1,7 @@
 """ACL changes reach a cluster's brokers through Kafka's ``/kafka-acl-changes`` notifications:
 the decisions (which notifications are new, which are old enough to purge), the listener on a
-real ZooKeeper, and a secured cluster where a denied client becomes allowed and denied again."""
+real ZooKeeper, and a secured cluster where a denied client becomes allowed and denied again,
+by ``minikafka acls`` and by the ACL APIs of any broker."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import time
 
 import pytest
 from kafka import KafkaProducer
-from kafka.errors import TopicAuthorizationFailedError
+from kafka.admin import KafkaAdminClient
+from kafka.errors import NoError, TopicAuthorizationFailedError
 
 from minikafka.replication.kafka_zk import ACL_CHANGE_PREFIX, ACL_CHANGES_PATH, KafkaZk
 from minikafka.replication.notifications import NotificationListener, expired, pending, sequence_of
@@ -103,4 +105,23 @@ def test_an_acl_change_reaches_every_broker_of_a_secured_cluster(minikafka_clust
                in cluster.broker(broker_id).stderr_since_start(), f"broker {broker_id} notified")
     _acls(cluster, "remove", "--allow-principal", "User:alice", "--operation", "Write", "--topic", "guarded")
     until(lambda: not _alice_may_write(cluster, cluster.leader("guarded", 0)), "the removal at the leader")
+
+    # The same through the ACL APIs, asked of a broker that does not lead the partition.
+    import confluent_kafka.admin as confluent
+    from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             ResourcePatternFilter, ResourceType)
+
+    asked = next(b for b in cluster.ids if b != cluster.leader("guarded", 0))
+    admin = confluent.AdminClient({"bootstrap.servers": cluster.broker(asked).bootstrap})
+    binding = confluent.AclBinding(confluent.ResourceType.TOPIC, "guarded", confluent.ResourcePatternType.LITERAL,
+                                   "User:alice", "*", confluent.AclOperation.WRITE, confluent.AclPermissionType.ALLOW)
+    admin.create_acls([binding])[binding].result(timeout=30)
+    until(lambda: _alice_may_write(cluster, cluster.leader("guarded", 0)), "the API's ACL at the leader", 20)
+    kafka_python = KafkaAdminClient(bootstrap_servers=cluster.broker(asked).bootstrap)
+    alices = ACLFilter("User:alice", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                       ResourcePatternFilter(ResourceType.TOPIC, "guarded", ACLResourcePatternType.LITERAL))
+    ((_, deleted, error),) = kafka_python.delete_acls([alices])
+    kafka_python.close()
+    assert [a.operation for a in deleted] == [ACLOperation.WRITE] and error is NoError
+    until(lambda: not _alice_may_write(cluster, cluster.leader("guarded", 0)), "the API's removal at the leader")
     cluster.wait_for_full_isr(["guarded"])  # replication kept going as User:broker all along

@@ -355,3 +355,37 @@ def test_a_checkpoint_rewrite_the_disk_refuses_at_deletion_is_made_before_the_na
     again = _manager([tmp_path])  # a crash
     log = again.get_log("t", 0)
     assert (log.log_start_offset, log.log_end_offset) == (0, 10)
+
+
+def test_altered_overrides_apply_to_the_running_logs_and_persist(tmp_path):
+    manager = _manager([tmp_path])
+    logs = manager.create_topic("orders", 2, {"retention.ms": "1000"})
+    logs[0].append_as_leader(message_set(2, START_MS))
+    manager.set_topic_overrides("orders", {"segment.bytes": "2048", "message.timestamp.type": "LogAppendTime"})
+    for log in logs:
+        assert (log.config.segment_bytes, log.config.retention_ms) == (2048, LogConfig().retention_ms)
+        assert log.config.message_timestamp_type == "LogAppendTime"
+    result = logs[0].append_as_leader(message_set(1, START_MS - 5000))
+    assert result.log_append_time == START_MS  # stamped by the new timestamp type at once
+    with pytest.raises(ValueError):
+        manager.set_topic_overrides("orders", {"segment.bytes": "1", "retention.ms": "5"})
+    with pytest.raises(UnknownTopic):
+        manager.set_topic_overrides("nope", {})
+    assert logs[1].config.segment_bytes == 2048
+    manager.shutdown()
+
+    again = _manager([tmp_path])
+    assert again.topic_overrides("orders") == {"segment.bytes": "2048", "message.timestamp.type": "LogAppendTime"}
+    assert again.get_log("orders", 1).config.segment_bytes == 2048
+
+
+def test_added_partitions_share_the_topics_id_and_overrides(tmp_path):
+    manager = _manager([tmp_path])
+    (first,) = manager.create_topic("orders", 1, {"retention.ms": "1000"})
+    added = manager.add_partitions("orders", 3)
+    assert [log.partition for log in added] == [1, 2]
+    assert {log.topic_id for log in added} == {first.topic_id}
+    assert all(log.config.retention_ms == 1000 for log in added)
+    assert manager.topics() == {"orders": 3}
+    with pytest.raises(UnknownTopic):
+        manager.add_partitions("nope", 2)

@@ -358,3 +358,20 @@ def test_delete_segments_below_ignores_retention_settings(tmp_path, clock):
     assert log.log_start_offset == 2
     assert log.delete_segments_below(100) == 2  # never the active segment
     assert (log.log_start_offset, log.log_end_offset) == (6, 7)
+
+
+def test_a_raised_log_start_offset_hides_what_is_below_and_deletes_whole_segments(tmp_path, clock):
+    import pytest
+
+    from minikafka.storage import OffsetOutOfRange
+
+    log = open_log(tmp_path / "t-0", clock)
+    _fill(log, 3, [START_MS] * 6)  # segments [0, 1], [2, 3], [4, 5]
+    assert log.increment_log_start_offset(3) == 3
+    assert [s.base_offset for s in log.segments()] == [2, 4, 6]
+    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP) == (3, -1)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(2, 1000)
+    assert log.increment_log_start_offset(1) == 3  # never back
+    with pytest.raises(ValueError):
+        log.increment_log_start_offset(7)

@@ -1,0 +1,95 @@
+"""The ACL APIs' view of the ACLs the authorizer enforces (broker.security.acl): Kafka's wire
+codes for resource types, operations and permissions, the filters of DescribeAcls and
+DeleteAcls (Kafka's AclBindingFilter.matches), and CreateAcls' checks (AuthorizerUtils'
+validateAclBinding).
+
+Only what Kafka 0.10.2's SimpleAclAuthorizer stores is accepted: LITERAL resource patterns
+(``*`` is every resource of the type) of topics, groups and the cluster. A PREFIXED pattern
+(KIP-290) or another resource type (transactional ids, delegation tokens, users) is refused
+with INVALID_REQUEST rather than stored where the authorizer would not read it.
+"""
+
+from __future__ import annotations
+
+from minikafka.broker.security import CLUSTER_NAME
+from minikafka.broker.security.acl import Acl, AclError
+from minikafka.protocol.errors import ErrorCode
+
+ANY = 1  # the "any" code of every filter enum
+LITERAL = 3
+MATCH = 2
+RESOURCE_TYPES = {2: "Topic", 3: "Group", 4: "Cluster"}
+OPERATIONS = {2: "All", 3: "Read", 4: "Write", 5: "Create", 6: "Delete", 7: "Alter", 8: "Describe",
+              9: "ClusterAction", 10: "DescribeConfigs", 11: "AlterConfigs"}
+PERMISSIONS = {2: "Deny", 3: "Allow"}
+_CODES = {name: code for table in (RESOURCE_TYPES, OPERATIONS, PERMISSIONS) for code, name in table.items()}
+
+
+def refusal(broker, request, operation: str) -> dict | None:
+    """The answer every item of an ACL request gets when it may not be served (Kafka 2.8's
+    KafkaApis): SECURITY_DISABLED without an authorizer, CLUSTER_AUTHORIZATION_FAILED without
+    ``operation`` on the cluster; None when it may."""
+    if broker.authorizer is None:
+        return {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": "No Authorizer is configured on the broker"}
+    if not broker.authorize(request, operation, "Cluster"):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": "Cluster authorization failed."}
+    return None
+
+
+def _named(table: dict[int, str], code: int, what: str, *, any_allowed: bool) -> str | None:
+    """The name of ``code`` in ``table``; None for ANY where a filter allows it."""
+    if any_allowed and code == ANY:
+        return None
+    if code not in table:
+        raise AclError(f"{what} {code} is not supported")
+    return table[code]
+
+
+def binding(creation) -> tuple[str, Acl]:
+    """``(resource key, Acl)`` of a CreateAcls creation; AclError for what cannot be stored."""
+    if creation.resource_pattern_type != LITERAL:
+        raise AclError(f"resource pattern type {creation.resource_pattern_type} is not supported (only LITERAL)")
+    resource_type = _named(RESOURCE_TYPES, creation.resource_type, "resource type", any_allowed=False)
+    if resource_type == "Cluster" and creation.resource_name != CLUSTER_NAME:
+        raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
+    if not creation.resource_name:
+        raise AclError("the resource name is empty")
+    return f"{resource_type}:{creation.resource_name}", Acl.make(
+        creation.principal, _named(OPERATIONS, creation.operation, "operation", any_allowed=False),
+        _named(PERMISSIONS, creation.permission_type, "permission type", any_allowed=False), creation.host)
+
+
+class Filter:
+    """A DescribeAcls request or a DeleteAcls filter: which (resource, ACL) pairs it matches.
+    AclError for a code no filter may hold (UNKNOWN, or one Kafka does not define)."""
+
+    def __init__(self, spec) -> None:
+        self.resource_type = _named(RESOURCE_TYPES, spec.resource_type_filter, "resource type", any_allowed=True)
+        self.pattern_type = spec.pattern_type_filter
+        if self.pattern_type not in (ANY, MATCH, LITERAL, 4):
+            raise AclError(f"pattern type {self.pattern_type} is not a filter")
+        self.name = spec.resource_name_filter
+        self.principal = spec.principal_filter
+        self.host = spec.host_filter
+        self.operation = _named(OPERATIONS, spec.operation, "operation", any_allowed=True)
+        self.permission = _named(PERMISSIONS, spec.permission_type, "permission type", any_allowed=True)
+
+    def matches(self, key: str, acl: Acl) -> bool:
+        resource_type, _, name = key.partition(":")
+        if self.resource_type not in (None, resource_type) or self.pattern_type == 4:  # no PREFIXED ACLs here
+            return False
+        if self.name is not None and name != self.name and not (self.pattern_type == MATCH and name == "*"):
+            return False
+        return (self.principal in (None, acl.principal) and self.host in (None, acl.host)
+                and self.operation in (None, acl.operation) and self.permission in (None, acl.permission))
+
+
+def acl_fields(acl: Acl) -> dict:
+    """An ACL as the responses carry it."""
+    return {"principal": acl.principal, "host": acl.host, "operation": _CODES[acl.operation],
+            "permission_type": _CODES[acl.permission]}
+
+
+def resource_fields(key: str) -> dict:
+    resource_type, _, name = key.partition(":")
+    return {"resource_type": _CODES[resource_type], "resource_name": name, "pattern_type": LITERAL}

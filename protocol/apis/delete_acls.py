@@ -1,0 +1,35 @@
+"""DeleteAcls (key 31), v0-v3. v1 adds the resource pattern type (KIP-290; v0 means LITERAL),
+v2 is flexible, v3 allows the USER resource type (refused here, broker.security.acl_admin)."""
+
+from minikafka.protocol.apis.describe_acls import ACL_FILTER
+from minikafka.protocol.apis.keys import ApiKey
+from minikafka.protocol.schema import Api, Array, Field
+from minikafka.protocol.types import INT8, INT16, INT32, STRING
+
+DELETE_ACLS = Api(
+    ApiKey.DELETE_ACLS,
+    "DeleteAcls",
+    versions=(0, 3),
+    flexible="2+",
+    request=(
+        Field("filters", Array(*ACL_FILTER)),
+    ),
+    response=(
+        Field("throttle_time_ms", INT32, default=0),
+        Field("filter_results", Array(
+            Field("error_code", INT16),
+            Field("error_message", STRING, nullable="0+", default=None),
+            Field("matching_acls", Array(
+                Field("error_code", INT16, default=0),
+                Field("error_message", STRING, nullable="0+", default=None),
+                Field("resource_type", INT8),
+                Field("resource_name", STRING),
+                Field("pattern_type", INT8, "1+", default=3),
+                Field("principal", STRING),
+                Field("host", STRING),
+                Field("operation", INT8),
+                Field("permission_type", INT8),
+            ), default=()),
+        )),
+    ),
+)

@@ -1,0 +1,194 @@
+"""The admin APIs on a three-broker cluster, from the clients' admin interfaces: topic configs
+altered through any broker reach every replica through ``/config/topics`` and Kafka 0.10.2's
+``/config/changes`` notifications (a broker away meanwhile takes them at its start); added
+partitions get replicas and leaders from the controller.
+
+One cluster serves the module: each test works on topics of its own."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+from confluent_kafka import TopicPartition
+from kafka import KafkaProducer
+from kafka.admin import ConfigResource as KpConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from minikafka.testing import MinikafkaCluster, kafka_request
+from minikafka.testing.broker import close_all
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, minikafka_zookeeper):
+    started = MinikafkaCluster(tmp_path_factory.mktemp("admin-cluster"), 3,
+                               zookeeper=minikafka_zookeeper.connect_string)
+    try:
+        yield started.start()
+    finally:
+        close_all([started])
+
+
+def _stored_overrides(cluster, topic: str) -> dict[int, dict[str, str]]:
+    """Each broker's ``topic-config.properties`` of its replica of partition 0."""
+    found = {}
+    for broker_id in cluster.ids:
+        path = cluster.broker(broker_id).log_dir / f"{topic}-0" / "topic-config.properties"
+        text = path.read_text() if path.exists() else ""
+        found[broker_id] = dict(line.split("=", 1) for line in text.splitlines() if line)
+    return found
+
+
+def _until(condition, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not {what} after {timeout} s")
+        time.sleep(0.1)
+
+
+def _described(broker, topic: str, name: str) -> str:
+    answer = kafka_request(broker.bootstrap, ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [
+        {"resource_type": 2, "resource_name": topic, "configuration_keys": [name]}]})
+    (result,) = answer.results
+    assert result.error_code == ErrorCode.NONE
+    return result.configs[0].value
+
+
+def test_altered_topic_configs_reach_every_replica(cluster):
+    cluster.create_topic("configured", 1, 3, retention_ms="3600000")
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "configured", incremental_configs=[
+        ConfigEntry("segment.ms", "600000", incremental_operation=AlterConfigOpType.SET)])
+    confluent.incremental_alter_configs([resource])[resource].result(timeout=30)
+    wanted = {"retention.ms": "3600000", "segment.ms": "600000"}
+    _until(lambda: all(found == wanted for found in _stored_overrides(cluster, "configured").values()),
+           "applied by every replica")
+    assert {_described(cluster.broker(b), "configured", "segment.ms") for b in cluster.ids} == {"600000"}
+
+    # A broker away while the config changes takes it from ZooKeeper when it starts again.
+    away = cluster.ids[-1]
+    cluster.stop(away)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.broker(cluster.ids[0]).bootstrap)
+    admin.alter_configs([KpConfigResource(ConfigResourceType.TOPIC, "configured", {"segment.ms": "900000"})])
+    admin.close()
+    cluster.restart(away)
+    wanted = {"retention.ms": "3600000", "segment.ms": "900000"}
+    _until(lambda: all(found == wanted for found in _stored_overrides(cluster, "configured").values()),
+           "applied by every replica, the restarted one too")
+
+
+def test_refused_alterations_change_nothing_in_the_cluster(cluster):
+    cluster.create_topic("kept", 1, 3, retention_ms="3600000")
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "kept", incremental_configs=[
+        ConfigEntry("segment.ms", "600000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="INVALID_REQUEST|Invalid config value"):
+        confluent.incremental_alter_configs([resource])[resource].result(timeout=30)
+    missing = ConfigResource(ConfigResource.Type.TOPIC, "no-such-topic", incremental_configs=[
+        ConfigEntry("segment.ms", "600000", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
+        confluent.incremental_alter_configs([missing])[missing].result(timeout=30)
+    assert all(found == {"retention.ms": "3600000"} for found in _stored_overrides(cluster, "kept").values())
+
+
+def test_added_partitions_get_leaders_and_replicas(cluster):
+    cluster.create_topic("growing", 1, 2)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    admin.create_partitions({"growing": 3})
+    (described,) = admin.describe_topics(["growing"])
+    admin.close()
+    partitions = sorted(described["partitions"], key=lambda p: p["partition_index"])
+    assert [len(p["replica_nodes"]) for p in partitions] == [2, 2, 2]
+    assert all(p["leader_id"] in p["replica_nodes"] for p in partitions)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    assert producer.send("growing", b"to a new partition", partition=2).get(timeout=30).offset == 0
+    producer.close()
+
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    placed = cluster.ids[1:]
+    confluent.create_partitions([NewPartitions("growing", 4, [placed])])["growing"].result(timeout=30)
+    cluster.wait_until(lambda m: _replicas(m, "growing", 3) == placed, "partition 3 placed as asked")
+    for new, code in ((NewPartitions("growing", 2), "INVALID_PARTITIONS"),
+                      (NewPartitions("growing", 5, [[cluster.ids[0]]]), "INVALID_REPLICA_ASSIGNMENT"),
+                      (NewPartitions("growing", 5, [[cluster.ids[0], 99]]), "INVALID_REPLICA_ASSIGNMENT")):
+        with pytest.raises(Exception, match=code):
+            confluent.create_partitions([new])["growing"].result(timeout=30)
+    assert len(cluster.metadata(["growing"]).topics[0].partitions) == 4
+
+
+def _replicas(metadata, topic: str, partition: int) -> list[int] | None:
+    for found in metadata.topics:
+        if found.name == topic:
+            for entry in found.partitions:
+                if entry.partition_index == partition:
+                    return list(entry.replica_nodes)
+    return None
+
+
+def test_deleted_records_move_the_leaders_log_start(cluster):
+    cluster.create_topic("trimmed", 1, 3)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for i in range(5):
+        producer.send("trimmed", b"record %d" % i).get(timeout=30)
+    producer.close()
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    (future,) = confluent.delete_records([TopicPartition("trimmed", 0, 3)]).values()
+    assert future.result(timeout=30).low_watermark == 3
+    leader = cluster.broker(cluster.leader("trimmed", 0))
+    body = {"replica_id": -1, "topics": [{"name": "trimmed", "partitions": [
+        {"partition_index": 0, "timestamp": -2, "max_num_offsets": 1}]}]}
+    (answer,) = kafka_request(leader.bootstrap, ApiKey.LIST_OFFSETS, 1, body).topics[0].partitions
+    assert (answer.error_code, answer.offset) == (ErrorCode.NONE, 3)
+
+
+def test_a_deleted_group_is_gone_from_its_coordinator(cluster):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    cluster.create_topic("consumed", 1, 3)
+    partition = KpTopicPartition("consumed", 0)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="leaving", enable_auto_commit=False)
+    consumer.commit({partition: OffsetAndMetadata(2, "", -1)})
+    consumer.close()
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    confluent.delete_consumer_groups(["leaving"])["leaving"].result(timeout=30)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="leaving", enable_auto_commit=False)
+    assert consumer.committed(partition) is None
+    consumer.close()
+
+
+def test_preferred_leader_election_moves_leadership_back(cluster):
+    from confluent_kafka import ElectionType
+
+    cluster.create_topic("elected", 1, 3)
+    metadata = cluster.metadata(["elected"])
+    preferred = _replicas(metadata, "elected", 0)[0]
+    other = next(b for b in _replicas(metadata, "elected", 0) if b != preferred)
+    cluster.move_leader("elected", 0, other)
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    (answer,) = confluent.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elected", 0)]).result(timeout=30).values()
+    assert answer is None
+    cluster.wait_until(lambda m: _leader(m, "elected", 0) == preferred, "the preferred replica leading again")
+    # Again: nothing to do (kafka-python takes ELECTION_NOT_NEEDED as no error).
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    answer = admin.elect_leaders(0, {"elected": [0]})
+    admin.close()
+    assert [(r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+            for r in answer.replica_election_results] == [("elected", [(0, ErrorCode.ELECTION_NOT_NEEDED)])]
+
+
+def _leader(metadata, topic: str, partition: int) -> int | None:
+    for found in metadata.topics:
+        if found.name == topic:
+            for entry in found.partitions:
+                if entry.partition_index == partition:
+                    return entry.leader_id
+    return None
