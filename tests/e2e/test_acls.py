@@ -234,3 +234,17 @@ def test_offset_fetch_leaves_out_topics_the_principal_may_not_describe(broker):
             {"alices": {TopicPartition("open", 0): OffsetAndMetadata(1, "", -1)}}
     finally:
         admin.close()
+
+
+def test_offset_for_leader_epoch_needs_describe_on_the_topic_without_cluster_action(broker):
+    """Kafka 2.1+ (KIP-320): consumers ask OffsetForLeaderEpoch too, so without ClusterAction
+    Describe on the topic suffices (TOPIC_AUTHORIZATION_FAILED otherwise), at every version."""
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    for version in (0, 2, 3):
+        answer = _as(broker, "alice", ApiKey.OFFSET_FOR_LEADER_EPOCH, version, {"topics": [
+            {"topic": "open", "partitions": [{"partition": 0, "leader_epoch": 0}]},
+            {"topic": "secret", "partitions": [{"partition": 0, "leader_epoch": 0}]}]})
+        assert {t.topic: t.partitions[0].error_code for t in answer.topics} == \
+            {"open": ErrorCode.NONE, "secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED}, version

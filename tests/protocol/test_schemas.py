@@ -311,11 +311,11 @@ def test_every_served_api_is_registered_with_the_issue_versions():
     assert {ApiKey(k).name: (lo, hi) for k, lo, hi in
             [(api.key, api.min_version, api.max_version) for api in APIS.values()]} == {
         "API_VERSIONS": (0, 3), "METADATA": (0, 2), "PRODUCE": (0, 3), "FETCH": (0, 4),
-        "LIST_OFFSETS": (0, 1), "CREATE_TOPICS": (0, 1), "DELETE_TOPICS": (0, 0),
+        "LIST_OFFSETS": (0, 5), "CREATE_TOPICS": (0, 1), "DELETE_TOPICS": (0, 0),
         "FIND_COORDINATOR": (0, 0), "JOIN_GROUP": (0, 1), "SYNC_GROUP": (0, 0),
         "HEARTBEAT": (0, 0), "LEAVE_GROUP": (0, 0), "OFFSET_COMMIT": (0, 2),
         "OFFSET_FETCH": (0, 2), "LIST_GROUPS": (0, 0), "DESCRIBE_GROUPS": (0, 0),
-        "OFFSET_FOR_LEADER_EPOCH": (0, 0), "LEADER_AND_ISR": (0, 0), "STOP_REPLICA": (0, 0),
+        "OFFSET_FOR_LEADER_EPOCH": (0, 3), "LEADER_AND_ISR": (0, 0), "STOP_REPLICA": (0, 0),
         "UPDATE_METADATA": (0, 3), "CONTROLLED_SHUTDOWN": (0, 1), "SASL_HANDSHAKE": (0, 1),
         "SASL_AUTHENTICATE": (0, 0),
     }
