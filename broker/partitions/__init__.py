@@ -92,9 +92,11 @@ class Partitions(ABC):
         in-sync replica holds. Followers read up to the log end instead."""
 
     @abstractmethod
-    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched ``topic-partition`` from ``fetch_offset``, its log end. An error
-        is left for the fetch's read of the partition to answer."""
+    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
+                               current_leader_epoch: int = NO_EPOCH) -> None:
+        """A follower at ``current_leader_epoch`` fetched ``topic-partition`` from
+        ``fetch_offset``, its log end. An error, a fenced epoch included, is left for the
+        fetch's read of the partition to answer."""
 
     # ------------------------------------------------------------------ appends
 

@@ -54,7 +54,8 @@ class LocalPartitions(Partitions):
         # the checkpointed high watermark.
         return log.log_end_offset
 
-    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> None:
+    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
+                               current_leader_epoch: int = NO_EPOCH) -> None:
         """No replica follows a single broker's: a fetch naming a broker id only reads to the
         log end."""
 

@@ -148,8 +148,14 @@ class ReplicatedPartitions(Partitions):
     def high_watermark(self, log: Log) -> int:
         return log.high_watermark
 
-    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> None:
-        """The leader's high watermark and ISR move as its followers catch up."""
+    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
+                               current_leader_epoch: int = NO_EPOCH) -> None:
+        """The leader's high watermark and ISR move as its followers catch up. Not a fenced
+        follower's (Kafka updates a follower's state only after a read its epoch allowed): one
+        that missed a leader change may hold a log this leader's history diverges from, and
+        its log end would count towards the high watermark."""
+        if leader_epoch_error(self.leader_epoch(topic, partition), current_leader_epoch):
+            return
         try:
             await self.cluster.replicas.follower_fetched(topic, partition, replica_id, fetch_offset)
         except NotLeader:

@@ -101,3 +101,40 @@ async def test_offset_for_leader_epoch_v2_fences_another_epoch(broker, client, m
     assert await offset_for_epoch(client, 3, "fencing", 0, current_leader_epoch=5) == \
         (ErrorCode.UNKNOWN_LEADER_EPOCH, -1, -1)
     assert await offset_for_epoch(client, 1, "fencing", 0, current_leader_epoch=0) == (0, 0, 3)
+
+
+async def fetch_at(client, version: int, topic: str, current_leader_epoch: int = -1, **fields):
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, **fields, "topics": [
+        {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": current_leader_epoch,
+                                         "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    return await client.request(ApiKey.FETCH, version, body)
+
+
+def record_count(partition) -> int:
+    from minikafka.protocol.records import iter_records
+
+    return len(list(iter_records(bytes(partition.records)))) if partition.records else 0
+
+
+async def test_fetch_v9_fences_another_epoch(broker, client, message_set):
+    await produced_in_two_epochs(broker, client, message_set, "fetched")
+    for version in (9, 10, 11):
+        answer = (await fetch_at(client, version, "fetched", current_leader_epoch=2)).responses[0].partitions[0]
+        assert (answer.error_code, answer.high_watermark, record_count(answer)) == (ErrorCode.NONE, 5, 5)
+        assert answer.log_start_offset == 0 and answer.preferred_read_replica == -1
+    assert (await fetch_at(client, 9, "fetched", 1)).responses[0].partitions[0].error_code == \
+        ErrorCode.FENCED_LEADER_EPOCH
+    assert (await fetch_at(client, 11, "fetched", 3)).responses[0].partitions[0].error_code == \
+        ErrorCode.UNKNOWN_LEADER_EPOCH
+    # Before v9 the field does not exist: nothing is checked.
+    assert record_count((await fetch_at(client, 8, "fetched", 1)).responses[0].partitions[0]) == 5
+
+
+async def test_fetch_v7_keeps_no_session(broker, client, message_set):
+    """As a Kafka broker with no fetch session slots: full answers with session id 0, and a
+    request that continues a session is told it is not there."""
+    await client.produce("sessions", 0, message_set(b"a"))
+    full = await fetch_at(client, 7, "sessions", session_id=0, session_epoch=0)
+    assert (full.error_code, full.session_id, record_count(full.responses[0].partitions[0])) == (0, 0, 1)
+    continued = await fetch_at(client, 7, "sessions", session_id=12, session_epoch=1)
+    assert (continued.error_code, continued.responses) == (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, [])

@@ -7,8 +7,8 @@ follower late or never, crashes that lose an unflushed tail, restarts. Three rep
 Whenever a follower truncates, its point must be exactly where its log and its leader's part:
 below it drops messages both hold (acknowledged ones, if it is elected next), above it keeps
 a divergent one. That rests on every epoch cache describing its log after every step
-(``History.faithful``): a follower applies a fetch only while its leader is still in the
-follower's epoch. A follower that keeps its log for a new epoch of the same leader must hold a
+(``History.faithful``): the leader answers a follower's Fetch and OffsetForLeaderEpoch only in
+the follower's own epoch (KIP-320's fencing, ``leader_epoch_error``). A follower that keeps its log for a new epoch of the same leader must hold a
 prefix of the leader's log. At the end every replica converges on the leader's log and
 leader-epoch-checkpoint.
 
@@ -26,17 +26,17 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from minikafka.broker.partitions import leader_epoch_error
+from minikafka.protocol.errors import ErrorCode
 from minikafka.replication.truncation import (
     epochs_to_query,
     epochs_to_query_below,
     epochs_to_record,
-    fetched_in_known_epochs,
     leader_epochs_from_answers,
     truncates_on_leader_and_isr,
     truncation_offset_from_answers,
 )
 from minikafka.storage import FakeClock
-from minikafka.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
 
 from .test_truncation import T0, Replica, common_prefix
 
@@ -150,13 +150,17 @@ class History:
             return None
         return self.logs[followed]
 
+    def fencing(self, i: int) -> ErrorCode:
+        """What the leader broker ``i`` follows answers a request naming ``i``'s epoch."""
+        return leader_epoch_error(self.brokers[self.brokers[i].following].epoch, self.brokers[i].epoch)
+
     def sync(self, i: int) -> None:
         """The fetcher's step before fetching: truncate, or learn the epochs (ReplicaFetcher._truncate_one)."""
         broker, follower, leader = self.brokers[i], self.logs[i], self.leader_of(i)
         cache, end = follower.log.leader_epoch_cache, follower.log.log_end_offset
+        if self.fencing(i):
+            return  # the leader is in another epoch: asked again once LeaderAndIsr has settled it
         answers = {e: leader.log.leader_epoch_cache.end_offset_for(e)[1] for e in epochs_to_query(cache.entries, broker.epoch)}
-        if answers[broker.epoch] == UNDEFINED_EPOCH_OFFSET:
-            return  # the leader has not taken our epoch: asked again later
         before, theirs = follower.values(), leader.values()
         if not broker.needs_truncation:
             assert before == theirs[:len(before)], "kept a log that is not a prefix of the same leader's"
@@ -178,14 +182,16 @@ class History:
         broker.needs_truncation = broker.needs_epochs = False
 
     def fetch(self, i: int, count: int) -> None:
-        """One fetch, applied only if the leader is still in the follower's epoch (the
-        fetcher asks after the answer came; nothing happens in between here)."""
+        """One fetch, answered only if the leader is in the follower's epoch (Fetch v9+)."""
         broker, follower, leader = self.brokers[i], self.logs[i], self.leader_of(i)
+        fencing = self.fencing(i)
+        if fencing == ErrorCode.FENCED_LEADER_EPOCH:
+            broker.fenced = True
+            return
+        if fencing:
+            return  # UNKNOWN_LEADER_EPOCH: asked again
         if follower.log.log_end_offset > leader.log.log_end_offset:
             broker.needs_truncation = True  # OFFSET_OUT_OF_RANGE: truncate again
-            return
-        if not fetched_in_known_epochs(leader.log.leader_epoch_cache.end_offset_for(broker.epoch + 1)[1]):
-            broker.fenced = True
             return
         follower.fetch_from(leader, up_to=follower.log.log_end_offset + count)
 
