@@ -63,7 +63,8 @@ class LocalPartitions(Partitions):
         log = self.leader_log(topic, partition)
         if records is None:
             raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
-        result = log.append_as_leader(records)  # validation makes the one copy it writes
+        # At the epoch it leads in, which v2 batches carry (validation makes the one copy it writes).
+        result = log.append_as_leader(records, _epoch_of(log))
         # The leader is the whole ISR: what it appended is committed (and checkpointed so),
         # whatever the acks.
         log.high_watermark = log.log_end_offset
