@@ -34,6 +34,12 @@
 /* where the value length field is when the key is null, relative to the entry start */
 #define NULL_KEY_VALUE_POSITION(magic) ((magic) ? 30 : 22)
 #define MIN_ENTRY_SIZE 26
+/* Magic 2 batches: the CRC-32C covers attributes..end; lastOffsetDelta and maxTimestamp. */
+#define BATCH_MAGIC 2
+#define MIN_BATCH_SIZE 49
+#define BATCH_CRC_START 21
+#define BATCH_LAST_OFFSET_DELTA_POSITION 23
+#define BATCH_MAX_TIMESTAMP_POSITION 35
 
 static PyObject *RecordError, *CORRUPT_MESSAGE, *MESSAGE_TOO_LARGE, *INVALID_TIMESTAMP;
 
@@ -572,6 +578,8 @@ done:
     return result;
 }
 
+static uint32_t (*crc32c_best)(const unsigned char *, size_t); /* set below, with the CRC-32C loops */
+
 static PyObject *shallow_loop(PyObject *self, PyObject *args)
 {
     PyObject *buf;
@@ -586,7 +594,7 @@ static PyObject *shallow_loop(PyObject *self, PyObject *args)
     PyObject *result = NULL;
     RunningMax ix = {NO_TIMESTAMP, -1, -1};
     int64_t first_offset = -1, previous = min_offset - 1;
-    long long count = 0;
+    long long count = 0, batches = 0;
     int set_magic = -1;
     Py_ssize_t position = 0;
     while (length - position >= LOG_OVERHEAD) {
@@ -606,46 +614,76 @@ static PyObject *shallow_loop(PyObject *self, PyObject *args)
         }
         int64_t offset = read_int64(p);
         int magic = (int8_t)p[MAGIC_POSITION];
-        int attributes = (int8_t)p[ATTRIBUTES_POSITION];
-        if (magic != 0 && magic != 1) {
-            refuse(CORRUPT_MESSAGE, "message at offset %lld has unknown magic %d", (long long)offset, magic);
-            goto done;
+        int64_t timestamp;
+        if (magic == BATCH_MAGIC) {
+            if (size < MIN_BATCH_SIZE) {
+                refuse(CORRUPT_MESSAGE, "record batch at offset %lld has impossible size %d", (long long)offset, size);
+                goto done;
+            }
+            int batch_attributes = (int16_t)((p[BATCH_CRC_START] << 8) | p[BATCH_CRC_START + 1]);
+            int32_t last_offset_delta = read_int32(p + BATCH_LAST_OFFSET_DELTA_POSITION);
+            if ((batch_attributes & CODEC_MASK) > 4) {
+                refuse(CORRUPT_MESSAGE, "record batch at offset %lld has unknown codec %d", (long long)offset,
+                       batch_attributes & CODEC_MASK);
+                goto done;
+            }
+            if (crc32c_best(p + BATCH_CRC_START, (size_t)(end - position - BATCH_CRC_START))
+                != read_uint32(p + MAGIC_POSITION + 1)) {
+                refuse(CORRUPT_MESSAGE, "record batch at offset %lld fails its CRC-32C check", (long long)offset);
+                goto done;
+            }
+            if (offset <= previous || last_offset_delta < 0) {
+                refuse(CORRUPT_MESSAGE, "record batch at offset %lld (last offset delta %d) does not follow %lld "
+                       "(minimum %lld)", (long long)offset, last_offset_delta, (long long)previous, min_offset);
+                goto done;
+            }
+            if (first_offset < 0)
+                first_offset = offset;
+            offset += last_offset_delta;
+            batches += 1;
+            timestamp = read_int64(p + BATCH_MAX_TIMESTAMP_POSITION);
+        } else {
+            int attributes = (int8_t)p[ATTRIBUTES_POSITION];
+            if (magic != 0 && magic != 1) {
+                refuse(CORRUPT_MESSAGE, "message at offset %lld has unknown magic %d", (long long)offset, magic);
+                goto done;
+            }
+            if (size < MIN_MESSAGE_SIZE(magic)) {
+                refuse(CORRUPT_MESSAGE, "message at offset %lld has impossible size %d", (long long)offset, size);
+                goto done;
+            }
+            if ((attributes & CODEC_MASK) > 3) {
+                refuse(CORRUPT_MESSAGE, "message at offset %lld has unknown codec %d", (long long)offset,
+                       attributes & CODEC_MASK);
+                goto done;
+            }
+            if (message_crc(b, position, end) != read_uint32(p + CRC_POSITION)) {
+                refuse(CORRUPT_MESSAGE, "message at offset %lld fails its CRC check", (long long)offset);
+                goto done;
+            }
+            if (set_magic == -1) {
+                set_magic = magic;
+            } else if (magic != set_magic) {
+                refuse(CORRUPT_MESSAGE, "message set mixes magic %d and magic %d", set_magic, magic);
+                goto done;
+            }
+            if (offset <= previous) {
+                refuse(CORRUPT_MESSAGE, "offset %lld does not follow %lld (minimum %lld)", (long long)offset,
+                       (long long)previous, min_offset);
+                goto done;
+            }
+            if (first_offset < 0)
+                first_offset = offset;
+            timestamp = magic ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
         }
-        if (size < MIN_MESSAGE_SIZE(magic)) {
-            refuse(CORRUPT_MESSAGE, "message at offset %lld has impossible size %d", (long long)offset, size);
-            goto done;
-        }
-        if ((attributes & CODEC_MASK) > 3) {
-            refuse(CORRUPT_MESSAGE, "message at offset %lld has unknown codec %d", (long long)offset,
-                   attributes & CODEC_MASK);
-            goto done;
-        }
-        if (message_crc(b, position, end) != read_uint32(p + CRC_POSITION)) {
-            refuse(CORRUPT_MESSAGE, "message at offset %lld fails its CRC check", (long long)offset);
-            goto done;
-        }
-        if (set_magic == -1) {
-            set_magic = magic;
-        } else if (magic != set_magic) {
-            refuse(CORRUPT_MESSAGE, "message set mixes magic %d and magic %d", set_magic, magic);
-            goto done;
-        }
-        if (offset <= previous) {
-            refuse(CORRUPT_MESSAGE, "offset %lld does not follow %lld (minimum %lld)", (long long)offset,
-                   (long long)previous, min_offset);
-            goto done;
-        }
-        if (first_offset < 0)
-            first_offset = offset;
         previous = offset;
         count += 1;
-        int64_t timestamp = magic ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
         running_max_add(&ix, offset, timestamp);
         position = (Py_ssize_t)end;
     }
-    result = Py_BuildValue("(nLLLLLL)", position, (long long)first_offset, (long long)(count ? previous : -1),
+    result = Py_BuildValue("(nLLLLLLL)", position, (long long)first_offset, (long long)(count ? previous : -1),
                            count, (long long)ix.max_timestamp, (long long)ix.offset_of_max_timestamp,
-                           (long long)ix.first_untimed);
+                           (long long)ix.first_untimed, batches);
 done:
     PyBuffer_Release(&view);
     return result;
@@ -678,7 +716,13 @@ static PyObject *index_entries(PyObject *self, PyObject *args)
     while (length - position >= MIN_ENTRY_SIZE) {
         const unsigned char *p = b + position;
         int64_t offset = read_int64(p);
-        int64_t timestamp = p[MAGIC_POSITION] ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
+        int64_t timestamp;
+        if (p[MAGIC_POSITION] == BATCH_MAGIC) {
+            offset += read_int32(p + BATCH_LAST_OFFSET_DELTA_POSITION);
+            timestamp = read_int64(p + BATCH_MAX_TIMESTAMP_POSITION);
+        } else {
+            timestamp = p[MAGIC_POSITION] ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
+        }
         if (timestamp < 0) {
             while (bound < 0 || (bound < bounds - 1 && bound_offset < offset)) {
                 bound += 1;

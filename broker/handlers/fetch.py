@@ -18,10 +18,10 @@ the high watermark is stable: both levels read the same, the last stable offset 
 watermark, and READ_COMMITTED gets an empty list of aborted transactions (READ_UNCOMMITTED
 null, as Kafka). An isolation level other than 0 and 1 is a malformed request.
 
-v5 answers the log start offset. v7 fetch sessions (KIP-227) are not kept, as a Kafka broker
-with no session cache slots: every answer is a full one with session id 0, and a request that
-continues a session (an epoch above 0) is answered FETCH_SESSION_ID_NOT_FOUND, after which
-clients fetch in full. v9's ``current_leader_epoch`` (KIP-320) is checked against the
+v4 and later serve any magic as stored, record batches included. v5 answers the log start
+offset. v7 fetch sessions (KIP-227) are not kept, as a Kafka broker with no session cache
+slots: every answer is a full one with session id 0, and a request that continues a session
+(an epoch above 0) is answered FETCH_SESSION_ID_NOT_FOUND, after which clients fetch in full. v9's ``current_leader_epoch`` (KIP-320) is checked against the
 partition's epoch at each read (``Partitions.leader_log``), so a long poll that outlives a
 leader change answers FENCED_LEADER_EPOCH, not data read at a later epoch; a fenced follower's
 fetch offset is not taken as its position. v11's rack is not used: the leader is the preferred

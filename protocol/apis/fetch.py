@@ -1,7 +1,7 @@
 """Fetch (key 1), v0-v11. v0/v1 consumers read magic 0 only (the broker down-converts); v1 adds
 the throttle time; v2 may carry magic 1; v3 adds a response-wide ``max_bytes``; v4 (KIP-98)
-the isolation level, and per partition the last stable offset and the aborted transactions; v5
-the log start offset both ways; v6 is v5; v7 (KIP-227) fetch sessions and a response-wide error;
+the isolation level, and per partition the last stable offset and the aborted transactions
+(from v4 on any magic, record batches included); v5 the log start offset both ways; v6 is v5; v7 (KIP-227) fetch sessions and a response-wide error;
 v8 is v7; v9 (KIP-320) the requester's ``current_leader_epoch`` per partition; v10 (KIP-110)
 may carry zstd; v11 (KIP-392) the requester's rack and the preferred read replica. A response's
 ``records`` may be a storage file slice, which the encoder emits as its own chunk."""
