@@ -173,12 +173,13 @@ def test_truncates_again_for_a_new_leader_or_a_skipped_epoch_not_the_next_epoch_
 class Replica:
     """One broker's copy of the partition: a real Log in its own directory."""
 
-    def __init__(self, root: Path, name: str, clock: FakeClock) -> None:
+    def __init__(self, root: Path, name: str, clock: FakeClock, config: LogConfig = LogConfig()) -> None:
         self.name = name
         self.dir = root / name / "t-0"
         self.dir.parent.mkdir(parents=True)
         self.clock = clock
-        self.log = Log.create(self.dir, "t", 0, LogConfig(), clock)
+        self.config = config
+        self.log = Log.create(self.dir, "t", 0, config, clock)
         self.pending: list[tuple[int, int]] = []
 
     def produce(self, value: str, epoch: int) -> int:
@@ -243,7 +244,7 @@ class Replica:
             segment = self.dir / f"{0:020d}.log"
             with open(segment, "r+b") as f:
                 f.truncate(keep)
-        self.log = Log(self.dir, "t", 0, LogConfig(), self.clock, high_watermark=high_watermark,
+        self.log = Log(self.dir, "t", 0, self.config, self.clock, high_watermark=high_watermark,
                        needs_recovery=lost_after is not None)
 
     def values(self) -> list[tuple[int, str]]:

@@ -12,6 +12,10 @@ the follower's own epoch (KIP-320's fencing, ``leader_epoch_error``). A follower
 prefix of the leader's log. At the end every replica converges on the leader's log and
 leader-epoch-checkpoint.
 
+Every history is played on magic 1 logs, whose followers learn epochs only from the leader's
+OffsetForLeaderEpoch answers, and on record batch logs, whose followers also read them off the
+batches they append.
+
 MINIKAFKA_HYPOTHESIS_EXAMPLES raises the example count (default CI-sized), e.g.
 ``MINIKAFKA_HYPOTHESIS_EXAMPLES=5000 pytest tests/replication/test_truncation_histories.py --hypothesis-seed=1``.
 """
@@ -23,6 +27,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +41,7 @@ from minikafka.replication.truncation import (
     truncates_on_leader_and_isr,
     truncation_offset_from_answers,
 )
-from minikafka.storage import FakeClock
+from minikafka.storage import FakeClock, LogConfig
 
 from .test_truncation import T0, Replica, common_prefix
 
@@ -78,9 +83,10 @@ class Broker:
 
 
 class History:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, message_format_version: str) -> None:
         clock = FakeClock(T0)
-        self.logs = [Replica(root, f"r{i}", clock) for i in range(N)]
+        config = LogConfig(message_format_version=message_format_version)
+        self.logs = [Replica(root, f"r{i}", clock, config) for i in range(N)]
         self.brokers = [Broker() for _ in range(N)]
         self.leader, self.epoch = 0, 0
         self.brokers[0].leading = True
@@ -290,13 +296,14 @@ MISSED_EPOCH = [("produce", 2), ("fetch", 0, 2), ("elect", 2), ("lose", 1), ("de
                 ("elect", 0), ("deliver", 0), ("sync", 0)]
 
 
+@pytest.mark.parametrize("message_format_version", ["0.10.2", "2.8"])
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(ops)
 @example(SEED_13)
 @example(MISSED_EPOCH)
-def test_any_history_truncates_exactly_and_converges(history):
+def test_any_history_truncates_exactly_and_converges(message_format_version, history):
     with tempfile.TemporaryDirectory() as root:
-        model = History(Path(root))
+        model = History(Path(root), message_format_version)
         try:
             for op in history:
                 model.play(op)
