@@ -80,6 +80,7 @@ __all__ = [
     "AssignedBatches",
     "assign_batches",
     "producer_batches",
+    "leader_epoch_starts",
     "build_record_batch",
     "uses_zstd",
 ]
@@ -706,22 +707,42 @@ def _records_max_timestamp(section: memoryview, batch: RecordBatch, check_timest
     return batch_max
 
 
-def producer_batches(buf, end: int) -> tuple[ProducerBatch, ...]:
-    """The batches with a producer id among the whole, checked entries in ``buf[:end]`` (a
-    follower's append: it builds producer state from what the leader wrote)."""
-    found = []
+def _whole_batches(buf, end: int) -> Iterator[tuple[int, int]]:
+    """``(position, base offset)`` of each magic 2 batch among the whole, checked entries in
+    ``buf[:end]`` (the magic 0/1 entries a mixed set may hold are passed over)."""
     position = 0
     while position < end:
         offset, size = _OFFSET_AND_SIZE.unpack_from(buf, position)
         if buf[position + MAGIC_POSITION] == RECORD_BATCH_MAGIC:
-            producer_id, epoch, base_sequence = _PRODUCER_FIELDS.unpack_from(buf, position + _PRODUCER_POSITION)
-            if producer_id != NO_PRODUCER_ID:
-                attributes, last_offset_delta, _, max_timestamp = _ATTRIBUTES_AND_HEAD.unpack_from(buf, position + _CRC_START)
-                found.append(ProducerBatch(producer_id, epoch, base_sequence, offset, offset + last_offset_delta,
-                                           max_timestamp, bool(attributes & _TRANSACTIONAL_BIT),
-                                           bool(attributes & _CONTROL_BIT)))
+            yield position, offset
         position += _LOG_OVERHEAD + size
+
+
+def producer_batches(buf, end: int) -> tuple[ProducerBatch, ...]:
+    """The batches with a producer id among the whole, checked entries in ``buf[:end]`` (a
+    follower's append: it builds producer state from what the leader wrote)."""
+    found = []
+    for position, offset in _whole_batches(buf, end):
+        producer_id, epoch, base_sequence = _PRODUCER_FIELDS.unpack_from(buf, position + _PRODUCER_POSITION)
+        if producer_id != NO_PRODUCER_ID:
+            attributes, last_offset_delta, _, max_timestamp = _ATTRIBUTES_AND_HEAD.unpack_from(buf, position + _CRC_START)
+            found.append(ProducerBatch(producer_id, epoch, base_sequence, offset, offset + last_offset_delta,
+                                       max_timestamp, bool(attributes & _TRANSACTIONAL_BIT),
+                                       bool(attributes & _CONTROL_BIT)))
     return tuple(found)
+
+
+def leader_epoch_starts(buf, end: int) -> tuple[tuple[int, int], ...]:
+    """``(partition leader epoch, base offset)`` of each batch among the whole, checked entries
+    in ``buf[:end]`` whose epoch is above every earlier batch's: where the leader's epochs start
+    in a fetched set (a follower records them, as Kafka's Log.append assigns each batch's epoch
+    to the epoch cache). Batches without an epoch (-1) are passed over."""
+    starts: list[tuple[int, int]] = []
+    for position, offset in _whole_batches(buf, end):
+        (epoch,) = _INT32.unpack_from(buf, position + _LEADER_EPOCH_POSITION)
+        if epoch >= 0 and (not starts or epoch > starts[-1][0]):
+            starts.append((epoch, offset))
+    return tuple(starts)
 
 
 def uses_zstd(buf) -> bool:

@@ -163,6 +163,8 @@ class ValidatedSet(NamedTuple):
     first_timestamp: int
     first_untimed_offset: int
     producer_batches: tuple[record_batch.ProducerBatch, ...] = ()
+    # A follower's set: where the leader epochs of its batches start (validate_given_offsets).
+    leader_epoch_starts: tuple[tuple[int, int], ...] = ()
 
 
 # ---------------------------------------------------------------------------------------
@@ -942,7 +944,8 @@ def validate_given_offsets(buf, min_offset: int, config: ValidationConfig) -> Va
     ``LogAppendInfo.firstOffset`` for a follower; a batch's base offset) and ``record_count``
     the number of shallow entries. ``last_offset`` is exact. A truncated tail is dropped (fetch
     responses end in one); a set with no whole entry gives ``record_count`` 0, an empty
-    ``buffer`` and offsets -1. ``producer_batches`` are the batches with a producer id.
+    ``buffer`` and offsets -1. ``producer_batches`` are the batches with a producer id,
+    ``leader_epoch_starts`` where the leader's epochs start in the set's batches.
     """
     end, first_offset, last_offset, count, max_timestamp, offset_of_max, first_untimed, batches = _shallow_loop(
         buf, min_offset, config.max_message_bytes
@@ -961,6 +964,7 @@ def validate_given_offsets(buf, min_offset: int, config: ValidationConfig) -> Va
         first_timestamp=_first_timestamp(buffer) if count else NO_TIMESTAMP,
         first_untimed_offset=first_untimed,
         producer_batches=record_batch.producer_batches(buffer, end) if batches else (),
+        leader_epoch_starts=record_batch.leader_epoch_starts(buffer, end) if batches else (),
     )
 
 

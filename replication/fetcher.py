@@ -6,12 +6,15 @@ fetches from its log end with ``replica_id`` = this broker's id and appends the 
 message sets as they are: the leader's offsets, timestamps and compression
 (``Log.append_as_follower``). The leader's high watermark comes back with every answer.
 
-An answer that would change the log or the high watermark is applied only after a second
-request, OffsetForLeaderEpoch for the epoch above the follower's, says the leader is still in
-the follower's epoch (``truncation.fetched_in_known_epochs``). Kafka puts the follower's epoch
-in the Fetch request instead (KIP-320, Fetch v9); this broker's Fetch stops at v4, and the
-versions in between (sessions, log start offsets) would be offered to every client too. The
-cost is one round trip per answer that carries something.
+Every request names the follower's leader epoch (KIP-320: Fetch v9+, OffsetForLeaderEpoch
+v2+), and the leader answers only in that same epoch: FENCED_LEADER_EPOCH when it has moved
+past it (the follower stops fetching the partition until its own LeaderAndIsr comes),
+UNKNOWN_LEADER_EPOCH when it has not reached it yet (asked again after a backoff). So every
+answer applied was read while the leader was in the follower's epoch and holds messages of
+epochs the follower has recorded, or will as its log end reaches their starts: its epoch cache
+always describes its log, which exact truncation rests on (``truncation``'s docstring; magic
+0/1 sets carry no epoch of their own). Before KIP-320 this broker asked OffsetForLeaderEpoch
+once more after each answer that carried something, for the same guarantee.
 """
 
 from __future__ import annotations
@@ -37,20 +40,18 @@ from minikafka.replication.truncation import (
     epochs_to_query,
     epochs_to_query_below,
     epochs_to_record,
-    fetched_in_known_epochs,
     leader_epochs_from_answers,
     truncation_offset_from_answers,
 )
-from minikafka.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
 
 if TYPE_CHECKING:
     from minikafka.replication.replica_manager import Replica, ReplicaManager
 
 logger = logging.getLogger(__name__)
 
-# v4, the first that serves what the leader stored as it is, in any magic: record batches
-# included (older versions are down-converted for old consumers).
-FETCH_VERSION = 4
+# The first versions that carry the follower's leader epoch; v10 also takes zstd batches.
+FETCH_VERSION = 11
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 
 
 class FetcherSettings:
@@ -156,26 +157,29 @@ class ReplicaFetcher:
     async def _truncate(self, replicas: list["Replica"]) -> None:
         queries = {(r.topic, r.partition): epochs_to_query(r.log.leader_epoch_cache.entries, r.leader_epoch)
                    for r in replicas}
-        answers, errors = await self._ask_epochs(queries)
+        answers, errors = await self._ask_epochs(queries, {(r.topic, r.partition): r.leader_epoch for r in replicas})
         for replica in replicas:
             key = (replica.topic, replica.partition)
             if self.partitions.get(key) is not replica or not (replica.needs_truncation or replica.needs_epochs):
                 continue  # the controller moved it meanwhile
             if key in errors:
+                # UNKNOWN_LEADER_EPOCH: the leader's LeaderAndIsr is on its way; FENCED: ours is.
                 logger.info("%s-%d: leader %d answered OffsetForLeaderEpoch with %s; retrying",
                             replica.topic, replica.partition, self.leader_id, ErrorCode(errors[key]).name)
                 await trio.sleep(self.settings.backoff_ms / 1000)
                 continue
             await self._truncate_one(replica, answers[key])
 
-    async def _ask_epochs(self, queries: dict[tuple[str, int], list[int]]):
-        """One OffsetForLeaderEpoch v0 request for ``{partition: [epochs]}``; answers come back
-        per entry in request order (a partition is listed once per epoch)."""
+    async def _ask_epochs(self, queries: dict[tuple[str, int], list[int]], current: dict[tuple[str, int], int]):
+        """One OffsetForLeaderEpoch request for ``{partition: [epochs]}``, each fenced by the
+        follower's epoch ``current[partition]``; answers come back per entry in request order
+        (a partition is listed once per epoch)."""
         topics: dict[str, list[dict]] = {}
-        for (topic, partition), epochs in queries.items():
-            topics.setdefault(topic, []).extend({"partition": partition, "leader_epoch": e} for e in epochs)
-        body = {"topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
-        response = await self.channel.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, body)
+        for key, epochs in queries.items():
+            topics.setdefault(key[0], []).extend(
+                {"partition": key[1], "current_leader_epoch": current[key], "leader_epoch": e} for e in epochs)
+        body = {"replica_id": self.node_id, "topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
+        response = await self.channel.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body)
         ends: dict[tuple[str, int], list[int]] = {}
         errors: dict[tuple[str, int], int] = {}
         for topic in response.topics:
@@ -192,14 +196,6 @@ class ReplicaFetcher:
         log = replica.log
         cache = log.leader_epoch_cache
         local_end = log.log_end_offset
-        if ends.get(replica.leader_epoch, UNDEFINED_EPOCH_OFFSET) == UNDEFINED_EPOCH_OFFSET:
-            # The leader has not taken our epoch yet (its LeaderAndIsr is on its way): its
-            # answers would not say where that epoch starts. Kafka's leader refuses such a
-            # request (FENCED/UNKNOWN_LEADER_EPOCH) and the follower retries.
-            logger.info("%s-%d: leader %d has not reached epoch %d yet; retrying", replica.topic,
-                        replica.partition, self.leader_id, replica.leader_epoch)
-            await trio.sleep(self.settings.backoff_ms / 1000)
-            return
         if not replica.needs_truncation:
             if not self._learn_epochs(replica, ends):
                 await trio.sleep(self.settings.backoff_ms / 1000)
@@ -209,10 +205,11 @@ class ReplicaFetcher:
                                                    log.high_watermark)
             below = epochs_to_query_below(ends, point)
             if below:
-                more, errors = await self._ask_epochs({(replica.topic, replica.partition): below})
+                key = (replica.topic, replica.partition)
+                more, errors = await self._ask_epochs({key: below}, {key: replica.leader_epoch})
                 if errors:
                     return  # asked again on the next round
-                ends = {**more[(replica.topic, replica.partition)], **ends}
+                ends = {**more[key], **ends}
             leader_entries = leader_epochs_from_answers(ends, replica.leader_epoch)
         except ValueError as exc:  # answers no leader gives: ask again later
             self._inconsistent(replica, ends, exc)
@@ -256,41 +253,28 @@ class ReplicaFetcher:
         topics: dict[str, list[dict]] = {}
         for (topic, partition), replica in requested.items():
             topics.setdefault(topic, []).append({
-                "partition": partition, "fetch_offset": replica.log.log_end_offset,
+                "partition": partition, "current_leader_epoch": replica.leader_epoch,
+                "fetch_offset": replica.log.log_end_offset, "log_start_offset": replica.log.log_start_offset,
                 "partition_max_bytes": self.settings.max_bytes})
         body = {"replica_id": self.node_id, "max_wait_ms": self.settings.wait_max_ms,
                 "min_bytes": self.settings.min_bytes, "max_bytes": self.settings.response_max_bytes,
                 "topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
         epochs = {key: replica.leader_epoch for key, replica in requested.items()}
         response = await self.channel.request(ApiKey.FETCH, FETCH_VERSION, body)
-        answered = []
         for topic in response.responses:
             for entry in topic.partitions:
                 key = (topic.topic, entry.partition_index)
                 replica = requested.get(key)
-                if replica is not None and self.partitions.get(key) is replica:
-                    answered.append((replica, entry))
-        # Only what would change the log or the high watermark needs the leader's word that it
-        # is still in our epoch (truncation.fetched_in_known_epochs); errors are handled as
-        # they come.
-        to_confirm = {(r.topic, r.partition): [epochs[(r.topic, r.partition)] + 1] for r, entry in answered
-                      if not entry.error_code and (entry.records or entry.high_watermark > r.log.high_watermark)}
-        confirmed, errors = set(), {}
-        if to_confirm:
-            answers, errors = await self._ask_epochs(to_confirm)
-            self._failed_round = bool(errors)
-            confirmed = {key for key, ends in answers.items() if fetched_in_known_epochs(ends[epochs[key] + 1])}
-        for replica, entry in answered:
-            key = (replica.topic, replica.partition)
-            if self.partitions.get(key) is not replica:
-                continue
-            if key not in to_confirm or key in confirmed:
+                if replica is None or self.partitions.get(key) is not replica:
+                    continue
+                if entry.error_code == ErrorCode.FENCED_LEADER_EPOCH and replica.leader_epoch == epochs[key]:
+                    # Kafka's onPartitionFenced: the LeaderAndIsr that tells this broker the
+                    # leader's new epoch puts the partition back (ReplicaManager._make_follower).
+                    logger.info("%s-%d: leader %d has moved past epoch %d: fetching waits for the new "
+                                "LeaderAndIsr", replica.topic, replica.partition, self.leader_id, epochs[key])
+                    self.remove(replica.topic, replica.partition)
+                    continue
                 await self._apply(replica, entry)
-            elif key not in errors and replica.leader_epoch == epochs[key]:
-                logger.info("%s-%d: leader %d has moved past epoch %d: the fetched answer is dropped and "
-                            "fetching waits for the new LeaderAndIsr", replica.topic, replica.partition,
-                            self.leader_id, replica.leader_epoch)
-                self.remove(replica.topic, replica.partition)
         if self._failed_round:
             await trio.sleep(self.settings.backoff_ms / 1000)
 
@@ -300,8 +284,9 @@ class ReplicaFetcher:
             await self._handle_out_of_range(replica)
             return
         if code:
-            # NOT_LEADER / UNKNOWN: the leader has not had its LeaderAndIsr yet, or leadership
-            # moved on and ours is on its way; keep asking (after a backoff) until it settles.
+            # NOT_LEADER / UNKNOWN_TOPIC / UNKNOWN_LEADER_EPOCH: the leader has not had its
+            # LeaderAndIsr yet, or leadership moved on and ours is on its way (FENCED after our
+            # epoch changed meanwhile); keep asking (after a backoff) until it settles.
             logger.info("%s-%d: leader %d answered Fetch with %s; retrying", replica.topic,
                         replica.partition, self.leader_id, ErrorCode(code).name)
             self._failed_round = True

@@ -31,17 +31,15 @@ Kafka since KIP-279 does for any epoch below a leader's first (it answers that e
 
 All of this is exact only while a follower's cache describes its log: it must never hold a
 message of an epoch whose start it has not recorded. Kafka since 0.11 reads the epoch off each
-batch; a magic 0/1 set carries none, and a Fetch v3 answer does not say which epoch the leader
-is in. So a follower could fetch what its leader wrote in a new epoch of its own before the
-follower's LeaderAndIsr for that epoch came (in a controlled shutdown it never comes), and if
-it restarted before learning the epoch it truncated to where the old epoch ends at the leader,
-below messages it holds identically, below its high watermark. A follower therefore applies a
-Fetch answer only once the leader has said, after that answer, that it is still in the
-follower's epoch (``fetched_in_known_epochs``): Kafka's fencing of Fetch by leader epoch
-(KIP-320, Fetch v9), done with the OffsetForLeaderEpoch v0 this broker speaks. Clamping the
-point at the follower's high watermark instead would not be safe: a follower that missed a
-leader change takes a high watermark that covers messages only its old leader had, and after
-a power loss of every in-sync replica committed messages are gone from the new leader.
+batch; a magic 0/1 set carries none. So a follower could fetch what its leader wrote in a new
+epoch of its own before the follower's LeaderAndIsr for that epoch came (in a controlled
+shutdown it never comes), and if it restarted before learning the epoch it truncated to where
+the old epoch ends at the leader, below messages it holds identically, below its high
+watermark (simulator seed 13). Every request of the fetcher therefore names the follower's
+epoch, and the leader answers only in that epoch (KIP-320's fencing, ``replication.fetcher``).
+Clamping the point at the follower's high watermark instead would not be safe: a follower that
+missed a leader change takes a high watermark that covers messages only its old leader had,
+and after a power loss of every in-sync replica committed messages are gone from the new leader.
 """
 
 from __future__ import annotations
@@ -68,19 +66,6 @@ def truncates_on_leader_and_isr(following: int | None, following_epoch: int, lea
     have led in between, and the leader it follows may have truncated its own log below ours
     meanwhile, so it truncates (Kafka 2.1, KAFKA-7164)."""
     return following != leader or leader_epoch > following_epoch + 1
-
-
-def fetched_in_known_epochs(end_offset_above: int) -> bool:
-    """Whether a Fetch answer may be applied: ``end_offset_above`` is the leader's
-    OffsetForLeaderEpoch answer for the epoch just above the follower's, asked after the Fetch
-    answer came. -1 says the leader has no later epoch (it answers -1 only above its latest,
-    and as leader its latest is the epoch it leads in, which never goes down), so it was in the
-    follower's epoch when it read the answer: every message in it is of an epoch the follower
-    has recorded, or will as its log end reaches the start. Anything else: the leader has moved
-    on, and the answer may hold messages of an epoch the follower does not know, or come from a
-    log the leader truncated since (it followed another broker in between); the follower waits
-    for its LeaderAndIsr, as Kafka's does on FENCED_LEADER_EPOCH."""
-    return end_offset_above == UNDEFINED_EPOCH_OFFSET
 
 
 def epochs_to_query(local_entries: EpochEntries, leader_epoch: int) -> list[int]:

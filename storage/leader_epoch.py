@@ -120,6 +120,12 @@ class LeaderEpochCache:
         floor = [(e, o) for e, o in self._entries if e <= requested_epoch]
         return (floor[-1][0] if floor else requested_epoch), higher[1]
 
+    def epoch_at(self, offset: int) -> int:
+        """The epoch whose messages include ``offset``: the latest starting at or before it
+        (UNDEFINED_EPOCH before the first)."""
+        covering = [e for e, o in self._entries if o <= offset]
+        return covering[-1] if covering else UNDEFINED_EPOCH
+
     def fit_to_loaded_log(self, start_offset: int, end_offset: int) -> None:
         """Fit the cache to a log just loaded as ``[start_offset, end_offset)``, with one write.
 

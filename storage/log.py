@@ -294,14 +294,23 @@ class Log:
         """Append a leader's set keeping its offsets (strictly increasing, >= log end),
         checked shallowly (see ``validate_given_offsets``: ``first_offset`` and
         ``record_count`` of the result are the first shallow entry's offset and the number
-        of shallow entries)."""
+        of shallow entries).
+
+        A record batch carries the epoch its leader wrote it in: an epoch above the cache's
+        latest starts at the batch's base offset (Kafka 0.11+'s Log.append), so a follower's
+        cache describes what it holds whatever it has been told. Magic 0/1 sets carry none:
+        their epochs come from the leader's OffsetForLeaderEpoch answers (replication.fetcher).
+        Recorded once the set is appended, so the cache never names an offset the log lacks."""
         with self._open():
             validated = validate_given_offsets(records, self.log_end_offset, self._validation_config)
             if not validated.record_count:
                 end = self.log_end_offset
                 return AppendResult(end, end - 1, -1, 0)
             self._check_set_size(validated)
-            return self._append(validated, self._clock.time_ms())
+            result = self._append(validated, self._clock.time_ms())
+            for epoch, start in validated.leader_epoch_starts:
+                self.leader_epoch_cache.assign(epoch, start)
+            return result
 
     def _check_keys(self, validated: ValidatedSet) -> None:
         # Kafka 0.10.2's LogValidator answers CORRUPT_MESSAGE (2.8 INVALID_RECORD, which

@@ -1,4 +1,4 @@
-"""Fetch (key 1), v0-v6: read message sets, long-polling until enough bytes are there.
+"""Fetch (key 1), v0-v11: read message sets, long-polling until enough bytes are there.
 
 The request waits up to ``max_wait_ms`` until at least ``min_bytes`` can be returned; it is
 woken by appends to the partitions it reads (``Broker.append_waiters``), never by a timer
@@ -23,8 +23,14 @@ the high watermark is stable: both levels read the same, the last stable offset 
 watermark, and READ_COMMITTED gets an empty list of aborted transactions (READ_UNCOMMITTED
 null, as Kafka). An isolation level other than 0 and 1 is a malformed request.
 
-v4 and later serve any magic as stored, record batches included. v5 adds the log start
-offset.
+v4 and later serve any magic as stored, record batches included. v5 answers the log start
+offset. v7 fetch sessions (KIP-227) are not kept, as a Kafka broker with no session cache
+slots: every answer is a full one with session id 0, and a request that continues a session
+(an epoch above 0) is answered FETCH_SESSION_ID_NOT_FOUND, after which clients fetch in full. v9's ``current_leader_epoch`` (KIP-320) is checked against the
+partition's epoch at each read (``Partitions.leader_log``), so a long poll that outlives a
+leader change answers FENCED_LEADER_EPOCH, not data read at a later epoch; a fenced follower's
+fetch offset is not taken as its position. v11's rack is not used: the leader is the preferred
+read replica (-1).
 
 In a cluster only the partition's leader answers (NOT_LEADER_FOR_PARTITION elsewhere):
 consumers read below the high watermark; a follower's fetch (``replica_id`` = its broker id)
@@ -46,6 +52,8 @@ from minikafka.storage.types import FileSlice, OffsetOutOfRange
 API_KEY = ApiKey.FETCH
 NO_RESPONSE_LIMIT = 0x7FFFFFFF
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+# Fetch session epochs that start or end a session, the rest continue one (KIP-227).
+INITIAL_SESSION_EPOCH, FINAL_SESSION_EPOCH = 0, -1
 
 
 def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[list[dict], int, bool]:
@@ -66,7 +74,7 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
             error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             if allowed:
                 try:
-                    log = source.leader_log(topic.topic, request.partition)
+                    log = source.leader_log(topic.topic, request.partition, request.current_leader_epoch)
                     error = None
                 except TopicError as exc:
                     error = exc.code
@@ -106,7 +114,7 @@ async def _record_follower_positions(broker, body, unreadable: set[str]) -> None
             continue
         for request in topic.partitions:
             await broker.partitions.follower_fetched(topic.topic, request.partition, body.replica_id,
-                                                     request.fetch_offset)
+                                                     request.fetch_offset, request.current_leader_epoch)
 
 
 def _add_transaction_fields(topics: list[dict], isolation_level: int) -> None:
@@ -151,6 +159,8 @@ async def handle(broker, request) -> dict:
     version = request.api_version
     if version >= 4 and body.isolation_level not in (READ_UNCOMMITTED, READ_COMMITTED):
         raise CloseConnection(f"Fetch with unknown isolation level {body.isolation_level}")
+    if version >= 7 and body.session_epoch not in (INITIAL_SESSION_EPOCH, FINAL_SESSION_EPOCH):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "responses": []}
     # Checked once, not at each wake-up of a long poll, and before anything is recorded, as
     # Kafka passes only authorized partitions to its replica manager. A follower's fetch needs
     # ClusterAction (Kafka since 1.1; 0.10.2 asked it only for Read on the topic, which let

@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), v0-v1: offsets for times, the earliest and the latest offset.
+"""ListOffsets (key 2), v0-v5: offsets for times, the earliest and the latest offset.
 
 Timestamp -1 means the latest offset and -2 the earliest (the log start offset). As in Kafka
 0.10.2, a consumer (replica id -1) is bounded by the high watermark: its latest offset is the
@@ -17,13 +17,28 @@ returns the first segment's base offset only; a timestamp returns the bases of t
 last written at or before it (a segment's time is its largest timestamp, which storage keeps
 as the append time for magic 0 messages; a segment with no time yet, the empty active one,
 counts as now, like the log end offset).
+
+v2 adds the isolation level: with no transactions every offset below the high watermark is
+stable, so both levels read the same (another level is a malformed request, as in Fetch).
+v4 (KIP-320) checks the requester's ``current_leader_epoch`` (``Partitions.leader_log``:
+FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and answers the leader epoch of the offset found:
+the current one for the latest, the first epoch for the earliest when it starts there, and for
+a time the epoch the cache says covers the offset. Kafka reads the latter from the batch
+header, so it answers -1 on magic 0/1 logs; this broker's epoch cache is exact for every format
+(the truncation relies on it), so its answer is the same as a v2 batch's would be.
+
+As Kafka since KIP-207, a consumer's latest offset, or a time lookup that finds nothing below
+the high watermark, is refused while a new leader's high watermark is still below the start of
+its epoch (the offsets in between were committed under the old leader, and it cannot say
+yet): OFFSET_NOT_AVAILABLE from v5, LEADER_NOT_AVAILABLE before; both are retried.
 """
 
 from __future__ import annotations
 
 import itertools
 
-from minikafka.broker.partitions import TopicError
+from minikafka.broker.handlers import CloseConnection
+from minikafka.broker.partitions import NO_EPOCH, TopicError
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -31,6 +46,7 @@ API_KEY = ApiKey.LIST_OFFSETS
 LATEST = -1
 EARLIEST = -2
 CONSUMER_REPLICA_ID = -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 def old_style_offsets(broker, log, timestamp: int, max_num_offsets: int) -> list[int]:
@@ -63,8 +79,9 @@ def capped_at(offsets: list[int], high_watermark: int) -> list[int]:
 
 
 def _partition_answer(broker, topic: str, request, version: int, replica_id: int) -> dict:
+    partitions = broker.partitions
     try:
-        log = broker.partitions.leader_log(topic, request.partition_index)
+        log = partitions.leader_log(topic, request.partition_index, request.current_leader_epoch)
     except TopicError as exc:
         return {"partition_index": request.partition_index, "error_code": exc.code,
                 "old_style_offsets": []}
@@ -74,26 +91,41 @@ def _partition_answer(broker, topic: str, request, version: int, replica_id: int
     if version == 0:
         offsets = old_style_offsets(broker, log, request.timestamp, request.max_num_offsets)
         if from_consumer:
-            offsets = capped_at(offsets, broker.partitions.high_watermark(log))
+            offsets = capped_at(offsets, partitions.high_watermark(log))
         return {"partition_index": request.partition_index, "error_code": ErrorCode.NONE,
                 "old_style_offsets": offsets}
+    high_watermark = partitions.high_watermark(log)
+    current_epoch = partitions.leader_epoch(topic, request.partition_index)
+    entries = log.leader_epoch_cache.entries
+    # Kafka's Partition.fetchOffsetForTimestamp: a new leader whose high watermark has not
+    # reached the start of its epoch yet.
+    lagging = from_consumer and dict(entries).get(current_epoch, 0) > high_watermark
+    not_available = ErrorCode.OFFSET_NOT_AVAILABLE if version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
     if request.timestamp == LATEST:
-        timestamp, offset = -1, broker.partitions.high_watermark(log) if from_consumer else log.log_end_offset
+        if lagging:
+            return {"partition_index": request.partition_index, "error_code": not_available}
+        timestamp, offset, epoch = -1, high_watermark if from_consumer else log.log_end_offset, current_epoch
     elif request.timestamp == EARLIEST:
         timestamp, offset = -1, log.log_start_offset
+        epoch = entries[0][0] if entries and entries[0][1] <= offset else NO_EPOCH
     else:
         found = log.offset_for_timestamp(request.timestamp)
         # Kafka 0.10.2 lets a consumer find the offset at the high watermark too (``<=``).
-        if found is None or (from_consumer and found[0] > broker.partitions.high_watermark(log)):
+        if found is None or (from_consumer and found[0] > high_watermark):
+            if lagging:
+                return {"partition_index": request.partition_index, "error_code": not_available}
             found = (-1, -1)
         offset, timestamp = found
+        epoch = log.leader_epoch_cache.epoch_at(offset) if offset >= 0 else NO_EPOCH
     return {"partition_index": request.partition_index, "error_code": ErrorCode.NONE,
-            "timestamp": timestamp, "offset": offset}
+            "timestamp": timestamp, "offset": offset, "leader_epoch": epoch}
 
 
 async def handle(broker, request) -> dict:
     version = request.api_version
-    return {"topics": [
+    if version >= 2 and request.body.isolation_level not in (READ_UNCOMMITTED, READ_COMMITTED):
+        raise CloseConnection(f"ListOffsets with unknown isolation level {request.body.isolation_level}")
+    return {"throttle_time_ms": 0, "topics": [
         {"name": topic.name,
          "partitions": [_partition_answer(broker, topic.name, partition, version, request.body.replica_id)
                         if broker.authorize(request, "Describe", "Topic", topic.name)

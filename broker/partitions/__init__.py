@@ -28,6 +28,23 @@ from minikafka.storage.names import InvalidTopicName, validate_topic_name
 # timeout in ms, it answers the partition's error code (NONE once replicated).
 AcksWait = Callable[[int], Awaitable[ErrorCode]]
 
+# A request's current leader epoch when it names none (requests before KIP-320's versions, and
+# clients that have no epoch from Metadata): nothing to check.
+NO_EPOCH = -1
+
+
+def leader_epoch_error(replica_epoch: int, current_leader_epoch: int) -> ErrorCode:
+    """Whether a request that believes the partition is at ``current_leader_epoch`` may be served
+    by a replica at ``replica_epoch`` (KIP-320; Kafka's Partition.checkCurrentLeaderEpoch):
+    FENCED_LEADER_EPOCH when the requester is behind (its metadata is stale: it refreshes it),
+    UNKNOWN_LEADER_EPOCH when it is ahead (this replica has not had its LeaderAndIsr yet: it
+    retries), NONE when they agree or no epoch is named."""
+    if current_leader_epoch == NO_EPOCH or current_leader_epoch == replica_epoch:
+        return ErrorCode.NONE
+    if current_leader_epoch < replica_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    return ErrorCode.UNKNOWN_LEADER_EPOCH
+
 
 class TopicError(Exception):
     """A topic-level request refused with a Kafka error code and a readable message."""
@@ -54,10 +71,20 @@ class Partitions(ABC):
     # ------------------------------------------------------------------ reads
 
     @abstractmethod
-    def leader_log(self, topic: str, partition: int) -> Log:
+    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = NO_EPOCH) -> Log:
         """The log of ``topic-partition`` if this broker leads it, else TopicError with the
         code a client acts on (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_FOR_PARTITION,
-        LEADER_NOT_AVAILABLE)."""
+        LEADER_NOT_AVAILABLE).
+
+        A request that names the leader epoch it expects (Fetch v9+, ListOffsets v4+,
+        OffsetForLeaderEpoch v2+) is checked against this broker's replica first, leader or
+        follower (:func:`leader_epoch_error`), as Kafka's Partition.getLocalLog checks the epoch
+        before the leadership: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH."""
+
+    @abstractmethod
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The leader epoch of ``topic-partition`` as this broker's replica knows it (what
+        :meth:`leader_log` checks a request's epoch against); NO_EPOCH without a replica."""
 
     @abstractmethod
     def high_watermark(self, log: Log) -> int:
@@ -65,9 +92,11 @@ class Partitions(ABC):
         in-sync replica holds. Followers read up to the log end instead."""
 
     @abstractmethod
-    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched ``topic-partition`` from ``fetch_offset``, its log end. An error
-        is left for the fetch's read of the partition to answer."""
+    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
+                               current_leader_epoch: int = NO_EPOCH) -> None:
+        """A follower at ``current_leader_epoch`` fetched ``topic-partition`` from
+        ``fetch_offset``, its log end. An error, a fenced epoch included, is left for the
+        fetch's read of the partition to answer."""
 
     # ------------------------------------------------------------------ appends
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import trio
 
-from minikafka.broker.partitions import AcksWait, Partitions, TopicError
+from minikafka.broker.partitions import NO_EPOCH, AcksWait, Partitions, TopicError, leader_epoch_error
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.storage.config import AppendResult
 from minikafka.storage.log import Log
@@ -35,18 +35,27 @@ class LocalPartitions(Partitions):
 
     default_replication_factor = 1
 
-    def leader_log(self, topic: str, partition: int) -> Log:
+    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = NO_EPOCH) -> Log:
         log = self.log_manager.get_log(topic, partition)
         if log is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
+        error = leader_epoch_error(_epoch_of(log), current_leader_epoch)
+        if error:
+            raise TopicError(error, f"{topic}-{partition} is at leader epoch {_epoch_of(log)}, "
+                                    f"not {current_leader_epoch}")
         return log
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        log = self.log_manager.get_log(topic, partition)
+        return NO_EPOCH if log is None else _epoch_of(log)
 
     def high_watermark(self, log: Log) -> int:
         # Every appended message is fully replicated at once, also those a crash left above
         # the checkpointed high watermark.
         return log.log_end_offset
 
-    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> None:
+    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
+                               current_leader_epoch: int = NO_EPOCH) -> None:
         """No replica follows a single broker's: a fetch naming a broker id only reads to the
         log end."""
 
@@ -54,7 +63,8 @@ class LocalPartitions(Partitions):
         log = self.leader_log(topic, partition)
         if records is None:
             raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
-        result = log.append_as_leader(records)  # validation makes the one copy it writes
+        # At the epoch it leads in, which v2 batches carry (validation makes the one copy it writes).
+        result = log.append_as_leader(records, _epoch_of(log))
         # The leader is the whole ISR: what it appended is committed (and checkpointed so),
         # whatever the acks.
         log.high_watermark = log.log_end_offset
@@ -240,6 +250,13 @@ class LocalPartitions(Partitions):
             return ErrorCode.NONE, here
         error = broker.group_coordinator.find_coordinator(group_id)
         return error, (None if error else here)
+
+
+def _epoch_of(log: Log) -> int:
+    """A single broker leads every partition in the latest epoch its cache holds: 0 from creation
+    on, or the epoch a log dir brought from a cluster last led in (its appends never record a
+    lower one)."""
+    return max(log.leader_epoch_cache.latest_epoch, 0)
 
 
 @functools.lru_cache(maxsize=64)

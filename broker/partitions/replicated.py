@@ -17,7 +17,7 @@ import logging
 import trio
 
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
-from minikafka.broker.partitions import AcksWait, Partitions, TopicError
+from minikafka.broker.partitions import NO_EPOCH, AcksWait, Partitions, TopicError, leader_epoch_error
 from minikafka.broker.security.acl import AclError
 from minikafka.broker.security.inter_broker import channel_security
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -163,20 +163,38 @@ class ReplicatedPartitions(Partitions):
 
     # ------------------------------------------------------------------ reads
 
-    def leader_replica(self, topic: str, partition: int) -> Replica:
+    def leader_replica(self, topic: str, partition: int, current_leader_epoch: int = NO_EPOCH) -> Replica:
+        if current_leader_epoch != NO_EPOCH:
+            # A follower's epoch fences too (Kafka's getLocalLog): a client a LeaderAndIsr ahead
+            # of this broker hears UNKNOWN_LEADER_EPOCH, not NOT_LEADER, and waits for it here.
+            epoch = self.leader_epoch(topic, partition)
+            error = leader_epoch_error(epoch, current_leader_epoch) if epoch != NO_EPOCH else ErrorCode.NONE
+            if error:
+                raise TopicError(error, f"{topic}-{partition} is at leader epoch {epoch} on broker "
+                                        f"{self.broker.node_id}, not {current_leader_epoch}")
         try:
             return self.cluster.replicas.leader_replica(topic, partition)
         except NotLeader as exc:
             raise TopicError(exc.code, str(exc)) from None
 
-    def leader_log(self, topic: str, partition: int) -> Log:
-        return self.leader_replica(topic, partition).log
+    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = NO_EPOCH) -> Log:
+        return self.leader_replica(topic, partition, current_leader_epoch).log
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        replica = self.cluster.replicas.replicas.get((topic, partition))
+        return NO_EPOCH if replica is None else replica.leader_epoch
 
     def high_watermark(self, log: Log) -> int:
         return log.high_watermark
 
-    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int) -> None:
-        """The leader's high watermark and ISR move as its followers catch up."""
+    async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
+                               current_leader_epoch: int = NO_EPOCH) -> None:
+        """The leader's high watermark and ISR move as its followers catch up. Not a fenced
+        follower's (Kafka updates a follower's state only after a read its epoch allowed): one
+        that missed a leader change may hold a log this leader's history diverges from, and
+        its log end would count towards the high watermark."""
+        if leader_epoch_error(self.leader_epoch(topic, partition), current_leader_epoch):
+            return
         try:
             await self.cluster.replicas.follower_fetched(topic, partition, replica_id, fetch_offset)
         except NotLeader:

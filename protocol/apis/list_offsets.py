@@ -1,27 +1,32 @@
-"""ListOffsets (key 2), v0-v1. v0 returns up to ``max_num_offsets`` segment-boundary offsets
-("old style"); v1 returns exactly one (timestamp, offset) per partition (KIP-79).
-Timestamps -1 and -2 mean latest and earliest."""
+"""ListOffsets (key 2), v0-v5. v0 returns up to ``max_num_offsets`` segment-boundary offsets
+("old style"); v1 returns exactly one (timestamp, offset) per partition (KIP-79); v2 adds the
+isolation level and the throttle time; v3 is v2; v4 (KIP-320) the requester's
+``current_leader_epoch`` (fencing, -1 unchecked) and the leader epoch of the offset found; v5
+is v4 that may answer OFFSET_NOT_AVAILABLE. Timestamps -1 and -2 mean latest and earliest."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
-from minikafka.protocol.types import INT16, INT32, INT64, STRING
+from minikafka.protocol.types import INT8, INT16, INT32, INT64, STRING
 
 LIST_OFFSETS = Api(
     ApiKey.LIST_OFFSETS,
     "ListOffsets",
-    versions=(0, 1),
+    versions=(0, 5),
     request=(
         Field("replica_id", INT32, default=-1),
+        Field("isolation_level", INT8, "2+", default=0),
         Field("topics", Array(
             Field("name", STRING),
             Field("partitions", Array(
                 Field("partition_index", INT32),
+                Field("current_leader_epoch", INT32, "4+", default=-1),
                 Field("timestamp", INT64),
                 Field("max_num_offsets", INT32, "0", default=1),
             )),
         )),
     ),
     response=(
+        Field("throttle_time_ms", INT32, "2+", default=0),
         Field("topics", Array(
             Field("name", STRING),
             Field("partitions", Array(
@@ -30,6 +35,7 @@ LIST_OFFSETS = Api(
                 Field("old_style_offsets", Array(INT64), "0"),
                 Field("timestamp", INT64, "1+", default=-1),
                 Field("offset", INT64, "1+", default=-1),
+                Field("leader_epoch", INT32, "4+", default=-1),
             )),
         )),
     ),

@@ -274,7 +274,11 @@ class Checker:
 
     def _check_not_leader_duplicates(self, where) -> None:
         for attempt in self.attempts:
-            if attempt.error != ErrorCode.NOT_LEADER_FOR_PARTITION or attempt.partition not in where:
+            # Only an answer that came after an append (it names the offset) can have stored
+            # the value: one refused before it (-1, a leader whose LeaderAndIsr is still on its
+            # way) stored nothing, whatever another attempt of the same value did.
+            if attempt.error != ErrorCode.NOT_LEADER_FOR_PARTITION or attempt.offset < 0 \
+                    or attempt.partition not in where:
                 continue
             if len(where[attempt.partition].get(attempt.value, [])) < 2:
                 continue

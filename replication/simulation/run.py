@@ -31,6 +31,10 @@ DURATION_S = 40.0  # of faults, in virtual time
 SETTLE_S = 20.0  # after healing: the ISR catches up, the consumer reads to the end
 SETTLE_BOUND_S = 180.0  # a run not done this long after its faults end has not settled
 EPOCH_MS = 1_700_000_000_000
+# The data topic's format on odd seeds (magic 1); even seeds take the default, record batches.
+# Followers learn leader epochs differently in each: from OffsetForLeaderEpoch answers only,
+# or also from the batches they append.
+MAGIC_1_TOPIC_CONFIGS = {"message.format.version": "0.10.2"}
 
 
 @dataclass
@@ -53,6 +57,7 @@ class Simulation:
         self.duration_s = duration_s
         self.rng = random.Random(seed)
         self.topic = TOPIC
+        self.topic_configs = MAGIC_1_TOPIC_CONFIGS if seed % 2 else {}
         self.partitions = partitions
         self.broker_ids = list(range(1, brokers + 1))
         self.verbose = verbose
@@ -96,7 +101,7 @@ class Simulation:
                 await self.start_broker(broker_id)
             n = len(self.broker_ids)
             assignment = {p: [self.broker_ids[(p + i) % n] for i in range(n)] for p in range(self.partitions)}
-            await KafkaZk(self.admin).create_topic(self.topic, assignment, {})
+            await KafkaZk(self.admin).create_topic(self.topic, assignment, self.topic_configs)
             # Created here rather than by the first FindCoordinator, whose replica assignment
             # starts at a random broker (a seed would not replay).
             offsets_configs = self.brokers[self.broker_ids[0]].broker.group_coordinator.offsets_topic_configs()

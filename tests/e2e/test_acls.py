@@ -420,3 +420,17 @@ def test_the_cluster_is_needed_to_describe_or_alter_scram_users(broker):
         {"name": "mallory", "mechanism": 1, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 32}]})
     assert [(r.user, r.error_code) for r in altered.results] == [("mallory", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
     assert not (broker.log_dir / "scram-credentials.json").exists()
+
+
+def test_offset_for_leader_epoch_needs_describe_on_the_topic_without_cluster_action(broker):
+    """Kafka 2.1+ (KIP-320): consumers ask OffsetForLeaderEpoch too, so without ClusterAction
+    Describe on the topic suffices (TOPIC_AUTHORIZATION_FAILED otherwise), at every version."""
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    for version in (0, 2, 3):
+        answer = _as(broker, "alice", ApiKey.OFFSET_FOR_LEADER_EPOCH, version, {"topics": [
+            {"topic": "open", "partitions": [{"partition": 0, "leader_epoch": 0}]},
+            {"topic": "secret", "partitions": [{"partition": 0, "leader_epoch": 0}]}]})
+        assert {t.topic: t.partitions[0].error_code for t in answer.topics} == \
+            {"open": ErrorCode.NONE, "secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED}, version

@@ -147,6 +147,7 @@ def test_offsets_for_times_earliest_and_latest(broker, topic):
         assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 5)
         [found] = consumer.offsets_for_times([TopicPartition(topic, 0, base + 2500)], timeout=10)
         assert found.offset == 3
+        assert found.leader_epoch == 0  # ListOffsets v4 (KIP-320): the epoch of the offset found
         [exact] = consumer.offsets_for_times([TopicPartition(topic, 0, base + 1000)], timeout=10)
         assert exact.offset == 1
         [past_the_end] = consumer.offsets_for_times([TopicPartition(topic, 0, base + 60_000)], timeout=10)

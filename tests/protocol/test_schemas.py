@@ -344,12 +344,12 @@ def test_our_responses_decode_with_old_kafka_python(api, version, data):
 def test_every_served_api_is_registered_with_the_issue_versions():
     assert {ApiKey(k).name: (lo, hi) for k, lo, hi in
             [(api.key, api.min_version, api.max_version) for api in APIS.values()]} == {
-        "API_VERSIONS": (0, 3), "METADATA": (0, 2), "PRODUCE": (0, 7), "FETCH": (0, 6),
-        "LIST_OFFSETS": (0, 1), "CREATE_TOPICS": (0, 4), "DELETE_TOPICS": (0, 5),
+        "API_VERSIONS": (0, 3), "METADATA": (0, 2), "PRODUCE": (0, 7), "FETCH": (0, 11),
+        "LIST_OFFSETS": (0, 5), "CREATE_TOPICS": (0, 4), "DELETE_TOPICS": (0, 5),
         "FIND_COORDINATOR": (0, 4), "JOIN_GROUP": (0, 7), "SYNC_GROUP": (0, 5),
         "HEARTBEAT": (0, 4), "LEAVE_GROUP": (0, 4), "OFFSET_COMMIT": (0, 8),
         "OFFSET_FETCH": (0, 8), "LIST_GROUPS": (0, 4), "DESCRIBE_GROUPS": (0, 5),
-        "OFFSET_FOR_LEADER_EPOCH": (0, 0), "LEADER_AND_ISR": (0, 0), "STOP_REPLICA": (0, 0),
+        "OFFSET_FOR_LEADER_EPOCH": (0, 3), "LEADER_AND_ISR": (0, 0), "STOP_REPLICA": (0, 0),
         "UPDATE_METADATA": (0, 3), "CONTROLLED_SHUTDOWN": (0, 1), "SASL_HANDSHAKE": (0, 1),
         "SASL_AUTHENTICATE": (0, 2), "DESCRIBE_CONFIGS": (0, 4), "ALTER_CONFIGS": (0, 2),
         "INCREMENTAL_ALTER_CONFIGS": (0, 1), "CREATE_PARTITIONS": (0, 3),

@@ -19,7 +19,6 @@ from minikafka.replication.truncation import (
     epochs_to_query,
     epochs_to_query_below,
     epochs_to_record,
-    fetched_in_known_epochs,
     leader_epochs_from_answers,
     truncates_on_leader_and_isr,
     truncation_offset,
@@ -162,13 +161,6 @@ def test_epochs_are_recorded_once_the_log_end_reaches_them():
     assert epochs_reached([(2, 5), (3, 9), (6, 20)], 9) == ([(2, 5), (3, 9)], [(6, 20)])
 
 
-def test_a_fetch_is_applied_only_while_the_leader_has_no_epoch_above_the_followers(tmp_path):
-    leader = leader_cache(tmp_path, [(0, 0), (3, 10)], log_end=15)
-    assert fetched_in_known_epochs(leader.end_offset_for(3 + 1)[1])  # follower at 3, as the leader
-    assert not fetched_in_known_epochs(leader.end_offset_for(2 + 1)[1])  # follower at 2: epoch 3 is news
-    assert not fetched_in_known_epochs(leader.end_offset_for(0 + 1)[1])
-
-
 def test_truncates_again_for_a_new_leader_or_a_skipped_epoch_not_the_next_epoch_of_the_same_leader():
     assert not truncates_on_leader_and_isr(2, 5, 2, 6)  # an ISR change
     assert truncates_on_leader_and_isr(2, 5, 3, 6)
@@ -181,12 +173,13 @@ def test_truncates_again_for_a_new_leader_or_a_skipped_epoch_not_the_next_epoch_
 class Replica:
     """One broker's copy of the partition: a real Log in its own directory."""
 
-    def __init__(self, root: Path, name: str, clock: FakeClock) -> None:
+    def __init__(self, root: Path, name: str, clock: FakeClock, config: LogConfig = LogConfig()) -> None:
         self.name = name
         self.dir = root / name / "t-0"
         self.dir.parent.mkdir(parents=True)
         self.clock = clock
-        self.log = Log.create(self.dir, "t", 0, LogConfig(), clock)
+        self.config = config
+        self.log = Log.create(self.dir, "t", 0, config, clock)
         self.pending: list[tuple[int, int]] = []
 
     def produce(self, value: str, epoch: int) -> int:
@@ -251,7 +244,7 @@ class Replica:
             segment = self.dir / f"{0:020d}.log"
             with open(segment, "r+b") as f:
                 f.truncate(keep)
-        self.log = Log(self.dir, "t", 0, LogConfig(), self.clock, high_watermark=high_watermark,
+        self.log = Log(self.dir, "t", 0, self.config, self.clock, high_watermark=high_watermark,
                        needs_recovery=lost_after is not None)
 
     def values(self) -> list[tuple[int, str]]:

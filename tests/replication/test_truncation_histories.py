@@ -7,10 +7,14 @@ follower late or never, crashes that lose an unflushed tail, restarts. Three rep
 Whenever a follower truncates, its point must be exactly where its log and its leader's part:
 below it drops messages both hold (acknowledged ones, if it is elected next), above it keeps
 a divergent one. That rests on every epoch cache describing its log after every step
-(``History.faithful``): a follower applies a fetch only while its leader is still in the
-follower's epoch. A follower that keeps its log for a new epoch of the same leader must hold a
+(``History.faithful``): the leader answers a follower's Fetch and OffsetForLeaderEpoch only in
+the follower's own epoch (KIP-320's fencing, ``leader_epoch_error``). A follower that keeps its log for a new epoch of the same leader must hold a
 prefix of the leader's log. At the end every replica converges on the leader's log and
 leader-epoch-checkpoint.
+
+Every history is played on magic 1 logs, whose followers learn epochs only from the leader's
+OffsetForLeaderEpoch answers, and on record batch logs, whose followers also read them off the
+batches they append.
 
 MINIKAFKA_HYPOTHESIS_EXAMPLES raises the example count (default CI-sized), e.g.
 ``MINIKAFKA_HYPOTHESIS_EXAMPLES=5000 pytest tests/replication/test_truncation_histories.py --hypothesis-seed=1``.
@@ -23,20 +27,21 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from minikafka.broker.partitions import leader_epoch_error
+from minikafka.protocol.errors import ErrorCode
 from minikafka.replication.truncation import (
     epochs_to_query,
     epochs_to_query_below,
     epochs_to_record,
-    fetched_in_known_epochs,
     leader_epochs_from_answers,
     truncates_on_leader_and_isr,
     truncation_offset_from_answers,
 )
-from minikafka.storage import FakeClock
-from minikafka.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
+from minikafka.storage import FakeClock, LogConfig
 
 from .test_truncation import T0, Replica, common_prefix
 
@@ -78,9 +83,10 @@ class Broker:
 
 
 class History:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, message_format_version: str) -> None:
         clock = FakeClock(T0)
-        self.logs = [Replica(root, f"r{i}", clock) for i in range(N)]
+        config = LogConfig(message_format_version=message_format_version)
+        self.logs = [Replica(root, f"r{i}", clock, config) for i in range(N)]
         self.brokers = [Broker() for _ in range(N)]
         self.leader, self.epoch = 0, 0
         self.brokers[0].leading = True
@@ -150,13 +156,17 @@ class History:
             return None
         return self.logs[followed]
 
+    def fencing(self, i: int) -> ErrorCode:
+        """What the leader broker ``i`` follows answers a request naming ``i``'s epoch."""
+        return leader_epoch_error(self.brokers[self.brokers[i].following].epoch, self.brokers[i].epoch)
+
     def sync(self, i: int) -> None:
         """The fetcher's step before fetching: truncate, or learn the epochs (ReplicaFetcher._truncate_one)."""
         broker, follower, leader = self.brokers[i], self.logs[i], self.leader_of(i)
         cache, end = follower.log.leader_epoch_cache, follower.log.log_end_offset
+        if self.fencing(i):
+            return  # the leader is in another epoch: asked again once LeaderAndIsr has settled it
         answers = {e: leader.log.leader_epoch_cache.end_offset_for(e)[1] for e in epochs_to_query(cache.entries, broker.epoch)}
-        if answers[broker.epoch] == UNDEFINED_EPOCH_OFFSET:
-            return  # the leader has not taken our epoch: asked again later
         before, theirs = follower.values(), leader.values()
         if not broker.needs_truncation:
             assert before == theirs[:len(before)], "kept a log that is not a prefix of the same leader's"
@@ -178,14 +188,16 @@ class History:
         broker.needs_truncation = broker.needs_epochs = False
 
     def fetch(self, i: int, count: int) -> None:
-        """One fetch, applied only if the leader is still in the follower's epoch (the
-        fetcher asks after the answer came; nothing happens in between here)."""
+        """One fetch, answered only if the leader is in the follower's epoch (Fetch v9+)."""
         broker, follower, leader = self.brokers[i], self.logs[i], self.leader_of(i)
+        fencing = self.fencing(i)
+        if fencing == ErrorCode.FENCED_LEADER_EPOCH:
+            broker.fenced = True
+            return
+        if fencing:
+            return  # UNKNOWN_LEADER_EPOCH: asked again
         if follower.log.log_end_offset > leader.log.log_end_offset:
             broker.needs_truncation = True  # OFFSET_OUT_OF_RANGE: truncate again
-            return
-        if not fetched_in_known_epochs(leader.log.leader_epoch_cache.end_offset_for(broker.epoch + 1)[1]):
-            broker.fenced = True
             return
         follower.fetch_from(leader, up_to=follower.log.log_end_offset + count)
 
@@ -284,13 +296,14 @@ MISSED_EPOCH = [("produce", 2), ("fetch", 0, 2), ("elect", 2), ("lose", 1), ("de
                 ("elect", 0), ("deliver", 0), ("sync", 0)]
 
 
+@pytest.mark.parametrize("message_format_version", ["0.10.2", "2.8"])
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(ops)
 @example(SEED_13)
 @example(MISSED_EPOCH)
-def test_any_history_truncates_exactly_and_converges(history):
+def test_any_history_truncates_exactly_and_converges(message_format_version, history):
     with tempfile.TemporaryDirectory() as root:
-        model = History(Path(root))
+        model = History(Path(root), message_format_version)
         try:
             for op in history:
                 model.play(op)

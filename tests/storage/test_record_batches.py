@@ -133,3 +133,30 @@ def test_logs_written_before_magic_2_keep_their_format_without_an_override(tmp_p
         formats[topic] = {e.magic for e in iter_entries(log.read(log.log_start_offset, 1 << 20).read_bytes())}
     assert formats == {"legacy": {1}, "empty": {2}, "fresh": {2}, "overridden": {2}}
     upgraded.shutdown()
+
+
+def test_a_follower_learns_the_leader_epochs_from_the_batches(tmp_path, clock):
+    """Kafka 0.11+'s Log.append: each batch's partition leader epoch above the cache's latest
+    starts at its base offset, so a follower's cache matches its leader's without being told
+    (a magic 0/1 follower has to ask: replication.fetcher)."""
+    leader = open_log(tmp_path / "a-0", clock)
+    for epoch, count in ((0, 2), (0, 1), (3, 2), (5, 1), (5, 2)):
+        leader.append_as_leader(batch(count, START_MS), leader_epoch=epoch)
+    assert leader.leader_epoch_cache.entries == [(0, 0), (3, 3), (5, 5)]
+    follower = open_log(tmp_path / "b-0", clock)
+    data = leader.read(0, 1 << 20).read_bytes()
+    follower.append_as_follower(data[:100])  # a fetch answer that ends inside a batch
+    follower.append_as_follower(leader.read(follower.log_end_offset, 1 << 20).read_bytes())
+    assert follower.log_end_offset == 8
+    assert follower.leader_epoch_cache.entries == leader.leader_epoch_cache.entries
+    assert (tmp_path / "b-0" / "leader-epoch-checkpoint").read_bytes() == \
+        (tmp_path / "a-0" / "leader-epoch-checkpoint").read_bytes()
+
+
+def test_a_magic_1_follower_learns_no_epochs_from_its_sets(tmp_path, clock):
+    leader = open_log(tmp_path / "a-0", clock, **MAGIC_1)
+    leader.append_as_leader(message_set(2, START_MS), leader_epoch=0)
+    leader.append_as_leader(message_set(2, START_MS), leader_epoch=4)
+    follower = open_log(tmp_path / "b-0", clock, **MAGIC_1)
+    follower.append_as_follower(leader.read(0, 1 << 20).read_bytes())
+    assert follower.log_end_offset == 4 and follower.leader_epoch_cache.entries == []
