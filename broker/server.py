@@ -275,6 +275,8 @@ class Broker:
                                    self.log_manager.flush_due, "flush")
                 nursery.start_soon(self._every, self.config.checkpoint_interval_ms,
                                    self.log_manager.checkpoint, "checkpoint")
+                nursery.start_soon(self._every, self.config.producer_id_expiration_check_interval_ms,
+                                   self.log_manager.remove_expired_producers, "producer expiry")
                 if self.cluster is not None:  # loads the offsets partitions it comes to lead
                     self.group_coordinator.startup()
                     nursery.start_soon(self.group_coordinator.run)

@@ -41,6 +41,7 @@ class LogConfig(NamedTuple):
     message_timestamp_difference_max_ms: int = _MAX_LONG  # message.timestamp.difference.max.ms
     max_message_bytes: int = 1048588                  # max.message.bytes
     cleanup_policy: str = "delete"                    # cleanup.policy
+    producer_id_expiration_ms: int = 24 * 3600 * 1000  # broker-wide producer.id.expiration.ms, no topic name
 
     @classmethod
     def from_topic_configs(cls, base: "LogConfig", overrides: dict[str, str]) -> "LogConfig":

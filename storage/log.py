@@ -7,6 +7,7 @@ Directory contents::
     00000000000000000000.timeindex
     00000000000000052138.log ...
     leader-epoch-checkpoint         see storage.leader_epoch
+    00000000000000052138.snapshot   producer state at that offset, see storage.producer_state
     partition.metadata              the topic id, see storage.partition_metadata
     topic-config.properties         topic overrides, written by the LogManager
     *.deleted                       segments on their way out (file.delete.delay.ms)
@@ -41,6 +42,7 @@ from minikafka.storage.clock import Clock
 from minikafka.storage.config import LogConfig
 from minikafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpointFile
 from minikafka.storage.partition_metadata import new_topic_id, read_topic_id, write_topic_id
+from minikafka.storage.producer_state import AppendOrigin, ProducerStateManager
 from minikafka.storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from minikafka.storage.segments import LogSegments
 from minikafka.storage.types import (
@@ -112,6 +114,9 @@ class Log:
             LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT), lambda: self.log_end_offset
         )
         self.leader_epoch_cache.fit_to_loaded_log(self.log_start_offset, self.log_end_offset)
+        self.producer_state = ProducerStateManager(f"{topic}-{partition}", self.dir, config.producer_id_expiration_ms)
+        self.producer_state.remove_stray_snapshots(segment.base_offset for segment in self._segments)
+        self._load_producer_state(clean_shutdown=not needs_recovery)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self._last_flush_ms = clock.time_ms()
 
@@ -218,6 +223,44 @@ class Log:
         self.recovery_point = min(recovery_point, end) if needs_recovery else end
         self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), end)
 
+    def _load_producer_state(self, *, clean_shutdown: bool) -> None:
+        """Bring producer state up to the log end, as Kafka 2.8's ``rebuildProducerState``: from
+        the newest snapshot at or below it, replaying the batches after it, then a snapshot at
+        the end. A log without any snapshot that was shut down cleanly was written before
+        producer state was kept (Kafka's upgrade case): its producers are not replayed, and
+        snapshots at the bases of its last two segments and at its end spare every later load
+        (a follower's truncation included) the scan of the whole log. A map already empty and
+        at or past the end (a truncation of a log no producer with an id wrote) needs none."""
+        state = self.producer_state
+        end = self.log_end_offset
+        snapshot_at = {segment.base_offset for segment in list(self._segments)[-2:]} | {end}
+        if state.latest_snapshot_offset is None and clean_shutdown:
+            for offset in sorted(snapshot_at):
+                state.update_map_end_offset(offset)
+                self._take_producer_snapshot()
+            return
+        was_empty = state.is_empty() and state.map_end_offset >= end
+        state.truncate_and_reload(self.log_start_offset, end, self._clock.time_ms())
+        if end > state.map_end_offset and not was_empty:
+            for segment in self._segments.from_offset(state.map_end_offset):
+                start = max(segment.base_offset, state.map_end_offset, self.log_start_offset)
+                state.update_map_end_offset(start)
+                if segment.base_offset in snapshot_at:
+                    self._take_producer_snapshot()
+                for info in state.analyze(segment.producer_batches(start, end), AppendOrigin.REPLICATION):
+                    state.update(info)
+        state.update_map_end_offset(end)
+        self._take_producer_snapshot()
+
+    def _take_producer_snapshot(self) -> None:
+        """A snapshot at the producer map's end. Snapshots only shorten a later load's replay,
+        so one the disk refuses (full) is logged and the log goes on without it."""
+        try:
+            self.producer_state.take_snapshot()
+        except OSError as exc:
+            logger.warning("%s-%d: cannot write the producer snapshot at %d: %s", self.topic, self.partition,
+                           self.producer_state.map_end_offset, exc)
+
     def _clean_directory(self) -> list[int]:
         """Remove leftovers of interrupted work; return the base offsets of the segments."""
         names = os.listdir(self.dir)
@@ -280,6 +323,7 @@ class Log:
         if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset):
             segment = self._roll(now)
         segment.append(validated, now)
+        self.producer_state.update_map_end_offset(self.log_end_offset)
         every = self.config.flush_interval_messages
         if every is not None and self.log_end_offset - self.recovery_point >= every:
             self._flush(now)
@@ -308,6 +352,9 @@ class Log:
             raise
         self._segments.add(segment)
         self._unflushed_rolled.append(active)
+        # Producer state as of the new segment's base, so that recovering it starts there.
+        self.producer_state.update_map_end_offset(segment.base_offset)
+        self._take_producer_snapshot()
         if self.on_segment_closed is not None:
             try:
                 self.on_segment_closed(self._info(active, closed=True))
@@ -455,6 +502,7 @@ class Log:
                 active.load_tail_state()
             active.open_for_append()
             self._after_truncation()
+            self._load_producer_state(clean_shutdown=False)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything; the log restarts empty at ``offset`` (a follower far behind)."""
@@ -477,6 +525,7 @@ class Log:
         self._schedule_deletion(doomed, self._clock.time_ms())
         self.log_start_offset = offset
         self.leader_epoch_cache.clear_and_flush()
+        self.producer_state.truncate_fully_and_start_at(offset)
         self._after_truncation()
 
     def _after_truncation(self) -> None:
@@ -555,7 +604,16 @@ class Log:
             self.log_start_offset = max(self.log_start_offset, self._segments.first.base_offset)
             self._schedule_deletion(doomed, now)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            self.producer_state.delete_snapshots_before(self._segments.first.base_offset)
+            self.producer_state.on_log_start_offset_incremented(self.log_start_offset)
         return count
+
+    def remove_expired_producers(self) -> None:
+        """Forget the producers idle for ``producer.id.expiration.ms`` (their last batch's
+        timestamp that old) with no open transaction."""
+        with self._lock:
+            if not self._closed:
+                self.producer_state.remove_expired_producers(self._clock.time_ms())
 
     def _schedule_deletion(self, segments: list[LogSegment], now: int) -> None:
         for segment in segments:
@@ -579,6 +637,7 @@ class Log:
             if self._closed:
                 return
             self._closed = True
+            self._take_producer_snapshot()  # the next load starts from the end, without replaying
             for segment in self._segments:
                 segment.close()
             for _, segment in self._pending_deletes:
