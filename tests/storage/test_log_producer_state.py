@@ -25,7 +25,7 @@ def open_log(directory, clock, *, needs_recovery=False, **settings) -> Log:
 def fill(log: Log, segments: int) -> None:
     """Append until the log has ``segments`` segments."""
     while len(log.segments()) < segments:
-        log.append_as_leader(message_set(2, START_MS))
+        log.append_as_leader(message_set(1, START_MS))  # one offset per entry, whatever the format
 
 
 def write_producer(log: Log, producer_id: int, *, timestamp: int = START_MS) -> None:
