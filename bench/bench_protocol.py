@@ -115,7 +115,7 @@ def main() -> None:
             crc_seconds = _best_seconds(lambda: zlib.crc32(data), args.seconds)
             crc_raw_seconds = _best_seconds(lambda: zlib.crc32(raw), args.seconds)
             for timestamp_type, type_name in ((CREATE_TIME, "CreateTime"), (LOG_APPEND_TIME, "LogAppendTime")):
-                config = ValidationConfig(max_message_bytes=2 * SET_BYTES, timestamp_type=timestamp_type)
+                config = ValidationConfig(magic=1, max_message_bytes=2 * SET_BYTES, timestamp_type=timestamp_type)
                 seconds = _best_seconds(lambda: validate_and_assign(data, 1000, now_ms, config), args.seconds)
                 case = f"{value_size} B values, {codec.name.lower()}, {type_name}"
                 print(
@@ -125,7 +125,7 @@ def main() -> None:
                 )
             assert sum(1 for _ in iter_entries(data)) == (count if codec == Codec.NONE else 1)
             batch, batch_count = _record_batch(value_size, codec, now_ms)
-            config = ValidationConfig(max_message_bytes=2 * SET_BYTES)
+            config = ValidationConfig(magic=1, max_message_bytes=2 * SET_BYTES)
             seconds = _best_seconds(lambda: validate_and_assign(batch, 1000, now_ms, config), args.seconds)
             assert validate_and_assign(batch, 1000, now_ms, config).buffer == validate_and_assign(data, 1000, now_ms, config).buffer
             case = f"magic 2: {value_size} B, {codec.name.lower()}, CreateTime"

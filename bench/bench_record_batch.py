@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, action="append", help="records per batch (repeatable)")
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
-    config = records.ValidationConfig()
+    config = records.ValidationConfig(magic=1)
     if records._native is None:
         print("the C accelerator is not built: Python figures only")
     print(f"CRC-32C in C by the SSE4.2 instruction: {bool(getattr(records._native, 'CRC32C_HARDWARE', 0))}")

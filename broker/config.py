@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from minikafka.storage.config import LogConfig
+from minikafka.storage.config import LogConfig, message_format_magic
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -187,6 +187,11 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "CreateTime keeps the producer's timestamps, LogAppendTime stamps the broker's "
               "clock; topic-level message.timestamp.type.",
               choices=("CreateTime", "LogAppendTime")),
+    ConfigKey("log.message.format.version", "string", "3.0",
+              "Record format new topics are written in: 0.11.0 and later (1.0 ... 3.x) store "
+              "magic 2 record batches (headers, zstd, producer ids), 0.10.2 and older "
+              "the magic 0/1 log of Kafka 0.10; topic-level message.format.version. A log "
+              "holding magic 0/1 data with no topic override keeps that format."),
     ConfigKey("log.message.timestamp.difference.max.ms", "long", INT64_MAX,
               "Under CreateTime, refuse a message set with INVALID_TIMESTAMP when a timestamp "
               "is further than this from the broker's clock; topic-level "
@@ -477,7 +482,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "zookeeper.set.acl", "process.roles", "node.id", "controller.quorum.voters",
     "controller.quorum.bootstrap.servers", "controller.listener.names",
     "inter.broker.protocol.version",
-    "log.message.format.version", "delete.topic.enable", "auto.leader.rebalance.enable",
+    "delete.topic.enable", "auto.leader.rebalance.enable",
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
     "log.cleaner.enable", "log.cleaner.threads", "log.cleanup.policy", "compression.type",
     "metric.reporters",
@@ -540,6 +545,10 @@ class BrokerConfig:
             raise ConfigError(f"minikafka.test.control.port: {values['minikafka.test.control.port']} "
                               "is out of range 0-65535")
         self.test_broker_dial = parse_broker_dial(values["minikafka.test.broker.dial"] or "")
+        try:
+            message_format_magic(values["log.message.format.version"])
+        except ValueError as exc:
+            raise ConfigError(f"log.{exc}") from None
         self.log_config()
 
     @classmethod
@@ -748,6 +757,7 @@ class BrokerConfig:
             message_timestamp_difference_max_ms=v["log.message.timestamp.difference.max.ms"],
             max_message_bytes=v["message.max.bytes"],
             producer_id_expiration_ms=v["producer.id.expiration.ms"],
+            message_format_version=v["log.message.format.version"],
         )
 
 

@@ -5,7 +5,9 @@
  * shallow_loop is _py_shallow_loop  (validate_given_offsets, the follower's shallow check),
  * index_entries is entries._py_index_entries (the entries a segment's indexes point at),
  * magic_1_messages is record_batch._py_magic_1_messages (a magic 2 batch's records section
- *              written as magic 1 messages), and crc32c checks a magic 2 batch.
+ *              written as magic 1 messages), check_records is record_batch._records_max_timestamp
+ *              (a magic 2 batch's records checked for a log of magic 2: None where Python raises),
+ *              and crc32c checks a magic 2 batch.
  *
  * Each takes the same arguments and returns the same values as its Python twin, and refuses
  * a set with the same RecordError (same code, same message): records.py picks one or the
@@ -34,6 +36,12 @@
 /* where the value length field is when the key is null, relative to the entry start */
 #define NULL_KEY_VALUE_POSITION(magic) ((magic) ? 30 : 22)
 #define MIN_ENTRY_SIZE 26
+/* Magic 2 batches: the CRC-32C covers attributes..end; lastOffsetDelta and maxTimestamp. */
+#define BATCH_MAGIC 2
+#define MIN_BATCH_SIZE 49
+#define BATCH_CRC_START 21
+#define BATCH_LAST_OFFSET_DELTA_POSITION 23
+#define BATCH_MAX_TIMESTAMP_POSITION 35
 
 static PyObject *RecordError, *CORRUPT_MESSAGE, *MESSAGE_TOO_LARGE, *INVALID_TIMESTAMP;
 
@@ -572,6 +580,8 @@ done:
     return result;
 }
 
+static uint32_t (*crc32c_best)(const unsigned char *, size_t); /* set below, with the CRC-32C loops */
+
 static PyObject *shallow_loop(PyObject *self, PyObject *args)
 {
     PyObject *buf;
@@ -586,7 +596,7 @@ static PyObject *shallow_loop(PyObject *self, PyObject *args)
     PyObject *result = NULL;
     RunningMax ix = {NO_TIMESTAMP, -1, -1};
     int64_t first_offset = -1, previous = min_offset - 1;
-    long long count = 0;
+    long long count = 0, batches = 0;
     int set_magic = -1;
     Py_ssize_t position = 0;
     while (length - position >= LOG_OVERHEAD) {
@@ -606,46 +616,76 @@ static PyObject *shallow_loop(PyObject *self, PyObject *args)
         }
         int64_t offset = read_int64(p);
         int magic = (int8_t)p[MAGIC_POSITION];
-        int attributes = (int8_t)p[ATTRIBUTES_POSITION];
-        if (magic != 0 && magic != 1) {
-            refuse(CORRUPT_MESSAGE, "message at offset %lld has unknown magic %d", (long long)offset, magic);
-            goto done;
+        int64_t timestamp;
+        if (magic == BATCH_MAGIC) {
+            if (size < MIN_BATCH_SIZE) {
+                refuse(CORRUPT_MESSAGE, "record batch at offset %lld has impossible size %d", (long long)offset, size);
+                goto done;
+            }
+            int batch_attributes = (int16_t)((p[BATCH_CRC_START] << 8) | p[BATCH_CRC_START + 1]);
+            int32_t last_offset_delta = read_int32(p + BATCH_LAST_OFFSET_DELTA_POSITION);
+            if ((batch_attributes & CODEC_MASK) > 4) {
+                refuse(CORRUPT_MESSAGE, "record batch at offset %lld has unknown codec %d", (long long)offset,
+                       batch_attributes & CODEC_MASK);
+                goto done;
+            }
+            if (crc32c_best(p + BATCH_CRC_START, (size_t)(end - position - BATCH_CRC_START))
+                != read_uint32(p + MAGIC_POSITION + 1)) {
+                refuse(CORRUPT_MESSAGE, "record batch at offset %lld fails its CRC-32C check", (long long)offset);
+                goto done;
+            }
+            if (offset <= previous || last_offset_delta < 0) {
+                refuse(CORRUPT_MESSAGE, "record batch at offset %lld (last offset delta %d) does not follow %lld "
+                       "(minimum %lld)", (long long)offset, last_offset_delta, (long long)previous, min_offset);
+                goto done;
+            }
+            if (first_offset < 0)
+                first_offset = offset;
+            offset += last_offset_delta;
+            batches += 1;
+            timestamp = read_int64(p + BATCH_MAX_TIMESTAMP_POSITION);
+        } else {
+            int attributes = (int8_t)p[ATTRIBUTES_POSITION];
+            if (magic != 0 && magic != 1) {
+                refuse(CORRUPT_MESSAGE, "message at offset %lld has unknown magic %d", (long long)offset, magic);
+                goto done;
+            }
+            if (size < MIN_MESSAGE_SIZE(magic)) {
+                refuse(CORRUPT_MESSAGE, "message at offset %lld has impossible size %d", (long long)offset, size);
+                goto done;
+            }
+            if ((attributes & CODEC_MASK) > 3) {
+                refuse(CORRUPT_MESSAGE, "message at offset %lld has unknown codec %d", (long long)offset,
+                       attributes & CODEC_MASK);
+                goto done;
+            }
+            if (message_crc(b, position, end) != read_uint32(p + CRC_POSITION)) {
+                refuse(CORRUPT_MESSAGE, "message at offset %lld fails its CRC check", (long long)offset);
+                goto done;
+            }
+            if (set_magic == -1) {
+                set_magic = magic;
+            } else if (magic != set_magic) {
+                refuse(CORRUPT_MESSAGE, "message set mixes magic %d and magic %d", set_magic, magic);
+                goto done;
+            }
+            if (offset <= previous) {
+                refuse(CORRUPT_MESSAGE, "offset %lld does not follow %lld (minimum %lld)", (long long)offset,
+                       (long long)previous, min_offset);
+                goto done;
+            }
+            if (first_offset < 0)
+                first_offset = offset;
+            timestamp = magic ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
         }
-        if (size < MIN_MESSAGE_SIZE(magic)) {
-            refuse(CORRUPT_MESSAGE, "message at offset %lld has impossible size %d", (long long)offset, size);
-            goto done;
-        }
-        if ((attributes & CODEC_MASK) > 3) {
-            refuse(CORRUPT_MESSAGE, "message at offset %lld has unknown codec %d", (long long)offset,
-                   attributes & CODEC_MASK);
-            goto done;
-        }
-        if (message_crc(b, position, end) != read_uint32(p + CRC_POSITION)) {
-            refuse(CORRUPT_MESSAGE, "message at offset %lld fails its CRC check", (long long)offset);
-            goto done;
-        }
-        if (set_magic == -1) {
-            set_magic = magic;
-        } else if (magic != set_magic) {
-            refuse(CORRUPT_MESSAGE, "message set mixes magic %d and magic %d", set_magic, magic);
-            goto done;
-        }
-        if (offset <= previous) {
-            refuse(CORRUPT_MESSAGE, "offset %lld does not follow %lld (minimum %lld)", (long long)offset,
-                   (long long)previous, min_offset);
-            goto done;
-        }
-        if (first_offset < 0)
-            first_offset = offset;
         previous = offset;
         count += 1;
-        int64_t timestamp = magic ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
         running_max_add(&ix, offset, timestamp);
         position = (Py_ssize_t)end;
     }
-    result = Py_BuildValue("(nLLLLLL)", position, (long long)first_offset, (long long)(count ? previous : -1),
+    result = Py_BuildValue("(nLLLLLLL)", position, (long long)first_offset, (long long)(count ? previous : -1),
                            count, (long long)ix.max_timestamp, (long long)ix.offset_of_max_timestamp,
-                           (long long)ix.first_untimed);
+                           (long long)ix.first_untimed, batches);
 done:
     PyBuffer_Release(&view);
     return result;
@@ -678,7 +718,13 @@ static PyObject *index_entries(PyObject *self, PyObject *args)
     while (length - position >= MIN_ENTRY_SIZE) {
         const unsigned char *p = b + position;
         int64_t offset = read_int64(p);
-        int64_t timestamp = p[MAGIC_POSITION] ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
+        int64_t timestamp;
+        if (p[MAGIC_POSITION] == BATCH_MAGIC) {
+            offset += read_int32(p + BATCH_LAST_OFFSET_DELTA_POSITION);
+            timestamp = read_int64(p + BATCH_MAX_TIMESTAMP_POSITION);
+        } else {
+            timestamp = p[MAGIC_POSITION] ? read_int64(p + TIMESTAMP_POSITION) : NO_TIMESTAMP;
+        }
         if (timestamp < 0) {
             while (bound < 0 || (bound < bounds - 1 && bound_offset < offset)) {
                 bound += 1;
@@ -989,6 +1035,105 @@ failed:
     return NULL;
 }
 
+/* record_batch._records_max_timestamp: the records section of one batch (decompressed) checked as
+   Kafka's LogValidator checks a magic 2 batch's records: each whole and within its length,
+   offsetDelta equal to its index, its timestamp within int64 and (when check_timestamps) -1 or
+   within [earliest, latest], lengths and headers that add up (header keys UTF-8). Returns the
+   largest timestamp (-1 for none), or None when any record fails (the Python side then finds
+   which error to report). */
+static PyObject *check_records(PyObject *self, PyObject *args)
+{
+    PyObject *data;
+    long long count, base_timestamp, earliest, latest;
+    int check_timestamps;
+    if (!PyArg_ParseTuple(args, "OLLpLL:check_records", &data, &count, &base_timestamp, &check_timestamps,
+                          &earliest, &latest))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = view.buf;
+    const Py_ssize_t end = view.len;
+    PyObject *result = NULL;
+    int64_t max_timestamp = -1;
+    Py_ssize_t position = 0;
+    /* A record takes at least 7 bytes: a forged count is refused before the loop. */
+    if (count < 1 || count > end / 7)
+        goto refused;
+    for (long long index = 0; index < count; index++) {
+        uint64_t raw, beyond = 0;
+        if (read_varint(d, end, &position, 5, &raw, &beyond) < 0)
+            goto refused;
+        const int64_t size = zigzag(raw);
+        if (size < 0 || position + size > end)
+            goto refused;
+        const Py_ssize_t record_end = position + (Py_ssize_t)size;
+        position += 1; /* attributes */
+        int64_t timestamp;
+        if (read_varint(d, record_end, &position, 10, &raw, &beyond) < 0
+            || timestamp_of(base_timestamp, raw, beyond, &timestamp) < 0)
+            goto refused;
+        if (check_timestamps && timestamp != -1 && (timestamp < earliest || timestamp > latest))
+            goto refused;
+        if (timestamp > max_timestamp)
+            max_timestamp = timestamp;
+        if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0 || zigzag(raw) != index)
+            goto refused;
+        /* The key: null only as the one byte of -1 (as _parse_records reads it); the value:
+           -1 in any form. */
+        for (int field = 0; field < 2; field++) {
+            if (field == 0 && position < record_end && d[position] == 1) {
+                position += 1;
+                continue;
+            }
+            if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
+                goto refused;
+            const int64_t length = zigzag(raw);
+            if (length < -field || position + (length > 0 ? length : 0) > record_end)
+                goto refused;
+            if (length > 0)
+                position += (Py_ssize_t)length;
+        }
+        if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
+            goto refused;
+        const int64_t headers = zigzag(raw);
+        if (headers < 0 || headers * 2 > record_end - position)
+            goto refused;
+        for (int64_t header = 0; header < headers; header++) {
+            if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
+                goto refused;
+            const int64_t key_length = zigzag(raw);
+            if (key_length < 0 || position + key_length > record_end)
+                goto refused;
+            PyObject *key = PyUnicode_DecodeUTF8((const char *)d + position, (Py_ssize_t)key_length, NULL);
+            if (key == NULL) {
+                PyErr_Clear();
+                goto refused;
+            }
+            Py_DECREF(key);
+            position += (Py_ssize_t)key_length;
+            if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
+                goto refused;
+            const int64_t value_length = zigzag(raw);
+            if (value_length < -1 || position + (value_length > 0 ? value_length : 0) > record_end)
+                goto refused;
+            if (value_length > 0)
+                position += (Py_ssize_t)value_length;
+        }
+        if (position != record_end)
+            goto refused;
+    }
+    if (position != end)
+        goto refused;
+    result = PyLong_FromLongLong(max_timestamp);
+    goto done;
+refused:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"crc32", crc32_function, METH_O, "CRC-32 of a bytes-like object, as zlib.crc32 (the loops' own)."},
     {"crc32_portable", crc32_portable_function, METH_O, "CRC-32 without PCLMULQDQ folding (for the tests)."},
@@ -998,6 +1143,8 @@ static PyMethodDef methods[] = {
     {"index_entries", index_entries, METH_VARARGS, "A segment's index entries for an append (see entries._py_index_entries)."},
     {"magic_1_messages", magic_1_messages, METH_VARARGS,
      "A magic 2 records section as magic 1 messages (see record_batch._py_magic_1_messages)."},
+    {"check_records", check_records, METH_VARARGS,
+     "A magic 2 batch's records checked, their largest timestamp (see record_batch._records_max_timestamp)."},
     {"crc32c", crc32c_function, METH_O, "CRC-32C of a bytes-like object (SSE4.2 where the CPU has it)."},
     {"crc32c_portable", crc32c_portable_function, METH_O, "CRC-32C by the table loop only (for the tests)."},
     {NULL, NULL, 0, NULL},

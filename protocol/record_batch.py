@@ -51,8 +51,9 @@ import struct
 import zlib
 from typing import Iterator, NamedTuple
 
-from minikafka.protocol.compression import Codec, decompress
+from minikafka.protocol.compression import Codec, compress, decompress
 from minikafka.protocol.entries import (
+    BATCH_CRC_START as _CRC_START,
     BATCH_HEADER as _HEADER,
     CODEC_MASK as _CODEC_MASK,
     CRC_POSITION as _CRC_POSITION_MAGIC_1,
@@ -61,6 +62,7 @@ from minikafka.protocol.entries import (
     LOG_OVERHEAD as _LOG_OVERHEAD,
     MAGIC_POSITION,
     TIMESTAMP_TYPE_BIT as _TIMESTAMP_TYPE_BIT,
+    crc32c,
 )
 from minikafka.protocol.errors import ErrorCode, RecordError
 
@@ -74,6 +76,12 @@ __all__ = [
     "iter_batches",
     "batch_records",
     "magic_1_conversion",
+    "ProducerBatch",
+    "AssignedBatches",
+    "assign_batches",
+    "producer_batches",
+    "build_record_batch",
+    "uses_zstd",
 ]
 
 RECORD_BATCH_MAGIC = 2
@@ -87,28 +95,12 @@ _MAGIC_1_NULL_KEY_HEAD = HEAD_AND_LENGTHS[1]
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 BATCH_OVERHEAD = _HEADER.size  # 61: everything before the records
-_CRC_START = 21  # attributes
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _NO_HEADERS: tuple = ()
 _ZIGZAG = tuple((byte >> 1) ^ -(byte & 1) for byte in range(0x80))  # one-byte varints
-
-
-@functools.cache
-def _crc32c_function():
-    """crcmod builds this on its C extension when present (it is, in this project's
-    environment), which is what makes CRC-32C of a megabyte cost about as much as zlib's
-    CRC-32. Built on first use: start-up is shorter, and with the C accelerator the pure-Python
-    path never needs it."""
-    import crcmod.predefined
-
-    return crcmod.predefined.mkCrcFun("crc-32c")
-
-
-def _py_crc32c(data) -> int:
-    return _crc32c_function()(data)
 
 
 def _corrupt(message: str) -> RecordError:
@@ -209,7 +201,7 @@ def iter_batches(buf, max_message_bytes: int | None = None) -> Iterator[RecordBa
             )
         if batch_length < BATCH_OVERHEAD - _LOG_OVERHEAD or end > length:
             raise _corrupt(f"record batch at byte {position} has impossible length {batch_length}")
-        if _crc32c(view[position + _CRC_START : end]) != crc:
+        if crc32c(view[position + _CRC_START : end]) != crc:
             raise _corrupt(f"record batch at byte {position} fails its CRC-32C check")
         if attributes & _CODEC_MASK > _ZSTD:
             raise _corrupt(f"record batch at byte {position} has unknown codec {attributes & _CODEC_MASK}")
@@ -226,8 +218,7 @@ def batch_records(buf, batch: RecordBatch) -> list[BatchRecord]:
     """Every record of ``batch`` (read from ``buf`` by ``iter_batches``), decompressed.
 
     CORRUPT_MESSAGE when the records do not parse, overrun their section, leave bytes over,
-    or do not number ``recordCount``; UNSUPPORTED_COMPRESSION_TYPE for zstd, which this
-    broker cannot decompress.
+    or do not number ``recordCount``.
     """
     log_append_time = batch.timestamp_type == 1
     records = []
@@ -266,6 +257,11 @@ def magic_1_conversion(buf, max_message_bytes: int) -> Iterator[tuple[Codec, int
             raise _unsupported(
                 f"transactional or idempotent batch (producer id {batch.producer_id}) at byte "
                 f"{batch.position} cannot be written in magic 1"
+            )
+        if batch.codec == _ZSTD:
+            raise RecordError(
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                f"record batch at byte {batch.position} is zstd-compressed, which magic 1 cannot hold",
             )
         section = _records_section(buf, batch)
         converted = _magic_1_messages(
@@ -420,27 +416,20 @@ def _py_magic_1_messages(
     return out, max_timestamp
 
 
-# The per-record loop and the batch checksum in use: these pure-Python ones, or their C twins
-# from ``minikafka.protocol._records``. ``protocol.records.use_native`` alone chooses (through
+# The per-record loop in use: this pure-Python one, or its C twin from
+# ``minikafka.protocol._records``. ``protocol.records.use_native`` alone chooses (through
 # ``_use_native``), so one switch (and ``MINIKAFKA_PURE_PYTHON=1``) covers every loop of the
 # produce path, and this module, which records imports, need not know about the accelerator.
 _magic_1_messages = _py_magic_1_messages
-_crc32c = _py_crc32c
-
-
-def crc32c(data) -> int:
-    """CRC-32C (Castagnoli), with the loop in use; for the other formats that carry one
-    (producer state snapshots)."""
-    return _crc32c(data)
+# The C check of a batch's records (None: ``_records_max_timestamp`` alone, in Python).
+_check_records = None
 
 
 def _use_native(native) -> None:
     """Take the loops of the C accelerator module ``native``, or the Python ones for None."""
-    global _magic_1_messages, _crc32c
-    if native is None:
-        _magic_1_messages, _crc32c = _py_magic_1_messages, _py_crc32c
-    else:
-        _magic_1_messages, _crc32c = native.magic_1_messages, native.crc32c
+    global _magic_1_messages, _check_records
+    _magic_1_messages = _py_magic_1_messages if native is None else native.magic_1_messages
+    _check_records = None if native is None else native.check_records
 
 
 def _refusal(data: memoryview, batch: RecordBatch) -> RecordError:
@@ -470,15 +459,9 @@ def _timestamp(batch: RecordBatch, delta: int) -> int:
 
 def _records_section(buf, batch: RecordBatch) -> memoryview:
     section = memoryview(buf)[batch.position + BATCH_OVERHEAD : batch.position + batch.size]
-    codec = batch.codec
-    if codec == 0:
+    if batch.codec == 0:
         return section
-    if codec == _ZSTD:
-        raise RecordError(
-            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-            f"record batch at byte {batch.position} is zstd-compressed, which magic 1 cannot hold",
-        )
-    return memoryview(decompress(Codec(codec), section, magic=RECORD_BATCH_MAGIC))
+    return memoryview(decompress(Codec(batch.codec), section, magic=RECORD_BATCH_MAGIC))
 
 
 def _varint(data: memoryview, position: int, max_bytes: int) -> tuple[int, int]:
@@ -582,3 +565,229 @@ def _parse_headers(data: memoryview, position: int, record_end: int, count: int,
         position += max(value_length, 0)
         headers.append((key, value))
     return tuple(headers), position
+
+
+# ---------------------------------------------------------------------------------------
+# A log of magic 2: batches appended as they are (Kafka 2.8's LogValidator for magic 2)
+
+_OFFSET_AND_SIZE = struct.Struct(">qi")
+_INT64 = struct.Struct(">q")
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP_POSITION = 35
+_ATTRIBUTES_AND_HEAD = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, base and max timestamp
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
+_PRODUCER_POSITION = 43
+_LEADER_EPOCH_POSITION = 12
+_CRC_POSITION = 17
+
+
+class ProducerBatch(NamedTuple):
+    """What producer state needs of one appended batch that carries a producer id
+    (``storage.producer_state``'s ``append_data_batch``)."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    is_transactional: bool
+    is_control: bool
+
+
+class AssignedBatches(NamedTuple):
+    """``assign_batches``' result: the batches with offsets, epochs and timestamps written in,
+    and what the log needs of them (as ``protocol.records.ValidatedSet`` names them)."""
+
+    buffer: bytearray
+    next_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    first_timestamp: int
+    first_untimed_offset: int
+    producer_batches: tuple[ProducerBatch, ...]
+
+
+def assign_batches(
+    buf, next_offset: int, now_ms: int, *, max_message_bytes: int, log_append_time: bool,
+    earliest: int, latest: int, leader_epoch: int,
+) -> AssignedBatches:
+    """Validate produced magic 2 batches and assign their offsets from ``next_offset`` in
+    place, as Kafka 2.8's LogValidator does for a log of magic 2 (``assignOffsetsNonCompressed``
+    and the in-place branch of ``validateMessagesAndAssignOffsetsCompressed``).
+
+    Per batch, besides ``iter_batches``' checks (size, CRC-32C, codec, count): recordCount
+    must equal lastOffsetDelta + 1 (Kafka's "inconsistent batch offset range"); no control
+    batch (only a transaction coordinator writes those); a producer id needs a base sequence;
+    and a producer may not claim LogAppendTime (INVALID_TIMESTAMP). Every record is parsed,
+    decompressed if need be (Kafka validates compressed records too), and must have offsetDelta
+    equal to its index; under CreateTime its timestamp (unless -1) must lie in
+    [``earliest``, ``latest``] (INVALID_TIMESTAMP).
+
+    Where this departs from Kafka: Kafka answers the malformed-batch cases with INVALID_RECORD
+    (87), which clients before 2.4 do not know; they are CORRUPT_MESSAGE here, as for magic
+    0/1. A set of several batches is taken batch by batch (Kafka 2.8 refuses it: no client
+    sends one, and each batch is appended in place either way). A compressed batch whose
+    offset deltas are not 0..n-1 is refused, not recompressed (no client writes one; the magic
+    1 path refuses such wrappers too). The topic's ``compression.type`` is not applied: batches
+    are stored as produced.
+
+    Written in place, outside the CRC: baseOffset and partitionLeaderEpoch (``leader_epoch``).
+    Inside it, so the CRC-32C is computed again when they change: under LogAppendTime the
+    timestamp-type bit and maxTimestamp ``now_ms``; under CreateTime maxTimestamp becomes the
+    largest record timestamp (Kafka's ``setMaxTimestamp``).
+    """
+    out = bytearray(buf)
+    offset = next_offset
+    max_timestamp = -1
+    offset_of_max = -1
+    first_timestamp = None
+    first_untimed = -1
+    producers = []
+    for batch in iter_batches(out, max_message_bytes):
+        where = f"record batch at byte {batch.position}"
+        if batch.record_count != batch.last_offset_delta + 1:
+            raise _corrupt(f"{where} has {batch.record_count} records but last offset delta {batch.last_offset_delta}")
+        if batch.is_control:
+            raise _corrupt(f"{where} is a control batch, which clients may not write")
+        if batch.producer_id != NO_PRODUCER_ID and batch.base_sequence < 0:
+            raise _corrupt(f"{where} has producer id {batch.producer_id} but no base sequence")
+        if batch.timestamp_type == 1:
+            raise RecordError(ErrorCode.INVALID_TIMESTAMP, f"{where} has the LogAppendTime type set; only brokers set it")
+        section = _records_section(out, batch)
+        batch_max = None if _check_records is None else _check_records(
+            section, batch.record_count, batch.base_timestamp, not log_append_time, earliest, latest)
+        if batch_max is None:  # the records' checks in Python: they raise the error, if any
+            batch_max = _records_max_timestamp(section, batch, not log_append_time, earliest, latest, now_ms)
+        position = batch.position
+        last_offset = offset + batch.last_offset_delta
+        _INT64.pack_into(out, position, offset)
+        _INT32.pack_into(out, position + _LEADER_EPOCH_POSITION, leader_epoch)
+        attributes = batch.attributes
+        if log_append_time:
+            attributes |= _TIMESTAMP_TYPE_BIT
+            batch_max = now_ms
+        if attributes != batch.attributes or batch_max != batch.max_timestamp:
+            _ATTRIBUTES.pack_into(out, position + _CRC_START, attributes)
+            _INT64.pack_into(out, position + _MAX_TIMESTAMP_POSITION, batch_max)
+            _UINT32.pack_into(out, position + _CRC_POSITION, crc32c(memoryview(out)[position + _CRC_START : position + batch.size]))
+        if first_timestamp is None:
+            first_timestamp = batch_max
+        if batch_max > max_timestamp:
+            max_timestamp, offset_of_max = batch_max, last_offset
+        elif batch_max < 0 and first_untimed < 0:
+            first_untimed = last_offset
+        if batch.producer_id != NO_PRODUCER_ID:
+            producers.append(ProducerBatch(batch.producer_id, batch.producer_epoch, batch.base_sequence, offset,
+                                           last_offset, batch_max, batch.is_transactional, False))
+        offset = last_offset + 1
+    return AssignedBatches(out, offset, max_timestamp, offset_of_max, first_timestamp, first_untimed, tuple(producers))
+
+
+def _records_max_timestamp(section: memoryview, batch: RecordBatch, check_timestamps: bool, earliest: int,
+                           latest: int, now_ms: int) -> int:
+    """The largest timestamp of a batch's records (-1 for none), each parsed and checked as
+    ``assign_batches`` says; ``_records.check_records`` is the same check in C, which returns
+    None where this raises (so this runs then, to say why)."""
+    where = f"record batch at byte {batch.position}"
+    batch_max = -1
+    for index, (offset_delta, timestamp_delta, _, _, _) in enumerate(_parse_records(section, batch)):
+        if offset_delta != index:
+            raise _corrupt(f"{where} has record {index} at offset delta {offset_delta}")
+        timestamp = _timestamp(batch, timestamp_delta)
+        if check_timestamps and timestamp != -1 and not earliest <= timestamp <= latest:
+            raise RecordError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"timestamp {timestamp} is out of the accepted range around {now_ms} "
+                "(message.timestamp.difference.max.ms)",
+            )
+        if timestamp > batch_max:
+            batch_max = timestamp
+    return batch_max
+
+
+def producer_batches(buf, end: int) -> tuple[ProducerBatch, ...]:
+    """The batches with a producer id among the whole, checked entries in ``buf[:end]`` (a
+    follower's append: it builds producer state from what the leader wrote)."""
+    found = []
+    position = 0
+    while position < end:
+        offset, size = _OFFSET_AND_SIZE.unpack_from(buf, position)
+        if buf[position + MAGIC_POSITION] == RECORD_BATCH_MAGIC:
+            producer_id, epoch, base_sequence = _PRODUCER_FIELDS.unpack_from(buf, position + _PRODUCER_POSITION)
+            if producer_id != NO_PRODUCER_ID:
+                attributes, last_offset_delta, _, max_timestamp = _ATTRIBUTES_AND_HEAD.unpack_from(buf, position + _CRC_START)
+                found.append(ProducerBatch(producer_id, epoch, base_sequence, offset, offset + last_offset_delta,
+                                           max_timestamp, bool(attributes & _TRANSACTIONAL_BIT),
+                                           bool(attributes & _CONTROL_BIT)))
+        position += _LOG_OVERHEAD + size
+    return tuple(found)
+
+
+def uses_zstd(buf) -> bool:
+    """Whether a produced set holds a zstd-compressed batch (header bytes only: the set is
+    validated on append)."""
+    position = 0
+    length = len(buf)
+    while length - position > _CRC_START + 1:
+        if buf[position + MAGIC_POSITION] == RECORD_BATCH_MAGIC and buf[position + _CRC_START + 1] & _CODEC_MASK == _ZSTD:
+            return True
+        position += _LOG_OVERHEAD + max(_INT32.unpack_from(buf, position + 8)[0], 0)
+    return False
+
+
+def _zigzag_varint(out: bytearray, value: int) -> None:
+    raw = (value << 1) ^ (value >> 63)
+    raw &= 0xFFFFFFFFFFFFFFFF
+    while raw >= 0x80:
+        out.append(raw & 0x7F | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def build_record_batch(
+    records, *, codec: Codec = Codec.NONE, base_offset: int = 0, timestamp_type: int = 0,
+    partition_leader_epoch: int = -1, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
+    base_sequence: int = -1, transactional: bool = False,
+) -> bytearray:
+    """One magic 2 batch of ``(key, value, timestamp, headers)`` records, as a producer (or
+    the broker, converting older messages) writes it: offset deltas 0..n-1, baseTimestamp the
+    first record's, maxTimestamp the largest (-1 for none), CRC-32C over attributes..end.
+    ``headers`` are ``(str key, bytes value or None)`` pairs. At least one record."""
+    section = bytearray()
+    base_timestamp = None
+    max_timestamp = -1
+    count = 0
+    for count, (key, value, timestamp, headers) in enumerate(records, 1):
+        if base_timestamp is None:
+            base_timestamp = timestamp
+        max_timestamp = max(max_timestamp, timestamp)
+        body = bytearray(b"\x00")
+        _zigzag_varint(body, timestamp - base_timestamp)
+        _zigzag_varint(body, count - 1)
+        for field in (key, value):
+            _zigzag_varint(body, -1 if field is None else len(field))
+            if field is not None:
+                body += field
+        _zigzag_varint(body, len(headers))
+        for header_key, header_value in headers:
+            encoded = header_key.encode()
+            _zigzag_varint(body, len(encoded))
+            body += encoded
+            _zigzag_varint(body, -1 if header_value is None else len(header_value))
+            if header_value is not None:
+                body += header_value
+        _zigzag_varint(section, len(body))
+        section += body
+    if not count:
+        raise ValueError("a record batch holds at least one record")
+    if codec != Codec.NONE:
+        section = compress(Codec(codec), bytes(section), magic=RECORD_BATCH_MAGIC)
+    attributes = codec | (_TIMESTAMP_TYPE_BIT if timestamp_type == 1 else 0) | (_TRANSACTIONAL_BIT if transactional else 0)
+    out = bytearray(_HEADER.pack(
+        base_offset, BATCH_OVERHEAD - _LOG_OVERHEAD + len(section), partition_leader_epoch, RECORD_BATCH_MAGIC, 0,
+        attributes, count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count,
+    ))
+    out += section
+    _UINT32.pack_into(out, _CRC_POSITION, crc32c(memoryview(out)[_CRC_START:]))
+    return out

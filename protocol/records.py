@@ -58,6 +58,9 @@ from minikafka.protocol.entries import (
     NO_TIMESTAMP,
     TIMESTAMP_POSITION as _TIMESTAMP_POSITION,
     TIMESTAMP_TYPE_BIT as _TIMESTAMP_TYPE_BIT,
+    BATCH_CODECS as _BATCH_CODECS,
+    BATCH_CRC_START as _BATCH_CRC_START,
+    MIN_BATCH_SIZE as _MIN_BATCH_SIZE,
     Entry,
     iter_entries,
 )
@@ -91,6 +94,9 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _UINT32 = struct.Struct(">I")
+_BATCH_MAX_TIMESTAMP_POSITION = 35
+# Magic 2, from the CRC on: crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp.
+_BATCH_CRC_AND_FIELDS = struct.Struct(">Ihiqq")
 
 _crc32 = zlib.crc32
 
@@ -112,16 +118,19 @@ class Record(NamedTuple):
     key: bytes | None
     value: bytes | None
     magic: int
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 class ValidationConfig(NamedTuple):
     """The topic settings that govern append validation (Kafka's topic-level names:
     ``max.message.bytes``, ``message.timestamp.type``,
-    ``message.timestamp.difference.max.ms``)."""
+    ``message.timestamp.difference.max.ms``, and ``message.format.version`` as the magic it
+    writes: 2, or 1 for this broker's magic 0/1 log, which keeps what producers send)."""
 
     max_message_bytes: int = 1048588
     timestamp_type: int = CREATE_TIME
     max_timestamp_difference_ms: int = 2**63 - 1
+    magic: int = RECORD_BATCH_MAGIC
 
 
 class ValidatedSet(NamedTuple):
@@ -150,6 +159,7 @@ class ValidatedSet(NamedTuple):
     record_count: int
     first_timestamp: int
     first_untimed_offset: int
+    producer_batches: tuple[record_batch.ProducerBatch, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------
@@ -284,6 +294,10 @@ def iter_records(buf) -> Iterator[Record]:
         end = _whole_entry_end(view, position, length)
         if end < 0:
             return
+        if view[position + _MAGIC_POSITION] == RECORD_BATCH_MAGIC:
+            yield from _batch_records(view[position:end], position)
+            position = end
+            continue
         message = _parse_message(view, position, end)
         position = end
         if not message.attributes & _CODEC_MASK:
@@ -301,6 +315,17 @@ def iter_records(buf) -> Iterator[Record]:
         else:
             for item in messages:
                 yield _record(inner, item, base + item.offset, item.timestamp, CREATE_TIME)
+
+
+def _batch_records(batch_bytes: memoryview, position: int) -> Iterator[Record]:
+    """The records of the magic 2 batch ``batch_bytes`` (at ``position`` of its buffer); a
+    control batch (a transaction marker) holds none that consumers see."""
+    for batch in record_batch.iter_batches(batch_bytes):
+        if batch.is_control:
+            return
+        for record in record_batch.batch_records(batch_bytes, batch):
+            yield Record(record.offset, record.timestamp, record.timestamp_type, record.key, record.value,
+                         RECORD_BATCH_MAGIC, record.headers)
 
 
 def _timestamp_type(message: _Message) -> int:
@@ -400,8 +425,14 @@ def build_message_set(
 # Validation on append
 
 
-def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationConfig) -> ValidatedSet:
+def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationConfig,
+                        leader_epoch: int = -1) -> ValidatedSet:
     """Check a produced message set and assign offsets from ``next_offset`` (leader path).
+
+    For a log of magic 2 (``config.magic``) see ``_validate_for_record_batch_log``: batches
+    are validated and assigned in place (their partition leader epoch becomes
+    ``leader_epoch``), magic 0/1 sets up-converted. The rest of this docstring is the magic
+    0/1 log, which keeps today's format bit for bit:
 
     Refuses the whole set with ``RecordError``:
 
@@ -434,6 +465,8 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     length = len(buf)
     if length == 0:
         raise _corrupt("empty message set")
+    if config.magic == RECORD_BATCH_MAGIC:
+        return _validate_for_record_batch_log(buf, next_offset, now_ms, config, leader_epoch)
     fresh = False
     assign_wrapper = _assign_wrapper
     if length > _MAGIC_POSITION and buf[_MAGIC_POSITION] == RECORD_BATCH_MAGIC:
@@ -445,9 +478,7 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
         if inner_sets:
             assign_wrapper = functools.partial(_assign_wrapper, inner_sets=inner_sets)
     log_append_time = config.timestamp_type == LOG_APPEND_TIME
-    # Clamped to int64, where every timestamp lies, so the native loop can compare them.
-    earliest = max(now_ms - config.max_timestamp_difference_ms, _INT64_MIN)
-    latest = min(now_ms + config.max_timestamp_difference_ms, _INT64_MAX)
+    earliest, latest = _accepted_timestamps(now_ms, config)
     out, offset, max_timestamp, offset_of_max_timestamp, first_untimed, replacements = _assign_loop(
         buf, next_offset, now_ms, config.max_message_bytes, log_append_time, earliest, latest,
         assign_wrapper, fresh,
@@ -467,12 +498,80 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     )
 
 
+def _accepted_timestamps(now_ms: int, config: ValidationConfig) -> tuple[int, int]:
+    """The range CreateTime timestamps must lie in, clamped to int64, where every timestamp
+    lies, so the native loops can compare them."""
+    return (max(now_ms - config.max_timestamp_difference_ms, _INT64_MIN),
+            min(now_ms + config.max_timestamp_difference_ms, _INT64_MAX))
+
+
+def _validate_for_record_batch_log(buf, next_offset: int, now_ms: int, config: ValidationConfig,
+                                   leader_epoch: int) -> ValidatedSet:
+    """``validate_and_assign`` for a log of magic 2: record batches in place
+    (``record_batch.assign_batches``), magic 0/1 sets up-converted."""
+    log_append_time = config.timestamp_type == LOG_APPEND_TIME
+    if len(buf) <= _MAGIC_POSITION or buf[_MAGIC_POSITION] != RECORD_BATCH_MAGIC:
+        return _up_converted(buf, next_offset, now_ms, config, leader_epoch)
+    earliest, latest = _accepted_timestamps(now_ms, config)
+    assigned = record_batch.assign_batches(
+        buf, next_offset, now_ms, max_message_bytes=config.max_message_bytes, log_append_time=log_append_time,
+        earliest=earliest, latest=latest, leader_epoch=leader_epoch,
+    )
+    return ValidatedSet(
+        buffer=assigned.buffer,
+        first_offset=next_offset,
+        last_offset=assigned.next_offset - 1,
+        max_timestamp=assigned.max_timestamp,
+        offset_of_max_timestamp=assigned.offset_of_max_timestamp,
+        log_append_time=now_ms if log_append_time else NO_TIMESTAMP,
+        record_count=assigned.next_offset - next_offset,
+        first_timestamp=assigned.first_timestamp,
+        first_untimed_offset=assigned.first_untimed_offset,
+        producer_batches=assigned.producer_batches,
+    )
+
+
+def _up_converted(buf, next_offset: int, now_ms: int, config: ValidationConfig, leader_epoch: int) -> ValidatedSet:
+    """A magic 0/1 set written as one magic 2 batch, as Kafka 2.8's LogValidator converts an
+    old producer's set for a newer log (``convertAndAssignOffsetsNonCompressed``; compressed,
+    ``buildRecordsAndAssignOffsets`` with the producer's codec). The set is checked as a magic
+    1 log checks it (CRCs, sizes, timestamps), then its records are rebuilt: magic 0 messages
+    get no timestamp (-1), and under LogAppendTime every record the append time. Kafka
+    recompresses with the topic's ``compression.type`` when one is set; here it is always the
+    producer's codec (the first wrapper's), as the topic config is not enforced."""
+    legacy = validate_and_assign(buf, next_offset, now_ms, config._replace(magic=1))
+    log_append_time = config.timestamp_type == LOG_APPEND_TIME
+    codec = next((entry.codec for entry in iter_entries(legacy.buffer) if entry.codec), Codec.NONE)
+    records = [(record.key, record.value, now_ms if log_append_time else record.timestamp, ())
+               for record in iter_records(legacy.buffer)]
+    batch = record_batch.build_record_batch(
+        records, codec=codec, base_offset=next_offset, timestamp_type=LOG_APPEND_TIME if log_append_time else CREATE_TIME,
+        partition_leader_epoch=leader_epoch,
+    )
+    if len(batch) > config.max_message_bytes:
+        raise _too_large(len(batch), config.max_message_bytes)
+    max_timestamp = max(timestamp for _, _, timestamp, _ in records)
+    timed = max_timestamp >= 0
+    return ValidatedSet(
+        buffer=batch,
+        first_offset=next_offset,
+        last_offset=legacy.last_offset,
+        max_timestamp=max_timestamp if timed else NO_TIMESTAMP,
+        offset_of_max_timestamp=legacy.last_offset if timed else -1,
+        log_append_time=legacy.log_append_time,
+        record_count=legacy.record_count,
+        first_timestamp=max_timestamp if timed else NO_TIMESTAMP,
+        first_untimed_offset=-1 if timed else legacy.last_offset,
+    )
+
+
 def _first_timestamp(out) -> int:
     """The first entry's timestamp as written (magic 1: after LogAppendTime or the wrapper's
     max inner timestamp went in), -1 for magic 0."""
-    if out[_MAGIC_POSITION] == 0:
+    magic = out[_MAGIC_POSITION]
+    if magic == 0:
         return NO_TIMESTAMP
-    return _INT64.unpack_from(out, _TIMESTAMP_POSITION)[0]
+    return _INT64.unpack_from(out, _BATCH_MAX_TIMESTAMP_POSITION if magic == RECORD_BATCH_MAGIC else _TIMESTAMP_POSITION)[0]
 
 
 def _py_assign_loop(
@@ -810,23 +909,25 @@ def _splice(out: bytes, replacements: dict[int, bytes]) -> bytes:
 def validate_given_offsets(buf, min_offset: int, config: ValidationConfig) -> ValidatedSet:
     """Check a message set fetched from a leader and keep its offsets (follower path).
 
-    As Kafka 0.10.2's follower append, the set is checked shallowly and never decompressed:
-    each whole entry's size (MESSAGE_TOO_LARGE over ``max_message_bytes``), magic (0 or 1,
-    the same throughout), codec, CRC (the wrapper's own: it covers the compressed bytes, not
-    the inner messages' CRCs) and offset, which must be strictly increasing across the set
-    and ``>= min_offset``; CORRUPT_MESSAGE otherwise. The leader checked the rest (inner
-    messages, lengths, timestamps) when it appended the set, and down-conversion and readers
-    check inner CRCs on their way out.
+    As Kafka's follower append, the set is checked shallowly and never decompressed: each
+    whole entry's size (MESSAGE_TOO_LARGE over ``max_message_bytes``), magic (0, 1 or 2; 0 and
+    1 not mixed, while magic 2 batches may follow or precede either: a topic whose format
+    changed), codec, CRC (a wrapper's own, which covers the compressed bytes, not the inner
+    messages' CRCs; a batch's CRC-32C) and offsets, which must be strictly increasing across the
+    set and ``>= min_offset`` (a batch's base offset after the previous entry's last offset, its
+    last offset not before its base); CORRUPT_MESSAGE otherwise. The leader checked the rest
+    (records, lengths, timestamps) when it appended the set, and readers check inner CRCs on
+    their way out. A batch keeps the partition leader epoch the leader stamped into it.
 
     A wrapper's offset field is its last inner offset, and what its first one is only
     decompression can tell, so the result counts shallow entries: ``first_offset`` is the
     first entry's offset field (a wrapper's last inner offset, as Kafka 0.10.2's
-    ``LogAppendInfo.firstOffset`` for a follower) and ``record_count`` the number of shallow
-    entries. ``last_offset`` is exact. A truncated tail is dropped (fetch responses end in
-    one); a set with no whole entry gives ``record_count`` 0, an empty ``buffer`` and offsets
-    -1.
+    ``LogAppendInfo.firstOffset`` for a follower; a batch's base offset) and ``record_count``
+    the number of shallow entries. ``last_offset`` is exact. A truncated tail is dropped (fetch
+    responses end in one); a set with no whole entry gives ``record_count`` 0, an empty
+    ``buffer`` and offsets -1. ``producer_batches`` are the batches with a producer id.
     """
-    end, first_offset, last_offset, count, max_timestamp, offset_of_max, first_untimed = _shallow_loop(
+    end, first_offset, last_offset, count, max_timestamp, offset_of_max, first_untimed, batches = _shallow_loop(
         buf, min_offset, config.max_message_bytes
     )
     view = memoryview(buf)
@@ -842,15 +943,17 @@ def validate_given_offsets(buf, min_offset: int, config: ValidationConfig) -> Va
         record_count=count,
         first_timestamp=_first_timestamp(buffer) if count else NO_TIMESTAMP,
         first_untimed_offset=first_untimed,
+        producer_batches=record_batch.producer_batches(buffer, end) if batches else (),
     )
 
 
-def _py_shallow_loop(buf, min_offset: int, max_message_bytes: int) -> tuple[int, int, int, int, int, int, int]:
+def _py_shallow_loop(buf, min_offset: int, max_message_bytes: int) -> tuple[int, int, int, int, int, int, int, int]:
     """``validate_given_offsets``' loop: returns the end of the last whole entry, first and
-    last offset, entry count, max timestamp and its offset and the first untimed offset.
-    ``_records.shallow_loop`` is the same loop in C: keep them in step. The running max
-    bookkeeping is written out as in ``_py_assign_loop`` rather than called (a call per
-    message is what these loops cannot afford; the C loops share running_max)."""
+    last offset, entry count, max timestamp and its offset, the first untimed offset and the
+    number of magic 2 batches. ``_records.shallow_loop`` is the same loop in C: keep them in
+    step. The running max bookkeeping is written out as in ``_py_assign_loop`` rather than
+    called (a call per message is what these loops cannot afford; the C loops share
+    running_max)."""
     view = memoryview(buf)
     length = len(view)
     max_timestamp = NO_TIMESTAMP
@@ -859,6 +962,7 @@ def _py_shallow_loop(buf, min_offset: int, max_message_bytes: int) -> tuple[int,
     first_offset = -1
     previous = min_offset - 1
     count = 0
+    batches = 0
     set_magic = -1
     position = 0
     try:
@@ -875,26 +979,43 @@ def _py_shallow_loop(buf, min_offset: int, max_message_bytes: int) -> tuple[int,
                     f"message of {end - position} bytes exceeds max.message.bytes {max_message_bytes}",
                 )
             offset, _, crc, magic, attributes, timestamp = _HEAD.unpack_from(view, position)
-            if magic != 0 and magic != 1:
-                raise _corrupt(f"message at offset {offset} has unknown magic {magic}")
-            if size < _MIN_MESSAGE_SIZE[magic]:
-                raise _corrupt(f"message at offset {offset} has impossible size {size}")
-            if _CODECS[attributes & _CODEC_MASK] is None:
-                raise _corrupt(f"message at offset {offset} has unknown codec {attributes & _CODEC_MASK}")
-            if _crc32(view[position + _MAGIC_POSITION : end]) != crc:
-                raise _corrupt(f"message at offset {offset} fails its CRC check")
-            if set_magic == -1:
-                set_magic = magic
-            elif magic != set_magic:
-                raise _corrupt(f"message set mixes magic {set_magic} and magic {magic}")
-            if offset <= previous:
-                raise _corrupt(f"offset {offset} does not follow {previous} (minimum {min_offset})")
-            if first_offset < 0:
-                first_offset = offset
+            if magic == RECORD_BATCH_MAGIC:
+                if size < _MIN_BATCH_SIZE:
+                    raise _corrupt(f"record batch at offset {offset} has impossible size {size}")
+                (crc, batch_attributes, last_offset_delta, _, timestamp) = _BATCH_CRC_AND_FIELDS.unpack_from(
+                    view, position + _MAGIC_POSITION + 1)
+                if _BATCH_CODECS[batch_attributes & _CODEC_MASK] is None:
+                    raise _corrupt(f"record batch at offset {offset} has unknown codec {batch_attributes & _CODEC_MASK}")
+                if entries.crc32c(view[position + _BATCH_CRC_START : end]) != crc:
+                    raise _corrupt(f"record batch at offset {offset} fails its CRC-32C check")
+                if offset <= previous or last_offset_delta < 0:
+                    raise _corrupt(f"record batch at offset {offset} (last offset delta {last_offset_delta}) does "
+                                   f"not follow {previous} (minimum {min_offset})")
+                if first_offset < 0:
+                    first_offset = offset
+                offset += last_offset_delta
+                batches += 1
+            else:
+                if magic != 0 and magic != 1:
+                    raise _corrupt(f"message at offset {offset} has unknown magic {magic}")
+                if size < _MIN_MESSAGE_SIZE[magic]:
+                    raise _corrupt(f"message at offset {offset} has impossible size {size}")
+                if _CODECS[attributes & _CODEC_MASK] is None:
+                    raise _corrupt(f"message at offset {offset} has unknown codec {attributes & _CODEC_MASK}")
+                if _crc32(view[position + _MAGIC_POSITION : end]) != crc:
+                    raise _corrupt(f"message at offset {offset} fails its CRC check")
+                if set_magic == -1:
+                    set_magic = magic
+                elif magic != set_magic:
+                    raise _corrupt(f"message set mixes magic {set_magic} and magic {magic}")
+                if offset <= previous:
+                    raise _corrupt(f"offset {offset} does not follow {previous} (minimum {min_offset})")
+                if first_offset < 0:
+                    first_offset = offset
+                if magic == 0:
+                    timestamp = NO_TIMESTAMP
             previous = offset
             count += 1
-            if magic == 0:
-                timestamp = NO_TIMESTAMP
             if timestamp > max_timestamp:
                 max_timestamp = timestamp
                 offset_of_max = offset
@@ -903,7 +1024,8 @@ def _py_shallow_loop(buf, min_offset: int, max_message_bytes: int) -> tuple[int,
             position = end
     finally:
         view.release()
-    return position, first_offset, previous if count else -1, count, max_timestamp, offset_of_max, first_untimed
+    return (position, first_offset, previous if count else -1, count, max_timestamp, offset_of_max, first_untimed,
+            batches)
 
 
 # ---------------------------------------------------------------------------------------

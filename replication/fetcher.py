@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-FETCH_VERSION = 3
+# v4, the first that serves what the leader stored as it is, in any magic: record batches
+# included (older versions are down-converted for old consumers).
+FETCH_VERSION = 4
 
 
 class FetcherSettings:

@@ -42,6 +42,7 @@ class LogConfig(NamedTuple):
     max_message_bytes: int = 1048588                  # max.message.bytes
     cleanup_policy: str = "delete"                    # cleanup.policy
     producer_id_expiration_ms: int = 24 * 3600 * 1000  # broker-wide producer.id.expiration.ms, no topic name
+    message_format_version: str = "3.0"               # message.format.version (see record_magic)
 
     @classmethod
     def from_topic_configs(cls, base: "LogConfig", overrides: dict[str, str]) -> "LogConfig":
@@ -65,12 +66,50 @@ class LogConfig(NamedTuple):
             timestamp_type=(records.LOG_APPEND_TIME if self.message_timestamp_type == LOG_APPEND_TIME
                             else records.CREATE_TIME),
             max_timestamp_difference_ms=self.message_timestamp_difference_max_ms,
+            magic=self.record_magic,
         )
+
+    @property
+    def record_magic(self) -> int:
+        """The magic appends are written in: 2 from ``message.format.version`` 0.11.0 on,
+        else 1, this broker's magic 0/1 log (``protocol.records``), which keeps the magic 0 or 1
+        each producer sends and converts magic 2 batches to magic 1 (so 0.9.0/0.10.0, magic 0
+        in Kafka, are served as that log too: what every topic was before magic 2 was stored)."""
+        return message_format_magic(self.message_format_version)
 
     @property
     def deletes_old_segments(self) -> bool:
         """Retention applies unless the topic asked for compaction only (never deleting)."""
         return "delete" in self.cleanup_policy.split(",")
+
+
+# Kafka's ApiVersion names before 0.11.0 and the magic each wrote; every later version
+# (0.11.0, 1.0 ... 3.x, with or without an -IVn suffix) writes magic 2. Kafka 3.0 ignores the
+# setting under inter.broker.protocol.version 3.0; it is honoured here because topics of the
+# older formats are what this broker's older clients and readers are built around.
+_MAGIC_0_VERSIONS = ("0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0")
+_MAGIC_1_VERSIONS = ("0.10.1", "0.10.2")
+
+
+def message_format_magic(version: str) -> int:
+    """The record magic a ``message.format.version`` value writes (ValueError if it is not a
+    Kafka version)."""
+    parts = version.split("-")[0].split(".")
+    if len(parts) < 2 or not all(part.isdigit() for part in parts) or (parts[0] == "0" and len(parts) < 3):
+        raise ValueError(f"message.format.version: {version!r} is not a Kafka version such as 0.10.2 or 2.8")
+    release = ".".join(parts[:3])
+    if release in _MAGIC_0_VERSIONS:
+        return 0
+    if release in _MAGIC_1_VERSIONS:
+        return 1
+    if parts[0] == "0" and int(parts[1]) < 11:
+        raise ValueError(f"message.format.version: {version!r} is not a Kafka version")
+    return 2
+
+
+def _message_format_version(value: str, name: str) -> str:
+    message_format_magic(value)
+    return value
 
 
 def _long(value: str, name: str, *, minimum: int, maximum: int = _MAX_LONG) -> int:
@@ -146,6 +185,7 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable]] = {
     "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", _long_at_least(0)),
     "max.message.bytes": ("max_message_bytes", _int(0)),
     "cleanup.policy": ("cleanup_policy", _cleanup_policy),
+    "message.format.version": ("message_format_version", _message_format_version),
 }
 
 # Kafka topic configs that clients commonly set but that change nothing here (one replica,
@@ -159,7 +199,6 @@ _ACCEPTED_ONLY: dict[str, Callable] = {
     "delete.retention.ms": _long_at_least(0),
     "min.compaction.lag.ms": _long_at_least(0),
     "min.cleanable.dirty.ratio": _text,
-    "message.format.version": _text,
     "leader.replication.throttled.replicas": _text,
     "follower.replication.throttled.replicas": _text,
     "message.downconversion.enable": _boolean,

@@ -292,7 +292,7 @@ class Log:
         """
         with self._open():
             now = self._clock.time_ms()
-            validated = validate_and_assign(records, self.log_end_offset, now, self._validation_config)
+            validated = validate_and_assign(records, self.log_end_offset, now, self._validation_config, leader_epoch)
             self._check_set_size(validated)
             self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
             return self._append(validated, now)

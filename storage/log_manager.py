@@ -59,6 +59,7 @@ from minikafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochC
 from minikafka.storage.clock import Clock
 from minikafka.storage.config import LogConfig
 from minikafka.storage.log import Log
+from minikafka.storage.segment import newest_segment_magic
 from minikafka.storage.names import (DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir_name,
                            partition_dir_name, validate_topic_name)
 from minikafka.storage.partition_metadata import PARTITION_METADATA_FILE, format_topic_id, new_topic_id, read_topic_id
@@ -70,6 +71,8 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TOPIC_CONFIG_FILE = "topic-config.properties"
+# What a log of magic 0/1 data without a format override keeps writing (see _keeping_old_format).
+OLD_LOG_FORMAT_VERSION = "0.10.2"
 TOPIC_INTENT_PREFIX = ".topic-intent-"
 
 logger = logging.getLogger(__name__)
@@ -141,6 +144,21 @@ def _read_overrides(path: Path) -> dict[str, str]:
             name, _, value = line.partition("=")
             overrides[name.strip()] = value.strip()
     return overrides
+
+
+def _keeping_old_format(config: LogConfig, overrides: dict[str, str], directory: Path) -> LogConfig:
+    """A log written in magic 0/1 whose topic names no ``message.format.version`` goes on in
+    that format (0.10.2), whatever the broker default: it was created before this broker stored
+    magic 2 (the default then), and old consumers and the export readers of such a topic must
+    not meet record batches because the broker was upgraded. The broker default applies to new
+    and empty logs; an override changes any log (what was written stays: readers take mixed
+    segments, as Kafka's, where the setting decides only what is written)."""
+    if "message.format.version" in overrides or config.record_magic < 2:
+        return config
+    magic = newest_segment_magic(directory)
+    if magic is None or magic >= 2:
+        return config
+    return config._replace(message_format_version=OLD_LOG_FORMAT_VERSION)
 
 
 def _format_overrides(overrides: dict[str, str]) -> bytes:
@@ -283,6 +301,7 @@ class LogManager:
                     except ValueError as exc:
                         logger.warning("%s: ignoring stored overrides (%s)", entry.path, exc)
                         overrides, config = {}, self.default_config
+                    config = _keeping_old_format(config, overrides, Path(entry.path))
                     log = Log(Path(entry.path), topic, partition, config, self.clock,
                               recovery_point=recovery_points.get(parsed, 0),
                               log_start_offset=log_starts.get(parsed, 0),

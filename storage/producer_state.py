@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Iterable, NamedTuple
 
 from minikafka.protocol.errors import ErrorCode, RecordError
-from minikafka.protocol.record_batch import crc32c
+from minikafka.protocol.entries import crc32c
 from minikafka.storage.checkpoint import write_atomically
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,8 @@
 """One log segment: a ``.log`` file of message sets plus its offset and time indexes.
 
-``<base offset, 20 digits>.log`` holds entries exactly as on the wire (magic 0/1, laid out
-as ``protocol.entries`` describes), each appended set as it was validated.
+``<base offset, 20 digits>.log`` holds entries exactly as on the wire (magic 0/1 messages and
+magic 2 batches in any mix, laid out as ``protocol.entries`` describes), each appended set as
+it was validated.
 
 The segment keeps in memory what Kafka keeps: its size, next offset, largest timestamp (and
 the offset where it first appeared), and the position of its last offset-index entry, from
@@ -65,6 +66,18 @@ def iter_headers(fd: int, start: int, end: int) -> Iterator[Entry]:
         if moved == position:
             return
         position = moved
+
+
+def newest_segment_magic(directory: Path) -> int | None:
+    """The magic of the first entry of the newest non-empty segment in a partition
+    directory, None if there is none (how a log written before magic 2 was stored is told)."""
+    bases = sorted((name for name in os.listdir(directory) if name.endswith(LOG_SUFFIX)), reverse=True)
+    for name in bases:
+        with open(directory / name, "rb") as file:
+            head = file.read(entries.MAGIC_POSITION + 1)
+        if len(head) > entries.MAGIC_POSITION:
+            return head[entries.MAGIC_POSITION]
+    return None
 
 
 class LogSegment:
@@ -393,7 +406,7 @@ class LogSegment:
         for head in iter_headers(fd, position, self.size):
             if head.timestamp < timestamp or head.offset < min_offset:
                 continue
-            if not head.codec:
+            if not head.codec and head.magic < entries.BATCH_MAGIC:  # one message: its own offset and time
                 return head.offset, head.timestamp
             for record in iter_records(os.pread(fd, head.size, head.position)):
                 if record.timestamp >= timestamp and record.offset >= min_offset:

@@ -65,3 +65,11 @@ def kafka_request(bootstrap: str, api_key: int, version: int, body: dict, timeou
     return request(bootstrap, api_key, version, body, timeout=timeout, client_id="minikafka-pytest",
                    plain_login=plain_login)
 
+
+def create_topics_body(name: str, partitions: int, replication_factor: int, timeout: float, configs: dict) -> dict:
+    """A CreateTopics v0 body for one topic; ``configs`` are topic configs with ``_`` for ``.``
+    (``message_format_version="0.10.2"``)."""
+    return {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
+                        "assignments": [], "configs": [{"name": k.replace("_", "."), "value": str(v)}
+                                                        for k, v in configs.items()]}],
+            "timeout_ms": int(timeout * 1000)}

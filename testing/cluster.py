@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minikafka.testing.broker import MinikafkaBroker, close_all, free_port, jaas_escape, new_ca, write_properties
-from minikafka.testing.clients import client_settings, kafka_request
+from minikafka.testing.clients import client_settings, create_topics_body, kafka_request
 from minikafka.testing.control import ControlError
 
 if TYPE_CHECKING:
@@ -304,10 +304,7 @@ class MinikafkaCluster:
         from minikafka.protocol.apis import ApiKey
         from minikafka.protocol.errors import ErrorCode
 
-        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
-                            "assignments": [], "configs": [{"name": k.replace("_", "."), "value": str(v)}
-                                                            for k, v in configs.items()]}],
-                "timeout_ms": int(timeout * 1000)}
+        body = create_topics_body(name, partitions, replication_factor, timeout, configs)
         deadline = time.monotonic() + timeout
         while True:
             answer = kafka_request(self._controller_broker().bootstrap, ApiKey.CREATE_TOPICS, 0, body, timeout)

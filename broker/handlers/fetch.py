@@ -1,4 +1,4 @@
-"""Fetch (key 1), v0-v4: read message sets, long-polling until enough bytes are there.
+"""Fetch (key 1), v0-v6: read message sets, long-polling until enough bytes are there.
 
 The request waits up to ``max_wait_ms`` until at least ``min_bytes`` can be returned; it is
 woken by appends to the partitions it reads (``Broker.append_waiters``), never by a timer
@@ -17,6 +17,9 @@ v4 (KIP-98) adds the isolation level. This broker has no transactions, so every 
 the high watermark is stable: both levels read the same, the last stable offset is the high
 watermark, and READ_COMMITTED gets an empty list of aborted transactions (READ_UNCOMMITTED
 null, as Kafka). An isolation level other than 0 and 1 is a malformed request.
+
+v4 and later serve any magic as stored, record batches included. v5 adds the log start
+offset.
 
 In a cluster only the partition's leader answers (NOT_LEADER_FOR_PARTITION elsewhere):
 consumers read below the high watermark; a follower's fetch (``replica_id`` = its broker id)
@@ -83,7 +86,7 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
                 total += records.length
                 remaining -= records.length
             partitions.append({"partition_index": request.partition, "error_code": ErrorCode.NONE,
-                               "high_watermark": high_watermark,
+                               "high_watermark": high_watermark, "log_start_offset": log.log_start_offset,
                                "records": records if records.length else b""})
         topics.append({"topic": topic.topic, "partitions": partitions})
     return topics, total, any_error

@@ -1,4 +1,4 @@
-"""Produce (key 0), v0-v3: append producers' message sets.
+"""Produce (key 0), v0-v7: append producers' message sets.
 
 acks 1 is answered once the set is appended. acks -1 is too on a single broker (the leader
 is the whole ISR); in a cluster it waits until the high watermark passes the set (every ISR
@@ -13,13 +13,15 @@ topics refuse client writes with INVALID_TOPIC_EXCEPTION. A disk error fails the
 KAFKA_STORAGE_ERROR. v2 reports the log append time (-1 under CreateTime).
 
 v3 is served so that librdkafka (it needs Produce v3 and Fetch v4 before it sends record
-batches) sends magic 2 batches, which cost it less than magic 1 message sets; the log converts
+batches) sends magic 2 batches. A topic of magic 2 (``message.format.version`` 0.11.0 or later,
+the default) stores them as they are, headers, producer ids and all; one of magic 0/1 converts
 them to magic 1 as a Kafka 0.11 broker whose ``log.message.format.version`` is 0.10.2 does
-(``protocol.record_batch``). Its transactional id needs no check: a transactional batch is
-refused by that conversion (UNSUPPORTED_FOR_MESSAGE_FORMAT). Unlike Kafka 0.11 a version does
+(``protocol.record_batch``), and refuses what magic 1 cannot hold. Unlike Kafka a version does
 not restrict the magic it carries: kafka-python, which sees an 0.10.2 broker (no Metadata v4)
-and so builds magic 1 sets, sends them in the highest Produce version offered, v3; and
-aiokafka sends magic 2 batches in v2.
+and so builds magic 1 sets, sends them in the highest Produce version offered; and aiokafka
+sends magic 2 batches in v2. The one restriction kept is Kafka's on zstd (KIP-110): a batch
+compressed with it needs v7, older versions get UNSUPPORTED_COMPRESSION_TYPE, as their
+clients could not read it back. v5 reports the log start offset.
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ from minikafka.broker.handlers import CloseConnection
 from minikafka.broker.partitions import TopicError
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.record_batch import uses_zstd
 
 API_KEY = ApiKey.PRODUCE
 VALID_ACKS = (0, 1, -1)
+ZSTD_VERSION = 7
+LOG_START_OFFSET_VERSION = 5
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +48,7 @@ def _failed(index: int, code: ErrorCode) -> dict:
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1}
 
 
-def _produce_topic(broker, name: str, partition_data, acks: int, waits: list) -> list[dict]:
+def _produce_topic(broker, name: str, partition_data, acks: int, waits: list, version: int) -> list[dict]:
     """Append each partition's set; ``waits`` gets ``(result dict, wait)`` for each set whose
     acks the ISR does not satisfy yet (``Partitions.append``)."""
     if acks not in VALID_ACKS:
@@ -63,6 +68,9 @@ def _produce_topic(broker, name: str, partition_data, acks: int, waits: list) ->
     partitions = broker.partitions
     for partition in partition_data:
         try:
+            if version < ZSTD_VERSION and partition.records and uses_zstd(partition.records):
+                raise RecordError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                  f"zstd needs Produce v{ZSTD_VERSION}, not v{version}")
             appended, acks_wait = partitions.append(name, partition.index, partition.records, acks)
         except (RecordError, TopicError) as exc:
             logger.debug("produce to %s-%d refused: %s", name, partition.index, exc)
@@ -76,10 +84,19 @@ def _produce_topic(broker, name: str, partition_data, acks: int, waits: list) ->
             continue
         results.append({"index": partition.index, "error_code": ErrorCode.NONE,
                         "base_offset": appended.first_offset,
-                        "log_append_time_ms": appended.log_append_time})
+                        "log_append_time_ms": appended.log_append_time,
+                        "log_start_offset": _log_start_offset(partitions, name, partition.index)
+                        if version >= LOG_START_OFFSET_VERSION else -1})
         if acks_wait is not None:
             waits.append((results[-1], acks_wait))
     return results
+
+
+def _log_start_offset(partitions, name: str, index: int) -> int:
+    try:
+        return partitions.leader_log(name, index).log_start_offset
+    except TopicError:  # no longer its leader: the append stands, the start is unknown here
+        return -1
 
 
 async def _wait_for_replication(waits: list, timeout_ms: int) -> None:
@@ -98,7 +115,8 @@ async def handle(broker, request) -> dict | None:
     waits: list = []
     responses = [
         {"name": topic.name,
-         "partition_responses": _produce_topic(broker, topic.name, topic.partition_data, body.acks, waits)
+         "partition_responses": _produce_topic(broker, topic.name, topic.partition_data, body.acks, waits,
+                                               request.api_version)
          if broker.authorize(request, "Write", "Topic", topic.name)
          else [_failed(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partition_data]}
         for topic in body.topic_data

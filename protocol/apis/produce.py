@@ -1,6 +1,12 @@
-"""Produce (key 0), v0-v3: message sets of magic 0 (v0, v1) or magic 0/1 (v2); v3 carries
+"""Produce (key 0), v0-v7: message sets of magic 0 (v0, v1) or magic 0/1 (v2); v3 carries
 magic 2 record batches and adds the transactional id. v1 adds the throttle time, v2 the
-per-partition log append time (-1 under CreateTime). ``records`` is carried as opaque bytes
+per-partition log append time (-1 under CreateTime), v5 the log start offset. v4
+(KAFKA_STORAGE_ERROR), v6 (throttling after the response), v7 (zstd allowed, KIP-110) change
+semantics only.
+
+v8 waits for InitProducerId: kafka-python 3 infers a Kafka 2.4 broker from Produce v8 (and 1.1
+from Fetch v7), and against a broker it takes for 0.11 or later it turns idempotence on by
+default, which fails without InitProducerId (the same reason Metadata stays below v4). ``records`` is carried as opaque bytes
 (see ``protocol.records``, which takes every magic in every version: see the handler)."""
 
 from minikafka.protocol.apis.keys import ApiKey
@@ -10,7 +16,7 @@ from minikafka.protocol.types import INT16, INT32, INT64, RECORDS, STRING
 PRODUCE = Api(
     ApiKey.PRODUCE,
     "Produce",
-    versions=(0, 3),
+    versions=(0, 7),
     request=(
         Field("transactional_id", STRING, "3+", nullable="3+", default=None),
         Field("acks", INT16),
@@ -31,6 +37,7 @@ PRODUCE = Api(
                 Field("error_code", INT16),
                 Field("base_offset", INT64),
                 Field("log_append_time_ms", INT64, "2+", default=-1),
+                Field("log_start_offset", INT64, "5+", default=-1),
             )),
         )),
         Field("throttle_time_ms", INT32, "1+"),

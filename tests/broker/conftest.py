@@ -150,9 +150,14 @@ def start_broker(nursery, broker_config, started_brokers):
     return start
 
 
+# The broker default that writes new topics in magic 0/1, the format before magic 2 was
+# stored: for the tests of that format (marked magic_1_topics) and of its conversions.
+MAGIC_1_TOPICS = {"log.message.format.version": "0.10.2"}
+
+
 @pytest.fixture
-async def broker(start_broker):
-    return await start_broker()
+async def broker(start_broker, request):
+    return await start_broker(MAGIC_1_TOPICS if request.node.get_closest_marker("magic_1_topics") else None)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import logging
 import os
 import struct
 
+import pytest
 import trio
 
 from minikafka.broker.connection import MAX_QUEUED_REQUESTS
@@ -311,6 +312,7 @@ async def test_answers_stay_in_order_from_one_at_a_time_to_queued_and_back(clien
         assert (await client.produce(topic, 0, message_set(b"after"))).base_offset == 5 + 2 * MAX_QUEUED_REQUESTS + i
 
 
+@pytest.mark.magic_1_topics
 async def test_a_client_slow_to_read_gets_every_answer_in_order(client, connect, message_set):
     """Pipelined fetches whose answers outgrow the socket buffers, read only after a pause:
     the broker waits for room (sendfile for v2, in-memory down-converted bytes for v1), keeps

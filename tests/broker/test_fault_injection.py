@@ -18,8 +18,9 @@ NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 @pytest.fixture
 async def faulty(start_broker):
-    """A broker started for tests (its control port on a free port)."""
-    return await start_broker(**{"minikafka.test.control.port": "0"})
+    """A broker started for tests (its control port on a free port); its topics are magic 1,
+    which the Fetch v0 slot reads down-converted."""
+    return await start_broker({"log.message.format.version": "0.10.2"}, **{"minikafka.test.control.port": "0"})
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import trio
 
 from minikafka.protocol.apis import ApiKey
@@ -177,6 +178,7 @@ async def test_long_poll_waits_for_min_bytes(broker, connect, message_set):
     assert len(values(got["fetch"].records)) == 3
 
 
+@pytest.mark.magic_1_topics
 async def test_partition_max_bytes_and_v3_response_max_bytes(client, message_set, fetch_body):
     for i in range(10):
         await client.produce("limits", 0, message_set(b"%03d" % i + b"." * 100))
@@ -212,6 +214,7 @@ async def test_offset_out_of_range_and_unknown_partition(client, message_set):
         assert (await client.fetch("range", 0, 99, max_wait_ms=60_000, min_bytes=1)).error_code == 1
 
 
+@pytest.mark.magic_1_topics
 async def test_fetch_v0_v1_down_convert_to_magic_0(client):
     now = int(time.time() * 1000)
     plain = build_message_set([(b"k1", b"v1", now), (None, b"v2", now)])
@@ -229,6 +232,7 @@ async def test_fetch_v0_v1_down_convert_to_magic_0(client):
     assert {entry.magic for entry in iter_entries(bytes(v2.records))} == {1}
 
 
+@pytest.mark.magic_1_topics
 async def test_produce_v0_and_magic_0_sets(client):
     magic0 = build_message_set([(None, b"old", -1)], magic=0)
     result = await client.produce("v0", 0, magic0, version=0)
@@ -237,6 +241,7 @@ async def test_produce_v0_and_magic_0_sets(client):
     assert (record.value, record.magic, record.timestamp) == (b"old", 0, -1)  # stored as sent
 
 
+@pytest.mark.magic_1_topics
 async def test_fetch_v2_hands_the_connection_a_file_slice_not_bytes(broker, client, message_set):
     """v2+ responses carry the segment bytes as a storage FileSlice (sent with sendfile);
     v0/v1 get converted bytes."""
@@ -261,11 +266,12 @@ def _record_batch(records, *, codec: int = 0, headers: bool = False) -> bytes:
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
                                         producer_id=-1, producer_epoch=-1, base_sequence=-1,
                                         batch_size=1 << 20)
-    for key, value, timestamp in records:
-        builder.append(0, timestamp, key, value, [("h", b"1")] if headers else [])
+    for offset, (key, value, timestamp) in enumerate(records):
+        builder.append(offset, timestamp, key, value, [("h", b"1")] if headers else [])
     return bytes(builder.build())
 
 
+@pytest.mark.magic_1_topics
 async def test_produce_v3_takes_one_record_batch_and_stores_it_as_magic_1(client):
     now = int(time.time() * 1000)
     plain = _record_batch([(b"k1", b"v1", now), (None, b"v2", now + 1)])
@@ -282,6 +288,7 @@ async def test_produce_v3_takes_one_record_batch_and_stores_it_as_magic_1(client
         (0, b"k1", b"v1", now), (1, None, b"v2", now + 1), (2, b"k3", b"v3" * 50, now + 2), (3, b"k4", None, now + 3)]
 
 
+@pytest.mark.magic_1_topics
 async def test_produce_v3_takes_what_any_version_takes_and_refuses_what_magic_1_cannot_hold(client, message_set):
     now = int(time.time() * 1000)
     batch = _record_batch([(None, b"a", now)])

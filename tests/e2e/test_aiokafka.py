@@ -109,7 +109,9 @@ def test_produce_consume_every_codec(broker, topic, stored_codecs, sample_record
     assert stored_codecs(topic) == {codec or "none"}
 
 
-def test_records_with_headers_are_refused_and_nothing_is_written(broker, topic):
+def test_records_with_headers_are_refused_by_a_magic_1_topic_and_nothing_is_written(broker, topic):
+    broker.create_topic(topic, message_format_version="0.10.2")
+
     async def scenario():
         await produce(broker.bootstrap, topic, [(None, b"before")])
         producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
@@ -130,7 +132,7 @@ def test_records_with_headers_are_refused_and_nothing_is_written(broker, topic):
     run(scenario())
 
 
-def test_zstd_is_refused_with_unsupported_compression_type(broker, topic):
+def test_zstd_is_refused_by_a_magic_1_topic_with_unsupported_compression_type(broker, topic):
     """aiokafka also offers zstd (through cramjam) and sends it whatever the broker's version.
     Magic 1 cannot hold zstd, so the broker refuses the batch with UNSUPPORTED_COMPRESSION_TYPE
     (76), as Kafka does for zstd in an old Produce version, and writes nothing. aiokafka 0.14
@@ -138,6 +140,8 @@ def test_zstd_is_refused_with_unsupported_compression_type(broker, topic):
     raw Produce v2 request carrying a batch built by aiokafka's own builder."""
     from aiokafka.errors import KafkaError
     from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+    broker.create_topic(topic, message_format_version="0.10.2")
 
     async def scenario():
         await produce(broker.bootstrap, topic, [(None, b"before")])

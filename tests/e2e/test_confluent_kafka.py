@@ -98,10 +98,11 @@ def test_zstd_falls_back_to_no_compression(broker, topic, stored_codecs, sample_
     assert stored_codecs(topic) == {"none"}
 
 
-def test_headers_are_refused_not_dropped(broker, topic):
+def test_headers_are_refused_by_a_magic_1_topic_not_dropped(broker, topic):
     """librdkafka sends record batches here (Produce v3 is served); a record with headers
     cannot be stored in magic 1, so its delivery fails with the broker's
     UNSUPPORTED_FOR_MESSAGE_FORMAT instead of the headers vanishing, and nothing is written."""
+    broker.create_topic(topic, message_format_version="0.10.2")
     producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0})
     reports = []
     producer.produce(topic, value=b"with headers", headers=[("h", b"1")],

@@ -8,6 +8,9 @@
   ``--export-master`` is what the exporter runs on;
 * ``minikafka replay`` into a fresh broker reproduces keys, values and timestamps, with its
   summary line and progress bar.
+
+The brokers write topics in magic 0/1 (``log.message.format.version`` 0.10.2), the format the
+export reader takes.
 """
 
 from __future__ import annotations
@@ -127,7 +130,7 @@ def datasource_rows(df) -> list[tuple]:
 
 
 def test_datasource_reads_what_a_consumer_reads(spark, minikafka_broker_factory):
-    broker = minikafka_broker_factory(**{"log.segment.bytes": "4096"})
+    broker = minikafka_broker_factory(**{"log.message.format.version": "0.10.2", "log.segment.bytes": "4096"})
     topics = []
     for magic in (0, 1):
         for codec in (None, "gzip", "snappy", "lz4"):
@@ -186,7 +189,7 @@ class ExportingBroker(MinikafkaBroker):
 
 def test_retention_waits_for_export(tmp_path):
     out = tmp_path / "export"
-    with ExportingBroker(tmp_path / "broker", {"log.segment.bytes": "2048"}) as broker:
+    with ExportingBroker(tmp_path / "broker", {"log.message.format.version": "0.10.2", "log.segment.bytes": "2048"}) as broker:
         create_topic(broker.bootstrap, "r", 1)
         produce(broker.bootstrap, "r", magic=1, codec=None, count=200)
         # Restart with export on and retention that would delete every closed segment at once:
@@ -225,7 +228,7 @@ def test_retention_waits_for_export(tmp_path):
 
 
 def test_replay_into_a_fresh_broker(spark, minikafka_broker_factory, tmp_path, capsys):
-    source = minikafka_broker_factory(**{"log.segment.bytes": "2048"})
+    source = minikafka_broker_factory(**{"log.message.format.version": "0.10.2", "log.segment.bytes": "2048"})
     create_topic(source.bootstrap, "orders", 3)
     produce(source.bootstrap, "orders", magic=1, codec="snappy", count=150, partitions=3)
     source.stop()
@@ -238,7 +241,7 @@ def test_replay_into_a_fresh_broker(spark, minikafka_broker_factory, tmp_path, c
     assert len(exported) == summary.records > 0
     assert exported == datasource_rows(closed_df)
 
-    target = minikafka_broker_factory()
+    target = minikafka_broker_factory(**{"log.message.format.version": "0.10.2"})
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     done = subprocess.run([sys.executable, "-c", LAUNCHER, "replay", "--from", str(out), "--topic", "orders",
                            "--bootstrap", target.bootstrap], capture_output=True, text=True, env=env, timeout=120)
@@ -324,7 +327,7 @@ def test_topic_deleted_and_created_again_while_serving_is_exported_whole(tmp_pat
     start at 0 again, below the old one's progress: retention still waits for its own export,
     which writes every record under generation 2, leaving the generation 1 files as they were."""
     out = tmp_path / "export"
-    broker = ExportingBroker(tmp_path / "broker", {"log.segment.bytes": "2048", "log.retention.ms": "1",
+    broker = ExportingBroker(tmp_path / "broker", {"log.message.format.version": "0.10.2", "log.segment.bytes": "2048", "log.retention.ms": "1",
                                                    "log.retention.check.interval.ms": "100"})
     broker.export_to = out
     with broker:

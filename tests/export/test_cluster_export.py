@@ -172,6 +172,7 @@ def active_base(cluster, partition: int) -> int:
 def test_leader_moves_during_export_keep_it_exactly_once(tmp_path, zookeeper):
     out = tmp_path / "out"
     overrides = {"minikafka.export.dir": str(out), "minikafka.export.master": "local[1]",
+                 "log.message.format.version": "0.10.2",
                  "log.retention.check.interval.ms": "300", "replica.lag.time.max.ms": "3000"}
     with MinikafkaCluster(tmp_path / "cluster", 3, overrides, zookeeper=zookeeper.connect_string) as cluster:
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)

@@ -89,7 +89,7 @@ async def test_generations_and_conditional_writes(zk_chroot):
 def replica(tmp_path: Path, name: str, sets_per_append: list[int]) -> LogManager:
     """A broker's log manager holding t-0 with 12 records (offsets 0..11), appended in groups of
     ``sets_per_append`` records, each group one set (so each replica rolls at other offsets)."""
-    manager = LogManager([tmp_path / name], LogConfig(), SystemClock())
+    manager = LogManager([tmp_path / name], LogConfig(message_format_version="0.10.2"), SystemClock())
     manager.startup()
     log = manager.create_log("t", 0, {"segment.bytes": "200"})
     offset = 0

@@ -67,7 +67,7 @@ def test_export_on_a_two_worker_standalone_cluster(tmp_path, minikafka_broker_fa
                                 env={"PATH": f"{wrong_python(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}"})
     try:
         cluster.start()  # the workers start up while the broker gets its records
-        broker = minikafka_broker_factory(**{"log.segment.bytes": "4096"})
+        broker = minikafka_broker_factory(**{"log.message.format.version": "0.10.2", "log.segment.bytes": "4096"})
         create_topic(broker.bootstrap, "clicks", 3)
         produce(broker.bootstrap, "clicks", magic=1, codec=None, count=240, partitions=3)
         create_topic(broker.bootstrap, "views", 2)

@@ -306,8 +306,8 @@ def test_unknown_api_key_names_the_key_after_parsing_the_header():
         conn.next_request()
 
 
-@pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 4), (ApiKey.METADATA, 4),
-                                                  (ApiKey.FETCH, 5), (ApiKey.OFFSET_FETCH, 3),
+@pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 9), (ApiKey.METADATA, 4),
+                                                  (ApiKey.FETCH, 12), (ApiKey.OFFSET_FETCH, 3),
                                                   (ApiKey.PRODUCE, -1)])
 def test_unsupported_versions_of_other_apis_are_refused(api_key, version):
     payload = struct.pack(">hhih", api_key, version, 5, -1) + b"\x00" * 20
@@ -428,11 +428,11 @@ def test_api_versions_at_an_unsupported_version_gets_a_v0_error_with_our_table()
 def test_served_table_reads_as_kafka_0_10_2():
     table = {key: (low, high) for key, low, high in api_versions_table()}
     assert infer_broker_version_from_api_versions(table) == (0, 10, 2)
-    # Produce v3 / Fetch v4 take and give record batches (converted to the log's magic 1, as a
-    # 0.11 broker with an 0.10.2 message format does), which librdkafka needs to send them;
-    # Metadata v4+ stays absent, so kafka-python and aiokafka still see 0.10.2, and so do the
-    # idempotence and transaction APIs (InitProducerId, key 22).
-    assert table[ApiKey.PRODUCE][1] == 3 and table[ApiKey.FETCH][1] == 4 and table[ApiKey.METADATA][1] == 2
+    # Produce v3+ / Fetch v4+ take and give record batches, which librdkafka needs to send them;
+    # Metadata v4+, Produce v8+ and Fetch v7+ stay absent (kafka-python infers 0.11, 2.4 and 1.1
+    # from them), so kafka-python and aiokafka still see 0.10.2, and so do the idempotence and
+    # transaction APIs (InitProducerId, key 22).
+    assert table[ApiKey.PRODUCE][1] == 7 and table[ApiKey.FETCH][1] == 6 and table[ApiKey.METADATA][1] == 2
     assert 22 not in table
 
 

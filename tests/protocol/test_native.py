@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minikafka.protocol import entries, record_batch, records
-from minikafka.protocol.compression import Codec, compress
+from minikafka.protocol.compression import MESSAGE_SET_CODECS, Codec, compress
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.records import (
     LOG_APPEND_TIME,
@@ -30,7 +30,7 @@ from minikafka.protocol.records import (
 
 NOW = 1_700_000_000_000
 RECORDS = [(b"k%d" % i if i % 2 else None, b"v" * (i * 7), NOW - 500 + i * 50) for i in range(12)]
-CREATE = ValidationConfig()
+CREATE = ValidationConfig(magic=1)
 
 
 @pytest.fixture(autouse=True)
@@ -132,7 +132,7 @@ LEADER_CASES = {
 @pytest.mark.parametrize("case", sorted(LEADER_CASES))
 @pytest.mark.parametrize("timestamp_type", [0, LOG_APPEND_TIME])
 def test_leader_cases_agree(case, timestamp_type):
-    config = ValidationConfig(timestamp_type=timestamp_type, max_timestamp_difference_ms=10**6,
+    config = ValidationConfig(magic=1, timestamp_type=timestamp_type, max_timestamp_difference_ms=10**6,
                               max_message_bytes=60 if case == "too large" else 1048588)
     result = agree(validate_and_assign, LEADER_CASES[case], 1000, NOW, config)
     accepted = {"valid mix", "magic 0 recompressed"}
@@ -144,7 +144,7 @@ def test_leader_cases_agree(case, timestamp_type):
 def test_every_refusal_code_is_reached_by_both():
     codes = set()
     for case, data in LEADER_CASES.items():
-        config = ValidationConfig(max_timestamp_difference_ms=10**6, max_message_bytes=60 if case == "too large" else 1048588)
+        config = ValidationConfig(magic=1, max_timestamp_difference_ms=10**6, max_message_bytes=60 if case == "too large" else 1048588)
         result = agree(validate_and_assign, data, 0, NOW, config)
         if isinstance(result[0], ErrorCode):
             codes.add(result[0])
@@ -171,7 +171,7 @@ FOLLOWER_CASES = {
 
 @pytest.mark.parametrize("case", sorted(FOLLOWER_CASES))
 def test_follower_cases_agree(case):
-    config = ValidationConfig(max_message_bytes=60 if case == "too large" else 1048588)
+    config = ValidationConfig(magic=1, max_message_bytes=60 if case == "too large" else 1048588)
     agree(validate_given_offsets, FOLLOWER_CASES[case], 50, config)
 
 
@@ -184,7 +184,7 @@ record_lists = st.lists(
     min_size=1,
     max_size=8,
 )
-batches = st.lists(st.tuples(record_lists, st.sampled_from(list(Codec))), min_size=1, max_size=4)
+batches = st.lists(st.tuples(record_lists, st.sampled_from(MESSAGE_SET_CODECS)), min_size=1, max_size=4)
 configs = st.builds(
     ValidationConfig,
     max_message_bytes=st.sampled_from([40, 200, 1048588]),
@@ -251,7 +251,7 @@ def test_assign_loops_agree_without_crc_checks(batch_list, magic, edit_list, log
 @settings(max_examples=300, deadline=None)
 def test_fuzzed_follower_sets_agree(batch_list, magic, config, edit_list, min_offset, cut):
     leader = outcome(validate_and_assign, b"".join(build_message_set(r, magic=magic, codec=codec)
-                                                   for r, codec in batch_list), 10, NOW, ValidationConfig())
+                                                   for r, codec in batch_list), 10, NOW, ValidationConfig(magic=1))
     data = _edited(leader[0], edit_list)
     agree(validate_given_offsets, data[: len(data) - cut], min_offset, config)
 
@@ -265,7 +265,7 @@ def test_fuzzed_follower_sets_agree(batch_list, magic, config, edit_list, min_of
 def test_index_entries_agree(batch_list, magic, base, anchor, interval, segment_max, untimed_times):
     # What a segment appends: a validated set, at any position, after any earlier index entry.
     data = outcome(validate_and_assign, b"".join(build_message_set(r, magic=magic, codec=codec)
-                                                 for r, codec in batch_list), 10, NOW, ValidationConfig())[0]
+                                                 for r, codec in batch_list), 10, NOW, ValidationConfig(magic=1))[0]
     args = (data, base, min(anchor, base), interval, *segment_max, untimed_times)
     assert records._native.index_entries(*args) == entries._py_index_entries(*args)
 
@@ -300,17 +300,17 @@ def test_use_native_switches_the_magic_2_loops_too():
     try:
         records.use_native(True)
         assert record_batch._magic_1_messages is records._native.magic_1_messages
-        assert record_batch._crc32c is records._native.crc32c
+        assert entries._crc32c is records._native.crc32c
         records.use_native(False)
         assert record_batch._magic_1_messages is record_batch._py_magic_1_messages
-        assert record_batch._crc32c is record_batch._py_crc32c
+        assert entries._crc32c is entries._py_crc32c
     finally:
         records.use_native(before)
 
 
 def test_pure_python_environment_leaves_no_c_loop():
-    code = ("from minikafka.protocol import records, record_batch as b; "
-            "print(records.native_in_use(), b._magic_1_messages is b._py_magic_1_messages, b._crc32c is b._py_crc32c)")
+    code = ("from minikafka.protocol import entries, records, record_batch as b; "
+            "print(records.native_in_use(), b._magic_1_messages is b._py_magic_1_messages, entries._crc32c is entries._py_crc32c)")
     env = {**os.environ, "MINIKAFKA_PURE_PYTHON": "1"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert result.stdout.split() == ["False", "True", "True"], result.stderr
@@ -401,7 +401,7 @@ generated_records = st.lists(
 )
 
 
-@given(record_list=generated_records, codec=st.sampled_from(list(Codec)), log_append_time=st.booleans(),
+@given(record_list=generated_records, codec=st.sampled_from(MESSAGE_SET_CODECS), log_append_time=st.booleans(),
        base=int64s, maximum=int64s)
 @settings(max_examples=300, deadline=None)
 def test_generated_sections_convert_alike(record_list, codec, log_append_time, base, maximum):
@@ -422,7 +422,7 @@ def test_generated_sections_convert_alike(record_list, codec, log_append_time, b
         assert max_timestamp == max(expected_timestamps + [-1])
 
 
-@given(record_list=generated_records, codec=st.sampled_from(list(Codec)), log_append_time=st.booleans(),
+@given(record_list=generated_records, codec=st.sampled_from(MESSAGE_SET_CODECS), log_append_time=st.booleans(),
        base=st.integers(NOW - 10**6, NOW), timestamp_type=st.sampled_from([0, LOG_APPEND_TIME]),
        next_offset=st.integers(0, 2**40))
 @settings(max_examples=200, deadline=None)
@@ -430,7 +430,7 @@ def test_generated_batches_validate_alike(record_list, codec, log_append_time, b
     section = b"".join(encode_record(k, v, t % 5000, offset_delta=o, pads=p) for k, v, t, o, p in record_list)
     data = encode_batch(section, len(record_list), codec=codec, log_append_time=log_append_time,
                         base_timestamp=base)
-    config = ValidationConfig(timestamp_type=timestamp_type, max_message_bytes=1 << 20)
+    config = ValidationConfig(magic=1, timestamp_type=timestamp_type, max_message_bytes=1 << 20)
     agree(validate_and_assign, data, next_offset, NOW, config)
 
 
@@ -460,7 +460,7 @@ MALFORMED_SECTIONS = {
 def test_malformed_sections_are_refused_alike(case):
     section, count = MALFORMED_SECTIONS[case]
     assert converted_by_both(section, count, 0, 0, NOW, NOW) is None
-    for codec in Codec:
+    for codec in MESSAGE_SET_CODECS:
         data = encode_batch(section, count, codec=codec)
         result = agree(validate_and_assign, data, 0, NOW, CREATE)
         assert isinstance(result[0], ErrorCode), case
@@ -472,7 +472,7 @@ def test_good_section_converts():
     assert len(list(records.iter_entries(bytes(messages)))) == 4
 
 
-@pytest.mark.parametrize("codec", list(Codec), ids=lambda c: c.name.lower())
+@pytest.mark.parametrize("codec", MESSAGE_SET_CODECS, ids=lambda c: c.name.lower())
 def test_every_truncation_is_refused_alike(codec):
     for cut in range(len(GOOD_SECTION)):
         assert converted_by_both(GOOD_SECTION[:cut], 4, int(codec), 0, NOW, NOW) is None
@@ -502,3 +502,67 @@ def test_mutated_sections_convert_alike(mutations, count, timestamp_type):
     converted_by_both(bytes(section), count, 0, timestamp_type, NOW, NOW)
     data = encode_batch(bytes(section), count)
     agree(validate_and_assign, data, 0, NOW, CREATE)
+
+
+# --- a log of magic 2: the C check of a batch's records (check_records) -------------------
+
+
+def checked_by_both(section: bytes, count: int, base: int, check_timestamps: bool, earliest: int, latest: int):
+    """The C check of a batch's records and the Python one (``_records_max_timestamp``): the
+    same largest timestamp, and None from C exactly where Python refuses."""
+    native = records._native.check_records(section, count, base, check_timestamps, earliest, latest)
+    if count < 1:  # no batch has that (iter_batches refuses it first)
+        assert native is None
+        return native
+    batch = next(record_batch.iter_batches(encode_batch(section, count, base_timestamp=base)))
+    try:
+        python = record_batch._records_max_timestamp(memoryview(section), batch, check_timestamps, earliest,
+                                                     latest, NOW)
+    except RecordError:
+        python = None
+    assert native == python
+    return native
+
+
+@given(record_list=generated_records, in_order=st.booleans(), base=int64s, check_timestamps=st.booleans(),
+       earliest=int64s, latest=int64s, headers=st.lists(st.tuples(st.binary(max_size=5), st.none() | st.binary(max_size=5)),
+                                                        max_size=3))
+@settings(max_examples=400, deadline=None)
+def test_generated_sections_are_checked_alike(record_list, in_order, base, check_timestamps, earliest, latest, headers):
+    section = b"".join(encode_record(k, v, t, offset_delta=i if in_order else o, pads=p, headers=headers)
+                       for i, (k, v, t, o, p) in enumerate(record_list))
+    checked_by_both(section, len(record_list), base, check_timestamps, earliest, latest)
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_SECTIONS))
+def test_malformed_sections_are_checked_alike(case):
+    section, count = MALFORMED_SECTIONS[case]
+    checked_by_both(section, count, 0, True, NOW - 10**12, NOW + 10**12)
+
+
+@given(mutations=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=5),
+       count=st.integers(-1, 6))
+@settings(max_examples=500, deadline=None)
+def test_mutated_sections_are_checked_alike(mutations, count):
+    section = bytearray(GOOD_SECTION)
+    for position, byte in mutations:
+        section[position % len(section)] = byte
+    checked_by_both(bytes(section), count, NOW, True, NOW - 10**12, NOW + 10**12)
+
+
+def test_good_section_is_checked_with_its_largest_timestamp():
+    in_order = b"".join(encode_record(k, v, t, offset_delta=i, pads=(i % 5,) * 6, headers=[(b"h", None)] * i)
+                        for i, (k, v, t) in enumerate(ONE_OF_EACH))
+    assert checked_by_both(in_order, 4, 0, False, 0, 0) == 2**39
+    assert checked_by_both(GOOD_SECTION, 4, 0, False, 0, 0) is None  # every offset delta is 0
+
+
+@given(record_list=generated_records, codec=st.sampled_from(list(Codec)), log_append_time=st.booleans(),
+       next_offset=st.integers(0, 2**40))
+@settings(max_examples=200, deadline=None)
+def test_generated_batches_validate_alike_for_a_magic_2_log(record_list, codec, log_append_time, next_offset):
+    section = b"".join(encode_record(k, v, t % 5000, offset_delta=i, pads=p) for i, (k, v, t, _, p) in enumerate(record_list))
+    data = encode_batch(section, len(record_list), codec=codec)
+    config = ValidationConfig(timestamp_type=LOG_APPEND_TIME if log_append_time else 0, max_message_bytes=1 << 20,
+                              max_timestamp_difference_ms=10**6)
+    agree(validate_and_assign, data, next_offset, NOW, config, 3)

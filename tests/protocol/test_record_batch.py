@@ -35,7 +35,7 @@ BUILDERS = {
     "aiokafka": aiokafka_records.DefaultRecordBatchBuilder,
     "aiokafka-py": aiokafka_records._DefaultRecordBatchBuilderPy,
 }
-CONFIG = ValidationConfig()
+CONFIG = ValidationConfig(magic=1)
 crc32c = crcmod.predefined.mkCrcFun("crc-32c")
 
 
@@ -106,7 +106,7 @@ def test_converted_set_validates_as_the_magic_1_set_a_producer_would_send(timest
     hands their inner sets on rather than have them decompressed)."""
     parts = [(RECORDS[:7], Codec.GZIP), (RECORDS[7:9], Codec.NONE), (RECORDS[9:13], Codec.SNAPPY),
              (RECORDS[13:], Codec.LZ4)]
-    config = ValidationConfig(timestamp_type=timestamp_type)
+    config = ValidationConfig(magic=1, timestamp_type=timestamp_type)
     magic_2 = b"".join(build_batch(part, codec=codec) for part, codec in parts)
     magic_1 = b"".join(build_message_set(part, magic=1, codec=codec) for part, codec in parts)
     assert validate_and_assign(magic_2, 7, NOW, config) == validate_and_assign(magic_1, 7, NOW, config)
@@ -136,14 +136,14 @@ def test_several_batches_of_different_codecs_convert_in_order():
 
 @pytest.mark.parametrize("codec", [Codec.NONE, Codec.LZ4], ids=lambda c: c.name.lower())
 def test_log_append_time_topic_stamps_converted_records(codec):
-    config = ValidationConfig(timestamp_type=LOG_APPEND_TIME)
+    config = ValidationConfig(magic=1, timestamp_type=LOG_APPEND_TIME)
     validated = validate_and_assign(build_batch(codec=codec), 0, NOW, config)
     assert validated.log_append_time == NOW
     assert {(r.timestamp, r.timestamp_type) for r in iter_records(validated.buffer)} == {(NOW, LOG_APPEND_TIME)}
 
 
 def test_create_time_range_is_enforced_after_conversion():
-    config = ValidationConfig(max_timestamp_difference_ms=600)
+    config = ValidationConfig(magic=1, max_timestamp_difference_ms=600)
     assert refused(build_batch(codec=Codec.GZIP), config) == ErrorCode.INVALID_TIMESTAMP
     assert validate_and_assign(build_batch(RECORDS[6:9]), 0, NOW, config).record_count == 3
 
@@ -192,7 +192,7 @@ def test_control_batch_is_refused():
 
 
 def test_zstd_is_refused_as_unsupported_compression():
-    # No zstd library is installed: the codec bits alone decide, before any decompression.
+    # Magic 1 cannot hold zstd: the codec bits alone decide, before any decompression.
     assert refused(with_attributes(build_batch(), 4)) == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
@@ -218,14 +218,14 @@ def test_set_mixing_magic_2_and_magic_1_is_corrupt():
 
 def test_max_message_bytes_applies_to_each_batch_as_received():
     data = build_batch(RECORDS[:1])
-    assert validate_and_assign(data, 0, NOW, ValidationConfig(max_message_bytes=len(data))).record_count == 1
-    assert refused(data, ValidationConfig(max_message_bytes=len(data) - 1)) == ErrorCode.MESSAGE_TOO_LARGE
+    assert validate_and_assign(data, 0, NOW, ValidationConfig(magic=1, max_message_bytes=len(data))).record_count == 1
+    assert refused(data, ValidationConfig(magic=1, max_message_bytes=len(data) - 1)) == ErrorCode.MESSAGE_TOO_LARGE
     # Its CRC is never looked at: the size alone refuses it, as in Kafka's Log.append.
-    assert refused(patched(data, 17, ">I", 0, fix_crc=False), ValidationConfig(max_message_bytes=20)) == (
+    assert refused(patched(data, 17, ">I", 0, fix_crc=False), ValidationConfig(magic=1, max_message_bytes=20)) == (
         ErrorCode.MESSAGE_TOO_LARGE
     )
     two = build_batch(RECORDS[:1]) + build_batch(RECORDS[1:2])
-    assert refused(two, ValidationConfig(max_message_bytes=len(data))) == ErrorCode.MESSAGE_TOO_LARGE
+    assert refused(two, ValidationConfig(magic=1, max_message_bytes=len(data))) == ErrorCode.MESSAGE_TOO_LARGE
 
 
 @pytest.mark.parametrize(
@@ -249,9 +249,16 @@ def test_truncated_set_is_corrupt():
     assert refused(data + data[:30]) == ErrorCode.CORRUPT_MESSAGE
 
 
-def test_follower_path_stays_magic_0_and_1():
+def test_follower_path_keeps_the_leaders_batches():
+    data = bytes(patched(build_batch(), 0, ">q", 10, fix_crc=False))
+    validated = validate_given_offsets(data, 10, CONFIG)
+    assert validated.buffer == data
+    assert (validated.first_offset, validated.last_offset, validated.record_count) == (10, 10 + len(RECORDS) - 1, 1)
     with pytest.raises(RecordError) as caught:
-        validate_given_offsets(build_batch(), 0, CONFIG)
+        validate_given_offsets(data, 11, CONFIG)
+    assert caught.value.code == ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(RecordError) as caught:
+        validate_given_offsets(patched(data, 40, ">B", data[40] ^ 1, fix_crc=False), 10, CONFIG)
     assert caught.value.code == ErrorCode.CORRUPT_MESSAGE
 
 

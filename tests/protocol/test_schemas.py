@@ -310,7 +310,7 @@ def test_our_responses_decode_with_old_kafka_python(api, version, data):
 def test_every_served_api_is_registered_with_the_issue_versions():
     assert {ApiKey(k).name: (lo, hi) for k, lo, hi in
             [(api.key, api.min_version, api.max_version) for api in APIS.values()]} == {
-        "API_VERSIONS": (0, 3), "METADATA": (0, 2), "PRODUCE": (0, 3), "FETCH": (0, 4),
+        "API_VERSIONS": (0, 3), "METADATA": (0, 2), "PRODUCE": (0, 7), "FETCH": (0, 6),
         "LIST_OFFSETS": (0, 1), "CREATE_TOPICS": (0, 1), "DELETE_TOPICS": (0, 0),
         "FIND_COORDINATOR": (0, 0), "JOIN_GROUP": (0, 1), "SYNC_GROUP": (0, 0),
         "HEARTBEAT": (0, 0), "LEAVE_GROUP": (0, 0), "OFFSET_COMMIT": (0, 2),

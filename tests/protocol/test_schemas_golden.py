@@ -64,7 +64,7 @@ def test_produce_v2_records_from_librdkafka(codec):
     entries = list(records.iter_entries(buffer))
     assert {e.codec.name.lower() for e in entries} == {codec}
     assert len(entries) == (3 if codec == "none" else 1)
-    validated = records.validate_and_assign(buffer, 100, 1500000009999, records.ValidationConfig())
+    validated = records.validate_and_assign(buffer, 100, 1500000009999, records.ValidationConfig(magic=1))
     got = [(r.offset, r.key, r.value, r.timestamp, r.magic)
            for r in records.iter_records(validated.buffer)]
     assert got == [(100 + i, k, v, ts, 1) for i, (k, v, ts) in enumerate(MESSAGES)]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minikafka.protocol import entries
-from minikafka.protocol.compression import Codec, compress
+from minikafka.protocol.compression import MESSAGE_SET_CODECS, Codec, compress
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.records import (
     LOG_APPEND_TIME,
@@ -25,9 +25,9 @@ from minikafka.protocol.records import (
 NOW = 1_700_000_000_000
 RECORDS = [(b"key-%d" % i if i % 3 else None, b"value %d " % i * (i + 1), NOW - 1000 + (i * 37) % 500) for i in range(20)]
 MAX_TIMESTAMP = max(ts for _, _, ts in RECORDS)
-CREATE = ValidationConfig()
-APPEND_TIME = ValidationConfig(timestamp_type=LOG_APPEND_TIME)
-ALL_FORMATS = [(magic, codec) for magic in (0, 1) for codec in Codec]
+CREATE = ValidationConfig(magic=1)
+APPEND_TIME = ValidationConfig(magic=1, timestamp_type=LOG_APPEND_TIME)
+ALL_FORMATS = [(magic, codec) for magic in (0, 1) for codec in MESSAGE_SET_CODECS]
 
 
 def index_points(buf, anchor=-1, interval=0, untimed_at=-1):
@@ -169,7 +169,7 @@ def test_several_entries_of_every_kind_get_consecutive_offsets_and_true_position
 # --- LogAppendTime ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("codec", list(Codec))
+@pytest.mark.parametrize("codec", MESSAGE_SET_CODECS)
 def test_log_append_time_rewrites_timestamps_and_outer_crc_only(codec, kafka_python_records):
     data = kafka_python_records.build(1, codec, RECORDS)
     result = validate_and_assign(data, 40, NOW, APPEND_TIME)
@@ -199,12 +199,12 @@ def test_log_append_time_leaves_magic_0_messages_alone(kafka_python_records):
 
 
 def test_log_append_time_ignores_timestamp_difference(kafka_python_records):
-    config = ValidationConfig(timestamp_type=LOG_APPEND_TIME, max_timestamp_difference_ms=0)
+    config = ValidationConfig(magic=1, timestamp_type=LOG_APPEND_TIME, max_timestamp_difference_ms=0)
     for codec in (Codec.NONE, Codec.LZ4):
         assert validate_and_assign(kafka_python_records.build(1, codec, RECORDS), 0, NOW, config).record_count == 20
 
 
-@pytest.mark.parametrize("codec", list(Codec))
+@pytest.mark.parametrize("codec", MESSAGE_SET_CODECS)
 def test_producer_setting_log_append_time_is_invalid_timestamp(codec):
     data = build_message_set(RECORDS, magic=1, codec=codec, timestamp_type=LOG_APPEND_TIME)
     for config in (CREATE, APPEND_TIME):
@@ -214,9 +214,9 @@ def test_producer_setting_log_append_time_is_invalid_timestamp(codec):
 # --- CreateTime bounds -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("codec", list(Codec))
+@pytest.mark.parametrize("codec", MESSAGE_SET_CODECS)
 def test_timestamp_difference_refuses_the_whole_set(codec):
-    config = ValidationConfig(max_timestamp_difference_ms=1000)
+    config = ValidationConfig(magic=1, max_timestamp_difference_ms=1000)
     good = [(None, b"a", NOW - 1000), (None, b"b", NOW + 1000), (None, b"c", -1)]
     assert validate_and_assign(build_message_set(good, magic=1, codec=codec), 0, NOW, config).record_count == 3
     for late in (NOW - 1001, NOW + 1001, 0):
@@ -225,15 +225,15 @@ def test_timestamp_difference_refuses_the_whole_set(codec):
 
 
 def test_magic_0_has_no_timestamp_to_refuse():
-    config = ValidationConfig(max_timestamp_difference_ms=0)
-    for codec in Codec:
+    config = ValidationConfig(magic=1, max_timestamp_difference_ms=0)
+    for codec in MESSAGE_SET_CODECS:
         assert validate_and_assign(build_message_set(RECORDS, magic=0, codec=codec), 0, NOW, config).record_count == 20
 
 
 # --- corruption ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("codec", list(Codec))
+@pytest.mark.parametrize("codec", MESSAGE_SET_CODECS)
 @pytest.mark.parametrize("magic", [0, 1])
 def test_outer_crc_mismatch_is_corrupt_message(magic, codec, kafka_python_records):
     data = bytearray(kafka_python_records.build(magic, codec, RECORDS))
@@ -318,12 +318,12 @@ def test_impossible_sizes_are_corrupt_message(size):
 # --- sizes --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("codec", list(Codec))
+@pytest.mark.parametrize("codec", MESSAGE_SET_CODECS)
 def test_message_size_limit_counts_the_log_overhead(codec):
     data = build_message_set(RECORDS, magic=1, codec=codec)
     largest = max(e.size for e in iter_entries(data))
-    assert validate_and_assign(data, 0, NOW, ValidationConfig(max_message_bytes=largest)).record_count == 20
-    refused(ErrorCode.MESSAGE_TOO_LARGE, validate_and_assign, data, 0, NOW, ValidationConfig(max_message_bytes=largest - 1))
+    assert validate_and_assign(data, 0, NOW, ValidationConfig(magic=1, max_message_bytes=largest)).record_count == 20
+    refused(ErrorCode.MESSAGE_TOO_LARGE, validate_and_assign, data, 0, NOW, ValidationConfig(magic=1, max_message_bytes=largest - 1))
 
 
 def test_recompressed_wrapper_is_checked_against_the_limit_again():
@@ -332,9 +332,9 @@ def test_recompressed_wrapper_is_checked_against_the_limit_again():
         inner, compression_level=lz4.frame.COMPRESSIONLEVEL_MAX, block_linked=False, store_size=False
     )
     data = wrapper_around(b"", magic=0, codec=Codec.LZ4, compressed=tight)
-    recompressed = validate_and_assign(data, 0, NOW, ValidationConfig()).buffer
+    recompressed = validate_and_assign(data, 0, NOW, ValidationConfig(magic=1)).buffer
     assert len(recompressed) > len(data), "the fast lz4 level must compress worse than HC for this test"
-    refused(ErrorCode.MESSAGE_TOO_LARGE, validate_and_assign, data, 0, NOW, ValidationConfig(max_message_bytes=len(data)))
+    refused(ErrorCode.MESSAGE_TOO_LARGE, validate_and_assign, data, 0, NOW, ValidationConfig(magic=1, max_message_bytes=len(data)))
 
 
 # --- follower path --------------------------------------------------------------------------------
@@ -404,7 +404,7 @@ def test_follower_checks_crc_and_size():
     data[-1] ^= 1
     refused(ErrorCode.CORRUPT_MESSAGE, validate_given_offsets, bytes(data), 0, CREATE)
     data[-1] ^= 1
-    refused(ErrorCode.MESSAGE_TOO_LARGE, validate_given_offsets, bytes(data), 0, ValidationConfig(max_message_bytes=40))
+    refused(ErrorCode.MESSAGE_TOO_LARGE, validate_given_offsets, bytes(data), 0, ValidationConfig(magic=1, max_message_bytes=40))
     for position, value in ((16, 2), (17, 5)):  # magic, codec
         bad = bytearray(data)
         bad[position] = value
@@ -428,7 +428,7 @@ record_lists = st.lists(
 
 
 @given(
-    batches=st.lists(st.tuples(record_lists, st.sampled_from(list(Codec))), min_size=1, max_size=4),
+    batches=st.lists(st.tuples(record_lists, st.sampled_from(MESSAGE_SET_CODECS)), min_size=1, max_size=4),
     magic=st.sampled_from([0, 1]),
     next_offset=st.integers(min_value=0, max_value=2**62),
     timestamp_type=st.sampled_from([0, 1]),
@@ -437,7 +437,7 @@ record_lists = st.lists(
 def test_validated_sets_read_back_with_consecutive_offsets(batches, magic, next_offset, timestamp_type, kafka_python_records):
     data = b"".join(build_message_set(records, magic=magic, codec=codec) for records, codec in batches)
     flat = [record for records, _ in batches for record in records]
-    config = ValidationConfig(timestamp_type=timestamp_type)
+    config = ValidationConfig(magic=1, timestamp_type=timestamp_type)
     result = validate_and_assign(data, next_offset, NOW, config)
     assert (result.first_offset, result.last_offset) == (next_offset, next_offset + len(flat) - 1)
     got = list(iter_records(result.buffer))
@@ -455,7 +455,7 @@ def test_validated_sets_read_back_with_consecutive_offsets(batches, magic, next_
 
 
 @given(
-    batches=st.lists(st.tuples(record_lists, st.sampled_from(list(Codec))), min_size=1, max_size=6),
+    batches=st.lists(st.tuples(record_lists, st.sampled_from(MESSAGE_SET_CODECS)), min_size=1, max_size=6),
     magic=st.sampled_from([0, 1]),
     timestamp_type=st.sampled_from([0, 1]),
     anchor=st.integers(min_value=-3000, max_value=100),
@@ -465,7 +465,7 @@ def test_validated_sets_read_back_with_consecutive_offsets(batches, magic, next_
 @settings(max_examples=100, deadline=None)
 def test_index_points_are_every_entry_past_the_interval(batches, magic, timestamp_type, anchor, interval, untimed_at):
     data = b"".join(build_message_set(records, magic=magic, codec=codec) for records, codec in batches)
-    config = ValidationConfig(timestamp_type=timestamp_type)
+    config = ValidationConfig(magic=1, timestamp_type=timestamp_type)
     result = validate_and_assign(data, 7, NOW, config)
     assert index_points(result.buffer, anchor, interval, untimed_at) == expected_points(
         result.buffer, anchor, interval, untimed_at)
@@ -480,7 +480,7 @@ def test_index_points_are_every_entry_past_the_interval(batches, magic, timestam
 
 @given(
     records=record_lists,
-    codec=st.sampled_from(list(Codec)),
+    codec=st.sampled_from(MESSAGE_SET_CODECS),
     magic=st.sampled_from([0, 1]),
     flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1, max_size=3),
 )
@@ -511,7 +511,7 @@ def test_inner_set_inflating_past_the_cap_is_message_too_large(monkeypatch):
 
 # --- aiokafka's (Cython) legacy record code: a third implementation --------------------------
 
-AIOKAFKA_FORMATS = [(0, Codec.NONE), (0, Codec.GZIP), (0, Codec.SNAPPY)] + [(1, codec) for codec in Codec]
+AIOKAFKA_FORMATS = [(0, Codec.NONE), (0, Codec.GZIP), (0, Codec.SNAPPY)] + [(1, codec) for codec in MESSAGE_SET_CODECS]
 
 
 @pytest.mark.parametrize("magic,codec", AIOKAFKA_FORMATS)

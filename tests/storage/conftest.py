@@ -11,6 +11,8 @@ from minikafka.protocol.records import Codec, build_message_set, iter_records
 from minikafka.storage import FakeClock, Log, LogConfig
 
 START_MS = 1_700_000_000_000
+# A log of magic 0/1 (the format before magic 2 was stored), for tests of its byte layout.
+MAGIC_1 = {"message_format_version": "0.10.2"}
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.records import Codec, build_message_set, iter_entries, iter_records
 from minikafka.storage import Log, LogConfig, OffsetOutOfRange, UnknownTopic
 
-from .conftest import START_MS, all_records, message_set, open_log
+from .conftest import MAGIC_1, START_MS, all_records, message_set, open_log
 
 HOUR = 3600_000
 DAY = 24 * HOUR
@@ -30,7 +30,7 @@ def test_append_assigns_offsets_and_reads_back(tmp_path, clock):
 
 
 def test_segment_files_use_kafka_names_and_layout(tmp_path, clock):
-    log = open_log(tmp_path / "t-0", clock, segment_bytes=300, index_interval_bytes=0)
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=300, index_interval_bytes=0, **MAGIC_1)
     for _ in range(10):
         log.append_as_leader(message_set(2, START_MS))
     names = sorted(os.listdir(log.dir))
@@ -89,7 +89,7 @@ def test_read_bounds(tmp_path, clock):
 
 
 def test_read_max_bytes_and_min_one_message(tmp_path, clock):
-    log = open_log(tmp_path / "t-0", clock)
+    log = open_log(tmp_path / "t-0", clock, **MAGIC_1)
     log.append_as_leader(message_set(4, START_MS, value_size=100))
     entry_size = next(iter_entries(log.read(0, 10_000).read_bytes())).size
     whole = log.read(0, 10_000)
@@ -104,7 +104,7 @@ def test_read_max_bytes_and_min_one_message(tmp_path, clock):
 
 
 def test_read_stops_at_max_offset(tmp_path, clock):
-    log = open_log(tmp_path / "t-0", clock)
+    log = open_log(tmp_path / "t-0", clock, **MAGIC_1)
     log.append_as_leader(message_set(3, START_MS))
     log.append_as_leader(message_set(3, START_MS, codec=Codec.GZIP))  # offsets 3..5 in one wrapper
     log.append_as_leader(message_set(3, START_MS))
@@ -148,7 +148,7 @@ def test_reads_cross_segment_boundaries(tmp_path, clock):
 
 
 def test_roll_by_size_and_segment_closed_callback(tmp_path, clock):
-    log = open_log(tmp_path / "t-0", clock, segment_bytes=1000)
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=1000, **MAGIC_1)
     closed = []
     log.on_segment_closed = closed.append
     entry = len(message_set(1, START_MS))
@@ -172,7 +172,7 @@ def test_roll_by_size_and_segment_closed_callback(tmp_path, clock):
 
 
 def test_roll_flush_outlives_retention_and_truncation(tmp_path, clock):
-    log = open_log(tmp_path / "t-0", clock, retention_ms=HOUR, file_delete_delay_ms=0)
+    log = open_log(tmp_path / "t-0", clock, retention_ms=HOUR, file_delete_delay_ms=0, **MAGIC_1)
     log.append_as_leader(message_set(2, START_MS - DAY))
     log.roll()
     log.append_as_leader(message_set(2, START_MS))
@@ -240,7 +240,7 @@ def test_roll_on_a_full_index(tmp_path, clock, full):
 
 def test_indexes_are_sparse_every_index_interval_bytes(tmp_path, clock):
     interval = 4096
-    log = open_log(tmp_path / "t-0", clock, index_interval_bytes=interval)
+    log = open_log(tmp_path / "t-0", clock, index_interval_bytes=interval, **MAGIC_1)
     for i in range(400):  # about 150 bytes per message, growing timestamps every tenth
         log.append_as_leader(message_set(1, START_MS + i // 10, value_size=100))
     log.close()
@@ -331,7 +331,7 @@ def test_follower_append_keeps_offsets_and_refuses_going_back(tmp_path, clock):
 
 
 def test_truncate_to(tmp_path, clock):
-    log = open_log(tmp_path / "t-0", clock, segment_bytes=400, index_interval_bytes=0)
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=400, index_interval_bytes=0, **MAGIC_1)
     for i in range(30):
         log.append_as_leader(message_set(1, START_MS + i))
     log.leader_epoch_cache.assign(1, 10)
@@ -352,7 +352,7 @@ def test_truncate_to(tmp_path, clock):
 
 def test_truncate_to_the_end_still_drops_an_epoch_starting_there(tmp_path, clock):
     # A follower that led epoch 1 without writing in it: the new leader never had epoch 1.
-    log = open_log(tmp_path / "t-0", clock)
+    log = open_log(tmp_path / "t-0", clock, **MAGIC_1)
     log.leader_epoch_cache.assign(0, 0)
     log.append_as_leader(message_set(2, START_MS))
     log.leader_epoch_cache.assign(1, 2)
@@ -463,7 +463,7 @@ def test_epoch_outlives_restart_of_a_partition_retention_emptied(tmp_path, clock
 
 def test_epochs_after_a_lost_tail_keep_the_current_epoch_at_the_log_end(tmp_path, clock):
     directory = tmp_path / "t-0"
-    log = Log.create(directory, "t", 0, LogConfig(), clock)
+    log = Log.create(directory, "t", 0, LogConfig(**MAGIC_1), clock)
     log.append_as_leader(message_set(3, START_MS), leader_epoch=0)
     log.append_as_leader(message_set(2, START_MS), leader_epoch=2)
     log.append_as_leader(message_set(2, START_MS), leader_epoch=5)
@@ -474,7 +474,7 @@ def test_epochs_after_a_lost_tail_keep_the_current_epoch_at_the_log_end(tmp_path
     entries = list(iter_entries(segment.read_bytes()))
     with open(segment, "r+b") as f:
         f.truncate(entries[3].position)
-    reopened = Log(directory, "t", 0, LogConfig(), clock, needs_recovery=True)
+    reopened = Log(directory, "t", 0, LogConfig(**MAGIC_1), clock, needs_recovery=True)
     assert reopened.log_end_offset == 3
     # Epoch 2 started at an offset that is gone; this broker, still leader in epoch 5,
     # holds it from the log end (Kafka's leader records its epoch at its log end).

@@ -42,7 +42,7 @@ def _brute_force(records, target):
        interval=st.sampled_from([0, 40, 4096]), restart=st.booleans())
 def test_offset_for_timestamp_matches_brute_force(appends, targets, interval, restart):
     clock = FakeClock(START_MS)
-    configs = {append_time: LogConfig(index_interval_bytes=interval, segment_ms=10**12,
+    configs = {append_time: LogConfig(index_interval_bytes=interval, segment_ms=10**12, message_format_version="0.10.2",
                                       message_timestamp_type=LOG_APPEND_TIME if append_time else CREATE_TIME)
                for append_time in (False, True)}
     with tempfile.TemporaryDirectory() as tmp:

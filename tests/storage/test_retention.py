@@ -7,7 +7,7 @@ import time
 from minikafka.protocol.records import iter_records
 from minikafka.storage import EARLIEST_TIMESTAMP, FakeClock, Log, LogConfig, LogManager
 
-from .conftest import START_MS, all_records, message_set, open_log
+from .conftest import MAGIC_1, START_MS, all_records, message_set, open_log
 
 HOUR = 3600_000
 DAY = 24 * HOUR
@@ -98,7 +98,7 @@ def test_retention_by_bytes(tmp_path, clock):
     entry = len(message_set(1, START_MS))
     segment_size = 2 * entry
     total = 5 * segment_size + entry  # five closed segments of two messages, one in the active
-    log = open_log(tmp_path / "t-0", clock, retention_ms=-1, retention_bytes=total - 2 * segment_size - 1)
+    log = open_log(tmp_path / "t-0", clock, retention_ms=-1, retention_bytes=total - 2 * segment_size - 1, **MAGIC_1)
     _fill(log, 5, [START_MS] * 10)
     log.append_as_leader(message_set(1, START_MS))
     assert log.size_in_bytes == total
@@ -296,7 +296,7 @@ def test_retention_after_restart_and_after_copy_with_fresh_file_times(tmp_path, 
 
 def test_retention_by_bytes_after_restart_and_after_copy(tmp_path, clock):
     entry = len(message_set(1, START_MS))
-    config = LogConfig(retention_ms=-1, retention_bytes=5 * entry)
+    config = LogConfig(retention_ms=-1, retention_bytes=5 * entry, **MAGIC_1)
     manager = LogManager([tmp_path / "a"], config, clock)
     manager.startup()
     log = manager.create_topic("t", 1, {})[0]

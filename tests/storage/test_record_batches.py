@@ -1,0 +1,135 @@
+"""Logs of magic 2: record batches stored as produced, magic 0/1 sets up-converted, mixed
+segments after a format change, and the format of logs written before magic 2 was stored."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from minikafka.protocol.entries import crc_ok, iter_entries
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.record_batch import build_record_batch
+from minikafka.protocol.records import Codec, iter_records
+from minikafka.storage import Log, LogConfig
+from minikafka.storage.log_manager import LogManager
+
+from .conftest import MAGIC_1, START_MS, all_records, message_set, open_log
+
+HEADERS = (("traceparent", b"00-abc-01"), ("empty", None))
+
+
+def batch(count: int, timestamp: int, *, codec: Codec = Codec.NONE, tag: str = "", producer_id: int = -1) -> bytes:
+    return bytes(build_record_batch(
+        [(b"k", f"{tag}{i}".encode(), timestamp + i, HEADERS) for i in range(count)], codec=codec,
+        producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=0 if producer_id >= 0 else -1,
+    ))
+
+
+@pytest.mark.parametrize("codec", list(Codec), ids=lambda c: c.name.lower())
+def test_batches_are_stored_as_produced_with_offsets_and_the_leader_epoch(tmp_path, clock, codec):
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(message_set(2, START_MS))  # magic 1, up-converted
+    produced = batch(3, START_MS + 10, codec=codec)
+    result = log.append_as_leader(produced, leader_epoch=5)
+    assert (result.first_offset, result.last_offset, result.record_count) == (2, 4, 3)
+    stored = log.read(2, 1 << 20).read_bytes()
+    entries = list(iter_entries(stored))
+    assert [(e.magic, e.offset, e.timestamp) for e in entries] == [(2, 4, START_MS + 12)]
+    assert crc_ok(stored, entries[0])
+    # Only baseOffset and the epoch changed, both outside the CRC: the records are the producer's bytes.
+    assert struct.unpack_from(">qi", stored) == (2, len(produced) - 12)
+    assert struct.unpack_from(">i", stored, 12)[0] == 5
+    assert stored[21:] == produced[21:]
+    records = all_records(log)
+    assert [(r.offset, r.magic, r.value, r.headers) for r in records[2:]] == [
+        (2 + i, 2, f"{i}".encode(), HEADERS) for i in range(3)]
+    assert [(r.offset, r.magic, r.headers) for r in records[:2]] == [(0, 2, ()), (1, 2, ())]
+
+
+def test_producer_ids_of_batches_are_reported_on_both_paths(tmp_path, clock):
+    leader = open_log(tmp_path / "a-0", clock)
+    validated = leader.append_as_leader(batch(2, START_MS, producer_id=42))
+    assert validated.record_count == 2
+    follower = open_log(tmp_path / "b-0", clock)
+    follower.append_as_follower(leader.read(0, 1 << 20).read_bytes())
+    assert follower.read(0, 1 << 20).read_bytes() == leader.read(0, 1 << 20).read_bytes()
+    assert follower.log_end_offset == 2
+
+
+def test_log_append_time_is_set_in_place(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, message_timestamp_type="LogAppendTime")
+    clock.set(START_MS + 5000)
+    result = log.append_as_leader(batch(3, START_MS))
+    assert result.log_append_time == START_MS + 5000
+    stored = log.read(0, 1 << 20).read_bytes()
+    assert crc_ok(stored, next(iter_entries(stored)))
+    assert [r.timestamp for r in iter_records(stored)] == [START_MS + 5000] * 3
+
+
+def test_refused_batches_write_nothing(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, message_timestamp_difference_max_ms=1000)
+    with pytest.raises(RecordError) as caught:
+        log.append_as_leader(batch(2, START_MS - 5000))
+    assert caught.value.code == ErrorCode.INVALID_TIMESTAMP
+    corrupt = bytearray(batch(2, START_MS))
+    corrupt[-1] ^= 1
+    with pytest.raises(RecordError) as caught:
+        log.append_as_leader(bytes(corrupt))
+    assert caught.value.code == ErrorCode.CORRUPT_MESSAGE
+    assert log.log_end_offset == 0 and log.size_in_bytes == 0
+
+
+def test_offset_for_timestamp_finds_a_record_inside_an_uncompressed_batch(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(batch(5, START_MS))
+    assert log.offset_for_timestamp(START_MS + 2) == (2, START_MS + 2)
+
+
+def test_a_format_change_leaves_mixed_segments_that_recovery_and_readers_take(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    old = open_log(directory, clock, segment_bytes=600, index_interval_bytes=1, **MAGIC_1)
+    for i in range(3):
+        old.append_as_leader(message_set(3, START_MS + i, tag=f"old{i}-"))
+    old.close()
+    new = open_log(directory, clock, segment_bytes=600, index_interval_bytes=1)
+    for i in range(3):
+        new.append_as_leader(batch(3, START_MS + 10 * i, tag=f"new{i}-"))
+    assert {e.magic for s in new.segments() for e in iter_entries(s.log_path.read_bytes())} == {1, 2}
+    end = new.log_end_offset
+    new.close()
+    for segment in directory.glob("*.index"):
+        segment.unlink()
+    recovered = Log(directory, "t", 0, LogConfig(segment_bytes=600, index_interval_bytes=1), clock, needs_recovery=True)
+    assert recovered.log_end_offset == end == 18
+    records = all_records(recovered)
+    assert [r.offset for r in records] == list(range(18))
+    assert [r.magic for r in records] == [1] * 9 + [2] * 9
+    assert records[12].value == b"new1-0" and records[12].headers == HEADERS
+    assert recovered.offset_for_timestamp(START_MS + 11) == (13, START_MS + 11)
+    recovered.truncate_to(14)
+    assert recovered.log_end_offset == 12  # a batch goes whole, as a wrapper does
+    recovered.close()
+
+
+def test_logs_written_before_magic_2_keep_their_format_without_an_override(tmp_path, clock):
+    old = LogManager([tmp_path], LogConfig(**MAGIC_1), clock)
+    old.startup()
+    old.create_topic("legacy", 1, {})
+    old.create_topic("empty", 1, {})
+    old.create_topic("pinned", 1, {})
+    for topic in ("legacy", "pinned"):
+        old.get_log(topic, 0).append_as_leader(message_set(1, START_MS))
+    old.shutdown()
+    upgraded = LogManager([tmp_path], LogConfig(), clock)
+    upgraded.startup()
+    upgraded.create_topic("fresh", 1, {})
+    upgraded.create_topic("overridden", 1, {"message.format.version": "2.8"})
+    formats = {}
+    for topic in ("legacy", "empty", "fresh", "overridden"):
+        log = upgraded.get_log(topic, 0)
+        log.append_as_leader(message_set(1, START_MS))
+        formats[topic] = {e.magic for e in iter_entries(log.read(log.log_start_offset, 1 << 20).read_bytes())}
+    assert formats == {"legacy": {1}, "empty": {2}, "fresh": {2}, "overridden": {2}}
+    upgraded.shutdown()
