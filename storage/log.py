@@ -226,15 +226,17 @@ class Log:
     def _load_producer_state(self, *, clean_shutdown: bool) -> None:
         """Bring producer state up to the log end, as Kafka 2.8's ``rebuildProducerState``: from
         the newest snapshot at or below it, replaying the batches after it, then a snapshot at
-        the end. A log without any snapshot that was shut down cleanly was written before
-        producer state was kept (Kafka's upgrade case): its producers are not replayed, and
+        the end. A log of magic 0/1 (no producer ids) or without any snapshot that was shut down
+        cleanly (written before producer state was kept: Kafka's upgrade case) is not replayed;
         snapshots at the bases of its last two segments and at its end spare every later load
         (a follower's truncation included) the scan of the whole log. A map already empty and
         at or past the end (a truncation of a log no producer with an id wrote) needs none."""
         state = self.producer_state
         end = self.log_end_offset
         snapshot_at = {segment.base_offset for segment in list(self._segments)[-2:]} | {end}
-        if state.latest_snapshot_offset is None and clean_shutdown:
+        if self.config.record_magic < 2 or (state.latest_snapshot_offset is None and clean_shutdown):
+            # Snapshots past the end go (a truncation's; Kafka leaves them).
+            state.truncate_and_reload(self.log_start_offset, end, self._clock.time_ms())
             for offset in sorted(snapshot_at):
                 state.update_map_end_offset(offset)
                 self._take_producer_snapshot()
@@ -294,8 +296,20 @@ class Log:
             now = self._clock.time_ms()
             validated = validate_and_assign(records, self.log_end_offset, now, self._validation_config, leader_epoch)
             self._check_set_size(validated)
+            producers = []
+            if validated.producer_batches:
+                duplicate = self.producer_state.find_duplicate_of_any(validated.producer_batches)
+                if duplicate is not None:
+                    # Kafka's answer to a retried batch: success with the offsets it was given,
+                    # nothing appended. (Kafka also reports the batch's max timestamp as its log
+                    # append time; here that is only so under LogAppendTime, where the two agree,
+                    # so CreateTime producers keep their own timestamps.)
+                    append_time = duplicate.timestamp if validated.log_append_time >= 0 else -1
+                    return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time,
+                                        duplicate.last_offset - duplicate.first_offset + 1)
+                producers = self.producer_state.analyze(validated.producer_batches, AppendOrigin.CLIENT)
             self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
-            return self._append(validated, now)
+            return self._append(validated, now, producers)
 
     def append_as_follower(self, records: bytes | memoryview) -> AppendResult:
         """Append a leader's set keeping its offsets (strictly increasing, >= log end),
@@ -308,7 +322,8 @@ class Log:
                 end = self.log_end_offset
                 return AppendResult(end, end - 1, -1, 0)
             self._check_set_size(validated)
-            return self._append(validated, self._clock.time_ms())
+            producers = self.producer_state.analyze(validated.producer_batches, AppendOrigin.REPLICATION)
+            return self._append(validated, self._clock.time_ms(), producers)
 
     def _check_set_size(self, validated: ValidatedSet) -> None:
         if len(validated.buffer) > self.config.segment_bytes:
@@ -317,12 +332,16 @@ class Log:
                 f"message set of {len(validated.buffer)} bytes exceeds segment.bytes {self.config.segment_bytes}",
             )
 
-    def _append(self, validated: ValidatedSet, now: int) -> AppendResult:
+    def _append(self, validated: ValidatedSet, now: int, producers=()) -> AppendResult:
+        """Write a validated set; ``producers`` are the producer state updates its batches make
+        (``ProducerStateManager.analyze``), applied once it is written."""
         segment = self._segments.active
         set_timestamp = validated.max_timestamp if validated.max_timestamp >= 0 else now
         if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset):
             segment = self._roll(now)
         segment.append(validated, now)
+        for info in producers:
+            self.producer_state.update(info)
         self.producer_state.update_map_end_offset(self.log_end_offset)
         every = self.config.flush_interval_messages
         if every is not None and self.log_end_offset - self.recovery_point >= every:

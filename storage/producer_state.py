@@ -53,6 +53,7 @@ from typing import Iterable, NamedTuple
 
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.entries import crc32c
+from minikafka.protocol.record_batch import ProducerBatch
 from minikafka.storage.checkpoint import write_atomically
 
 logger = logging.getLogger(__name__)
@@ -106,23 +107,6 @@ def increment_sequence(sequence: int, delta: int) -> int:
 
 def in_sequence(last: int, following: int) -> bool:
     return following == last + 1 or (following == 0 and last == INT32_MAX)
-
-
-class ProducerBatch(NamedTuple):
-    """What producer state reads of one magic 2 data batch that has a producer id: its
-    header's producer fields and the offsets it holds (assigned, or as stored)."""
-
-    producer_id: int
-    epoch: int
-    base_sequence: int
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    is_transactional: bool
-
-    @property
-    def last_sequence(self) -> int:
-        return increment_sequence(self.base_sequence, self.last_offset - self.first_offset)
 
 
 class BatchMetadata(NamedTuple):
@@ -498,19 +482,34 @@ class ProducerStateManager:
         return ProducerAppendInfo(self.partition, producer_id, current, origin)
 
     def analyze(self, batches: Iterable[ProducerBatch], origin: AppendOrigin) -> list[ProducerAppendInfo]:
-        """The updates ``batches`` (in log order) make, one per producer, each batch checked
-        against the state and the batches before it (RecordError on the first refused one;
-        nothing changes until the caller applies them with :meth:`update`). Kafka's
+        """The updates ``batches`` (in log order) make, one per producer, each data batch
+        checked against the state and the batches before it (RecordError on the first refused
+        one; nothing changes until the caller applies them with :meth:`update`). Kafka's
         ``Log.analyzeAndValidateProducerState`` without the duplicate check, which a client's
-        append makes first (:meth:`find_duplicate`)."""
+        append makes first (:meth:`find_duplicate`). Control batches (transaction markers) end
+        transactions, which issue 26 brings; until then they change nothing here."""
         infos: dict[int, ProducerAppendInfo] = {}
         for batch in batches:
+            if batch.is_control:
+                continue
             info = infos.get(batch.producer_id)
             if info is None:
                 info = infos[batch.producer_id] = self.prepare_update(batch.producer_id, origin)
-            info.append_data_batch(batch.epoch, batch.base_sequence, batch.last_sequence, batch.max_timestamp,
+            last_sequence = increment_sequence(batch.base_sequence, batch.last_offset - batch.first_offset)
+            info.append_data_batch(batch.producer_epoch, batch.base_sequence, last_sequence, batch.max_timestamp,
                                    batch.first_offset, batch.last_offset, batch.is_transactional)
         return list(infos.values())
+
+    def find_duplicate_of_any(self, batches: Iterable[ProducerBatch]) -> BatchMetadata | None:
+        """The retained batch that one of a client's ``batches`` repeats, if any (Kafka answers
+        the whole append with it)."""
+        for batch in batches:
+            last_sequence = increment_sequence(batch.base_sequence, batch.last_offset - batch.first_offset)
+            duplicate = self.find_duplicate(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                                            last_sequence)
+            if duplicate is not None:
+                return duplicate
+        return None
 
     def update(self, info: ProducerAppendInfo) -> None:
         if info.producer_id == NO_PRODUCER_ID:

@@ -28,12 +28,11 @@ from typing import Iterator
 
 from minikafka.protocol import entries
 from minikafka.protocol.entries import BATCH_HEADER, LOG_OVERHEAD, Entry, crc_ok, iter_entries
-from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, RecordBatch
+from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, ProducerBatch, RecordBatch
 from minikafka.protocol.errors import RecordError
 from minikafka.protocol.records import ValidatedSet, iter_records
 from minikafka.storage.config import LogConfig
 from minikafka.storage.index import CorruptIndex, OffsetIndex, TimeIndex
-from minikafka.storage.producer_state import ProducerBatch
 from minikafka.storage.types import FileSlice, SegmentFile, SegmentInfo
 
 LOG_SUFFIX = ".log"
@@ -361,10 +360,9 @@ class LogSegment:
         return None
 
     def producer_batches(self, offset: int, end_offset: int) -> Iterator[ProducerBatch]:
-        """The data batches with a producer id among the entries from the one holding
+        """The batches with a producer id among the entries from the one holding
         ``offset`` up to ``end_offset`` (exclusive), read from their headers: what recovery
-        replays into producer state. Magic 0/1 entries carry no producer; control batches
-        (transaction markers, issue 26) are not data."""
+        replays into producer state. Magic 0/1 entries carry no producer."""
         first = self.translate_offset(offset)
         if first is None:
             return
@@ -377,10 +375,10 @@ class LogSegment:
             batch = RecordBatch(base_offset, head.position, head.size, leader_epoch, *fields)
             if base_offset >= end_offset:
                 return
-            if batch.producer_id >= 0 and not batch.is_control:
+            if batch.producer_id >= 0:
                 yield ProducerBatch(batch.producer_id, batch.producer_epoch, batch.base_sequence, base_offset,
                                     base_offset + batch.last_offset_delta, batch.max_timestamp,
-                                    batch.is_transactional)
+                                    batch.is_transactional, batch.is_control)
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> FileSlice | None:
         """Entries from the one holding ``offset``; None if the segment has none that far."""

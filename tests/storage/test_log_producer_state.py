@@ -1,13 +1,18 @@
 """The log's producer state (storage/producer_state.py wired into Log): snapshots named by the
 offset they describe, written at each roll and at a clean close, loaded on open, truncated with
-the log, deleted with the segments they precede, and idle producers expired."""
+the log, deleted with the segments they precede, and idle producers expired; recovery
+replays the batches after the newest snapshot."""
 
 from __future__ import annotations
 
 import os
 
+import pytest
+
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.record_batch import ProducerBatch, build_record_batch
 from minikafka.storage import Log, LogConfig
-from minikafka.storage.producer_state import AppendOrigin, ProducerBatch
+from minikafka.storage.producer_state import AppendOrigin
 
 from .conftest import START_MS, message_set
 
@@ -33,7 +38,7 @@ def write_producer(log: Log, producer_id: int, *, timestamp: int = START_MS) -> 
     its batch records (the log records it for the batches it appends)."""
     end = log.log_end_offset
     state = log.producer_state
-    for info in state.analyze([ProducerBatch(producer_id, 0, 0, end - 1, end - 1, timestamp, False)],
+    for info in state.analyze([ProducerBatch(producer_id, 0, 0, end - 1, end - 1, timestamp, False, False)],
                               AppendOrigin.REPLICATION):
         state.update(info)
 
@@ -103,3 +108,25 @@ def test_idle_producers_expire(tmp_path, clock):
     clock.advance(1)
     log.remove_expired_producers()
     assert log.producer_state.last_entry(3) is None
+
+
+def idempotent_batch(producer_id: int, sequence: int, count: int = 2) -> bytes:
+    return bytes(build_record_batch([(None, b"v%d" % (sequence + i), START_MS, ()) for i in range(count)],
+                                    producer_id=producer_id, producer_epoch=0, base_sequence=sequence))
+
+
+def test_recovery_replays_the_batches_after_the_newest_snapshot(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(idempotent_batch(5, 0))
+    fill(log, 2)  # the roll's snapshot holds producer 5 at sequence 1
+    log.append_as_leader(idempotent_batch(5, 2))
+    log.append_as_leader(idempotent_batch(6, 0))
+    end = log.log_end_offset
+    crashed = open_log(tmp_path / "t-0", clock, needs_recovery=True)
+    assert crashed.producer_state.last_entry(5).last_seq == 3
+    assert crashed.producer_state.last_entry(6).last_data_offset == end - 1
+    retried = crashed.append_as_leader(idempotent_batch(6, 0))  # a duplicate: nothing appended
+    assert (retried.first_offset, crashed.log_end_offset) == (end - 2, end)
+    with pytest.raises(RecordError) as refused:
+        crashed.append_as_leader(idempotent_batch(5, 5))
+    assert refused.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
