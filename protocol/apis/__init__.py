@@ -17,8 +17,8 @@ only when it differs from its default. ``Array(INT32)`` is an array of scalars,
 the ApiVersions table is derived from ``APIS``, so registering a version is advertising it
 wherever the broker has a handler for the key (``api_versions_response(served=...)``).
 
-The table must stay a coherent Kafka 0.10.2 broker: clients pick features (idempotence,
-message format v2) from the versions they see.
+The table must stay coherent: clients pick features (idempotence, message format v2) from the
+versions they see; kafka-python 3, for one, produces idempotently once Metadata v4 is offered.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
 from minikafka.protocol.apis.fetch import FETCH
 from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
 from minikafka.protocol.apis.heartbeat import HEARTBEAT
+from minikafka.protocol.apis.init_producer_id import INIT_PRODUCER_ID
 from minikafka.protocol.apis.join_group import JOIN_GROUP
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.apis.leader_and_isr import LEADER_AND_ISR
@@ -76,6 +77,7 @@ APIS: dict[int, Api] = {
         API_VERSIONS,
         CREATE_TOPICS,
         DELETE_TOPICS,
+        INIT_PRODUCER_ID,
         OFFSET_FOR_LEADER_EPOCH,
         SASL_AUTHENTICATE,
     )

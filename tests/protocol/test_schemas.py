@@ -216,8 +216,34 @@ def test_our_responses_decode_with_kafka_python(api, version, data):
         value["error_code"] = 0  # clients read an ApiVersions error as v0 (see test_framing)
     ours = encode(api.response(version), value)
     theirs = _kp_class(api, "response")[version].decode(ours)
-    assert _plain(theirs.to_dict(json=False)) == _plain(_with_defaults(api.response_fields, version,
-                                                                      api.is_flexible(version), value))
+    assert _plain(theirs.to_dict(json=False)) == _as_bitfields(_plain(_with_defaults(
+        api.response_fields, version, api.is_flexible(version), value)), rename=True)
+
+
+# KIP-430's authorized operations: kafka-python reads these int32 fields as the set of their bits
+# (None for "not asked for", bit 31 alone), and its Metadata response names both of them
+# ``authorized_operations`` (MetadataResponse.json_patch).
+_AUTHORIZED_OPERATIONS = "authorized_operations"
+_BITFIELDS = {_AUTHORIZED_OPERATIONS, "cluster_authorized_operations", "topic_authorized_operations"}
+
+
+def _kafka_python_name(name: str) -> str:
+    return _AUTHORIZED_OPERATIONS if name in _BITFIELDS else name
+
+
+def _as_bitfields(value: Any, *, rename: bool) -> Any:
+    if isinstance(value, list):
+        return [_as_bitfields(v, rename=rename) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_as_bitfields(v, rename=rename) for v in value)
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for name, item in value.items():
+        if name in _BITFIELDS and isinstance(item, int):
+            item = None if item == -(2**31) else {bit for bit in range(32) if item >> bit & 1}
+        out[_kafka_python_name(name) if rename else name] = _as_bitfields(item, rename=rename)
+    return out
 
 
 def _with_defaults(fields, version, flexible, value):
@@ -241,7 +267,7 @@ _OLD_MODULES = {
     ApiKey.SYNC_GROUP: "group", ApiKey.HEARTBEAT: "group", ApiKey.LEAVE_GROUP: "group",
     ApiKey.OFFSET_COMMIT: "commit", ApiKey.OFFSET_FETCH: "commit",
     ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch", ApiKey.SASL_HANDSHAKE: "sasl_handshake",
-    ApiKey.SASL_AUTHENTICATE: "sasl_authenticate",
+    ApiKey.SASL_AUTHENTICATE: "sasl_authenticate", ApiKey.INIT_PRODUCER_ID: "init_producer_id",
 }
 
 
@@ -304,20 +330,20 @@ def test_our_responses_decode_with_old_kafka_python(api, version, data):
     cls = _old_class(api, "response", version)
     theirs = cls.decode(encode(api.response(version), value))
     assert _plain(list(_old_values(theirs, cls.SCHEMA))) == _plain(
-        list(_old_shape(api.response_fields, version, flexible, value, cls.SCHEMA)))
+        list(_old_shape(api.response_fields, version, flexible, _as_bitfields(value, rename=False), cls.SCHEMA)))
 
 
 def test_every_served_api_is_registered_with_the_issue_versions():
     assert {ApiKey(k).name: (lo, hi) for k, lo, hi in
             [(api.key, api.min_version, api.max_version) for api in APIS.values()]} == {
-        "API_VERSIONS": (0, 3), "METADATA": (0, 2), "PRODUCE": (0, 7), "FETCH": (0, 6),
+        "API_VERSIONS": (0, 3), "METADATA": (0, 8), "PRODUCE": (0, 7), "FETCH": (0, 6),
         "LIST_OFFSETS": (0, 1), "CREATE_TOPICS": (0, 1), "DELETE_TOPICS": (0, 0),
         "FIND_COORDINATOR": (0, 0), "JOIN_GROUP": (0, 1), "SYNC_GROUP": (0, 0),
         "HEARTBEAT": (0, 0), "LEAVE_GROUP": (0, 0), "OFFSET_COMMIT": (0, 2),
         "OFFSET_FETCH": (0, 2), "LIST_GROUPS": (0, 0), "DESCRIBE_GROUPS": (0, 0),
         "OFFSET_FOR_LEADER_EPOCH": (0, 0), "LEADER_AND_ISR": (0, 0), "STOP_REPLICA": (0, 0),
         "UPDATE_METADATA": (0, 3), "CONTROLLED_SHUTDOWN": (0, 1), "SASL_HANDSHAKE": (0, 1),
-        "SASL_AUTHENTICATE": (0, 0),
+        "SASL_AUTHENTICATE": (0, 0), "INIT_PRODUCER_ID": (0, 1),
     }
 
 
@@ -330,7 +356,7 @@ def test_field_names_are_kafkas(api, version):
 
 
 def _assert_same_names(fields, kp_struct, version, flexible, where):
-    ours = [d.name for d in _present(fields, version, flexible, tagged=True)]
+    ours = [_kafka_python_name(d.name) for d in _present(fields, version, flexible, tagged=True)]
     theirs = [f.name for f in kp_struct._fields if f.for_version_q(version)]
     assert ours == theirs, where
     for decl in _present(fields, version, flexible, tagged=True):
