@@ -140,6 +140,12 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "How long a SASL connection whose authentication failed stays open after its error "
               "response, unless the client closes it first (KIP-306): a client reads the answer "
               "before it sees the connection close.", minimum=0),
+    ConfigKey("producer.id.expiration.ms", "int", 86400000,
+              "A partition forgets an idempotent producer this long after the timestamp of its "
+              "last batch there (KIP-854's setting and default; Kafka 2.8 used "
+              "transactional.id.expiration.ms); its next batch then starts afresh.", minimum=1),
+    ConfigKey("producer.id.expiration.check.interval.ms", "int", 600000,
+              "How often partitions look for expired producers.", minimum=1),
     ConfigKey("log.segment.bytes", "int", 1073741824,
               "Roll to a new segment when the active one reaches this size; topic-level "
               "segment.bytes.", minimum=14),
@@ -664,6 +670,10 @@ class BrokerConfig:
         return self._values["log.retention.check.interval.ms"]
 
     @property
+    def producer_id_expiration_check_interval_ms(self) -> int:
+        return self._values["producer.id.expiration.check.interval.ms"]
+
+    @property
     def flush_scheduler_interval_ms(self) -> int:
         return self._values["log.flush.scheduler.interval.ms"]
 
@@ -789,6 +799,7 @@ class BrokerConfig:
             message_timestamp_type=v["log.message.timestamp.type"],
             message_timestamp_difference_max_ms=v["log.message.timestamp.difference.max.ms"],
             max_message_bytes=v["message.max.bytes"],
+            producer_id_expiration_ms=v["producer.id.expiration.ms"],
             message_format_version=v["log.message.format.version"],
             delete_retention_ms=v["log.cleaner.delete.retention.ms"],
             min_compaction_lag_ms=v["log.cleaner.min.compaction.lag.ms"],

@@ -137,7 +137,8 @@ _TOPIC_CONFIG_TYPES = {
     "min.insync.replicas": ConfigType.INT,
 }
 _BROKER_TYPES = {"int": ConfigType.INT, "long": ConfigType.LONG, "bool": ConfigType.BOOLEAN,
-                 "string": ConfigType.STRING, "list": ConfigType.LIST, "enum": ConfigType.STRING}
+                 "double": ConfigType.DOUBLE, "string": ConfigType.STRING, "list": ConfigType.LIST,
+                 "enum": ConfigType.STRING}
 # Settings whose values DescribeConfigs never shows (Kafka's PASSWORD type).
 SENSITIVE_BROKER_CONFIGS = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password",
                                       "sasl.jaas.config"})

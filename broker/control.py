@@ -11,6 +11,7 @@ The protocol is one JSON object per line each way, so ``nc`` will do::
     {"op": "inject", "api": "Produce", "errors": ["NOT_LEADER_FOR_PARTITION", 6],
      "topic": null, "partition": null, "ms": 0}
     {"op": "delay", "api": "Fetch", "ms": 500, "count": 1, "topic": null, "partition": null}
+    {"op": "drop_response", "api": "Produce", "count": 1, "topic": null, "partition": null}
     {"op": "clear", "api": null}
     {"op": "status"}                -> {"ok": true, "pending": [...], "served": [...]}
 
@@ -64,13 +65,18 @@ def run_command(injector: FaultInjector, command: Any) -> dict:
         injector.delay(args.get("api"), args.get("ms"), count=args.get("count", 1),
                        topic=args.get("topic"), partition=args.get("partition"))
         return {"ok": True}
+    if op == "drop_response":
+        only("api", "count", "topic", "partition")
+        injector.drop_responses(args.get("api"), count=args.get("count", 1), topic=args.get("topic"),
+                                partition=args.get("partition"))
+        return {"ok": True}
     if op == "clear":
         only("api")
         return {"ok": True, "cleared": injector.clear(args.get("api"))}
     if op == "status":
         only()
         return {"ok": True, "pending": injector.pending(), "served": list(injector.served)}
-    raise FaultError(f"unknown op {op!r} (inject, delay, clear, status)")
+    raise FaultError(f"unknown op {op!r} (inject, delay, drop_response, clear, status)")
 
 
 async def serve_control(injector: FaultInjector, port: int = 0, *,

@@ -23,6 +23,11 @@ What the client gets back is a well-formed response of the version it asked for:
 A delay is slept before the request is handled (the largest of its faults' delays); like any
 slow request it holds up the requests behind it on the same connection, not other ones.
 
+A dropped response (``drop_responses``): the request is handled for real and the connection
+then closed instead of answered, as when the network loses a response. The client cannot tell
+that from a request that never arrived: a producer retries a batch the log already holds (the
+duplicate an idempotent producer's sequence numbers exist to catch).
+
 Nothing here is reachable from the Kafka listener: the broker creates a ``FaultInjector``
 only when started with ``minikafka.test.control.port`` (``serve --test-control``), and tests
 reach it through ``broker/control.py``'s channel.
@@ -116,10 +121,12 @@ def error_name(code: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """What one request meets: an error code (0: none) and a delay before it is handled."""
+    """What one request meets: an error code (0: none), a delay before it is handled, and
+    whether its response is dropped (the connection closed instead)."""
 
     error: int = 0
     delay_ms: int = 0
+    drop_response: bool = False
 
 
 # ---------------------------------------------------------------------------------- shapes
@@ -315,7 +322,8 @@ class _Queue:
 
     def describe(self) -> dict:
         return {"api": api_name(self.api), "topic": self.topic, "partition": self.partition,
-                "faults": [{"error": error_name(f.error), "ms": f.delay_ms} for f in self.faults]}
+                "faults": [{"error": error_name(f.error), "ms": f.delay_ms, "drop_response": f.drop_response}
+                           for f in self.faults]}
 
 
 class FaultInjector:
@@ -345,6 +353,14 @@ class FaultInjector:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise FaultError(f"count: {count!r} is not a positive integer")
         self._push(api, [Fault(0, _delay(delay_ms))] * count, topic, partition)
+
+    def drop_responses(self, api: Any, *, count: int = 1, topic: str | None = None,
+                       partition: int | None = None) -> None:
+        """The next ``count`` requests of ``api`` are handled for real, and the connection
+        each came on is closed instead of answered."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise FaultError(f"count: {count!r} is not a positive integer")
+        self._push(api, [Fault(drop_response=True)] * count, topic, partition)
 
     def clear(self, api: Any = None) -> int:
         """Drop the queued faults (of ``api`` only, when given); returns how many."""
@@ -392,13 +408,22 @@ class FaultInjector:
             return await handler(broker, request)
         delay_ms = max(fault.delay_ms for _, fault in taken)
         errors = [(where, fault.error) for where, fault in taken if fault.error]
+        drop_response = any(fault.drop_response for _, fault in taken)
         self.served.append({
             "api": api_name(api), "correlation_id": request.correlation_id,
-            "client_id": request.client_id, "delay_ms": delay_ms,
+            "client_id": request.client_id, "delay_ms": delay_ms, "drop_response": drop_response,
             "errors": [{"topic": t, "partition": p, "error": error_name(e)} for (t, p), e in errors]})
         if errors:
             logger.info("injecting %s into %s request %d from %s", [error_name(e) for _, e in errors],
                         api_name(api), request.correlation_id, request.client_id)
+        if drop_response:
+            await self._answer(shape, handler, broker, request, delay_ms, errors)
+            raise CloseConnection(f"injected: the response to {api_name(api)} request {request.correlation_id} "
+                                  "is dropped")
+        return await self._answer(shape, handler, broker, request, delay_ms, errors)
+
+    async def _answer(self, shape: Any, handler, broker, request, delay_ms: int, errors: list) -> dict | None:
+        """The response, after the delay: the handler's, with the errors put in."""
         if delay_ms:
             await trio.sleep(delay_ms / 1000)
         if not errors:

@@ -155,7 +155,7 @@ class Broker:
 
     Attributes the handlers and the group coordinator use: ``config``, ``clock``,
     ``node_id``, ``partitions`` (topics and partitions, :mod:`broker.partitions`),
-    ``log_manager``, ``group_coordinator``, ``cluster_id``, ``advertised_host``,
+    ``log_manager``, ``group_coordinator``, ``producer_ids``, ``cluster_id``, ``advertised_host``,
     ``advertised_port`` (valid once ``serve`` has started), ``append_waiters``,
     ``request_memory`` (``queued.max.request.bytes``), ``faults`` (a ``FaultInjector`` when
     started for tests, else None).
@@ -250,6 +250,7 @@ class Broker:
         except ValueError as exc:  # a group.* / offsets.* setting the coordinator refuses
             raise ConfigError(str(exc)) from None
         self._group_coordinator = None
+        self._producer_ids = None
         # Whether the group coordinator runs (a single broker starts it at the first group
         # request, Broker.groups; a cluster member when it starts serving).
         self.groups_running = False
@@ -279,6 +280,8 @@ class Broker:
                                    self.log_manager.checkpoint, "checkpoint")
                 if self.config.cleaner_enabled:
                     nursery.start_soon(self._clean_logs)
+                nursery.start_soon(self._every, self.config.producer_id_expiration_check_interval_ms,
+                                   self.log_manager.remove_expired_producers, "producer expiry")
                 if self.cluster is not None:  # loads the offsets partitions it comes to lead
                     self.group_coordinator.startup()
                     nursery.start_soon(self.group_coordinator.run)
@@ -419,6 +422,19 @@ class Broker:
             logger.info("authorizer: %s from %s may not %s %s:%s", request.principal, request.client_host,
                         operation, resource_type, name)
         return allowed
+
+    def authorize_any(self, request, operation: str, resource_type: str) -> bool:
+        """Whether ``request``'s principal may do ``operation`` on some resource of the type
+        (see ``Authorizer.authorize_any``); always without an authorizer."""
+        if self.authorizer is None:
+            return True
+        from minikafka.broker.security.acl import AclError
+
+        try:
+            return self.authorizer.authorize_any(request.principal, request.client_host, operation, resource_type)
+        except AclError as exc:
+            logger.error("authorizer: %s; denying", exc)
+            return False
 
     def advertised_endpoint(self, listener_name: str = "") -> tuple[str, int]:
         """The (host, port) clients of ``listener_name`` are told to use: Kafka answers
@@ -623,6 +639,20 @@ class Broker:
                     await self._nursery.start(coordinator.run)
                     self.groups_running = True
         return coordinator
+
+    # ------------------------------------------------------------------ producers
+
+    @property
+    def producer_ids(self):
+        """The ``ProducerIdManager`` of InitProducerId, built on first use: blocks claimed in
+        ZooKeeper in a cluster, in the first log dir's file on a single broker."""
+        if self._producer_ids is None:
+            from minikafka.broker import producer_ids
+
+            claim = producer_ids.local_blocks(self.config.log_dirs[0], self.node_id) if self.cluster is None \
+                else producer_ids.zookeeper_blocks(self.cluster.zk_client, self.node_id)
+            self._producer_ids = producer_ids.ProducerIdManager(claim)
+        return self._producer_ids
 
     # ------------------------------------------------------------------ topics
 

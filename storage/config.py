@@ -45,6 +45,7 @@ class LogConfig(NamedTuple):
     delete_retention_ms: int = 24 * 3600 * 1000       # delete.retention.ms
     min_compaction_lag_ms: int = 0                    # min.compaction.lag.ms
     min_cleanable_dirty_ratio: float = 0.5            # min.cleanable.dirty.ratio
+    producer_id_expiration_ms: int = 24 * 3600 * 1000  # broker-wide producer.id.expiration.ms, no topic name
     message_format_version: str = "3.0"               # message.format.version (see record_magic)
 
     @classmethod

@@ -7,6 +7,7 @@ Directory contents::
     00000000000000000000.timeindex
     00000000000000052138.log ...
     leader-epoch-checkpoint         see storage.leader_epoch
+    00000000000000052138.snapshot   producer state at that offset, see storage.producer_state
     partition.metadata              the topic id, see storage.partition_metadata
     topic-config.properties         topic overrides, written by the LogManager
     *.deleted                       segments on their way out (file.delete.delay.ms)
@@ -44,6 +45,7 @@ from minikafka.storage.config import LogConfig
 from minikafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpointFile
 from minikafka.storage.partition_metadata import new_topic_id, read_topic_id, write_topic_id
 from minikafka.protocol.records import iter_records
+from minikafka.storage.producer_state import AppendOrigin, ProducerStateManager
 from minikafka.storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                                        TIME_INDEX_SUFFIX, LogSegment, iter_headers, segment_file_stem)
 from minikafka.storage.segments import LogSegments
@@ -117,6 +119,9 @@ class Log:
             LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT), lambda: self.log_end_offset
         )
         self.leader_epoch_cache.fit_to_loaded_log(self.log_start_offset, self.log_end_offset)
+        self.producer_state = ProducerStateManager(f"{topic}-{partition}", self.dir, config.producer_id_expiration_ms)
+        self.producer_state.remove_stray_snapshots(segment.base_offset for segment in self._segments)
+        self._load_producer_state(clean_shutdown=not needs_recovery)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self._last_flush_ms = clock.time_ms()
 
@@ -223,6 +228,46 @@ class Log:
         self.recovery_point = min(recovery_point, end) if needs_recovery else end
         self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), end)
 
+    def _load_producer_state(self, *, clean_shutdown: bool) -> None:
+        """Bring producer state up to the log end, as Kafka 2.8's ``rebuildProducerState``: from
+        the newest snapshot at or below it, replaying the batches after it, then a snapshot at
+        the end. A log of magic 0/1 (no producer ids) or without any snapshot that was shut down
+        cleanly (written before producer state was kept: Kafka's upgrade case) is not replayed;
+        snapshots at the bases of its last two segments and at its end spare every later load
+        (a follower's truncation included) the scan of the whole log. A map already empty and
+        at or past the end (a truncation of a log no producer with an id wrote) needs none."""
+        state = self.producer_state
+        end = self.log_end_offset
+        snapshot_at = {segment.base_offset for segment in list(self._segments)[-2:]} | {end}
+        if self.config.record_magic < 2 or (state.latest_snapshot_offset is None and clean_shutdown):
+            # Snapshots past the end go (a truncation's; Kafka leaves them).
+            state.truncate_and_reload(self.log_start_offset, end, self._clock.time_ms())
+            for offset in sorted(snapshot_at):
+                state.update_map_end_offset(offset)
+                self._take_producer_snapshot()
+            return
+        was_empty = state.is_empty() and state.map_end_offset >= end
+        state.truncate_and_reload(self.log_start_offset, end, self._clock.time_ms())
+        if end > state.map_end_offset and not was_empty:
+            for segment in self._segments.from_offset(state.map_end_offset):
+                start = max(segment.base_offset, state.map_end_offset, self.log_start_offset)
+                state.update_map_end_offset(start)
+                if segment.base_offset in snapshot_at:
+                    self._take_producer_snapshot()
+                for info in state.analyze(segment.producer_batches(start, end), AppendOrigin.REPLICATION):
+                    state.update(info)
+        state.update_map_end_offset(end)
+        self._take_producer_snapshot()
+
+    def _take_producer_snapshot(self) -> None:
+        """A snapshot at the producer map's end. Snapshots only shorten a later load's replay,
+        so one the disk refuses (full) is logged and the log goes on without it."""
+        try:
+            self.producer_state.take_snapshot()
+        except OSError as exc:
+            logger.warning("%s-%d: cannot write the producer snapshot at %d: %s", self.topic, self.partition,
+                           self.producer_state.map_end_offset, exc)
+
     def _clean_directory(self) -> list[int]:
         """Remove leftovers of interrupted work and finish an interrupted swap of cleaned
         segments; return the base offsets of the segments."""
@@ -287,8 +332,20 @@ class Log:
             self._check_set_size(validated)
             if self.config.compacts:
                 self._check_keys(validated)
+            producers = []
+            if validated.producer_batches:
+                duplicate = self.producer_state.find_duplicate_of_any(validated.producer_batches)
+                if duplicate is not None:
+                    # Kafka's answer to a retried batch: success with the offsets it was given,
+                    # nothing appended. (Kafka also reports the batch's max timestamp as its log
+                    # append time; here that is only so under LogAppendTime, where the two agree,
+                    # so CreateTime producers keep their own timestamps.)
+                    append_time = duplicate.timestamp if validated.log_append_time >= 0 else -1
+                    return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time,
+                                        duplicate.last_offset - duplicate.first_offset + 1)
+                producers = self.producer_state.analyze(validated.producer_batches, AppendOrigin.CLIENT)
             self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
-            return self._append(validated, now)
+            return self._append(validated, now, producers)
 
     def append_as_follower(self, records: bytes | memoryview) -> AppendResult:
         """Append a leader's set keeping its offsets (strictly increasing, >= log end),
@@ -307,7 +364,8 @@ class Log:
                 end = self.log_end_offset
                 return AppendResult(end, end - 1, -1, 0)
             self._check_set_size(validated)
-            result = self._append(validated, self._clock.time_ms())
+            producers = self.producer_state.analyze(validated.producer_batches, AppendOrigin.REPLICATION)
+            result = self._append(validated, self._clock.time_ms(), producers)
             for epoch, start in validated.leader_epoch_starts:
                 self.leader_epoch_cache.assign(epoch, start)
             return result
@@ -337,12 +395,17 @@ class Log:
                 f"message set of {len(validated.buffer)} bytes exceeds segment.bytes {self.config.segment_bytes}",
             )
 
-    def _append(self, validated: ValidatedSet, now: int) -> AppendResult:
+    def _append(self, validated: ValidatedSet, now: int, producers=()) -> AppendResult:
+        """Write a validated set; ``producers`` are the producer state updates its batches make
+        (``ProducerStateManager.analyze``), applied once it is written."""
         segment = self._segments.active
         set_timestamp = validated.max_timestamp if validated.max_timestamp >= 0 else now
         if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset):
             segment = self._roll(now)
         segment.append(validated, now)
+        for info in producers:
+            self.producer_state.update(info)
+        self.producer_state.update_map_end_offset(self.log_end_offset)
         every = self.config.flush_interval_messages
         if every is not None and self.log_end_offset - self.recovery_point >= every:
             self._flush(now)
@@ -371,6 +434,9 @@ class Log:
             raise
         self._segments.add(segment)
         self._unflushed_rolled.append(active)
+        # Producer state as of the new segment's base, so that recovering it starts there.
+        self.producer_state.update_map_end_offset(segment.base_offset)
+        self._take_producer_snapshot()
         if self.on_segment_closed is not None:
             try:
                 self.on_segment_closed(self._info(active, closed=True))
@@ -518,6 +584,7 @@ class Log:
                 active.load_tail_state()
             active.open_for_append()
             self._after_truncation()
+            self._load_producer_state(clean_shutdown=False)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything; the log restarts empty at ``offset`` (a follower far behind)."""
@@ -540,6 +607,7 @@ class Log:
         self._schedule_deletion(doomed, self._clock.time_ms())
         self.log_start_offset = offset
         self.leader_epoch_cache.clear_and_flush()
+        self.producer_state.truncate_fully_and_start_at(offset)
         self._after_truncation()
 
     def _truncated_to(self, offset: int) -> None:
@@ -683,7 +751,16 @@ class Log:
             self.log_start_offset = max(self.log_start_offset, self._segments.first.base_offset)
             self._schedule_deletion(doomed, now)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            self.producer_state.delete_snapshots_before(self._segments.first.base_offset)
+            self.producer_state.on_log_start_offset_incremented(self.log_start_offset)
         return count
+
+    def remove_expired_producers(self) -> None:
+        """Forget the producers idle for ``producer.id.expiration.ms`` (their last batch's
+        timestamp that old) with no open transaction."""
+        with self._lock:
+            if not self._closed:
+                self.producer_state.remove_expired_producers(self._clock.time_ms())
 
     def _schedule_deletion(self, segments: list[LogSegment], now: int) -> None:
         for segment in segments:
@@ -707,6 +784,7 @@ class Log:
             if self._closed:
                 return
             self._closed = True
+            self._take_producer_snapshot()  # the next load starts from the end, without replaying
             for segment in self._segments:
                 segment.close()
             for _, segment in self._pending_deletes:

@@ -719,6 +719,12 @@ class LogManager:
             self.checkpoint_log_start_offsets()
         return deleted
 
+    def remove_expired_producers(self) -> None:
+        """Every log forgets its producers idle past ``producer.id.expiration.ms`` (the broker
+        runs this every ``producer.id.expiration.check.interval.ms``)."""
+        for log in self.logs():
+            log.remove_expired_producers()
+
     def flush_due(self) -> None:
         """fsync the segments rolls have closed, and flush the logs whose ``flush.ms`` has
         passed (the broker runs this every ``log.flush.scheduler.interval.ms``, off its

@@ -48,11 +48,12 @@ import logging
 import os
 import struct
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, NamedTuple
 
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.entries import crc32c
+from minikafka.protocol.record_batch import ProducerBatch
 from minikafka.storage.checkpoint import write_atomically
 
 logger = logging.getLogger(__name__)
@@ -96,12 +97,19 @@ def decrement_sequence(sequence: int, delta: int) -> int:
     return sequence - delta
 
 
+def increment_sequence(sequence: int, delta: int) -> int:
+    """``sequence + delta`` on the producer's wrapping int32 sequence (Kafka's
+    ``DefaultRecordBatch.incrementSequence``)."""
+    if sequence > INT32_MAX - delta:
+        return delta - (INT32_MAX - sequence) - 1
+    return sequence + delta
+
+
 def in_sequence(last: int, following: int) -> bool:
     return following == last + 1 or (following == 0 and last == INT32_MAX)
 
 
-@dataclass(frozen=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
     """One data batch a producer appended, as the state keeps it."""
 
     last_seq: int
@@ -118,16 +126,24 @@ class BatchMetadata:
         return self.last_offset - self.offset_delta
 
 
-@dataclass
 class ProducerEntry:
-    """What a partition knows of one producer: its epoch and its last batches, oldest first."""
+    """What a partition knows of one producer: its epoch and its last batches, oldest first.
 
-    producer_id: int
-    epoch: int = NO_PRODUCER_EPOCH
-    batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_RETAINED))
-    coordinator_epoch: int = -1
-    last_timestamp: int = -1
-    current_txn_first_offset: int | None = None
+    A plain class, not a dataclass: the broker loads this module at start-up, where building
+    a dataclass costs a millisecond (tests/broker/test_startup.py)."""
+
+    __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch", "last_timestamp",
+                 "current_txn_first_offset")
+
+    def __init__(self, producer_id: int, epoch: int = NO_PRODUCER_EPOCH, batches: deque | None = None,
+                 coordinator_epoch: int = -1, last_timestamp: int = -1,
+                 current_txn_first_offset: int | None = None) -> None:
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.batches = batches if batches is not None else deque(maxlen=BATCHES_RETAINED)
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset
 
     @property
     def last_seq(self) -> int:
@@ -181,15 +197,18 @@ class ProducerEntry:
         return None
 
 
-@dataclass
 class TxnMetadata:
-    producer_id: int
-    first_offset: int
-    last_offset: int | None = None
+    """A transaction's producer and first offset, and its marker's offset once it ended."""
+
+    __slots__ = ("producer_id", "first_offset", "last_offset")
+
+    def __init__(self, producer_id: int, first_offset: int, last_offset: int | None = None) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.last_offset = last_offset
 
 
-@dataclass(frozen=True)
-class CompletedTxn:
+class CompletedTxn(NamedTuple):
     """A transaction a marker ended: its data spans ``first_offset``..``last_offset`` (the
     marker's offset)."""
 
@@ -461,6 +480,36 @@ class ProducerStateManager:
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerEntry(producer_id)
         return ProducerAppendInfo(self.partition, producer_id, current, origin)
+
+    def analyze(self, batches: Iterable[ProducerBatch], origin: AppendOrigin) -> list[ProducerAppendInfo]:
+        """The updates ``batches`` (in log order) make, one per producer, each data batch
+        checked against the state and the batches before it (RecordError on the first refused
+        one; nothing changes until the caller applies them with :meth:`update`). Kafka's
+        ``Log.analyzeAndValidateProducerState`` without the duplicate check, which a client's
+        append makes first (:meth:`find_duplicate`). Control batches (transaction markers) end
+        transactions, which issue 26 brings; until then they change nothing here."""
+        infos: dict[int, ProducerAppendInfo] = {}
+        for batch in batches:
+            if batch.is_control:
+                continue
+            info = infos.get(batch.producer_id)
+            if info is None:
+                info = infos[batch.producer_id] = self.prepare_update(batch.producer_id, origin)
+            last_sequence = increment_sequence(batch.base_sequence, batch.last_offset - batch.first_offset)
+            info.append_data_batch(batch.producer_epoch, batch.base_sequence, last_sequence, batch.max_timestamp,
+                                   batch.first_offset, batch.last_offset, batch.is_transactional)
+        return list(infos.values())
+
+    def find_duplicate_of_any(self, batches: Iterable[ProducerBatch]) -> BatchMetadata | None:
+        """The retained batch that one of a client's ``batches`` repeats, if any (Kafka answers
+        the whole append with it)."""
+        for batch in batches:
+            last_sequence = increment_sequence(batch.base_sequence, batch.last_offset - batch.first_offset)
+            duplicate = self.find_duplicate(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                                            last_sequence)
+            if duplicate is not None:
+                return duplicate
+        return None
 
     def update(self, info: ProducerAppendInfo) -> None:
         if info.producer_id == NO_PRODUCER_ID:

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Iterator
 
 from minikafka.protocol import entries
-from minikafka.protocol.entries import LOG_OVERHEAD, Entry, crc_ok, iter_entries
+from minikafka.protocol.entries import BATCH_HEADER, LOG_OVERHEAD, Entry, crc_ok, iter_entries
+from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, ProducerBatch, RecordBatch
 from minikafka.protocol.errors import RecordError
 from minikafka.protocol.records import ValidatedSet, iter_records
 from minikafka.storage.config import LogConfig
@@ -373,6 +374,27 @@ class LogSegment:
             if head.offset >= offset:
                 return head
         return None
+
+    def producer_batches(self, offset: int, end_offset: int) -> Iterator[ProducerBatch]:
+        """The batches with a producer id among the entries from the one holding
+        ``offset`` up to ``end_offset`` (exclusive), read from their headers: what recovery
+        replays into producer state. Magic 0/1 entries carry no producer."""
+        first = self.translate_offset(offset)
+        if first is None:
+            return
+        fd = self.file.fileno()
+        for head in iter_headers(fd, first.position, self.size):
+            if head.magic != RECORD_BATCH_MAGIC:
+                continue
+            (base_offset, _, leader_epoch, _, _, *fields) = BATCH_HEADER.unpack(
+                os.pread(fd, BATCH_HEADER.size, head.position))
+            batch = RecordBatch(base_offset, head.position, head.size, leader_epoch, *fields)
+            if base_offset >= end_offset:
+                return
+            if batch.producer_id >= 0:
+                yield ProducerBatch(batch.producer_id, batch.producer_epoch, batch.base_sequence, base_offset,
+                                    base_offset + batch.last_offset_delta, batch.max_timestamp,
+                                    batch.is_transactional, batch.is_control)
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> FileSlice | None:
         """Entries from the one holding ``offset``; None if the segment has none that far."""

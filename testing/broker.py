@@ -355,6 +355,12 @@ class MinikafkaBroker:
         then answered for real); later requests on the same connection wait behind them."""
         self._control("delay", api=api, ms=ms, count=count, topic=topic, partition=partition)
 
+    def drop_responses(self, api: str | int, *, count: int = 1, topic: str | None = None,
+                       partition: int | None = None) -> None:
+        """The next ``count`` requests of ``api`` are handled for real, but their responses are
+        lost: the broker closes each one's connection instead of answering."""
+        self._control("drop_response", api=api, count=count, topic=topic, partition=partition)
+
     def clear_faults(self, api: str | int | None = None) -> int:
         """Drop the queued faults (of ``api`` only, when given); returns how many there were."""
         return self._control("clear", api=api)["cleared"]

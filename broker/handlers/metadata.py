@@ -1,10 +1,11 @@
-"""Metadata (key 3), v0-v2: this broker, the controller (itself) and topic/partition leaders.
+"""Metadata (key 3), v0-v8: this broker, the controller (itself) and topic/partition leaders.
 
-Follows Kafka 0.10.2: v0 asks for every topic with an empty list, v1+ with null (an empty
-list then means none). Requested topics that do not exist are created when
-``auto.create.topics.enable`` is on (the ``allow_auto_topic_creation`` flag only arrives in
-v4); otherwise they answer UNKNOWN_TOPIC_OR_PARTITION, and names Kafka would refuse answer
-INVALID_TOPIC_EXCEPTION. An all-topics request lists internal topics (``__consumer_offsets``)
+Follows Kafka 0.10.2, and Kafka 2.8 for what later versions add: v0 asks for every topic with
+an empty list, v1+ with null (an empty list then means none). Requested topics that do not
+exist are created when ``auto.create.topics.enable`` is on and, from v4, the request's
+``allow_auto_topic_creation`` too; otherwise they answer UNKNOWN_TOPIC_OR_PARTITION, and names
+Kafka would refuse answer INVALID_TOPIC_EXCEPTION. v8's authorized operations are computed
+only when asked for (KIP-430), over the operations the authorizer knows. An all-topics request lists internal topics (``__consumer_offsets``)
 too, with ``is_internal`` set from v1 on, as Kafka 0.10.2's ``metadataCache.getAllTopics`` does
 for every version: clients hide them themselves (``exclude.internal.topics``). On a single
 broker every partition is led by it with itself as the only replica and ISR; in a cluster the
@@ -17,27 +18,46 @@ holds the request until it has (``ClusterMember.cluster_view``).
 from __future__ import annotations
 
 from minikafka.broker.partitions import TopicError
+from minikafka.broker.security import CLUSTER_NAME
 from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.apis.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.METADATA
 
+# Kafka's AclOperation codes, bits of the authorized-operations fields, of the operations each
+# resource type supports.
+_TOPIC_OPERATIONS = {"Read": 3, "Write": 4, "Create": 5, "Delete": 6, "Alter": 7, "Describe": 8,
+                     "DescribeConfigs": 10, "AlterConfigs": 11}
+_CLUSTER_OPERATIONS = {"Create": 5, "Alter": 7, "Describe": 8, "ClusterAction": 9, "DescribeConfigs": 10,
+                       "AlterConfigs": 11, "IdempotentWrite": 12}
 
-def _topic_metadata(broker, name: str, partitions: int) -> dict:
+
+def _authorized_operations(broker, request, resource_type: str, name: str) -> int:
+    operations = _TOPIC_OPERATIONS if resource_type == "Topic" else _CLUSTER_OPERATIONS
+    return sum(1 << code for operation, code in operations.items()
+               if broker.authorize(request, operation, resource_type, name))
+
+
+def _topic_metadata(broker, request, name: str, partitions: int) -> dict:
     return {
         "error_code": ErrorCode.NONE,
         "name": name,
         "is_internal": broker.is_internal(name),
         "partitions": broker.partitions.partition_metadata(name, partitions),
+        "topic_authorized_operations": _authorized_operations(broker, request, "Topic", name)
+        if request.body.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 
 async def handle(broker, request) -> dict:
     await broker.partitions.cluster_view()
     requested = request.body.topics
+    may_create = request.body.allow_auto_topic_creation
     if requested is None or (request.api_version == 0 and not requested):
         # Topics the principal may not describe are left out, as if they did not exist.
-        topics = [_topic_metadata(broker, name, count) for name, count in sorted(broker.partitions.topics().items())
+        topics = [_topic_metadata(broker, request, name, count)
+                  for name, count in sorted(broker.partitions.topics().items())
                   if broker.authorize(request, "Describe", "Topic", name)]
     else:
         topics = []
@@ -48,11 +68,12 @@ async def handle(broker, request) -> dict:
                 continue
             seen.add(name)
             if not broker.authorize(request, "Describe", "Topic", name) or (
-                    not broker.partitions.topic_exists(name) and not broker.authorize(request, "Create", "Cluster")):
+                    not broker.partitions.topic_exists(name) and may_create
+                    and not broker.authorize(request, "Create", "Cluster")):
                 topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
                 continue
             try:
-                await broker.partitions.ensure_topic(name)
+                await broker.partitions.ensure_topic(name, may_create=may_create)
             except TopicError as exc:
                 topics.append({"error_code": exc.code, "name": name, "partitions": []})
                 continue
@@ -61,7 +82,9 @@ async def handle(broker, request) -> dict:
                 topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                "partitions": []})
                 continue
-            topics.append(_topic_metadata(broker, name, count))
+            topics.append(_topic_metadata(broker, request, name, count))
     brokers, controller_id = broker.partitions.brokers(request.listener)
     return {"brokers": brokers, "cluster_id": broker.cluster_id, "controller_id": controller_id,
-            "topics": topics}
+            "topics": topics,
+            "cluster_authorized_operations": _authorized_operations(broker, request, "Cluster", CLUSTER_NAME)
+            if request.body.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED}

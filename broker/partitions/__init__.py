@@ -163,9 +163,10 @@ class Partitions(ABC):
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         return overrides
 
-    async def ensure_topic(self, topic: str) -> None:
+    async def ensure_topic(self, topic: str, *, may_create: bool = True) -> None:
         """Make sure ``topic`` exists, creating it with ``num.partitions`` partitions when
-        ``auto.create.topics.enable`` is on.
+        ``auto.create.topics.enable`` is on and the client allows it (``may_create``,
+        Metadata v4+'s ``allow_auto_topic_creation``).
 
         Raises TopicError: INVALID_TOPIC_EXCEPTION for a bad name,
         UNKNOWN_TOPIC_OR_PARTITION when it does not exist and may not be created,
@@ -175,7 +176,7 @@ class Partitions(ABC):
         if self.topic_exists(topic):
             return
         self.check_topic_name(topic)
-        if not self.broker.config.auto_create_topics or self.broker.is_internal(topic):
+        if not (may_create and self.broker.config.auto_create_topics) or self.broker.is_internal(topic):
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
         await self._auto_create(topic)
 

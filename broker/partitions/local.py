@@ -264,6 +264,8 @@ def _single_broker_partitions(node: int, partitions: int) -> tuple[dict, ...]:
     """The partitions of any topic of that size on one broker, which leads them all and is
     their only replica. Built once per size and shared by every answer (the encoder only
     reads them): built per request, a topic of thousands of partitions held the event loop
-    for tens of milliseconds on each Metadata request naming it."""
-    return tuple({"error_code": ErrorCode.NONE, "partition_index": index, "leader_id": node,
-                  "replica_nodes": (node,), "isr_nodes": (node,)} for index in range(partitions))
+    for tens of milliseconds on each Metadata request naming it. The leader epoch is 0: a
+    single broker's log stays in its first epoch (``Log.create``)."""
+    return tuple({"error_code": ErrorCode.NONE, "partition_index": index, "leader_id": node, "leader_epoch": 0,
+                  "replica_nodes": (node,), "isr_nodes": (node,), "offline_replicas": ()}
+                 for index in range(partitions))

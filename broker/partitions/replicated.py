@@ -442,11 +442,15 @@ class ReplicatedPartitions(Partitions):
 
     def partition_metadata(self, topic: str, count: int) -> list[dict]:
         """As the controller last described them; -1 with LEADER_NOT_AVAILABLE while one has
-        no leader."""
-        partitions = self.cluster.metadata.partitions(topic) or {}
+        no leader. Offline replicas are those on brokers that are not live, as Kafka's
+        controller reports them (no broker here loses one log dir of several, so a replica is
+        offline exactly when its broker is)."""
+        metadata = self.cluster.metadata
+        partitions = metadata.partitions(topic) or {}
         return [{"error_code": ErrorCode.NONE if info.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-                 "partition_index": index, "leader_id": info.leader,
-                 "replica_nodes": list(info.replicas), "isr_nodes": list(info.isr)}
+                 "partition_index": index, "leader_id": info.leader, "leader_epoch": info.leader_epoch,
+                 "replica_nodes": list(info.replicas), "isr_nodes": list(info.isr),
+                 "offline_replicas": [r for r in info.replicas if r not in metadata.brokers]}
                 for index, info in sorted(partitions.items())]
 
     # ------------------------------------------------------------------ controller requests

@@ -33,7 +33,7 @@ from minikafka.broker.security import CLUSTER_NAME
 
 RESOURCE_TYPES = ("Topic", "Group", "Cluster")
 OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "DescribeConfigs",
-              "AlterConfigs", "All")
+              "AlterConfigs", "IdempotentWrite", "All")
 PERMISSIONS = ("Allow", "Deny")
 ACLS_FILE = "acls.json"
 _IMPLIES_DESCRIBE = ("Describe", "Read", "Write", "Delete", "Alter")
@@ -206,6 +206,25 @@ class Authorizer:
         allowed_by = {"Describe": _IMPLIES_DESCRIBE,
                       "DescribeConfigs": _IMPLIES_DESCRIBE_CONFIGS}.get(operation, (operation,))
         return any(acl.permission == "Allow" and acl.matches(principal, host, allowed_by) for acl in found)
+
+    def authorize_any(self, principal: str, host: str, operation: str, resource_type: str) -> bool:
+        """Whether the principal may do ``operation`` on some resource of the type: Kafka 2.8's
+        ``authorizeByResourceType`` for literal ACLs (KIP-679's "Write on any topic"). A DENY on
+        ``*`` denies; ``allow.everyone.if.no.acl.found`` allows; else an ALLOW on a resource
+        that no DENY names allows."""
+        if principal in self.super_users:
+            return True
+        allowed, denied = set(), set()
+        for key, acls in self.store.load().items():
+            kind, _, name = key.partition(":")
+            if kind != resource_type:
+                continue
+            for acl in acls:
+                if acl.matches(principal, host, (operation,)):
+                    (denied if acl.permission == "Deny" else allowed).add(name)
+        if "*" in denied:
+            return False
+        return self.allow_if_no_acls or "*" in allowed or bool(allowed - denied)
 
 
 def parse_super_users(text: str | None) -> frozenset[str]:

@@ -18,8 +18,8 @@ fields hold Kafka's text form of an id (``types.ZERO_UUID`` for none). Add the n
 the ApiVersions table is derived from ``APIS``, so registering a version is advertising it
 wherever the broker has a handler for the key (``api_versions_response(served=...)``).
 
-The table must stay a coherent Kafka 0.10.2 broker: clients pick features (idempotence,
-message format v2) from the versions they see.
+The table must stay coherent: clients pick features (idempotence, message format v2) from the
+versions they see; kafka-python 3, for one, produces idempotently once Metadata v4 is offered.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from minikafka.protocol.apis.fetch import FETCH
 from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
 from minikafka.protocol.apis.heartbeat import HEARTBEAT
 from minikafka.protocol.apis.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
+from minikafka.protocol.apis.init_producer_id import INIT_PRODUCER_ID
 from minikafka.protocol.apis.join_group import JOIN_GROUP
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.apis.leader_and_isr import LEADER_AND_ISR
@@ -91,6 +92,7 @@ APIS: dict[int, Api] = {
         API_VERSIONS,
         CREATE_TOPICS,
         DELETE_TOPICS,
+        INIT_PRODUCER_ID,
         OFFSET_FOR_LEADER_EPOCH,
         SASL_AUTHENTICATE,
         DESCRIBE_CONFIGS,

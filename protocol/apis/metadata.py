@@ -1,20 +1,31 @@
-"""Metadata (key 3), v0-v2. v0 asks for all topics with an empty list, v1+ with null; v1 adds
-racks, the controller and ``is_internal``; v2 adds the cluster id."""
+"""Metadata (key 3), v0-v8. v0 asks for all topics with an empty list, v1+ with null; v1 adds
+racks, the controller and ``is_internal``; v2 adds the cluster id; v3 the throttle time; v4
+``allow_auto_topic_creation`` (KIP-204's predecessor: the client says whether a missing topic
+may be created); v5 each partition's offline replicas; v6 is v5; v7 each partition's leader
+epoch (KIP-320); v8 the authorized operations of each topic and of the cluster (KIP-430), asked
+for by two flags. v9+ are flexible."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
 from minikafka.protocol.types import BOOLEAN, INT16, INT32, STRING
 
+# KIP-430's "not asked for" value of the authorized-operations bitfields.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
 METADATA = Api(
     ApiKey.METADATA,
     "Metadata",
-    versions=(0, 2),
+    versions=(0, 8),
     request=(
         Field("topics", Array(
             Field("name", STRING),
         ), nullable="1+"),
+        Field("allow_auto_topic_creation", BOOLEAN, "4+", default=True),
+        Field("include_cluster_authorized_operations", BOOLEAN, "8+", default=False),
+        Field("include_topic_authorized_operations", BOOLEAN, "8+", default=False),
     ),
     response=(
+        Field("throttle_time_ms", INT32, "3+", default=0),
         Field("brokers", Array(
             Field("node_id", INT32),
             Field("host", STRING),
@@ -31,9 +42,13 @@ METADATA = Api(
                 Field("error_code", INT16),
                 Field("partition_index", INT32),
                 Field("leader_id", INT32),
+                Field("leader_epoch", INT32, "7+", default=-1),
                 Field("replica_nodes", Array(INT32)),
                 Field("isr_nodes", Array(INT32)),
+                Field("offline_replicas", Array(INT32), "5+"),
             )),
+            Field("topic_authorized_operations", INT32, "8+", default=AUTHORIZED_OPERATIONS_OMITTED),
         )),
+        Field("cluster_authorized_operations", INT32, "8+", default=AUTHORIZED_OPERATIONS_OMITTED),
     ),
 )

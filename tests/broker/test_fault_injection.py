@@ -79,9 +79,11 @@ async def test_control_channel_queues_answers_and_refuses_bad_commands(faulty):
     assert status["ok"] and status["served"] == []
     assert status["pending"] == [
         {"api": "Produce", "topic": None, "partition": None,
-         "faults": [{"error": "NOT_LEADER_OR_FOLLOWER", "ms": 0}, {"error": "NOT_ENOUGH_REPLICAS", "ms": 0}]},
+         "faults": [{"error": "NOT_LEADER_OR_FOLLOWER", "ms": 0, "drop_response": False},
+                    {"error": "NOT_ENOUGH_REPLICAS", "ms": 0, "drop_response": False}]},
         {"api": "Fetch", "topic": "t", "partition": 0,
-         "faults": [{"error": "NONE", "ms": 10}, {"error": "NONE", "ms": 10}]}]
+         "faults": [{"error": "NONE", "ms": 10, "drop_response": False},
+                    {"error": "NONE", "ms": 10, "drop_response": False}]}]
     refused = [
         b"not json",
         b"[1, 2]",
@@ -95,6 +97,7 @@ async def test_control_channel_queues_answers_and_refuses_bad_commands(faulty):
         {"op": "inject", "api": "Produce", "errors": [6], "colour": "red"},
         {"op": "delay", "api": "Fetch", "ms": 10, "count": 0},
         {"op": "delay", "api": "Fetch"},
+        {"op": "drop_response", "api": "Produce", "count": 0},
     ]
     for command in refused:
         answer = await control.ask(command)
@@ -164,6 +167,19 @@ async def test_a_failed_acks_0_produce_closes_the_connection_and_writes_nothing(
         assert await faulty_client.closed_by_peer()
     other = await connect(faulty)
     assert (await other.fetch("quiet", 0, 0)).high_watermark == 1
+
+
+async def test_a_dropped_response_closes_the_connection_after_the_request_was_served(
+        faulty, faulty_client, connect, message_set):
+    faulty.faults.drop_responses("Produce", topic="lossy")
+    await faulty_client.metadata("lossy")
+    await faulty_client.send(ApiKey.PRODUCE, 2, {"acks": 1, "timeout_ms": 1000, "topic_data": [
+        {"name": "lossy", "partition_data": [{"index": 0, "records": message_set(b"written")}]}]})
+    with trio.fail_after(10):
+        assert await faulty_client.closed_by_peer()
+    other = await connect(faulty)
+    assert (await other.fetch("lossy", 0, 0)).high_watermark == 1  # appended all the same
+    assert [entry["drop_response"] for entry in faulty.faults.served] == [True]
 
 
 # (api, version, request body, how to read the partition slots of the response)

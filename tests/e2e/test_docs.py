@@ -150,7 +150,7 @@ def test_control_port_lines(minikafka_broker):
             sock.sendall(line.encode() + b"\n")
             answer = json.loads(answers.readline())
             assert answer["ok"] is True, (line, answer)
-    assert answer.get("cleared") == 3  # the two injected errors and the delay were still queued
+    assert answer.get("cleared") == 4  # the two injected errors, the delay and the drop were still queued
 
 
 def test_security_client_examples(tmp_path):

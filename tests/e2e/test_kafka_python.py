@@ -54,7 +54,8 @@ def test_produce_consume_every_codec(broker, topic, stored_codecs, sample_record
     assert [(r.key, r.value) for r in records] == sample_records
     assert [r.offset for r in records] == list(range(len(sample_records)))
     assert all(r.timestamp_type == 0 for r in records)
-    assert stored_codecs(topic) == {(codec or "none")}
+    # kafka-python 3 sends a record batch uncompressed when compressing would not make it smaller.
+    assert stored_codecs(topic) - {"none"} == ({codec} if codec else set())
 
 
 def test_zstd_is_refused_by_the_client_itself(broker):

@@ -41,10 +41,10 @@ def test_kafka_python(broker, topic):
     from kafka.consumer.fetcher import RecordTooLargeError
     from kafka.errors import MessageSizeTooLargeError
 
-    # kafka-python (it sees 0.10.2) sends magic 1; a magic 2 topic measures what it converts
+    # kafka-python pinned to 0.10.2 sends magic 1; a magic 2 topic measures what it converts
     # them to (as Kafka does), so the magic 1 boundary is a magic 1 topic's.
     broker.create_topic(topic, message_format_version="0.10.2")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 10, 2))
     try:
         assert producer.send(topic, b"a" * LARGEST_VALUE).get(30).offset == 0
         with pytest.raises(MessageSizeTooLargeError):

@@ -1,8 +1,8 @@
 """Version negotiation as real clients do it, against the real broker in default configuration.
 
 kafka-python 3 opens with ApiVersions v4 and librdkafka with v3; the broker answers what it does
-not serve with Kafka's v0-layout UNSUPPORTED_VERSION and its table, and the table must read as a
-Kafka 0.10.2 broker, so that kafka-python turns its default idempotent producer off by itself.
+not serve with Kafka's v0-layout UNSUPPORTED_VERSION and its table, from which kafka-python
+infers a broker that serves its default idempotent producer.
 The byte-level side of this (the v0 layout, no default tagged fields) is tested in
 tests/protocol/test_framing.py; here the clients have the last word.
 """
@@ -14,13 +14,15 @@ import shutil
 import subprocess
 
 
-def test_kafka_python_negotiates_down_to_0_10_2_and_turns_idempotence_off(broker, topic):
+def test_kafka_python_sees_idempotence_served_and_keeps_it_on(broker, topic):
+    """kafka-python 3 infers a broker of 0.11 or later from Metadata v4+ and InitProducerId,
+    and then produces idempotently by default."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
     try:
-        assert producer.config["api_version"] == (0, 10, 2)
-        assert producer.config["enable_idempotence"] is False
+        assert producer.config["api_version"] >= (0, 11)
+        assert producer.config["enable_idempotence"] is True
         assert producer.send(topic, b"negotiated").get(timeout=30).offset == 0
     finally:
         producer.close(timeout=5)

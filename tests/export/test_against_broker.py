@@ -203,7 +203,7 @@ def test_retention_waits_for_export(tmp_path):
         partition_dir = broker.log_dir / "r-0"
         # The broker keeps serving while the exporter process runs: writes to another topic
         # are acknowledged meanwhile.
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 10))  # magic 1, as the topic
         acknowledged_while_exporting = 0
         deadline = time.monotonic() + 180  # a cold Spark start on a busy CI machine
         while time.monotonic() < deadline:

@@ -133,7 +133,9 @@ class Reader:
 
 def produce(cluster, phase: int, per_partition: int = 40) -> dict[int, int]:
     """Produce with acks=all; returns each partition's offset after its last acknowledged record."""
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", retries=20,
+    # Pinned to 0.10: the topics are magic 1 (log.message.format.version 0.10.2), which refuses
+    # the idempotent batches kafka-python 3 sends to a newer broker.
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", retries=20, api_version=(0, 10),
                              retry_backoff_ms=200, max_in_flight_requests_per_connection=1,
                              batch_size=300)  # a set larger than segment.bytes is refused
     try:
