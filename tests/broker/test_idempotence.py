@@ -94,8 +94,8 @@ async def test_metadata_v8_authorized_operations_when_asked(client):
     answer = await client.request(ApiKey.METADATA, 8, metadata_body(
         "t", include_cluster_authorized_operations=True, include_topic_authorized_operations=True))
     # No authorizer: every operation each resource type supports (Kafka's AclOperation codes).
-    assert answer.topics[0].topic_authorized_operations == sum(1 << code for code in (3, 4, 5, 6, 7, 8))
-    assert answer.cluster_authorized_operations == sum(1 << code for code in (5, 7, 8, 9, 12))
+    assert answer.topics[0].topic_authorized_operations == sum(1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11))
+    assert answer.cluster_authorized_operations == sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
 
 
 def idempotent_batch(producer_id: int, sequence: int, count: int = 1, epoch: int = 0) -> bytes:

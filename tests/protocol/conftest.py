@@ -59,6 +59,8 @@ def _kafka_python_kwargs(struct_field, value: dict) -> dict[str, Any]:
     our plain dict values."""
     kwargs = {}
     for name, item in value.items():
+        if name not in struct_field.fields and name in ("cluster_authorized_operations", "topic_authorized_operations"):
+            name = "authorized_operations"  # kafka-python's Metadata names both so (json_patch)
         field = struct_field.fields[name]
         if field.is_struct_array() and item is not None:
             item = [field.data_class(**_kafka_python_kwargs(field, element)) for element in item]

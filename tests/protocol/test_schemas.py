@@ -236,9 +236,9 @@ def test_our_responses_decode_with_kafka_python(api, version, data):
         api.response_fields, version, api.is_flexible(version), value)), rename=True)
 
 
-# KIP-430's authorized operations: kafka-python reads these int32 fields as the set of their bits
-# (None for "not asked for", bit 31 alone), and its Metadata response names both of them
-# ``authorized_operations`` (MetadataResponse.json_patch).
+# KIP-430's authorized operations: kafka-python's Metadata response names both of them
+# ``authorized_operations`` (MetadataResponse.json_patch); their values, bit sets to it, _plain
+# compares as Kafka's int32.
 _AUTHORIZED_OPERATIONS = "authorized_operations"
 _BITFIELDS = {_AUTHORIZED_OPERATIONS, "cluster_authorized_operations", "topic_authorized_operations"}
 
@@ -256,8 +256,6 @@ def _as_bitfields(value: Any, *, rename: bool) -> Any:
         return value
     out = {}
     for name, item in value.items():
-        if name in _BITFIELDS and isinstance(item, int):
-            item = None if item == -(2**31) else {bit for bit in range(32) if item >> bit & 1}
         out[_kafka_python_name(name) if rename else name] = _as_bitfields(item, rename=rename)
     return out
 
@@ -435,7 +433,7 @@ def _json_default(json_field: dict, ours: FieldDecl) -> Any:
 def _assert_same_declarations(ours, json_fields, version, flexible, where):
     present = list(_present(ours, version, flexible, tagged=True))
     theirs = [f for f in json_fields if version in Versions.parse(f["versions"])]
-    assert [d.name for d in present] == [BaseField.underscore_name(f["name"]) for f in theirs], where
+    assert [_kafka_python_name(d.name) for d in present] == [BaseField.underscore_name(f["name"]) for f in theirs], where
     for decl, field in zip(present, theirs):
         here = f"{where}.{decl.name} v{version}"
         assert (version in decl.nullable) == (version in Versions.parse(field.get("nullableVersions"))), here
