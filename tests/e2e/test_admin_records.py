@@ -27,7 +27,7 @@ def _filled(broker, admin, topic, count=10, **configs):
     admin.create_topics([NewTopic(topic, 1, 1, topic_configs=configs)])
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
     for i in range(count):
-        producer.send(topic, b"record %d" % i).get(timeout=15)
+        producer.send(topic, key=b"key %d" % i, value=b"record %d" % i).get(timeout=15)  # compacted topics need keys
     producer.close()
 
 

@@ -125,7 +125,8 @@ def test_new_clients_read_a_magic_1_topic_and_one_whose_format_changed(minikafka
     old, changed = new_topic("magic-1"), new_topic("changed")
     for topic in (old, changed):
         broker.create_topic(topic, message_format_version="0.10.2")
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="lz4")
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="lz4",
+                                 enable_idempotence=False)  # a 0.10.2 topic holds no producer ids
         try:
             for i in range(3):
                 producer.send(topic, b"m1-%d" % i)
