@@ -92,7 +92,8 @@ def test_without_a_compiler_the_wheel_installs_and_the_broker_runs_pure_python(t
         env=env)
     (built,) = out.glob("minikafka-*.whl")
     with zipfile.ZipFile(built) as archive:
-        assert not [n for n in archive.namelist() if "_records" in n]
+        # the C accelerator (protocol/_records.*), not modules that merely end in _records.py
+        assert not [n for n in archive.namelist() if n.rsplit("/", 1)[-1].startswith("_records.")]
     python = make_venv(tmp_path / "venv", system_site_packages=True)
     run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", built])
     check = textwrap.dedent("""
