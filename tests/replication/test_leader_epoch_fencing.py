@@ -4,6 +4,8 @@ is told so, and only the leader at the current epoch answers."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from minikafka.protocol.apis import ApiKey
@@ -45,7 +47,12 @@ def test_requests_at_the_old_epoch_are_fenced_after_a_leader_change(minikafka_cl
     second = next(b for b in cluster.ids if b != first)
     cluster.move_leader("fenced", 0, second)
     leader = cluster.broker(second)
-    new = _list_latest(leader, "fenced", -1)
+    # Until the followers' fetches lift the new leader's high watermark to its epoch start, its
+    # latest offset is LEADER_NOT_AVAILABLE (KIP-207): ask until it is there.
+    deadline = time.monotonic() + 30
+    while (new := _list_latest(leader, "fenced", -1)).error_code == ErrorCode.LEADER_NOT_AVAILABLE:
+        assert time.monotonic() < deadline, "the new leader's high watermark never reached its epoch start"
+        time.sleep(0.05)
     assert new.error_code == ErrorCode.NONE and new.leader_epoch > old_epoch
     new_epoch = new.leader_epoch
     cluster.wait_for_full_isr(["fenced"])
