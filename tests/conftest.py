@@ -115,3 +115,32 @@ def small_filesystem(tmp_path):
     yield mount
     for where in mounted:
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def _read_partition_0(bootstrap: str, topic: str, timeout: float = 30.0):
+    """Every record of partition 0 from offset 0 to the log end, as one consumer from scratch sees
+    it (kafka-python, no group)."""
+    import time
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tp = TopicPartition(topic, 0)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        end = consumer.end_offsets([tp])[tp]
+        records = []
+        deadline = time.monotonic() + timeout
+        while consumer.position(tp) < end and time.monotonic() < deadline:
+            records.extend(consumer.poll(timeout_ms=500).get(tp, []))
+        assert consumer.position(tp) >= end, "the consumer did not reach the log end"
+        return records
+    finally:
+        consumer.close()
+
+
+@pytest.fixture
+def read_all():
+    """``read_all(bootstrap, topic, timeout=30)``: partition 0 read whole from offset 0."""
+    return _read_partition_0

@@ -10,7 +10,7 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as AioTopicPartition
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
 
@@ -30,24 +30,6 @@ def create_topic(broker, name: str, **extra: str) -> None:
         admin.close()
 
 
-def read_all(bootstrap: str, topic: str, timeout: float = 20.0):
-    """Every record from offset 0 to the log end, as one consumer from scratch sees it."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    tp = TopicPartition(topic, 0)
-    try:
-        consumer.assign([tp])
-        consumer.seek(tp, 0)
-        end = consumer.end_offsets([tp])[tp]
-        records = []
-        deadline = time.monotonic() + timeout
-        while consumer.position(tp) < end and time.monotonic() < deadline:
-            records.extend(consumer.poll(timeout_ms=500).get(tp, []))
-        assert consumer.position(tp) >= end, "the consumer did not reach the log end"
-        return records
-    finally:
-        consumer.close()
-
-
 def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -58,7 +40,7 @@ def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_a_consumer_sees_a_correct_compacted_view_during_and_after_cleaning(minikafka_broker_factory):
+def test_a_consumer_sees_a_correct_compacted_view_during_and_after_cleaning(minikafka_broker_factory, read_all):
     broker = minikafka_broker_factory(**BROKER)
     create_topic(broker, "table")
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="gzip", linger_ms=5,
@@ -161,7 +143,7 @@ class Table:
             await producer.stop()
 
 
-def test_a_stateful_app_restores_its_table_from_a_compacted_changelog(minikafka_broker_factory):
+def test_a_stateful_app_restores_its_table_from_a_compacted_changelog(minikafka_broker_factory, read_all):
     broker = minikafka_broker_factory(**BROKER)
     create_topic(broker, "app-changelog")
     app = Table(broker.bootstrap, "app-changelog")

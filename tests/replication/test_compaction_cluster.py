@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
 from minikafka.storage.checkpoint import OffsetCheckpointFile
 from minikafka.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
@@ -14,28 +14,12 @@ from minikafka.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
 pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(300)]
 
 
-def read_all(bootstrap: str, topic: str, timeout: float = 30.0):
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    tp = TopicPartition(topic, 0)
-    try:
-        consumer.assign([tp])
-        consumer.seek(tp, 0)
-        end = consumer.end_offsets([tp])[tp]
-        records, deadline = [], time.monotonic() + timeout
-        while consumer.position(tp) < end and time.monotonic() < deadline:
-            records.extend(consumer.poll(timeout_ms=500).get(tp, []))
-        assert consumer.position(tp) >= end
-        return records
-    finally:
-        consumer.close()
-
-
 def cleaned_to(broker, topic: str) -> int:
     path = broker.log_dir / CLEANER_OFFSET_CHECKPOINT
     return OffsetCheckpointFile(path).read().get((topic, 0), 0) if path.exists() else 0
 
 
-def test_every_replica_compacts_and_a_new_leader_serves_the_same_latest_values(minikafka_cluster_factory):
+def test_every_replica_compacts_and_a_new_leader_serves_the_same_latest_values(minikafka_cluster_factory, read_all):
     cluster = minikafka_cluster_factory(3, **{"log.cleaner.backoff.ms": "100"})
     cluster.create_topic("changelog", 1, 3, cleanup_policy="compact", segment_bytes="2048",
                          min_cleanable_dirty_ratio="0.01", segment_ms="100")
