@@ -606,6 +606,11 @@ class Log:
                     break
             return found, aborted
 
+    def aborted_transactions(self) -> list[AbortedTxn]:
+        """Every entry of the segments' transaction indexes, in log order."""
+        with self._open():
+            return [txn for segment in self._segments for txn in segment.txn_index.entries()]
+
     def _read(self, offset: int, max_bytes: int, max_offset: int | None,
               min_one_message: bool) -> tuple[FileSlice, LogSegment | None]:
         """:meth:`read`'s slice and the segment it lies in (None for none)."""
