@@ -22,7 +22,10 @@ Kafka 0.10.2's design (``LogCleaner``, ``LogCleanerManager``, ``OffsetMap``) on 
   (Kafka uses that segment's file modification time; this log never judges by file times).
   A record without a key is dropped (Kafka counts it invalid), which produce refuses anyway.
 * **Per entry**, the format decides (``protocol.records.retained_entry`` for magic 0/1 and
-  their compressed wrappers). The cleaned segment's indexes are built as it is written;
+  their compressed wrappers, and magic 2 batches). A batch all of whose records go stays,
+  emptied, if it holds the last data offset of a producer the log's state still holds
+  (Kafka 2.8's ``BatchRetention.RETAIN_EMPTY``): producer state rebuilt from the log (a
+  recovery without snapshots, a new replica) then still knows that producer's last sequence. The cleaned segment's indexes are built as it is written;
   entries without a timestamp keep the time their source's time index gave them.
 
 The cleaner reads closed segments without the log's lock and takes it only to swap; a log
@@ -162,10 +165,11 @@ class Cleaner:
         end = offset_map.latest_offset + 1
         clean_before = [segment for segment in segments if segment.base_offset < first_dirty]
         horizon = clean_before[-1].max_timestamp - log.config.delete_retention_ms if clean_before else 0
+        producers = log.last_data_offsets_of_producers()
         written = read = kept = 0
         for group in group_segments([s for s in segments if s.base_offset < end],
                                     log.config.segment_bytes, log.config.segment_index_bytes):
-            cleaned, group_read, group_kept = self._clean_group(log, group, offset_map, horizon)
+            cleaned, group_read, group_kept = self._clean_group(log, group, offset_map, horizon, producers)
             if not log.replace_segments(cleaned, group, truncations):
                 raise Aborted(f"{log.topic}-{log.partition} changed while it was cleaned")
             written += cleaned.size
@@ -195,8 +199,8 @@ class Cleaner:
 
     # -- rewriting a group -------------------------------------------------------------------
 
-    def _clean_group(self, log: Log, group: list[LogSegment], offset_map: OffsetMap,
-                     horizon: int) -> tuple[LogSegment, int, int]:
+    def _clean_group(self, log: Log, group: list[LogSegment], offset_map: OffsetMap, horizon: int,
+                     producers: dict[int, int]) -> tuple[LogSegment, int, int]:
         cleaned = LogSegment(log.dir, group[0].base_offset, log.config, create=True, suffix=CLEANED_SUFFIX)
         read = kept = 0
         try:
@@ -208,7 +212,7 @@ class Cleaner:
                 last_offset = -1
                 for _, data in self._read_entries(source, 0):
                     read += 1
-                    retained = retained_entry(data, keep)
+                    retained = retained_entry(data, keep, producers)
                     if retained is None:
                         continue
                     kept += 1
