@@ -85,6 +85,7 @@ __all__ = [
     "empty_batch",
     "uses_zstd",
     "EndTxnMarker",
+    "batch_header",
     "build_end_txn_marker",
     "end_txn_marker",
 ]
@@ -863,14 +864,20 @@ def build_end_txn_marker(*, commit: bool, coordinator_epoch: int, producer_id: i
                               producer_epoch=producer_epoch, transactional=True, control=True)
 
 
+def batch_header(batch) -> RecordBatch:
+    """The header of a stored batch (its bytes from its base offset to its end), not checked
+    again: what a reader of the log needs of a batch it already knows whole."""
+    base_offset, _, leader_epoch, _, _, *fields = _HEADER.unpack_from(batch)
+    return RecordBatch(base_offset, 0, len(batch), leader_epoch, *fields)
+
+
 def end_txn_marker(batch) -> EndTxnMarker | None:
     """The transaction marker of the control batch ``batch`` (its bytes, from its base offset
     to its end; written by a leader, so its CRC is not checked again): None when it holds no
     record (the cleaner removed it with its transaction) or a control record of another type.
     CORRUPT_MESSAGE for a key or value too short to be one (Kafka's ControlRecordType.parse
     and EndTransactionMarker.deserialize)."""
-    base_offset, _, leader_epoch, _, _, *fields = _HEADER.unpack_from(batch)
-    header = RecordBatch(base_offset, 0, len(batch), leader_epoch, *fields)
+    header = batch_header(batch)
     if header.record_count < 1:
         return None
     _, timestamp_delta, key, value, _ = _parse_records(_records_section(batch, header), header)[0]
