@@ -95,24 +95,16 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
                 continue
             high_watermark = source.high_watermark(log)
             limit = max(min(request.partition_max_bytes, remaining), 0)
-            transaction_fields = {}
+            stable = source.last_stable_offset(log) if version >= TRANSACTIONS_VERSION else None
             try:
-                if version < TRANSACTIONS_VERSION:
+                if read_committed:
+                    records, aborted = log.read_committed(request.fetch_offset, limit, stable, min_one_message)
+                    aborted = [{"producer_id": txn.producer_id, "first_offset": txn.first_offset} for txn in aborted]
+                else:
                     records = log.read(request.fetch_offset, limit,
                                        max_offset=None if from_follower else high_watermark,
                                        min_one_message=min_one_message)
-                else:
-                    stable = source.last_stable_offset(log)
-                    if read_committed:
-                        records, aborted = log.read_committed(request.fetch_offset, limit, stable, min_one_message)
-                        aborted = [{"producer_id": txn.producer_id, "first_offset": txn.first_offset}
-                                   for txn in aborted]
-                    else:
-                        records = log.read(request.fetch_offset, limit,
-                                           max_offset=None if from_follower else high_watermark,
-                                           min_one_message=min_one_message)
-                        aborted = None
-                    transaction_fields = {"last_stable_offset": stable, "aborted_transactions": aborted}
+                    aborted = None
             except OffsetOutOfRange:
                 any_error = True
                 partitions.append({"partition_index": request.partition,
@@ -125,7 +117,9 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
                 remaining -= records.length
             partitions.append({"partition_index": request.partition, "error_code": ErrorCode.NONE,
                                "high_watermark": high_watermark, "log_start_offset": log.log_start_offset,
-                               "records": records if records.length else b"", **transaction_fields})
+                               "records": records if records.length else b""})
+            if stable is not None:
+                partitions[-1].update(last_stable_offset=stable, aborted_transactions=aborted)
         topics.append({"topic": topic.topic, "partitions": partitions})
     return topics, total, any_error
 
