@@ -111,7 +111,10 @@ class _PersistentWatch:
 
     kazoo forgets its registered watchers whenever the connection drops, so a re-read on each
     "connected" is what keeps the watch alive. A re-read reports only a real change (children
-    set, or data identified by mzxid), so a reconnect after nothing happened says nothing.
+    identified by the parent's pzxid, data by mzxid), so a reconnect after nothing happened says
+    nothing. Not by the children's names: a child deleted and created again before the re-read
+    (a restarted broker registering as its old session ends) leaves the same names, and the
+    controller must still hear of it (Kafka's re-reads on every firing, KIP-380).
     A children watch on a missing node watches for its creation and reports [] meanwhile.
     """
 
@@ -146,8 +149,9 @@ class _PersistentWatch:
         while True:
             try:
                 if self.kind == "children":
-                    children = sorted(wait(client.get_children_async(self.path, watch=self._fired)))
-                    return tuple(children), ZkEvent("children", self.path, children=children)
+                    names, stat = wait(client.get_children_async(self.path, watch=self._fired, include_data=True))
+                    children = sorted(names)
+                    return (tuple(children), stat.pzxid), ZkEvent("children", self.path, children=children)
                 data, stat = wait(client.get_async(self.path, watch=self._fired))
                 return stat.mzxid, ZkEvent("data", self.path, data=data, version=stat.version)
             except NoNodeError:

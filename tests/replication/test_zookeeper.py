@@ -175,6 +175,34 @@ async def test_persistent_watches_report_every_change(zk_chroot):
         assert [e for e in await drain(zk) if e.path == "/ids"] == []
 
 
+async def test_a_children_watch_reports_a_child_deleted_and_created_again_between_reads(zk_chroot):
+    """A broker's old session expires and its restarted self registers at once: the watch fires
+    on the deletion, but its re-read may already see the new node, the same children as before.
+    That is still a change (Kafka's controller compares broker epochs on every firing, KIP-380);
+    reported as none, the controller never heard the broker had bounced. One transaction makes
+    the re-read see the same children for certain."""
+    from kazoo.client import KazooClient
+
+    async with ZkClient(zk_chroot) as zk, ZkClient(zk_chroot) as other:
+        await other.create("/ids/1", b"old")
+        await zk.watch_children("/ids")
+        assert (await next_event(zk, "children", "/ids")).children == ["1"]
+
+        def bounce() -> None:
+            kazoo = KazooClient(hosts=zk_chroot)
+            kazoo.start()
+            try:
+                transaction = kazoo.transaction()
+                transaction.delete("/ids/1")
+                transaction.create("/ids/1", b"new")
+                assert all(result is True or isinstance(result, str) for result in transaction.commit())
+            finally:
+                kazoo.stop()
+
+        await trio.to_thread.run_sync(bounce)
+        assert (await next_event(zk, "children", "/ids", timeout=10)).children == ["1"]
+
+
 async def test_close_ends_the_session_and_the_event_stream(zk_chroot):
     async with ZkClient(zk_chroot) as watcher:
         zk = ZkClient(zk_chroot)
