@@ -2,7 +2,7 @@
 brokers, and :class:`SimZkClient`, a session with ``replication.zookeeper.ZkClient``'s interface.
 
 Semantics kept from ZooKeeper (and from how ``ZkClient`` presents them over kazoo): every
-change gets a zxid; versions count sets and a conditional set or delete at another version is
+change gets a zxid (a parent's pzxid, its children's last); versions count sets and a conditional set or delete at another version is
 BadVersion; NodeExists / NoNode; ephemeral nodes belong to a session and go when it ends or
 expires; sequential nodes take the parent's counter. A session is kept alive while its client
 can reach the server; cut off (a broker↔ZooKeeper partition, a paused or killed broker) it
@@ -43,6 +43,7 @@ class _Node:
     version: int = 0
     children: set[str] = field(default_factory=set)
     sequence: int = 0  # the next sequential child's number
+    pzxid: int = 0  # the zxid of the last child created or deleted
 
 
 def _parent(path: str) -> str:
@@ -115,6 +116,7 @@ class SimZooKeeper:
         if not sequence:
             parent_node.sequence += 1  # ZooKeeper's cversion counts every child change
         parent_node.children.add(path.rsplit("/", 1)[1])
+        parent_node.pzxid = self.zxid
         self._changed(path, node, session_id)
         return path
 
@@ -151,6 +153,7 @@ class SimZooKeeper:
         parent = self.nodes.get(_parent(path))
         if parent is not None:
             parent.children.discard(path.rsplit("/", 1)[1])
+            parent.pzxid = self.zxid
         self._changed(path, None, session_id)
 
 
@@ -375,9 +378,12 @@ class SimZkClient:
         if (kind, path) not in self._watches or not self._connected or self._closing or self.crashed:
             return
         node = self.server.nodes.get(path)
-        if kind == "children":
-            children = sorted(node.children) if node is not None else []
-            key, event = tuple(children), ZkEvent("children", path, children=children)
+        if kind == "children" and node is None:
+            key, event = (), ZkEvent("children", path, children=[])
+        elif kind == "children":
+            # By pzxid, as ZkClient's watch: a child deleted and created again is a change.
+            children = sorted(node.children)
+            key, event = (tuple(children), node.pzxid), ZkEvent("children", path, children=children)
         elif node is None:
             key, event = None, ZkEvent("data", path, data=None, version=None)
         else:

@@ -77,6 +77,18 @@ def test_a_controller_that_loses_zookeeper_gives_up_control_and_the_broker_runs_
     digest(result.stdout)
 
 
+@pytest.mark.timeout(180)
+def test_a_broker_that_registers_again_as_its_old_session_ends_is_seen_to_bounce():
+    """Seed 100 (with transactions) restarts broker 3 after a power loss; it registers again
+    1 ms after its old session ends, before the controller's children watch re-reads
+    /brokers/ids. Reported as no change, the controller never saw it leave or join: it stayed
+    leader in ZooKeeper of partitions its emptied log no longer had, and the restart never
+    got its metadata (so no fault ran after it)."""
+    result = simulate("--seed", "100", "--duration", "20", "--transactions")
+    assert result.returncode == 0, result.stdout + result.stderr
+    digest(result.stdout)
+
+
 @pytest.mark.timeout(300)
 def test_the_transactional_workload_finds_no_violation_and_replays():
     """Issue 26's workload (``--transactions``): transactions committed and aborted through
