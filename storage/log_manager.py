@@ -53,7 +53,7 @@ try:
 except ImportError:  # not POSIX
     fcntl = None
 
-from minikafka.storage.checkpoint import (CorruptCheckpoint, OffsetCheckpointFile, fsync_dir, fsync_file, sync_filesystem,
+from minikafka.storage.checkpoint import (CorruptCheckpoint, OffsetCheckpointFile, fsync_all, fsync_dir, sync_filesystem,
                                          write_atomically)
 from minikafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from minikafka.storage.clock import Clock
@@ -542,19 +542,20 @@ class LogManager:
                     written.append(staging)
             used_dirs = sorted({final.parent for _, final in staged})
             # Durable before the renames publish them, so that after a power loss a partition
-            # directory under its final name always holds whole files. Kafka 0.10.2 itself
-            # fsyncs nothing when it creates a log (it makes the directory and its empty
-            # files and leaves them to the page cache); this is one step stronger, as a topic
-            # acknowledged by CreateTopics should survive a power loss, at the price of the
-            # files and directories the creation made, not of the whole filesystem. A kill -9
-            # needs none of it: the page cache outlives the process, and the intent makes
-            # the next start remove a half-made topic.
+            # directory under its final name always holds whole files. Kafka 2.8 fsyncs the
+            # same two files when it writes them (PartitionMetadataFile, CheckpointFile: the
+            # temporary file, then its rename), and 3.0 on also the partition directory after
+            # each rename (Utils.atomicMoveWithFallback's flushDir); the one step beyond
+            # Kafka is the log dir's fsync after the publishing rename, since a topic
+            # acknowledged by CreateTopics should survive a power loss and here the log dir
+            # is its only record (Kafka's is ZooKeeper's or the metadata log's). The
+            # fsyncs before the renames are independent, so they go together (fsync_all).
+            # A kill -9 needs none of it: the page cache outlives the process, and the
+            # intent makes the next start remove a half-made topic.
             if len(staged) <= FSYNC_EACH_MAX_PARTITIONS:
-                for directory in written:  # the linked copies share these files' inodes
-                    for name in files:
-                        fsync_file(directory / name)
-                for staging, _ in staged:
-                    fsync_dir(staging)
+                # The linked copies share the written files' inodes.
+                fsync_all(files=[directory / name for directory in written for name in files],
+                          directories=[staging for staging, _ in staged])
             else:
                 for log_dir in used_dirs:
                     sync_filesystem(log_dir)
@@ -564,8 +565,7 @@ class LogManager:
             for staging, final in staged:
                 os.rename(staging, final)
                 placed.append(final)
-            for log_dir in used_dirs:
-                fsync_dir(log_dir)
+            fsync_all(directories=used_dirs)
             for workshop in made:
                 with contextlib.suppress(OSError):  # empty; a leftover goes at the next start
                     workshop.rmdir()

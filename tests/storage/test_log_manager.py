@@ -389,3 +389,42 @@ def test_added_partitions_share_the_topics_id_and_overrides(tmp_path):
     assert manager.topics() == {"orders": 3}
     with pytest.raises(UnknownTopic):
         manager.add_partitions("nope", 2)
+
+
+def _fsyncs_meeting(monkeypatch, together: int):
+    """os.fsync made to hold its first ``together`` calls until all of them are under way:
+    fsyncs issued one after the other never meet, and the first one fails (after 10 s)."""
+    import threading
+
+    meeting = threading.Barrier(together, timeout=10)
+    calls: list[int] = []
+    fsync = os.fsync
+
+    def held(fd):
+        calls.append(fd)
+        if len(calls) <= together:
+            meeting.wait()
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", held)
+    return calls
+
+
+def test_a_new_topics_files_and_directory_are_fsynced_together_before_its_rename(tmp_path, monkeypatch):
+    manager = _manager([tmp_path / "a"])
+    calls = _fsyncs_meeting(monkeypatch, 3)  # partition.metadata, leader-epoch-checkpoint, the directory
+    manager.create_topic("t", 1, {})
+    assert len(calls) == 4  # then the log dir, after the rename
+    assert _manager([tmp_path / "a"]).topics() == {"t": 1}
+
+
+def test_fsync_all_raises_the_first_error_once_every_fsync_has_ended(tmp_path, monkeypatch):
+    from minikafka.storage.checkpoint import fsync_all
+
+    files = [tmp_path / "a", tmp_path / "b"]
+    for path in files:
+        path.write_bytes(b"x")
+    calls = _fsyncs_meeting(monkeypatch, 3)
+    with pytest.raises(FileNotFoundError):
+        fsync_all(files=[files[0], tmp_path / "missing", files[1]], directories=[tmp_path])
+    assert len(calls) == 3
