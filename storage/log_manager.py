@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import resource
@@ -53,8 +54,8 @@ try:
 except ImportError:  # not POSIX
     fcntl = None
 
-from minikafka.storage.checkpoint import (CorruptCheckpoint, OffsetCheckpointFile, fsync_all, fsync_dir, sync_filesystem,
-                                         write_atomically)
+from minikafka.storage.checkpoint import (CorruptCheckpoint, OffsetCheckpointFile, fsync_all, fsync_dir, run_at_once,
+                                         sync_filesystem, write_atomically)
 from minikafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from minikafka.storage.clock import Clock
 from minikafka.storage.config import LogConfig
@@ -74,6 +75,12 @@ TOPIC_CONFIG_FILE = "topic-config.properties"
 # What a log of magic 0/1 data without a format override keeps writing (see _keeping_old_format).
 OLD_LOG_FORMAT_VERSION = "0.10.2"
 TOPIC_INTENT_PREFIX = ".topic-intent-"
+# Each checkpoint file of a log dir, and what it records of each of its logs.
+CHECKPOINTS: dict[str, Callable[[Log], int]] = {
+    RECOVERY_POINT_CHECKPOINT: lambda log: log.recovery_point,
+    LOG_START_OFFSET_CHECKPOINT: lambda log: log.log_start_offset,
+    REPLICATION_OFFSET_CHECKPOINT: lambda log: log.high_watermark,
+}
 
 logger = logging.getLogger(__name__)
 
@@ -372,15 +379,20 @@ class LogManager:
         return chosen
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
+        """Flush every log; then write the checkpoints (which record the recovery points the
+        flushes moved) and close the logs (each writes its producer snapshot and trims its
+        indexes), all at once; then the clean-shutdown markers. Kafka 2.8 does the same in
+        that order (LogManager.shutdown), with a marker it leaves to the page cache; here
+        the empty marker and its directory are fsynced, together, so that a marker read
+        after a power loss vouches for checkpoints that are there."""
         with self._lock:
-            for log in self._logs.values():
-                log.flush()
-            self.checkpoint()
-            for log in self._logs.values():
-                log.close()
-            for log_dir in self.log_dirs:
-                write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+            logs = list(self._logs.values())
+            run_at_once(log.flush for log in logs)
+            run_at_once([*self._checkpoint_writes(CHECKPOINTS), *(log.close for log in logs)])
+            markers = [log_dir / CLEAN_SHUTDOWN_FILE for log_dir in self.log_dirs]
+            for marker in markers:
+                marker.touch()
+            fsync_all(files=markers, directories=self.log_dirs)
             self._logs.clear()
 
     # -- topics ------------------------------------------------------------------------------
@@ -740,25 +752,29 @@ class LogManager:
         """Write recovery points, log start offsets and high watermarks of every log dir."""
         with self._lock:
             deleted = set(self._unwritten_deletions)
-        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
-        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
-        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
-        with self._lock:
+            run_at_once(self._checkpoint_writes(CHECKPOINTS))
             self._unwritten_deletions -= deleted
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint`` alone (after DeleteRecords moved a log start
         into a segment, which only the checkpoint remembers across a restart)."""
-        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+        with self._lock:
+            run_at_once(self._checkpoint_writes([LOG_START_OFFSET_CHECKPOINT]))
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` alone (a cluster does it more often than the
         other checkpoints: a restarted follower truncates to it when no epoch helps)."""
-        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
-
-    def _write_checkpoint(self, name: str, value: Callable[[Log], int]) -> None:
         with self._lock:
+            run_at_once(self._checkpoint_writes([REPLICATION_OFFSET_CHECKPOINT]))
+
+    def _checkpoint_writes(self, names) -> list[Callable[[], None]]:
+        """A call writing each of the checkpoints ``names`` in each log dir, with the offsets
+        of now; the caller holds the lock until they are written (a checkpoint's temporary
+        file has a fixed name). They are independent files, written at once (run_at_once)."""
+        writes = []
+        for name in names:
             for log_dir in self.log_dirs:
-                offsets = {(log.topic, log.partition): value(log)
+                offsets = {(log.topic, log.partition): CHECKPOINTS[name](log)
                            for log in self._logs.values() if log.dir.parent == log_dir}
-                OffsetCheckpointFile(log_dir / name).write(offsets)
+                writes.append(functools.partial(OffsetCheckpointFile(log_dir / name).write, offsets))
+        return writes
