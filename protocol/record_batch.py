@@ -224,9 +224,21 @@ def batch_records(buf, batch: RecordBatch) -> list[BatchRecord]:
     CORRUPT_MESSAGE when the records do not parse, overrun their section, leave bytes over,
     or do not number ``recordCount``.
     """
+    section = _records_section(buf, batch)
+    if _batch_records is not None:
+        records = _batch_records(section, batch.record_count, batch.base_offset, batch.base_timestamp,
+                                 batch.timestamp_type, batch.max_timestamp, BatchRecord)
+        if records is not None:
+            return records
+    return _py_batch_records(section, batch)  # which raises where the C loop gave None
+
+
+def _py_batch_records(section: memoryview, batch: RecordBatch) -> list[BatchRecord]:
+    """``batch_records``' loop over the records section; ``_records.batch_records`` is the
+    same in C (None where this raises): keep them in step (tests/protocol/test_native.py)."""
     log_append_time = batch.timestamp_type == 1
     records = []
-    for offset_delta, timestamp_delta, key, value, headers in _parse_records(_records_section(buf, batch), batch):
+    for offset_delta, timestamp_delta, key, value, headers in _parse_records(section, batch):
         timestamp = batch.max_timestamp if log_append_time else _timestamp(batch, timestamp_delta)
         records.append(BatchRecord(
             batch.base_offset + offset_delta,
@@ -427,13 +439,16 @@ def _py_magic_1_messages(
 _magic_1_messages = _py_magic_1_messages
 # The C check of a batch's records (None: ``_records_max_timestamp`` alone, in Python).
 _check_records = None
+# The C reader of a batch's records (None: ``_py_batch_records`` alone).
+_batch_records = None
 
 
 def _use_native(native) -> None:
     """Take the loops of the C accelerator module ``native``, or the Python ones for None."""
-    global _magic_1_messages, _check_records
+    global _magic_1_messages, _check_records, _batch_records
     _magic_1_messages = _py_magic_1_messages if native is None else native.magic_1_messages
     _check_records = None if native is None else native.check_records
+    _batch_records = None if native is None else native.batch_records
 
 
 def _refusal(data: memoryview, batch: RecordBatch) -> RecordError:
