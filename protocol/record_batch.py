@@ -82,6 +82,7 @@ __all__ = [
     "producer_batches",
     "leader_epoch_starts",
     "build_record_batch",
+    "empty_batch",
     "uses_zstd",
 ]
 
@@ -167,14 +168,16 @@ class BatchRecord(NamedTuple):
     headers: tuple[tuple[str, bytes | None], ...]
 
 
-def iter_batches(buf, max_message_bytes: int | None = None) -> Iterator[RecordBatch]:
+def iter_batches(buf, max_message_bytes: int | None = None, *, allow_empty: bool = False) -> Iterator[RecordBatch]:
     """The batches of a produced set, each checked before it is yielded.
 
     The set must be whole (a truncated tail is CORRUPT_MESSAGE: this reader serves the
     produce path, not fetch responses). Checked per batch: magic 2 (anything else means a
     set mixing formats), size within ``max_message_bytes`` when given (log overhead
     included, MESSAGE_TOO_LARGE, before the CRC is computed, as in Kafka's Log.append),
-    sane batchLength, CRC-32C, a known codec (zstd included), and recordCount >= 1.
+    sane batchLength, CRC-32C, a known codec (zstd included), and recordCount >= 1, or >= 0
+    with ``allow_empty``: a client may not send an empty batch (Kafka 2.8's LogValidator),
+    while a log holds those the cleaner keeps for their producer state (``empty_batch``).
     Records are not parsed here: see ``batch_records``.
     """
     view = memoryview(buf)
@@ -206,7 +209,7 @@ def iter_batches(buf, max_message_bytes: int | None = None) -> Iterator[RecordBa
             raise _corrupt(f"record batch at byte {position} fails its CRC-32C check")
         if attributes & _CODEC_MASK > _ZSTD:
             raise _corrupt(f"record batch at byte {position} has unknown codec {attributes & _CODEC_MASK}")
-        if record_count < 1:
+        if record_count < (0 if allow_empty else 1):
             raise _corrupt(f"record batch at byte {position} has record count {record_count}")
         yield RecordBatch(
             base_offset, position, end - position, leader_epoch, attributes, last_offset_delta,
@@ -221,9 +224,21 @@ def batch_records(buf, batch: RecordBatch) -> list[BatchRecord]:
     CORRUPT_MESSAGE when the records do not parse, overrun their section, leave bytes over,
     or do not number ``recordCount``.
     """
+    section = _records_section(buf, batch)
+    if _batch_records is not None:
+        records = _batch_records(section, batch.record_count, batch.base_offset, batch.base_timestamp,
+                                 batch.timestamp_type, batch.max_timestamp, BatchRecord)
+        if records is not None:
+            return records
+    return _py_batch_records(section, batch)  # which raises where the C loop gave None
+
+
+def _py_batch_records(section: memoryview, batch: RecordBatch) -> list[BatchRecord]:
+    """``batch_records``' loop over the records section; ``_records.batch_records`` is the
+    same in C (None where this raises): keep them in step (tests/protocol/test_native.py)."""
     log_append_time = batch.timestamp_type == 1
     records = []
-    for offset_delta, timestamp_delta, key, value, headers in _parse_records(_records_section(buf, batch), batch):
+    for offset_delta, timestamp_delta, key, value, headers in _parse_records(section, batch):
         timestamp = batch.max_timestamp if log_append_time else _timestamp(batch, timestamp_delta)
         records.append(BatchRecord(
             batch.base_offset + offset_delta,
@@ -424,13 +439,16 @@ def _py_magic_1_messages(
 _magic_1_messages = _py_magic_1_messages
 # The C check of a batch's records (None: ``_records_max_timestamp`` alone, in Python).
 _check_records = None
+# The C reader of a batch's records (None: ``_py_batch_records`` alone).
+_batch_records = None
 
 
 def _use_native(native) -> None:
     """Take the loops of the C accelerator module ``native``, or the Python ones for None."""
-    global _magic_1_messages, _check_records
+    global _magic_1_messages, _check_records, _batch_records
     _magic_1_messages = _py_magic_1_messages if native is None else native.magic_1_messages
     _check_records = None if native is None else native.check_records
+    _batch_records = None if native is None else native.batch_records
 
 
 def _refusal(data: memoryview, batch: RecordBatch) -> RecordError:
@@ -816,5 +834,21 @@ def build_record_batch(
         producer_id, producer_epoch, base_sequence, count,
     ))
     out += section
+    _UINT32.pack_into(out, _CRC_POSITION, crc32c(memoryview(out)[_CRC_START:]))
+    return out
+
+
+def empty_batch(batch: RecordBatch) -> bytearray:
+    """``batch`` with no records, as Kafka 2.8's log cleaner keeps a producer's last batch once
+    compaction removed every record of it (``DefaultRecordBatch.writeEmptyHeader``): its base
+    offset, last offset delta, producer fields, leader epoch, timestamp type, transactional
+    and control bits and maxTimestamp stay, so producer state rebuilt from the log still
+    knows the producer's last sequence; no codec, baseTimestamp -1, recordCount 0."""
+    attributes = batch.attributes & (_TIMESTAMP_TYPE_BIT | _TRANSACTIONAL_BIT | _CONTROL_BIT)
+    out = bytearray(_HEADER.pack(
+        batch.base_offset, BATCH_OVERHEAD - _LOG_OVERHEAD, batch.partition_leader_epoch, RECORD_BATCH_MAGIC, 0,
+        attributes, batch.last_offset_delta, -1, batch.max_timestamp, batch.producer_id, batch.producer_epoch,
+        batch.base_sequence, 0,
+    ))
     _UINT32.pack_into(out, _CRC_POSITION, crc32c(memoryview(out)[_CRC_START:]))
     return out

@@ -22,7 +22,10 @@ Kafka 0.10.2's design (``LogCleaner``, ``LogCleanerManager``, ``OffsetMap``) on 
   (Kafka uses that segment's file modification time; this log never judges by file times).
   A record without a key is dropped (Kafka counts it invalid), which produce refuses anyway.
 * **Per entry**, the format decides (``protocol.records.retained_entry`` for magic 0/1 and
-  their compressed wrappers). The cleaned segment's indexes are built as it is written;
+  their compressed wrappers, and magic 2 batches). A batch all of whose records go stays,
+  emptied, if it holds the last data offset of a producer the log's state still holds
+  (Kafka 2.8's ``BatchRetention.RETAIN_EMPTY``): producer state rebuilt from the log (a
+  recovery without snapshots, a new replica) then still knows that producer's last sequence. The cleaned segment's indexes are built as it is written;
   entries without a timestamp keep the time their source's time index gave them.
 
 The cleaner reads closed segments without the log's lock and takes it only to swap; a log
@@ -32,9 +35,11 @@ truncated, closed or changed by retention meanwhile refuses the swap and the pas
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -52,9 +57,17 @@ from minikafka.storage.types import SegmentInfo, UnknownTopic
 logger = logging.getLogger(__name__)
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-# Some 0.3 ms of a pass's work on 1 kB records (bench/bench_cleaner.py); counted in bytes,
-# as an entry may be one message or a batch of a thousand.
-_BYTES_BETWEEN_YIELDS = 32 * 1024
+# CPython hands the GIL to a thread waiting for it only after the switch interval
+# (sys.getswitchinterval(), 5 ms by default) if its holder does not release it first. The
+# broker's event loop takes the GIL back several times for each request, and while a pass
+# computes in its worker thread it would wait up to that long each time (produce p99 16 ms
+# against 2 ms, bench/bench_cleaner.py). During a pass the interval is this instead: the
+# cleaner's Python is preempted within half a millisecond, at the cost of more switches.
+_SWITCH_INTERVAL_WHILE_CLEANING = 0.0005
+# And a pass hands the GIL back itself every this many records it looks at, some 0.1 ms of
+# its Python whatever the format (an entry may be one message or a batch of a thousand): a
+# waiting event loop then takes it at once, not at the end of the interval.
+_RECORDS_BETWEEN_YIELDS = 32
 
 
 class CleanerConfig(NamedTuple):
@@ -148,6 +161,7 @@ class Cleaner:
         self._throttle = Throttler(config.max_io_bytes_per_second)
         self._aborted = aborted or threading.Event()
         self._bytes_read = 0
+        self._records_since_yield = 0
 
     def clean(self, log: Log, first_dirty: int, first_uncleanable: int) -> CleanerStats:
         """Map ``[first_dirty, first_uncleanable)`` and rewrite every segment below the map's
@@ -162,10 +176,11 @@ class Cleaner:
         end = offset_map.latest_offset + 1
         clean_before = [segment for segment in segments if segment.base_offset < first_dirty]
         horizon = clean_before[-1].max_timestamp - log.config.delete_retention_ms if clean_before else 0
+        producers = log.last_data_offsets_of_producers()
         written = read = kept = 0
         for group in group_segments([s for s in segments if s.base_offset < end],
                                     log.config.segment_bytes, log.config.segment_index_bytes):
-            cleaned, group_read, group_kept = self._clean_group(log, group, offset_map, horizon)
+            cleaned, group_read, group_kept = self._clean_group(log, group, offset_map, horizon, producers)
             if not log.replace_segments(cleaned, group, truncations):
                 raise Aborted(f"{log.topic}-{log.partition} changed while it was cleaned")
             written += cleaned.size
@@ -185,6 +200,7 @@ class Cleaner:
                 if entry.offset < start:
                     continue
                 for record in iter_records(data):
+                    self._record_seen()
                     if record.offset < start:
                         continue
                     if record.offset >= end:
@@ -195,20 +211,20 @@ class Cleaner:
 
     # -- rewriting a group -------------------------------------------------------------------
 
-    def _clean_group(self, log: Log, group: list[LogSegment], offset_map: OffsetMap,
-                     horizon: int) -> tuple[LogSegment, int, int]:
+    def _clean_group(self, log: Log, group: list[LogSegment], offset_map: OffsetMap, horizon: int,
+                     producers: dict[int, int]) -> tuple[LogSegment, int, int]:
         cleaned = LogSegment(log.dir, group[0].base_offset, log.config, create=True, suffix=CLEANED_SUFFIX)
         read = kept = 0
         try:
             cleaned.open_for_append()
             for source in group:
-                keep = _retention_rule(offset_map, retain_tombstones=source.max_timestamp > horizon)
+                keep = _retention_rule(offset_map, self._record_seen, retain_tombstones=source.max_timestamp > horizon)
                 untimed_times = source.time_index.all_entries() or [(source.max_timestamp, source.base_offset)]
                 out = bytearray()
                 last_offset = -1
                 for _, data in self._read_entries(source, 0):
                     read += 1
-                    retained = retained_entry(data, keep)
+                    retained = retained_entry(data, keep, producers)
                     if retained is None:
                         continue
                     kept += 1
@@ -235,6 +251,12 @@ class Cleaner:
         self._throttle(len(out))
         cleaned.append_entries(memoryview(out), last_offset, -1, untimed_times)
 
+    def _record_seen(self) -> None:
+        self._records_since_yield += 1
+        if self._records_since_yield >= _RECORDS_BETWEEN_YIELDS:
+            self._records_since_yield = 0
+            time.sleep(0)  # see _RECORDS_BETWEEN_YIELDS
+
     def _read_entries(self, segment: LogSegment, position: int) -> Iterator[tuple[Entry, memoryview]]:
         """The shallow entries of a closed segment from ``position``, read in chunks of
         ``log.cleaner.io.buffer.size`` (or one whole entry larger than that)."""
@@ -249,14 +271,7 @@ class Cleaner:
             self._bytes_read += len(chunk)
             view = memoryview(chunk)
             consumed = position
-            since_yield = _BYTES_BETWEEN_YIELDS
             for entry in iter_entries(chunk, base=position):
-                since_yield += entry.size
-                if since_yield >= _BYTES_BETWEEN_YIELDS:
-                    # Hand the GIL to the broker's event loop, which else waits for the
-                    # interpreter's 5 ms switch interval each time it wants it back.
-                    time.sleep(0)
-                    since_yield = 0
                 consumed = entry.position + entry.size
                 yield entry, view[entry.position - position:consumed - position]
             if consumed == position:
@@ -271,11 +286,13 @@ class Cleaner:
             position = consumed
 
 
-def _retention_rule(offset_map: OffsetMap, *, retain_tombstones: bool) -> Callable[[Record], bool]:
+def _retention_rule(offset_map: OffsetMap, record_seen: Callable[[], None], *,
+                    retain_tombstones: bool) -> Callable[[Record], bool]:
     latest = offset_map.latest_offset
     get = offset_map.get
 
     def keep(record: Record) -> bool:
+        record_seen()
         if record.offset > latest:
             return True
         if record.key is None:
@@ -344,6 +361,16 @@ def cleanable_range(log: Log, checkpoint: int, now: int,
     clean = sum(s.size for s in segments if s.next_offset <= first_dirty)
     dirty = sum(s.size for s in segments if s.next_offset > first_dirty and s.base_offset < first_uncleanable)
     return CleanableRange(log, first_dirty, first_uncleanable, clean, dirty)
+
+
+@contextlib.contextmanager
+def _short_switch_interval() -> Iterator[None]:
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(min(previous, _SWITCH_INTERVAL_WHILE_CLEANING))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
 
 
 class LogCleaner:
@@ -429,7 +456,8 @@ class LogCleaner:
     def _clean(self, target: CleanableRange) -> CleanerStats | None:
         log = target.log
         try:
-            stats = self._cleaner.clean(log, target.first_dirty, target.first_uncleanable)
+            with _short_switch_interval():
+                stats = self._cleaner.clean(log, target.first_dirty, target.first_uncleanable)
         except (Aborted, UnknownTopic) as exc:  # the broker stops, or the log changed or went
             logger.info("cleaning %s-%d stopped: %s", log.topic, log.partition, exc)
             return None

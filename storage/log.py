@@ -632,6 +632,14 @@ class Log:
         with self._open():
             return self._segments.closed(), self._truncations
 
+    def last_data_offsets_of_producers(self) -> dict[int, int]:
+        """Producer id -> offset of its last data record, for every producer the log's state
+        holds (Kafka's ``lastRecordsOfActiveProducers``): the cleaner keeps the batch holding
+        it even when it empties it, so producer state rebuilt from the log still has it."""
+        with self._open():
+            return {producer_id: entry.last_data_offset for producer_id, entry in self.producer_state.producers.items()
+                    if entry.last_data_offset >= 0}
+
     def take_truncation(self) -> int | None:
         """The lowest offset the log was truncated to since the last call, if it was: the
         cleaner's checkpoint must not stay above it (what is appended there again is dirty;
