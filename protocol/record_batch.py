@@ -654,7 +654,10 @@ def assign_batches(
         if batch.producer_id != NO_PRODUCER_ID and batch.base_sequence < 0:
             raise _corrupt(f"{where} has producer id {batch.producer_id} but no base sequence")
         if batch.timestamp_type == 1:
-            raise RecordError(ErrorCode.INVALID_TIMESTAMP, f"{where} has the LogAppendTime type set; only brokers set it")
+            # Kafka's validateTimestamp refuses each of its records for it
+            raise RecordError(ErrorCode.INVALID_TIMESTAMP, f"{where} has the LogAppendTime type set; only brokers set it",
+                              tuple((index, "Producer should not set timestamp type to LogAppendTime.")
+                                    for index in range(batch.record_count)))
         section = _records_section(out, batch)
         batch_max = None if _check_records is None else _check_records(
             section, batch.record_count, batch.base_timestamp, not log_append_time, earliest, latest)
@@ -692,18 +695,20 @@ def _records_max_timestamp(section: memoryview, batch: RecordBatch, check_timest
     None where this raises (so this runs then, to say why)."""
     where = f"record batch at byte {batch.position}"
     batch_max = -1
+    out_of_range = []
     for index, (offset_delta, timestamp_delta, _, _, _) in enumerate(_parse_records(section, batch)):
         if offset_delta != index:
             raise _corrupt(f"{where} has record {index} at offset delta {offset_delta}")
         timestamp = _timestamp(batch, timestamp_delta)
         if check_timestamps and timestamp != -1 and not earliest <= timestamp <= latest:
-            raise RecordError(
-                ErrorCode.INVALID_TIMESTAMP,
-                f"timestamp {timestamp} is out of the accepted range around {now_ms} "
-                "(message.timestamp.difference.max.ms)",
-            )
+            out_of_range.append((index, f"Timestamp {timestamp} of message with offset {index} is out of range. "
+                                        f"The timestamp should be within [{earliest}, {latest}]"))
         if timestamp > batch_max:
             batch_max = timestamp
+    if out_of_range:  # every record out of range is named, as Kafka 2.8's processRecordErrors does
+        raise RecordError(ErrorCode.INVALID_TIMESTAMP,
+                          "One or more records have been rejected due to invalid timestamp "
+                          f"(message.timestamp.difference.max.ms around {now_ms})", tuple(out_of_range))
     return batch_max
 
 

@@ -373,10 +373,12 @@ class Log:
     def _check_keys(self, validated: ValidatedSet) -> None:
         # Kafka 0.10.2's LogValidator answers CORRUPT_MESSAGE (2.8 INVALID_RECORD, which
         # Produce before v8 cannot carry): the cleaner could only drop such a record.
-        for record in iter_records(validated.buffer):
-            if record.key is None:
-                raise RecordError(ErrorCode.CORRUPT_MESSAGE, "Compacted topic cannot accept message without key "
-                                  f"in topic partition {self.topic}-{self.partition}.")
+        keyless = tuple(
+            (index, f"Compacted topic cannot accept message without key in topic partition "
+                    f"{self.topic}-{self.partition}.")
+            for index, record in enumerate(iter_records(validated.buffer)) if record.key is None)
+        if keyless:
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "One or more records have been rejected", keyless)
 
     def reconfigure(self, config: LogConfig) -> None:
         """Run with ``config`` from now on (a topic's configs altered while it is served):

@@ -1,10 +1,12 @@
-"""Produce v3-v7 and Fetch v4-v6 on topics of magic 2 (the default): batches stored and
-served as produced, zstd from Produce v7 only, the log start offset in v5 answers."""
+"""Produce v3-v8 and Fetch v4-v6 on topics of magic 2 (the default): batches stored and
+served as produced, zstd from Produce v7 only, the log start offset in v5 answers, the
+refused records in v8 answers."""
 
 from __future__ import annotations
 
 import time
 
+from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.compression import Codec
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.record_batch import build_record_batch
@@ -50,3 +52,40 @@ async def test_v5_answers_carry_the_log_start_offset(client):
     assert (answer.error_code, answer.log_start_offset) == (0, 0)
     fetched = await client.fetch("start", 0, 0, version=5)
     assert (fetched.error_code, fetched.high_watermark, fetched.log_start_offset) == (0, 1, 0)
+
+
+def _timed_batch(*timestamps: int) -> bytes:
+    return bytes(build_record_batch([(b"k", b"v", timestamp, ()) for timestamp in timestamps]))
+
+
+async def test_v8_names_the_records_out_of_timestamp_range(start_broker, connect):
+    await start_broker({"log.message.timestamp.difference.max.ms": "3600000"})
+    client = await connect()
+    now = int(time.time() * 1000)
+    produced = _timed_batch(now, now - 7200_000, now, now + 7200_000)
+    old = await client.produce("timed", 0, produced, version=7)
+    assert (old.error_code, old.base_offset) == (ErrorCode.INVALID_TIMESTAMP, -1)
+    answer = await client.produce("timed", 0, produced, version=8)
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.INVALID_TIMESTAMP, -1)
+    assert answer.error_message.startswith("One or more records have been rejected due to invalid timestamp")
+    assert [e.batch_index for e in answer.record_errors] == [1, 3]
+    assert answer.record_errors[0].batch_index_error_message.startswith(
+        f"Timestamp {now - 7200_000} of message with offset 1 is out of range.")
+    assert (await client.fetch("timed", 0, 0, version=4)).high_watermark == 0
+
+
+async def test_v8_names_the_keyless_records_a_compacted_topic_refuses(client):
+    created = await client.request(ApiKey.CREATE_TOPICS, 0, {
+        "topics": [{"name": "compacted", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                    "configs": [{"name": "cleanup.policy", "value": "compact"}]}],
+        "timeout_ms": 1000})
+    assert [t.error_code for t in created.topics] == [0]
+    now = int(time.time() * 1000)
+    keyless = bytes(build_record_batch([(b"k", b"a", now, ()), (None, b"b", now, ()), (None, b"c", now, ())]))
+    old = await client.produce("compacted", 0, keyless, version=7)
+    assert (old.error_code, old.base_offset) == (ErrorCode.CORRUPT_MESSAGE, -1)
+    answer = await client.produce("compacted", 0, keyless, version=8)
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.INVALID_RECORD, -1)
+    assert answer.error_message == "One or more records have been rejected"
+    assert [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors] == [
+        (i, "Compacted topic cannot accept message without key in topic partition compacted-0.") for i in (1, 2)]

@@ -79,9 +79,8 @@ def test_confluent_kafka_headers_and_codecs_round_trip(broker, topic, stored_cod
     assert confluent_read(broker.bootstrap, topic, 20) == expected
     assert aiokafka_read(broker.bootstrap, topic, 20) == expected
     assert kafka_python_read(broker.bootstrap, topic, 20) == expected
-    # librdkafka compresses with zstd only against Fetch v10 (its ZSTD feature), which is not
-    # served yet (kafka-python would infer 2.1 from it): it sends those batches uncompressed.
-    assert stored_codecs(topic) == {"none" if codec == "zstd" else codec}
+    # librdkafka compresses with zstd only against Fetch v10 (its ZSTD feature), advertised now
+    assert stored_codecs(topic) == {codec}
 
 
 @pytest.mark.parametrize("codec", [None, "gzip", "lz4", "zstd"])
@@ -98,16 +97,20 @@ def test_aiokafka_headers_and_codecs_round_trip(broker, topic, codec):
     assert confluent_read(broker.bootstrap, topic, 5) == [(i, b"a%d" % i, HEADERS) for i in range(5)]
 
 
-def test_kafka_python_headers_round_trip_when_told_the_broker_takes_them(broker, topic):
-    # kafka-python sees 0.10.2 (no Metadata v4) and writes magic 1; told 2.0, it writes record
-    # batches with headers. Idempotence stays off: InitProducerId is not served yet.
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(2, 0), enable_idempotence=False,
-                             compression_type="gzip")
+@pytest.mark.parametrize("codec", CODECS)
+def test_kafka_python_headers_and_codecs_round_trip(broker, topic, stored_codecs, codec):
+    # Its default configuration: it infers the broker's version from ApiVersions and, taking it
+    # for one that has InitProducerId, produces idempotent record batches.
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=None if codec == "none" else codec)
     try:
-        producer.send(topic, b"kp", headers=HEADERS).get(30)
+        for i in range(3):
+            producer.send(topic, b"kp%d-" % i * 20, headers=HEADERS).get(30)  # worth compressing
     finally:
         producer.close(10)
-    assert kafka_python_read(broker.bootstrap, topic, 1) == [(0, b"kp", HEADERS)]
+    expected = [(i, b"kp%d-" % i * 20, HEADERS) for i in range(3)]
+    assert kafka_python_read(broker.bootstrap, topic, 3) == expected
+    assert confluent_read(broker.bootstrap, topic, 3) == expected
+    assert stored_codecs(topic) == {codec}
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
