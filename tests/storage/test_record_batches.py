@@ -87,6 +87,25 @@ def test_offset_for_timestamp_finds_a_record_inside_an_uncompressed_batch(tmp_pa
     assert log.offset_for_timestamp(START_MS + 2) == (2, START_MS + 2)
 
 
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.LZ4], ids=lambda c: c.name.lower())
+def test_a_clean_reopen_keeps_the_indexes_of_batches(tmp_path, clock, caplog, codec):
+    # Index entries point at a batch by its last offset (as at a wrapper's), not its base
+    directory = tmp_path / "t-0"
+    settings = {"segment_bytes": 2000, "index_interval_bytes": 100}
+    log = open_log(directory, clock, **settings)
+    for i in range(40):
+        log.append_as_leader(batch(4, START_MS + i, codec=codec, tag=f"{i}-"))
+    assert len(log.segments()) > 2
+    log.close()
+    indexes = {path.name: path.read_bytes() for path in directory.glob("*index")}
+    reopened = open_log(directory, clock, **settings)
+    assert "rebuilding indexes" not in caplog.text
+    assert reopened.log_end_offset == 160
+    assert [r.offset for r in all_records(reopened, 57)][:3] == [57, 58, 59]
+    reopened.close()
+    assert {path.name: path.read_bytes() for path in directory.glob("*index")} == indexes
+
+
 def test_a_format_change_leaves_mixed_segments_that_recovery_and_readers_take(tmp_path, clock):
     directory = tmp_path / "t-0"
     old = open_log(directory, clock, segment_bytes=600, index_interval_bytes=1, **MAGIC_1)
