@@ -630,8 +630,8 @@ def assign_batches(
     0/1. A set of several batches is taken batch by batch (Kafka 2.8 refuses it: no client
     sends one, and each batch is appended in place either way). A compressed batch whose
     offset deltas are not 0..n-1 is refused, not recompressed (no client writes one; the magic
-    1 path refuses such wrappers too). The topic's ``compression.type`` is not applied: batches
-    are stored as produced.
+    1 path refuses such wrappers too). The topic's ``compression.type``, where it is not
+    ``producer``, is applied afterwards (``recompressed``).
 
     Written in place, outside the CRC: baseOffset and partitionLeaderEpoch (``leader_epoch``).
     Inside it, so the CRC-32C is computed again when they change: under LogAppendTime the
@@ -686,6 +686,34 @@ def assign_batches(
                                            last_offset, batch_max, batch.is_transactional, False))
         offset = last_offset + 1
     return AssignedBatches(out, offset, max_timestamp, offset_of_max, first_timestamp, first_untimed, tuple(producers))
+
+
+def recompressed(buf, codec: int, max_message_bytes: int) -> bytearray:
+    """``assign_batches``' batches with those of another codec rebuilt in ``codec``: a topic's
+    ``compression.type`` applied, as Kafka 2.8's LogValidator does when the target codec is
+    not the producer's (``buildRecordsAndAssignOffsets``: same offsets, timestamps, headers,
+    producer fields and epoch). A rebuilt batch over ``max_message_bytes`` is
+    MESSAGE_TOO_LARGE (Kafka's RecordTooLargeException after recompression)."""
+    out = bytearray()
+    for batch in iter_batches(buf):
+        if batch.codec == codec:
+            out += memoryview(buf)[batch.position : batch.position + batch.size]
+            continue
+        records = batch_records(buf, batch)
+        rebuilt = build_record_batch(
+            [(r.key, r.value, r.timestamp, r.headers) for r in records], codec=Codec(codec),
+            base_offset=batch.base_offset, timestamp_type=batch.timestamp_type,
+            partition_leader_epoch=batch.partition_leader_epoch, producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+            transactional=batch.is_transactional,
+            offset_deltas=[r.offset - batch.base_offset for r in records], last_offset_delta=batch.last_offset_delta,
+        )
+        if len(rebuilt) > max_message_bytes:
+            raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
+                              f"record batch at offset {batch.base_offset} recompressed to {len(rebuilt)} bytes "
+                              f"exceeds max.message.bytes {max_message_bytes}")
+        out += rebuilt
+    return out
 
 
 def _records_max_timestamp(section: memoryview, batch: RecordBatch, check_timestamps: bool, earliest: int,

@@ -134,6 +134,9 @@ class ValidationConfig(NamedTuple):
     timestamp_type: int = CREATE_TIME
     max_timestamp_difference_ms: int = 2**63 - 1
     magic: int = RECORD_BATCH_MAGIC
+    # ``compression.type``: the codec a log of magic 2 stores records in, None for the
+    # producer's (Kafka's "producer"). A magic 0/1 log keeps the producer's codec whatever it says.
+    codec: Codec | None = None
 
 
 class ValidatedSet(NamedTuple):
@@ -536,8 +539,11 @@ def _validate_for_record_batch_log(buf, next_offset: int, now_ms: int, config: V
         buf, next_offset, now_ms, max_message_bytes=config.max_message_bytes, log_append_time=log_append_time,
         earliest=earliest, latest=latest, leader_epoch=leader_epoch,
     )
+    buffer = assigned.buffer
+    if config.codec is not None and any(entry.codec != config.codec for entry in iter_entries(buffer)):
+        buffer = record_batch.recompressed(buffer, config.codec, config.max_message_bytes)
     return ValidatedSet(
-        buffer=assigned.buffer,
+        buffer=buffer,
         first_offset=next_offset,
         last_offset=assigned.next_offset - 1,
         max_timestamp=assigned.max_timestamp,
@@ -555,12 +561,14 @@ def _up_converted(buf, next_offset: int, now_ms: int, config: ValidationConfig, 
     old producer's set for a newer log (``convertAndAssignOffsetsNonCompressed``; compressed,
     ``buildRecordsAndAssignOffsets`` with the producer's codec). The set is checked as a magic
     1 log checks it (CRCs, sizes, timestamps), then its records are rebuilt: magic 0 messages
-    get no timestamp (-1), and under LogAppendTime every record the append time. Kafka
-    recompresses with the topic's ``compression.type`` when one is set; here it is always the
-    producer's codec (the first wrapper's), as the topic config is not enforced."""
+    get no timestamp (-1), and under LogAppendTime every record the append time. The
+    codec is the topic's ``compression.type``, or where that is ``producer`` the producer's
+    (the first wrapper's; Kafka takes the last's, and no client mixes codecs in a set)."""
     legacy = validate_and_assign(buf, next_offset, now_ms, config._replace(magic=1))
     log_append_time = config.timestamp_type == LOG_APPEND_TIME
-    codec = next((entry.codec for entry in iter_entries(legacy.buffer) if entry.codec), Codec.NONE)
+    codec = config.codec
+    if codec is None:
+        codec = next((entry.codec for entry in iter_entries(legacy.buffer) if entry.codec), Codec.NONE)
     records = [(record.key, record.value, now_ms if log_append_time else record.timestamp, ())
                for record in iter_records(legacy.buffer)]
     batch = record_batch.build_record_batch(
