@@ -144,9 +144,7 @@ def test_new_clients_read_a_magic_1_topic_and_one_whose_format_changed(minikafka
     mixed = magic_1 + [(3, b"v2-0", HEADERS), (4, b"v2-1", HEADERS)]
     for read in (confluent_read, aiokafka_read, kafka_python_read):
         assert read(broker.bootstrap, old, 3) == magic_1, read.__name__
-    for read in (confluent_read, kafka_python_read):
+    # aiokafka 0.14 parses a fetched buffer in the magic of its first entry: the change
+    # started a segment, so no answer spans it (as served by Kafka, one would)
+    for read in (confluent_read, aiokafka_read, kafka_python_read):
         assert read(broker.bootstrap, changed, 5) == mixed, read.__name__
-    # aiokafka 0.14 parses a fetched buffer in the magic of its first entry, so one answer that
-    # spans the change fails in it, as it would from Kafka (which serves Fetch v4+ as stored);
-    # on each side of the change it reads.
-    assert aiokafka_read(broker.bootstrap, changed, 2, offset=3) == mixed[3:]

@@ -132,6 +132,25 @@ def test_a_format_change_leaves_mixed_segments_that_recovery_and_readers_take(tm
     recovered.close()
 
 
+def test_a_format_change_starts_a_segment_so_no_read_spans_it(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    old = open_log(directory, clock, **MAGIC_1)
+    old.append_as_leader(message_set(2, START_MS))
+    old.append_as_leader(message_set(2, START_MS, magic=0))  # magic 0 and 1 share a segment, as before
+    old.close()
+    for settings in ({}, MAGIC_1, MAGIC_1, {}):  # up, back down, a restart in the same format, up again
+        log = open_log(directory, clock, **settings)
+        log.append_as_leader(batch(2, START_MS) if not settings else message_set(2, START_MS))
+        log.close()
+    log = open_log(directory, clock)
+    assert [sorted({e.magic for e in iter_entries(s.log_path.read_bytes())}) for s in log.segments()] == [
+        [0, 1], [2], [1], [2]]
+    assert [s.base_offset for s in log.segments()][1:] == [4, 6, 10]
+    assert [{e.magic for e in iter_entries(log.read(offset, 1 << 20).read_bytes())} for offset in (0, 4, 6, 10)] == [
+        {0, 1}, {2}, {1}, {2}]
+    log.close()
+
+
 def test_logs_written_before_magic_2_keep_their_format_without_an_override(tmp_path, clock):
     old = LogManager([tmp_path], LogConfig(**MAGIC_1), clock)
     old.startup()
