@@ -821,25 +821,48 @@ def build_record_batch(
         if base_timestamp is None:
             base_timestamp = timestamp
         max_timestamp = max(max_timestamp, timestamp)
-        body = bytearray(b"\x00")
-        _zigzag_varint(body, timestamp - base_timestamp)
-        _zigzag_varint(body, count - 1 if offset_deltas is None else offset_deltas[count - 1])
-        for field in (key, value):
-            _zigzag_varint(body, -1 if field is None else len(field))
-            if field is not None:
-                body += field
-        _zigzag_varint(body, len(headers))
-        for header_key, header_value in headers:
-            encoded = header_key.encode()
-            _zigzag_varint(body, len(encoded))
-            body += encoded
-            _zigzag_varint(body, -1 if header_value is None else len(header_value))
-            if header_value is not None:
-                body += header_value
-        _zigzag_varint(section, len(body))
-        section += body
+        append_record(section, timestamp - base_timestamp, count - 1 if offset_deltas is None else offset_deltas[count - 1],
+                      key, value, headers)
     if not count:
         raise ValueError("a record batch holds at least one record")
+    return batch_of_section(
+        section, count, base_timestamp, max_timestamp, codec=codec, base_offset=base_offset,
+        timestamp_type=timestamp_type, partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence, transactional=transactional,
+        last_offset_delta=last_offset_delta)
+
+
+def append_record(section: bytearray, timestamp_delta: int, offset_delta: int, key: bytes | None,
+                  value: bytes | None, headers) -> None:
+    """One record, its length first, at the end of an uncompressed records ``section``."""
+    body = bytearray(b"\x00")
+    _zigzag_varint(body, timestamp_delta)
+    _zigzag_varint(body, offset_delta)
+    for field in (key, value):
+        _zigzag_varint(body, -1 if field is None else len(field))
+        if field is not None:
+            body += field
+    _zigzag_varint(body, len(headers))
+    for header_key, header_value in headers:
+        encoded = header_key.encode()
+        _zigzag_varint(body, len(encoded))
+        body += encoded
+        _zigzag_varint(body, -1 if header_value is None else len(header_value))
+        if header_value is not None:
+            body += header_value
+    _zigzag_varint(section, len(body))
+    section += body
+
+
+def batch_of_section(
+    section, count: int, base_timestamp: int, max_timestamp: int, *, codec: Codec = Codec.NONE,
+    base_offset: int = 0, timestamp_type: int = 0, partition_leader_epoch: int = -1,
+    producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = -1,
+    transactional: bool = False, last_offset_delta: int | None = None,
+) -> bytearray:
+    """The batch of ``count`` records whose uncompressed records section is ``section``,
+    compressed with ``codec``, its header filled in and its CRC-32C computed (see
+    ``build_record_batch``)."""
     if codec != Codec.NONE:
         section = compress(Codec(codec), bytes(section), magic=RECORD_BATCH_MAGIC)
     attributes = codec | (_TIMESTAMP_TYPE_BIT if timestamp_type == 1 else 0) | (_TRANSACTIONAL_BIT if transactional else 0)
