@@ -219,6 +219,12 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "magic 2 record batches (headers, zstd, producer ids), 0.10.2 and older "
               "the magic 0/1 log of Kafka 0.10; topic-level message.format.version. A log "
               "holding magic 0/1 data with no topic override keeps that format."),
+    ConfigKey("compression.type", "enum", "producer",
+              "Codec topics of magic 2 store records in: producer keeps each producer's, "
+              "uncompressed/gzip/snappy/lz4/zstd recompress what arrives in another; topic-level "
+              "compression.type. A Fetch below v10 of a zstd topic is refused "
+              "(UNSUPPORTED_COMPRESSION_TYPE).",
+              choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
     ConfigKey("log.message.timestamp.difference.max.ms", "long", INT64_MAX,
               "Under CreateTime, refuse a message set with INVALID_TIMESTAMP when a timestamp "
               "is further than this from the broker's clock; topic-level "
@@ -519,7 +525,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "inter.broker.protocol.version",
     "delete.topic.enable", "auto.leader.rebalance.enable",
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-    "log.cleanup.policy", "compression.type",
+    "log.cleanup.policy",
     "metric.reporters",
     "offsets.topic.compression.codec", "offsets.load.buffer.size",
     "group.max.size", "share.coordinator.state.topic.replication.factor",
@@ -801,6 +807,7 @@ class BrokerConfig:
             max_message_bytes=v["message.max.bytes"],
             producer_id_expiration_ms=v["producer.id.expiration.ms"],
             message_format_version=v["log.message.format.version"],
+            compression_type=v["compression.type"],
             delete_retention_ms=v["log.cleaner.delete.retention.ms"],
             min_compaction_lag_ms=v["log.cleaner.min.compaction.lag.ms"],
             min_cleanable_dirty_ratio=v["log.cleaner.min.cleanable.ratio"],

@@ -1119,6 +1119,109 @@ static PyObject *read_header(const unsigned char *d, Py_ssize_t record_end, Py_s
     return key;
 }
 
+static inline int varint_size(uint64_t raw)
+{
+    int n = 1;
+    while (raw >= 0x80) {
+        raw >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline Py_ssize_t write_varint(unsigned char *o, uint64_t raw)
+{
+    Py_ssize_t n = 0;
+    while (raw >= 0x80) {
+        o[n++] = (unsigned char)(raw & 0x7F) | 0x80;
+        raw >>= 7;
+    }
+    o[n++] = (unsigned char)raw;
+    return n;
+}
+
+static inline uint64_t zigzag_encode(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+/* The records section (uncompressed) of the one batch a set of whole, checked, uncompressed
+   magic 0/1 messages becomes: offset deltas 0..n-1, no headers, each message's timestamp (-1
+   for magic 0) or append_time when that is not -1. Returns (section, count, base timestamp, max
+   timestamp), or None for a compressed message (a wrapper: its inner set is converted instead)
+   or one whose lengths do not add up. Same bytes as records._py_magic_2_records. */
+static PyObject *magic_2_records(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    long long append_time;
+    if (!PyArg_ParseTuple(args, "y*L:magic_2_records", &view, &append_time))
+        return NULL;
+    const unsigned char *b = view.buf;
+    const Py_ssize_t end = view.len;
+    /* A message takes at least 26 bytes and its record at most 32 more than its key and value,
+       which the message holds with 26 bytes besides: 6 bytes more per message at most. */
+    const Py_ssize_t capacity = end + 6 * (end / MIN_ENTRY_SIZE) + 16;
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, capacity);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(out);
+    Py_ssize_t position = 0, written = 0;
+    long long count = 0;
+    int64_t base_timestamp = NO_TIMESTAMP, max_timestamp = NO_TIMESTAMP;
+    while (position < end) {
+        if (end - position < MIN_ENTRY_SIZE)
+            goto refused;
+        const int magic = b[position + MAGIC_POSITION];
+        if (magic > 1 || end - position < LOG_OVERHEAD + MIN_MESSAGE_SIZE(magic))
+            goto refused;
+        Head h;
+        read_head(b, position, magic, &h);
+        if (h.size < MIN_MESSAGE_SIZE(magic) || h.end > end || (h.attributes & CODEC_MASK) ||
+            lengths_check(b, position, magic, &h))
+            goto refused;
+        const int64_t timestamp = append_time != NO_TIMESTAMP ? append_time : h.timestamp;
+        if (count == 0)
+            base_timestamp = timestamp;
+        if (timestamp > max_timestamp)
+            max_timestamp = timestamp;
+        const Py_ssize_t key_bytes = h.key_length > 0 ? h.key_length : 0;
+        const Py_ssize_t value_bytes = h.value_length > 0 ? h.value_length : 0;
+        const Py_ssize_t key_position = position + HEAD_SIZE(magic) - 4; /* after the key length */
+        const Py_ssize_t value_position = key_position + key_bytes + 4;
+        const uint64_t timestamp_delta = zigzag_encode((int64_t)((uint64_t)timestamp - (uint64_t)base_timestamp));
+        const uint64_t offset_delta = zigzag_encode(count);
+        const uint64_t key_length = zigzag_encode(h.key_length), value_length = zigzag_encode(h.value_length);
+        const Py_ssize_t body = 1 + varint_size(timestamp_delta) + varint_size(offset_delta) + varint_size(key_length)
+                                + key_bytes + varint_size(value_length) + value_bytes + 1;
+        if (written + 5 + body > capacity)
+            goto refused; /* cannot happen (see capacity); kept so no input can overrun */
+        written += write_varint(o + written, zigzag_encode(body));
+        o[written++] = 0; /* attributes */
+        written += write_varint(o + written, timestamp_delta);
+        written += write_varint(o + written, offset_delta);
+        written += write_varint(o + written, key_length);
+        memcpy(o + written, b + key_position, key_bytes);
+        written += key_bytes;
+        written += write_varint(o + written, value_length);
+        memcpy(o + written, b + value_position, value_bytes);
+        written += value_bytes;
+        o[written++] = 0; /* no headers */
+        count++;
+        position = (Py_ssize_t)h.end;
+    }
+    PyBuffer_Release(&view);
+    if (count == 0 || PyByteArray_Resize(out, written) < 0) {
+        Py_DECREF(out);
+        if (count == 0)
+            Py_RETURN_NONE;
+        return NULL;
+    }
+    return Py_BuildValue("(NLLL)", out, count, (long long)base_timestamp, (long long)max_timestamp);
+refused:
+    Py_DECREF(out);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
 /* record_batch._records_max_timestamp: the records section of one batch (decompressed) checked as
    Kafka's LogValidator checks a magic 2 batch's records: each whole and within its length,
    offsetDelta equal to its index, its timestamp within int64 and (when check_timestamps) -1 or
@@ -1287,6 +1390,8 @@ static PyMethodDef methods[] = {
     {"index_entries", index_entries, METH_VARARGS, "A segment's index entries for an append (see entries._py_index_entries)."},
     {"magic_1_messages", magic_1_messages, METH_VARARGS,
      "A magic 2 records section as magic 1 messages (see record_batch._py_magic_1_messages)."},
+    {"magic_2_records", magic_2_records, METH_VARARGS,
+     "The records section magic 0/1 messages become in a batch (see records._py_magic_2_records)."},
     {"check_records", check_records, METH_VARARGS,
      "A magic 2 batch's records checked, their largest timestamp (see record_batch._records_max_timestamp)."},
     {"batch_records", batch_records, METH_VARARGS,

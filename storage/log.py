@@ -37,6 +37,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
+from minikafka.protocol.entries import MAGIC_POSITION
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.records import ValidatedSet, validate_and_assign, validate_given_offsets
 from minikafka.storage.checkpoint import fsync_dir
@@ -373,10 +374,12 @@ class Log:
     def _check_keys(self, validated: ValidatedSet) -> None:
         # Kafka 0.10.2's LogValidator answers CORRUPT_MESSAGE (2.8 INVALID_RECORD, which
         # Produce before v8 cannot carry): the cleaner could only drop such a record.
-        for record in iter_records(validated.buffer):
-            if record.key is None:
-                raise RecordError(ErrorCode.CORRUPT_MESSAGE, "Compacted topic cannot accept message without key "
-                                  f"in topic partition {self.topic}-{self.partition}.")
+        keyless = tuple(
+            (index, f"Compacted topic cannot accept message without key in topic partition "
+                    f"{self.topic}-{self.partition}.")
+            for index, record in enumerate(iter_records(validated.buffer)) if record.key is None)
+        if keyless:
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "One or more records have been rejected", keyless)
 
     def reconfigure(self, config: LogConfig) -> None:
         """Run with ``config`` from now on (a topic's configs altered while it is served):
@@ -400,7 +403,12 @@ class Log:
         (``ProducerStateManager.analyze``), applied once it is written."""
         segment = self._segments.active
         set_timestamp = validated.max_timestamp if validated.max_timestamp >= 0 else now
-        if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset):
+        # Unlike Kafka, a format change (message.format.version) also starts a segment: a read
+        # never leaves its segment, so no fetch answer spans the change, which aiokafka
+        # (0.14's C reader takes every entry of a buffer for the first one's magic) cannot
+        # parse. A fetch may always return less; this costs one byte compared per append.
+        if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset) or \
+                segment.ends_in_other_format(validated.buffer[MAGIC_POSITION]):
             segment = self._roll(now)
         segment.append(validated, now)
         for info in producers:

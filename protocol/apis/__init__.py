@@ -113,17 +113,9 @@ APIS: dict[int, Api] = {
 }
 
 
-# Versions served (a request at them is answered: brokers use them among themselves) but not
-# advertised yet, because clients infer a broker's features from them: kafka-python 3.x takes
-# ListOffsets v5 for a Kafka 2.2 broker and Fetch v7 for 1.1, and turns the idempotent producer
-# on, which needs InitProducerId (issue 25). Goes once that is served.
-WITHHELD_ABOVE: dict[int, int] = {ApiKey.LIST_OFFSETS: 4, ApiKey.FETCH: 6}
-
-
 def api_versions_table() -> list[tuple[int, int, int]]:
     """``(api_key, min_version, max_version)`` for every registered API, by key, as advertised."""
-    return [(int(key), api.min_version, min(api.max_version, WITHHELD_ABOVE.get(key, api.max_version)))
-            for key, api in sorted(APIS.items())]
+    return [(int(key), api.min_version, api.max_version) for key, api in sorted(APIS.items())]
 
 
 def api_versions_response(error_code: int = ErrorCode.NONE, served: Container[int] | None = None) -> dict:

@@ -633,3 +633,20 @@ def test_good_section_is_read_with_offsets_beyond_int64_as_python_adds_them():
     [record] = read_by_both(headed, 1, 2**63 - 2, NOW, 0, 0)
     assert record == (2**63 + 1, NOW - 5, 0, b"k", None, (("h", None), ("é", b"x")))
     assert read_by_both(b"", 0, 0, NOW, 0, NOW) == []  # a batch the cleaner emptied
+
+
+@given(batch_list=batches, magic=st.sampled_from([0, 1]), edit_list=edits,
+       append_time=st.just(-1) | st.integers(0, 2**41))
+@settings(max_examples=300, deadline=None)
+def test_up_conversion_loops_agree(batch_list, magic, edit_list, append_time):
+    # magic 0/1 messages to the records section of a batch (protocol.records._up_converted)
+    data = _edited(b"".join(build_message_set(r, magic=magic, codec=codec) for r, codec in batch_list), edit_list)
+    native = records._native.magic_2_records(data, append_time)
+    assert native == records._py_magic_2_records(data, append_time)
+    if native is not None and not any(codec for _, codec in batch_list) and data == b"".join(
+            build_message_set(r, magic=magic) for r, _ in batch_list):
+        section, count, base, maximum = native
+        batch = record_batch.batch_of_section(section, count, base, maximum)
+        expected = [(k, v, -1 if magic == 0 else t) if append_time < 0 else (k, v, append_time)
+                    for r, _ in batch_list for k, v, t in r]
+        assert [(r.key, r.value, r.timestamp) for r in records.iter_records(bytes(batch))] == expected
