@@ -1239,7 +1239,8 @@ def _down_converted_batch(entry: memoryview, magic: int, first_offset: int) -> b
 
 
 def retained_entry(entry, keep: Callable[[Record], bool],
-                   last_offsets_of_producers: Mapping[int, int] = _NO_PRODUCERS) -> bytes | memoryview | None:
+                   last_offsets_of_producers: Mapping[int, int] = _NO_PRODUCERS, *, discard: bool = False,
+                   marker_epochs_of_producers: Mapping[int, int] = _NO_PRODUCERS) -> bytes | memoryview | None:
     """One whole shallow ``entry`` with only the records ``keep`` accepts (the log cleaner's
     per-entry work): ``entry`` itself when every record is kept, None when none is (a magic 2
     batch may stay empty: see ``_retained_batch`` and ``last_offsets_of_producers``). A
@@ -1249,10 +1250,17 @@ def retained_entry(entry, keep: Callable[[Record], bool],
     magic 1 wrapper's relative inner offsets count from the first survivor and its own
     offset is the last survivor's, so every record keeps its absolute offset; the wrapper's
     timestamp is its largest surviving one, or stays as it was under LogAppendTime.
+
+    ``discard`` drops a magic 2 batch whole (an aborted transaction's, or a transaction
+    marker no longer needed: the log cleaner's transactions say), as Kafka's
+    BatchRetention.DELETE, but for the last batch of a producer, which stays emptied: its last
+    data batch (``last_offsets_of_producers``), or a marker of the epoch
+    ``marker_epochs_of_producers`` holds for a producer whose last entry is one.
     """
     view = memoryview(entry)
     if view[_MAGIC_POSITION] == RECORD_BATCH_MAGIC:
-        return _retained_batch(view, keep, last_offsets_of_producers)
+        return _retained_batch(view, _none if discard else keep, last_offsets_of_producers, discard,
+                               marker_epochs_of_producers)
     message = _parse_message(view, 0, len(view))
     if not message.attributes & _CODEC_MASK:
         kept = keep(_record(view, message, message.offset, message.timestamp, _timestamp_type(message)))
@@ -1284,8 +1292,12 @@ def retained_entry(entry, keep: Callable[[Record], bool],
     return bytes(out)
 
 
-def _retained_batch(view: memoryview, keep: Callable[[Record], bool],
-                    last_offsets_of_producers: Mapping[int, int]) -> memoryview | bytes | None:
+def _none(record: Record) -> bool:
+    return False
+
+
+def _retained_batch(view: memoryview, keep: Callable[[Record], bool], last_offsets_of_producers: Mapping[int, int],
+                    discard: bool, marker_epochs_of_producers: Mapping[int, int]) -> memoryview | bytes | None:
     """``retained_entry`` for a magic 2 batch, as Kafka 2.8's ``MemoryRecords.filterTo`` with
     the cleaner's ``checkBatchRetention``: the batch as it is when every record stays, else a
     batch of the survivors with the original's base offset, last offset delta, codec,
@@ -1294,10 +1306,15 @@ def _retained_batch(view: memoryview, keep: Callable[[Record], bool],
     (``last_offsets_of_producers``: producer id -> that offset, for the producers the log's
     state still holds): then it stays as ``record_batch.empty_batch`` (BatchRetention.RETAIN_EMPTY),
     so the producer's last sequence outlives its records. A control batch (a transaction
-    marker) is kept: which markers may go is the transactions' business."""
+    marker) is kept unless discarded; then one of the epoch ``marker_epochs_of_producers``
+    holds for its producer, whose last entry is a marker, stays emptied."""
     [batch] = record_batch.iter_batches(view, allow_empty=True)
     if batch.is_control:
-        return view
+        if not discard:
+            return view
+        if marker_epochs_of_producers.get(batch.producer_id) == batch.producer_epoch:
+            return view if not batch.record_count else bytes(record_batch.empty_batch(batch))
+        return None
     records = list(_batch_records(view, 0))
     kept = [record for record in records if keep(record)]
     if not kept:
