@@ -35,7 +35,7 @@ IDS = [f"{api.name}-v{version}" for api, version in ALL_VERSIONS]
 # kafka-python has no classes for the controller's inter-broker APIs: those are checked against
 # an independent encoding in test_interbroker_schemas.py.
 INTER_BROKER = {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
-                ApiKey.CONTROLLED_SHUTDOWN}
+                ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS}
 CLIENT_VERSIONS = [(api, version) for api, version in ALL_VERSIONS if api.key not in INTER_BROKER]
 CLIENT_IDS = [f"{api.name}-v{version}" for api, version in CLIENT_VERSIONS]
 
