@@ -232,6 +232,7 @@ class ProducerAppendInfo:
                                    last_timestamp=current.last_timestamp,
                                    current_txn_first_offset=current.current_txn_first_offset)
         self.started_transactions: list[TxnMetadata] = []
+        self.completed_transactions: list[CompletedTxn] = []
 
     def _check_epoch(self, epoch: int, offset: int) -> None:
         if epoch < self.entry.epoch:
@@ -294,6 +295,8 @@ class ProducerAppendInfo:
         self.entry.current_txn_first_offset = None
         self.entry.coordinator_epoch = coordinator_epoch
         self.entry.last_timestamp = timestamp
+        if completed is not None:
+            self.completed_transactions.append(completed)
         return completed
 
 
@@ -393,7 +396,8 @@ class ProducerStateManager:
         if self.map_end_offset <= self._snapshot_offset:
             return
         write_atomically(snapshot_path(self.directory, self.map_end_offset), encode_snapshot(self.producers.values()))
-        bisect.insort(self._snapshots, self.map_end_offset)
+        if self.map_end_offset not in self._snapshots:  # rewritten by a replay from an older one
+            bisect.insort(self._snapshots, self.map_end_offset)
         self._snapshot_offset = self.map_end_offset
 
     def remove_stray_snapshots(self, segment_base_offsets) -> None:
@@ -412,9 +416,10 @@ class ProducerStateManager:
         for snapshot in [s for s in self._snapshots if s < offset]:
             self._delete_snapshot(snapshot)
 
-    def _load_newest_snapshot(self, log_start_offset: int, now_ms: int) -> None:
-        while self._snapshots:
-            offset = self._snapshots[-1]
+    def _load_newest_snapshot(self, log_start_offset: int, now_ms: int, at_most: int | None = None) -> None:
+        while self._snapshots and (at_most is None or self._snapshots[0] <= at_most):
+            offset = self._snapshots[-1] if at_most is None else self._snapshots[bisect.bisect_right(self._snapshots,
+                                                                                                      at_most) - 1]
             try:
                 entries = decode_snapshot(snapshot_path(self.directory, offset).read_bytes())
             except (CorruptSnapshot, OSError) as exc:
@@ -444,18 +449,26 @@ class ProducerStateManager:
         for offset in [s for s in self._snapshots if s > log_end_offset or s <= log_start_offset]:
             self._delete_snapshot(offset)
         if log_end_offset != self.map_end_offset:
-            self.producers.clear()
-            self._ongoing.clear()
-            self._unreplicated.clear()
+            self._forget_all()
             self._load_newest_snapshot(log_start_offset, now_ms)
         else:
             self.on_log_start_offset_incremented(log_start_offset)
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """The log was emptied and starts again at ``offset``: nothing of the old state stays."""
+    def _forget_all(self) -> None:
         self.producers.clear()
         self._ongoing.clear()
         self._unreplicated.clear()
+
+    def reload_at_or_below(self, offset: int, log_start_offset: int, now_ms: int) -> None:
+        """Start again from the newest snapshot at or below ``offset`` (from the log start
+        without one), keeping the newer snapshots: the log replays from there to rebuild what
+        recovery emptied (storage.log)."""
+        self._forget_all()
+        self._load_newest_snapshot(log_start_offset, now_ms, at_most=offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The log was emptied and starts again at ``offset``: nothing of the old state stays."""
+        self._forget_all()
         for snapshot in list(self._snapshots):
             self._delete_snapshot(snapshot)
         self._snapshot_offset = 0
@@ -486,15 +499,20 @@ class ProducerStateManager:
         checked against the state and the batches before it (RecordError on the first refused
         one; nothing changes until the caller applies them with :meth:`update`). Kafka's
         ``Log.analyzeAndValidateProducerState`` without the duplicate check, which a client's
-        append makes first (:meth:`find_duplicate`). Control batches (transaction markers) end
-        transactions, which issue 26 brings; until then they change nothing here."""
+        append makes first (:meth:`find_duplicate`). A control batch's transaction marker ends
+        its producer's transaction; one without (emptied by the cleaner) changes nothing."""
         infos: dict[int, ProducerAppendInfo] = {}
         for batch in batches:
-            if batch.is_control:
+            if batch.is_control and batch.marker is None:
                 continue
             info = infos.get(batch.producer_id)
             if info is None:
                 info = infos[batch.producer_id] = self.prepare_update(batch.producer_id, origin)
+            if batch.is_control:
+                info.append_end_txn_marker(abort=not batch.marker.commit, coordinator_epoch=batch.marker.coordinator_epoch,
+                                           epoch=batch.producer_epoch, offset=batch.first_offset,
+                                           timestamp=batch.marker.timestamp)
+                continue
             last_sequence = increment_sequence(batch.base_sequence, batch.last_offset - batch.first_offset)
             info.append_data_batch(batch.producer_epoch, batch.base_sequence, last_sequence, batch.max_timestamp,
                                    batch.first_offset, batch.last_offset, batch.is_transactional)
@@ -521,6 +539,22 @@ class ProducerStateManager:
             current.update(info.entry)
         for txn in info.started_transactions:
             self._ongoing[txn.first_offset] = txn
+
+    def update_all(self, infos: Iterable[ProducerAppendInfo]) -> list[tuple[CompletedTxn, int]]:
+        """Apply the updates of one append (:meth:`analyze`), then complete the transactions its
+        markers ended, in log order. Returns each with the last stable offset just after it
+        (:meth:`last_stable_offset`), what the transaction index records of an aborted one.
+        As Kafka's ``Log.append``, every producer is updated before any transaction completes."""
+        infos = list(infos)
+        for info in infos:
+            self.update(info)
+        completed = sorted((txn for info in infos for txn in info.completed_transactions),
+                           key=lambda txn: txn.last_offset)
+        ended = []
+        for txn in completed:
+            ended.append((txn, self.last_stable_offset(txn)))
+            self.complete_txn(txn)
+        return ended
 
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset
