@@ -77,6 +77,40 @@ async def test_a_timeout_above_the_maximum_is_refused(start_broker, connect):
     assert (await init(client, "tx", timeout_ms=1000))[0] == ErrorCode.NONE
 
 
+async def test_a_bumped_epoch_fences_the_older_producer_by_version(broker, client):
+    await client.request(ApiKey.CREATE_TOPICS, 0, {"topics": [
+        {"name": "t", "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 5000})
+    _, pid, old = await init(client, "tx")
+    _, _, new = await init(client, "tx")
+    for version, expected in ((1, ErrorCode.INVALID_PRODUCER_EPOCH), (2, ErrorCode.PRODUCER_FENCED)):
+        answer = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, add_body("tx", pid, old, ("t", 0)))
+        assert add_errors(answer) == {("t", 0): expected}
+        answer = await client.request(ApiKey.END_TXN, version, end_body("tx", pid, old, True))
+        assert answer.error_code == expected
+    answer = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, add_body("tx", pid + 1, new, ("t", 0)))
+    assert add_errors(answer) == {("t", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    answer = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3,
+                                  add_body("tx", pid, new, ("t", 0), ("t", 1), ("missing", 0)))
+    assert add_errors(answer) == {("t", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+                                  ("t", 1): ErrorCode.OPERATION_NOT_ATTEMPTED,
+                                  ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    answer = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, add_body("tx", pid, new, ("t", 0), ("t", 1)))
+    assert add_errors(answer) == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.NONE}
+    coordinator = await broker.transactions()
+    txn = coordinator._txn("tx")
+    assert (txn.state, txn.partitions) == (TxnState.ONGOING, {("t", 0), ("t", 1)})
+    # EndTxn in Empty is refused; InitProducerId while Ongoing fences and aborts.
+    assert (await client.request(ApiKey.END_TXN, 3, end_body("other", pid, new, True))).error_code == \
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    error, _, _ = await init(client, "tx", 4)
+    assert error == ErrorCode.CONCURRENT_TRANSACTIONS
+    error, again, epoch = await until_not_concurrent(lambda: init(client, "tx", 4))
+    # One bump fenced the open transaction's producer, the retry bumped again.
+    assert (error, again, epoch) == (ErrorCode.NONE, pid, new + 2)
+    assert txn.state == TxnState.EMPTY and not txn.partitions
+
+
 async def test_end_txn_refuses_what_the_state_does_not_allow(broker, client):
     _, pid, epoch = await init(client, "tx")
     answer = await client.request(ApiKey.END_TXN, 3, end_body("tx", pid, epoch, True))
