@@ -174,3 +174,40 @@ async def test_the_state_survives_a_restart_from_snapshot_and_log(start_broker, 
     await trio.to_thread.run_sync(reloaded.startup)
     txn = reloaded._txn("kept")
     assert (txn.producer_id, txn.producer_epoch, txn.state) == (pid, epoch, TxnState.EMPTY)
+
+
+async def test_a_transaction_left_prepared_is_completed_by_the_next_coordinator(broker, client, nursery):
+    """What a kill -9 between writing PrepareCommit and writing its markers leaves: the next
+    coordinator to load ``__transaction_state`` writes the markers and completes it."""
+    import time
+
+    from minikafka.broker.transactions.coordinator import TransactionCoordinator
+    from minikafka.broker.transactions.state import txn_key, txn_value
+    from minikafka.protocol.record_batch import build_record_batch
+
+    await client.request(ApiKey.CREATE_TOPICS, 0, {"topics": [
+        {"name": "t", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 5000})
+    _, pid, epoch = await init(client, "tx")
+    answer = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, add_body("tx", pid, epoch, ("t", 0)))
+    assert add_errors(answer) == {("t", 0): ErrorCode.NONE}
+    batch = bytes(build_record_batch([(None, b"v", int(time.time() * 1000), ())], producer_id=pid,
+                                     producer_epoch=epoch, base_sequence=0, transactional=True))
+    produced = await client.produce("t", 0, batch, acks=-1, version=3)
+    assert produced.error_code == ErrorCode.NONE
+    log = broker.log_manager.get_log("t", 0)
+    assert log.last_stable_offset == 0
+    # PrepareCommit in the log, no marker written: the crash.
+    coordinator = await broker.transactions()
+    txn = coordinator._txn("tx")
+    prepared = txn.prepare(TxnState.PREPARE_COMMIT, now=txn.update_ms)
+    coordinator.partitions[coordinator.partition_for("tx")].append([(txn_key("tx"), txn_value(prepared))])
+    txn.pending = None
+    reloaded = TransactionCoordinator(broker)
+    await trio.to_thread.run_sync(reloaded.startup)
+    assert reloaded._txn("tx").state == TxnState.PREPARE_COMMIT
+    await nursery.start(reloaded.run)
+    with trio.fail_after(10):
+        while reloaded._txn("tx").state != TxnState.COMPLETE_COMMIT:
+            await trio.sleep(0.01)
+    assert log.last_stable_offset == log.log_end_offset == 2   # the record and its COMMIT marker
