@@ -211,3 +211,35 @@ async def test_a_transaction_left_prepared_is_completed_by_the_next_coordinator(
         while reloaded._txn("tx").state != TxnState.COMPLETE_COMMIT:
             await trio.sleep(0.01)
     assert log.last_stable_offset == log.log_end_offset == 2   # the record and its COMMIT marker
+
+
+async def test_an_idle_transactional_id_expires(start_broker, connect):
+    broker = await start_broker({"transactional.id.expiration.ms": "1",
+                                 "transaction.remove.expired.transaction.cleanup.interval.ms": "50",
+                                 "transaction.abort.timed.out.transaction.cleanup.interval.ms": "50"})
+    client = await connect(broker)
+    _, pid, _ = await init(client, "idle")
+    coordinator = await broker.transactions()
+    with trio.fail_after(10):
+        while coordinator._txn("idle") is not None:
+            await trio.sleep(0.02)
+    # Forgotten: the id starts afresh, with a new producer id at epoch 0.
+    error, new_pid, epoch = await init(client, "idle")
+    assert (error, epoch) == (ErrorCode.NONE, 0) and new_pid != pid
+
+
+async def test_an_open_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(start_broker, connect):
+    broker = await start_broker({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "50"})
+    client = await connect(broker)
+    await client.request(ApiKey.CREATE_TOPICS, 0, {"topics": [
+        {"name": "t", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 5000})
+    _, pid, epoch = await init(client, "slow", timeout_ms=100)
+    await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, add_body("slow", pid, epoch, ("t", 0)))
+    coordinator = await broker.transactions()
+    with trio.fail_after(10):
+        while coordinator._txn("slow").state != TxnState.COMPLETE_ABORT:
+            await trio.sleep(0.02)
+    assert coordinator._txn("slow").producer_epoch == epoch + 1
+    answer = await client.request(ApiKey.END_TXN, 3, end_body("slow", pid, epoch, True))
+    assert answer.error_code == ErrorCode.PRODUCER_FENCED
