@@ -217,6 +217,34 @@ class TransactionCoordinator:
     def transactions(self) -> list[TransactionMetadata]:
         return [txn for txns in self.txns_by_partition.values() for txn in txns.values()]
 
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, dict | None]:
+        """DescribeTransactions' fields for one id (Kafka 3.0's handleDescribeTransactions)."""
+        error = self._check(transactional_id)
+        if error:
+            return error, None
+        txn = self._txn(transactional_id)
+        if txn is None or txn.state == TxnState.DEAD:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(txn.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        return ErrorCode.NONE, {
+            "transaction_state": txn.state.display, "transaction_timeout_ms": txn.timeout_ms,
+            "transaction_start_time_ms": txn.start_ms if txn.partitions else -1,
+            "producer_id": txn.producer_id, "producer_epoch": txn.producer_epoch,
+            "topics": [{"topic": topic, "partitions": partitions} for topic, partitions in by_topic.items()]}
+
+    def list_transactions(self, states: set[str], producer_ids: set[int]
+                          ) -> tuple[ErrorCode, list[str], list[tuple[str, int, str]]]:
+        """(error, state filters that name no state, (id, producer id, state) of each id that
+        passes the filters; an empty filter passes every one)."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, [], []
+        known = {state.display for state in TxnState}
+        return ErrorCode.NONE, sorted(states - known), [
+            (txn.transactional_id, txn.producer_id, txn.state.display) for txn in self.transactions()
+            if (not states or txn.state.display in states) and (not producer_ids or txn.producer_id in producer_ids)]
+
     def _check(self, transactional_id: str | None) -> ErrorCode:
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE

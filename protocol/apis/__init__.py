@@ -43,6 +43,7 @@ from minikafka.protocol.apis.describe_acls import DESCRIBE_ACLS
 from minikafka.protocol.apis.describe_configs import DESCRIBE_CONFIGS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
 from minikafka.protocol.apis.describe_log_dirs import DESCRIBE_LOG_DIRS
+from minikafka.protocol.apis.describe_transactions import DESCRIBE_TRANSACTIONS
 from minikafka.protocol.apis.describe_user_scram_credentials import DESCRIBE_USER_SCRAM_CREDENTIALS
 from minikafka.protocol.apis.elect_leaders import ELECT_LEADERS
 from minikafka.protocol.apis.end_txn import END_TXN
@@ -57,6 +58,7 @@ from minikafka.protocol.apis.leader_and_isr import LEADER_AND_ISR
 from minikafka.protocol.apis.leave_group import LEAVE_GROUP
 from minikafka.protocol.apis.list_groups import LIST_GROUPS
 from minikafka.protocol.apis.list_offsets import LIST_OFFSETS
+from minikafka.protocol.apis.list_transactions import LIST_TRANSACTIONS
 from minikafka.protocol.apis.metadata import METADATA
 from minikafka.protocol.apis.offset_commit import OFFSET_COMMIT
 from minikafka.protocol.apis.offset_delete import OFFSET_DELETE
@@ -117,6 +119,8 @@ APIS: dict[int, Api] = {
         ADD_OFFSETS_TO_TXN,
         END_TXN,
         WRITE_TXN_MARKERS,
+        DESCRIBE_TRANSACTIONS,
+        LIST_TRANSACTIONS,
     )
 }
 

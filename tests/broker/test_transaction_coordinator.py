@@ -243,3 +243,26 @@ async def test_an_open_transaction_past_its_timeout_is_aborted_and_its_producer_
     assert coordinator._txn("slow").producer_epoch == epoch + 1
     answer = await client.request(ApiKey.END_TXN, 3, end_body("slow", pid, epoch, True))
     assert answer.error_code == ErrorCode.PRODUCER_FENCED
+
+
+async def test_describe_and_list_transactions(broker, client):
+    await client.request(ApiKey.CREATE_TOPICS, 0, {"topics": [
+        {"name": "t", "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 5000})
+    _, pid, epoch = await init(client, "open", timeout_ms=30000)
+    await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, add_body("open", pid, epoch, ("t", 1), ("t", 0)))
+    _, idle_pid, _ = await init(client, "idle")
+    described = await client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["open", "nobody"]})
+    first, missing = described.transaction_states
+    assert (first.error_code, first.transaction_state, first.transaction_timeout_ms, first.producer_id,
+            first.producer_epoch) == (ErrorCode.NONE, "Ongoing", 30000, pid, epoch)
+    assert first.transaction_start_time_ms > 0
+    assert [(t.topic, list(t.partitions)) for t in first.topics] == [("t", [0, 1])]
+    assert missing.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    listed = await client.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [], "producer_id_filters": []})
+    assert sorted((s.transactional_id, s.producer_id, s.transaction_state) for s in listed.transaction_states) == [
+        ("idle", idle_pid, "Empty"), ("open", pid, "Ongoing")]
+    filtered = await client.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": ["Ongoing", "Sleeping"],
+                                                                  "producer_id_filters": []})
+    assert [s.transactional_id for s in filtered.transaction_states] == ["open"]
+    assert list(filtered.unknown_state_filters) == ["Sleeping"]
