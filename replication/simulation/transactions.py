@@ -39,7 +39,7 @@ from minikafka.protocol.entries import iter_entries
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.record_batch import batch_records, build_record_batch, end_txn_marker, iter_batches
 from minikafka.replication.channel import ChannelError
-from minikafka.replication.simulation.workload import PRODUCE_TIMEOUT_MS, TOPIC, Attempt, Client
+from minikafka.replication.simulation.workload import PRODUCE_TIMEOUT_MS, TOPIC, Attempt, Client, Consumer
 
 COMMIT_SHARE = 0.7  # of the transactions whose batches were all acknowledged
 READ_COMMITTED = 1
@@ -86,12 +86,9 @@ class TxnProducer(Client):
 
     async def produce(self, producer_id: int, partition: int, values: list[bytes]) -> bool:
         """One attempt, no retry: a transaction whose batch is not acknowledged aborts."""
-        leader = self.leaders.get(partition)
+        leader = await self.find_leader(partition)
         if leader is None:
-            await self.refresh_metadata()
-            leader = self.leaders.get(partition)
-            if leader is None:
-                return False
+            return False
         now = self.sim.clock.time_ms()
         attempts = [Attempt(value, partition, -1, leader, trio.current_time()) for value in values]
         for value in values:
@@ -136,37 +133,15 @@ class TxnProducer(Client):
             await self.refresh_metadata()
 
 
-class ReadCommittedConsumer(Client):
+class ReadCommittedConsumer(Consumer):
     """Reads every partition from the start with READ_COMMITTED, as a client does."""
 
-    async def run(self) -> None:
-        positions = {p: 0 for p in range(self.sim.partitions)}
-        while True:
-            progressed = False
-            for partition in range(self.sim.partitions):
-                progressed |= await self.fetch(partition, positions)
-            if not progressed:
-                await trio.sleep(0.05)
+    FETCH_VERSION = 4
+    ISOLATION = {"isolation_level": READ_COMMITTED}
 
-    async def fetch(self, partition: int, positions: dict[int, int]) -> bool:
-        leader = self.leaders.get(partition)
-        if leader is None:
-            await self.refresh_metadata()
-            return False
-        offset = positions[partition]
-        body = {"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20,
-                "isolation_level": READ_COMMITTED, "topics": [
-                    {"topic": TOPIC, "partitions": [{"partition": partition, "fetch_offset": offset,
-                                                      "partition_max_bytes": 1 << 20}]}]}
-        try:
-            response = await self.channel(leader).request(ApiKey.FETCH, 4, body)
-        except ChannelError:
-            await self.refresh_metadata()
-            return False
-        (answer,) = response.responses[0].partitions
-        if answer.error_code:
-            await self.refresh_metadata()
-            return False
+    def take(self, answer, partition: int, offset: int, positions: dict[int, int], leader: int) -> bool:
+        """As the Java consumer: the aborted transactions of the answer from their first
+        offsets on, until their ABORT markers, and every marker, are dropped."""
         checker = self.sim.checker.transactions
         stable = answer.last_stable_offset
         if stable > answer.high_watermark:

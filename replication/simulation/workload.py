@@ -65,6 +65,12 @@ class Client:
             return
         await trio.sleep(0.2)
 
+    async def find_leader(self, partition: int) -> int | None:
+        """The partition's leader as last known, else as Metadata now says (None: no leader)."""
+        if partition not in self.leaders:
+            await self.refresh_metadata()
+        return self.leaders.get(partition)
+
     async def aclose(self) -> None:
         for channel in self._channels.values():
             await channel.aclose()
@@ -91,12 +97,9 @@ class Producer(Client):
             await trio.sleep(rng.uniform(0.005, 0.05))
 
     async def produce(self, value: bytes, partition: int) -> bool:
-        leader = self.leaders.get(partition)
+        leader = await self.find_leader(partition)
         if leader is None:
-            await self.refresh_metadata()
-            leader = self.leaders.get(partition)
-            if leader is None:
-                return False
+            return False
         attempt = Attempt(value, partition, self.acks, leader, trio.current_time())
         self.sim.checker.attempts.append(attempt)
         body = {"acks": self.acks, "timeout_ms": PRODUCE_TIMEOUT_MS, "topic_data": [{"name": TOPIC, "partition_data": [
@@ -118,6 +121,9 @@ class Producer(Client):
 class Consumer(Client):
     """Reads every partition from the start, as far as the high watermark lets it."""
 
+    FETCH_VERSION = 3
+    ISOLATION: dict = {}  # Fetch v4+'s isolation level, where a subclass asks for one
+
     async def run(self) -> None:
         positions = {p: 0 for p in range(self.sim.partitions)}
         while True:
@@ -133,11 +139,11 @@ class Consumer(Client):
             await self.refresh_metadata()
             return False
         offset = positions[partition]
-        body = {"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
-            {"topic": TOPIC, "partitions": [{"partition": partition, "fetch_offset": offset,
-                                              "partition_max_bytes": 1 << 20}]}]}
+        body = {"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20, **self.ISOLATION,
+                "topics": [{"topic": TOPIC, "partitions": [{"partition": partition, "fetch_offset": offset,
+                                                             "partition_max_bytes": 1 << 20}]}]}
         try:
-            response = await self.channel(leader).request(ApiKey.FETCH, 3, body)
+            response = await self.channel(leader).request(ApiKey.FETCH, self.FETCH_VERSION, body)
         except ChannelError:
             await self.refresh_metadata()
             return False
@@ -145,6 +151,10 @@ class Consumer(Client):
         if answer.error_code:
             await self.refresh_metadata()
             return False
+        return self.take(answer, partition, offset, positions, leader)
+
+    def take(self, answer, partition: int, offset: int, positions: dict[int, int], leader: int) -> bool:
+        """Hand the answer's records from ``offset`` on to the checker; whether any were read."""
         read = False
         for record in iter_records(answer.records or b""):
             if record.offset < offset:

@@ -11,6 +11,7 @@ import trio
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.record_batch import build_record_batch, end_txn_marker, iter_batches
+from minikafka.protocol.records import iter_records
 
 from .conftest import fetch_body
 
@@ -199,3 +200,12 @@ async def test_read_committed_consumers_skip_aborted_and_open_transactions(broke
     bootstrap = f"{broker.advertised_host}:{broker.advertised_port}"
     values = await trio.to_thread.run_sync(read, bootstrap, "clients")
     assert values == [b"committed-0", b"committed-1", b"plain-6"]
+
+
+async def test_consumers_before_fetch_v4_get_the_records_without_the_markers(broker, client):
+    await write_transactions(broker, client, "old")
+    for version in (2, 3):  # down-converted to magic 1, as Kafka serves them: read_uncommitted
+        answer = await client.fetch("old", 0, 0, version=version)
+        records = [(r.offset, r.value) for r in iter_records(bytes(answer.records))]
+        assert [offset for offset, _ in records] == [0, 1, 3, 4, 6, 7, 8]  # the markers 2, 5, 9 left out
+        assert records[2] == (3, b"aborted-3")
