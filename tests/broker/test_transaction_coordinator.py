@@ -156,6 +156,12 @@ async def test_transactional_requests_need_the_transactional_id_acls(start_broke
         "topics": [{"name": "t", "partition_indexes": [0]}]}]})
     assert [p.error_code for m in markers.markers for t in m.topics for p in t.partitions] == [
         ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    # A transactional Produce needs Write on its transactional id too.
+    produced = await client.request(ApiKey.PRODUCE, 3, {
+        "transactional_id": "not-mine", "acks": 1, "timeout_ms": 5000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b""}]}]})
+    assert [p.error_code for t in produced.responses for p in t.partition_responses] == [
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]
 
 
 async def test_the_state_survives_a_restart_from_snapshot_and_log(start_broker, connect, broker_config):

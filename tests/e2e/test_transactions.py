@@ -106,24 +106,76 @@ def test_committed_records_are_read_committed_and_aborted_ones_only_uncommitted(
     assert read(minikafka_broker.bootstrap, "txns", 4, "read_uncommitted") == EVERYTHING
 
 
-def test_a_second_producer_with_the_same_transactional_id_fences_the_first(minikafka_broker):
+def confluent_fenced(bootstrap: str, topic: str) -> None:
     from confluent_kafka import KafkaException, Producer
 
-    minikafka_broker.create_topic("fenced")
-    config = {"bootstrap.servers": minikafka_broker.bootstrap, "transactional.id": "shared"}
+    config = {"bootstrap.servers": bootstrap, "transactional.id": "shared"}
     first = Producer(config)
     first.init_transactions(30)
     first.begin_transaction()
-    first.produce("fenced", b"from-the-first", partition=0)
+    first.produce(topic, b"from-the-first", partition=0)
     first.flush(30)
     second = Producer(config)
     second.init_transactions(30)   # aborts the first one's open transaction
     second.begin_transaction()
-    second.produce("fenced", b"from-the-second", partition=0)
+    second.produce(topic, b"from-the-second", partition=0)
     second.commit_transaction(30)
     with pytest.raises(KafkaException) as raised:
         first.commit_transaction(30)
     assert raised.value.args[0].fatal()   # fenced: this producer can do nothing more
+
+
+def kafka_python_fenced(bootstrap: str, topic: str) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    first = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="shared")
+    second = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="shared")
+    try:
+        first.init_transactions()
+        first.begin_transaction()
+        first.send(topic, b"from-the-first", partition=0)
+        first.flush()
+        second.init_transactions()
+        second.begin_transaction()
+        second.send(topic, b"from-the-second", partition=0)
+        second.commit_transaction()
+        with pytest.raises(KafkaError, match="(?i)fenc|epoch"):
+            first.commit_transaction()
+    finally:
+        first.close(timeout=5)
+        second.close()
+
+
+def aiokafka_fenced(bootstrap: str, topic: str) -> None:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError
+
+    async def run() -> None:
+        first = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="shared")
+        second = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="shared")
+        await first.start()
+        try:
+            await first.begin_transaction()
+            await first.send_and_wait(topic, b"from-the-first", partition=0)
+            await second.start()
+            await second.begin_transaction()
+            await second.send_and_wait(topic, b"from-the-second", partition=0)
+            await second.commit_transaction()
+            with pytest.raises(KafkaError, match="(?i)fenc|epoch"):
+                await first.commit_transaction()
+        finally:
+            await second.stop()
+            await first.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
+@pytest.mark.parametrize("fence", [confluent_fenced, kafka_python_fenced, aiokafka_fenced],
+                         ids=["confluent-kafka", "kafka-python", "aiokafka"])
+def test_a_second_producer_with_the_same_transactional_id_fences_the_first(minikafka_broker, fence):
+    minikafka_broker.create_topic("fenced")
+    fence(minikafka_broker.bootstrap, "fenced")
     assert read(minikafka_broker.bootstrap, "fenced", 1, "read_committed") == [b"from-the-second"]
     assert read(minikafka_broker.bootstrap, "fenced", 2, "read_uncommitted") == [b"from-the-first",
                                                                                  b"from-the-second"]
