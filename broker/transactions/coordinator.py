@@ -96,6 +96,8 @@ class TransactionCoordinator:
         # Transactions whose markers are to be written once run() starts: those start-up
         # found in PrepareCommit/PrepareAbort.
         self._resume: list[str] = []
+        # Partitions whose snapshot is being written in a worker thread.
+        self._snapshotting: set[int] = set()
 
     # ================================================================ lifecycle
 
@@ -189,19 +191,46 @@ class TransactionCoordinator:
                 logger.exception("%s-%d: snapshot at shutdown failed; start-up will replay the log",
                                  TRANSACTION_STATE_TOPIC, index)
 
-    def _snapshot(self, partition: OffsetsPartition, txns: dict[str, TransactionMetadata]) -> None:
+    @staticmethod
+    def _capture(partition: OffsetsPartition, txns: dict[str, TransactionMetadata]):
+        """The next snapshot's offset and entries, or None if no event came since the last.
+        On the event loop, between appends: the entries are then exactly the events below it
+        (a transition still pending is not in the log, nor in its ``transit()``)."""
         offset = partition.begin_snapshot()
         if offset is None:
+            return None
+        return offset, [(txn_key(txn.transactional_id), txn_value(txn.transit())) for txn in txns.values()]
+
+    def _snapshot(self, partition: OffsetsPartition, txns: dict[str, TransactionMetadata]) -> None:
+        captured = self._capture(partition, txns)
+        if captured is None:
             return
-        # The state as the log holds it: a transition still pending is not in it.
-        entries = [(txn_key(txn.transactional_id), txn_value(txn.transit())) for txn in txns.values()]
+        self._write_snapshot(partition, *captured)
+        partition.snapshot_written(captured[0])
+        logger.info("%s-%d: wrote snapshot at offset %d", TRANSACTION_STATE_TOPIC, partition.partition, captured[0])
+
+    @staticmethod
+    def _write_snapshot(partition: OffsetsPartition, offset: int, entries) -> None:
         try:
             partition.write_snapshot(offset, encode_snapshot(partition.partition, offset, entries))
         except BaseException:
             partition.abandon_snapshot()
             raise
-        partition.snapshot_written(offset)
-        logger.info("%s-%d: wrote snapshot at offset %d", TRANSACTION_STATE_TOPIC, partition.partition, offset)
+
+    async def _snapshot_in_background(self, index: int, partition: OffsetsPartition) -> None:
+        captured = self._capture(partition, self.txns_by_partition[index])
+        if captured is None:
+            return
+        try:
+            await trio.to_thread.run_sync(self._write_snapshot, partition, *captured)
+        except Exception:
+            logger.exception("%s-%d: writing the snapshot at %d failed", TRANSACTION_STATE_TOPIC, index,
+                             captured[0])
+            return
+        finally:
+            self._snapshotting.discard(index)
+        partition.snapshot_written(captured[0])
+        logger.info("%s-%d: wrote snapshot at offset %d", TRANSACTION_STATE_TOPIC, index, captured[0])
 
     # ================================================================ lookup
 
@@ -274,8 +303,10 @@ class TransactionCoordinator:
         if self.partitions.get(index) is not partition:
             return ErrorCode.NOT_COORDINATOR
         txn.complete(transit)
-        if partition.due_for_snapshot(SNAPSHOT_INTERVAL_EVENTS, SNAPSHOT_INTERVAL_BYTES):
-            await trio.to_thread.run_sync(self._snapshot, partition, self.txns_by_partition[index])
+        if index not in self._snapshotting and partition.due_for_snapshot(SNAPSHOT_INTERVAL_EVENTS,
+                                                                          SNAPSHOT_INTERVAL_BYTES):
+            self._snapshotting.add(index)
+            self._nursery.start_soon(self._snapshot_in_background, index, partition)
         return ErrorCode.NONE
 
     # ================================================================ requests

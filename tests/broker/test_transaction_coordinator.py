@@ -272,3 +272,25 @@ async def test_describe_and_list_transactions(broker, client):
                                                                   "producer_id_filters": []})
     assert [s.transactional_id for s in filtered.transaction_states] == ["open"]
     assert list(filtered.unknown_state_filters) == ["Sleeping"]
+
+
+async def test_snapshots_are_written_as_state_changes_and_loaded_with_the_events_after_them(
+        start_broker, connect, monkeypatch):
+    from minikafka.broker.transactions import coordinator as coordinator_module
+
+    monkeypatch.setattr(coordinator_module, "SNAPSHOT_INTERVAL_EVENTS", 3)
+    broker = await start_broker({"transaction.state.log.num.partitions": "1"})
+    client = await connect(broker)
+    coordinator = await broker.transactions()
+    partition = coordinator.partitions[0]
+    for snapshots in (1, 2):
+        for _ in range(3):
+            _, pid, epoch = await init(client, "busy")
+        with trio.fail_after(10):   # written in a worker thread
+            while len(partition.snapshot_offsets) < snapshots:
+                await trio.sleep(0.01)
+    _, pid, epoch = await init(client, "busy")   # an event after the newest snapshot
+    reloaded = coordinator_module.TransactionCoordinator(broker)
+    await trio.to_thread.run_sync(reloaded.startup)
+    assert (reloaded._txn("busy").producer_id, reloaded._txn("busy").producer_epoch) == (pid, epoch) == (pid, 6)
+    assert reloaded.partitions[0].snapshot_offsets == [partition.snapshot_offsets[-1]]
