@@ -294,3 +294,22 @@ async def test_snapshots_are_written_as_state_changes_and_loaded_with_the_events
     await trio.to_thread.run_sync(reloaded.startup)
     assert (reloaded._txn("busy").producer_id, reloaded._txn("busy").producer_epoch) == (pid, epoch) == (pid, 6)
     assert reloaded.partitions[0].snapshot_offsets == [partition.snapshot_offsets[-1]]
+
+
+async def test_add_offsets_puts_the_groups_offsets_partition_in_the_transaction(broker, client):
+    _, pid, epoch = await init(client, "offsets-tx")
+    answer = await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+        "transactional_id": "offsets-tx", "producer_id": pid, "producer_epoch": epoch, "group_id": "g"})
+    assert answer.error_code == ErrorCode.NONE
+    groups = await broker.groups()
+    offsets_partition = ("__consumer_offsets", groups.partition_for("g"))
+    coordinator = await broker.transactions()
+    assert coordinator._txn("offsets-tx").partitions == {offsets_partition}
+    log = broker.log_manager.get_log(*offsets_partition)
+    end_before = log.log_end_offset
+    answer = await client.request(ApiKey.END_TXN, 3, end_body("offsets-tx", pid, epoch, True))
+    assert answer.error_code == ErrorCode.NONE
+    with trio.fail_after(10):
+        while coordinator._txn("offsets-tx").state != TxnState.COMPLETE_COMMIT:
+            await trio.sleep(0.01)
+    assert log.log_end_offset == end_before + 1   # the COMMIT marker
