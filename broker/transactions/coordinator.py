@@ -40,14 +40,16 @@ Where this differs from Kafka 2.8, and why:
 from __future__ import annotations
 
 import logging
+
 import trio
 
 from minikafka.broker.groups.records import partition_for
-from minikafka.broker.groups.store import (STORE_ERRORS, SNAPSHOT_DIR_NAME, OffsetsPartition, encode_snapshot)
+from minikafka.broker.groups.store import (GROUP_METADATA_TOPIC, SNAPSHOT_DIR_NAME, STORE_ERRORS, OffsetsPartition,
+                                           encode_snapshot)
 from minikafka.broker.transactions.markers import write_markers
-from minikafka.broker.transactions.state import (NO_PRODUCER_EPOCH, TransactionMetadata, Transit, TxnRecordError,
-                                                 TxnState, decode_txn_key, decode_txn_value, epoch_exhausted,
-                                                 txn_key, txn_value)
+from minikafka.broker.transactions.state import (MAX_EPOCH, NO_PRODUCER_EPOCH, TransactionMetadata, Transit,
+                                                 TxnRecordError, TxnState, decode_txn_key, decode_txn_value,
+                                                 epoch_exhausted, txn_key, txn_value)
 from minikafka.protocol.errors import ErrorCode, RecordError
 
 logger = logging.getLogger(__name__)
@@ -401,8 +403,6 @@ class TransactionCoordinator:
         return await self._write(txn, transit)
 
     async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> ErrorCode:
-        from minikafka.broker.groups.store import GROUP_METADATA_TOPIC
-
         groups = await self.broker.groups()
         return await self.add_partitions(transactional_id, producer_id, epoch,
                                          {(GROUP_METADATA_TOPIC, groups.partition_for(group_id))})
@@ -513,7 +513,7 @@ class TransactionCoordinator:
         for txn in self.transactions():
             if txn.state != TxnState.ONGOING or txn.pending is not None or txn.start_ms + txn.timeout_ms > now:
                 continue
-            if txn.producer_epoch >= 2**15 - 1:
+            if txn.producer_epoch >= MAX_EPOCH:
                 continue   # no epoch left to fence with
             transit = txn.prepare_fence()
             logger.info("aborting the transaction of %r (producer id %d): open longer than %d ms",
