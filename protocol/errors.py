@@ -101,9 +101,11 @@ class ErrorCode(enum.IntEnum):
     ELECTION_NOT_NEEDED = 84
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
+    PRODUCER_FENCED = 90
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
+    TRANSACTIONAL_ID_NOT_FOUND = 105
 
     # Kafka 0.10.2's names for codes since renamed (what its clients and docs say); aliases,
     # so iterating the enum and ``ErrorCode(n).name`` still give the current names.

@@ -306,3 +306,11 @@ class GroupCoordinator:
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
                        ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         return self.offsets.delete_offsets(group_id, partitions)
+
+    # ================================================================ transactions
+
+    def handle_txn_completion(self, producer_id: int, offsets_partitions: list[int], commit: bool) -> None:
+        """Make the transactional offsets of ``producer_id`` in these ``__consumer_offsets``
+        partitions visible (commit) or drop them (abort), once their marker is written.
+
+        txnoffs fills this in."""

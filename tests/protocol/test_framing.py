@@ -462,10 +462,11 @@ def test_api_versions_at_an_unsupported_version_gets_a_v0_error_with_our_table()
 
 def test_served_table_offers_idempotence_with_metadata_v4():
     """kafka-python 3 infers a broker of 0.11 or later exactly when Metadata v4 is offered, and
-    then turns idempotence on by default: both come with InitProducerId (issue 25)."""
+    then turns idempotence on by default: both come with InitProducerId (issue 25; v2-v4, with
+    the transaction coordinator, issue 26)."""
     table = {key: (low, high) for key, low, high in api_versions_table()}
     assert infer_broker_version_from_api_versions(table) >= (0, 11)
-    assert table[ApiKey.METADATA][1] >= 4 and table[ApiKey.INIT_PRODUCER_ID] == (0, 1)
+    assert table[ApiKey.METADATA][1] >= 4 and table[ApiKey.INIT_PRODUCER_ID] == (0, 4)
 
 
 def test_api_versions_body_can_be_restricted_to_the_served_keys():
