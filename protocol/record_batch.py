@@ -866,7 +866,7 @@ def build_record_batch(
     return batch_of_section(
         section, count, base_timestamp, max_timestamp, codec=codec, base_offset=base_offset,
         timestamp_type=timestamp_type, partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence, transactional=transactional,
+        producer_epoch=producer_epoch, base_sequence=base_sequence, transactional=transactional, control=control,
         last_offset_delta=last_offset_delta)
 
 
@@ -896,7 +896,7 @@ def batch_of_section(
     section, count: int, base_timestamp: int, max_timestamp: int, *, codec: Codec = Codec.NONE,
     base_offset: int = 0, timestamp_type: int = 0, partition_leader_epoch: int = -1,
     producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = -1,
-    transactional: bool = False, last_offset_delta: int | None = None,
+    transactional: bool = False, control: bool = False, last_offset_delta: int | None = None,
 ) -> bytearray:
     """The batch of ``count`` records whose uncompressed records section is ``section``,
     compressed with ``codec``, its header filled in and its CRC-32C computed (see

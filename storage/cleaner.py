@@ -254,7 +254,8 @@ class Cleaner:
                 # whose marker stays.
                 transactions.add_aborted(log.collect_aborted_transactions(
                     source.base_offset, group[i + 1].base_offset if i + 1 < len(group) else source.next_offset))
-                keep = _retention_rule(offset_map, self._record_seen, retain_tombstones=source.max_timestamp > horizon)
+                retain_deletes = source.max_timestamp > horizon
+                keep = _retention_rule(offset_map, self._record_seen, retain_tombstones=retain_deletes)
                 untimed_times = source.time_index.all_entries() or [(source.max_timestamp, source.base_offset)]
                 out = bytearray()
                 last_offset = -1
