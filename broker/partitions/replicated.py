@@ -34,6 +34,7 @@ from minikafka.replication.replica_manager import LEADER, NotLeader, PartitionSt
 from minikafka.replication.zookeeper import NodeExists, ZooKeeperError
 from minikafka.storage.config import AppendResult
 from minikafka.storage.log import Log
+from minikafka.storage.producer_state import AppendOrigin
 
 logger = logging.getLogger(__name__)
 
@@ -209,8 +210,10 @@ class ReplicatedPartitions(Partitions):
             value = None
         return int(value) if value is not None else self.broker.config.get("min.insync.replicas")
 
-    def append(self, topic: str, partition: int, records: bytes, acks: int) -> tuple[AppendResult, AcksWait | None]:
-        """Append as the partition's leader at its leader epoch. With acks=-1 the ISR must hold
+    def append(self, topic: str, partition: int, records: bytes, acks: int,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> tuple[AppendResult, AcksWait | None]:
+        """Append as the partition's leader at its leader epoch (``origin``: see
+        ``Log.append_as_leader``). With acks=-1 the ISR must hold
         ``min.insync.replicas`` first (NOT_ENOUGH_REPLICAS, nothing written), and the answer
         waits for the high watermark to pass the set."""
         replica = self.leader_replica(topic, partition)
@@ -224,7 +227,7 @@ class ReplicatedPartitions(Partitions):
                 raise TopicError(exc.code, str(exc)) from None
         # No bytes() copy of the request's view: validation copies the set into the buffer it
         # writes anyway, and a copy of a large set costs a fresh allocation per produce.
-        result = replica.log.append_as_leader(records, replica.leader_epoch)
+        result = replica.log.append_as_leader(records, replica.leader_epoch, origin)
         replicas.leader_appended(replica)
         self.broker.append_waiters.notify(topic, partition)
         if acks != -1 or not result.record_count:
@@ -648,9 +651,10 @@ class OffsetsWriter:
             return 0
         return replica.log.high_watermark
 
-    def append(self, message_set: bytes) -> int:
+    def append(self, message_set: bytes, origin: AppendOrigin = AppendOrigin.CLIENT) -> int:
         try:
-            result, _ = self.partitions.append(GROUP_METADATA_TOPIC, self.partition, message_set, self.required_acks)
+            result, _ = self.partitions.append(GROUP_METADATA_TOPIC, self.partition, message_set, self.required_acks,
+                                               origin)
         except TopicError as exc:
             raise RecordError(exc.code, str(exc)) from None
         return result.last_offset
