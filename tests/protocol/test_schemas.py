@@ -287,6 +287,7 @@ _OLD_MODULES = {
     ApiKey.DESCRIBE_CONFIGS: "admin",
     ApiKey.ALTER_CONFIGS: "admin", ApiKey.DELETE_RECORDS: "admin", ApiKey.DESCRIBE_ACLS: "admin",
     ApiKey.CREATE_ACLS: "admin", ApiKey.DELETE_ACLS: "admin", ApiKey.DELETE_GROUPS: "admin",
+    ApiKey.TXN_OFFSET_COMMIT: "txn_offset_commit",
 }
 
 
@@ -381,7 +382,7 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "DELETE_RECORDS": (0, 2), "DESCRIBE_ACLS": (0, 1), "CREATE_ACLS": (0, 3), "DELETE_ACLS": (0, 3),
         "DELETE_GROUPS": (0, 2), "OFFSET_DELETE": (0, 0), "DESCRIBE_LOG_DIRS": (0, 4),
         "ELECT_LEADERS": (0, 2), "DESCRIBE_USER_SCRAM_CREDENTIALS": (0, 0), "ALTER_USER_SCRAM_CREDENTIALS": (0, 0),
-        "INIT_PRODUCER_ID": (0, 1),
+        "INIT_PRODUCER_ID": (0, 1), "TXN_OFFSET_COMMIT": (0, 3),
     }
 
 
