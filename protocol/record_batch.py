@@ -83,6 +83,9 @@ __all__ = [
     "leader_epoch_starts",
     "build_record_batch",
     "uses_zstd",
+    "EndTxnMarker",
+    "build_end_txn_marker",
+    "end_txn_marker",
 ]
 
 RECORD_BATCH_MAGIC = 2
@@ -582,9 +585,20 @@ _LEADER_EPOCH_POSITION = 12
 _CRC_POSITION = 17
 
 
+class EndTxnMarker(NamedTuple):
+    """The COMMIT or ABORT a control batch's record holds (Kafka's EndTransactionMarker), with
+    the record's timestamp."""
+
+    commit: bool
+    coordinator_epoch: int
+    timestamp: int
+
+
 class ProducerBatch(NamedTuple):
     """What producer state needs of one appended batch that carries a producer id
-    (``storage.producer_state``'s ``append_data_batch``)."""
+    (``storage.producer_state``'s ``append_data_batch`` and ``append_end_txn_marker``):
+    ``marker`` is a control batch's, None for a data batch and for a control batch without
+    a transaction marker (one the cleaner emptied)."""
 
     producer_id: int
     producer_epoch: int
@@ -594,6 +608,7 @@ class ProducerBatch(NamedTuple):
     max_timestamp: int
     is_transactional: bool
     is_control: bool
+    marker: EndTxnMarker | None = None
 
 
 class AssignedBatches(NamedTuple):
@@ -726,9 +741,13 @@ def producer_batches(buf, end: int) -> tuple[ProducerBatch, ...]:
         producer_id, epoch, base_sequence = _PRODUCER_FIELDS.unpack_from(buf, position + _PRODUCER_POSITION)
         if producer_id != NO_PRODUCER_ID:
             attributes, last_offset_delta, _, max_timestamp = _ATTRIBUTES_AND_HEAD.unpack_from(buf, position + _CRC_START)
+            marker = None
+            if attributes & _CONTROL_BIT:
+                size = _LOG_OVERHEAD + _INT32.unpack_from(buf, position + 8)[0]
+                marker = end_txn_marker(memoryview(buf)[position : position + size])
             found.append(ProducerBatch(producer_id, epoch, base_sequence, offset, offset + last_offset_delta,
                                        max_timestamp, bool(attributes & _TRANSACTIONAL_BIT),
-                                       bool(attributes & _CONTROL_BIT)))
+                                       bool(attributes & _CONTROL_BIT), marker))
     return tuple(found)
 
 
@@ -769,7 +788,7 @@ def _zigzag_varint(out: bytearray, value: int) -> None:
 def build_record_batch(
     records, *, codec: Codec = Codec.NONE, base_offset: int = 0, timestamp_type: int = 0,
     partition_leader_epoch: int = -1, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
-    base_sequence: int = -1, transactional: bool = False,
+    base_sequence: int = -1, transactional: bool = False, control: bool = False,
     offset_deltas: list[int] | None = None, last_offset_delta: int | None = None,
 ) -> bytearray:
     """One magic 2 batch of ``(key, value, timestamp, headers)`` records, as a producer (or
@@ -809,7 +828,8 @@ def build_record_batch(
         raise ValueError("a record batch holds at least one record")
     if codec != Codec.NONE:
         section = compress(Codec(codec), bytes(section), magic=RECORD_BATCH_MAGIC)
-    attributes = codec | (_TIMESTAMP_TYPE_BIT if timestamp_type == 1 else 0) | (_TRANSACTIONAL_BIT if transactional else 0)
+    attributes = (codec | (_TIMESTAMP_TYPE_BIT if timestamp_type == 1 else 0) | (_TRANSACTIONAL_BIT if transactional else 0)
+                  | (_CONTROL_BIT if control else 0))
     out = bytearray(_HEADER.pack(
         base_offset, BATCH_OVERHEAD - _LOG_OVERHEAD + len(section), partition_leader_epoch, RECORD_BATCH_MAGIC, 0,
         attributes, count - 1 if last_offset_delta is None else last_offset_delta, base_timestamp, max_timestamp,
@@ -818,3 +838,48 @@ def build_record_batch(
     out += section
     _UINT32.pack_into(out, _CRC_POSITION, crc32c(memoryview(out)[_CRC_START:]))
     return out
+
+
+# A control record's key is Kafka's ControlRecordType (version 0, then the type), a transaction
+# marker's value its EndTransactionMarker (version 0, then the coordinator's epoch).
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
+
+
+def build_end_txn_marker(*, commit: bool, coordinator_epoch: int, producer_id: int, producer_epoch: int,
+                         base_offset: int, timestamp: int, partition_leader_epoch: int) -> bytearray:
+    """The control batch a transaction coordinator has a partition's leader append to end a
+    producer's transaction there, as Kafka's ``MemoryRecords.withEndTransactionMarker`` builds
+    it: transactional and control, uncompressed, CreateTime, no sequence, one record."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _END_TXN_VALUE.pack(0, coordinator_epoch)
+    return build_record_batch([(key, value, timestamp, ())], base_offset=base_offset,
+                              partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+                              producer_epoch=producer_epoch, transactional=True, control=True)
+
+
+def end_txn_marker(batch) -> EndTxnMarker | None:
+    """The transaction marker of the control batch ``batch`` (its bytes, from its base offset
+    to its end; written by a leader, so its CRC is not checked again): None when it holds no
+    record (the cleaner removed it with its transaction) or a control record of another type.
+    CORRUPT_MESSAGE for a key or value too short to be one (Kafka's ControlRecordType.parse
+    and EndTransactionMarker.deserialize)."""
+    base_offset, _, leader_epoch, _, _, *fields = _HEADER.unpack_from(batch)
+    header = RecordBatch(base_offset, 0, len(batch), leader_epoch, *fields)
+    if header.record_count < 1:
+        return None
+    _, timestamp_delta, key, value, _ = _parse_records(_records_section(batch, header), header)[0]
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise _corrupt(f"control record at offset {header.base_offset} has a key of {0 if key is None else len(key)} "
+                       "bytes")
+    key_version, record_type = _CONTROL_KEY.unpack_from(key)
+    if key_version < 0 or record_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    if value is None or len(value) < _END_TXN_VALUE.size:
+        raise _corrupt(f"transaction marker at offset {header.base_offset} has a value of "
+                       f"{0 if value is None else len(value)} bytes")
+    _, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+    timestamp = header.max_timestamp if header.timestamp_type == 1 else _timestamp(header, timestamp_delta)
+    return EndTxnMarker(record_type == CONTROL_COMMIT, coordinator_epoch, timestamp)

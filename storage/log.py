@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, build_end_txn_marker
 from minikafka.protocol.records import ValidatedSet, validate_and_assign, validate_given_offsets
 from minikafka.storage.checkpoint import fsync_dir
 from minikafka.storage.clock import Clock
@@ -153,6 +154,30 @@ class Log:
         return self._segments.active.next_offset
 
     @property
+    def high_watermark(self) -> int:
+        """The offset below which every in-sync replica holds the log (the partition layer
+        sets it: the leader's ISR, a follower's leader)."""
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        with self._lock:
+            self._high_watermark = offset
+            # Transactions whose markers it passed are stable now (Kafka's updateHighWatermarkMetadata).
+            self.producer_state.on_high_watermark_updated(offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset below which every transaction is decided and its marker committed (Kafka's
+        ``Log.lastStableOffset``): the first unstable offset (never below the log start), or
+        the high watermark when that is lower or no transaction is unstable."""
+        with self._lock:
+            first = self.producer_state.first_unstable_offset()
+            if first is None or first >= self._high_watermark:
+                return self._high_watermark
+            return max(first, self.log_start_offset)
+
+    @property
     def size_in_bytes(self) -> int:
         return self._segments.size_in_bytes
 
@@ -254,8 +279,7 @@ class Log:
                 state.update_map_end_offset(start)
                 if segment.base_offset in snapshot_at:
                     self._take_producer_snapshot()
-                for info in state.analyze(segment.producer_batches(start, end), AppendOrigin.REPLICATION):
-                    state.update(info)
+                state.update_all(state.analyze(segment.producer_batches(start, end), AppendOrigin.REPLICATION))
         state.update_map_end_offset(end)
         self._take_producer_snapshot()
 
@@ -353,6 +377,31 @@ class Log:
             self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
             return self._append(validated, now, producers)
 
+    def append_txn_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                          leader_epoch: int = 0) -> AppendResult:
+        """Append the COMMIT or ABORT marker (``build_end_txn_marker``) that a transaction
+        coordinator at ``coordinator_epoch`` writes to end ``producer_id``'s transaction here,
+        as the leader at ``leader_epoch`` (Kafka's appendAsLeader with origin Coordinator).
+
+        Raises ``RecordError`` (nothing is written): INVALID_PRODUCER_EPOCH for an epoch below
+        the producer's, TRANSACTION_COORDINATOR_FENCED for a coordinator epoch below the last
+        marker's, UNSUPPORTED_FOR_MESSAGE_FORMAT on a log of magic 0/1 (Kafka's WriteTxnMarkers
+        check of the message format)."""
+        with self._open():
+            if self.config.record_magic < RECORD_BATCH_MAGIC:
+                raise RecordError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                                  f"{self.topic}-{self.partition} is of magic {self.config.record_magic}, "
+                                  "which holds no transaction markers")
+            now = self._clock.time_ms()
+            offset = self.log_end_offset
+            marker = build_end_txn_marker(commit=commit, coordinator_epoch=coordinator_epoch, producer_id=producer_id,
+                                          producer_epoch=producer_epoch, base_offset=offset, timestamp=now,
+                                          partition_leader_epoch=leader_epoch)
+            validated = validate_given_offsets(marker, offset, self._validation_config)
+            producers = self.producer_state.analyze(validated.producer_batches, AppendOrigin.COORDINATOR)
+            self.leader_epoch_cache.assign(leader_epoch, offset)
+            return self._append(validated, now, producers)
+
     def append_as_follower(self, records: bytes | memoryview) -> AppendResult:
         """Append a leader's set keeping its offsets (strictly increasing, >= log end),
         checked shallowly (see ``validate_given_offsets``: ``first_offset`` and
@@ -409,8 +458,7 @@ class Log:
         if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset):
             segment = self._roll(now)
         segment.append(validated, now)
-        for info in producers:
-            self.producer_state.update(info)
+        self.producer_state.update_all(producers)
         self.producer_state.update_map_end_offset(self.log_end_offset)
         every = self.config.flush_interval_messages
         if every is not None and self.log_end_offset - self.recovery_point >= every:

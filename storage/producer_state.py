@@ -232,6 +232,7 @@ class ProducerAppendInfo:
                                    last_timestamp=current.last_timestamp,
                                    current_txn_first_offset=current.current_txn_first_offset)
         self.started_transactions: list[TxnMetadata] = []
+        self.completed_transactions: list[CompletedTxn] = []
 
     def _check_epoch(self, epoch: int, offset: int) -> None:
         if epoch < self.entry.epoch:
@@ -294,6 +295,8 @@ class ProducerAppendInfo:
         self.entry.current_txn_first_offset = None
         self.entry.coordinator_epoch = coordinator_epoch
         self.entry.last_timestamp = timestamp
+        if completed is not None:
+            self.completed_transactions.append(completed)
         return completed
 
 
@@ -486,15 +489,20 @@ class ProducerStateManager:
         checked against the state and the batches before it (RecordError on the first refused
         one; nothing changes until the caller applies them with :meth:`update`). Kafka's
         ``Log.analyzeAndValidateProducerState`` without the duplicate check, which a client's
-        append makes first (:meth:`find_duplicate`). Control batches (transaction markers) end
-        transactions, which issue 26 brings; until then they change nothing here."""
+        append makes first (:meth:`find_duplicate`). A control batch's transaction marker ends
+        its producer's transaction; one without (emptied by the cleaner) changes nothing."""
         infos: dict[int, ProducerAppendInfo] = {}
         for batch in batches:
-            if batch.is_control:
+            if batch.is_control and batch.marker is None:
                 continue
             info = infos.get(batch.producer_id)
             if info is None:
                 info = infos[batch.producer_id] = self.prepare_update(batch.producer_id, origin)
+            if batch.is_control:
+                info.append_end_txn_marker(abort=not batch.marker.commit, coordinator_epoch=batch.marker.coordinator_epoch,
+                                           epoch=batch.producer_epoch, offset=batch.first_offset,
+                                           timestamp=batch.marker.timestamp)
+                continue
             last_sequence = increment_sequence(batch.base_sequence, batch.last_offset - batch.first_offset)
             info.append_data_batch(batch.producer_epoch, batch.base_sequence, last_sequence, batch.max_timestamp,
                                    batch.first_offset, batch.last_offset, batch.is_transactional)
@@ -521,6 +529,22 @@ class ProducerStateManager:
             current.update(info.entry)
         for txn in info.started_transactions:
             self._ongoing[txn.first_offset] = txn
+
+    def update_all(self, infos: Iterable[ProducerAppendInfo]) -> list[tuple[CompletedTxn, int]]:
+        """Apply the updates of one append (:meth:`analyze`), then complete the transactions its
+        markers ended, in log order. Returns each with the last stable offset just after it
+        (:meth:`last_stable_offset`), what the transaction index records of an aborted one.
+        As Kafka's ``Log.append``, every producer is updated before any transaction completes."""
+        infos = list(infos)
+        for info in infos:
+            self.update(info)
+        completed = sorted((txn for info in infos for txn in info.completed_transactions),
+                           key=lambda txn: txn.last_offset)
+        ended = []
+        for txn in completed:
+            ended.append((txn, self.last_stable_offset(txn)))
+            self.complete_txn(txn)
+        return ended
 
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset

@@ -28,7 +28,7 @@ from typing import Iterator
 
 from minikafka.protocol import entries
 from minikafka.protocol.entries import BATCH_HEADER, LOG_OVERHEAD, Entry, crc_ok, iter_entries
-from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, ProducerBatch, RecordBatch
+from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, ProducerBatch, RecordBatch, end_txn_marker
 from minikafka.protocol.errors import RecordError
 from minikafka.protocol.records import ValidatedSet, iter_records
 from minikafka.storage.config import LogConfig
@@ -392,9 +392,10 @@ class LogSegment:
             if base_offset >= end_offset:
                 return
             if batch.producer_id >= 0:
+                marker = end_txn_marker(os.pread(fd, head.size, head.position)) if batch.is_control else None
                 yield ProducerBatch(batch.producer_id, batch.producer_epoch, batch.base_sequence, base_offset,
                                     base_offset + batch.last_offset_delta, batch.max_timestamp,
-                                    batch.is_transactional, batch.is_control)
+                                    batch.is_transactional, batch.is_control, marker)
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> FileSlice | None:
         """Entries from the one holding ``offset``; None if the segment has none that far."""

@@ -14,19 +14,27 @@ checks which mode the broker runs in (a single broker is a cluster of one):
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.storage.config import AppendResult, LogConfig
 from minikafka.storage.log import Log
+from minikafka.storage.producer_state import AppendOrigin
 from minikafka.storage.names import InvalidTopicName, validate_topic_name
 
 # What an append hands back to wait on until the ISR holds it: called with the produce's
 # timeout in ms, it answers the partition's error code (NONE once replicated).
 AcksWait = Callable[[int], Awaitable[ErrorCode]]
+
+# How long a transaction marker's write waits for the ISR: Kafka's request.timeout.ms default,
+# the timeout its WriteTxnMarkers handler gives appendRecords.
+MARKER_TIMEOUT_MS = 30_000
+
+logger = logging.getLogger(__name__)
 
 # A request's current leader epoch when it names none (requests before KIP-320's versions, and
 # clients that have no epoch from Metadata): nothing to check.
@@ -100,12 +108,57 @@ class Partitions(ABC):
 
     # ------------------------------------------------------------------ appends
 
-    @abstractmethod
-    def append(self, topic: str, partition: int, records: bytes, acks: int) -> tuple[AppendResult, AcksWait | None]:
+    def append(self, topic: str, partition: int, records: bytes, acks: int,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> tuple[AppendResult, AcksWait | None]:
         """Append a producer's message set as the partition's leader and wake the fetches
-        waiting on it (Kafka's appendRecords). Returns the result and, when ``acks`` asks for
+        waiting on it (Kafka's appendRecords; ``origin``: see ``Log.append_as_leader``). Returns
+        the result and, when ``acks`` asks for
         more replicas than hold the set yet, what to wait on before answering (else None).
         Raises RecordError (the set is refused and nothing is written) or TopicError."""
+        def write(log: Log, leader_epoch: int) -> AppendResult:
+            if records is None:
+                raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
+            # No bytes() copy of the request's view: validation copies the set into the buffer
+            # it writes anyway, and a copy of a large set costs a fresh allocation per produce.
+            return log.append_as_leader(records, leader_epoch, origin)
+
+        return self._append_as_leader(topic, partition, write, acks)
+
+    async def append_txn_marker(self, topic: str, partition: int, *, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int, commit: bool,
+                                timeout_ms: int = MARKER_TIMEOUT_MS) -> ErrorCode:
+        """Write the COMMIT (``commit``) or ABORT marker of ``producer_id``'s transaction to
+        ``topic-partition`` as its leader, for a transaction coordinator at
+        ``coordinator_epoch`` (``Log.append_txn_marker``), and answer once it is committed as an
+        acks=all produce is: Kafka's appendRecords with requiredAcks -1, internal topics
+        allowed, origin Coordinator, as its WriteTxnMarkers handler calls it.
+
+        The error code: NONE; UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (not led
+        here); NOT_ENOUGH_REPLICAS (ISR below ``min.insync.replicas``, nothing written),
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT (after ``timeout_ms``);
+        INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED (a stale producer or
+        coordinator epoch), UNSUPPORTED_FOR_MESSAGE_FORMAT (a magic 0/1 log);
+        KAFKA_STORAGE_ERROR."""
+        def write(log: Log, leader_epoch: int) -> AppendResult:
+            return log.append_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
+                                         coordinator_epoch=coordinator_epoch, commit=commit, leader_epoch=leader_epoch)
+
+        try:
+            _, acks_wait = self._append_as_leader(topic, partition, write, -1)
+        except (RecordError, TopicError) as exc:
+            logger.debug("marker for producer %d refused by %s-%d: %s", producer_id, topic, partition, exc)
+            return exc.code
+        except OSError as exc:
+            logger.error("marker for producer %d not written to %s-%d: %s", producer_id, topic, partition, exc)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE if acks_wait is None else await acks_wait(timeout_ms)
+
+    @abstractmethod
+    def _append_as_leader(self, topic: str, partition: int, write: Callable[[Log, int], AppendResult],
+                          acks: int) -> tuple[AppendResult, AcksWait | None]:
+        """Have ``write`` append to the log of ``topic-partition`` as its leader, at the leader
+        epoch it is given, and wake the fetches waiting on the partition; what :meth:`append`
+        says of ``acks`` and the result. TopicError when not led here (before ``write``)."""
 
     async def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """DeleteRecords on the partition's leader (Kafka 2.8's Partition.deleteRecordsOnLeader):

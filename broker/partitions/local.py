@@ -6,12 +6,12 @@ import errno
 import functools
 import logging
 import resource
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import trio
 
 from minikafka.broker.partitions import NO_EPOCH, AcksWait, Partitions, TopicError, leader_epoch_error
-from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.config import AppendResult
 from minikafka.storage.log import Log
 from minikafka.storage.types import TooManyPartitions, TopicAlreadyExists, UnknownTopic
@@ -59,12 +59,11 @@ class LocalPartitions(Partitions):
         """No replica follows a single broker's: a fetch naming a broker id only reads to the
         log end."""
 
-    def append(self, topic: str, partition: int, records: bytes, acks: int) -> tuple[AppendResult, AcksWait | None]:
+    def _append_as_leader(self, topic: str, partition: int, write: Callable[[Log, int], AppendResult],
+                          acks: int) -> tuple[AppendResult, AcksWait | None]:
         log = self.leader_log(topic, partition)
-        if records is None:
-            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
-        # At the epoch it leads in, which v2 batches carry (validation makes the one copy it writes).
-        result = log.append_as_leader(records, _epoch_of(log))
+        # At the epoch it leads in, which v2 batches carry.
+        result = write(log, _epoch_of(log))
         # The leader is the whole ISR: what it appended is committed (and checkpointed so),
         # whatever the acks.
         log.high_watermark = log.log_end_offset

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 
 import trio
 
@@ -210,24 +211,19 @@ class ReplicatedPartitions(Partitions):
             value = None
         return int(value) if value is not None else self.broker.config.get("min.insync.replicas")
 
-    def append(self, topic: str, partition: int, records: bytes, acks: int,
-               origin: AppendOrigin = AppendOrigin.CLIENT) -> tuple[AppendResult, AcksWait | None]:
-        """Append as the partition's leader at its leader epoch (``origin``: see
-        ``Log.append_as_leader``). With acks=-1 the ISR must hold
+    def _append_as_leader(self, topic: str, partition: int, write: Callable[[Log, int], AppendResult],
+                          acks: int) -> tuple[AppendResult, AcksWait | None]:
+        """At the partition's leader epoch. With acks=-1 the ISR must hold
         ``min.insync.replicas`` first (NOT_ENOUGH_REPLICAS, nothing written), and the answer
-        waits for the high watermark to pass the set."""
+        waits for the high watermark to pass what was written."""
         replica = self.leader_replica(topic, partition)
-        if records is None:
-            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
         replicas = self.cluster.replicas
         if acks == -1:
             try:
                 replicas.check_enough_replicas(replica, self.min_insync_replicas(topic))
             except NotLeader as exc:
                 raise TopicError(exc.code, str(exc)) from None
-        # No bytes() copy of the request's view: validation copies the set into the buffer it
-        # writes anyway, and a copy of a large set costs a fresh allocation per produce.
-        result = replica.log.append_as_leader(records, replica.leader_epoch, origin)
+        result = write(replica.log, replica.leader_epoch)
         replicas.leader_appended(replica)
         self.broker.append_waiters.notify(topic, partition)
         if acks != -1 or not result.record_count:

@@ -1,0 +1,150 @@
+"""Transactions in the log (issue 26): transactional data batches, the COMMIT and ABORT markers a
+transaction coordinator has the leader append (``Log.append_txn_marker``), and the producer
+state they leave, on real files."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.record_batch import build_record_batch, end_txn_marker, iter_batches
+from minikafka.storage import Log, LogConfig
+
+from .conftest import MAGIC_1, START_MS, message_set
+
+PRODUCER = 4000
+
+
+def open_log(directory, clock, *, needs_recovery=False, **settings) -> Log:
+    return Log(directory, "t", 0, LogConfig(**settings), clock, needs_recovery=needs_recovery)
+
+
+def transactional_batch(sequence: int, count: int = 2, *, producer_id: int = PRODUCER, epoch: int = 0) -> bytes:
+    return bytes(build_record_batch([(None, b"v%d" % (sequence + i), START_MS, ()) for i in range(count)],
+                                    producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
+                                    transactional=True))
+
+
+def stored_batches(log: Log):
+    data = log.read(log.log_start_offset, 1 << 20).read_bytes()
+    return data, list(iter_batches(data))
+
+
+def marker(log: Log, *, commit: bool, producer_id: int = PRODUCER, epoch: int = 0, coordinator_epoch: int = 0):
+    return log.append_txn_marker(producer_id=producer_id, producer_epoch=epoch, coordinator_epoch=coordinator_epoch,
+                                 commit=commit)
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_data_then_a_marker_ends_the_transaction(tmp_path, clock, commit):
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(message_set(1, START_MS))  # offset 0, outside any transaction
+    log.append_as_leader(transactional_batch(0))  # offsets 1-2
+    state = log.producer_state
+    assert state.last_entry(PRODUCER).current_txn_first_offset == 1
+    assert state.first_unstable_offset() == 1
+    appended = marker(log, commit=commit, coordinator_epoch=3)
+    assert (appended.first_offset, appended.last_offset, log.log_end_offset) == (3, 3, 4)
+    # Decided, but unstable until the high watermark passes the marker.
+    assert state.last_entry(PRODUCER).current_txn_first_offset is None
+    assert state.first_undecided_offset() is None
+    assert state.first_unstable_offset() == 1
+    state.on_high_watermark_updated(4)
+    assert state.first_unstable_offset() is None
+
+    data, batches = stored_batches(log)
+    control = batches[-1]
+    assert (control.base_offset, control.record_count, control.producer_id, control.producer_epoch) == (3, 1, PRODUCER, 0)
+    assert (control.is_control, control.is_transactional, control.codec, control.base_sequence) == (True, True, 0, -1)
+    assert batches[1].is_transactional and not batches[1].is_control
+    # Kafka's layout: key ControlRecordType v0 + type (0 ABORT, 1 COMMIT), value EndTransactionMarker v0 + epoch.
+    raw = data[control.position:control.position + control.size]
+    assert struct.pack(">hh", 0, int(commit)) + b"\x0c" + struct.pack(">hi", 0, 3) in raw
+    assert end_txn_marker(raw) == (commit, 3, START_MS)
+
+
+def test_a_fenced_producer_or_coordinator_writes_no_marker(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(transactional_batch(0, epoch=2))
+    marker(log, commit=False, epoch=2, coordinator_epoch=5)
+    end = log.log_end_offset
+    with pytest.raises(RecordError) as stale_producer:
+        marker(log, commit=True, epoch=1, coordinator_epoch=5)
+    assert stale_producer.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    with pytest.raises(RecordError) as stale_coordinator:
+        marker(log, commit=True, epoch=2, coordinator_epoch=4)
+    assert stale_coordinator.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert log.log_end_offset == end
+    # A marker of a newer epoch (the coordinator aborting after fencing the producer) bumps it.
+    marker(log, commit=False, epoch=3, coordinator_epoch=5)
+    assert log.producer_state.last_entry(PRODUCER).epoch == 3
+    with pytest.raises(RecordError) as fenced:
+        log.append_as_leader(transactional_batch(1, epoch=2))
+    assert fenced.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_a_non_transactional_batch_inside_an_open_transaction_is_refused(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(transactional_batch(0))
+    idempotent = bytes(build_record_batch([(None, b"x", START_MS, ())], producer_id=PRODUCER, producer_epoch=0,
+                                          base_sequence=2))
+    with pytest.raises(RecordError) as refused:
+        log.append_as_leader(idempotent)
+    assert refused.value.code == ErrorCode.INVALID_TXN_STATE
+
+
+def test_clients_may_not_write_control_batches(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock)
+    forged = bytes(build_record_batch([(struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 0), START_MS, ())],
+                                      producer_id=PRODUCER, producer_epoch=0, base_sequence=0, transactional=True,
+                                      control=True))
+    with pytest.raises(RecordError) as refused:
+        log.append_as_leader(forged)
+    assert refused.value.code == ErrorCode.CORRUPT_MESSAGE
+
+
+def test_a_magic_1_log_holds_no_markers(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, **MAGIC_1)
+    with pytest.raises(RecordError) as refused:
+        marker(log, commit=True)
+    assert refused.value.code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
+def test_a_follower_copying_the_leader_tracks_the_same_transactions(tmp_path, clock):
+    leader = open_log(tmp_path / "leader" / "t-0", clock)
+    leader.append_as_leader(transactional_batch(0))
+    leader.append_as_leader(transactional_batch(0, producer_id=PRODUCER + 1))
+    marker(leader, commit=False)
+    follower = open_log(tmp_path / "follower" / "t-0", clock)
+    follower.append_as_follower(leader.read(0, 1 << 20).read_bytes())
+    for log in (leader, follower):
+        state = log.producer_state
+        assert state.last_entry(PRODUCER).current_txn_first_offset is None
+        assert state.last_entry(PRODUCER + 1).current_txn_first_offset == 2
+        assert state.first_undecided_offset() == 2
+        assert state.first_unstable_offset() == 0  # the aborted one's marker is above the high watermark
+
+
+def test_recovery_rebuilds_open_and_ended_transactions(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=300)
+    log.append_as_leader(transactional_batch(0))
+    marker(log, commit=True)
+    log.append_as_leader(transactional_batch(0, producer_id=PRODUCER + 1))
+    while len(log.segments()) < 3:
+        log.append_as_leader(message_set(1, START_MS))
+    log.append_as_leader(transactional_batch(2))
+    marker(log, commit=False, coordinator_epoch=1)
+    end = log.log_end_offset
+    # No close: a crash. Recovery replays from the newest snapshot, the markers included.
+    crashed = open_log(tmp_path / "t-0", clock, needs_recovery=True, segment_bytes=300)
+    state = crashed.producer_state
+    assert crashed.log_end_offset == end
+    assert state.last_entry(PRODUCER).current_txn_first_offset is None
+    assert state.last_entry(PRODUCER).coordinator_epoch == 1
+    assert state.last_entry(PRODUCER + 1).current_txn_first_offset == 3
+    assert state.first_undecided_offset() == 3
+    with pytest.raises(RecordError) as fenced:
+        marker(crashed, commit=True, coordinator_epoch=0)
+    assert fenced.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
