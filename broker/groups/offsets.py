@@ -11,6 +11,7 @@ alone and snapshots hold.
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 from collections.abc import Callable
@@ -105,11 +106,11 @@ class CommittedOffsets:
         """Kafka's handleTxnCompletion: the marker ending the transaction of ``producer_id`` is
         written to these ``__consumer_offsets`` partitions; its offsets in their groups become
         the committed ones (commit) or vanish (abort). A partition this broker no longer
-        serves is skipped: its new coordinator reads the marker from the log when it loads."""
+        serves is skipped: its new coordinator reads the marker from the log when it loads; one
+        it is loading gets it once loaded."""
         for index in partitions:
-            for group in self.ownership.groups_by_partition.get(index, {}).values():
-                if producer_id in group.pending_txn_offsets and not group.is_(GroupState.DEAD):
-                    group.complete_txn_offsets(producer_id, commit)
+            self.ownership.when_loaded(index, functools.partial(self.store.apply_marker,
+                                                                producer_id=producer_id, commit=commit))
 
     async def _answer_when_committed(self, errors: list[ErrorCode], write: Write | None) -> list[ErrorCode]:
         if write is None:

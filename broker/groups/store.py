@@ -237,6 +237,21 @@ def _open_txn_offsets(group: GroupMetadata) -> list[tuple[int, int, tuple[str, i
             if positions.get(key, -1) < position]
 
 
+def _marker_in_flight(partition: OffsetsPartition, groups: dict[str, GroupMetadata]) -> bool:
+    """Whether a group holds offsets of a transaction whose marker is already in the log:
+    written by the transaction coordinator, but not applied until it is committed
+    (``handle_txn_completion``). A snapshot taken then would cover the marker without its
+    effect, and the replay after it would never meet it. The log's producer state knows
+    which transactions are still open in it."""
+    producers = partition.log.producer_state
+    for group in groups.values():
+        for producer_id in group.pending_txn_offsets:
+            entry = producers.last_entry(producer_id)
+            if entry is None or entry.current_txn_first_offset is None:
+                return True
+    return False
+
+
 class LocalWriter:
     """How the coordinator appends to a partition on a single broker: as the leader, which is
     the whole ISR, so an append is committed as soon as it is in the log.
@@ -691,8 +706,9 @@ class GroupStore:
             group.offset_positions[topic_partition] = position
 
     @staticmethod
-    def _apply_marker(groups: dict[str, GroupMetadata], producer_id: int, commit: bool) -> None:
-        """A transaction marker read back from the log: as :meth:`CommittedOffsets.complete_txn`."""
+    def apply_marker(groups: dict[str, GroupMetadata], producer_id: int, commit: bool) -> None:
+        """The marker ending the transaction of ``producer_id`` in one partition's ``groups``
+        (read back from the log, or written now: :meth:`CommittedOffsets.complete_txn`)."""
         for group in groups.values():
             if producer_id in group.pending_txn_offsets:
                 group.complete_txn_offsets(producer_id, commit)
@@ -711,7 +727,7 @@ class GroupStore:
         replayed = 0
         for event in partition.read_events(start, end):
             if event.marker:
-                self._apply_marker(groups, event.producer_id, event.commit)
+                self.apply_marker(groups, event.producer_id, event.commit)
                 continue
             try:
                 self._apply_event(groups, event.key, event.value, event.offset, event.producer_id)
@@ -741,7 +757,14 @@ class GroupStore:
     # ---------------------------------------------------------------- snapshots
 
     def _capture(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata], *, force: bool = False):
-        """The snapshot offset and a copy of the partition's state, or None if nothing is new."""
+        """The snapshot offset and a copy of the partition's state, or None if nothing is new
+        (or, unless ``force``, while a transaction marker is in flight, see
+        :func:`_marker_in_flight`: the next append asks again, and a start-up after a shutdown
+        without a snapshot replays from the previous one)."""
+        if not force and _marker_in_flight(partition, groups):
+            logger.info("%s-%d: snapshot postponed: a transaction marker is not applied yet",
+                        GROUP_METADATA_TOPIC, partition.partition)
+            return None
         offset = partition.begin_snapshot(force=force)
         if offset is None:
             return None
