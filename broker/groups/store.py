@@ -70,7 +70,7 @@ from minikafka.broker.groups.group import GroupMetadata, GroupState, MemberMetad
 from minikafka.broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, decode_group_value,
                                    decode_key, decode_offset_value, group_key, group_value,
                                    offset_key, offset_value)
-from minikafka.protocol.entries import iter_entries
+from minikafka.protocol.entries import CONTROL_BIT, TRANSACTIONAL_BIT, iter_entries
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.record_batch import NO_PRODUCER_ID, RECORD_BATCH_MAGIC, build_record_batch, producer_batches
 from minikafka.protocol.records import build_message_set, iter_records
@@ -116,20 +116,27 @@ def _log_events(chunk) -> Iterator[LogEvent]:
     truncated last one is skipped), in log order. A control batch without a marker (emptied
     by the cleaner) is an event with neither key nor marker: it only moves the reader on."""
     view = memoryview(chunk)
+    plain_from = 0   # the run of entries outside transactions goes to iter_records whole
     for entry in iter_entries(view):
+        if entry.magic != RECORD_BATCH_MAGIC or not entry.attributes & (TRANSACTIONAL_BIT | CONTROL_BIT):
+            continue
+        yield from _plain_events(view[plain_from:entry.position])
         data = view[entry.position:entry.position + entry.size]
-        producer_id = NO_PRODUCER_ID
-        if entry.magic == RECORD_BATCH_MAGIC:
-            batch = next(iter(producer_batches(data, entry.size)), None)
-            if batch is not None and batch.is_control:
-                marker = batch.marker
-                yield LogEvent(batch.first_offset, None, None, batch.producer_id, marker is not None,
-                               marker is not None and marker.commit)
-                continue
-            if batch is not None and batch.is_transactional:
-                producer_id = batch.producer_id
-        for record in iter_records(data):
-            yield LogEvent(record.offset, record.key, record.value, producer_id)
+        plain_from = entry.position + entry.size
+        [batch] = producer_batches(data, entry.size)
+        if batch.is_control:
+            marker = batch.marker
+            yield LogEvent(batch.first_offset, None, None, batch.producer_id, marker is not None,
+                           marker is not None and marker.commit)
+        else:
+            for record in iter_records(data):
+                yield LogEvent(record.offset, record.key, record.value, batch.producer_id)
+    yield from _plain_events(view[plain_from:])
+
+
+def _plain_events(data) -> Iterator[LogEvent]:
+    for record in iter_records(data):
+        yield LogEvent(record.offset, record.key, record.value)
 
 
 class SnapshotFormatError(ValueError):
