@@ -5,6 +5,7 @@ Directory contents::
     00000000000000000000.log        segments, named by base offset (see storage.segment)
     00000000000000000000.index
     00000000000000000000.timeindex
+    00000000000000000000.txnindex   the transactions aborted in it, once one is (see storage.txn_index)
     00000000000000052138.log ...
     leader-epoch-checkpoint         see storage.leader_epoch
     00000000000000052138.snapshot   producer state at that offset, see storage.producer_state
@@ -50,6 +51,7 @@ from minikafka.storage.producer_state import AppendOrigin, ProducerStateManager
 from minikafka.storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                                        TIME_INDEX_SUFFIX, LogSegment, iter_headers, segment_file_stem)
 from minikafka.storage.segments import LogSegments
+from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from minikafka.storage.types import (
     AppendResult,
     CorruptPartitionMetadata,
@@ -115,14 +117,14 @@ class Log:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic_id = self._settle_topic_id(topic_id)
         self._segments: LogSegments
-        self._load(recovery_point, log_start_offset, needs_recovery)
+        recovered = self._load(recovery_point, log_start_offset, needs_recovery)
         self.leader_epoch_cache = LeaderEpochCache(
             LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT), lambda: self.log_end_offset
         )
         self.leader_epoch_cache.fit_to_loaded_log(self.log_start_offset, self.log_end_offset)
         self.producer_state = ProducerStateManager(f"{topic}-{partition}", self.dir, config.producer_id_expiration_ms)
         self.producer_state.remove_stray_snapshots(segment.base_offset for segment in self._segments)
-        self._load_producer_state(clean_shutdown=not needs_recovery)
+        self._load_producer_state(clean_shutdown=not needs_recovery, rebuilt=recovered)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self._last_flush_ms = clock.time_ms()
 
@@ -183,13 +185,15 @@ class Log:
 
     # -- loading -----------------------------------------------------------------------------
 
-    def _load(self, recovery_point: int, log_start_offset: int, needs_recovery: bool) -> None:
+    def _load(self, recovery_point: int, log_start_offset: int, needs_recovery: bool) -> frozenset[int]:
+        """Load the segments; returns the base offsets of those recovered (scanned, their
+        indexes rebuilt), whose transaction indexes the producer state replay rebuilds."""
         bases = self._clean_directory()
         if not bases:
             segment = LogSegment.create_for_append(self.dir, log_start_offset, self.config)
             self._segments = LogSegments([segment])
             self.log_start_offset = self.recovery_point = log_start_offset
-            return
+            return frozenset()
         segments = [LogSegment(self.dir, base, self.config, create=False) for base in bases]
         # With needs_recovery, segments from the one holding the recovery point are rebuilt
         # by the scan anyway; the others only get the cheap index check.
@@ -244,7 +248,7 @@ class Log:
             # Bytes after the last whole entry: appends must not go after them (consumers
             # would meet a bad CRC there, and the next recovery would cut from there on,
             # acknowledged records included), however sane the indexes looked.
-            truncated = active.recover(now)
+            recovered[len(segments) - 1] = truncated = active.recover(now)
             logger.warning("%s-%d: truncated %d bytes of a partial entry at the end of segment %d",
                            self.topic, self.partition, truncated, active.base_offset)
         active.open_for_append()
@@ -252,15 +256,21 @@ class Log:
         end = self.log_end_offset
         self.recovery_point = min(recovery_point, end) if needs_recovery else end
         self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), end)
+        return frozenset(segments[i].base_offset for i in recovered if i < len(segments))
 
-    def _load_producer_state(self, *, clean_shutdown: bool) -> None:
+    def _load_producer_state(self, *, clean_shutdown: bool, rebuilt: frozenset[int] = frozenset()) -> None:
         """Bring producer state up to the log end, as Kafka 2.8's ``rebuildProducerState``: from
         the newest snapshot at or below it, replaying the batches after it, then a snapshot at
         the end. A log of magic 0/1 (no producer ids) or without any snapshot that was shut down
         cleanly (written before producer state was kept: Kafka's upgrade case) is not replayed;
         snapshots at the bases of its last two segments and at its end spare every later load
         (a follower's truncation included) the scan of the whole log. A map already empty and
-        at or past the end (a truncation of a log no producer with an id wrote) needs none."""
+        at or past the end (a truncation of a log no producer with an id wrote) needs none.
+
+        ``rebuilt`` are the segments whose transaction indexes recovery emptied: the replay
+        then starts from the newest snapshot at or below the first of them (from the log start
+        if there is none) and writes their aborted transactions again, as Kafka's
+        ``recoverSegment`` replays a recovered segment into producer state."""
         state = self.producer_state
         end = self.log_end_offset
         snapshot_at = {segment.base_offset for segment in list(self._segments)[-2:]} | {end}
@@ -272,14 +282,20 @@ class Log:
                 self._take_producer_snapshot()
             return
         was_empty = state.is_empty() and state.map_end_offset >= end
-        state.truncate_and_reload(self.log_start_offset, end, self._clock.time_ms())
+        now = self._clock.time_ms()
+        state.truncate_and_reload(self.log_start_offset, end, now)
+        if rebuilt and state.map_end_offset > min(rebuilt):
+            state.reload_at_or_below(min(rebuilt), self.log_start_offset, now)
         if end > state.map_end_offset and not was_empty:
             for segment in self._segments.from_offset(state.map_end_offset):
                 start = max(segment.base_offset, state.map_end_offset, self.log_start_offset)
                 state.update_map_end_offset(start)
                 if segment.base_offset in snapshot_at:
                     self._take_producer_snapshot()
-                state.update_all(state.analyze(segment.producer_batches(start, end), AppendOrigin.REPLICATION))
+                ended = state.update_all(state.analyze(segment.producer_batches(start, end), AppendOrigin.REPLICATION))
+                if segment.base_offset in rebuilt:
+                    for txn, last_stable_offset in ended:
+                        segment.update_txn_index(txn, last_stable_offset)
         state.update_map_end_offset(end)
         self._take_producer_snapshot()
 
@@ -308,7 +324,7 @@ class Log:
         logs = {base for name in names if (base := _segment_base(name, LOG_SUFFIX)) is not None}
         for name in names:
             if any((base := _segment_base(name, suffix)) is not None and base not in logs
-                   for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+                   for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
                 (self.dir / name).unlink(missing_ok=True)
         return sorted(logs)
 
@@ -329,7 +345,7 @@ class Log:
         for name in os.listdir(self.dir):
             old = _segment_base(name, LOG_SUFFIX)
             if old is not None and base <= old <= last:
-                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
                     (self.dir / (segment_file_stem(old) + suffix)).unlink(missing_ok=True)
         os.replace(swap, self.dir / (segment_file_stem(base) + LOG_SUFFIX))
         fsync_dir(self.dir)
@@ -458,7 +474,8 @@ class Log:
         if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset):
             segment = self._roll(now)
         segment.append(validated, now)
-        self.producer_state.update_all(producers)
+        for txn, last_stable_offset in self.producer_state.update_all(producers):
+            segment.update_txn_index(txn, last_stable_offset)
         self.producer_state.update_map_end_offset(self.log_end_offset)
         every = self.config.flush_interval_messages
         if every is not None and self.log_end_offset - self.recovery_point >= every:
@@ -573,19 +590,49 @@ class Log:
         fetch responses may. Raises OffsetOutOfRange outside [log start, log end].
         """
         with self._open():
-            end = self.log_end_offset
-            active = self._segments.active
-            if offset == end:
-                return FileSlice(active.file, active.size, 0)
-            if offset < self.log_start_offset or offset > end:
-                raise OffsetOutOfRange(
-                    f"offset {offset} is outside [{self.log_start_offset}, {end}] of {self.topic}-{self.partition}"
-                )
-            for segment in self._segments.from_offset(offset):
-                found = segment.read(offset, max_bytes, max_offset, min_one_message)
-                if found is not None:
-                    return found
-            return FileSlice(active.file, active.size, 0)
+            return self._read(offset, max_bytes, max_offset, min_one_message)[0]
+
+    def read_committed(self, offset: int, max_bytes: int, max_offset: int,
+                       min_one_message: bool = True) -> tuple[FileSlice, list[AbortedTxn]]:
+        """:meth:`read` for a READ_COMMITTED consumer, ``max_offset`` its last stable offset,
+        with the aborted transactions whose records it may return: those the transaction
+        indexes from the segment read on list as overlapping the offsets from ``offset`` to
+        the end of what was read (Kafka's Log.read with addAbortedTransactions; its bound is
+        the next segment's base, which a read never passes)."""
+        with self._open():
+            found, segment = self._read(offset, max_bytes, max_offset, min_one_message)
+            if not found.length:
+                return found, []
+            upper_bound = min(max_offset, segment.next_offset)
+            aborted = []
+            for candidate in self._segments.from_offset(segment.base_offset):
+                txns, complete = candidate.txn_index.collect(offset, upper_bound)
+                aborted += txns
+                if complete:
+                    break
+            return found, aborted
+
+    def aborted_transactions(self) -> list[AbortedTxn]:
+        """Every entry of the segments' transaction indexes, in log order."""
+        with self._open():
+            return [txn for segment in self._segments for txn in segment.txn_index.entries()]
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None,
+              min_one_message: bool) -> tuple[FileSlice, LogSegment | None]:
+        """:meth:`read`'s slice and the segment it lies in (None for none)."""
+        end = self.log_end_offset
+        active = self._segments.active
+        if offset == end:
+            return FileSlice(active.file, active.size, 0), None
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self.log_start_offset}, {end}] of {self.topic}-{self.partition}"
+            )
+        for segment in self._segments.from_offset(offset):
+            found = segment.read(offset, max_bytes, max_offset, min_one_message)
+            if found is not None:
+                return found, segment
+        return FileSlice(active.file, active.size, 0), None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first message whose timestamp is >= ``timestamp``

@@ -396,7 +396,8 @@ class ProducerStateManager:
         if self.map_end_offset <= self._snapshot_offset:
             return
         write_atomically(snapshot_path(self.directory, self.map_end_offset), encode_snapshot(self.producers.values()))
-        bisect.insort(self._snapshots, self.map_end_offset)
+        if self.map_end_offset not in self._snapshots:  # rewritten by a replay from an older one
+            bisect.insort(self._snapshots, self.map_end_offset)
         self._snapshot_offset = self.map_end_offset
 
     def remove_stray_snapshots(self, segment_base_offsets) -> None:
@@ -415,9 +416,10 @@ class ProducerStateManager:
         for snapshot in [s for s in self._snapshots if s < offset]:
             self._delete_snapshot(snapshot)
 
-    def _load_newest_snapshot(self, log_start_offset: int, now_ms: int) -> None:
-        while self._snapshots:
-            offset = self._snapshots[-1]
+    def _load_newest_snapshot(self, log_start_offset: int, now_ms: int, at_most: int | None = None) -> None:
+        while self._snapshots and (at_most is None or self._snapshots[0] <= at_most):
+            offset = self._snapshots[-1] if at_most is None else self._snapshots[bisect.bisect_right(self._snapshots,
+                                                                                                      at_most) - 1]
             try:
                 entries = decode_snapshot(snapshot_path(self.directory, offset).read_bytes())
             except (CorruptSnapshot, OSError) as exc:
@@ -447,18 +449,26 @@ class ProducerStateManager:
         for offset in [s for s in self._snapshots if s > log_end_offset or s <= log_start_offset]:
             self._delete_snapshot(offset)
         if log_end_offset != self.map_end_offset:
-            self.producers.clear()
-            self._ongoing.clear()
-            self._unreplicated.clear()
+            self._forget_all()
             self._load_newest_snapshot(log_start_offset, now_ms)
         else:
             self.on_log_start_offset_incremented(log_start_offset)
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """The log was emptied and starts again at ``offset``: nothing of the old state stays."""
+    def _forget_all(self) -> None:
         self.producers.clear()
         self._ongoing.clear()
         self._unreplicated.clear()
+
+    def reload_at_or_below(self, offset: int, log_start_offset: int, now_ms: int) -> None:
+        """Start again from the newest snapshot at or below ``offset`` (from the log start
+        without one), keeping the newer snapshots: the log replays from there to rebuild what
+        recovery emptied (storage.log)."""
+        self._forget_all()
+        self._load_newest_snapshot(log_start_offset, now_ms, at_most=offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The log was emptied and starts again at ``offset``: nothing of the old state stays."""
+        self._forget_all()
         for snapshot in list(self._snapshots):
             self._delete_snapshot(snapshot)
         self._snapshot_offset = 0

@@ -1,4 +1,5 @@
-"""One log segment: a ``.log`` file of message sets plus its offset and time indexes.
+"""One log segment: a ``.log`` file of message sets plus its offset and time indexes (and the
+``.txnindex`` of the transactions aborted in it, ``storage.txn_index``).
 
 ``<base offset, 20 digits>.log`` holds entries exactly as on the wire (magic 0/1 messages and
 magic 2 batches in any mix, laid out as ``protocol.entries`` describes), each appended set as
@@ -33,6 +34,7 @@ from minikafka.protocol.errors import RecordError
 from minikafka.protocol.records import ValidatedSet, iter_records
 from minikafka.storage.config import LogConfig
 from minikafka.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+from minikafka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 from minikafka.storage.types import FileSlice, SegmentFile, SegmentInfo
 
 LOG_SUFFIX = ".log"
@@ -83,7 +85,8 @@ def newest_segment_magic(directory: Path) -> int | None:
 
 
 class LogSegment:
-    """A segment file and its two indexes (see the module docstring)."""
+    """A segment file, its two indexes and its aborted-transaction index
+    (``storage.txn_index``; see the module docstring)."""
 
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, *, create: bool,
                  suffix: str = "") -> None:
@@ -96,14 +99,17 @@ class LogSegment:
         self.log_path = directory / (stem + LOG_SUFFIX + suffix)
         index_path = directory / (stem + INDEX_SUFFIX + suffix)
         time_index_path = directory / (stem + TIME_INDEX_SUFFIX + suffix)
+        txn_index_path = directory / (stem + TXN_INDEX_SUFFIX + suffix)
         if create:
             index_path.unlink(missing_ok=True)
             time_index_path.unlink(missing_ok=True)
+            txn_index_path.unlink(missing_ok=True)
         self.file = SegmentFile(self.log_path, "w+" if create else "r+")
         self.size = os.fstat(self.file.fileno()).st_size
         self.indexes_missing = create or not (index_path.exists() and time_index_path.exists())
         self.offset_index = OffsetIndex(index_path, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes)
+        self.txn_index = TransactionIndex(txn_index_path, base_offset)
         self.next_offset = base_offset
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
         self._index_anchor = 0
@@ -142,6 +148,7 @@ class LogSegment:
         try:
             self.offset_index.sanity_check(self.file.fileno(), self.size)
             self.time_index.sanity_check()
+            self.txn_index.sanity_check()
         except CorruptIndex:
             return False
         for i in {0, self.time_index.entries - 1} if self.time_index.entries else ():
@@ -184,7 +191,9 @@ class LogSegment:
 
     def recover(self, now: int) -> int:
         """Rebuild both indexes from the log, checking every entry's size and CRC and that
-        offsets increase; truncate the first bad or partial entry and all after it.
+        offsets increase; truncate the first bad or partial entry and all after it. The
+        transaction index is emptied: the log rebuilds it as it replays the segment's
+        batches into producer state (what an entry says needs that state).
 
         An entry without a timestamp counts at the first old time-index entry at or after
         it, or the last one, if the old indexes pass :meth:`indexes_look_sane` (an index that
@@ -196,6 +205,7 @@ class LogSegment:
         untimed_times = (self.time_index.all_entries() if self.indexes_look_sane() else []) or [(now, 0)]
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         max_timestamp, offset_of_max = -1, self.base_offset
         last_offset = self.base_offset - 1
         anchor = 0
@@ -346,19 +356,28 @@ class LogSegment:
         self.offset_index.trim()
         self.time_index.trim()
 
+    def update_txn_index(self, completed, last_stable_offset: int) -> None:
+        """A marker in this segment ended ``completed`` (a producer_state.CompletedTxn): an
+        aborted one goes into the transaction index (Kafka's updateTxnIndex)."""
+        if completed.is_aborted:
+            self.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                             last_stable_offset))
+
     def flush(self) -> None:
         os.fsync(self.file.fileno())
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def open_for_fsync(self) -> list[int]:
-        """New descriptors of the log and both index files (the caller closes them), so a
+        """New descriptors of the log and its index files (the caller closes them), so a
         closed segment can be fsynced without holding the log's lock while it renames or
-        deletes files."""
+        deletes files. The transaction index only if it exists (one abort in the segment)."""
         fds = [os.dup(self.file.fileno())]
+        paths = [self.offset_index.path, self.time_index.path] + ([self.txn_index.path] if self.txn_index.size else [])
         try:
-            for index in (self.offset_index, self.time_index):
-                fds.append(os.open(index.path, os.O_RDONLY))
+            for path in paths:
+                fds.append(os.open(path, os.O_RDONLY))
         except OSError:
             for fd in fds:
                 os.close(fd)
@@ -440,6 +459,7 @@ class LogSegment:
         self.open_for_append()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         os.ftruncate(self.file.fileno(), first_removed.position)
         self.size = first_removed.position
         self.load_tail_state(untimed_entry_time=previous_max_timestamp)
@@ -462,12 +482,12 @@ class LogSegment:
         self.rename_files(DELETED_SUFFIX)
 
     def rename_files(self, suffix: str) -> None:
-        """Rename the three files to their plain names followed by ``suffix`` (readers
-        holding the log file keep reading it); the index files first, so a crash between
-        leaves the log file under its old name with its indexes missing, which a load
-        rebuilds."""
+        """Rename the files to their plain names followed by ``suffix`` (readers holding the
+        log file keep reading it); the index files first, so a crash between leaves the log
+        file under its old name with its indexes missing, which a load rebuilds."""
         stem = self._directory / segment_file_stem(self.base_offset)
-        for index, extension in ((self.offset_index, INDEX_SUFFIX), (self.time_index, TIME_INDEX_SUFFIX)):
+        for index, extension in ((self.offset_index, INDEX_SUFFIX), (self.time_index, TIME_INDEX_SUFFIX),
+                                 (self.txn_index, TXN_INDEX_SUFFIX)):
             index.rename(Path(f"{stem}{extension}{suffix}"))
         new_log_path = Path(f"{stem}{LOG_SUFFIX}{suffix}")
         os.replace(self.log_path, new_log_path)
@@ -477,4 +497,5 @@ class LogSegment:
         """Unlink the files; the open log file closes when its last reader lets go."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)

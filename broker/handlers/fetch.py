@@ -18,10 +18,15 @@ they are; a 0.10 consumer cannot read them.) A partition whose first batch canno
 converted (zstd) answers UNSUPPORTED_COMPRESSION_TYPE. Errors: UNKNOWN_TOPIC_OR_PARTITION,
 OFFSET_OUT_OF_RANGE (high watermark -1, as Kafka answers).
 
-v4 (KIP-98) adds the isolation level. This broker has no transactions, so every offset below
-the high watermark is stable: both levels read the same, the last stable offset is the high
-watermark, and READ_COMMITTED gets an empty list of aborted transactions (READ_UNCOMMITTED
-null, as Kafka). An isolation level other than 0 and 1 is a malformed request.
+v4 (KIP-98) adds the isolation level. Every partition answers its last stable offset (the first
+offset of a transaction not yet decided, or whose marker is not yet below the high watermark;
+the high watermark without one). READ_UNCOMMITTED reads up to the high watermark, aborted
+transactions null; READ_COMMITTED up to the last stable offset, with the aborted transactions
+whose records the answer may hold (producer id and first offset, from the segments'
+``.txnindex``), so the client drops their records and the markers; a long poll waiting at the
+last stable offset is woken when it moves, as a marker's append and the high watermark's moves
+wake it. An isolation level other than 0 and 1 is a malformed request. Consumers before v4
+(down-converted records) see no control batches, and read to the high watermark as Kafka's.
 
 v4 and later serve any magic as stored, record batches included. v5 answers the log start
 offset. v7 fetch sessions (KIP-227) are not kept, as a Kafka broker with no session cache
@@ -52,12 +57,16 @@ from minikafka.storage.types import FileSlice, OffsetOutOfRange
 API_KEY = ApiKey.FETCH
 NO_RESPONSE_LIMIT = 0x7FFFFFFF
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+TRANSACTIONS_VERSION = 4  # KIP-98: the isolation level, last stable offset and aborted transactions
 # Fetch session epochs that start or end a session, the rest continue one (KIP-227).
 INITIAL_SESSION_EPOCH, FINAL_SESSION_EPOCH = 0, -1
 
 
 def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[list[dict], int, bool]:
-    """One pass over the requested partitions: (response topics, bytes found, any error)."""
+    """One pass over the requested partitions: (response topics, bytes found, any error).
+    From v4 each answers its last stable offset and, READ_COMMITTED, reads up to it with the
+    aborted transactions among what it returns (a follower reads to the log end whatever it
+    asks)."""
     response_limit = body.max_bytes if version >= 3 else NO_RESPONSE_LIMIT
     remaining = max(response_limit, 0)
     # KIP-74 (v3): only until the first partition returns data may a message exceed the limits.
@@ -66,6 +75,7 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
     any_error = False
     topics = []
     from_follower = body.replica_id >= 0
+    read_committed = version >= TRANSACTIONS_VERSION and body.isolation_level == READ_COMMITTED and not from_follower
     source = broker.partitions
     for topic in body.topics:
         partitions = []
@@ -85,10 +95,24 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
                 continue
             high_watermark = source.high_watermark(log)
             limit = max(min(request.partition_max_bytes, remaining), 0)
+            transaction_fields = {}
             try:
-                records = log.read(request.fetch_offset, limit,
-                                   max_offset=None if from_follower else high_watermark,
-                                   min_one_message=min_one_message)
+                if version < TRANSACTIONS_VERSION:
+                    records = log.read(request.fetch_offset, limit,
+                                       max_offset=None if from_follower else high_watermark,
+                                       min_one_message=min_one_message)
+                else:
+                    stable = source.last_stable_offset(log)
+                    if read_committed:
+                        records, aborted = log.read_committed(request.fetch_offset, limit, stable, min_one_message)
+                        aborted = [{"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+                                   for txn in aborted]
+                    else:
+                        records = log.read(request.fetch_offset, limit,
+                                           max_offset=None if from_follower else high_watermark,
+                                           min_one_message=min_one_message)
+                        aborted = None
+                    transaction_fields = {"last_stable_offset": stable, "aborted_transactions": aborted}
             except OffsetOutOfRange:
                 any_error = True
                 partitions.append({"partition_index": request.partition,
@@ -101,7 +125,7 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
                 remaining -= records.length
             partitions.append({"partition_index": request.partition, "error_code": ErrorCode.NONE,
                                "high_watermark": high_watermark, "log_start_offset": log.log_start_offset,
-                               "records": records if records.length else b""})
+                               "records": records if records.length else b"", **transaction_fields})
         topics.append({"topic": topic.topic, "partitions": partitions})
     return topics, total, any_error
 
@@ -115,14 +139,6 @@ async def _record_follower_positions(broker, body, unreadable: set[str]) -> None
         for request in topic.partitions:
             await broker.partitions.follower_fetched(topic.topic, request.partition, body.replica_id,
                                                      request.fetch_offset, request.current_leader_epoch)
-
-
-def _add_transaction_fields(topics: list[dict], isolation_level: int) -> None:
-    aborted = [] if isolation_level == READ_COMMITTED else None
-    for topic in topics:
-        for partition in topic["partitions"]:
-            partition["last_stable_offset"] = partition["high_watermark"]
-            partition["aborted_transactions"] = aborted
 
 
 def _down_convert(broker, topics: list[dict], body, magic: int) -> None:
@@ -182,8 +198,6 @@ async def handle(broker, request) -> dict:
                 break
             with trio.move_on_at(deadline):
                 await appended.wait()
-    if version >= 4:
-        _add_transaction_fields(topics, body.isolation_level)
-    else:
+    if version < TRANSACTIONS_VERSION:
         _down_convert(broker, topics, body, 0 if version < 2 else 1)
     return {"throttle_time_ms": 0, "responses": topics}

@@ -18,8 +18,9 @@ last written at or before it (a segment's time is its largest timestamp, which s
 as the append time for magic 0 messages; a segment with no time yet, the empty active one,
 counts as now, like the log end offset).
 
-v2 adds the isolation level: with no transactions every offset below the high watermark is
-stable, so both levels read the same (another level is a malformed request, as in Fetch).
+v2 adds the isolation level: a READ_COMMITTED consumer is bounded by the last stable offset
+instead (its latest offset, what a time lookup may find), as Kafka 2.8's lastFetchableOffset;
+another level is a malformed request, as in Fetch.
 v4 (KIP-320) checks the requester's ``current_leader_epoch`` (``Partitions.leader_log``:
 FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and answers the leader epoch of the offset found:
 the current one for the latest, the first epoch for the earliest when it starts there, and for
@@ -78,7 +79,7 @@ def capped_at(offsets: list[int], high_watermark: int) -> list[int]:
     return [high_watermark] + list(itertools.dropwhile(lambda offset: offset > high_watermark, offsets))
 
 
-def _partition_answer(broker, topic: str, request, version: int, replica_id: int) -> dict:
+def _partition_answer(broker, topic: str, request, version: int, replica_id: int, isolation_level: int) -> dict:
     partitions = broker.partitions
     try:
         log = partitions.leader_log(topic, request.partition_index, request.current_leader_epoch)
@@ -95,6 +96,9 @@ def _partition_answer(broker, topic: str, request, version: int, replica_id: int
         return {"partition_index": request.partition_index, "error_code": ErrorCode.NONE,
                 "old_style_offsets": offsets}
     high_watermark = partitions.high_watermark(log)
+    # What a consumer may read (Kafka 2.8's lastFetchableOffset): below the last stable offset
+    # for READ_COMMITTED, the high watermark otherwise.
+    fetchable = partitions.last_stable_offset(log) if isolation_level == READ_COMMITTED else high_watermark
     current_epoch = partitions.leader_epoch(topic, request.partition_index)
     entries = log.leader_epoch_cache.entries
     # Kafka's Partition.fetchOffsetForTimestamp: a new leader whose high watermark has not
@@ -104,14 +108,14 @@ def _partition_answer(broker, topic: str, request, version: int, replica_id: int
     if request.timestamp == LATEST:
         if lagging:
             return {"partition_index": request.partition_index, "error_code": not_available}
-        timestamp, offset, epoch = -1, high_watermark if from_consumer else log.log_end_offset, current_epoch
+        timestamp, offset, epoch = -1, fetchable if from_consumer else log.log_end_offset, current_epoch
     elif request.timestamp == EARLIEST:
         timestamp, offset = -1, log.log_start_offset
         epoch = entries[0][0] if entries and entries[0][1] <= offset else NO_EPOCH
     else:
         found = log.offset_for_timestamp(request.timestamp)
         # Kafka 0.10.2 lets a consumer find the offset at the high watermark too (``<=``).
-        if found is None or (from_consumer and found[0] > high_watermark):
+        if found is None or (from_consumer and found[0] > fetchable):
             if lagging:
                 return {"partition_index": request.partition_index, "error_code": not_available}
             found = (-1, -1)
@@ -127,7 +131,8 @@ async def handle(broker, request) -> dict:
         raise CloseConnection(f"ListOffsets with unknown isolation level {request.body.isolation_level}")
     return {"throttle_time_ms": 0, "topics": [
         {"name": topic.name,
-         "partitions": [_partition_answer(broker, topic.name, partition, version, request.body.replica_id)
+         "partitions": [_partition_answer(broker, topic.name, partition, version, request.body.replica_id,
+                                          request.body.isolation_level)
                         if broker.authorize(request, "Describe", "Topic", topic.name)
                         else {"partition_index": partition.partition_index,
                               "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "old_style_offsets": []}

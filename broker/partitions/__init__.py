@@ -100,6 +100,11 @@ class Partitions(ABC):
         in-sync replica holds. Followers read up to the log end instead."""
 
     @abstractmethod
+    def last_stable_offset(self, log: Log) -> int:
+        """The offset below which a READ_COMMITTED consumer may read ``log`` (a leader log):
+        every transaction below it decided and its marker below the high watermark."""
+
+    @abstractmethod
     async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
                                current_leader_epoch: int = NO_EPOCH) -> None:
         """A follower at ``current_leader_epoch`` fetched ``topic-partition`` from

@@ -54,6 +54,13 @@ class LocalPartitions(Partitions):
         # the checkpointed high watermark.
         return log.log_end_offset
 
+    def last_stable_offset(self, log: Log) -> int:
+        # What a crash left above the checkpointed high watermark is committed too (see
+        # high_watermark): the log's own is moved there, so the transactions it ends are stable.
+        if log.high_watermark < log.log_end_offset:
+            log.high_watermark = log.log_end_offset
+        return log.last_stable_offset
+
     async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
                                current_leader_epoch: int = NO_EPOCH) -> None:
         """No replica follows a single broker's: a fetch naming a broker id only reads to the

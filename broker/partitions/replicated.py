@@ -189,6 +189,9 @@ class ReplicatedPartitions(Partitions):
     def high_watermark(self, log: Log) -> int:
         return log.high_watermark
 
+    def last_stable_offset(self, log: Log) -> int:
+        return log.last_stable_offset
+
     async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
                                current_leader_epoch: int = NO_EPOCH) -> None:
         """The leader's high watermark and ISR move as its followers catch up. Not a fenced

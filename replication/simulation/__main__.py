@@ -1,4 +1,4 @@
-"""``python -m minikafka.replication.simulation [--seeds N] [--first F] [--seed S] [-v]``."""
+"""``python -m minikafka.replication.simulation [--seeds N] [--first F] [--seed S] [--transactions] [-v]``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import time
 from collections import Counter
 
-REPLAY = "PYTHONHASHSEED=0 {python} -m minikafka.replication.simulation --seed {seed} --duration {duration:g} -v"
+REPLAY = "PYTHONHASHSEED=0 {python} -m minikafka.replication.simulation --seed {seed} --duration {duration:g}{options} -v"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,6 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="run this one seed")
     parser.add_argument("--duration", type=float, default=None, help="virtual seconds of faults per run")
     parser.add_argument("--max-wall", type=float, default=None, help="stop starting runs after this many seconds")
+    parser.add_argument("--transactions", action="store_true",
+                        help="add the transactional workload (issue 26): transactions, markers, a READ_COMMITTED reader")
     parser.add_argument("-v", "--verbose", action="store_true", help="print the run's trace and broker logs")
     args = parser.parse_args(argv)
     if os.environ.get("PYTHONHASHSEED") != "0":
@@ -32,21 +34,24 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     runs = failed = failovers = 0
     group_figures: Counter[str] = Counter()
+    txn_figures: Counter[str] = Counter()
     virtual = 0.0
     for seed in seeds:
         if args.max_wall is not None and time.perf_counter() - started > args.max_wall:
             break
-        result = run_seed(seed, duration_s=duration, verbose=args.verbose)
+        result = run_seed(seed, duration_s=duration, verbose=args.verbose, transactions=args.transactions)
         runs += 1
         failovers += result.failovers
         group_figures += result.group_figures
+        txn_figures += result.txn_figures
         virtual += result.virtual_s
         if result.violations:
             failed += 1
             print(f"seed {seed}: {len(result.violations)} violation(s), digest {result.digest}")
             for line in result.violations:
                 print(f"  {line}")
-            print("  replay: " + REPLAY.format(python=sys.executable, seed=seed, duration=duration), flush=True)
+            print("  replay: " + REPLAY.format(python=sys.executable, seed=seed, duration=duration,
+                                               options=" --transactions" if args.transactions else ""), flush=True)
         elif args.seed is not None or args.verbose:
             print(f"seed {seed}: ok, digest {result.digest}")
     wall = time.perf_counter() - started
@@ -54,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{failovers} simulated failovers in {virtual:.0f} virtual s, {failovers / max(wall, 1e-9):.2f} "
           f"failovers per wall second; wall time {wall:.1f} s ({runs / max(wall, 1e-9):.3f} runs/s)")
     print("groups: " + ", ".join(f"{count} {what}" for what, count in sorted(group_figures.items())))
+    if args.transactions:
+        print("transactions: " + ", ".join(f"{count} {what}" for what, count in sorted(txn_figures.items())))
     return 1 if failed else 0
 
 

@@ -18,7 +18,8 @@ After the run, with every broker back: every partition has a live leader; every 
 acks=all value is in its log at the offset it was acknowledged at; a value a consumer read was
 written, and is still at the offset it was read at; replicas match the leader below their high
 watermark; and no value is stored twice because its first attempt was answered
-NOT_LEADER_FOR_PARTITION by a broker that stayed the leader (defect 5's duplicate).
+NOT_LEADER_FOR_PARTITION by a broker that stayed the leader (defect 5's duplicate). The
+transactional workload's own checks are ``transactions.TxnChecker``'s.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ import trio
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.entries import iter_entries
 from minikafka.protocol.records import iter_records
 from minikafka.replication.kafka_zk import decode_leader_isr
 from minikafka.replication.replica_manager import LEADER
 from minikafka.replication.simulation.group_checker import GroupChecker
+from minikafka.replication.simulation.transactions import TxnChecker
 from minikafka.replication.simulation.workload import TOPIC
 
 # The controller tells a replaced leader within a few round trips (2 ms each without faults).
@@ -69,6 +72,7 @@ class Checker:
         self.stopping: dict[int, tuple[int, int, dict[int, int]]] = {}
         self._reported: set[tuple] = set()
         self.groups = GroupChecker(self)
+        self.transactions = TxnChecker(self)
 
     def violation(self, key: tuple, message: str) -> None:
         if key in self._reported:
@@ -241,10 +245,12 @@ class Checker:
                                                              f"(ZooKeeper: {state})")
                 continue
             logs[partition] = leader_log = read_log(replica.log)
+            followers = []
             for other in self.sim.brokers.values():
                 theirs = other.broker.cluster.replicas.replicas.get((self.sim.topic, partition)) if other.alive else None
                 if theirs is None or other is leader:
                     continue
+                followers.append((other.name, theirs))
                 hw = theirs.log.high_watermark
                 mine = read_log(theirs.log)
                 for offset in range(hw):
@@ -253,6 +259,7 @@ class Checker:
                                        f"p{partition}: {other.name} holds {mine.get(offset)!r} at {offset} below its "
                                        f"high watermark {hw}, the leader {leader.name} {leader_log.get(offset)!r}")
                         break
+            self.transactions.final_check(partition, replica, followers)
         where: dict[int, dict[bytes, list[int]]] = {}
         for partition, log in logs.items():
             index = where[partition] = defaultdict(list)
@@ -302,10 +309,12 @@ def read_log(log) -> dict[int, bytes]:
     offset = log.log_start_offset
     while offset < log.log_end_offset:
         data = log.read(offset, 1 << 20).read_bytes()
-        found = [r for r in iter_records(data) if r.offset >= offset]
-        if not found:
+        # Entries, not records, say how far a read went: a transaction marker holds none.
+        last = max((entry.offset for entry in iter_entries(data)), default=offset - 1)
+        if last < offset:
             break
-        for record in found:
-            records[record.offset] = record.value
-        offset = found[-1].offset + 1
+        for record in iter_records(data):
+            if record.offset >= offset:
+                records[record.offset] = record.value
+        offset = last + 1
     return records

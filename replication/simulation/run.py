@@ -23,6 +23,7 @@ from minikafka.replication.simulation.brokers import OFFSETS_PARTITIONS, SESSION
 from minikafka.replication.simulation.checker import LIVENESS_BOUND_S, Checker
 from minikafka.replication.simulation.faults import Faults
 from minikafka.replication.simulation.network import SimNetwork
+from minikafka.replication.simulation.transactions import ReadCommittedConsumer, TxnProducer
 from minikafka.replication.simulation.workload import GROUPS, MEMBERS_PER_GROUP, TOPIC, Consumer, GroupMember, Producer
 from minikafka.replication.simulation.zk import SimZkClient, SimZooKeeper
 from minikafka.storage.log import Log
@@ -47,17 +48,20 @@ class Result:
     digest: str
     trace: list[str]
     group_figures: Counter[str]
+    txn_figures: Counter[str]
 
 
 class Simulation:
     def __init__(self, seed: int, work_dir: str, *, duration_s: float = DURATION_S, brokers: int = 3,
-                 partitions: int = 3, verbose: bool = False) -> None:
+                 partitions: int = 3, verbose: bool = False, transactions: bool = False) -> None:
         self.seed = seed
         self.work_dir = work_dir
         self.duration_s = duration_s
         self.rng = random.Random(seed)
         self.topic = TOPIC
-        self.topic_configs = MAGIC_1_TOPIC_CONFIGS if seed % 2 else {}
+        # The transactional workload needs record batches: its runs keep the default format.
+        self.transactions = transactions
+        self.topic_configs = MAGIC_1_TOPIC_CONFIGS if seed % 2 and not transactions else {}
         self.partitions = partitions
         self.broker_ids = list(range(1, brokers + 1))
         self.verbose = verbose
@@ -116,7 +120,9 @@ class Simulation:
                 consumer = Consumer(self, "reader")
                 members = [GroupMember(self, f"{group}-m{i}", group) for group in GROUPS
                            for i in range(MEMBERS_PER_GROUP)]
-                for client in (*producers, consumer, *members):
+                transactional = [TxnProducer(self, "tx"), ReadCommittedConsumer(self, "committed")] \
+                    if self.transactions else []
+                for client in (*producers, consumer, *members, *transactional):
                     workload.start_soon(client.run)
                 await self.faults.run(until=trio.current_time() + self.duration_s)
                 self.trace("heal", "faults end: network healed")
@@ -197,13 +203,13 @@ class _TraceLogs(logging.Handler):
         print(f"{now:10.4f} log      {record.name.rsplit('.', 1)[-1]}: {record.getMessage()}", flush=True)
 
 
-def run_seed(seed: int, *, duration_s: float = DURATION_S, verbose: bool = False) -> Result:
+def run_seed(seed: int, *, duration_s: float = DURATION_S, verbose: bool = False, transactions: bool = False) -> Result:
     started = time.perf_counter()
     # Real files, but in memory where the system has a tmpfs: the brokers fsync on every flush
     # and checkpoint, which on a disk would make the wall time, not the simulation, the cost.
     shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     with tempfile.TemporaryDirectory(prefix=f"minikafka-sim-{seed}-", dir=shm) as work_dir:
-        sim = Simulation(seed, work_dir, duration_s=duration_s, verbose=verbose)
+        sim = Simulation(seed, work_dir, duration_s=duration_s, verbose=verbose, transactions=transactions)
         root = logging.getLogger("minikafka")
         handler = _TraceLogs(sim) if verbose else None
         saved_level, saved_propagate = root.level, root.propagate
@@ -223,4 +229,5 @@ def run_seed(seed: int, *, duration_s: float = DURATION_S, verbose: bool = False
                 root.removeHandler(handler)
         digest = hashlib.sha256("\n".join(sim.lines).encode()).hexdigest()[:16]
         return Result(seed, sim.checker.violations, sim.faults.failovers, sim.finished_at,
-                      time.perf_counter() - started, digest, sim.lines, sim.checker.groups.figures)
+                      time.perf_counter() - started, digest, sim.lines, sim.checker.groups.figures,
+                      sim.checker.transactions.figures)

@@ -23,8 +23,9 @@ def snapshots(log: Log) -> list[int]:
     return sorted(int(name[:-len(SNAPSHOT)]) for name in os.listdir(log.dir) if name.endswith(SNAPSHOT))
 
 
-def open_log(directory, clock, *, needs_recovery=False, **settings) -> Log:
-    return Log(directory, "t", 0, LogConfig(segment_bytes=400, **settings), clock, needs_recovery=needs_recovery)
+def open_log(directory, clock, *, needs_recovery=False, recovery_point=0, **settings) -> Log:
+    return Log(directory, "t", 0, LogConfig(segment_bytes=400, **settings), clock, needs_recovery=needs_recovery,
+               recovery_point=recovery_point)
 
 
 def fill(log: Log, segments: int) -> None:
@@ -64,8 +65,9 @@ def test_producer_state_as_of_a_roll_survives_a_crash(tmp_path, clock):
     fill(log, 3)  # the roll's snapshot holds producer 7
     log.append_as_leader(message_set(1, START_MS))
     end = log.log_end_offset
-    # No close: a crash. Recovery starts from the newest snapshot and replays what follows.
-    crashed = open_log(tmp_path / "t-0", clock, needs_recovery=True)
+    # No close: a crash, the rolled segments flushed. Recovery of the last one starts from the
+    # snapshot at its base and replays what follows.
+    crashed = open_log(tmp_path / "t-0", clock, needs_recovery=True, recovery_point=log.segments()[-1].base_offset)
     assert crashed.producer_state.last_entry(7) is not None
     assert crashed.producer_state.map_end_offset == crashed.log_end_offset == end
 

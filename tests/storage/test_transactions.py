@@ -148,3 +148,92 @@ def test_recovery_rebuilds_open_and_ended_transactions(tmp_path, clock):
     with pytest.raises(RecordError) as fenced:
         marker(crashed, commit=True, coordinator_epoch=0)
     assert fenced.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+def aborted_entries(log: Log):
+    return [(segment.base_offset, txn) for segment in log._segments for txn in segment.txn_index.entries()]
+
+
+def test_the_last_stable_offset_waits_for_markers_and_the_high_watermark(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(message_set(2, START_MS))  # 0-1
+    log.append_as_leader(transactional_batch(0))  # 2-3
+    log.append_as_leader(transactional_batch(0, producer_id=PRODUCER + 1))  # 4-5
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == 2
+    marker(log, commit=True)  # 6
+    assert log.last_stable_offset == 2  # the marker is not below the high watermark yet
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == 4  # the other producer's transaction is still open
+    marker(log, commit=False, producer_id=PRODUCER + 1)  # 7
+    log.high_watermark = 7
+    assert log.last_stable_offset == 4
+    log.high_watermark = 8
+    assert log.last_stable_offset == 8
+
+
+def test_aborted_transactions_go_to_the_txn_index_of_the_marker_segment(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=300)
+    log.append_as_leader(transactional_batch(0))  # 0-1
+    log.append_as_leader(transactional_batch(0, producer_id=PRODUCER + 1))  # 2-3
+    while len(log.segments()) < 2:
+        log.append_as_leader(message_set(1, START_MS))
+    second = log.segments()[-1].base_offset
+    aborted = marker(log, commit=False).last_offset
+    committed = marker(log, commit=True, producer_id=PRODUCER + 1).last_offset
+    # Kafka's layout: version 0, producer id, first offset, last offset, last stable offset.
+    path = tmp_path / "t-0" / f"{second:020d}.txnindex"
+    assert path.read_bytes() == struct.pack(">hqqqq", 0, PRODUCER, 0, aborted, 2)
+    assert not (tmp_path / "t-0" / f"{0:020d}.txnindex").exists()
+    assert committed == aborted + 1
+    log.high_watermark = log.log_end_offset
+    data, txns = log.read_committed(0, 1 << 20, log.last_stable_offset)
+    assert data.length and [(t.producer_id, t.first_offset) for t in txns] == [(PRODUCER, 0)]
+    # A fetch starting after the aborted transaction's marker is told nothing of it.
+    assert log.read_committed(aborted + 1, 1 << 20, log.last_stable_offset)[1] == []
+    log.truncate_to(aborted)
+    assert path.read_bytes() == b""
+    log.append_as_leader(message_set(1, START_MS))
+
+
+def test_read_committed_stops_at_the_last_stable_offset(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(message_set(2, START_MS))
+    log.append_as_leader(transactional_batch(0))
+    log.high_watermark = log.log_end_offset
+    data, txns = log.read_committed(0, 1 << 20, log.last_stable_offset)
+    assert [b.base_offset for b in iter_batches(data.read_bytes())] == [0]
+    assert txns == []
+    assert log.read_committed(2, 1 << 20, log.last_stable_offset)[0].length == 0
+
+
+def test_recovery_rebuilds_the_txn_indexes_of_the_segments_it_recovers(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=300)
+    log.append_as_leader(transactional_batch(0))
+    log.append_as_leader(transactional_batch(0, producer_id=PRODUCER + 1))
+    marker(log, commit=False)
+    while len(log.segments()) < 3:
+        log.append_as_leader(message_set(1, START_MS))
+    marker(log, commit=False, producer_id=PRODUCER + 1)
+    log.append_as_leader(transactional_batch(2))
+    written = aborted_entries(log)
+    assert [base for base, _ in written] == [0, log.segments()[-1].base_offset]
+    for segment in log._segments:
+        segment.txn_index.path.unlink(missing_ok=True)  # lost with the page cache
+    crashed = open_log(tmp_path / "t-0", clock, needs_recovery=True, segment_bytes=300)
+    assert aborted_entries(crashed) == written
+    assert crashed.producer_state.first_undecided_offset() == crashed.log_end_offset - 2
+    # A clean reopen keeps them as they are.
+    crashed.close()
+    assert aborted_entries(open_log(tmp_path / "t-0", clock, segment_bytes=300)) == written
+
+
+def test_a_damaged_txn_index_is_rebuilt_on_a_clean_open(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(transactional_batch(0))
+    marker(log, commit=False)
+    written = aborted_entries(log)
+    log.close()
+    path = tmp_path / "t-0" / f"{0:020d}.txnindex"
+    path.write_bytes(path.read_bytes()[:-3])  # a partial entry
+    assert aborted_entries(open_log(tmp_path / "t-0", clock)) == written
