@@ -339,6 +339,30 @@ def _group_coordinator_keys() -> tuple[ConfigKey, ...]:
 
 CONFIG_KEYS = CONFIG_KEYS + _group_coordinator_keys()
 
+# The transaction coordinator's keys (broker.transactions), Kafka's names and defaults but for
+# the partition count, small as __consumer_offsets' here.
+CONFIG_KEYS = CONFIG_KEYS + (
+    ConfigKey("transaction.state.log.num.partitions", "int", 4,
+              "Partitions of __transaction_state when it is created (Kafka: 50).", minimum=1),
+    ConfigKey("transaction.state.log.segment.bytes", "int", 104857600,
+              "Segment size of __transaction_state.", minimum=1024),
+    ConfigKey("transaction.state.log.replication.factor", "int", 3,
+              "In a cluster, replicas of each __transaction_state partition. A single broker ignores it.",
+              minimum=1),
+    ConfigKey("transaction.state.log.min.isr", "int", 2,
+              "In a cluster, min.insync.replicas of __transaction_state. A single broker ignores it.",
+              minimum=1),
+    ConfigKey("transaction.max.timeout.ms", "int", 900000,
+              "Largest transaction timeout a producer may ask for (larger: INVALID_TRANSACTION_TIMEOUT).",
+              minimum=1),
+    ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+              "How often the coordinator aborts transactions open longer than their timeout.", minimum=1),
+    ConfigKey("transactional.id.expiration.ms", "int", 604800000,
+              "A transactional id without a transaction for this long is forgotten.", minimum=1),
+    ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+              "How often the coordinator looks for expired transactional ids.", minimum=1),
+)
+
 CONFIG_KEYS_BY_NAME: dict[str, ConfigKey] = {key.name: key for key in CONFIG_KEYS}
 
 _TRUE = {"true"}
@@ -518,7 +542,6 @@ IGNORED_KAFKA_KEYS = frozenset({
     "controller.quorum.bootstrap.servers", "controller.listener.names",
     "inter.broker.protocol.version",
     "delete.topic.enable", "auto.leader.rebalance.enable",
-    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
     "log.cleanup.policy", "compression.type",
     "metric.reporters",
     "offsets.topic.compression.codec", "offsets.load.buffer.size",

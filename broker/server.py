@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 # Topics that belong to the broker itself: clients may read them but not write them, and
 # Metadata flags them is_internal so clients can leave them out of their topic lists.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 # What trio.open_tcp_listeners asks for: as many as the kernel allows (somaxconn caps it).
 _LISTEN_BACKLOG = 0xFFFF
@@ -250,6 +250,8 @@ class Broker:
         except ValueError as exc:  # a group.* / offsets.* setting the coordinator refuses
             raise ConfigError(str(exc)) from None
         self._group_coordinator = None
+        self._txn_coordinator = None
+        self._txns_starting = trio.Lock()
         self._producer_ids = None
         # Whether the group coordinator runs (a single broker starts it at the first group
         # request, Broker.groups; a cluster member when it starts serving).
@@ -503,6 +505,11 @@ class Broker:
                     self._group_coordinator.shutdown()
                 except Exception:
                     logger.exception("group coordinator shutdown failed")
+            if self._txn_coordinator is not None:
+                try:
+                    self._txn_coordinator.shutdown()
+                except Exception:
+                    logger.exception("transaction coordinator shutdown failed")
             self.log_manager.shutdown()
             if self.export_handoff is not None:
                 self.export_handoff.close()
@@ -639,6 +646,31 @@ class Broker:
                     await self._nursery.start(coordinator.run)
                     self.groups_running = True
         return coordinator
+
+    # ------------------------------------------------------------------ transactions
+
+    async def transactions(self):
+        """The transaction coordinator, started; None in a cluster (not coordinated there yet)
+        or while ``__transaction_state`` cannot be created or loaded (logged; the next
+        transactional request tries again). Started as the group coordinator is, at the
+        first transactional request."""
+        if self.cluster is not None:
+            return None
+        if self._txn_coordinator is None:
+            async with self._txns_starting:
+                if self._txn_coordinator is None:
+                    from minikafka.broker.transactions.coordinator import TransactionCoordinator
+
+                    coordinator = TransactionCoordinator(self)
+                    try:
+                        async with self.partitions.topic_admin:
+                            await trio.to_thread.run_sync(coordinator.startup)
+                    except OSError as exc:
+                        logger.error("cannot start the transaction coordinator: %s", exc.strerror or exc)
+                        return None
+                    await self._nursery.start(coordinator.run)
+                    self._txn_coordinator = coordinator
+        return self._txn_coordinator
 
     # ------------------------------------------------------------------ producers
 

@@ -84,8 +84,10 @@ __all__ = [
     "producer_batches",
     "leader_epoch_starts",
     "build_record_batch",
+    "empty_batch",
     "uses_zstd",
     "EndTxnMarker",
+    "batch_header",
     "build_end_txn_marker",
     "end_txn_marker",
 ]
@@ -170,14 +172,16 @@ class BatchRecord(NamedTuple):
     headers: tuple[tuple[str, bytes | None], ...]
 
 
-def iter_batches(buf, max_message_bytes: int | None = None) -> Iterator[RecordBatch]:
+def iter_batches(buf, max_message_bytes: int | None = None, *, allow_empty: bool = False) -> Iterator[RecordBatch]:
     """The batches of a produced set, each checked before it is yielded.
 
     The set must be whole (a truncated tail is CORRUPT_MESSAGE: this reader serves the
     produce path, not fetch responses). Checked per batch: magic 2 (anything else means a
     set mixing formats), size within ``max_message_bytes`` when given (log overhead
     included, MESSAGE_TOO_LARGE, before the CRC is computed, as in Kafka's Log.append),
-    sane batchLength, CRC-32C, a known codec (zstd included), and recordCount >= 1.
+    sane batchLength, CRC-32C, a known codec (zstd included), and recordCount >= 1, or >= 0
+    with ``allow_empty``: a client may not send an empty batch (Kafka 2.8's LogValidator),
+    while a log holds those the cleaner keeps for their producer state (``empty_batch``).
     Records are not parsed here: see ``batch_records``.
     """
     view = memoryview(buf)
@@ -209,7 +213,7 @@ def iter_batches(buf, max_message_bytes: int | None = None) -> Iterator[RecordBa
             raise _corrupt(f"record batch at byte {position} fails its CRC-32C check")
         if attributes & _CODEC_MASK > _ZSTD:
             raise _corrupt(f"record batch at byte {position} has unknown codec {attributes & _CODEC_MASK}")
-        if record_count < 1:
+        if record_count < (0 if allow_empty else 1):
             raise _corrupt(f"record batch at byte {position} has record count {record_count}")
         yield RecordBatch(
             base_offset, position, end - position, leader_epoch, attributes, last_offset_delta,
@@ -860,14 +864,20 @@ def build_end_txn_marker(*, commit: bool, coordinator_epoch: int, producer_id: i
                               producer_epoch=producer_epoch, transactional=True, control=True)
 
 
+def batch_header(batch) -> RecordBatch:
+    """The header of a stored batch (its bytes from its base offset to its end), not checked
+    again: what a reader of the log needs of a batch it already knows whole."""
+    base_offset, _, leader_epoch, _, _, *fields = _HEADER.unpack_from(batch)
+    return RecordBatch(base_offset, 0, len(batch), leader_epoch, *fields)
+
+
 def end_txn_marker(batch) -> EndTxnMarker | None:
     """The transaction marker of the control batch ``batch`` (its bytes, from its base offset
     to its end; written by a leader, so its CRC is not checked again): None when it holds no
     record (the cleaner removed it with its transaction) or a control record of another type.
     CORRUPT_MESSAGE for a key or value too short to be one (Kafka's ControlRecordType.parse
     and EndTransactionMarker.deserialize)."""
-    base_offset, _, leader_epoch, _, _, *fields = _HEADER.unpack_from(batch)
-    header = RecordBatch(base_offset, 0, len(batch), leader_epoch, *fields)
+    header = batch_header(batch)
     if header.record_count < 1:
         return None
     _, timestamp_delta, key, value, _ = _parse_records(_records_section(batch, header), header)[0]
@@ -883,3 +893,19 @@ def end_txn_marker(batch) -> EndTxnMarker | None:
     _, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
     timestamp = header.max_timestamp if header.timestamp_type == 1 else _timestamp(header, timestamp_delta)
     return EndTxnMarker(record_type == CONTROL_COMMIT, coordinator_epoch, timestamp)
+
+
+def empty_batch(batch: RecordBatch) -> bytearray:
+    """``batch`` with no records, as Kafka 2.8's log cleaner keeps a producer's last batch once
+    compaction removed every record of it (``DefaultRecordBatch.writeEmptyHeader``): its base
+    offset, last offset delta, producer fields, leader epoch, timestamp type, transactional
+    and control bits and maxTimestamp stay, so producer state rebuilt from the log still
+    knows the producer's last sequence; no codec, baseTimestamp -1, recordCount 0."""
+    attributes = batch.attributes & (_TIMESTAMP_TYPE_BIT | _TRANSACTIONAL_BIT | _CONTROL_BIT)
+    out = bytearray(_HEADER.pack(
+        batch.base_offset, BATCH_OVERHEAD - _LOG_OVERHEAD, batch.partition_leader_epoch, RECORD_BATCH_MAGIC, 0,
+        attributes, batch.last_offset_delta, -1, batch.max_timestamp, batch.producer_id, batch.producer_epoch,
+        batch.base_sequence, 0,
+    ))
+    _UINT32.pack_into(out, _CRC_POSITION, crc32c(memoryview(out)[_CRC_START:]))
+    return out

@@ -38,7 +38,8 @@ import functools
 import os
 import struct
 import zlib
-from typing import Callable, Iterable, Iterator, NamedTuple
+from types import MappingProxyType
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from minikafka.protocol import entries, record_batch
 from minikafka.protocol.compression import Codec, compress, decompress
@@ -66,8 +67,6 @@ from minikafka.protocol.entries import (
 )
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, magic_1_conversion
-
-_BATCH_RECORD_COUNT_POSITION = 57  # recordCount, the last field of a magic 2 batch header
 
 __all__ = [
     "CREATE_TIME",
@@ -98,6 +97,7 @@ _INT64 = struct.Struct(">q")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _UINT32 = struct.Struct(">I")
 _BATCH_MAX_TIMESTAMP_POSITION = 35
+_NO_PRODUCERS: Mapping[int, int] = MappingProxyType({})
 # Magic 2, from the CRC on: crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp.
 _BATCH_CRC_AND_FIELDS = struct.Struct(">Ihiqq")
 
@@ -324,8 +324,9 @@ def iter_records(buf) -> Iterator[Record]:
 
 def _batch_records(batch_bytes: memoryview, position: int) -> Iterator[Record]:
     """The records of the magic 2 batch ``batch_bytes`` (at ``position`` of its buffer); a
-    control batch (a transaction marker) holds none that consumers see."""
-    for batch in record_batch.iter_batches(batch_bytes):
+    control batch (a transaction marker) holds none that consumers see, and a batch the
+    cleaner emptied none at all."""
+    for batch in record_batch.iter_batches(batch_bytes, allow_empty=True):
         if batch.is_control:
             return
         for record in record_batch.batch_records(batch_bytes, batch):
@@ -1148,13 +1149,8 @@ def _untimed(view: memoryview, message: _Message, offset: int) -> tuple:
 def _down_converted_batch(entry: memoryview, magic: int, first_offset: int) -> bytearray:
     """One magic 2 batch (``entry``, whole) as magic 0/1 entries."""
     out = bytearray()
-    if (len(entry) >= record_batch.BATCH_OVERHEAD
-            and _INT32.unpack_from(entry, _BATCH_RECORD_COUNT_POSITION)[0] == 0):
-        # Kafka's cleaner keeps batches emptied by compaction for their producer state;
-        # the produce-side reader refuses them, and they hold nothing to convert.
-        return out
-    (batch,) = record_batch.iter_batches(entry)
-    if batch.is_control:
+    (batch,) = record_batch.iter_batches(entry, allow_empty=True)
+    if batch.is_control or not batch.record_count:  # a marker, or a batch the cleaner emptied
         return out
     if batch.codec == Codec.ZSTD:
         raise RecordError(
@@ -1176,19 +1172,29 @@ def _down_converted_batch(entry: memoryview, magic: int, first_offset: int) -> b
 # Compaction
 
 
-def retained_entry(entry, keep: Callable[[Record], bool]) -> bytes | memoryview | None:
-    """One whole magic 0/1 shallow ``entry`` with only the records ``keep`` accepts (the log
-    cleaner's per-entry work for these formats): ``entry`` itself when every record is kept,
-    None when none is. A compressed wrapper that loses some is rebuilt around the survivors
-    with its codec, magic and timestamp type, as Kafka 0.10.2's ``LogCleaner.compressMessages``
-    does: inner messages keep their bytes (an inner CRC does not cover the offset field), a
+def retained_entry(entry, keep: Callable[[Record], bool],
+                   last_offsets_of_producers: Mapping[int, int] = _NO_PRODUCERS, *, discard: bool = False,
+                   marker_epochs_of_producers: Mapping[int, int] = _NO_PRODUCERS) -> bytes | memoryview | None:
+    """One whole shallow ``entry`` with only the records ``keep`` accepts (the log cleaner's
+    per-entry work): ``entry`` itself when every record is kept, None when none is (a magic 2
+    batch may stay empty: see ``_retained_batch`` and ``last_offsets_of_producers``). A
+    compressed magic 0/1 wrapper that loses some is rebuilt around the survivors with its
+    codec, magic and timestamp type, as Kafka 0.10.2's ``LogCleaner.compressMessages`` does:
+    inner messages keep their bytes (an inner CRC does not cover the offset field), a
     magic 1 wrapper's relative inner offsets count from the first survivor and its own
     offset is the last survivor's, so every record keeps its absolute offset; the wrapper's
     timestamp is its largest surviving one, or stays as it was under LogAppendTime.
+
+    ``discard`` drops a magic 2 batch whole (an aborted transaction's, or a transaction
+    marker no longer needed: the log cleaner's transactions say), as Kafka's
+    BatchRetention.DELETE, but for the last batch of a producer, which stays emptied: its last
+    data batch (``last_offsets_of_producers``), or a marker of the epoch
+    ``marker_epochs_of_producers`` holds for a producer whose last entry is one.
     """
     view = memoryview(entry)
     if view[_MAGIC_POSITION] == RECORD_BATCH_MAGIC:
-        return _retained_batch(view, keep)
+        return _retained_batch(view, _none if discard else keep, last_offsets_of_producers, discard,
+                               marker_epochs_of_producers)
     message = _parse_message(view, 0, len(view))
     if not message.attributes & _CODEC_MASK:
         kept = keep(_record(view, message, message.offset, message.timestamp, _timestamp_type(message)))
@@ -1220,21 +1226,37 @@ def retained_entry(entry, keep: Callable[[Record], bool]) -> bytes | memoryview 
     return bytes(out)
 
 
-def _retained_batch(view: memoryview, keep: Callable[[Record], bool]) -> memoryview | bytes | None:
-    """``retained_entry`` for a magic 2 batch, as Kafka 2.8's ``MemoryRecords.filterTo``: the
-    batch as it is when every record stays, none when none does, else a batch of the
-    survivors with the original's base offset, last offset delta, codec, timestamp type,
-    leader epoch and producer fields, each survivor at its own offset delta. A control batch
-    (a transaction marker) is kept: which markers may go is the transactions' business."""
-    [batch] = record_batch.iter_batches(view)
+def _none(record: Record) -> bool:
+    return False
+
+
+def _retained_batch(view: memoryview, keep: Callable[[Record], bool], last_offsets_of_producers: Mapping[int, int],
+                    discard: bool, marker_epochs_of_producers: Mapping[int, int]) -> memoryview | bytes | None:
+    """``retained_entry`` for a magic 2 batch, as Kafka 2.8's ``MemoryRecords.filterTo`` with
+    the cleaner's ``checkBatchRetention``: the batch as it is when every record stays, else a
+    batch of the survivors with the original's base offset, last offset delta, codec,
+    timestamp type, leader epoch and producer fields, each survivor at its own offset delta.
+    With no survivor it goes, unless it holds its producer's last data offset
+    (``last_offsets_of_producers``: producer id -> that offset, for the producers the log's
+    state still holds): then it stays as ``record_batch.empty_batch`` (BatchRetention.RETAIN_EMPTY),
+    so the producer's last sequence outlives its records. A control batch (a transaction
+    marker) is kept unless discarded; then one of the epoch ``marker_epochs_of_producers``
+    holds for its producer, whose last entry is a marker, stays emptied."""
+    [batch] = record_batch.iter_batches(view, allow_empty=True)
     if batch.is_control:
-        return view
+        if not discard:
+            return view
+        if marker_epochs_of_producers.get(batch.producer_id) == batch.producer_epoch:
+            return view if not batch.record_count else bytes(record_batch.empty_batch(batch))
+        return None
     records = list(_batch_records(view, 0))
     kept = [record for record in records if keep(record)]
+    if not kept:
+        if last_offsets_of_producers.get(batch.producer_id) == batch.base_offset + batch.last_offset_delta:
+            return view if not records else bytes(record_batch.empty_batch(batch))
+        return None
     if len(kept) == len(records):
         return view
-    if not kept:
-        return None
     return bytes(record_batch.build_record_batch(
         [(r.key, r.value, r.timestamp, r.headers) for r in kept], codec=batch.codec, base_offset=batch.base_offset,
         timestamp_type=batch.timestamp_type, partition_leader_epoch=batch.partition_leader_epoch,

@@ -6,9 +6,9 @@ Kafka 0.10.2's design (``LogCleaner``, ``LogCleanerManager``, ``OffsetMap``) on 
   ratio (bytes from the cleaner checkpoint to the first uncleanable offset, over those bytes
   plus the clean ones before) exceeds ``min.cleanable.dirty.ratio``. The first uncleanable
   offset is the active segment's base, the base of the first segment not yet older than
-  ``min.compaction.lag.ms`` (by its largest timestamp), and the high watermark (a follower's
-  records above it may still be truncated; Kafka 2.8 bounds by the last stable offset, which
-  the high watermark bounds). Where each log's clean part ends is kept per log dir in
+  ``min.compaction.lag.ms`` (by its largest timestamp), and the last stable offset (Kafka
+  2.8's bound: a follower's records above the high watermark may still be truncated, and a
+  transaction not yet decided cannot be cleaned as committed or aborted). Where each log's clean part ends is kept per log dir in
   ``cleaner-offset-checkpoint`` (storage.checkpoint's format).
 * **A pass**: an :class:`OffsetMap` of key -> last offset over the dirty range, bounded by
   ``log.cleaner.dedupe.buffer.size``; when it fills, the pass cleans up to where it got.
@@ -22,8 +22,18 @@ Kafka 0.10.2's design (``LogCleaner``, ``LogCleanerManager``, ``OffsetMap``) on 
   (Kafka uses that segment's file modification time; this log never judges by file times).
   A record without a key is dropped (Kafka counts it invalid), which produce refuses anyway.
 * **Per entry**, the format decides (``protocol.records.retained_entry`` for magic 0/1 and
-  their compressed wrappers). The cleaned segment's indexes are built as it is written;
+  their compressed wrappers, and magic 2 batches). A batch all of whose records go stays,
+  emptied, if it holds the last data offset of a producer the log's state still holds
+  (Kafka 2.8's ``BatchRetention.RETAIN_EMPTY``): producer state rebuilt from the log (a
+  recovery without snapshots, a new replica) then still knows that producer's last sequence. The cleaned segment's indexes are built as it is written;
   entries without a timestamp keep the time their source's time index gave them.
+* **Transactions** (Kafka 2.8's ``CleanedTransactionMetadata``, :class:`CleanedTransactions`):
+  the batches of aborted transactions (the transaction indexes say which) are neither mapped
+  nor kept; an ABORT marker stays while batches of its transaction were still met in this pass
+  (its entry goes into the cleaned segment's transaction index), a COMMIT marker likewise,
+  and once none are left a marker goes as a tombstone does, from segments past the delete
+  horizon. A producer's last batch stays emptied whatever (compaction's rule), a marker too
+  when it is all the log's state knows of its producer.
 
 The cleaner reads closed segments without the log's lock and takes it only to swap; a log
 truncated, closed or changed by retention meanwhile refuses the swap and the pass ends.
@@ -33,6 +43,7 @@ truncated, closed or changed by retention meanwhile refuses the swap and the pas
 from __future__ import annotations
 
 import hashlib
+import heapq
 import logging
 import os
 import threading
@@ -40,13 +51,15 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
-from minikafka.protocol.entries import LOG_OVERHEAD, Entry, iter_entries
+from minikafka.protocol.entries import LOG_OVERHEAD, MAGIC_POSITION, Entry, iter_entries
+from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, batch_header, end_txn_marker
 from minikafka.protocol.errors import RecordError
 from minikafka.protocol.records import Record, iter_records, retained_entry
 from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
 from minikafka.storage.clock import Clock
 from minikafka.storage.log import Log
 from minikafka.storage.segment import CLEANED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment
+from minikafka.storage.txn_index import AbortedTxn, TransactionIndex
 from minikafka.storage.types import SegmentInfo, UnknownTopic
 
 logger = logging.getLogger(__name__)
@@ -158,14 +171,18 @@ class Cleaner:
         self._bytes_read = 0
         segments, truncations = log.cleaning_snapshot()
         offset_map = OffsetMap(self.config.dedupe_buffer_size, self.config.dedupe_buffer_load_factor)
-        self._build_offset_map(segments, first_dirty, first_uncleanable, offset_map)
+        self._build_offset_map(log, segments, first_dirty, first_uncleanable, offset_map)
         end = offset_map.latest_offset + 1
         clean_before = [segment for segment in segments if segment.base_offset < first_dirty]
         horizon = clean_before[-1].max_timestamp - log.config.delete_retention_ms if clean_before else 0
+        producers = log.last_data_offsets_of_producers()
+        marker_epochs = log.marker_epochs_of_producers()
+        transactions = CleanedTransactions()  # carried from group to group, as Kafka's
         written = read = kept = 0
         for group in group_segments([s for s in segments if s.base_offset < end],
                                     log.config.segment_bytes, log.config.segment_index_bytes):
-            cleaned, group_read, group_kept = self._clean_group(log, group, offset_map, horizon)
+            cleaned, group_read, group_kept = self._clean_group(log, group, offset_map, horizon, producers,
+                                                                marker_epochs, transactions)
             if not log.replace_segments(cleaned, group, truncations):
                 raise Aborted(f"{log.topic}-{log.partition} changed while it was cleaned")
             written += cleaned.size
@@ -176,7 +193,10 @@ class Cleaner:
 
     # -- the offset map ----------------------------------------------------------------------
 
-    def _build_offset_map(self, segments: list[LogSegment], start: int, end: int, offset_map: OffsetMap) -> None:
+    def _build_offset_map(self, log: Log, segments: list[LogSegment], start: int, end: int,
+                          offset_map: OffsetMap) -> None:
+        transactions = CleanedTransactions()
+        transactions.add_aborted(log.collect_aborted_transactions(start, end))
         for segment in segments:
             if segment.next_offset <= start or segment.base_offset >= end:
                 continue
@@ -184,6 +204,20 @@ class Cleaner:
             for entry, data in self._read_entries(segment, position):
                 if entry.offset < start:
                     continue
+                if data[MAGIC_POSITION] == RECORD_BATCH_MAGIC:
+                    batch = batch_header(data)
+                    if batch.base_offset >= end:
+                        return
+                    if batch.is_control:
+                        transactions.on_control_batch(batch, data)
+                        unmapped = True
+                    else:
+                        unmapped = transactions.on_batch(batch)
+                    if unmapped:
+                        # A marker holds no key to map, an aborted transaction's batch none that
+                        # may hide an older value; the map covers them all the same.
+                        offset_map.latest_offset = entry.offset
+                        continue
                 for record in iter_records(data):
                     if record.offset < start:
                         continue
@@ -195,20 +229,31 @@ class Cleaner:
 
     # -- rewriting a group -------------------------------------------------------------------
 
-    def _clean_group(self, log: Log, group: list[LogSegment], offset_map: OffsetMap,
-                     horizon: int) -> tuple[LogSegment, int, int]:
+    def _clean_group(self, log: Log, group: list[LogSegment], offset_map: OffsetMap, horizon: int,
+                     producers: dict[int, int], marker_epochs: dict[int, int],
+                     transactions: "CleanedTransactions") -> tuple[LogSegment, int, int]:
         cleaned = LogSegment(log.dir, group[0].base_offset, log.config, create=True, suffix=CLEANED_SUFFIX)
+        transactions.cleaned_index = cleaned.txn_index
         read = kept = 0
         try:
             cleaned.open_for_append()
-            for source in group:
-                keep = _retention_rule(offset_map, retain_tombstones=source.max_timestamp > horizon)
+            for i, source in enumerate(group):
+                # The whole segment's aborted transactions: the cleaned index gets every one
+                # whose marker stays.
+                transactions.add_aborted(log.collect_aborted_transactions(
+                    source.base_offset, group[i + 1].base_offset if i + 1 < len(group) else source.next_offset))
+                retain_deletes = source.max_timestamp > horizon
+                keep = _retention_rule(offset_map, retain_tombstones=retain_deletes)
                 untimed_times = source.time_index.all_entries() or [(source.max_timestamp, source.base_offset)]
                 out = bytearray()
                 last_offset = -1
                 for _, data in self._read_entries(source, 0):
                     read += 1
-                    retained = retained_entry(data, keep)
+                    discard = False
+                    if data[MAGIC_POSITION] == RECORD_BATCH_MAGIC:
+                        discard = transactions.may_discard(batch_header(data), data, retain_markers=retain_deletes)
+                    retained = retained_entry(data, keep, producers, discard=discard,
+                                              marker_epochs_of_producers=marker_epochs)
                     if retained is None:
                         continue
                     kept += 1
@@ -271,6 +316,67 @@ class Cleaner:
             position = consumed
 
 
+class CleanedTransactions:
+    """Kafka 2.8's ``CleanedTransactionMetadata``: what a pass, reading the log in order,
+    knows of the transactions it goes through, to tell which batches and markers it may drop
+    (see the module docstring). ``cleaned_index`` is the transaction index of the segment
+    being written."""
+
+    def __init__(self) -> None:
+        self._aborted: list[tuple[int, AbortedTxn]] = []  # heap by first offset: not reached yet
+        self._ongoing_aborted: dict[int, list] = {}  # producer -> [its aborted txn, a batch of it met]
+        self._ongoing_committed: set[int] = set()
+        self.cleaned_index: TransactionIndex | None = None
+
+    def add_aborted(self, txns: list[AbortedTxn]) -> None:
+        for txn in txns:
+            heapq.heappush(self._aborted, (txn.first_offset, txn))
+
+    def _reach(self, offset: int) -> None:
+        while self._aborted and self._aborted[0][0] <= offset:
+            _, txn = heapq.heappop(self._aborted)
+            self._ongoing_aborted.setdefault(txn.producer_id, [txn, False])
+
+    def on_control_batch(self, batch, data) -> bool:
+        """A marker met: whether the pass may drop it (its transaction has no batch left)."""
+        self._reach(batch.base_offset + batch.last_offset_delta)
+        if not batch.record_count:
+            return True  # emptied by an earlier pass
+        marker = end_txn_marker(data)
+        if marker is None:
+            return False  # a control record of another kind
+        if marker.commit:
+            if batch.producer_id in self._ongoing_committed:
+                self._ongoing_committed.discard(batch.producer_id)
+                return False
+            return True
+        ongoing = self._ongoing_aborted.pop(batch.producer_id, None)
+        if ongoing is not None and ongoing[1]:
+            if self.cleaned_index is not None:
+                self.cleaned_index.append(ongoing[0])
+            return False
+        return True
+
+    def on_batch(self, batch) -> bool:
+        """A data batch met: whether it belongs to an aborted transaction."""
+        self._reach(batch.base_offset + batch.last_offset_delta)
+        if not batch.is_transactional:
+            return False
+        ongoing = self._ongoing_aborted.get(batch.producer_id)
+        if ongoing is not None:
+            ongoing[1] = True
+            return True
+        self._ongoing_committed.add(batch.producer_id)
+        return False
+
+    def may_discard(self, batch, data, *, retain_markers: bool) -> bool:
+        """Kafka's ``shouldDiscardBatch``: an aborted transaction's batch, or a marker no batch
+        needs any more outside the delete horizon."""
+        if batch.is_control:
+            return self.on_control_batch(batch, data) and not retain_markers
+        return self.on_batch(batch)
+
+
 def _retention_rule(offset_map: OffsetMap, *, retain_tombstones: bool) -> Callable[[Record], bool]:
     latest = offset_map.latest_offset
     get = offset_map.get
@@ -329,7 +435,7 @@ def cleanable_range(log: Log, checkpoint: int, now: int,
     too."""
     segments, _ = log.cleaning_snapshot()
     first_dirty = max(checkpoint, log.log_start_offset)
-    first_uncleanable = min(segments[-1].next_offset if segments else log.log_start_offset, log.high_watermark)
+    first_uncleanable = min(segments[-1].next_offset if segments else log.log_start_offset, log.last_stable_offset)
     if may_rewrite is not None:
         refused = next((info for info in log.closed_segments() if not may_rewrite(info)), None)
         if refused is not None:

@@ -603,14 +603,26 @@ class Log:
             found, segment = self._read(offset, max_bytes, max_offset, min_one_message)
             if not found.length:
                 return found, []
-            upper_bound = min(max_offset, segment.next_offset)
-            aborted = []
-            for candidate in self._segments.from_offset(segment.base_offset):
-                txns, complete = candidate.txn_index.collect(offset, upper_bound)
-                aborted += txns
-                if complete:
-                    break
-            return found, aborted
+            return found, self._collect_aborted_transactions(segment, offset, min(max_offset, segment.next_offset))
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)`` (Kafka's
+        ``Log.collectAbortedTransactions``)."""
+        with self._open():
+            return self._collect_aborted_transactions(self._segments.from_offset(start_offset)[0], start_offset,
+                                                      upper_bound_offset)
+
+    def _collect_aborted_transactions(self, first: LogSegment, start_offset: int,
+                                      upper_bound_offset: int) -> list[AbortedTxn]:
+        """From the transaction index of ``first`` on, until an entry says no later one can
+        overlap the range."""
+        aborted = []
+        for segment in self._segments.from_offset(first.base_offset):
+            txns, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+            aborted += txns
+            if complete:
+                break
+        return aborted
 
     def aborted_transactions(self) -> list[AbortedTxn]:
         """Every entry of the segments' transaction indexes, in log order."""
@@ -732,6 +744,23 @@ class Log:
         as nothing but a truncation rewrites one (retention only renames it)."""
         with self._open():
             return self._segments.closed(), self._truncations
+
+    def last_data_offsets_of_producers(self) -> dict[int, int]:
+        """Producer id -> offset of its last data record, for every producer the log's state
+        holds (Kafka's ``lastRecordsOfActiveProducers``): the cleaner keeps the batch holding
+        it even when it empties it, so producer state rebuilt from the log still has it."""
+        with self._open():
+            return {producer_id: entry.last_data_offset for producer_id, entry in self.producer_state.producers.items()
+                    if entry.last_data_offset >= 0}
+
+    def marker_epochs_of_producers(self) -> dict[int, int]:
+        """Producer id -> epoch, for the producers the log's state holds with no data offset,
+        only a transaction marker: the cleaner keeps such a marker, emptied, so producer
+        state rebuilt from the log still fences their older epochs (Kafka's
+        ``lastRecordsOfActiveProducers`` without a data offset)."""
+        with self._open():
+            return {producer_id: entry.epoch for producer_id, entry in self.producer_state.producers.items()
+                    if entry.last_data_offset < 0}
 
     def take_truncation(self) -> int | None:
         """The lowest offset the log was truncated to since the last call, if it was: the

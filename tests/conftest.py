@@ -117,9 +117,16 @@ def small_filesystem(tmp_path):
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
-def _read_partition_0(bootstrap: str, topic: str, timeout: float = 30.0):
+def _read_partition_0(bootstrap: str, topic: str, timeout: float = 30.0, client: str = "kafka-python"):
     """Every record of partition 0 from offset 0 to the log end, as one consumer from scratch sees
-    it (kafka-python, no group)."""
+    it (no group): kafka-python's records, or for ``client`` "confluent-kafka" or "aiokafka"
+    that client's, each given as an object with ``offset``, ``key`` and ``value``."""
+    if client == "confluent-kafka":
+        return _confluent_read_partition_0(bootstrap, topic, timeout)
+    if client == "aiokafka":
+        import asyncio
+
+        return asyncio.run(_aiokafka_read_partition_0(bootstrap, topic, timeout))
     import time
 
     from kafka import KafkaConsumer, TopicPartition
@@ -140,7 +147,53 @@ def _read_partition_0(bootstrap: str, topic: str, timeout: float = 30.0):
         consumer.close()
 
 
+def _confluent_read_partition_0(bootstrap: str, topic: str, timeout: float):
+    import time
+    from types import SimpleNamespace
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-all", "enable.auto.commit": False})
+    try:
+        end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout)[1]
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        records = []
+        deadline = time.monotonic() + timeout
+        while (not records or records[-1].offset < end - 1) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                records.append(SimpleNamespace(offset=message.offset(), key=message.key(), value=message.value()))
+        assert records and records[-1].offset == end - 1, "the consumer did not reach the log end"
+        return records
+    finally:
+        consumer.close()
+
+
+async def _aiokafka_read_partition_0(bootstrap: str, topic: str, timeout: float):
+    import time
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        end = (await consumer.end_offsets([tp]))[tp]
+        records = []
+        deadline = time.monotonic() + timeout
+        while await consumer.position(tp) < end and time.monotonic() < deadline:
+            records.extend((await consumer.getmany(tp, timeout_ms=500)).get(tp, []))
+        assert await consumer.position(tp) >= end, "the consumer did not reach the log end"
+        return records
+    finally:
+        await consumer.stop()
+
+
 @pytest.fixture
 def read_all():
-    """``read_all(bootstrap, topic, timeout=30)``: partition 0 read whole from offset 0."""
+    """``read_all(bootstrap, topic, timeout=30, client="kafka-python")``: partition 0 read whole
+    from offset 0 by ``client`` (also "confluent-kafka" or "aiokafka")."""
     return _read_partition_0

@@ -313,11 +313,20 @@ class OffsetsPartition:
 
     ``snapshot_offsets`` lists the retained snapshots this process knows to be valid (the
     one loaded at start-up, then every one written), oldest first.
+
+    The transaction coordinator keeps ``__transaction_state`` the same way: ``topic`` names
+    the partition's topic and ``holds`` its state in what is logged, ``record_error`` is what
+    its state raises for an event it cannot decode.
     """
 
     def __init__(self, partition: int, log, snapshot_dir: Path, clock, writer=None, *,
-                 trim_bound: Callable[[], int] | None = None) -> None:
+                 trim_bound: Callable[[], int] | None = None, topic: str = GROUP_METADATA_TOPIC,
+                 record_error: type[Exception] = GroupRecordError,
+                 holds: str = "committed offsets and groups") -> None:
         self.partition = partition
+        self.topic = topic
+        self.record_error = record_error
+        self.holds = holds
         self.log = log
         # Segments may be deleted only below this offset (None: wherever snapshots cover
         # them, a single broker). A replica has no way to fetch a snapshot (KRaft's
@@ -374,7 +383,7 @@ class OffsetsPartition:
                 if event.key is not None or event.marker:
                     yield event
             if next_offset == offset:
-                raise RuntimeError(f"__consumer_offsets-{self.partition}: no progress reading at offset {offset}")
+                raise RuntimeError(f"{self.topic}-{self.partition}: no progress reading at offset {offset}")
             offset = next_offset
 
     # --------------------------------------------------------------- snapshots
@@ -383,7 +392,7 @@ class OffsetsPartition:
         """Fold the newest usable snapshot into the state and return its offset (None: none).
 
         Each entry goes to ``apply`` as (key, value), an offset pending in a transaction as
-        (key, value, log offset, producer id); ``apply`` raises GroupRecordError for one it
+        (key, value, log offset, producer id); ``apply`` raises ``record_error`` for one it
         cannot decode.
         A snapshot that fails to decode part way is undone with ``reset``, set aside, and the
         next older one is tried: with the log kept from the older retained snapshot on, that
@@ -395,12 +404,12 @@ class OffsetsPartition:
                         apply(entry.key, entry.value)
                     else:
                         apply(entry.key, entry.value, entry.position, entry.producer_id)
-            except (SnapshotFormatError, GroupRecordError) as exc:
+            except (SnapshotFormatError, self.record_error) as exc:
                 reset()
                 aside = self.snapshots.set_aside(offset)
-                logger.error("__consumer_offsets-%d: snapshot at %d passed its checksum but cannot be "
+                logger.error("%s-%d: snapshot at %d passed its checksum but cannot be "
                              "decoded (%s); set aside as %s, trying the next older snapshot",
-                             self.partition, offset, exc, aside)
+                             self.topic, self.partition, offset, exc, aside)
                 continue
             return offset
         return None
@@ -415,12 +424,12 @@ class OffsetsPartition:
         log_start = self.log.log_start_offset
         if log_start > needed:
             logger.error(
-                "__consumer_offsets-%d: %s, but the log starts at %d: the events at offsets %d to %d "
-                "are gone, and the committed offsets and groups only they held are LOST. Snapshot "
+                "%s-%d: %s, but the log starts at %d: the events at offsets %d to %d "
+                "are gone, and the %s only they held are LOST. Snapshot "
                 "files found damaged or set aside (*.unreadable) in %s may still hold them.",
-                self.partition,
+                self.topic, self.partition,
                 "no usable snapshot" if snapshot_offset is None else f"the newest usable snapshot is at {snapshot_offset}",
-                log_start, needed, log_start - 1, self.snapshots.directory)
+                log_start, needed, log_start - 1, self.holds, self.snapshots.directory)
         return max(log_start, needed)
 
     def due_for_snapshot(self, interval_events: int, interval_bytes: int) -> bool:
@@ -471,8 +480,8 @@ class OffsetsPartition:
             keep_from = min(keep_from, self.trim_bound())
         deleted = self.log.delete_segments_below(keep_from)
         if deleted:
-            logger.info("__consumer_offsets-%d: removed %d segment(s) below offset %d, covered by snapshots %s",
-                        self.partition, deleted, keep_from, self.snapshot_offsets)
+            logger.info("%s-%d: removed %d segment(s) below offset %d, covered by snapshots %s",
+                        self.topic, self.partition, deleted, keep_from, self.snapshot_offsets)
 
 
 # Errors of an append to __consumer_offsets, as the coordinator reports them to clients

@@ -112,6 +112,13 @@ async def _wait_for_replication(waits: list, timeout_ms: int) -> None:
 
 async def handle(broker, request) -> dict | None:
     body = request.body
+    # Kafka checks this for a request holding transactional batches; a producer names its
+    # transactional id exactly when it sends them.
+    if body.transactional_id is not None and \
+            not broker.authorize(request, "Write", "TransactionalId", body.transactional_id):
+        return {"responses": [{"name": topic.name, "partition_responses": [
+            _failed(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in topic.partition_data]}
+            for topic in body.topic_data], "throttle_time_ms": 0}
     waits: list = []
     responses = [
         {"name": topic.name,

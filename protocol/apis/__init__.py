@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Container
 
+from minikafka.protocol.apis.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
+from minikafka.protocol.apis.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from minikafka.protocol.apis.alter_configs import ALTER_CONFIGS
 from minikafka.protocol.apis.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
 from minikafka.protocol.apis.api_versions import API_VERSIONS
@@ -43,6 +45,7 @@ from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
 from minikafka.protocol.apis.describe_log_dirs import DESCRIBE_LOG_DIRS
 from minikafka.protocol.apis.describe_user_scram_credentials import DESCRIBE_USER_SCRAM_CREDENTIALS
 from minikafka.protocol.apis.elect_leaders import ELECT_LEADERS
+from minikafka.protocol.apis.end_txn import END_TXN
 from minikafka.protocol.apis.fetch import FETCH
 from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
 from minikafka.protocol.apis.heartbeat import HEARTBEAT
@@ -66,6 +69,7 @@ from minikafka.protocol.apis.stop_replica import STOP_REPLICA
 from minikafka.protocol.apis.sync_group import SYNC_GROUP
 from minikafka.protocol.apis.txn_offset_commit import TXN_OFFSET_COMMIT
 from minikafka.protocol.apis.update_metadata import UPDATE_METADATA
+from minikafka.protocol.apis.write_txn_markers import WRITE_TXN_MARKERS
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.schema import Api
 
@@ -111,6 +115,10 @@ APIS: dict[int, Api] = {
         ELECT_LEADERS,
         DESCRIBE_USER_SCRAM_CREDENTIALS,
         ALTER_USER_SCRAM_CREDENTIALS,
+        ADD_PARTITIONS_TO_TXN,
+        ADD_OFFSETS_TO_TXN,
+        END_TXN,
+        WRITE_TXN_MARKERS,
     )
 }
 

@@ -48,7 +48,7 @@ READ_COMMITTED = 1
 class TxnProducer(Client):
     def __init__(self, sim, name: str) -> None:
         super().__init__(sim, name)
-        # Its own generator: the faults' and the other clients' draws stay as without it.
+        # Its own generator for its choices (a seed still replays: this one is seeded too).
         self.rng = random.Random(f"{sim.seed}-{name}")
 
     async def run(self) -> None:

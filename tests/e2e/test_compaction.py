@@ -1,6 +1,9 @@
 """Log compaction seen by real clients against a real ``minikafka serve`` process: a consumer
-reading from offset 0 while the cleaner works and after, a refused unkeyed record, and a
-stateful aiokafka app restoring its table from a compacted changelog after a restart."""
+reading from offset 0 while the cleaner works and after, a refused unkeyed record, a
+stateful aiokafka app restoring its table from a compacted changelog after a restart, and an
+idempotent producer whose records compaction removed keeping its sequence (the batch emptied,
+not dropped) through a restart that rebuilds producer state from the log, with the three
+clients reading past that empty batch."""
 
 from __future__ import annotations
 
@@ -10,9 +13,15 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as AioTopicPartition
+from confluent_kafka import Producer
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
+
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.record_batch import build_record_batch
+from minikafka.testing import kafka_request
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -157,3 +166,51 @@ def test_a_stateful_app_restores_its_table_from_a_compacted_changelog(minikafka_
     asyncio.run(asyncio.wait_for(restarted.restore(), 60))
     assert restarted.state == app.state
     assert restarted.restored_records < 60  # of 301 changes
+
+
+def produce_keyed(bootstrap: str, topic: str, producer_id: int, sequence: int, *keys: bytes):
+    """One idempotent batch, a record per key, in a Produce v3 of its own: (error, base offset)."""
+    batch = build_record_batch([(key, b"first", int(time.time() * 1000), ()) for key in keys],
+                               producer_id=producer_id, producer_epoch=0, base_sequence=sequence)
+    answer = kafka_request(bootstrap, ApiKey.PRODUCE, 3, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 10000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}]})
+    slot = answer.responses[0].partition_responses[0]
+    return ErrorCode(slot.error_code), slot.base_offset
+
+
+def test_an_idempotent_producer_keeps_its_sequence_when_compaction_removes_its_records(
+        minikafka_broker_factory, read_all):
+    broker = minikafka_broker_factory(**BROKER)
+    create_topic(broker, "owned")
+    producer_id = kafka_request(broker.bootstrap, ApiKey.INIT_PRODUCER_ID, 0,
+                                {"transactional_id": None, "transaction_timeout_ms": 60000}).producer_id
+    assert produce_keyed(broker.bootstrap, "owned", producer_id, 0, b"k1", b"k2") == (ErrorCode.NONE, 0)
+    # Another idempotent producer overwrites both keys; past segment.ms its next record rolls.
+    other = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for key in (b"k1", b"k2"):
+        other.produce("owned", key=key, value=b"second", partition=0)
+    other.flush(30)
+    time.sleep(0.2)
+    other.produce("owned", key=b"end", value=b"roll", partition=0)
+    assert other.flush(30) == 0
+    del other  # librdkafka's producer ends when collected: it would dial the broker killed below
+    compacted = [(2, b"k1", b"second"), (3, b"k2", b"second"), (4, b"end", b"roll")]
+
+    def read(client: str = "kafka-python") -> list[tuple]:
+        return [(r.offset, r.key, r.value) for r in read_all(broker.bootstrap, "owned", client=client)]
+
+    wait_for(lambda: read() == compacted, what="compaction")
+    # The first producer's batch is still there, emptied: every client reads past it.
+    assert read("confluent-kafka") == read("aiokafka") == compacted
+
+    # A crash that loses the producer snapshots: producer state is rebuilt from the log alone.
+    broker.kill()
+    for snapshot in (broker.log_dir / "owned-0").glob("*.snapshot"):
+        snapshot.unlink()
+    broker.start()
+    # The batch is known still: a retry of it is answered with its offset, nothing appended; a
+    # gap is refused; the next sequence is taken.
+    assert produce_keyed(broker.bootstrap, "owned", producer_id, 0, b"k1", b"k2") == (ErrorCode.NONE, 0)
+    assert produce_keyed(broker.bootstrap, "owned", producer_id, 3, b"k3")[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert produce_keyed(broker.bootstrap, "owned", producer_id, 2, b"k3") == (ErrorCode.NONE, 5)

@@ -35,7 +35,7 @@ IDS = [f"{api.name}-v{version}" for api, version in ALL_VERSIONS]
 # kafka-python has no classes for the controller's inter-broker APIs: those are checked against
 # an independent encoding in test_interbroker_schemas.py.
 INTER_BROKER = {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
-                ApiKey.CONTROLLED_SHUTDOWN}
+                ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS}
 CLIENT_VERSIONS = [(api, version) for api, version in ALL_VERSIONS if api.key not in INTER_BROKER]
 CLIENT_IDS = [f"{api.name}-v{version}" for api, version in CLIENT_VERSIONS]
 
@@ -382,7 +382,8 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "DELETE_RECORDS": (0, 2), "DESCRIBE_ACLS": (0, 1), "CREATE_ACLS": (0, 3), "DELETE_ACLS": (0, 3),
         "DELETE_GROUPS": (0, 2), "OFFSET_DELETE": (0, 0), "DESCRIBE_LOG_DIRS": (0, 4),
         "ELECT_LEADERS": (0, 2), "DESCRIBE_USER_SCRAM_CREDENTIALS": (0, 0), "ALTER_USER_SCRAM_CREDENTIALS": (0, 0),
-        "INIT_PRODUCER_ID": (0, 1), "TXN_OFFSET_COMMIT": (0, 3),
+        "INIT_PRODUCER_ID": (0, 4), "ADD_PARTITIONS_TO_TXN": (0, 3), "ADD_OFFSETS_TO_TXN": (0, 3), "END_TXN": (0, 3),
+        "WRITE_TXN_MARKERS": (0, 1), "TXN_OFFSET_COMMIT": (0, 3),
     }
 
 

@@ -75,3 +75,15 @@ def test_a_controller_that_loses_zookeeper_gives_up_control_and_the_broker_runs_
     result = simulate("--seed", "28")
     assert "Traceback" not in result.stderr, result.stderr
     digest(result.stdout)
+
+
+@pytest.mark.timeout(300)
+def test_the_transactional_workload_finds_no_violation_and_replays():
+    """Issue 26's workload (``--transactions``): transactions committed and aborted through
+    markers amid the faults, read with READ_COMMITTED; a seed replays exactly with it too."""
+    first = simulate("--seed", "2", "--duration", "12", "--transactions")
+    assert first.returncode == 0, first.stdout + first.stderr
+    figures = re.search(r"^transactions: (.*)$", first.stdout, re.MULTILINE).group(1)
+    assert re.search(r"[1-9]\d* committed values read", figures) and re.search(r"[1-9]\d* transactions aborted",
+                                                                              figures), figures
+    assert digest(first.stdout) == digest(simulate("--seed", "2", "--duration", "12", "--transactions").stdout)

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from minikafka.protocol.errors import ErrorCode, RecordError
-from minikafka.protocol.record_batch import build_record_batch, iter_batches
+from minikafka.protocol.record_batch import BATCH_OVERHEAD, build_record_batch, iter_batches
 from minikafka.protocol.records import Codec, build_message_set, iter_entries, iter_records
 from minikafka.storage import Log, LogConfig
 from minikafka.storage.checkpoint import OffsetCheckpointFile
@@ -549,3 +549,69 @@ def test_a_batch_keeps_headers_and_producer_fields_when_rebuilt(tmp_path, clock,
     stored = log.read(0, 1 << 20, max_offset=3).read_bytes()
     [batch] = iter_batches(stored)
     assert (batch.base_offset, batch.last_offset_delta, batch.record_count, batch.codec) == (0, 2, 2, codec)
+
+
+def keyed_batch(producer_id: int, sequence: int, *pairs: tuple[str, str]) -> bytes:
+    """An idempotent producer's batch of ``(key, value)`` records from ``sequence`` on."""
+    return bytes(build_record_batch([(k.encode(), v.encode(), START_MS, ()) for k, v in pairs],
+                                    producer_id=producer_id, producer_epoch=0, base_sequence=sequence))
+
+
+def without_snapshots(log: Log, clock) -> Log:
+    """``log`` opened after a crash that lost its producer snapshots: its producer state is
+    rebuilt from the batches in the log (as a new replica builds it from what it fetches)."""
+    for name in os.listdir(log.dir):
+        if name.endswith(".snapshot"):
+            os.remove(log.dir / name)
+    return Log(log.dir, "t", 0, log.config, clock, needs_recovery=True)
+
+
+def test_a_producers_last_batch_stays_as_an_empty_batch_when_its_records_go(tmp_path, clock):
+    """Kafka 2.8's BatchRetention.RETAIN_EMPTY: the batch holding an active producer's last data
+    offset is kept, emptied, so the producer's last sequence survives compaction."""
+    log = compacted_log(tmp_path / "t-0", clock)
+    log.append_as_leader(keyed_batch(1, 0, ("a", "1"), ("b", "1")))
+    log.append_as_leader(keyed_batch(2, 0, ("c", "1")))
+    log.roll()
+    log.append_as_leader(keyed_batch(2, 1, ("a", "2"), ("b", "2")))
+    log.append_as_leader(keyed_batch(3, 0, ("c", "2")))
+    log.roll()
+    log.append_as_leader(keyed(("end", "x")))
+    log.high_watermark = log.log_end_offset
+    clean(log, clock)
+    assert view(log) == [(3, "a", "2"), (4, "b", "2"), (5, "c", "2"), (6, "end", "x")]
+    stored = log.read(0, 1 << 20, max_offset=6).read_bytes()
+    # Producer 1's batch, emptied; producer 2's first batch goes: its last batch is a later one.
+    assert [(e.offset, e.size) for e in iter_entries(stored)][0] == (1, BATCH_OVERHEAD)
+    assert [e.offset for e in iter_entries(stored)][1:3] == [4, 5]
+    empty, *_ = iter_batches(stored, allow_empty=True)
+    # As Kafka's DefaultRecordBatch.writeEmptyHeader writes it.
+    assert (empty.base_offset, empty.last_offset_delta, empty.record_count, empty.producer_id,
+            empty.producer_epoch, empty.base_sequence, empty.base_timestamp, empty.max_timestamp,
+            empty.codec) == (0, 1, 0, 1, 0, 0, -1, START_MS, 0)
+
+    # Rebuilt from the log alone, producer 1's state is what it was: a retry of its batch is a
+    # duplicate, a gap is refused.
+    log.close()
+    rebuilt = without_snapshots(log, clock)
+    assert rebuilt.producer_state.last_entry(1).last_seq == 1
+    retried = rebuilt.append_as_leader(keyed_batch(1, 0, ("a", "1"), ("b", "1")))
+    assert (retried.first_offset, rebuilt.log_end_offset) == (0, 7)
+    with pytest.raises(RecordError) as refused:
+        rebuilt.append_as_leader(keyed_batch(1, 3, ("d", "1")))
+    assert refused.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+    # Cleaned again, the empty batch stays while it is its producer's last, and goes after.
+    def append_and_clean(*batches: bytes) -> list[int]:
+        for batch in batches:
+            rebuilt.append_as_leader(batch)
+        rebuilt.roll()
+        rebuilt.append_as_leader(keyed(("end", "y")))
+        rebuilt.high_watermark = rebuilt.log_end_offset
+        clean(rebuilt, clock)
+        return [e.offset for e in iter_entries(rebuilt.read(0, 1 << 20).read_bytes())]
+
+    assert append_and_clean()[0] == 1
+    assert append_and_clean(keyed_batch(1, 2, ("d", "1")))[0] == 4
+    assert view(rebuilt) == [(3, "a", "2"), (4, "b", "2"), (5, "c", "2"), (7, "end", "y"), (8, "d", "1"),
+                             (9, "end", "y")]

@@ -11,8 +11,9 @@ import pytest
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.record_batch import build_record_batch, end_txn_marker, iter_batches
 from minikafka.storage import Log, LogConfig
+from minikafka.storage.cleaner import CleanerConfig, LogCleaner
 
-from .conftest import MAGIC_1, START_MS, message_set
+from .conftest import MAGIC_1, START_MS, all_records, message_set
 
 PRODUCER = 4000
 
@@ -237,3 +238,75 @@ def test_a_damaged_txn_index_is_rebuilt_on_a_clean_open(tmp_path, clock):
     path = tmp_path / "t-0" / f"{0:020d}.txnindex"
     path.write_bytes(path.read_bytes()[:-3])  # a partial entry
     assert aborted_entries(open_log(tmp_path / "t-0", clock)) == written
+
+
+def keyed_txn(key: str, value: str | None, sequence: int, *, producer_id: int = PRODUCER) -> bytes:
+    return bytes(build_record_batch([(key.encode(), None if value is None else value.encode(), START_MS, ())],
+                                    producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
+                                    transactional=True))
+
+
+def compacted(tmp_path, clock, **settings) -> Log:
+    return open_log(tmp_path / "t-0", clock, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0, **settings)
+
+
+def clean(log: Log, clock):
+    return LogCleaner(lambda: [log], CleanerConfig(), clock).clean_filthiest()
+
+
+def stored(log: Log):
+    """(offset, kind, key) of every batch: kind data/COMMIT/ABORT, None for an emptied one."""
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20).read_bytes()
+        batches = list(iter_batches(data, allow_empty=True))
+        for batch in batches:
+            raw = data[batch.position:batch.position + batch.size]
+            if not batch.record_count:
+                kind = None
+            elif batch.is_control:
+                kind = "COMMIT" if end_txn_marker(raw).commit else "ABORT"
+            else:
+                kind = "data"
+            out.append((batch.base_offset, kind))
+        offset = batches[-1].base_offset + batches[-1].last_offset_delta + 1
+    return out
+
+
+def test_the_cleaner_removes_aborted_data_then_the_markers_no_batch_needs(tmp_path, clock):
+    log = compacted(tmp_path, clock, delete_retention_ms=0)
+
+    def more(*batches: bytes) -> None:
+        for batch in batches:
+            log.append_as_leader(batch)
+        log.roll()
+        log.append_as_leader(message_set(1, START_MS, key=b"end"))  # the active segment
+        log.high_watermark = log.log_end_offset
+
+    log.append_as_leader(keyed_txn("k", "committed", 0))  # 0
+    marker(log, commit=True)  # 1
+    log.append_as_leader(keyed_txn("k", "aborted", 1))  # 2: must not hide the committed value
+    marker(log, commit=False)  # 3
+    more(keyed_txn("other", "x", 0, producer_id=PRODUCER + 1))  # 4 still open, 5 "end"
+    assert log.last_stable_offset == 4
+    assert clean(log, clock).end_offset == 4  # the cleaner stops at the last stable offset
+    # The aborted batch is emptied (its producer's last data batch: compaction keeps it), its
+    # marker stays with its transaction index entry, and the aborted value hides nothing.
+    assert stored(log) == [(0, "data"), (1, "COMMIT"), (2, None), (3, "ABORT"), (4, "data"), (5, "data")]
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in log.aborted_transactions()] == [(PRODUCER, 2, 3)]
+    assert [(r.offset, r.value) for r in all_records(log) if r.key == b"k"] == [(0, b"committed")]
+
+    marker(log, commit=True, producer_id=PRODUCER + 1)  # 6
+    log.append_as_leader(keyed_txn("k", "last", 2))  # 7
+    marker(log, commit=True)  # 8
+    more()  # 9 "end"
+    clean(log, clock)
+    kinds = dict(stored(log))
+    assert 2 not in kinds and kinds[3] == "ABORT"  # the batch went in this pass, the marker with it next
+    more(bytes(build_record_batch([(b"z", b"z", START_MS, ())])))  # 10, 11 "end"
+    clean(log, clock)
+    kinds = dict(stored(log))
+    assert 3 not in kinds and 1 not in kinds and kinds[6] == kinds[8] == "COMMIT"
+    assert log.aborted_transactions() == []
+    assert [(r.offset, r.value) for r in all_records(log) if r.key == b"k"] == [(7, b"last")]
