@@ -10,7 +10,10 @@ transaction coordinator has them written (``Log.append_txn_marker``), then the h
 
 from __future__ import annotations
 
+import trio
+
 from minikafka.broker.groups.coordinator import PartitionCommit
+from minikafka.broker.groups.store import LocalWriter
 from minikafka.protocol.errors import ErrorCode
 
 from .test_persistence import ONE_PARTITION, commit, committed
@@ -156,4 +159,29 @@ async def test_no_snapshot_is_taken_while_a_marker_waits_to_be_applied(harness_f
     harness.restart(clean=True)
     [report] = harness.coordinator.load_reports
     assert report.snapshot_offset is None
+    assert committed(harness, "g") == {("t", 0): (5, "m5")}
+
+
+class LedWriter(LocalWriter):
+    """A single broker's writer standing in for a cluster leader's (what a load needs of it)."""
+
+    def trim_bound(self) -> int:
+        return 0
+
+
+async def test_a_completion_while_the_partition_loads_is_applied_once_it_is_loaded(harness_factory):
+    # A cluster broker that just became the partition's leader loads it in the background; a
+    # marker written after the load read the log completes the transaction meanwhile.
+    harness = harness_factory(**ONE_PARTITION)
+    await txn_commit(harness, {0: 5})
+    ownership = harness.coordinator.ownership
+    log = harness.coordinator.partitions[0].log
+    async with trio.open_nursery() as nursery:
+        ownership.became_leader(0, log, LedWriter(log))
+        harness.coordinator.handle_txn_completion(PRODUCER, [0], True)
+        nursery.start_soon(ownership.run_loads)
+        with trio.fail_after(10):
+            while 0 not in ownership.partitions:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
     assert committed(harness, "g") == {("t", 0): (5, "m5")}
