@@ -56,12 +56,14 @@ from minikafka.protocol.entries import (
     BATCH_CRC_START as _CRC_START,
     BATCH_HEADER as _HEADER,
     CODEC_MASK as _CODEC_MASK,
+    CONTROL_BIT as _CONTROL_BIT,
     CRC_POSITION as _CRC_POSITION_MAGIC_1,
     HEAD_AND_KEY_LENGTH,
     HEAD_AND_LENGTHS,
     LOG_OVERHEAD as _LOG_OVERHEAD,
     MAGIC_POSITION,
     TIMESTAMP_TYPE_BIT as _TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT as _TRANSACTIONAL_BIT,
     crc32c,
 )
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -101,8 +103,6 @@ _MAGIC_1_NULL_KEY_HEAD = HEAD_AND_LENGTHS[1]
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 BATCH_OVERHEAD = _HEADER.size  # 61: everything before the records
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _NO_HEADERS: tuple = ()

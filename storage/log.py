@@ -362,10 +362,14 @@ class Log:
 
     # -- appending ---------------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, leader_epoch: int = 0) -> AppendResult:
+    def append_as_leader(self, records: bytes, leader_epoch: int = 0,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
         """Validate a produced set, assign its offsets from the log end, append it.
 
-        Raises ``RecordError`` (nothing is written) for any invalid set.
+        Raises ``RecordError`` (nothing is written) for any invalid set. A coordinator's
+        set (``origin``: the group coordinator's transactional offsets) carries no sequence
+        numbers of its own, so only a client's is checked for duplicates and sequence (Kafka's
+        ``analyzeAndValidateProducerState``).
         """
         with self._open():
             now = self._clock.time_ms()
@@ -375,7 +379,9 @@ class Log:
                 self._check_keys(validated)
             producers = []
             if validated.producer_batches:
-                duplicate = self.producer_state.find_duplicate_of_any(validated.producer_batches)
+                duplicate = None
+                if origin is AppendOrigin.CLIENT:
+                    duplicate = self.producer_state.find_duplicate_of_any(validated.producer_batches)
                 if duplicate is not None:
                     # Kafka's answer to a retried batch: success with the offsets it was given,
                     # nothing appended. (Kafka also reports the batch's max timestamp as its log
@@ -384,7 +390,7 @@ class Log:
                     append_time = duplicate.timestamp if validated.log_append_time >= 0 else -1
                     return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time,
                                         duplicate.last_offset - duplicate.first_offset + 1)
-                producers = self.producer_state.analyze(validated.producer_batches, AppendOrigin.CLIENT)
+                producers = self.producer_state.analyze(validated.producer_batches, origin)
             self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
             return self._append(validated, now, producers)
 

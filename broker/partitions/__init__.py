@@ -23,6 +23,7 @@ import trio
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.storage.config import AppendResult, LogConfig
 from minikafka.storage.log import Log
+from minikafka.storage.producer_state import AppendOrigin
 from minikafka.storage.names import InvalidTopicName, validate_topic_name
 
 # What an append hands back to wait on until the ISR holds it: called with the produce's
@@ -112,9 +113,11 @@ class Partitions(ABC):
 
     # ------------------------------------------------------------------ appends
 
-    def append(self, topic: str, partition: int, records: bytes, acks: int) -> tuple[AppendResult, AcksWait | None]:
+    def append(self, topic: str, partition: int, records: bytes, acks: int,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> tuple[AppendResult, AcksWait | None]:
         """Append a producer's message set as the partition's leader and wake the fetches
-        waiting on it (Kafka's appendRecords). Returns the result and, when ``acks`` asks for
+        waiting on it (Kafka's appendRecords; ``origin``: see ``Log.append_as_leader``). Returns
+        the result and, when ``acks`` asks for
         more replicas than hold the set yet, what to wait on before answering (else None).
         Raises RecordError (the set is refused and nothing is written) or TopicError."""
         def write(log: Log, leader_epoch: int) -> AppendResult:
@@ -122,7 +125,7 @@ class Partitions(ABC):
                 raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
             # No bytes() copy of the request's view: validation copies the set into the buffer
             # it writes anyway, and a copy of a large set costs a fresh allocation per produce.
-            return log.append_as_leader(records, leader_epoch)
+            return log.append_as_leader(records, leader_epoch, origin)
 
         return self._append_as_leader(topic, partition, write, acks)
 

@@ -35,6 +35,7 @@ from minikafka.replication.replica_manager import LEADER, NotLeader, PartitionSt
 from minikafka.replication.zookeeper import NodeExists, ZooKeeperError
 from minikafka.storage.config import AppendResult
 from minikafka.storage.log import Log
+from minikafka.storage.producer_state import AppendOrigin
 
 logger = logging.getLogger(__name__)
 
@@ -649,9 +650,10 @@ class OffsetsWriter:
             return 0
         return replica.log.high_watermark
 
-    def append(self, message_set: bytes) -> int:
+    def append(self, message_set: bytes, origin: AppendOrigin = AppendOrigin.CLIENT) -> int:
         try:
-            result, _ = self.partitions.append(GROUP_METADATA_TOPIC, self.partition, message_set, self.required_acks)
+            result, _ = self.partitions.append(GROUP_METADATA_TOPIC, self.partition, message_set, self.required_acks,
+                                               origin)
         except TopicError as exc:
             raise RecordError(exc.code, str(exc)) from None
         return result.last_offset

@@ -145,12 +145,12 @@ class TransactionCoordinator:
             partition.snapshot_offsets = [snapshot_offset]
         start = partition.replay_start(snapshot_offset)
         replayed = 0
-        for offset, key, value in partition.read_events(start):
+        for event in partition.read_events(start):
             try:
-                apply(key, value)
+                apply(event.key, event.value)
             except TxnRecordError as exc:
                 logger.error("%s-%d: skipping undecodable event at offset %d: %s", TRANSACTION_STATE_TOPIC,
-                             partition.partition, offset, exc)
+                             partition.partition, event.offset, exc)
                 continue
             replayed += 1
         partition.events_since_snapshot = replayed

@@ -69,6 +69,7 @@ from minikafka.protocol.apis.sasl_authenticate import SASL_AUTHENTICATE
 from minikafka.protocol.apis.sasl_handshake import SASL_HANDSHAKE
 from minikafka.protocol.apis.stop_replica import STOP_REPLICA
 from minikafka.protocol.apis.sync_group import SYNC_GROUP
+from minikafka.protocol.apis.txn_offset_commit import TXN_OFFSET_COMMIT
 from minikafka.protocol.apis.update_metadata import UPDATE_METADATA
 from minikafka.protocol.apis.write_txn_markers import WRITE_TXN_MARKERS
 from minikafka.protocol.errors import ErrorCode
@@ -100,6 +101,7 @@ APIS: dict[int, Api] = {
         DELETE_TOPICS,
         INIT_PRODUCER_ID,
         OFFSET_FOR_LEADER_EPOCH,
+        TXN_OFFSET_COMMIT,
         SASL_AUTHENTICATE,
         DESCRIBE_CONFIGS,
         ALTER_CONFIGS,

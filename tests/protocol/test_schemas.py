@@ -287,6 +287,7 @@ _OLD_MODULES = {
     ApiKey.DESCRIBE_CONFIGS: "admin",
     ApiKey.ALTER_CONFIGS: "admin", ApiKey.DELETE_RECORDS: "admin", ApiKey.DESCRIBE_ACLS: "admin",
     ApiKey.CREATE_ACLS: "admin", ApiKey.DELETE_ACLS: "admin", ApiKey.DELETE_GROUPS: "admin",
+    ApiKey.TXN_OFFSET_COMMIT: "txn_offset_commit",
 }
 
 
@@ -383,7 +384,7 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "ELECT_LEADERS": (0, 2), "DESCRIBE_USER_SCRAM_CREDENTIALS": (0, 0), "ALTER_USER_SCRAM_CREDENTIALS": (0, 0),
         "INIT_PRODUCER_ID": (0, 4), "ADD_PARTITIONS_TO_TXN": (0, 3), "ADD_OFFSETS_TO_TXN": (0, 3),
         "END_TXN": (0, 3), "WRITE_TXN_MARKERS": (0, 1), "DESCRIBE_TRANSACTIONS": (0, 0),
-        "LIST_TRANSACTIONS": (0, 0),
+        "LIST_TRANSACTIONS": (0, 0), "TXN_OFFSET_COMMIT": (0, 3),
     }
 
 
