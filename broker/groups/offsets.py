@@ -26,13 +26,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class PartitionCommit:
-    """One partition of an OffsetCommit; ``commit_timestamp`` -1 means "now"."""
+    """One partition of an OffsetCommit; ``commit_timestamp`` -1 means "now", ``leader_epoch``
+    -1 "unknown" (before OffsetCommit v6)."""
 
     topic: str
     partition: int
     offset: int
     metadata: str | None
     commit_timestamp: int = -1
+    leader_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,7 @@ class FetchedOffset:
     offset: int
     metadata: str
     error: ErrorCode = ErrorCode.NONE
+    leader_epoch: int = -1
 
 
 class CommittedOffsets:
@@ -136,7 +139,7 @@ class CommittedOffsets:
                 continue
             committed_at = now if commit.commit_timestamp == -1 else commit.commit_timestamp
             accepted[(commit.topic, commit.partition)] = OffsetAndMetadata(
-                commit.offset, metadata, committed_at, committed_at + retention)
+                commit.offset, metadata, committed_at, committed_at + retention, commit.leader_epoch)
             errors.append(ErrorCode.NONE)
         if not accepted:
             return errors, None
@@ -181,7 +184,7 @@ class CommittedOffsets:
         group = self.ownership.group(group_id)
         offsets = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
         if partitions is None:
-            return ErrorCode.NONE, [FetchedOffset(topic, partition, committed.offset, committed.metadata)
+            return ErrorCode.NONE, [_fetched(topic, partition, committed)
                                     for (topic, partition), committed in offsets.items()]
         result = []
         for topic, partition in partitions:
@@ -189,7 +192,7 @@ class CommittedOffsets:
             if committed is None:
                 result.append(FetchedOffset(topic, partition, -1, ""))
             else:
-                result.append(FetchedOffset(topic, partition, committed.offset, committed.metadata))
+                result.append(_fetched(topic, partition, committed))
         return ErrorCode.NONE, result
 
     def expire_offsets(self, now: int) -> int:
@@ -314,6 +317,11 @@ class CommittedOffsets:
                     del groups[group.group_id]
                     logger.info("group %s: removed (empty, no offsets left)", group.group_id)
         return removed
+
+
+def _fetched(topic: str, partition: int, committed: OffsetAndMetadata) -> FetchedOffset:
+    return FetchedOffset(topic, partition, committed.offset, committed.metadata,
+                         leader_epoch=committed.leader_epoch)
 
 
 def _subscribed_topics(group: GroupMetadata) -> set[str] | None:

@@ -52,13 +52,14 @@ import logging
 import re
 import struct
 from collections.abc import Callable, Iterable, Iterator
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 
 from minikafka.broker.groups.group import GroupMetadata, GroupState, MemberMetadata
-from minikafka.broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, decode_group_value,
+from minikafka.broker.groups.records import (GroupKey, GroupRecordError, decode_group_value,
                                    decode_key, decode_offset_value, group_key, group_value,
                                    offset_key, offset_value)
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -535,8 +536,8 @@ class GroupStore:
             return
         committed = decode_offset_value(value)
         if committed.expire_timestamp == -1:
-            committed = OffsetAndMetadata(committed.offset, committed.metadata, committed.commit_timestamp,
-                                          committed.commit_timestamp + self.config.offsets_retention_ms)
+            committed = dataclasses.replace(
+                committed, expire_timestamp=committed.commit_timestamp + self.config.offsets_retention_ms)
         if group is None:
             group = groups[decoded.group_id] = GroupMetadata(decoded.group_id)
         group.offsets[topic_partition] = committed
