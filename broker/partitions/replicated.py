@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Iterable
 
 import trio
 
@@ -34,6 +35,7 @@ from minikafka.replication.replica_manager import LEADER, NotLeader, PartitionSt
 from minikafka.replication.zookeeper import NodeExists, ZooKeeperError
 from minikafka.storage.config import AppendResult
 from minikafka.storage.log import Log
+from minikafka.storage.partition_metadata import new_topic_id
 
 logger = logging.getLogger(__name__)
 
@@ -261,6 +263,21 @@ class ReplicatedPartitions(Partitions):
                         num_partitions, self.default_replication_factor)
         raise TopicError(ErrorCode.LEADER_NOT_AVAILABLE, f"topic {topic!r} is being created")
 
+    async def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """From the topic znodes, where the controller put them (UpdateMetadata v0-v3 carries
+        none), each read once while its topic lives; a topic not given one yet has none."""
+        metadata, zk = self.cluster.metadata, self.cluster.zk
+        for topic in topics:
+            if topic not in metadata.topic_ids and metadata.has_topic(topic):
+                try:
+                    topic_id = await zk.topic_id(topic)
+                except ZooKeeperError as exc:
+                    logger.warning("topic id of %r not read: %s", topic, exc)
+                    continue
+                if topic_id is not None and metadata.has_topic(topic):
+                    metadata.topic_ids[topic] = topic_id
+        return {topic: metadata.topic_ids[topic] for topic in topics if topic in metadata.topic_ids}
+
     def _require_controller(self) -> None:
         """As Kafka 0.10.2, only the controller creates and deletes topics."""
         if self.cluster.controller is None:
@@ -268,11 +285,11 @@ class ReplicatedPartitions(Partitions):
 
     async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
                            assignments: dict[int, list[int]], configs: dict[str, str | None],
-                           *, validate_only: bool = False, timeout_ms: int = 60000) -> None:
+                           *, validate_only: bool = False, timeout_ms: int = 60000) -> tuple[int, int]:
         """NOT_CONTROLLER at any broker but the controller; REQUEST_TIMED_OUT when the new
         topic's partitions have no leader after ``timeout_ms`` (it is created all the same)."""
         self._require_controller()
-        await super().create_topic(topic, num_partitions, replication_factor, assignments, configs,
+        return await super().create_topic(topic, num_partitions, replication_factor, assignments, configs,
                                    validate_only=validate_only, timeout_ms=timeout_ms)
 
     def _check_assignments(self, assignments: dict[int, list[int]]) -> None:
@@ -316,7 +333,7 @@ class ReplicatedPartitions(Partitions):
         if not assignments:
             assignments = _assign(num_partitions, replication_factor, sorted(await zk.live_brokers()))
         try:
-            await zk.create_topic(topic, assignments, overrides)
+            await zk.create_topic(topic, assignments, overrides, new_topic_id())
         except NodeExists:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from None
         except ZooKeeperError as exc:

@@ -7,7 +7,10 @@ One cluster serves the module: each test works on topics of its own."""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
+import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
@@ -18,6 +21,7 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.storage import read_topic_id
 from minikafka.testing import MinikafkaCluster, kafka_request
 from minikafka.testing.broker import close_all
 
@@ -192,3 +196,43 @@ def _leader(metadata, topic: str, partition: int) -> int | None:
                 if entry.partition_index == partition:
                     return entry.leader_id
     return None
+
+
+def _ids_everywhere(cluster, topic: str, partitions: int) -> dict[str, set[str]]:
+    """The topic's id as each place holds it: its znode, each broker's Metadata v12 answer,
+    each replica's partition.metadata."""
+    znode = json.loads(cluster._zk().get(f"/brokers/topics/{topic}")[0])
+    answers = {kafka_request(cluster.broker(b).bootstrap, ApiKey.METADATA, 12, {"topics": [{"name": topic}]})
+               .topics[0].topic_id for b in cluster.ids}
+    files = {read_topic_id(cluster.broker(b).log_dir / f"{topic}-{p}") for b in cluster.ids for p in range(partitions)}
+    return {"znode": {znode.get("topic_id")}, "metadata": answers, "files": files}
+
+
+def test_a_topic_has_one_id_on_every_broker_and_is_deleted_by_it(cluster):
+    controller = cluster.broker(cluster.controller())
+    answer = kafka_request(controller.bootstrap, ApiKey.CREATE_TOPICS, 7, {"topics": [
+        {"name": "ided", "num_partitions": 2, "replication_factor": 3, "assignments": [], "configs": []}],
+        "timeout_ms": 30000})
+    (created,) = answer.topics
+    assert (created.error_code, created.num_partitions, created.replication_factor) == (0, 2, 3)
+    cluster.wait_for_full_isr(["ided"])
+    assert _ids_everywhere(cluster, "ided", 2) == {"znode": {created.topic_id}, "metadata": {created.topic_id},
+                                                   "files": {created.topic_id}}
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    (by_id,) = admin.describe_topics([uuid.UUID(bytes=base64.urlsafe_b64decode(created.topic_id + "=="))])
+    assert by_id["name"] == "ided"
+    admin.delete_topics([uuid.UUID(bytes=base64.urlsafe_b64decode(created.topic_id + "=="))])
+    admin.close()
+    _until(lambda: not any((cluster.broker(b).log_dir / f"ided-{p}").exists() for b in cluster.ids for p in (0, 1)),
+           "deleted everywhere")
+
+
+def test_a_topic_from_before_ids_gets_one_from_the_controller(cluster):
+    # As Kafka 0.10.2's kafka-topics.sh --zookeeper writes a topic: a version 1 znode, no id.
+    replicas = cluster.ids
+    cluster._zk().create("/brokers/topics/legacy", json.dumps(
+        {"version": 1, "partitions": {"0": replicas}}, separators=(",", ":")).encode())
+    cluster.wait_for_full_isr(["legacy"])
+    found = _ids_everywhere(cluster, "legacy", 1)
+    assert len(found["znode"] | found["metadata"] | found["files"]) == 1 and None not in found["znode"]
