@@ -40,6 +40,12 @@ logger = logging.getLogger(__name__)
 # Topics that belong to the broker itself: clients may read them but not write them, and
 # Metadata flags them is_internal so clients can leave them out of their topic lists.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+# Kafka's AclOperation codes, bits of the authorized-operations fields, of the operations each
+# resource type supports.
+_TOPIC_OPERATIONS = {"Read": 3, "Write": 4, "Create": 5, "Delete": 6, "Alter": 7, "Describe": 8,
+                     "DescribeConfigs": 10, "AlterConfigs": 11}
+_CLUSTER_OPERATIONS = {"Create": 5, "Alter": 7, "Describe": 8, "ClusterAction": 9, "DescribeConfigs": 10,
+                       "AlterConfigs": 11, "IdempotentWrite": 12}
 
 # What trio.open_tcp_listeners asks for: as many as the kernel allows (somaxconn caps it).
 _LISTEN_BACKLOG = 0xFFFF
@@ -422,6 +428,13 @@ class Broker:
             logger.info("authorizer: %s from %s may not %s %s:%s", request.principal, request.client_host,
                         operation, resource_type, name)
         return allowed
+
+    def authorized_operations(self, request, resource_type: str, name: str = CLUSTER_NAME) -> int:
+        """KIP-430's bit set of the operations ``request``'s principal may do on the resource
+        (Metadata v8+, DescribeCluster, DescribeTopicPartitions), over those its type supports."""
+        operations = _TOPIC_OPERATIONS if resource_type == "Topic" else _CLUSTER_OPERATIONS
+        return sum(1 << code for operation, code in operations.items()
+                   if self.authorize(request, operation, resource_type, name))
 
     def authorize_any(self, request, operation: str, resource_type: str) -> bool:
         """Whether ``request``'s principal may do ``operation`` on some resource of the type

@@ -22,7 +22,6 @@ name, and ids (or null names) in a v10-v11 request make it INVALID_REQUEST on ev
 from __future__ import annotations
 
 from minikafka.broker.partitions import TopicError
-from minikafka.broker.security import CLUSTER_NAME
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.apis.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from minikafka.protocol.errors import ErrorCode
@@ -30,27 +29,13 @@ from minikafka.protocol.types import ZERO_UUID
 
 API_KEY = ApiKey.METADATA
 
-# Kafka's AclOperation codes, bits of the authorized-operations fields, of the operations each
-# resource type supports.
-_TOPIC_OPERATIONS = {"Read": 3, "Write": 4, "Create": 5, "Delete": 6, "Alter": 7, "Describe": 8,
-                     "DescribeConfigs": 10, "AlterConfigs": 11}
-_CLUSTER_OPERATIONS = {"Create": 5, "Alter": 7, "Describe": 8, "ClusterAction": 9, "DescribeConfigs": 10,
-                       "AlterConfigs": 11, "IdempotentWrite": 12}
-
-
-def _authorized_operations(broker, request, resource_type: str, name: str) -> int:
-    operations = _TOPIC_OPERATIONS if resource_type == "Topic" else _CLUSTER_OPERATIONS
-    return sum(1 << code for operation, code in operations.items()
-               if broker.authorize(request, operation, resource_type, name))
-
-
 def _topic_metadata(broker, request, name: str, partitions: int) -> dict:
     return {
         "error_code": ErrorCode.NONE,
         "name": name,
         "is_internal": broker.is_internal(name),
         "partitions": broker.partitions.partition_metadata(name, partitions),
-        "topic_authorized_operations": _authorized_operations(broker, request, "Topic", name)
+        "topic_authorized_operations": broker.authorized_operations(request, "Topic", name)
         if request.body.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
     }
 
@@ -65,7 +50,7 @@ async def handle(broker, request) -> dict:
     brokers, controller_id = broker.partitions.brokers(request.listener)
     return {"brokers": brokers, "cluster_id": broker.cluster_id, "controller_id": controller_id,
             "topics": topics,
-            "cluster_authorized_operations": _authorized_operations(broker, request, "Cluster", CLUSTER_NAME)
+            "cluster_authorized_operations": broker.authorized_operations(request, "Cluster")
             if request.body.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED}
 
 

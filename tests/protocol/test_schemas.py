@@ -233,18 +233,19 @@ def test_our_responses_decode_with_kafka_python(api, version, data):
     ours = encode(api.response(version), value)
     theirs = _kp_class(api, "response")[version].decode(ours)
     assert _plain(theirs.to_dict(json=False)) == _as_bitfields(_plain(_with_defaults(
-        api.response_fields, version, api.is_flexible(version), value)), rename=True)
+        api.response_fields, version, api.is_flexible(version), value)), rename=api.key in (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER))
 
 
-# KIP-430's authorized operations: kafka-python's Metadata response names both of them
-# ``authorized_operations`` (MetadataResponse.json_patch); their values, bit sets to it, _plain
-# compares as Kafka's int32.
+# KIP-430's authorized operations: kafka-python's Metadata and DescribeCluster responses name
+# them ``authorized_operations`` (their json_patch; DescribeTopicPartitions keeps Kafka's name);
+# their values, bit sets to it, _plain compares as Kafka's int32.
 _AUTHORIZED_OPERATIONS = "authorized_operations"
 _BITFIELDS = {_AUTHORIZED_OPERATIONS, "cluster_authorized_operations", "topic_authorized_operations"}
 
 
-def _kafka_python_name(name: str) -> str:
-    return _AUTHORIZED_OPERATIONS if name in _BITFIELDS else name
+def _kafka_python_name(name: str, where: str = "Metadata") -> str:
+    """Our field's name as kafka-python has it in ``where`` (a message named first)."""
+    return _AUTHORIZED_OPERATIONS if name in _BITFIELDS and where.startswith(("Metadata", "DescribeCluster")) else name
 
 
 def _as_bitfields(value: Any, *, rename: bool) -> Any:
@@ -381,7 +382,7 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "DELETE_RECORDS": (0, 2), "DESCRIBE_ACLS": (0, 1), "CREATE_ACLS": (0, 3), "DELETE_ACLS": (0, 3),
         "DELETE_GROUPS": (0, 2), "OFFSET_DELETE": (0, 0), "DESCRIBE_LOG_DIRS": (0, 4),
         "ELECT_LEADERS": (0, 2), "DESCRIBE_USER_SCRAM_CREDENTIALS": (0, 0), "ALTER_USER_SCRAM_CREDENTIALS": (0, 0),
-        "INIT_PRODUCER_ID": (0, 1),
+        "INIT_PRODUCER_ID": (0, 1), "DESCRIBE_CLUSTER": (0, 1), "DESCRIBE_TOPIC_PARTITIONS": (0, 0),
     }
 
 
@@ -394,7 +395,7 @@ def test_field_names_are_kafkas(api, version):
 
 
 def _assert_same_names(fields, kp_struct, version, flexible, where):
-    ours = [_kafka_python_name(d.name) for d in _present(fields, version, flexible, tagged=True)]
+    ours = [_kafka_python_name(d.name, where) for d in _present(fields, version, flexible, tagged=True)]
     theirs = [f.name for f in kp_struct._fields if f.for_version_q(version)]
     assert ours == theirs, where
     for decl in _present(fields, version, flexible, tagged=True):
@@ -433,7 +434,8 @@ def _json_default(json_field: dict, ours: FieldDecl) -> Any:
 def _assert_same_declarations(ours, json_fields, version, flexible, where):
     present = list(_present(ours, version, flexible, tagged=True))
     theirs = [f for f in json_fields if version in Versions.parse(f["versions"])]
-    assert [_kafka_python_name(d.name) for d in present] == [BaseField.underscore_name(f["name"]) for f in theirs], where
+    assert [_kafka_python_name(d.name, where) for d in present] == [
+        BaseField.underscore_name(f["name"]) for f in theirs], where
     for decl, field in zip(present, theirs):
         here = f"{where}.{decl.name} v{version}"
         assert (version in decl.nullable) == (version in Versions.parse(field.get("nullableVersions"))), here

@@ -236,3 +236,13 @@ def test_a_topic_from_before_ids_gets_one_from_the_controller(cluster):
     cluster.wait_for_full_isr(["legacy"])
     found = _ids_everywhere(cluster, "legacy", 1)
     assert len(found["znode"] | found["metadata"] | found["files"]) == 1 and None not in found["znode"]
+
+
+def test_every_broker_describes_the_whole_cluster(cluster):
+    controller = cluster.controller()
+    for broker_id in cluster.ids:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.broker(broker_id).bootstrap)
+        described = admin.describe_cluster()
+        admin.close()
+        assert described["controller_id"] == controller
+        assert sorted(b["broker_id"] for b in described["brokers"]) == sorted(cluster.ids)
