@@ -25,6 +25,7 @@ from pathlib import Path
 import trio
 
 from minikafka.broker.config import BrokerConfig, ConfigError, Listener, host_port, parse_properties
+from minikafka.broker.dynamic_configs import DEFAULT_ENTITY, DynamicConfigFile
 from minikafka.broker.groups.config import GroupConfig
 from minikafka.broker.partitions.local import LocalPartitions
 from minikafka.broker.request_memory import RequestMemory
@@ -168,9 +169,17 @@ class Broker:
     """
 
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
+        # The configuration as started; ``config`` is it with the dynamic settings over it.
+        self.static_config = config
+        self.node_id = config.node_id
+        self._dynamic_file = None
+        self._dynamic: dict[str, dict[str, str]] = {}
+        if config.zookeeper_connect is None:
+            self._dynamic_file = DynamicConfigFile(config.log_dirs[0])
+            self._dynamic = self._dynamic_file.load()
+            config = self._layered(self._dynamic)
         self.config = config
         self.clock = clock if clock is not None else SystemClock()
-        self.node_id = config.node_id
         self.default_log_config: LogConfig = config.log_config()
         self.cluster_id: str | None = None
         self.host: str | None = None
@@ -410,6 +419,30 @@ class Broker:
                 entry = entry_json(acls) if acls else None
                 await self.cluster.zk.set_acls(resource_type, name, entry)
                 store.update(key, entry)
+
+    def _layered(self, dynamic: dict[str, dict[str, str]]) -> BrokerConfig:
+        return self.static_config.with_dynamic(dynamic.get(DEFAULT_ENTITY, {}), dynamic.get(str(self.node_id), {}))
+
+    def dynamic_configs(self, entity: str) -> dict[str, str]:
+        """The dynamic settings of ``entity`` (this broker's id, or the cluster default's)."""
+        return dict(self._dynamic.get(entity, {}))
+
+    def check_dynamic_configs(self, entity: str, settings: dict[str, str]) -> None:
+        """ConfigError (broker.config's) for a value the layered configuration refuses."""
+        self._layered({**self._dynamic, entity: settings})
+
+    async def alter_dynamic_configs(self, entity: str, settings: dict[str, str]) -> None:
+        """Replace ``entity``'s dynamic settings (checked by the caller): kept, then in effect at
+        once, for every log without an override of its own too."""
+        if self._dynamic_file is None:
+            raise ValueError("dynamic broker configs of a cluster live in ZooKeeper")
+        dynamic = {**self._dynamic, entity: dict(settings)}
+        config = self._layered(dynamic)
+        await trio.to_thread.run_sync(self._dynamic_file.save, dynamic)
+        self._dynamic, self.config = dynamic, config
+        self.default_log_config = config.log_config()
+        await trio.to_thread.run_sync(self.log_manager.set_default_config, self.default_log_config)
+        logger.info("dynamic configs of %s now %s", entity, settings)
 
     def authorize(self, request, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> bool:
         """Whether ``request``'s principal may do ``operation`` ("Read", "Write", ...) on the

@@ -430,6 +430,14 @@ class LogManager:
                 log.reconfigure(config)
             self._overrides[topic] = overrides
 
+    def set_default_config(self, config: LogConfig) -> None:
+        """Run every log with ``config`` under its topic's overrides from now on (the broker's
+        topic defaults changed while it runs: a dynamic broker config)."""
+        with self._lock:
+            self.default_config = config
+            for (topic, _), log in self._logs.items():
+                log.reconfigure(LogConfig.from_topic_configs(config, self._overrides[topic]))
+
     def check_partition_room(self, partitions: int) -> None:
         """Raise TooManyPartitions unless ``partitions`` more can be opened now.
 
