@@ -9,9 +9,8 @@ on ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.ho
 
 Broker settings are read-only but for the dynamic ones (``broker.dynamic_configs``: the topic
 defaults, ``log.retention.ms`` and the like), which AlterConfigs sets for this broker or the
-cluster's default (the empty name), on a single broker; AlterConfigs of any other setting
-answers INVALID_REQUEST as Kafka does for a setting it cannot update dynamically, and so does
-any in a cluster, where they would live in ZooKeeper's ``/config/brokers`` (not served yet).
+cluster's default (the empty name); AlterConfigs of any other setting answers INVALID_REQUEST
+as Kafka does for a setting it cannot update dynamically.
 Topic configs are altered by replacing the topic's
 overrides (``Partitions.alter_topic_configs``), which takes effect on the running logs.
 """
@@ -372,8 +371,8 @@ async def _alter_resource(broker, request, resource, new_overrides) -> None:
         entity = entity_name(name)
         settings = new_overrides(resource, broker.dynamic_configs(entity))
         fixed = [config for config in settings if config not in DYNAMIC_CONFIGS]
-        if fixed or (resource.configs and broker.config.zookeeper_connect is not None):
-            raise refuse_broker_alteration(name, fixed or [entry.name for entry in resource.configs])
+        if fixed:
+            raise refuse_broker_alteration(name, fixed)
         nulls = sorted(config for config, value in settings.items() if value is None)
         if nulls:
             raise ConfigError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")

@@ -5,9 +5,11 @@ take effect without a restart and override the static configuration.
 Only the settings Kafka marks dynamic per broker and this broker applies live are accepted:
 the defaults of the topic configs (``log.retention.ms``, ``log.segment.bytes``,
 ``message.max.bytes``, ...; Kafka's DynamicLogConfig), which every log without an override of
-its own runs with at once. A single broker keeps them in its first log dir, in
-``dynamic-broker-configs.json``: ``{"version":1,"brokers":{"<default>":{...},"<id>":{...}}}``
-(the entity names of Kafka's ``/config/brokers`` znodes), written atomically.
+its own runs with at once. A cluster keeps them where Kafka does, in ``/config/brokers/<id>``
+and ``/config/brokers/<default>`` with a ``/config/changes`` notification each broker follows;
+a single broker in its first log dir, in ``dynamic-broker-configs.json``:
+``{"version":1,"brokers":{"<default>":{...},"<id>":{...}}}`` (the same entity names), written
+atomically.
 """
 
 from __future__ import annotations

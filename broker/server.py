@@ -433,16 +433,24 @@ class Broker:
 
     async def alter_dynamic_configs(self, entity: str, settings: dict[str, str]) -> None:
         """Replace ``entity``'s dynamic settings (checked by the caller): kept, then in effect at
-        once, for every log without an override of its own too."""
-        if self._dynamic_file is None:
-            raise ValueError("dynamic broker configs of a cluster live in ZooKeeper")
+        once, for every log without an override of its own too. A cluster keeps them in
+        ZooKeeper, and each broker applies them when notified (this one too, a moment after)."""
+        if self.cluster is not None:
+            await self.cluster.zk.set_broker_config(entity, settings)
+            return
         dynamic = {**self._dynamic, entity: dict(settings)}
-        config = self._layered(dynamic)
+        self._layered(dynamic)
         await trio.to_thread.run_sync(self._dynamic_file.save, dynamic)
+        await self.apply_dynamic_configs(dynamic)
+
+    async def apply_dynamic_configs(self, dynamic: dict[str, dict[str, str]]) -> None:
+        """Run with these dynamic settings (entity -> settings) from now on; ConfigError for a
+        value that does not parse, which changes nothing."""
+        config = self._layered(dynamic)
         self._dynamic, self.config = dynamic, config
         self.default_log_config = config.log_config()
         await trio.to_thread.run_sync(self.log_manager.set_default_config, self.default_log_config)
-        logger.info("dynamic configs of %s now %s", entity, settings)
+        logger.info("dynamic broker configs now %s", {entity: s for entity, s in dynamic.items() if s})
 
     def authorize(self, request, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> bool:
         """Whether ``request``'s principal may do ``operation`` ("Read", "Write", ...) on the

@@ -72,6 +72,7 @@ CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 TOPIC_CONFIG_PATH = "/config/topics"
 USER_CONFIG_PATH = "/config/users"
+BROKER_CONFIG_PATH = "/config/brokers"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 ACL_PATH = "/kafka-acl"
@@ -153,6 +154,11 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIG_PATH}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """A broker's dynamic configs (its id), or the cluster's defaults (``<default>``): Kafka >= 1.1."""
+    return f"{BROKER_CONFIG_PATH}/{entity}"
 
 
 def user_config_path(user: str) -> str:
@@ -634,15 +640,34 @@ class KafkaZk:
         found = await self.zk.get(topic_config_path(topic))
         return {} if found is None else decode_topic_config(topic, found[0])
 
+    async def broker_config(self, entity: str) -> dict[str, str]:
+        """The dynamic configs of a broker entity; {} when it has none."""
+        path = broker_config_path(entity)
+        found = await self.zk.get(path)
+        return {} if found is None else decode_config(path, found[0])
+
+    async def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
+        """Replace a broker entity's dynamic configs and notify every broker (Kafka's
+        AdminZkClient.changeBrokerConfig, its notification in 0.10.2's form)."""
+        await self._change_config("brokers", entity, broker_config_path(entity), config)
+
     async def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
-        """Replace the topic's overrides and notify every broker (AdminUtils.changeTopicConfig:
-        the config node first, then the sequential ``/config/changes`` notification)."""
-        path = topic_config_path(topic)
+        """Replace the topic's overrides and notify every broker (AdminUtils.changeTopicConfig)."""
+        await self._change_config("topics", topic, topic_config_path(topic), config)
+
+    async def _change_config(self, entity_type: str, name: str, path: str, config: dict[str, str]) -> None:
+        """The entity's config node first, then the sequential ``/config/changes`` notification
+        (AdminUtils.changeEntityConfig's order: a broker notified finds the new config)."""
+        data = encode_topic_config(config)
         try:
-            await self.zk.set(path, encode_topic_config(config))
+            await self.zk.set(path, data)
         except NoNode:
-            await self.zk.create(path, encode_topic_config(config))
-        await self.zk.create(f"{CONFIG_CHANGES_PATH}/{CONFIG_CHANGE_PREFIX}", encode_config_change("topics", topic),
+            await self.zk.ensure_path(path.rsplit("/", 1)[0])
+            try:
+                await self.zk.create(path, data)
+            except NodeExists:
+                await self.zk.set(path, data)
+        await self.zk.create(f"{CONFIG_CHANGES_PATH}/{CONFIG_CHANGE_PREFIX}", encode_config_change(entity_type, name),
                              sequence=True)
 
     # -- users (SCRAM credentials, as kafka-configs --entity-type users writes them) ------------

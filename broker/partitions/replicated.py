@@ -17,6 +17,8 @@ from collections.abc import Iterable
 
 import trio
 
+from minikafka.broker.config import ConfigError
+from minikafka.broker.dynamic_configs import DEFAULT_ENTITY
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
 from minikafka.broker.partitions import NO_EPOCH, AcksWait, Partitions, TopicError, leader_epoch_error
 from minikafka.broker.security.acl import AclError
@@ -118,9 +120,10 @@ class ReplicatedPartitions(Partitions):
         await cluster.watch_children(ACL_CHANGES_PATH, listener.on_children)
 
     async def follow_topic_configs(self) -> None:
-        """Topic overrides as ZooKeeper holds them: those of every local topic now (altered
-        while this broker was away), then each topic a ``/config/changes`` notification names
-        (Kafka's DynamicConfigManager), re-read and applied to the local replicas."""
+        """Topic overrides and dynamic broker configs as ZooKeeper holds them: this broker's and
+        the cluster default's (``/config/brokers``) and those of every local topic now (altered
+        while this broker was away), then each entity a ``/config/changes`` notification names
+        (Kafka's DynamicConfigManager), re-read and applied."""
         cluster = self.cluster
 
         async def apply(topic: str) -> None:
@@ -140,6 +143,16 @@ class ReplicatedPartitions(Partitions):
             else:
                 logger.info("topic %r now has configs %s", topic, overrides)
 
+        own = (DEFAULT_ENTITY, str(self.broker.node_id))
+
+        async def apply_broker_configs() -> None:
+            """Kafka's DynamicBrokerConfig from /config/brokers: the cluster default, this broker's own."""
+            try:
+                dynamic = {entity: await cluster.zk.broker_config(entity) for entity in own}
+                await self.broker.apply_dynamic_configs(dynamic)
+            except (ZooKeeperError, ConfigError) as exc:
+                logger.warning("dynamic broker configs not applied: %s", exc)
+
         async def changed(data: bytes) -> None:
             try:
                 entity_type, name = decode_config_change(data)
@@ -148,7 +161,10 @@ class ReplicatedPartitions(Partitions):
                 return
             if entity_type == "topics":
                 await apply(name)
+            elif entity_type == "brokers" and name in own:
+                await apply_broker_configs()
 
+        await apply_broker_configs()
         for topic in sorted(self.log_manager.topics()):
             await apply(topic)
         listener = NotificationListener(cluster.zk_client, CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX, changed)

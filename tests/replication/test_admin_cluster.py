@@ -202,8 +202,14 @@ def _ids_everywhere(cluster, topic: str, partitions: int) -> dict[str, set[str]]
     """The topic's id as each place holds it: its znode, each broker's Metadata v12 answer,
     each replica's partition.metadata."""
     znode = json.loads(cluster._zk().get(f"/brokers/topics/{topic}")[0])
-    answers = {kafka_request(cluster.broker(b).bootstrap, ApiKey.METADATA, 12, {"topics": [{"name": topic}]})
-               .topics[0].topic_id for b in cluster.ids}
+
+    def described():  # by each broker, once its UpdateMetadata names the topic
+        return [kafka_request(cluster.broker(b).bootstrap, ApiKey.METADATA, 12, {"topics": [{"name": topic}],
+                                                                                "allow_auto_topic_creation": False})
+                .topics[0] for b in cluster.ids]
+
+    _until(lambda: all(t.error_code == ErrorCode.NONE for t in described()), f"{topic} known to every broker")
+    answers = {t.topic_id for t in described()}
     files = {read_topic_id(cluster.broker(b).log_dir / f"{topic}-{p}") for b in cluster.ids for p in range(partitions)}
     return {"znode": {znode.get("topic_id")}, "metadata": answers, "files": files}
 
@@ -246,3 +252,40 @@ def test_every_broker_describes_the_whole_cluster(cluster):
         admin.close()
         assert described["controller_id"] == controller
         assert sorted(b["broker_id"] for b in described["brokers"]) == sorted(cluster.ids)
+
+
+def _alter_broker(broker, name: str, configs: dict[str, str | None]) -> int:
+    answer = kafka_request(broker.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": 4, "resource_name": name, "configs": [
+            {"name": key, "config_operation": 0 if value is not None else 1, "value": value}
+            for key, value in configs.items()]}], "validate_only": False})
+    return answer.responses[0].error_code
+
+
+def _broker_config(cluster, broker_id: int, key: str) -> tuple[str, int]:
+    answer = kafka_request(cluster.broker(broker_id).bootstrap, ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [
+        {"resource_type": 4, "resource_name": str(broker_id), "configuration_keys": [key]}]})
+    (entry,) = answer.results[0].configs
+    return entry.value, entry.config_source
+
+
+def test_dynamic_broker_configs_live_in_zookeeper(cluster):
+    first_id, second_id = cluster.ids[:2]
+    first = cluster.broker(first_id)
+    assert _alter_broker(first, "", {"log.retention.ms": "7200000"}) == ErrorCode.NONE
+    assert _alter_broker(cluster.broker(second_id), str(second_id), {"log.retention.ms": "3600000"}) == ErrorCode.NONE
+    assert _alter_broker(first, str(second_id), {"log.retention.ms": "1"}) == ErrorCode.INVALID_REQUEST
+    assert _alter_broker(first, "", {"num.partitions": "5"}) == ErrorCode.INVALID_REQUEST
+    assert json.loads(cluster._zk().get("/config/brokers/<default>")[0]) == {
+        "version": 1, "config": {"log.retention.ms": "7200000"}}
+    wanted = {b: ("3600000", 2) if b == second_id else ("7200000", 3) for b in cluster.ids}
+    _until(lambda: {b: _broker_config(cluster, b, "log.retention.ms") for b in cluster.ids} == wanted,
+           "every broker running with the dynamic configs")
+    # A broker started again takes them from ZooKeeper.
+    cluster.restart(second_id)
+    _until(lambda: _broker_config(cluster, second_id, "log.retention.ms") == ("3600000", 2),
+           "the restarted broker running with its own")
+    assert _alter_broker(first, "", {"log.retention.ms": None}) == ErrorCode.NONE
+    assert _alter_broker(cluster.broker(second_id), str(second_id), {"log.retention.ms": None}) == ErrorCode.NONE
+    _until(lambda: {_broker_config(cluster, b, "log.retention.ms")[1] for b in cluster.ids} == {5},
+           "the static setting back everywhere")
