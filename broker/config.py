@@ -12,6 +12,7 @@ pairs, then the dedicated CLI flags (``--host``, ``--port``, ``--log-dir``).
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from collections.abc import Mapping
@@ -654,6 +655,29 @@ class BrokerConfig:
     def is_set(self, name: str) -> bool:
         """Whether ``name`` was given explicitly (file, override or flag)."""
         return name in self._explicit
+
+    # Dynamic settings over the static ones (with_dynamic): "broker" (this broker's own) and
+    # "default" (the cluster's), each name -> text as given.
+    dynamic_layers: Mapping[str, Mapping[str, str]] = {}
+    _static: "BrokerConfig | None" = None
+
+    def static_value(self, name: str) -> Any:
+        """``get(name)`` of the configuration as started, before dynamic settings."""
+        return (self._static or self).get(name)
+
+    def with_dynamic(self, default: Mapping[str, str], broker: Mapping[str, str]) -> "BrokerConfig":
+        """This configuration with dynamic settings over it, as Kafka's DynamicBrokerConfig
+        layers them: each name takes this broker's own value, else the cluster default, else
+        the static one. ConfigError names a value that does not parse."""
+        layered = copy.copy(self)
+        layered._values = dict(self._values)
+        for settings in (default, broker):
+            for name, raw in settings.items():
+                layered._values[name] = parse_value(CONFIG_KEYS_BY_NAME[name], str(raw))
+        layered.dynamic_layers = {"broker": dict(broker), "default": dict(default)}
+        layered._static = self._static or self
+        layered.log_config()
+        return layered
 
     @property
     def node_id(self) -> int:

@@ -106,7 +106,10 @@ class ErrorCode(enum.IntEnum):
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
+    UNKNOWN_TOPIC_ID = 100
     TRANSACTIONAL_ID_NOT_FOUND = 105
+    MISMATCHED_ENDPOINT_TYPE = 114
+    UNSUPPORTED_ENDPOINT_TYPE = 115
 
     # Kafka 0.10.2's names for codes since renamed (what its clients and docs say); aliases,
     # so iterating the enum and ``ErrorCode(n).name`` still give the current names.

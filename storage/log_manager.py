@@ -63,7 +63,8 @@ from minikafka.storage.log import Log
 from minikafka.storage.segment import newest_segment_magic
 from minikafka.storage.names import (DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir_name,
                            partition_dir_name, validate_topic_name)
-from minikafka.storage.partition_metadata import PARTITION_METADATA_FILE, format_topic_id, new_topic_id, read_topic_id
+from minikafka.storage.partition_metadata import (PARTITION_METADATA_FILE, format_topic_id, new_topic_id, read_topic_id,
+                                                   write_topic_id)
 from minikafka.storage.types import (CorruptPartitionMetadata, SegmentInfo, TooManyPartitions, TopicAlreadyExists,
                                      UnknownTopic)
 
@@ -441,6 +442,14 @@ class LogManager:
                 log.reconfigure(config)
             self._overrides[topic] = overrides
 
+    def set_default_config(self, config: LogConfig) -> None:
+        """Run every log with ``config`` under its topic's overrides from now on (the broker's
+        topic defaults changed while it runs: a dynamic broker config)."""
+        with self._lock:
+            self.default_config = config
+            for (topic, _), log in self._logs.items():
+                log.reconfigure(LogConfig.from_topic_configs(config, self._overrides[topic]))
+
     def check_partition_room(self, partitions: int) -> None:
         """Raise TooManyPartitions unless ``partitions`` more can be opened now.
 
@@ -602,11 +611,11 @@ class LogManager:
                 self._clear_intent(intent)
             raise
 
-    def create_log(self, topic: str, partition: int, overrides: dict[str, str]) -> Log:
+    def create_log(self, topic: str, partition: int, overrides: dict[str, str], topic_id: str | None = None) -> Log:
         """The replica of one partition, created empty if this broker does not hold it yet
         (a cluster assigns partitions to brokers one by one). The topic's overrides are taken
-        as given (the cluster's copy wins over a stale local one); the topic id is the one
-        other local partitions of the topic hold, or a new one."""
+        as given (the cluster's copy wins over a stale local one); the topic id is ``topic_id``
+        (the cluster's), else the one other local partitions of the topic hold, or a new one."""
         validate_topic_name(topic)
         overrides = {str(k): str(v) for k, v in overrides.items()}
         config = LogConfig.from_topic_configs(self.default_config, overrides)
@@ -615,8 +624,9 @@ class LogManager:
             if existing is not None:
                 return existing
             self._forget_deleted(topic)
-            siblings = [log for (name, _), log in self._logs.items() if name == topic]
-            topic_id = siblings[0].topic_id if siblings else new_topic_id()
+            if topic_id is None:
+                siblings = [log for (name, _), log in self._logs.items() if name == topic]
+                topic_id = siblings[0].topic_id if siblings else new_topic_id()
             directory = self._least_loaded_dir() / partition_dir_name(topic, partition)
             directory.mkdir()
             try:
@@ -629,6 +639,17 @@ class LogManager:
             self._install(log)
             self._overrides[topic] = overrides
             return log
+
+    def adopt_topic_id(self, topic: str, topic_id: str) -> list[Log]:
+        """Record ``topic_id`` in every local partition of ``topic`` that holds another one;
+        returns those. For a cluster member whose partitions got their ids before a topic had
+        one id across the cluster (each broker made its own): the cluster's wins."""
+        with self._lock:
+            changed = [log for (name, _), log in self._logs.items() if name == topic and log.topic_id != topic_id]
+            for log in changed:
+                write_topic_id(log.dir, topic_id)
+                log.topic_id = topic_id
+            return changed
 
     def add_partitions(self, topic: str, count: int) -> list[Log]:
         """Grow ``topic`` to ``count`` partitions (CreatePartitions): the new ones empty, with

@@ -27,13 +27,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class PartitionCommit:
-    """One partition of an OffsetCommit; ``commit_timestamp`` -1 means "now"."""
+    """One partition of an OffsetCommit; ``commit_timestamp`` -1 means "now", ``leader_epoch``
+    -1 "unknown" (before OffsetCommit v6)."""
 
     topic: str
     partition: int
     offset: int
     metadata: str | None
     commit_timestamp: int = -1
+    leader_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ class FetchedOffset:
     offset: int
     metadata: str
     error: ErrorCode = ErrorCode.NONE
+    leader_epoch: int = -1
 
 
 class CommittedOffsets:
@@ -183,7 +186,7 @@ class CommittedOffsets:
                 continue
             committed_at = now if commit.commit_timestamp == -1 else commit.commit_timestamp
             accepted[(commit.topic, commit.partition)] = OffsetAndMetadata(
-                commit.offset, metadata, committed_at, committed_at + retention)
+                commit.offset, metadata, committed_at, committed_at + retention, commit.leader_epoch)
             errors.append(ErrorCode.NONE)
         if not accepted:
             return errors, None
@@ -267,7 +270,7 @@ class CommittedOffsets:
             elif committed is None:
                 result.append(FetchedOffset(topic, partition, -1, ""))
             else:
-                result.append(FetchedOffset(topic, partition, committed.offset, committed.metadata))
+                result.append(_fetched(topic, partition, committed))
         return ErrorCode.NONE, result
 
     def expire_offsets(self, now: int) -> int:
@@ -399,6 +402,11 @@ class CommittedOffsets:
                     del groups[group.group_id]
                     logger.info("group %s: removed (empty, no offsets left)", group.group_id)
         return removed
+
+
+def _fetched(topic: str, partition: int, committed: OffsetAndMetadata) -> FetchedOffset:
+    return FetchedOffset(topic, partition, committed.offset, committed.metadata,
+                         leader_epoch=committed.leader_epoch)
 
 
 def _subscribed_topics(group: GroupMetadata) -> set[str] | None:

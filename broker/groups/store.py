@@ -60,6 +60,7 @@ import logging
 import re
 import struct
 from collections.abc import Callable, Iterable, Iterator
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -67,7 +68,7 @@ from typing import NamedTuple
 import trio
 
 from minikafka.broker.groups.group import GroupMetadata, GroupState, MemberMetadata
-from minikafka.broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, decode_group_value,
+from minikafka.broker.groups.records import (GroupKey, GroupRecordError, decode_group_value,
                                    decode_key, decode_offset_value, group_key, group_value,
                                    offset_key, offset_value)
 from minikafka.protocol.entries import CONTROL_BIT, TRANSACTIONAL_BIT, iter_entries
@@ -709,8 +710,8 @@ class GroupStore:
             return
         committed = decode_offset_value(value)
         if committed.expire_timestamp == -1:
-            committed = OffsetAndMetadata(committed.offset, committed.metadata, committed.commit_timestamp,
-                                          committed.commit_timestamp + self.config.offsets_retention_ms)
+            committed = dataclasses.replace(
+                committed, expire_timestamp=committed.commit_timestamp + self.config.offsets_retention_ms)
         if group is None:
             group = groups[decoded.group_id] = GroupMetadata(decoded.group_id)
         if producer_id != NO_PRODUCER_ID:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import trio
 
@@ -196,6 +196,15 @@ class Partitions(ABC):
     def topic_exists(self, topic: str) -> bool:
         ...
 
+    @abstractmethod
+    async def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """The id (KIP-516) of each of ``topics`` that exists and has one, the same on every
+        broker of a cluster."""
+
+    async def topic_names_by_id(self) -> dict[str, str]:
+        """Every topic with an id, by its id."""
+        return {topic_id: topic for topic, topic_id in (await self.topic_ids(list(self.topics()))).items()}
+
     def partition_count(self, topic: str) -> int | None:
         return self.topics().get(topic)
 
@@ -244,8 +253,9 @@ class Partitions(ABC):
 
     async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
                            assignments: dict[int, list[int]], configs: dict[str, str | None],
-                           *, validate_only: bool = False, timeout_ms: int = 60000) -> None:
-        """Create a topic as CreateTopics asks (Kafka's AdminManager rules).
+                           *, validate_only: bool = False, timeout_ms: int = 60000) -> tuple[int, int]:
+        """Create a topic as CreateTopics asks (Kafka's AdminManager rules); returns its
+        partition count and replication factor.
 
         ``num_partitions`` / ``replication_factor`` of -1 take the broker defaults
         (``num.partitions``, :attr:`default_replication_factor`), as Kafka does since KIP-464;
@@ -283,6 +293,9 @@ class Partitions(ABC):
         overrides = self.checked_topic_overrides(configs)
         await self._create(topic, num_partitions, replication_factor, assignments, overrides,
                            validate_only=validate_only, timeout_ms=timeout_ms)
+        if assignments:
+            return len(assignments), len(assignments[0])
+        return num_partitions, replication_factor
 
     @abstractmethod
     def _check_assignments(self, assignments: dict[int, list[int]]) -> None:

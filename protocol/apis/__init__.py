@@ -40,9 +40,11 @@ from minikafka.protocol.apis.delete_groups import DELETE_GROUPS
 from minikafka.protocol.apis.delete_records import DELETE_RECORDS
 from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
 from minikafka.protocol.apis.describe_acls import DESCRIBE_ACLS
+from minikafka.protocol.apis.describe_cluster import DESCRIBE_CLUSTER
 from minikafka.protocol.apis.describe_configs import DESCRIBE_CONFIGS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
 from minikafka.protocol.apis.describe_log_dirs import DESCRIBE_LOG_DIRS
+from minikafka.protocol.apis.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from minikafka.protocol.apis.describe_transactions import DESCRIBE_TRANSACTIONS
 from minikafka.protocol.apis.describe_user_scram_credentials import DESCRIBE_USER_SCRAM_CREDENTIALS
 from minikafka.protocol.apis.elect_leaders import ELECT_LEADERS
@@ -123,6 +125,8 @@ APIS: dict[int, Api] = {
         WRITE_TXN_MARKERS,
         DESCRIBE_TRANSACTIONS,
         LIST_TRANSACTIONS,
+        DESCRIBE_CLUSTER,
+        DESCRIBE_TOPIC_PARTITIONS,
     )
 }
 

@@ -276,3 +276,31 @@ def test_txn_offset_commit_is_pending_until_its_transaction_ends(client, version
     plain = client.call(ApiKey.OFFSET_FETCH, 6, request)
     assert [(p.partition_index, p.committed_offset, p.error_code) for p in plain.topics[0].partitions] == [
         (0, -1, 0), (1, -1, 0)]
+
+
+def test_the_committed_leader_epoch_is_kept_and_fetched_again_after_a_restart(client, minikafka_broker):
+    # OffsetCommit v6+ carries the epoch of the record the offset follows (KIP-320); a consumer
+    # restarting from the offset uses it to detect a truncated log (OffsetFetch v5+).
+    body = commit_body("epochs", 11, "m", generation_id_or_member_epoch=-1, member_id="")
+    body["topics"][0]["partitions"][0]["committed_leader_epoch"] = 4
+    assert client.call(ApiKey.OFFSET_COMMIT, 8, body).topics[0].partitions[0].error_code == 0
+    body = commit_body("epochs", 3, "", generation_id_or_member_epoch=-1, member_id="")
+    body["topics"][0]["partitions"][0]["partition_index"] = 1
+    assert client.call(ApiKey.OFFSET_COMMIT, 5, body).topics[0].partitions[0].error_code == 0
+
+    def fetched(raw):
+        v5 = raw.call(ApiKey.OFFSET_FETCH, 5, {"group_id": "epochs", "topics": None})
+        v8 = raw.call(ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": "epochs", "topics": None}]})
+        answers = [sorted((p.partition_index, p.committed_offset, p.committed_leader_epoch)
+                          for t in topics for p in t.partitions)
+                   for topics in (v5.topics, v8.groups[0].topics)]
+        assert answers[0] == answers[1]
+        return answers[0]
+
+    assert fetched(client) == [(0, 11, 4), (1, 3, -1)]
+    minikafka_broker.restart()
+    again = RawClient(minikafka_broker.bootstrap)
+    try:
+        assert fetched(again) == [(0, 11, 4), (1, 3, -1)]
+    finally:
+        again.sock.close()

@@ -233,18 +233,19 @@ def test_our_responses_decode_with_kafka_python(api, version, data):
     ours = encode(api.response(version), value)
     theirs = _kp_class(api, "response")[version].decode(ours)
     assert _plain(theirs.to_dict(json=False)) == _as_bitfields(_plain(_with_defaults(
-        api.response_fields, version, api.is_flexible(version), value)), rename=True)
+        api.response_fields, version, api.is_flexible(version), value)), rename=api.key in (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER))
 
 
-# KIP-430's authorized operations: kafka-python's Metadata response names both of them
-# ``authorized_operations`` (MetadataResponse.json_patch); their values, bit sets to it, _plain
-# compares as Kafka's int32.
+# KIP-430's authorized operations: kafka-python's Metadata and DescribeCluster responses name
+# them ``authorized_operations`` (their json_patch; DescribeTopicPartitions keeps Kafka's name);
+# their values, bit sets to it, _plain compares as Kafka's int32.
 _AUTHORIZED_OPERATIONS = "authorized_operations"
 _BITFIELDS = {_AUTHORIZED_OPERATIONS, "cluster_authorized_operations", "topic_authorized_operations"}
 
 
-def _kafka_python_name(name: str) -> str:
-    return _AUTHORIZED_OPERATIONS if name in _BITFIELDS else name
+def _kafka_python_name(name: str, where: str = "Metadata") -> str:
+    """Our field's name as kafka-python has it in ``where`` (a message named first)."""
+    return _AUTHORIZED_OPERATIONS if name in _BITFIELDS and where.startswith(("Metadata", "DescribeCluster")) else name
 
 
 def _as_bitfields(value: Any, *, rename: bool) -> Any:
@@ -323,7 +324,7 @@ def _old_shape(fields, version, flexible, value, schema) -> tuple:
             if isinstance(element_schema, old_types.Schema):
                 item = [_old_shape(decl.type.element, version, flexible, e, element_schema) for e in item]
             else:  # a one-field struct in the JSON schemas is a bare scalar in the old classes
-                (only,) = decl.type.element
+                (only,) = _present(decl.type.element, version, flexible, tagged=False)
                 item = [e[only.name] for e in item]
         out.append(item)
     return tuple(out)
@@ -370,8 +371,8 @@ def test_our_responses_decode_with_old_kafka_python(api, version, data):
 def test_every_served_api_is_registered_with_the_issue_versions():
     assert {ApiKey(k).name: (lo, hi) for k, lo, hi in
             [(api.key, api.min_version, api.max_version) for api in APIS.values()]} == {
-        "API_VERSIONS": (0, 3), "METADATA": (0, 8), "PRODUCE": (0, 8), "FETCH": (0, 11),
-        "LIST_OFFSETS": (0, 5), "CREATE_TOPICS": (0, 4), "DELETE_TOPICS": (0, 5),
+        "API_VERSIONS": (0, 3), "METADATA": (0, 12), "PRODUCE": (0, 8), "FETCH": (0, 11),
+        "LIST_OFFSETS": (0, 5), "CREATE_TOPICS": (0, 7), "DELETE_TOPICS": (0, 6),
         "FIND_COORDINATOR": (0, 4), "JOIN_GROUP": (0, 7), "SYNC_GROUP": (0, 5),
         "HEARTBEAT": (0, 4), "LEAVE_GROUP": (0, 4), "OFFSET_COMMIT": (0, 8),
         "OFFSET_FETCH": (0, 8), "LIST_GROUPS": (0, 4), "DESCRIBE_GROUPS": (0, 5),
@@ -385,6 +386,7 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "INIT_PRODUCER_ID": (0, 4), "ADD_PARTITIONS_TO_TXN": (0, 3), "ADD_OFFSETS_TO_TXN": (0, 3),
         "END_TXN": (0, 3), "WRITE_TXN_MARKERS": (0, 1), "DESCRIBE_TRANSACTIONS": (0, 0),
         "LIST_TRANSACTIONS": (0, 0), "TXN_OFFSET_COMMIT": (0, 3),
+        "DESCRIBE_CLUSTER": (0, 1), "DESCRIBE_TOPIC_PARTITIONS": (0, 0),
     }
 
 
@@ -397,7 +399,7 @@ def test_field_names_are_kafkas(api, version):
 
 
 def _assert_same_names(fields, kp_struct, version, flexible, where):
-    ours = [_kafka_python_name(d.name) for d in _present(fields, version, flexible, tagged=True)]
+    ours = [_kafka_python_name(d.name, where) for d in _present(fields, version, flexible, tagged=True)]
     theirs = [f.name for f in kp_struct._fields if f.for_version_q(version)]
     assert ours == theirs, where
     for decl in _present(fields, version, flexible, tagged=True):
@@ -436,7 +438,8 @@ def _json_default(json_field: dict, ours: FieldDecl) -> Any:
 def _assert_same_declarations(ours, json_fields, version, flexible, where):
     present = list(_present(ours, version, flexible, tagged=True))
     theirs = [f for f in json_fields if version in Versions.parse(f["versions"])]
-    assert [_kafka_python_name(d.name) for d in present] == [BaseField.underscore_name(f["name"]) for f in theirs], where
+    assert [_kafka_python_name(d.name, where) for d in present] == [
+        BaseField.underscore_name(f["name"]) for f in theirs], where
     for decl, field in zip(present, theirs):
         here = f"{where}.{decl.name} v{version}"
         assert (version in decl.nullable) == (version in Versions.parse(field.get("nullableVersions"))), here
