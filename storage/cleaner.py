@@ -409,8 +409,8 @@ def _retention_rule(offset_map: OffsetMap, record_seen: Callable[[], None], *,
 def group_segments(segments: list[LogSegment], max_bytes: int, max_index_bytes: int) -> list[list[LogSegment]]:
     """Consecutive segments in groups each cleaned into one segment (Kafka's
     ``groupSegmentsBySize``): a group's log bytes stay within ``max_bytes``, its offset and
-    time index bytes each within ``max_index_bytes``, and its offsets within 2^31 of its
-    base."""
+    time index bytes each within ``max_index_bytes``, its offsets within 2^31 of its base, and
+    no group across a change of format."""
     groups: list[list[LogSegment]] = []
     for segment in segments:
         if groups:
@@ -420,11 +420,19 @@ def group_segments(segments: list[LogSegment], max_bytes: int, max_index_bytes: 
                     <= max_index_bytes // 8
                     and sum(s.time_index.entries for s in group) + segment.time_index.entries
                     <= max_index_bytes // 12
-                    and segment.next_offset - 1 - group[0].base_offset <= MAX_RELATIVE_OFFSET):
+                    and segment.next_offset - 1 - group[0].base_offset <= MAX_RELATIVE_OFFSET
+                    # A format change starts a segment (no read may span one: aiokafka 0.14
+                    # parses a fetched buffer in its first entry's magic); keep them apart.
+                    and not _format_changes(group[-1], segment)):
                 group.append(segment)
                 continue
         groups.append([segment])
     return groups
+
+
+def _format_changes(segment: LogSegment, following: LogSegment) -> bool:
+    magic = following.first_magic()
+    return magic is not None and segment.ends_in_other_format(magic)
 
 
 class CleanableRange(NamedTuple):

@@ -350,6 +350,12 @@ class LogSegment:
         self.next_offset = last_offset + 1
         self._last_magic = view[entries.MAGIC_POSITION]
 
+    def first_magic(self) -> int | None:
+        """The magic of the segment's first entry; None while it holds none."""
+        if self.size <= entries.MAGIC_POSITION:
+            return None
+        return os.pread(self.file.fileno(), 1, entries.MAGIC_POSITION)[0]
+
     def ends_in_other_format(self, magic: int) -> bool:
         """Whether the segment holds entries and the last set appended to it is of the other
         format than ``magic``: record batches against magic 0/1 messages, which a magic 0/1 log

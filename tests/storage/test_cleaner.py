@@ -635,3 +635,24 @@ def test_a_pass_runs_with_a_short_switch_interval_and_restores_it(tmp_path, cloc
     before = sys.getswitchinterval()
     assert cleaner.clean_filthiest().end_offset == 2
     assert seen == [pytest.approx(0.0005)] and sys.getswitchinterval() == before
+
+
+def test_segments_of_two_formats_are_never_cleaned_into_one(tmp_path, clock):
+    # A format change starts a segment so no read spans it (aiokafka 0.14 cannot parse an
+    # answer mixing magic 1 and 2); the cleaner must not merge such neighbours again.
+    directory = tmp_path / "t-0"
+    old = compacted_log(directory, clock, message_format_version=OLD_FORMAT)
+    old.append_as_leader(keyed(("a", "1"), ("b", "1")))
+    old.close()
+    log = compacted_log(directory, clock)
+    log.append_as_leader(bytes(build_record_batch([(b"a", b"2", START_MS, ()), (b"c", b"2", START_MS, ())])))
+    log.roll()
+    log.append_as_leader(bytes(build_record_batch([(b"e", b"x", START_MS, ())])))
+    log.high_watermark = log.log_end_offset
+    closed, _ = log.cleaning_snapshot()
+    assert [len(g) for g in group_segments(closed, 1 << 20, log.config.segment_index_bytes)] == [1, 1]
+    clean(log, clock)
+    assert [sorted({e.magic for e in iter_entries(s.log_path.read_bytes())}) for s in log.segments()] == [
+        [1], [2], [2]]
+    assert view(log) == [(1, "b", "1"), (2, "a", "2"), (3, "c", "2"), (4, "e", "x")]
+    log.close()
