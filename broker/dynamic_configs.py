@@ -15,6 +15,7 @@ atomically.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from minikafka.storage.checkpoint import write_atomically
@@ -50,6 +51,10 @@ class DynamicConfigFile:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return {}
+        except OSError:
+            if not (self.path.parent.is_dir() and os.access(self.path.parent, os.R_OK | os.X_OK)):
+                return {}  # an unusable log dir: the broker's start says so in one line
+            raise
         brokers = json.loads(text).get("brokers", {})
         return {str(entity): {str(k): str(v) for k, v in settings.items()} for entity, settings in brokers.items()}
 

@@ -17,10 +17,11 @@ per line::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 CHECKPOINT_VERSION = 0
@@ -76,6 +77,19 @@ def run_at_once(calls: Iterable[Callable[[], object]]) -> None:
         helper.join()
     if errors:
         raise errors[0]
+
+
+@contextlib.contextmanager
+def calls_in_turn() -> Iterator[None]:
+    """``run_at_once`` runs its calls one after the other on the caller's thread meanwhile: the
+    deterministic simulator's virtual clock is read on trio's thread only (a log's flush reads
+    it), and a seed must replay exactly."""
+    global AT_ONCE_THREADS
+    saved, AT_ONCE_THREADS = AT_ONCE_THREADS, 1
+    try:
+        yield
+    finally:
+        AT_ONCE_THREADS = saved
 
 
 def fsync_all(files: Iterable[Path] = (), directories: Iterable[Path] = ()) -> None:

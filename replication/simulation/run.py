@@ -26,6 +26,7 @@ from minikafka.replication.simulation.network import SimNetwork
 from minikafka.replication.simulation.transactions import ReadCommittedConsumer, TxnProducer
 from minikafka.replication.simulation.workload import GROUPS, MEMBERS_PER_GROUP, TOPIC, Consumer, GroupMember, Producer
 from minikafka.replication.simulation.zk import SimZkClient, SimZooKeeper
+from minikafka.storage.checkpoint import calls_in_turn
 from minikafka.storage.log import Log
 from minikafka.storage.partition_metadata import new_topic_id
 
@@ -91,7 +92,7 @@ class Simulation:
     async def main(self) -> None:
         # A run whose cluster never settles (a broker never ready again, a fault that never
         # ends) is a finding, not a hang: it stops at this bound, in virtual time, and says so.
-        with trio.move_on_after(self.duration_s + SETTLE_BOUND_S) as bound:
+        with trio.move_on_after(self.duration_s + SETTLE_BOUND_S) as bound, calls_in_turn():
             self.settle_deadline = bound.deadline
             await self._main()
         if bound.cancelled_caught:
