@@ -12,6 +12,7 @@ pairs, then the dedicated CLI flags (``--host``, ``--port``, ``--log-dir``).
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from collections.abc import Mapping
@@ -219,6 +220,12 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "magic 2 record batches (headers, zstd, producer ids), 0.10.2 and older "
               "the magic 0/1 log of Kafka 0.10; topic-level message.format.version. A log "
               "holding magic 0/1 data with no topic override keeps that format."),
+    ConfigKey("compression.type", "enum", "producer",
+              "Codec topics of magic 2 store records in: producer keeps each producer's, "
+              "uncompressed/gzip/snappy/lz4/zstd recompress what arrives in another; topic-level "
+              "compression.type. A Fetch below v10 of a zstd topic is refused "
+              "(UNSUPPORTED_COMPRESSION_TYPE).",
+              choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
     ConfigKey("log.message.timestamp.difference.max.ms", "long", INT64_MAX,
               "Under CreateTime, refuse a message set with INVALID_TIMESTAMP when a timestamp "
               "is further than this from the broker's clock; topic-level "
@@ -338,6 +345,30 @@ def _group_coordinator_keys() -> tuple[ConfigKey, ...]:
 
 
 CONFIG_KEYS = CONFIG_KEYS + _group_coordinator_keys()
+
+# The transaction coordinator's keys (broker.transactions), Kafka's names and defaults but for
+# the partition count, small as __consumer_offsets' here.
+CONFIG_KEYS = CONFIG_KEYS + (
+    ConfigKey("transaction.state.log.num.partitions", "int", 4,
+              "Partitions of __transaction_state when it is created (Kafka: 50).", minimum=1),
+    ConfigKey("transaction.state.log.segment.bytes", "int", 104857600,
+              "Segment size of __transaction_state.", minimum=1024),
+    ConfigKey("transaction.state.log.replication.factor", "int", 3,
+              "In a cluster, replicas of each __transaction_state partition. A single broker ignores it.",
+              minimum=1),
+    ConfigKey("transaction.state.log.min.isr", "int", 2,
+              "In a cluster, min.insync.replicas of __transaction_state. A single broker ignores it.",
+              minimum=1),
+    ConfigKey("transaction.max.timeout.ms", "int", 900000,
+              "Largest transaction timeout a producer may ask for (larger: INVALID_TRANSACTION_TIMEOUT).",
+              minimum=1),
+    ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+              "How often the coordinator aborts transactions open longer than their timeout.", minimum=1),
+    ConfigKey("transactional.id.expiration.ms", "int", 604800000,
+              "A transactional id without a transaction for this long is forgotten.", minimum=1),
+    ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+              "How often the coordinator looks for expired transactional ids.", minimum=1),
+)
 
 CONFIG_KEYS_BY_NAME: dict[str, ConfigKey] = {key.name: key for key in CONFIG_KEYS}
 
@@ -518,8 +549,7 @@ IGNORED_KAFKA_KEYS = frozenset({
     "controller.quorum.bootstrap.servers", "controller.listener.names",
     "inter.broker.protocol.version",
     "delete.topic.enable", "auto.leader.rebalance.enable",
-    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-    "log.cleanup.policy", "compression.type",
+    "log.cleanup.policy",
     "metric.reporters",
     "offsets.topic.compression.codec", "offsets.load.buffer.size",
     "group.max.size", "share.coordinator.state.topic.replication.factor",
@@ -625,6 +655,29 @@ class BrokerConfig:
     def is_set(self, name: str) -> bool:
         """Whether ``name`` was given explicitly (file, override or flag)."""
         return name in self._explicit
+
+    # Dynamic settings over the static ones (with_dynamic): "broker" (this broker's own) and
+    # "default" (the cluster's), each name -> text as given.
+    dynamic_layers: Mapping[str, Mapping[str, str]] = {}
+    _static: "BrokerConfig | None" = None
+
+    def static_value(self, name: str) -> Any:
+        """``get(name)`` of the configuration as started, before dynamic settings."""
+        return (self._static or self).get(name)
+
+    def with_dynamic(self, default: Mapping[str, str], broker: Mapping[str, str]) -> "BrokerConfig":
+        """This configuration with dynamic settings over it, as Kafka's DynamicBrokerConfig
+        layers them: each name takes this broker's own value, else the cluster default, else
+        the static one. ConfigError names a value that does not parse."""
+        layered = copy.copy(self)
+        layered._values = dict(self._values)
+        for settings in (default, broker):
+            for name, raw in settings.items():
+                layered._values[name] = parse_value(CONFIG_KEYS_BY_NAME[name], str(raw))
+        layered.dynamic_layers = {"broker": dict(broker), "default": dict(default)}
+        layered._static = self._static or self
+        layered.log_config()
+        return layered
 
     @property
     def node_id(self) -> int:
@@ -801,6 +854,7 @@ class BrokerConfig:
             max_message_bytes=v["message.max.bytes"],
             producer_id_expiration_ms=v["producer.id.expiration.ms"],
             message_format_version=v["log.message.format.version"],
+            compression_type=v["compression.type"],
             delete_retention_ms=v["log.cleaner.delete.retention.ms"],
             min_compaction_lag_ms=v["log.cleaner.min.compaction.lag.ms"],
             min_cleanable_dirty_ratio=v["log.cleaner.min.cleanable.ratio"],

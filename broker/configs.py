@@ -7,10 +7,11 @@ comes from (``ConfigSource``) and, when asked, its synonyms: the settings that w
 a value, the one in effect first (Kafka's ``TopicConfigSynonyms``: ``retention.ms`` falls back
 on ``log.retention.ms``, then ``log.retention.minutes``, then ``log.retention.hours``).
 
-Broker settings are read-only here: this broker applies none of them while it runs (Kafka >= 1.1
-lets ``log.retention.ms`` and the other topic-default settings change per broker in
-``/config/brokers/<id>``); AlterConfigs on a broker answers INVALID_REQUEST as Kafka does for a
-setting it cannot update dynamically. Topic configs are altered by replacing the topic's
+Broker settings are read-only but for the dynamic ones (``broker.dynamic_configs``: the topic
+defaults, ``log.retention.ms`` and the like), which AlterConfigs sets for this broker or the
+cluster's default (the empty name); AlterConfigs of any other setting answers INVALID_REQUEST
+as Kafka does for a setting it cannot update dynamically.
+Topic configs are altered by replacing the topic's
 overrides (``Partitions.alter_topic_configs``), which takes effect on the running logs.
 """
 
@@ -20,6 +21,8 @@ import enum
 from typing import Any, Callable
 
 from minikafka.broker.config import CONFIG_KEYS_BY_NAME, BrokerConfig
+from minikafka.broker.config import ConfigError as BadBrokerConfig
+from minikafka.broker.dynamic_configs import DYNAMIC_CONFIGS, entity_name
 from minikafka.broker.partitions import TopicError
 from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.config import TOPIC_CONFIG_NAMES, LogConfig
@@ -166,19 +169,30 @@ def _entry(name: str, value: str | None, source: ConfigSource, *, read_only: boo
 
 
 def _broker_source(config: BrokerConfig, name: str) -> ConfigSource:
+    if name in config.dynamic_layers.get("broker", {}):
+        return ConfigSource.DYNAMIC_BROKER_CONFIG
+    if name in config.dynamic_layers.get("default", {}):
+        return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
     return ConfigSource.STATIC_BROKER_CONFIG if config.is_set(name) else ConfigSource.DEFAULT_CONFIG
 
 
 def _broker_synonyms(config: BrokerConfig, names: tuple[str, ...]) -> list[dict]:
-    """The entries of ``names`` that give a value (set, or with a default), in order."""
+    """The entries of ``names`` that give a value (set, or with a default), in order, each
+    from the dynamic layers that hold it first (Kafka's DynamicBrokerConfig synonyms), then
+    its static value or default."""
     synonyms = []
     for name in names:
         if name not in CONFIG_KEYS_BY_NAME:
             continue
-        value = _text(config.get(name))
-        if config.is_set(name) or value is not None:
+        for layer, source in (("broker", ConfigSource.DYNAMIC_BROKER_CONFIG),
+                              ("default", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
+            if name in config.dynamic_layers.get(layer, {}):
+                synonyms.append({"name": name, "value": config.dynamic_layers[layer][name], "source": int(source)})
+        static = config.is_set(name)
+        value = _text(config.static_value(name))
+        if static or value is not None:
             synonyms.append({"name": name, "value": None if name in SENSITIVE_BROKER_CONFIGS else value,
-                             "source": int(_broker_source(config, name))})
+                             "source": int(ConfigSource.STATIC_BROKER_CONFIG if static else ConfigSource.DEFAULT_CONFIG)})
     return synonyms
 
 
@@ -191,16 +205,25 @@ def _synonym_group(name: str) -> tuple[str, ...]:
     return (name,)
 
 
-def describe_broker(config: BrokerConfig, names: set[str] | None) -> list[dict]:
-    """Every setting of this broker (or those in ``names``), read-only (see the module
-    docstring)."""
+def describe_broker(config: BrokerConfig, names: set[str] | None, *, default_entity: bool = False) -> list[dict]:
+    """Every setting of this broker (or those in ``names``), read-only but for the dynamic
+    ones (see the module docstring); of the cluster's default entity (``default_entity``),
+    only the dynamic defaults set, as Kafka describes the empty broker name."""
     entries = []
     for key in CONFIG_KEYS_BY_NAME.values():
         if names is not None and key.name not in names:
             continue
+        if default_entity:
+            value = config.dynamic_layers.get("default", {}).get(key.name)
+            if value is not None:
+                entries.append(_entry(key.name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, read_only=False,
+                                      synonyms=[{"name": key.name, "value": value,
+                                                 "source": int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)}],
+                                      config_type=_BROKER_TYPES[key.type]))
+            continue
         sensitive = key.name in SENSITIVE_BROKER_CONFIGS
         entries.append(_entry(key.name, _text(config.get(key.name)), _broker_source(config, key.name),
-                              read_only=True, sensitive=sensitive,
+                              read_only=key.name not in DYNAMIC_CONFIGS, sensitive=sensitive,
                               synonyms=_broker_synonyms(config, _synonym_group(key.name)),
                               config_type=ConfigType.PASSWORD if sensitive else _BROKER_TYPES[key.type]))
     return entries
@@ -245,8 +268,9 @@ def describe_topic(config: BrokerConfig, default_log_config: LogConfig, override
             value, source = overrides[name], ConfigSource.TOPIC_CONFIG
         elif name in enforced:
             value = enforced[name]
-            set_here = any(s["source"] == ConfigSource.STATIC_BROKER_CONFIG for s in broker_synonyms)
-            source = ConfigSource.STATIC_BROKER_CONFIG if set_here else ConfigSource.DEFAULT_CONFIG
+            # The first broker setting that gives it (dynamic ones first), else Kafka's default.
+            source = ConfigSource(next((s["source"] for s in broker_synonyms
+                                        if s["source"] != ConfigSource.DEFAULT_CONFIG), ConfigSource.DEFAULT_CONFIG))
         elif broker_synonyms:
             value, source = broker_synonyms[0]["value"], ConfigSource(broker_synonyms[0]["source"])
         else:
@@ -344,8 +368,21 @@ async def _alter_resource(broker, request, resource, new_overrides) -> None:
             raise ConfigError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if name != "":
             check_broker_resource(name, broker.node_id)
-        if resource.configs:
-            raise refuse_broker_alteration(name, [entry.name for entry in resource.configs])
+        entity = entity_name(name)
+        settings = new_overrides(resource, broker.dynamic_configs(entity))
+        fixed = [config for config in settings if config not in DYNAMIC_CONFIGS]
+        if fixed:
+            raise refuse_broker_alteration(name, fixed)
+        nulls = sorted(config for config, value in settings.items() if value is None)
+        if nulls:
+            raise ConfigError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+        try:
+            broker.check_dynamic_configs(entity, settings)
+        except BadBrokerConfig as exc:
+            raise ConfigError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource "
+                                                         f"ConfigResource(type=BROKER, name='{name}'): {exc}") from None
+        if not request.body.validate_only and settings != broker.dynamic_configs(entity):
+            await broker.alter_dynamic_configs(entity, settings)
         return
     raise ConfigError(ErrorCode.INVALID_REQUEST, f"Unexpected resource type {resource.resource_type} "
                                                  f"for resource {name}")

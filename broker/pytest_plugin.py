@@ -42,7 +42,8 @@ from minikafka.testing import (
     BROKER_USER, ZOOKEEPER, BrokerCrashed, BrokerStartError, ControlError, MinikafkaBroker, MinikafkaCluster,
     client_settings, kafka_request,
 )
-from minikafka.testing.broker import TrustmeMissing, close_all, close_warm_starter, new_ca, started_brokers
+from minikafka.testing.broker import (TrustmeMissing, close_all, close_warm_starter, finish_stopping, new_ca,
+                                      started_brokers)
 
 # The harness's public names, importable from here as README and docs/ first showed them.
 __all__ = ["MinikafkaBroker", "MinikafkaCluster", "ZOOKEEPER", "BROKER_USER", "BrokerStartError",
@@ -63,7 +64,8 @@ def minikafka_broker_factory(tmp_path_factory, request):
     Keyword arguments are Kafka broker config names with string values, plus
     ``security_protocol`` ("SSL", "SASL_PLAINTEXT", "SASL_SSL"), ``sasl_mechanism`` ("PLAIN",
     "SCRAM-SHA-256", "SCRAM-SHA-512"), ``users`` ({name: password}) and ``ssl_client_auth``
-    ("none", "requested", "required"); every broker made is stopped when the test ends.
+    ("none", "requested", "required"); every broker made is stopped when the test ends (its
+    clean shutdown finishes while the next test runs; the session's end waits for it).
     """
     brokers: list[MinikafkaBroker] = []
 
@@ -78,7 +80,7 @@ def minikafka_broker_factory(tmp_path_factory, request):
         return broker.start()
 
     yield make
-    close_all(brokers)
+    close_all(brokers, wait=False)  # the clean shutdowns go on while the next test runs
 
 
 @pytest.fixture
@@ -149,4 +151,5 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_unconfigure(config):
+    finish_stopping()
     close_warm_starter()

@@ -25,6 +25,7 @@ from pathlib import Path
 import trio
 
 from minikafka.broker.config import BrokerConfig, ConfigError, Listener, host_port, parse_properties
+from minikafka.broker.dynamic_configs import DEFAULT_ENTITY, DynamicConfigFile
 from minikafka.broker.groups.config import GroupConfig
 from minikafka.broker.partitions.local import LocalPartitions
 from minikafka.broker.request_memory import RequestMemory
@@ -39,7 +40,13 @@ logger = logging.getLogger(__name__)
 
 # Topics that belong to the broker itself: clients may read them but not write them, and
 # Metadata flags them is_internal so clients can leave them out of their topic lists.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Kafka's AclOperation codes, bits of the authorized-operations fields, of the operations each
+# resource type supports.
+_TOPIC_OPERATIONS = {"Read": 3, "Write": 4, "Create": 5, "Delete": 6, "Alter": 7, "Describe": 8,
+                     "DescribeConfigs": 10, "AlterConfigs": 11}
+_CLUSTER_OPERATIONS = {"Create": 5, "Alter": 7, "Describe": 8, "ClusterAction": 9, "DescribeConfigs": 10,
+                       "AlterConfigs": 11, "IdempotentWrite": 12}
 
 # What trio.open_tcp_listeners asks for: as many as the kernel allows (somaxconn caps it).
 _LISTEN_BACKLOG = 0xFFFF
@@ -162,9 +169,17 @@ class Broker:
     """
 
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
+        # The configuration as started; ``config`` is it with the dynamic settings over it.
+        self.static_config = config
+        self.node_id = config.node_id
+        self._dynamic_file = None
+        self._dynamic: dict[str, dict[str, str]] = {}
+        if config.zookeeper_connect is None:
+            self._dynamic_file = DynamicConfigFile(config.log_dirs[0])
+            self._dynamic = self._dynamic_file.load()
+            config = self._layered(self._dynamic)
         self.config = config
         self.clock = clock if clock is not None else SystemClock()
-        self.node_id = config.node_id
         self.default_log_config: LogConfig = config.log_config()
         self.cluster_id: str | None = None
         self.host: str | None = None
@@ -250,6 +265,8 @@ class Broker:
         except ValueError as exc:  # a group.* / offsets.* setting the coordinator refuses
             raise ConfigError(str(exc)) from None
         self._group_coordinator = None
+        self._txn_coordinator = None
+        self._txns_starting = trio.Lock()
         self._producer_ids = None
         # Whether the group coordinator runs (a single broker starts it at the first group
         # request, Broker.groups; a cluster member when it starts serving).
@@ -405,6 +422,38 @@ class Broker:
                 await self.cluster.zk.set_acls(resource_type, name, entry)
                 store.update(key, entry)
 
+    def _layered(self, dynamic: dict[str, dict[str, str]]) -> BrokerConfig:
+        return self.static_config.with_dynamic(dynamic.get(DEFAULT_ENTITY, {}), dynamic.get(str(self.node_id), {}))
+
+    def dynamic_configs(self, entity: str) -> dict[str, str]:
+        """The dynamic settings of ``entity`` (this broker's id, or the cluster default's)."""
+        return dict(self._dynamic.get(entity, {}))
+
+    def check_dynamic_configs(self, entity: str, settings: dict[str, str]) -> None:
+        """ConfigError (broker.config's) for a value the layered configuration refuses."""
+        self._layered({**self._dynamic, entity: settings})
+
+    async def alter_dynamic_configs(self, entity: str, settings: dict[str, str]) -> None:
+        """Replace ``entity``'s dynamic settings (checked by the caller): kept, then in effect at
+        once, for every log without an override of its own too. A cluster keeps them in
+        ZooKeeper, and each broker applies them when notified (this one too, a moment after)."""
+        if self.cluster is not None:
+            await self.cluster.zk.set_broker_config(entity, settings)
+            return
+        dynamic = {**self._dynamic, entity: dict(settings)}
+        self._layered(dynamic)
+        await trio.to_thread.run_sync(self._dynamic_file.save, dynamic)
+        await self.apply_dynamic_configs(dynamic)
+
+    async def apply_dynamic_configs(self, dynamic: dict[str, dict[str, str]]) -> None:
+        """Run with these dynamic settings (entity -> settings) from now on; ConfigError for a
+        value that does not parse, which changes nothing."""
+        config = self._layered(dynamic)
+        self._dynamic, self.config = dynamic, config
+        self.default_log_config = config.log_config()
+        await trio.to_thread.run_sync(self.log_manager.set_default_config, self.default_log_config)
+        logger.info("dynamic broker configs now %s", {entity: s for entity, s in dynamic.items() if s})
+
     def authorize(self, request, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> bool:
         """Whether ``request``'s principal may do ``operation`` ("Read", "Write", ...) on the
         resource (``"Topic"``/``"Group"``/``"Cluster"``); always without an authorizer. An
@@ -422,6 +471,13 @@ class Broker:
             logger.info("authorizer: %s from %s may not %s %s:%s", request.principal, request.client_host,
                         operation, resource_type, name)
         return allowed
+
+    def authorized_operations(self, request, resource_type: str, name: str = CLUSTER_NAME) -> int:
+        """KIP-430's bit set of the operations ``request``'s principal may do on the resource
+        (Metadata v8+, DescribeCluster, DescribeTopicPartitions), over those its type supports."""
+        operations = _TOPIC_OPERATIONS if resource_type == "Topic" else _CLUSTER_OPERATIONS
+        return sum(1 << code for operation, code in operations.items()
+                   if self.authorize(request, operation, resource_type, name))
 
     def authorize_any(self, request, operation: str, resource_type: str) -> bool:
         """Whether ``request``'s principal may do ``operation`` on some resource of the type
@@ -503,6 +559,11 @@ class Broker:
                     self._group_coordinator.shutdown()
                 except Exception:
                     logger.exception("group coordinator shutdown failed")
+            if self._txn_coordinator is not None:
+                try:
+                    self._txn_coordinator.shutdown()
+                except Exception:
+                    logger.exception("transaction coordinator shutdown failed")
             self.log_manager.shutdown()
             if self.export_handoff is not None:
                 self.export_handoff.close()
@@ -639,6 +700,31 @@ class Broker:
                     await self._nursery.start(coordinator.run)
                     self.groups_running = True
         return coordinator
+
+    # ------------------------------------------------------------------ transactions
+
+    async def transactions(self):
+        """The transaction coordinator, started; None in a cluster (not coordinated there yet)
+        or while ``__transaction_state`` cannot be created or loaded (logged; the next
+        transactional request tries again). Started as the group coordinator is, at the
+        first transactional request."""
+        if self.cluster is not None:
+            return None
+        if self._txn_coordinator is None:
+            async with self._txns_starting:
+                if self._txn_coordinator is None:
+                    from minikafka.broker.transactions.coordinator import TransactionCoordinator
+
+                    coordinator = TransactionCoordinator(self)
+                    try:
+                        async with self.partitions.topic_admin:
+                            await trio.to_thread.run_sync(coordinator.startup)
+                    except OSError as exc:
+                        logger.error("cannot start the transaction coordinator: %s", exc.strerror or exc)
+                        return None
+                    await self._nursery.start(coordinator.run)
+                    self._txn_coordinator = coordinator
+        return self._txn_coordinator
 
     # ------------------------------------------------------------------ producers
 

@@ -7,7 +7,9 @@
  * magic_1_messages is record_batch._py_magic_1_messages (a magic 2 batch's records section
  *              written as magic 1 messages), check_records is record_batch._records_max_timestamp
  *              (a magic 2 batch's records checked for a log of magic 2: None where Python raises),
- *              and crc32c checks a magic 2 batch.
+ *              batch_records is record_batch._py_batch_records (a magic 2 batch's records read,
+ *              for consumers and the cleaner: None where Python raises), and crc32c checks a
+ *              magic 2 batch.
  *
  * Each takes the same arguments and returns the same values as its Python twin, and refuses
  * a set with the same RecordError (same code, same message): records.py picks one or the
@@ -1035,6 +1037,191 @@ failed:
     return NULL;
 }
 
+/* One record of a records section, as read_record finds it: where it ends, its raw timestamp
+   delta, its offsetDelta, where its key and value are and their lengths (-1: null), and its
+   header count. */
+typedef struct {
+    Py_ssize_t end;
+    uint64_t timestamp_raw, timestamp_beyond;
+    int64_t offset_delta;
+    Py_ssize_t key_start, value_start;
+    int64_t key_length, value_length;
+    int64_t header_count;
+} RecordFields;
+
+/* The record at *position of d[0..end) up to its headers, each field within its length: 0 and
+   *position at its first header, or -1 when it does not parse as the Python reader
+   (record_batch._parse_records) parses it. The key is null only as the one byte of -1, as
+   every producer writes it (the Python reader refuses other forms as a negative length); the
+   value is null as -1 in any form. A record takes at least 7 bytes. */
+static inline int read_record(const unsigned char *d, Py_ssize_t end, Py_ssize_t *position, RecordFields *f)
+{
+    uint64_t raw, beyond = 0;
+    if (read_varint(d, end, position, 5, &raw, &beyond) < 0)
+        return -1;
+    const int64_t size = zigzag(raw);
+    if (size < 0 || *position + size > end)
+        return -1;
+    f->end = *position + (Py_ssize_t)size;
+    *position += 1; /* attributes */
+    f->timestamp_beyond = 0;
+    if (read_varint(d, f->end, position, 10, &f->timestamp_raw, &f->timestamp_beyond) < 0
+        || read_varint(d, f->end, position, 5, &raw, &beyond) < 0)
+        return -1;
+    f->offset_delta = zigzag(raw);
+    for (int field = 0; field < 2; field++) {
+        int64_t *length = field ? &f->value_length : &f->key_length;
+        if (field == 0 && *position < f->end && d[*position] == 1) {
+            *position += 1;
+            *length = -1;
+            continue;
+        }
+        if (read_varint(d, f->end, position, 5, &raw, &beyond) < 0)
+            return -1;
+        *length = zigzag(raw);
+        if (*length < -field || *position + (*length > 0 ? *length : 0) > f->end)
+            return -1;
+        *(field ? &f->value_start : &f->key_start) = *position;
+        if (*length > 0)
+            *position += (Py_ssize_t)*length;
+    }
+    if (read_varint(d, f->end, position, 5, &raw, &beyond) < 0)
+        return -1;
+    f->header_count = zigzag(raw);
+    return f->header_count < 0 || f->header_count * 2 > f->end - *position ? -1 : 0;
+}
+
+/* The header at *position of a record ending at record_end: its UTF-8 key (a new str), the
+   start and length (-1: null) of its value, *position past it; NULL when it does not parse
+   (no Python error set). */
+static PyObject *read_header(const unsigned char *d, Py_ssize_t record_end, Py_ssize_t *position,
+                             Py_ssize_t *value_start, int64_t *value_length)
+{
+    uint64_t raw, beyond = 0;
+    if (read_varint(d, record_end, position, 5, &raw, &beyond) < 0)
+        return NULL;
+    const int64_t key_length = zigzag(raw);
+    if (key_length < 0 || *position + key_length > record_end)
+        return NULL;
+    const Py_ssize_t key_start = *position;
+    *position += (Py_ssize_t)key_length;
+    if (read_varint(d, record_end, position, 5, &raw, &beyond) < 0)
+        return NULL;
+    *value_length = zigzag(raw);
+    if (*value_length < -1 || *position + (*value_length > 0 ? *value_length : 0) > record_end)
+        return NULL;
+    *value_start = *position;
+    if (*value_length > 0)
+        *position += (Py_ssize_t)*value_length;
+    PyObject *key = PyUnicode_DecodeUTF8((const char *)d + key_start, (Py_ssize_t)key_length, NULL);
+    if (key == NULL)
+        PyErr_Clear();
+    return key;
+}
+
+static inline int varint_size(uint64_t raw)
+{
+    int n = 1;
+    while (raw >= 0x80) {
+        raw >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline Py_ssize_t write_varint(unsigned char *o, uint64_t raw)
+{
+    Py_ssize_t n = 0;
+    while (raw >= 0x80) {
+        o[n++] = (unsigned char)(raw & 0x7F) | 0x80;
+        raw >>= 7;
+    }
+    o[n++] = (unsigned char)raw;
+    return n;
+}
+
+static inline uint64_t zigzag_encode(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+/* The records section (uncompressed) of the one batch a set of whole, checked, uncompressed
+   magic 0/1 messages becomes: offset deltas 0..n-1, no headers, each message's timestamp (-1
+   for magic 0) or append_time when that is not -1. Returns (section, count, base timestamp, max
+   timestamp), or None for a compressed message (a wrapper: its inner set is converted instead)
+   or one whose lengths do not add up. Same bytes as records._py_magic_2_records. */
+static PyObject *magic_2_records(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    long long append_time;
+    if (!PyArg_ParseTuple(args, "y*L:magic_2_records", &view, &append_time))
+        return NULL;
+    const unsigned char *b = view.buf;
+    const Py_ssize_t end = view.len;
+    /* A message takes at least 26 bytes and its record at most 32 more than its key and value,
+       which the message holds with 26 bytes besides: 6 bytes more per message at most. */
+    const Py_ssize_t capacity = end + 6 * (end / MIN_ENTRY_SIZE) + 16;
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, capacity);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(out);
+    Py_ssize_t position = 0, written = 0;
+    long long count = 0;
+    int64_t base_timestamp = NO_TIMESTAMP, max_timestamp = NO_TIMESTAMP;
+    while (position < end) {
+        if (end - position < MIN_ENTRY_SIZE)
+            goto refused;
+        const int magic = b[position + MAGIC_POSITION];
+        if (magic > 1 || end - position < LOG_OVERHEAD + MIN_MESSAGE_SIZE(magic))
+            goto refused;
+        Head h;
+        read_head(b, position, magic, &h);
+        if (h.size < MIN_MESSAGE_SIZE(magic) || h.end > end || (h.attributes & CODEC_MASK) ||
+            lengths_check(b, position, magic, &h))
+            goto refused;
+        const int64_t timestamp = append_time != NO_TIMESTAMP ? append_time : h.timestamp;
+        if (count == 0)
+            base_timestamp = timestamp;
+        if (timestamp > max_timestamp)
+            max_timestamp = timestamp;
+        const Py_ssize_t key_bytes = h.key_length > 0 ? h.key_length : 0;
+        const Py_ssize_t value_bytes = h.value_length > 0 ? h.value_length : 0;
+        const Py_ssize_t key_position = position + HEAD_SIZE(magic) - 4; /* after the key length */
+        const Py_ssize_t value_position = key_position + key_bytes + 4;
+        const uint64_t timestamp_delta = zigzag_encode((int64_t)((uint64_t)timestamp - (uint64_t)base_timestamp));
+        const uint64_t offset_delta = zigzag_encode(count);
+        const uint64_t key_length = zigzag_encode(h.key_length), value_length = zigzag_encode(h.value_length);
+        const Py_ssize_t body = 1 + varint_size(timestamp_delta) + varint_size(offset_delta) + varint_size(key_length)
+                                + key_bytes + varint_size(value_length) + value_bytes + 1;
+        if (written + 5 + body > capacity)
+            goto refused; /* cannot happen (see capacity); kept so no input can overrun */
+        written += write_varint(o + written, zigzag_encode(body));
+        o[written++] = 0; /* attributes */
+        written += write_varint(o + written, timestamp_delta);
+        written += write_varint(o + written, offset_delta);
+        written += write_varint(o + written, key_length);
+        memcpy(o + written, b + key_position, key_bytes);
+        written += key_bytes;
+        written += write_varint(o + written, value_length);
+        memcpy(o + written, b + value_position, value_bytes);
+        written += value_bytes;
+        o[written++] = 0; /* no headers */
+        count++;
+        position = (Py_ssize_t)h.end;
+    }
+    PyBuffer_Release(&view);
+    if (count == 0 || PyByteArray_Resize(out, written) < 0) {
+        Py_DECREF(out);
+        if (count == 0)
+            Py_RETURN_NONE;
+        return NULL;
+    }
+    return Py_BuildValue("(NLLL)", out, count, (long long)base_timestamp, (long long)max_timestamp);
+refused:
+    Py_DECREF(out);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
 /* record_batch._records_max_timestamp: the records section of one batch (decompressed) checked as
    Kafka's LogValidator checks a magic 2 batch's records: each whole and within its length,
    offsetDelta equal to its index, its timestamp within int64 and (when check_timestamps) -1 or
@@ -1058,66 +1245,24 @@ static PyObject *check_records(PyObject *self, PyObject *args)
     if (count < 1 || count > end / 7)
         goto refused;
     for (long long index = 0; index < count; index++) {
-        uint64_t raw, beyond = 0;
-        if (read_varint(d, end, &position, 5, &raw, &beyond) < 0)
-            goto refused;
-        const int64_t size = zigzag(raw);
-        if (size < 0 || position + size > end)
-            goto refused;
-        const Py_ssize_t record_end = position + (Py_ssize_t)size;
-        position += 1; /* attributes */
+        RecordFields f;
         int64_t timestamp;
-        if (read_varint(d, record_end, &position, 10, &raw, &beyond) < 0
-            || timestamp_of(base_timestamp, raw, beyond, &timestamp) < 0)
+        if (read_record(d, end, &position, &f) < 0 || f.offset_delta != index
+            || timestamp_of(base_timestamp, f.timestamp_raw, f.timestamp_beyond, &timestamp) < 0)
             goto refused;
         if (check_timestamps && timestamp != -1 && (timestamp < earliest || timestamp > latest))
             goto refused;
         if (timestamp > max_timestamp)
             max_timestamp = timestamp;
-        if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0 || zigzag(raw) != index)
-            goto refused;
-        /* The key: null only as the one byte of -1 (as _parse_records reads it); the value:
-           -1 in any form. */
-        for (int field = 0; field < 2; field++) {
-            if (field == 0 && position < record_end && d[position] == 1) {
-                position += 1;
-                continue;
-            }
-            if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
+        for (int64_t header = 0; header < f.header_count; header++) {
+            Py_ssize_t value_start;
+            int64_t value_length;
+            PyObject *key = read_header(d, f.end, &position, &value_start, &value_length);
+            if (key == NULL)
                 goto refused;
-            const int64_t length = zigzag(raw);
-            if (length < -field || position + (length > 0 ? length : 0) > record_end)
-                goto refused;
-            if (length > 0)
-                position += (Py_ssize_t)length;
-        }
-        if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
-            goto refused;
-        const int64_t headers = zigzag(raw);
-        if (headers < 0 || headers * 2 > record_end - position)
-            goto refused;
-        for (int64_t header = 0; header < headers; header++) {
-            if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
-                goto refused;
-            const int64_t key_length = zigzag(raw);
-            if (key_length < 0 || position + key_length > record_end)
-                goto refused;
-            PyObject *key = PyUnicode_DecodeUTF8((const char *)d + position, (Py_ssize_t)key_length, NULL);
-            if (key == NULL) {
-                PyErr_Clear();
-                goto refused;
-            }
             Py_DECREF(key);
-            position += (Py_ssize_t)key_length;
-            if (read_varint(d, record_end, &position, 5, &raw, &beyond) < 0)
-                goto refused;
-            const int64_t value_length = zigzag(raw);
-            if (value_length < -1 || position + (value_length > 0 ? value_length : 0) > record_end)
-                goto refused;
-            if (value_length > 0)
-                position += (Py_ssize_t)value_length;
         }
-        if (position != record_end)
+        if (position != f.end)
             goto refused;
     }
     if (position != end)
@@ -1131,6 +1276,111 @@ done:
     return result;
 }
 
+/* base + delta as a Python int, which int64 may not hold (base is any baseOffset, delta a
+   35-bit offsetDelta): the Python reader's unbounded sum. */
+static PyObject *offset_of(int64_t base, int64_t delta)
+{
+    int64_t sum;
+    if (!__builtin_add_overflow(base, delta, &sum))
+        return PyLong_FromLongLong(sum);
+    PyObject *a = PyLong_FromLongLong(base), *b = PyLong_FromLongLong(delta), *result = NULL;
+    if (a != NULL && b != NULL)
+        result = PyNumber_Add(a, b);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return result;
+}
+
+/* A key or value of length bytes at d + position (None for -1). */
+static inline PyObject *bytes_or_none(const unsigned char *d, Py_ssize_t position, int64_t length)
+{
+    return length < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)d + position, (Py_ssize_t)length);
+}
+
+/* The records of one batch's records section (decompressed) as instances of record_class (the
+   BatchRecord tuple: offset, timestamp, timestamp type, key, value, headers), as
+   record_batch._py_batch_records reads them; None when it would refuse the section (it then
+   runs, to say why). Consumers' readers and the log cleaner parse stored batches here. */
+static PyObject *batch_records(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    long long count, base_offset, base_timestamp, max_timestamp;
+    int timestamp_type;
+    PyTypeObject *record_class;
+    if (!PyArg_ParseTuple(args, "y*LLLiLO!:batch_records", &view, &count, &base_offset, &base_timestamp,
+                          &timestamp_type, &max_timestamp, &PyType_Type, &record_class))
+        return NULL;
+    const unsigned char *d = view.buf;
+    const Py_ssize_t end = view.len;
+    PyObject *list = NULL, *type_object = NULL;
+    Py_ssize_t position = 0;
+    /* A forged count is refused before the list is made (a batch the cleaner emptied has 0). */
+    if (count < 0 || count > end / 7)
+        goto refused;
+    if ((list = PyList_New((Py_ssize_t)count)) == NULL || (type_object = PyLong_FromLong(timestamp_type)) == NULL)
+        goto failed;
+    for (long long index = 0; index < count; index++) {
+        RecordFields f;
+        int64_t timestamp = max_timestamp; /* LogAppendTime: every record's */
+        if (read_record(d, end, &position, &f) < 0
+            || (timestamp_type == 0 && timestamp_of(base_timestamp, f.timestamp_raw, f.timestamp_beyond, &timestamp) < 0))
+            goto refused;
+        PyObject *headers = PyTuple_New((Py_ssize_t)f.header_count);
+        if (headers == NULL)
+            goto failed;
+        for (int64_t header = 0; header < f.header_count; header++) {
+            Py_ssize_t value_start;
+            int64_t value_length;
+            PyObject *key = read_header(d, f.end, &position, &value_start, &value_length);
+            if (key == NULL) {
+                Py_DECREF(headers);
+                goto refused;
+            }
+            PyObject *pair = Py_BuildValue("(NN)", key, bytes_or_none(d, value_start, value_length));
+            if (pair == NULL) {
+                Py_DECREF(headers);
+                goto failed;
+            }
+            PyTuple_SET_ITEM(headers, (Py_ssize_t)header, pair);
+        }
+        if (position != f.end) {
+            Py_DECREF(headers);
+            goto refused;
+        }
+        /* A BatchRecord: a tuple subclass without a dict, filled as tuple.__new__ would. */
+        PyObject *record = record_class->tp_alloc(record_class, 6);
+        if (record == NULL) {
+            Py_DECREF(headers);
+            goto failed;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)index, record);
+        PyTuple_SET_ITEM(record, 0, offset_of(base_offset, f.offset_delta));
+        PyTuple_SET_ITEM(record, 1, PyLong_FromLongLong(timestamp));
+        PyTuple_SET_ITEM(record, 2, Py_NewRef(type_object));
+        PyTuple_SET_ITEM(record, 3, bytes_or_none(d, f.key_start, f.key_length));
+        PyTuple_SET_ITEM(record, 4, bytes_or_none(d, f.value_start, f.value_length));
+        PyTuple_SET_ITEM(record, 5, headers);
+        if (PyTuple_GET_ITEM(record, 0) == NULL || PyTuple_GET_ITEM(record, 1) == NULL
+            || PyTuple_GET_ITEM(record, 3) == NULL || PyTuple_GET_ITEM(record, 4) == NULL)
+            goto failed;
+    }
+    if (position != end)
+        goto refused;
+    Py_DECREF(type_object);
+    PyBuffer_Release(&view);
+    return list;
+refused:
+    Py_XDECREF(list);
+    Py_XDECREF(type_object);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+failed:
+    Py_XDECREF(list);
+    Py_XDECREF(type_object);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"crc32", crc32_function, METH_O, "CRC-32 of a bytes-like object, as zlib.crc32 (the loops' own)."},
     {"crc32_portable", crc32_portable_function, METH_O, "CRC-32 without PCLMULQDQ folding (for the tests)."},
@@ -1140,8 +1390,12 @@ static PyMethodDef methods[] = {
     {"index_entries", index_entries, METH_VARARGS, "A segment's index entries for an append (see entries._py_index_entries)."},
     {"magic_1_messages", magic_1_messages, METH_VARARGS,
      "A magic 2 records section as magic 1 messages (see record_batch._py_magic_1_messages)."},
+    {"magic_2_records", magic_2_records, METH_VARARGS,
+     "The records section magic 0/1 messages become in a batch (see records._py_magic_2_records)."},
     {"check_records", check_records, METH_VARARGS,
      "A magic 2 batch's records checked, their largest timestamp (see record_batch._records_max_timestamp)."},
+    {"batch_records", batch_records, METH_VARARGS,
+     "A magic 2 batch's records as BatchRecord tuples (see record_batch._py_batch_records)."},
     {"crc32c", crc32c_function, METH_O, "CRC-32C of a bytes-like object (SSE4.2 where the CPU has it)."},
     {"crc32c_portable", crc32c_portable_function, METH_O, "CRC-32C by the table loop only (for the tests)."},
     {NULL, NULL, 0, NULL},

@@ -68,6 +68,9 @@ ATTRIBUTES_POSITION = 17
 TIMESTAMP_POSITION = 18
 CODEC_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
+# Magic 2 attributes only: a transaction's batch, and a control batch (a transaction marker).
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
 NO_TIMESTAMP = -1
 
 # Magic 0/1: smallest message (crc .. value length, null key and value) per magic.

@@ -100,9 +100,16 @@ class ErrorCode(enum.IntEnum):
     ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
     ELECTION_NOT_NEEDED = 84
     GROUP_SUBSCRIBED_TO_TOPIC = 86
+    INVALID_RECORD = 87
+    UNSTABLE_OFFSET_COMMIT = 88
+    PRODUCER_FENCED = 90
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
+    UNKNOWN_TOPIC_ID = 100
+    TRANSACTIONAL_ID_NOT_FOUND = 105
+    MISMATCHED_ENDPOINT_TYPE = 114
+    UNSUPPORTED_ENDPOINT_TYPE = 115
 
     # Kafka 0.10.2's names for codes since renamed (what its clients and docs say); aliases,
     # so iterating the enum and ``ErrorCode(n).name`` still give the current names.
@@ -117,8 +124,13 @@ class ProtocolError(Exception):
 
 
 class RecordError(Exception):
-    """A message set refused on append; ``code`` is the Kafka error for the partition."""
+    """A message set refused on append; ``code`` is the Kafka error for the partition.
+    ``record_errors`` names the records that made it be refused, ``(index in its batch,
+    message)`` pairs, where the refusal is for some of its records rather than the set as a
+    whole (Kafka's RecordValidationException, reported by Produce v8+, KIP-467)."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str,
+                 record_errors: tuple[tuple[int, str], ...] = ()) -> None:
         super().__init__(message)
         self.code = ErrorCode(code)
+        self.record_errors = record_errors

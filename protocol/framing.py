@@ -249,7 +249,10 @@ def parse_request(frame: bytes) -> Request:
         except (IndexError, struct.error):
             raise ProtocolError(f"truncated request header tagged fields {where}") from None
     try:
-        body = api.request(api_version).decode(buf, pos)
+        # Bytes after the body are left unread, as Kafka's RequestContext.parseRequest leaves
+        # them: librdkafka 2.x sends some (four bytes reserved for Metadata v9+'s null topic
+        # array where one is written; an AlterUserScramCredentials tagged-fields byte too many).
+        body = api.request(api_version).decode(buf, pos, to_the_end=False)
     except ProtocolError as exc:
         raise ProtocolError(f"{exc} {where}") from None
     return Request(api_key, api_version, correlation_id, client_id, body, False)

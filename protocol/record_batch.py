@@ -56,12 +56,14 @@ from minikafka.protocol.entries import (
     BATCH_CRC_START as _CRC_START,
     BATCH_HEADER as _HEADER,
     CODEC_MASK as _CODEC_MASK,
+    CONTROL_BIT as _CONTROL_BIT,
     CRC_POSITION as _CRC_POSITION_MAGIC_1,
     HEAD_AND_KEY_LENGTH,
     HEAD_AND_LENGTHS,
     LOG_OVERHEAD as _LOG_OVERHEAD,
     MAGIC_POSITION,
     TIMESTAMP_TYPE_BIT as _TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT as _TRANSACTIONAL_BIT,
     crc32c,
 )
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -101,8 +103,6 @@ _MAGIC_1_NULL_KEY_HEAD = HEAD_AND_LENGTHS[1]
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 BATCH_OVERHEAD = _HEADER.size  # 61: everything before the records
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _NO_HEADERS: tuple = ()
@@ -228,9 +228,21 @@ def batch_records(buf, batch: RecordBatch) -> list[BatchRecord]:
     CORRUPT_MESSAGE when the records do not parse, overrun their section, leave bytes over,
     or do not number ``recordCount``.
     """
+    section = _records_section(buf, batch)
+    if _batch_records is not None:
+        records = _batch_records(section, batch.record_count, batch.base_offset, batch.base_timestamp,
+                                 batch.timestamp_type, batch.max_timestamp, BatchRecord)
+        if records is not None:
+            return records
+    return _py_batch_records(section, batch)  # which raises where the C loop gave None
+
+
+def _py_batch_records(section: memoryview, batch: RecordBatch) -> list[BatchRecord]:
+    """``batch_records``' loop over the records section; ``_records.batch_records`` is the
+    same in C (None where this raises): keep them in step (tests/protocol/test_native.py)."""
     log_append_time = batch.timestamp_type == 1
     records = []
-    for offset_delta, timestamp_delta, key, value, headers in _parse_records(_records_section(buf, batch), batch):
+    for offset_delta, timestamp_delta, key, value, headers in _parse_records(section, batch):
         timestamp = batch.max_timestamp if log_append_time else _timestamp(batch, timestamp_delta)
         records.append(BatchRecord(
             batch.base_offset + offset_delta,
@@ -431,13 +443,16 @@ def _py_magic_1_messages(
 _magic_1_messages = _py_magic_1_messages
 # The C check of a batch's records (None: ``_records_max_timestamp`` alone, in Python).
 _check_records = None
+# The C reader of a batch's records (None: ``_py_batch_records`` alone).
+_batch_records = None
 
 
 def _use_native(native) -> None:
     """Take the loops of the C accelerator module ``native``, or the Python ones for None."""
-    global _magic_1_messages, _check_records
+    global _magic_1_messages, _check_records, _batch_records
     _magic_1_messages = _py_magic_1_messages if native is None else native.magic_1_messages
     _check_records = None if native is None else native.check_records
+    _batch_records = None if native is None else native.batch_records
 
 
 def _refusal(data: memoryview, batch: RecordBatch) -> RecordError:
@@ -649,8 +664,8 @@ def assign_batches(
     0/1. A set of several batches is taken batch by batch (Kafka 2.8 refuses it: no client
     sends one, and each batch is appended in place either way). A compressed batch whose
     offset deltas are not 0..n-1 is refused, not recompressed (no client writes one; the magic
-    1 path refuses such wrappers too). The topic's ``compression.type`` is not applied: batches
-    are stored as produced.
+    1 path refuses such wrappers too). The topic's ``compression.type``, where it is not
+    ``producer``, is applied afterwards (``recompressed``).
 
     Written in place, outside the CRC: baseOffset and partitionLeaderEpoch (``leader_epoch``).
     Inside it, so the CRC-32C is computed again when they change: under LogAppendTime the
@@ -673,7 +688,10 @@ def assign_batches(
         if batch.producer_id != NO_PRODUCER_ID and batch.base_sequence < 0:
             raise _corrupt(f"{where} has producer id {batch.producer_id} but no base sequence")
         if batch.timestamp_type == 1:
-            raise RecordError(ErrorCode.INVALID_TIMESTAMP, f"{where} has the LogAppendTime type set; only brokers set it")
+            # Kafka's validateTimestamp refuses each of its records for it
+            raise RecordError(ErrorCode.INVALID_TIMESTAMP, f"{where} has the LogAppendTime type set; only brokers set it",
+                              tuple((index, "Producer should not set timestamp type to LogAppendTime.")
+                                    for index in range(batch.record_count)))
         section = _records_section(out, batch)
         batch_max = None if _check_records is None else _check_records(
             section, batch.record_count, batch.base_timestamp, not log_append_time, earliest, latest)
@@ -704,6 +722,34 @@ def assign_batches(
     return AssignedBatches(out, offset, max_timestamp, offset_of_max, first_timestamp, first_untimed, tuple(producers))
 
 
+def recompressed(buf, codec: int, max_message_bytes: int) -> bytearray:
+    """``assign_batches``' batches with those of another codec rebuilt in ``codec``: a topic's
+    ``compression.type`` applied, as Kafka 2.8's LogValidator does when the target codec is
+    not the producer's (``buildRecordsAndAssignOffsets``: same offsets, timestamps, headers,
+    producer fields and epoch). A rebuilt batch over ``max_message_bytes`` is
+    MESSAGE_TOO_LARGE (Kafka's RecordTooLargeException after recompression)."""
+    out = bytearray()
+    for batch in iter_batches(buf):
+        if batch.codec == codec:
+            out += memoryview(buf)[batch.position : batch.position + batch.size]
+            continue
+        records = batch_records(buf, batch)
+        rebuilt = build_record_batch(
+            [(r.key, r.value, r.timestamp, r.headers) for r in records], codec=Codec(codec),
+            base_offset=batch.base_offset, timestamp_type=batch.timestamp_type,
+            partition_leader_epoch=batch.partition_leader_epoch, producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+            transactional=batch.is_transactional,
+            offset_deltas=[r.offset - batch.base_offset for r in records], last_offset_delta=batch.last_offset_delta,
+        )
+        if len(rebuilt) > max_message_bytes:
+            raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
+                              f"record batch at offset {batch.base_offset} recompressed to {len(rebuilt)} bytes "
+                              f"exceeds max.message.bytes {max_message_bytes}")
+        out += rebuilt
+    return out
+
+
 def _records_max_timestamp(section: memoryview, batch: RecordBatch, check_timestamps: bool, earliest: int,
                            latest: int, now_ms: int) -> int:
     """The largest timestamp of a batch's records (-1 for none), each parsed and checked as
@@ -711,18 +757,20 @@ def _records_max_timestamp(section: memoryview, batch: RecordBatch, check_timest
     None where this raises (so this runs then, to say why)."""
     where = f"record batch at byte {batch.position}"
     batch_max = -1
+    out_of_range = []
     for index, (offset_delta, timestamp_delta, _, _, _) in enumerate(_parse_records(section, batch)):
         if offset_delta != index:
             raise _corrupt(f"{where} has record {index} at offset delta {offset_delta}")
         timestamp = _timestamp(batch, timestamp_delta)
         if check_timestamps and timestamp != -1 and not earliest <= timestamp <= latest:
-            raise RecordError(
-                ErrorCode.INVALID_TIMESTAMP,
-                f"timestamp {timestamp} is out of the accepted range around {now_ms} "
-                "(message.timestamp.difference.max.ms)",
-            )
+            out_of_range.append((index, f"Timestamp {timestamp} of message with offset {index} is out of range. "
+                                        f"The timestamp should be within [{earliest}, {latest}]"))
         if timestamp > batch_max:
             batch_max = timestamp
+    if out_of_range:  # every record out of range is named, as Kafka 2.8's processRecordErrors does
+        raise RecordError(ErrorCode.INVALID_TIMESTAMP,
+                          "One or more records have been rejected due to invalid timestamp "
+                          f"(message.timestamp.difference.max.ms around {now_ms})", tuple(out_of_range))
     return batch_max
 
 
@@ -811,25 +859,48 @@ def build_record_batch(
         if base_timestamp is None:
             base_timestamp = timestamp
         max_timestamp = max(max_timestamp, timestamp)
-        body = bytearray(b"\x00")
-        _zigzag_varint(body, timestamp - base_timestamp)
-        _zigzag_varint(body, count - 1 if offset_deltas is None else offset_deltas[count - 1])
-        for field in (key, value):
-            _zigzag_varint(body, -1 if field is None else len(field))
-            if field is not None:
-                body += field
-        _zigzag_varint(body, len(headers))
-        for header_key, header_value in headers:
-            encoded = header_key.encode()
-            _zigzag_varint(body, len(encoded))
-            body += encoded
-            _zigzag_varint(body, -1 if header_value is None else len(header_value))
-            if header_value is not None:
-                body += header_value
-        _zigzag_varint(section, len(body))
-        section += body
+        append_record(section, timestamp - base_timestamp, count - 1 if offset_deltas is None else offset_deltas[count - 1],
+                      key, value, headers)
     if not count:
         raise ValueError("a record batch holds at least one record")
+    return batch_of_section(
+        section, count, base_timestamp, max_timestamp, codec=codec, base_offset=base_offset,
+        timestamp_type=timestamp_type, partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence, transactional=transactional, control=control,
+        last_offset_delta=last_offset_delta)
+
+
+def append_record(section: bytearray, timestamp_delta: int, offset_delta: int, key: bytes | None,
+                  value: bytes | None, headers) -> None:
+    """One record, its length first, at the end of an uncompressed records ``section``."""
+    body = bytearray(b"\x00")
+    _zigzag_varint(body, timestamp_delta)
+    _zigzag_varint(body, offset_delta)
+    for field in (key, value):
+        _zigzag_varint(body, -1 if field is None else len(field))
+        if field is not None:
+            body += field
+    _zigzag_varint(body, len(headers))
+    for header_key, header_value in headers:
+        encoded = header_key.encode()
+        _zigzag_varint(body, len(encoded))
+        body += encoded
+        _zigzag_varint(body, -1 if header_value is None else len(header_value))
+        if header_value is not None:
+            body += header_value
+    _zigzag_varint(section, len(body))
+    section += body
+
+
+def batch_of_section(
+    section, count: int, base_timestamp: int, max_timestamp: int, *, codec: Codec = Codec.NONE,
+    base_offset: int = 0, timestamp_type: int = 0, partition_leader_epoch: int = -1,
+    producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = -1,
+    transactional: bool = False, control: bool = False, last_offset_delta: int | None = None,
+) -> bytearray:
+    """The batch of ``count`` records whose uncompressed records section is ``section``,
+    compressed with ``codec``, its header filled in and its CRC-32C computed (see
+    ``build_record_batch``)."""
     if codec != Codec.NONE:
         section = compress(Codec(codec), bytes(section), magic=RECORD_BATCH_MAGIC)
     attributes = (codec | (_TIMESTAMP_TYPE_BIT if timestamp_type == 1 else 0) | (_TRANSACTIONAL_BIT if transactional else 0)

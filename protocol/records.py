@@ -134,6 +134,9 @@ class ValidationConfig(NamedTuple):
     timestamp_type: int = CREATE_TIME
     max_timestamp_difference_ms: int = 2**63 - 1
     magic: int = RECORD_BATCH_MAGIC
+    # ``compression.type``: the codec a log of magic 2 stores records in, None for the
+    # producer's (Kafka's "producer"). A magic 0/1 log keeps the producer's codec whatever it says.
+    codec: Codec | None = None
 
 
 class ValidatedSet(NamedTuple):
@@ -537,8 +540,11 @@ def _validate_for_record_batch_log(buf, next_offset: int, now_ms: int, config: V
         buf, next_offset, now_ms, max_message_bytes=config.max_message_bytes, log_append_time=log_append_time,
         earliest=earliest, latest=latest, leader_epoch=leader_epoch,
     )
+    buffer = assigned.buffer
+    if config.codec is not None and any(entry.codec != config.codec for entry in iter_entries(buffer)):
+        buffer = record_batch.recompressed(buffer, config.codec, config.max_message_bytes)
     return ValidatedSet(
-        buffer=assigned.buffer,
+        buffer=buffer,
         first_offset=next_offset,
         last_offset=assigned.next_offset - 1,
         max_timestamp=assigned.max_timestamp,
@@ -554,23 +560,27 @@ def _validate_for_record_batch_log(buf, next_offset: int, now_ms: int, config: V
 def _up_converted(buf, next_offset: int, now_ms: int, config: ValidationConfig, leader_epoch: int) -> ValidatedSet:
     """A magic 0/1 set written as one magic 2 batch, as Kafka 2.8's LogValidator converts an
     old producer's set for a newer log (``convertAndAssignOffsetsNonCompressed``; compressed,
-    ``buildRecordsAndAssignOffsets`` with the producer's codec). The set is checked as a magic
-    1 log checks it (CRCs, sizes, timestamps), then its records are rebuilt: magic 0 messages
-    get no timestamp (-1), and under LogAppendTime every record the append time. Kafka
-    recompresses with the topic's ``compression.type`` when one is set; here it is always the
-    producer's codec (the first wrapper's), as the topic config is not enforced."""
+    ``buildRecordsAndAssignOffsets``). The set is checked as a magic 1 log checks it (CRCs,
+    sizes, timestamps), then its records are rebuilt (``_magic_2_records``): magic 0 messages
+    get no timestamp (-1), and under LogAppendTime every record the append time. The codec is
+    the topic's ``compression.type``, or where that is ``producer`` the producer's (the first
+    wrapper's; Kafka takes the last's, and no client mixes codecs in a set)."""
     legacy = validate_and_assign(buf, next_offset, now_ms, config._replace(magic=1))
     log_append_time = config.timestamp_type == LOG_APPEND_TIME
-    codec = next((entry.codec for entry in iter_entries(legacy.buffer) if entry.codec), Codec.NONE)
-    records = [(record.key, record.value, now_ms if log_append_time else record.timestamp, ())
-               for record in iter_records(legacy.buffer)]
-    batch = record_batch.build_record_batch(
-        records, codec=codec, base_offset=next_offset, timestamp_type=LOG_APPEND_TIME if log_append_time else CREATE_TIME,
+    append_time = now_ms if log_append_time else NO_TIMESTAMP
+    producer_codec = Codec.NONE
+    converted = _magic_2_records(legacy.buffer, append_time)
+    if converted is None:  # wrappers: their inner sets are converted
+        plain, producer_codec = _unwrapped(legacy.buffer)
+        converted = _magic_2_records(plain, append_time)
+    section, count, base_timestamp, max_timestamp = converted
+    batch = record_batch.batch_of_section(
+        section, count, base_timestamp, max_timestamp, codec=producer_codec if config.codec is None else config.codec,
+        base_offset=next_offset, timestamp_type=LOG_APPEND_TIME if log_append_time else CREATE_TIME,
         partition_leader_epoch=leader_epoch,
     )
     if len(batch) > config.max_message_bytes:
         raise _too_large(len(batch), config.max_message_bytes)
-    max_timestamp = max(timestamp for _, _, timestamp, _ in records)
     timed = max_timestamp >= 0
     return ValidatedSet(
         buffer=batch,
@@ -583,6 +593,62 @@ def _up_converted(buf, next_offset: int, now_ms: int, config: ValidationConfig, 
         first_timestamp=max_timestamp if timed else NO_TIMESTAMP,
         first_untimed_offset=-1 if timed else legacy.last_offset,
     )
+
+
+def _unwrapped(buf) -> tuple[bytes, Codec]:
+    """A checked magic 0/1 set with each wrapper replaced by its inner messages, and the
+    first wrapper's codec."""
+    view = memoryview(buf)
+    pieces = []
+    codec = Codec.NONE
+    for entry in iter_entries(buf):
+        if entry.codec:
+            codec = codec or entry.codec
+            pieces.append(_decompressed_value(_parse_message(view, entry.position, entry.position + entry.size,
+                                                             check_crc=False), view))
+        else:
+            pieces.append(view[entry.position : entry.position + entry.size])
+    return b"".join(pieces), codec
+
+
+_INT64_SPAN = 2**64
+
+
+def _py_magic_2_records(buf, append_time: int) -> tuple[bytearray, int, int, int] | None:
+    """The uncompressed records section of the batch that ``buf``, whole and checked
+    uncompressed magic 0/1 messages, becomes: offset deltas 0..n-1, no headers, each message's
+    timestamp (-1 for magic 0) or ``append_time`` unless that is -1. Returns (section, record
+    count, base timestamp, max timestamp), None for a compressed message (a wrapper) or one
+    that does not parse. ``_records.magic_2_records`` is the same loop in C: keep them in step
+    (tests/protocol compare them)."""
+    view = memoryview(buf)
+    end = len(view)
+    section = bytearray()
+    count = 0
+    base_timestamp = max_timestamp = NO_TIMESTAMP
+    position = 0
+    while position < end:
+        if end - position < _MIN_ENTRY_SIZE:
+            return None
+        try:
+            message = _parse_message(view, position, end, check_crc=False)
+        except RecordError:
+            return None
+        if message.attributes & _CODEC_MASK:
+            return None
+        timestamp = message.timestamp if append_time == NO_TIMESTAMP else append_time
+        if not count:
+            base_timestamp = timestamp
+        max_timestamp = max(max_timestamp, timestamp)
+        # int64 arithmetic, as the C loop's: two timestamps further apart than int64 holds
+        # (only a producer's extremes) wrap rather than overflow the varlong
+        delta = (timestamp - base_timestamp + _INT64_SPAN // 2) % _INT64_SPAN - _INT64_SPAN // 2
+        record_batch.append_record(section, delta, count,
+                                   _bytes_or_none(view, message.key_position, message.key_length),
+                                   _bytes_or_none(view, message.value_position, message.value_length), ())
+        count += 1
+        position = message.end
+    return (section, count, base_timestamp, max_timestamp) if count else None
 
 
 def _first_timestamp(out) -> int:
@@ -1280,13 +1346,15 @@ def use_native(enabled: bool) -> bool:
     ``protocol.record_batch``'s magic 2 conversion and CRC-32C, and ``entries.index_entries``. Both give the
     same results and the same errors. At import C is chosen unless the environment sets
     ``MINIKAFKA_PURE_PYTHON=1``."""
-    global _assign_loop, _scan_inner, _shallow_loop
+    global _assign_loop, _scan_inner, _shallow_loop, _magic_2_records
     if enabled and _native is not None:
         _assign_loop, _scan_inner, _shallow_loop = _native.assign_loop, _native.scan_inner, _native.shallow_loop
+        _magic_2_records = _native.magic_2_records
         record_batch._use_native(_native)
         entries._use_native(_native)
         return True
     _assign_loop, _scan_inner, _shallow_loop = _py_assign_loop, _py_scan_inner, _py_shallow_loop
+    _magic_2_records = _py_magic_2_records
     record_batch._use_native(None)
     entries._use_native(None)
     return False

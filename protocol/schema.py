@@ -513,15 +513,16 @@ class StructCodec:
 
     # -- whole messages ------------------------------------------------------------------------
 
-    def decode(self, buf: memoryview, pos: int = 0) -> Struct:
-        """Decode a complete body starting at ``pos``; the body must end exactly at the end."""
+    def decode(self, buf: memoryview, pos: int = 0, *, to_the_end: bool = True) -> Struct:
+        """Decode a complete body starting at ``pos``; it must end exactly at the end of ``buf``
+        unless ``to_the_end`` is false (bytes after it are then left unread)."""
         try:
             value, end = self.read(buf, pos)
         except ProtocolError as exc:
             raise ProtocolError(f"{self.path}: {exc}") from None
         except (struct.error, IndexError, ValueError, OverflowError) as exc:
             raise ProtocolError(f"{self.path}: truncated or malformed ({exc})") from None
-        if end != len(buf):
+        if to_the_end and end != len(buf):
             raise ProtocolError(f"{self.path}: {len(buf) - end} unexpected bytes after the body")
         return value
 

@@ -25,6 +25,7 @@ from minikafka.replication.controller_channel import BrokerSender
 from minikafka.replication.election import controlled_shutdown_leader, offline_leader, preferred_leader
 from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr
 from minikafka.replication.zookeeper import BadVersion, NodeExists, ZooKeeperError
+from minikafka.storage.partition_metadata import new_topic_id
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +146,7 @@ class Controller:
             if assignment:
                 self.assignments[topic] = assignment
                 self.topic_configs[topic] = await self.zk.topic_config(topic)
+                await self._give_topic_id(topic)
         await self._load_states()
         await self._bring_online(list(self.states) + self._partitions_without_state())
         await self._drop_unavailable_from_isrs(list(self.states))
@@ -335,8 +337,16 @@ class Controller:
                 continue
             self.assignments[topic] = assignment
             self.topic_configs[topic] = await self.zk.topic_config(topic)
+            await self._give_topic_id(topic)
             new_keys += [(topic, p) for p in sorted(assignment)]
         await self._start_partitions(new_keys)
+
+    async def _give_topic_id(self, topic: str) -> None:
+        """A topic from before topic ids gets one, before any replica is told of it (Kafka 2.8's
+        controller, ``setTopicIds``); brokers create and check their replicas' ids from it."""
+        proposed = new_topic_id()
+        if await self.zk.give_topic_id(topic, proposed) == proposed:
+            logger.info("controller: topic %r, created before topic ids, now has id %s", topic, proposed)
 
     async def _on_partitions_added(self, topic: str) -> None:
         """CreatePartitions wrote a larger assignment of ``topic`` (Kafka's

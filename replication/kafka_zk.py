@@ -9,7 +9,7 @@ nodes, so a minikafka cluster looks to them like a Kafka cluster. The layout fol
 /brokers/ids/<id>  (ephemeral)                              Broker.toJson, version 4
 /controller  (ephemeral)                                    {"version":1,"brokerid":N,"timestamp":"<ms>"}
 /controller_epoch                                           plain text integer, first epoch 1
-/brokers/topics/<t>                                         {"version":1,"partitions":{"0":[1,2]}}
+/brokers/topics/<t>                                         {"version":3,"partitions":{"0":[1,2]},...,"topic_id":"<id>"}
 /brokers/topics/<t>/partitions/<p>/state                    {"controller_epoch":E,"leader":L,"version":1,"leader_epoch":LE,"isr":[..]}
 /config/topics/<t>                                          {"version":1,"config":{"k":"v"}}
 /config/users/<u>                                           {"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,server_key=...,iterations=N"}}
@@ -20,6 +20,10 @@ nodes, so a minikafka cluster looks to them like a Kafka cluster. The layout fol
 /isr_change_notification/isr_change_<seq>                   {"version":1,"partitions":[{"topic":t,"partition":p}]}
 /admin/preferred_replica_election                           {"version":1,"partitions":[{"topic":t,"partition":p}]}
 ==========================================================  ===================================
+
+Topic znodes are Kafka 2.8's (KIP-516): version 3 with the topic's id, which every broker's
+replicas and Metadata answers take from there (0.10.2's readers only look at ``partitions``);
+a version 1 node, without an id, gets one from the controller, as Kafka 2.8's does.
 
 One extension of ours: an entry of ``/admin/preferred_replica_election`` may name the replica
 to elect, ``{"topic":t,"partition":p,"minikafka.leader":id}``, which the controller treats as
@@ -46,6 +50,7 @@ import trio
 from minikafka.replication.zookeeper import (
     BadVersion, NodeExists, NoNode, ZkClient, ZooKeeperError, parse_json_object,
 )
+from minikafka.storage.partition_metadata import parse_topic_id
 
 __all__ = [
     "BrokerInfo", "LeaderIsr", "KafkaZk", "MalformedZnode", "new_cluster_id",
@@ -55,7 +60,7 @@ __all__ = [
     "broker_path", "topic_path", "partition_state_path", "topic_config_path", "delete_topic_path",
     "encode_broker", "decode_broker", "encode_controller", "decode_controller",
     "encode_controller_epoch", "decode_controller_epoch", "encode_cluster_id", "decode_cluster_id",
-    "encode_topic_assignment", "decode_topic_assignment", "encode_topic_config",
+    "encode_topic_assignment", "decode_topic_assignment", "decode_topic_id", "encode_topic_config",
     "decode_topic_config", "encode_leader_isr", "decode_leader_isr", "encode_isr_change",
     "decode_isr_change", "encode_preferred_replica_election", "decode_preferred_replica_election",
 ]
@@ -67,6 +72,7 @@ CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 TOPIC_CONFIG_PATH = "/config/topics"
 USER_CONFIG_PATH = "/config/users"
+BROKER_CONFIG_PATH = "/config/brokers"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 ACL_PATH = "/kafka-acl"
@@ -148,6 +154,11 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIG_PATH}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """A broker's dynamic configs (its id), or the cluster's defaults (``<default>``): Kafka >= 1.1."""
+    return f"{BROKER_CONFIG_PATH}/{entity}"
 
 
 def user_config_path(user: str) -> str:
@@ -299,9 +310,25 @@ def decode_cluster_id(raw: bytes) -> str:
     return value
 
 
-def encode_topic_assignment(assignment: dict[int, list[int]]) -> bytes:
-    return _encode({"version": 1, "partitions": {
-        str(partition): list(replicas) for partition, replicas in sorted(assignment.items())}})
+def encode_topic_assignment(assignment: dict[int, list[int]], topic_id: str | None = None) -> bytes:
+    partitions = {str(partition): list(replicas) for partition, replicas in sorted(assignment.items())}
+    if topic_id is None:
+        return _encode({"version": 1, "partitions": partitions})
+    # Kafka 2.8's TopicZNode.encode: no reassignment runs here, so nothing is being added or removed.
+    return _encode({"version": 3, "partitions": partitions, "adding_replicas": {}, "removing_replicas": {},
+                    "topic_id": topic_id})
+
+
+def decode_topic_id(topic: str, raw: bytes) -> str | None:
+    """The topic id a topic znode holds; None for a node from before topic ids."""
+    what = topic_path(topic)
+    value = _object(raw, what).get("topic_id")
+    if value is None:
+        return None
+    try:
+        return parse_topic_id(value if isinstance(value, str) else "")
+    except ValueError as exc:
+        raise MalformedZnode(f"{what}: {exc}") from None
 
 
 def decode_topic_assignment(topic: str, raw: bytes) -> dict[int, list[int]]:
@@ -547,8 +574,9 @@ class KafkaZk:
 
     # -- topics -------------------------------------------------------------------------------
 
-    async def create_topic(self, topic: str, assignment: dict[int, list[int]], config: dict[str, str]) -> None:
-        """Write the topic's config, then its replica assignment (AdminUtils' order: brokers
+    async def create_topic(self, topic: str, assignment: dict[int, list[int]], config: dict[str, str],
+                           topic_id: str) -> None:
+        """Write the topic's config, then its replica assignment and id (AdminUtils' order: brokers
         react to the assignment, and find the config already there). NodeExists if the topic
         exists; ValueError for an assignment Kafka would refuse. The topic name is the
         caller's to validate (Kafka's Topic.validate, and its '.'/'_' collision check)."""
@@ -566,15 +594,39 @@ class KafkaZk:
             except NodeExists:
                 await self.zk.set(config_path, config_data)
         try:
-            await self.zk.create(topic_path(topic), encode_topic_assignment(assignment))
+            await self.zk.create(topic_path(topic), encode_topic_assignment(assignment, topic_id))
         except NodeExists:
             raise NodeExists(f"topic {topic!r} already exists") from None
 
     async def set_topic_assignment(self, topic: str, assignment: dict[int, list[int]]) -> None:
         """Replace an existing topic's replica assignment (AdminUtils.addPartitions writes the
-        larger one); ValueError for an assignment Kafka would refuse, NoNode if no such topic."""
+        larger one), keeping its id; ValueError for an assignment Kafka would refuse, NoNode if
+        no such topic."""
         _check_assignment(topic, assignment)
-        await self.zk.set(topic_path(topic), encode_topic_assignment(assignment))
+        await self.zk.set(topic_path(topic), encode_topic_assignment(assignment, await self.topic_id(topic)))
+
+    async def topic_id(self, topic: str) -> str | None:
+        """The topic's id; None if it has none yet (or there is no such topic)."""
+        found = await self.zk.get(topic_path(topic))
+        return None if found is None else decode_topic_id(topic, found[0])
+
+    async def give_topic_id(self, topic: str, topic_id: str) -> str | None:
+        """Record ``topic_id`` in a topic znode that has none (Kafka 2.8's controller does it for
+        topics created before ids, ``setTopicIds``), only if the node is unchanged since read.
+        The id the topic has then (None: no such topic)."""
+        found = await self.zk.get(topic_path(topic))
+        if found is None:
+            return None
+        raw, version = found
+        current = decode_topic_id(topic, raw)
+        if current is not None:
+            return current
+        try:
+            await self.zk.set(topic_path(topic), encode_topic_assignment(decode_topic_assignment(topic, raw), topic_id),
+                              version=version)
+        except BadVersion:
+            return await self.topic_id(topic)
+        return topic_id
 
     async def topics(self) -> list[str]:
         return await self.zk.children(BROKER_TOPICS_PATH)
@@ -588,15 +640,34 @@ class KafkaZk:
         found = await self.zk.get(topic_config_path(topic))
         return {} if found is None else decode_topic_config(topic, found[0])
 
+    async def broker_config(self, entity: str) -> dict[str, str]:
+        """The dynamic configs of a broker entity; {} when it has none."""
+        path = broker_config_path(entity)
+        found = await self.zk.get(path)
+        return {} if found is None else decode_config(path, found[0])
+
+    async def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
+        """Replace a broker entity's dynamic configs and notify every broker (Kafka's
+        AdminZkClient.changeBrokerConfig, its notification in 0.10.2's form)."""
+        await self._change_config("brokers", entity, broker_config_path(entity), config)
+
     async def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
-        """Replace the topic's overrides and notify every broker (AdminUtils.changeTopicConfig:
-        the config node first, then the sequential ``/config/changes`` notification)."""
-        path = topic_config_path(topic)
+        """Replace the topic's overrides and notify every broker (AdminUtils.changeTopicConfig)."""
+        await self._change_config("topics", topic, topic_config_path(topic), config)
+
+    async def _change_config(self, entity_type: str, name: str, path: str, config: dict[str, str]) -> None:
+        """The entity's config node first, then the sequential ``/config/changes`` notification
+        (AdminUtils.changeEntityConfig's order: a broker notified finds the new config)."""
+        data = encode_topic_config(config)
         try:
-            await self.zk.set(path, encode_topic_config(config))
+            await self.zk.set(path, data)
         except NoNode:
-            await self.zk.create(path, encode_topic_config(config))
-        await self.zk.create(f"{CONFIG_CHANGES_PATH}/{CONFIG_CHANGE_PREFIX}", encode_config_change("topics", topic),
+            await self.zk.ensure_path(path.rsplit("/", 1)[0])
+            try:
+                await self.zk.create(path, data)
+            except NodeExists:
+                await self.zk.set(path, data)
+        await self.zk.create(f"{CONFIG_CHANGES_PATH}/{CONFIG_CHANGE_PREFIX}", encode_config_change(entity_type, name),
                              sequence=True)
 
     # -- users (SCRAM credentials, as kafka-configs --entity-type users writes them) ------------

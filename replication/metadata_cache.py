@@ -48,6 +48,9 @@ class MetadataCache:
         self.controller_id: int = -1
         self.controller_epoch: int = 0
         self._partitions: dict[str, dict[int, PartitionInfo]] = {}
+        # Topic ids as read from ZooKeeper (UpdateMetadata v0-v3 carries none), kept while the
+        # topic is: a topic created again under its name has another.
+        self.topic_ids: dict[str, str] = {}
 
     def update(self, controller_id: int, controller_epoch: int, brokers: list[BrokerEndpoint],
                partitions: dict[tuple[str, int], PartitionInfo | None]) -> None:
@@ -63,6 +66,7 @@ class MetadataCache:
                     topic_partitions.pop(partition, None)
                     if not topic_partitions:
                         del self._partitions[topic]
+                        self.topic_ids.pop(topic, None)
             else:
                 self._partitions.setdefault(topic, {})[partition] = info
 

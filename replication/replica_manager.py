@@ -141,6 +141,7 @@ class ReplicaManager:
         await self._fetchers_ready.wait()
         live = {b.node_id: b for b in live_leaders}
         results = []
+        topic_ids: dict[str, str | None] = {}  # read from ZooKeeper once per topic of the request
         for state in states:
             key = (state.topic, state.partition)
             replica = self.replicas.get(key)
@@ -153,7 +154,7 @@ class ReplicaManager:
                 results.append((state.topic, state.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             try:
-                log = await self._local_log(state.topic, state.partition)
+                log = await self._local_log(state.topic, state.partition, topic_ids)
             except (OSError, ValueError, ZooKeeperError) as exc:
                 logger.error("%s-%d: cannot create the replica: %s", state.topic, state.partition, exc)
                 results.append((state.topic, state.partition, ErrorCode.KAFKA_STORAGE_ERROR))
@@ -166,12 +167,28 @@ class ReplicaManager:
             results.append((state.topic, state.partition, ErrorCode.NONE))
         return ErrorCode.NONE, results
 
-    async def _local_log(self, topic: str, partition: int) -> Log:
+    async def _local_log(self, topic: str, partition: int, topic_ids: dict[str, str | None]) -> Log:
+        """The partition's log, created with the topic's id and configs as ZooKeeper holds them.
+
+        The LeaderAndIsr of the 0.10.2 protocol spoken here carries no topic id (Kafka 2.8's v5
+        does), so the replica reads it from the topic znode the controller wrote it to. A local
+        log holding another id is taken to be from before ids were one per topic across the
+        cluster (each broker made its own) and takes the cluster's, where Kafka 2.8, which never
+        had such logs, answers INCONSISTENT_TOPIC_ID. (It may also be a deleted topic's replica
+        left on a broker that was down during the deletion, which the controller does not wait
+        for; such a log was taken for the new topic before ids too.)"""
+        if topic not in topic_ids:
+            topic_ids[topic] = await self.zk.topic_id(topic)
+        topic_id = topic_ids[topic]
         log = self.log_manager.get_log(topic, partition)
         if log is not None:
+            if topic_id is not None and log.topic_id != topic_id:
+                logger.warning("%s: local partitions hold topic id %s, the cluster's is %s: taking the cluster's",
+                               topic, log.topic_id, topic_id)
+                await trio.to_thread.run_sync(self.log_manager.adopt_topic_id, topic, topic_id)
             return log
         overrides = await self.zk.topic_config(topic)
-        return await trio.to_thread.run_sync(self.log_manager.create_log, topic, partition, overrides)
+        return await trio.to_thread.run_sync(self.log_manager.create_log, topic, partition, overrides, topic_id)
 
     def _make_leader(self, state, log: Log, old: Replica | None) -> None:
         if self.fetchers is not None:

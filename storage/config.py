@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from minikafka.protocol import records
+from minikafka.protocol.compression import Codec
 
 # Re-exported: the storage contract lists these value types beside LogConfig.
 from minikafka.storage.types import AppendResult, FileSlice, OffsetOutOfRange, SegmentInfo  # noqa: F401
@@ -47,6 +48,7 @@ class LogConfig(NamedTuple):
     min_cleanable_dirty_ratio: float = 0.5            # min.cleanable.dirty.ratio
     producer_id_expiration_ms: int = 24 * 3600 * 1000  # broker-wide producer.id.expiration.ms, no topic name
     message_format_version: str = "3.0"               # message.format.version (see record_magic)
+    compression_type: str = "producer"                # compression.type (magic 2 logs only)
 
     @classmethod
     def from_topic_configs(cls, base: "LogConfig", overrides: dict[str, str]) -> "LogConfig":
@@ -71,6 +73,7 @@ class LogConfig(NamedTuple):
                             else records.CREATE_TIME),
             max_timestamp_difference_ms=self.message_timestamp_difference_max_ms,
             magic=self.record_magic,
+            codec=_COMPRESSION_TYPES[self.compression_type],
         )
 
     def kafka_values(self) -> dict[str, str]:
@@ -197,6 +200,10 @@ def _text(value: str, name: str) -> str:
     return value
 
 
+# compression.type's values and the codec each stores records in (producer: the producer's)
+_COMPRESSION_TYPES = {"uncompressed": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4,
+                      "zstd": Codec.ZSTD, "producer": None}
+
 # Kafka name -> (LogConfig field, parser)
 _TOPIC_CONFIGS: dict[str, tuple[str, Callable]] = {
     "segment.bytes": ("segment_bytes", _int(_MIN_ENTRY_BYTES)),
@@ -217,12 +224,12 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable]] = {
     "min.compaction.lag.ms": ("min_compaction_lag_ms", _long_at_least(0)),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
     "message.format.version": ("message_format_version", _message_format_version),
+    "compression.type": ("compression_type", _one_of(*_COMPRESSION_TYPES)),
 }
 
 # Kafka topic configs that clients commonly set but that change nothing here (the broker
 # stores what producers send). Validated and persisted only.
 _ACCEPTED_ONLY: dict[str, Callable] = {
-    "compression.type": _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
     "min.insync.replicas": _int(1),
     "unclean.leader.election.enable": _boolean,
     "preallocate": _boolean,

@@ -35,6 +35,9 @@ import struct
 from pathlib import Path
 from typing import ClassVar
 
+from minikafka.protocol.entries import BATCH_ENTRY_HEAD, iter_entries
+from minikafka.protocol.errors import RecordError
+
 
 # Disk space reserved ahead of the entries at a time: 8192 offset-index entries, so one
 # posix_fallocate per 32 MiB of log at the default index.interval.bytes.
@@ -260,8 +263,9 @@ class OffsetIndex(_MappedIndex):
     def sanity_check(self, log_fd: int, log_size: int) -> None:
         """Cheap check that the index matches its log (Kafka's sanityCheck, plus one peek).
 
-        The first and last entries must point inside the log at a message whose offset field
-        is the indexed offset, and relative offsets must be positive and increasing.
+        The first and last entries must point inside the log at an entry whose last offset
+        is the indexed offset (a wrapper's offset field; a record batch's base offset plus its
+        last offset delta), and relative offsets must be positive and increasing.
         """
         self._check_length()
         if not self.entries:
@@ -275,8 +279,11 @@ class OffsetIndex(_MappedIndex):
         if first[0] <= 0 or last[0] < first[0] or (self.entries > 1 and last[0] == first[0]):
             raise CorruptIndex(f"{self.path.name}: relative offsets not positive and increasing")
         for relative, position in (first, last):
-            prefix = os.pread(log_fd, 8, position) if position + 8 <= log_size else b""
-            if len(prefix) != 8 or int.from_bytes(prefix, "big", signed=True) != self.base_offset + relative:
+            try:
+                head = next(iter_entries(os.pread(log_fd, BATCH_ENTRY_HEAD, position), log_size, base=position), None)
+            except RecordError:
+                head = None
+            if head is None or head.offset != self.base_offset + relative:
                 raise CorruptIndex(f"{self.path.name}: entry for offset {self.base_offset + relative} "
                                    f"does not point at that message")
 

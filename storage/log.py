@@ -38,6 +38,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
+from minikafka.protocol.entries import MAGIC_POSITION
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, build_end_txn_marker
 from minikafka.protocol.records import ValidatedSet, validate_and_assign, validate_given_offsets
@@ -361,10 +362,14 @@ class Log:
 
     # -- appending ---------------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, leader_epoch: int = 0) -> AppendResult:
+    def append_as_leader(self, records: bytes, leader_epoch: int = 0,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
         """Validate a produced set, assign its offsets from the log end, append it.
 
-        Raises ``RecordError`` (nothing is written) for any invalid set.
+        Raises ``RecordError`` (nothing is written) for any invalid set. A coordinator's
+        set (``origin``: the group coordinator's transactional offsets) carries no sequence
+        numbers of its own, so only a client's is checked for duplicates and sequence (Kafka's
+        ``analyzeAndValidateProducerState``).
         """
         with self._open():
             now = self._clock.time_ms()
@@ -374,7 +379,9 @@ class Log:
                 self._check_keys(validated)
             producers = []
             if validated.producer_batches:
-                duplicate = self.producer_state.find_duplicate_of_any(validated.producer_batches)
+                duplicate = None
+                if origin is AppendOrigin.CLIENT:
+                    duplicate = self.producer_state.find_duplicate_of_any(validated.producer_batches)
                 if duplicate is not None:
                     # Kafka's answer to a retried batch: success with the offsets it was given,
                     # nothing appended. (Kafka also reports the batch's max timestamp as its log
@@ -383,7 +390,7 @@ class Log:
                     append_time = duplicate.timestamp if validated.log_append_time >= 0 else -1
                     return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time,
                                         duplicate.last_offset - duplicate.first_offset + 1)
-                producers = self.producer_state.analyze(validated.producer_batches, AppendOrigin.CLIENT)
+                producers = self.producer_state.analyze(validated.producer_batches, origin)
             self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
             return self._append(validated, now, producers)
 
@@ -438,10 +445,12 @@ class Log:
     def _check_keys(self, validated: ValidatedSet) -> None:
         # Kafka 0.10.2's LogValidator answers CORRUPT_MESSAGE (2.8 INVALID_RECORD, which
         # Produce before v8 cannot carry): the cleaner could only drop such a record.
-        for record in iter_records(validated.buffer):
-            if record.key is None:
-                raise RecordError(ErrorCode.CORRUPT_MESSAGE, "Compacted topic cannot accept message without key "
-                                  f"in topic partition {self.topic}-{self.partition}.")
+        keyless = tuple(
+            (index, f"Compacted topic cannot accept message without key in topic partition "
+                    f"{self.topic}-{self.partition}.")
+            for index, record in enumerate(iter_records(validated.buffer)) if record.key is None)
+        if keyless:
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "One or more records have been rejected", keyless)
 
     def reconfigure(self, config: LogConfig) -> None:
         """Run with ``config`` from now on (a topic's configs altered while it is served):
@@ -465,7 +474,12 @@ class Log:
         (``ProducerStateManager.analyze``), applied once it is written."""
         segment = self._segments.active
         set_timestamp = validated.max_timestamp if validated.max_timestamp >= 0 else now
-        if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset):
+        # Unlike Kafka, a format change (message.format.version) also starts a segment: a read
+        # never leaves its segment, so no fetch answer spans the change, which aiokafka
+        # (0.14's C reader takes every entry of a buffer for the first one's magic) cannot
+        # parse. A fetch may always return less; this costs one byte compared per append.
+        if segment.should_roll(len(validated.buffer), set_timestamp, validated.last_offset) or \
+                segment.ends_in_other_format(validated.buffer[MAGIC_POSITION]):
             segment = self._roll(now)
         segment.append(validated, now)
         for txn, last_stable_offset in self.producer_state.update_all(producers):

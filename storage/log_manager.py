@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import resource
@@ -53,8 +54,8 @@ try:
 except ImportError:  # not POSIX
     fcntl = None
 
-from minikafka.storage.checkpoint import (CorruptCheckpoint, OffsetCheckpointFile, fsync_dir, fsync_file, sync_filesystem,
-                                         write_atomically)
+from minikafka.storage.checkpoint import (CorruptCheckpoint, OffsetCheckpointFile, fsync_all, fsync_dir, run_at_once,
+                                         sync_filesystem, write_atomically)
 from minikafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from minikafka.storage.clock import Clock
 from minikafka.storage.config import LogConfig
@@ -62,7 +63,8 @@ from minikafka.storage.log import Log
 from minikafka.storage.segment import newest_segment_magic
 from minikafka.storage.names import (DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir_name,
                            partition_dir_name, validate_topic_name)
-from minikafka.storage.partition_metadata import PARTITION_METADATA_FILE, format_topic_id, new_topic_id, read_topic_id
+from minikafka.storage.partition_metadata import (PARTITION_METADATA_FILE, format_topic_id, new_topic_id, read_topic_id,
+                                                   write_topic_id)
 from minikafka.storage.types import (CorruptPartitionMetadata, SegmentInfo, TooManyPartitions, TopicAlreadyExists,
                                      UnknownTopic)
 
@@ -74,6 +76,12 @@ TOPIC_CONFIG_FILE = "topic-config.properties"
 # What a log of magic 0/1 data without a format override keeps writing (see _keeping_old_format).
 OLD_LOG_FORMAT_VERSION = "0.10.2"
 TOPIC_INTENT_PREFIX = ".topic-intent-"
+# Each checkpoint file of a log dir, and what it records of each of its logs.
+CHECKPOINTS: dict[str, Callable[[Log], int]] = {
+    RECOVERY_POINT_CHECKPOINT: lambda log: log.recovery_point,
+    LOG_START_OFFSET_CHECKPOINT: lambda log: log.log_start_offset,
+    REPLICATION_OFFSET_CHECKPOINT: lambda log: log.high_watermark,
+}
 
 logger = logging.getLogger(__name__)
 
@@ -372,15 +380,20 @@ class LogManager:
         return chosen
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
+        """Flush every log; then write the checkpoints (which record the recovery points the
+        flushes moved) and close the logs (each writes its producer snapshot and trims its
+        indexes), all at once; then the clean-shutdown markers. Kafka 2.8 does the same in
+        that order (LogManager.shutdown), with a marker it leaves to the page cache; here
+        the empty marker and its directory are fsynced, together, so that a marker read
+        after a power loss vouches for checkpoints that are there."""
         with self._lock:
-            for log in self._logs.values():
-                log.flush()
-            self.checkpoint()
-            for log in self._logs.values():
-                log.close()
-            for log_dir in self.log_dirs:
-                write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+            logs = list(self._logs.values())
+            run_at_once(log.flush for log in logs)
+            run_at_once([*self._checkpoint_writes(CHECKPOINTS), *(log.close for log in logs)])
+            markers = [log_dir / CLEAN_SHUTDOWN_FILE for log_dir in self.log_dirs]
+            for marker in markers:
+                marker.touch()
+            fsync_all(files=markers, directories=self.log_dirs)
             self._logs.clear()
 
     # -- topics ------------------------------------------------------------------------------
@@ -428,6 +441,14 @@ class LogManager:
             for log in logs:
                 log.reconfigure(config)
             self._overrides[topic] = overrides
+
+    def set_default_config(self, config: LogConfig) -> None:
+        """Run every log with ``config`` under its topic's overrides from now on (the broker's
+        topic defaults changed while it runs: a dynamic broker config)."""
+        with self._lock:
+            self.default_config = config
+            for (topic, _), log in self._logs.items():
+                log.reconfigure(LogConfig.from_topic_configs(config, self._overrides[topic]))
 
     def check_partition_room(self, partitions: int) -> None:
         """Raise TooManyPartitions unless ``partitions`` more can be opened now.
@@ -542,19 +563,20 @@ class LogManager:
                     written.append(staging)
             used_dirs = sorted({final.parent for _, final in staged})
             # Durable before the renames publish them, so that after a power loss a partition
-            # directory under its final name always holds whole files. Kafka 0.10.2 itself
-            # fsyncs nothing when it creates a log (it makes the directory and its empty
-            # files and leaves them to the page cache); this is one step stronger, as a topic
-            # acknowledged by CreateTopics should survive a power loss, at the price of the
-            # files and directories the creation made, not of the whole filesystem. A kill -9
-            # needs none of it: the page cache outlives the process, and the intent makes
-            # the next start remove a half-made topic.
+            # directory under its final name always holds whole files. Kafka 2.8 fsyncs the
+            # same two files when it writes them (PartitionMetadataFile, CheckpointFile: the
+            # temporary file, then its rename), and 3.0 on also the partition directory after
+            # each rename (Utils.atomicMoveWithFallback's flushDir); the one step beyond
+            # Kafka is the log dir's fsync after the publishing rename, since a topic
+            # acknowledged by CreateTopics should survive a power loss and here the log dir
+            # is its only record (Kafka's is ZooKeeper's or the metadata log's). The
+            # fsyncs before the renames are independent, so they go together (fsync_all).
+            # A kill -9 needs none of it: the page cache outlives the process, and the
+            # intent makes the next start remove a half-made topic.
             if len(staged) <= FSYNC_EACH_MAX_PARTITIONS:
-                for directory in written:  # the linked copies share these files' inodes
-                    for name in files:
-                        fsync_file(directory / name)
-                for staging, _ in staged:
-                    fsync_dir(staging)
+                # The linked copies share the written files' inodes.
+                fsync_all(files=[directory / name for directory in written for name in files],
+                          directories=[staging for staging, _ in staged])
             else:
                 for log_dir in used_dirs:
                     sync_filesystem(log_dir)
@@ -564,8 +586,7 @@ class LogManager:
             for staging, final in staged:
                 os.rename(staging, final)
                 placed.append(final)
-            for log_dir in used_dirs:
-                fsync_dir(log_dir)
+            fsync_all(directories=used_dirs)
             for workshop in made:
                 with contextlib.suppress(OSError):  # empty; a leftover goes at the next start
                     workshop.rmdir()
@@ -590,11 +611,11 @@ class LogManager:
                 self._clear_intent(intent)
             raise
 
-    def create_log(self, topic: str, partition: int, overrides: dict[str, str]) -> Log:
+    def create_log(self, topic: str, partition: int, overrides: dict[str, str], topic_id: str | None = None) -> Log:
         """The replica of one partition, created empty if this broker does not hold it yet
         (a cluster assigns partitions to brokers one by one). The topic's overrides are taken
-        as given (the cluster's copy wins over a stale local one); the topic id is the one
-        other local partitions of the topic hold, or a new one."""
+        as given (the cluster's copy wins over a stale local one); the topic id is ``topic_id``
+        (the cluster's), else the one other local partitions of the topic hold, or a new one."""
         validate_topic_name(topic)
         overrides = {str(k): str(v) for k, v in overrides.items()}
         config = LogConfig.from_topic_configs(self.default_config, overrides)
@@ -603,8 +624,9 @@ class LogManager:
             if existing is not None:
                 return existing
             self._forget_deleted(topic)
-            siblings = [log for (name, _), log in self._logs.items() if name == topic]
-            topic_id = siblings[0].topic_id if siblings else new_topic_id()
+            if topic_id is None:
+                siblings = [log for (name, _), log in self._logs.items() if name == topic]
+                topic_id = siblings[0].topic_id if siblings else new_topic_id()
             directory = self._least_loaded_dir() / partition_dir_name(topic, partition)
             directory.mkdir()
             try:
@@ -617,6 +639,17 @@ class LogManager:
             self._install(log)
             self._overrides[topic] = overrides
             return log
+
+    def adopt_topic_id(self, topic: str, topic_id: str) -> list[Log]:
+        """Record ``topic_id`` in every local partition of ``topic`` that holds another one;
+        returns those. For a cluster member whose partitions got their ids before a topic had
+        one id across the cluster (each broker made its own): the cluster's wins."""
+        with self._lock:
+            changed = [log for (name, _), log in self._logs.items() if name == topic and log.topic_id != topic_id]
+            for log in changed:
+                write_topic_id(log.dir, topic_id)
+                log.topic_id = topic_id
+            return changed
 
     def add_partitions(self, topic: str, count: int) -> list[Log]:
         """Grow ``topic`` to ``count`` partitions (CreatePartitions): the new ones empty, with
@@ -740,25 +773,29 @@ class LogManager:
         """Write recovery points, log start offsets and high watermarks of every log dir."""
         with self._lock:
             deleted = set(self._unwritten_deletions)
-        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
-        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
-        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
-        with self._lock:
+            run_at_once(self._checkpoint_writes(CHECKPOINTS))
             self._unwritten_deletions -= deleted
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint`` alone (after DeleteRecords moved a log start
         into a segment, which only the checkpoint remembers across a restart)."""
-        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+        with self._lock:
+            run_at_once(self._checkpoint_writes([LOG_START_OFFSET_CHECKPOINT]))
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` alone (a cluster does it more often than the
         other checkpoints: a restarted follower truncates to it when no epoch helps)."""
-        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
-
-    def _write_checkpoint(self, name: str, value: Callable[[Log], int]) -> None:
         with self._lock:
+            run_at_once(self._checkpoint_writes([REPLICATION_OFFSET_CHECKPOINT]))
+
+    def _checkpoint_writes(self, names) -> list[Callable[[], None]]:
+        """A call writing each of the checkpoints ``names`` in each log dir, with the offsets
+        of now; the caller holds the lock until they are written (a checkpoint's temporary
+        file has a fixed name). They are independent files, written at once (run_at_once)."""
+        writes = []
+        for name in names:
             for log_dir in self.log_dirs:
-                offsets = {(log.topic, log.partition): value(log)
+                offsets = {(log.topic, log.partition): CHECKPOINTS[name](log)
                            for log in self._logs.values() if log.dir.parent == log_dir}
-                OffsetCheckpointFile(log_dir / name).write(offsets)
+                writes.append(functools.partial(OffsetCheckpointFile(log_dir / name).write, offsets))
+        return writes

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from minikafka.storage.checkpoint import write_atomically
@@ -29,11 +30,12 @@ def _encode(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
-def new_topic_id() -> str:
+def new_topic_id(random_bytes: Callable[[int], bytes] = os.urandom) -> str:
     """A random topic id as Kafka's ``Uuid.randomUuid()`` makes them: never a reserved id,
-    and never one whose text starts with ``-`` (it would read as an option on command lines)."""
+    and never one whose text starts with ``-`` (it would read as an option on command lines).
+    ``random_bytes`` is the source (a seeded one replays the same ids)."""
     while True:
-        raw = os.urandom(16)
+        raw = random_bytes(16)
         text = _encode(raw)
         if raw not in _RESERVED_IDS and not text.startswith("-"):
             return text

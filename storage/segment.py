@@ -114,6 +114,7 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
         self._index_anchor = 0
         self._rolling_base_timestamp: int | None = None
+        self._last_magic: int | None = None  # of the last set appended; None: read it from the file
 
     @classmethod
     def create_for_append(cls, directory: Path, base_offset: int, config: LogConfig) -> "LogSegment":
@@ -347,6 +348,27 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
         self.size = start + len(view)
         self.next_offset = last_offset + 1
+        self._last_magic = view[entries.MAGIC_POSITION]
+
+    def first_magic(self) -> int | None:
+        """The magic of the segment's first entry; None while it holds none."""
+        if self.size <= entries.MAGIC_POSITION:
+            return None
+        return os.pread(self.file.fileno(), 1, entries.MAGIC_POSITION)[0]
+
+    def ends_in_other_format(self, magic: int) -> bool:
+        """Whether the segment holds entries and the last set appended to it is of the other
+        format than ``magic``: record batches against magic 0/1 messages, which a magic 0/1 log
+        mixes as its producers send them (known from the last append, else read once from the
+        file's last entry)."""
+        if not self.size:
+            return False
+        if self._last_magic is None:
+            last = self.translate_offset(self.next_offset - 1)
+            if last is None:
+                return False
+            self._last_magic = last.magic
+        return (self._last_magic == entries.BATCH_MAGIC) != (magic == entries.BATCH_MAGIC)
 
     def finish(self) -> None:
         """The segment stops being active: record its largest timestamp as the last
@@ -462,6 +484,7 @@ class LogSegment:
         self.txn_index.truncate_to(offset)
         os.ftruncate(self.file.fileno(), first_removed.position)
         self.size = first_removed.position
+        self._last_magic = None
         self.load_tail_state(untimed_entry_time=previous_max_timestamp)
         return removed
 

@@ -290,9 +290,9 @@ class GroupCoordinator:
                        retention_ms: int, commits: list[PartitionCommit]) -> list[ErrorCode]:
         return self.offsets.commit_offsets(group_id, member_id, generation_id, retention_ms, commits)
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[ErrorCode, list[FetchedOffset]]:
-        return self.offsets.fetch_offsets(group_id, partitions)
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
+                      require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
+        return self.offsets.fetch_offsets(group_id, partitions, require_stable)
 
     def expire_offsets(self, now: int) -> int:
         return self.offsets.expire_offsets(now)
@@ -306,3 +306,16 @@ class GroupCoordinator:
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
                        ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         return self.offsets.delete_offsets(group_id, partitions)
+
+    # ================================================================ transactions
+
+    async def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                         group_instance_id: str | None, generation_id: int,
+                         commits: list[PartitionCommit]) -> list[ErrorCode]:
+        return await self.offsets.txn_commit(group_id, producer_id, producer_epoch, member_id,
+                                             group_instance_id, generation_id, commits)
+
+    def handle_txn_completion(self, producer_id: int, offsets_partitions: list[int], commit: bool) -> None:
+        """Make the transactional offsets of ``producer_id`` in these ``__consumer_offsets``
+        partitions visible (commit) or drop them (abort), once their marker is written."""
+        self.offsets.complete_txn(producer_id, offsets_partitions, commit)

@@ -114,6 +114,11 @@ class GroupMetadata:
     # commit appended but not yet committed (below the high watermark). Expiry leaves these
     # partitions and their group alone, and a snapshot taken meanwhile holds them.
     pending_commits: dict[tuple[str, int], tuple[int, OffsetAndMetadata]] = field(default_factory=dict)
+    # Kafka's pendingTransactionalOffsetCommits: producer id -> (topic, partition) -> (log
+    # offset, commit) of the TxnOffsetCommits of its open transaction. They enter ``offsets``
+    # when its COMMIT marker is written (if newer than what is there), vanish with an ABORT.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], tuple[int, OffsetAndMetadata]]] = field(
+        default_factory=dict)
     persisted: bytes | None = None
     rebalance_epoch: int = 0
     rebalance_timer: Timer | None = None
@@ -126,7 +131,36 @@ class GroupMetadata:
     pending_members: dict[str, Timer | None] = field(default_factory=dict)
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets or self.pending_commits)
+        return bool(self.offsets or self.pending_commits or self.pending_txn_offsets)
+
+    def pending_keys(self) -> set[tuple[str, int]]:
+        """The partitions with a commit waiting for the high watermark or a transaction's end."""
+        keys = set(self.pending_commits)
+        for offsets in self.pending_txn_offsets.values():
+            keys.update(offsets)
+        return keys
+
+    def has_pending_commit(self, key: tuple[str, int]) -> bool:
+        """Kafka's hasPendingOffsetCommitsForTopicPartition: a commit of ``key`` waits for the
+        high watermark or for its transaction to end (OffsetFetch's UNSTABLE_OFFSET_COMMIT)."""
+        return key in self.pending_commits or any(key in offsets for offsets in self.pending_txn_offsets.values())
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool) -> None:
+        """Kafka's completePendingTxnOffsetCommit: the transaction of ``producer_id`` ended;
+        on commit each of its offsets replaces the committed one if it was appended after it."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if not commit:
+            return
+        for key, (position, committed) in pending.items():
+            if self.offset_positions.get(key, -1) < position:
+                self.offsets[key] = committed
+                self.offset_positions[key] = position
+
+    def forget_pending_offsets(self, key: tuple[str, int]) -> None:
+        """Kafka's removeOffsets for the commits still pending: ``key``'s offsets are gone."""
+        self.pending_commits.pop(key, None)
+        for producer_id in [pid for pid, offsets in self.pending_txn_offsets.items() if key in offsets]:
+            del self.pending_txn_offsets[producer_id][key]
 
     def offsets_in_log(self) -> dict[tuple[str, int], OffsetAndMetadata]:
         """The offsets a fold of the log up to its end holds: the committed ones, replaced by

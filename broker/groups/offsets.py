@@ -11,6 +11,7 @@ alone and snapshots hold.
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from minikafka.broker.groups.group import GroupMetadata, GroupState, MemberMetadata
 from minikafka.broker.groups.records import OffsetAndMetadata, group_key, offset_key, offset_value
-from minikafka.broker.groups.store import STORE_ERRORS, Write
+from minikafka.broker.groups.store import STORE_ERRORS, TXN_STORE_ERRORS, Write
 from minikafka.protocol.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
@@ -26,13 +27,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class PartitionCommit:
-    """One partition of an OffsetCommit; ``commit_timestamp`` -1 means "now"."""
+    """One partition of an OffsetCommit; ``commit_timestamp`` -1 means "now", ``leader_epoch``
+    -1 "unknown" (before OffsetCommit v6)."""
 
     topic: str
     partition: int
     offset: int
     metadata: str | None
     commit_timestamp: int = -1
+    leader_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,7 @@ class FetchedOffset:
     offset: int
     metadata: str
     error: ErrorCode = ErrorCode.NONE
+    leader_epoch: int = -1
 
 
 class CommittedOffsets:
@@ -68,6 +72,50 @@ class CommittedOffsets:
         id is accepted here (old clients commit under it); only the membership APIs refuse it.
         Until the commit is committed OffsetFetch still answers the previous offsets."""
         errors, write = self._commit(group_id, member_id, generation_id, retention_ms, commits, group_instance_id)
+        return await self._answer_when_committed(errors, write)
+
+    async def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                         group_instance_id: str | None, generation_id: int,
+                         commits: list[PartitionCommit]) -> list[ErrorCode]:
+        """TxnOffsetCommit (Kafka 2.8's handleTxnCommitOffsets): store offsets as part of the
+        transaction of ``producer_id``, a transactional batch with its id and epoch in
+        ``__consumer_offsets``. They stay pending, invisible to OffsetFetch, until the
+        transaction's marker is written (:meth:`complete_txn`).
+
+        KIP-447 (v3): a member id or generation, when given, must be the group's current ones
+        (a zombie of an older generation is fenced); without them (v0-v2, or a producer that
+        is not a group member) any group takes the commit, members or not. An older producer
+        epoch is refused by the log's producer state (INVALID_PRODUCER_EPOCH)."""
+        error = self.ownership.check(group_id)
+        if error:
+            return [error] * len(commits)
+        group = self.ownership.group(group_id)
+        if group is None:
+            group = self.ownership.add_group(group_id)
+        if group.is_(GroupState.DEAD):
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            error = ErrorCode.FENCED_INSTANCE_ID
+        elif member_id and member_id not in group.members:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error:
+            return [error] * len(commits)
+        errors, write = self._store_offsets(group, -1, commits, (producer_id, producer_epoch))
+        return await self._answer_when_committed(errors, write)
+
+    def complete_txn(self, producer_id: int, partitions: list[int], commit: bool) -> None:
+        """Kafka's handleTxnCompletion: the marker ending the transaction of ``producer_id`` is
+        written to these ``__consumer_offsets`` partitions; its offsets in their groups become
+        the committed ones (commit) or vanish (abort). A partition this broker no longer
+        serves is skipped: its new coordinator reads the marker from the log when it loads; one
+        it is loading gets it once loaded."""
+        for index in partitions:
+            self.ownership.when_loaded(index, functools.partial(self.store.apply_marker,
+                                                                producer_id=producer_id, commit=commit))
+
+    async def _answer_when_committed(self, errors: list[ErrorCode], write: Write | None) -> list[ErrorCode]:
         if write is None:
             return errors
         error = None
@@ -123,8 +171,10 @@ class CommittedOffsets:
             return [error] * len(commits), None
         return self._store_offsets(group, retention_ms, commits)
 
-    def _store_offsets(self, group: GroupMetadata, retention_ms: int,
-                       commits: list[PartitionCommit]) -> tuple[list[ErrorCode], Write | None]:
+    def _store_offsets(self, group: GroupMetadata, retention_ms: int, commits: list[PartitionCommit],
+                       producer: tuple[int, int] | None = None) -> tuple[list[ErrorCode], Write | None]:
+        """Append the commits' events; ``producer`` (id, epoch) makes them the pending offsets
+        of that producer's transaction instead of pending commits."""
         now = self.clock.time_ms()
         retention = self.config.offsets_retention_ms if retention_ms == -1 else retention_ms
         errors: list[ErrorCode] = []
@@ -136,16 +186,19 @@ class CommittedOffsets:
                 continue
             committed_at = now if commit.commit_timestamp == -1 else commit.commit_timestamp
             accepted[(commit.topic, commit.partition)] = OffsetAndMetadata(
-                commit.offset, metadata, committed_at, committed_at + retention)
+                commit.offset, metadata, committed_at, committed_at + retention, commit.leader_epoch)
             errors.append(ErrorCode.NONE)
         if not accepted:
             return errors, None
         events = [(offset_key(group.group_id, topic, partition), offset_value(committed))
                   for (topic, partition), committed in accepted.items()]
-        store_error, write = self.store.append(group.group_id, events, STORE_ERRORS)
+        store_error, write = self.store.append(group.group_id, events,
+                                               STORE_ERRORS if producer is None else TXN_STORE_ERRORS, producer)
         if store_error:
             return [store_error if e == ErrorCode.NONE else e for e in errors], None
         position = write.last_offset
+        if producer is not None:
+            return errors, self._pending_txn_write(group, producer[0], accepted, write)
         for key, committed in accepted.items():
             group.pending_commits[key] = (position, committed)
 
@@ -171,25 +224,53 @@ class CommittedOffsets:
         write.discard = settle
         return errors, write
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[ErrorCode, list[FetchedOffset]]:
+    @staticmethod
+    def _pending_txn_write(group: GroupMetadata, producer_id: int,
+                           accepted: dict[tuple[str, int], OffsetAndMetadata], write: Write) -> Write:
+        """Kafka's prepareTxnOffsetCommit: the offsets wait in the group for their transaction's
+        marker; a write that is not committed takes back what is still its own
+        (failPendingTxnOffsetCommit)."""
+        position = write.last_offset
+        pending = group.pending_txn_offsets.setdefault(producer_id, {})
+        for key, committed in accepted.items():
+            pending[key] = (position, committed)
+
+        def discard() -> None:
+            offsets = group.pending_txn_offsets.get(producer_id, {})
+            for key in accepted:
+                if offsets.get(key, (None,))[0] == position:
+                    del offsets[key]
+            if not offsets:
+                group.pending_txn_offsets.pop(producer_id, None)
+
+        write.discard = discard
+        return write
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
+                      require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
         """Committed offsets of ``partitions`` (None: every partition the group committed);
-        a partition without a commit gets offset -1 and no error, as in Kafka."""
+        a partition without a commit gets offset -1 and no error, as in Kafka.
+        ``require_stable`` (KIP-447): a partition with a commit still pending (waiting for
+        the high watermark or for its transaction to end) answers UNSTABLE_OFFSET_COMMIT, so
+        the consumer retries instead of starting from an offset about to change."""
         error = self.ownership.check(group_id, validate_id=False)
         if error:
             return error, []
         group = self.ownership.group(group_id)
-        offsets = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
+        if group is None or group.is_(GroupState.DEAD):
+            group = None
+        offsets = group.offsets if group is not None else {}
         if partitions is None:
-            return ErrorCode.NONE, [FetchedOffset(topic, partition, committed.offset, committed.metadata)
-                                    for (topic, partition), committed in offsets.items()]
+            partitions = list(offsets)
         result = []
         for topic, partition in partitions:
             committed = offsets.get((topic, partition))
-            if committed is None:
+            if require_stable and group is not None and group.has_pending_commit((topic, partition)):
+                result.append(FetchedOffset(topic, partition, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
+            elif committed is None:
                 result.append(FetchedOffset(topic, partition, -1, ""))
             else:
-                result.append(FetchedOffset(topic, partition, committed.offset, committed.metadata))
+                result.append(_fetched(topic, partition, committed))
         return ErrorCode.NONE, result
 
     def expire_offsets(self, now: int) -> int:
@@ -212,8 +293,8 @@ class CommittedOffsets:
         topic's offsets. Commits still waiting for the high watermark are dropped too (they
         stay behind their tombstones in the log). Returns offsets removed."""
         def deleted(group: GroupMetadata) -> list[tuple[str, int]]:
-            for tp in partitions & group.pending_commits.keys():
-                del group.pending_commits[tp]
+            for tp in partitions & group.pending_keys():
+                group.forget_pending_offsets(tp)
             return [tp for tp in group.offsets if tp in partitions]
 
         removed = self._remove_offsets(deleted)
@@ -235,13 +316,17 @@ class CommittedOffsets:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if not group.is_(GroupState.EMPTY):
             return ErrorCode.NON_EMPTY_GROUP
-        partitions = set(group.offsets) | set(group.pending_commits)
+        # Offsets pending in a transaction get tombstones too: its COMMIT marker, replayed
+        # at a later load, would otherwise bring them back.
+        partitions = set(group.offsets) | group.pending_keys()
         events = [(offset_key(group_id, topic, partition), None) for topic, partition in sorted(partitions)]
         error, _ = self.store.append(group_id, events + [(group_key(group_id), None)])
         if error:
             return error
         group.offsets.clear()
+        group.offset_positions.clear()
         group.pending_commits.clear()
+        group.pending_txn_offsets.clear()
         group.transition_to(GroupState.DEAD)
         del self.ownership.groups_by_partition[self.ownership.partition_for(group_id)][group_id]
         logger.info("group %s: deleted", group_id)
@@ -269,9 +354,10 @@ class CommittedOffsets:
             results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp not in eligible}
         else:
             return ErrorCode.NON_EMPTY_GROUP, {}
-        gone = [tp for tp in eligible if tp in group.offsets or tp in group.pending_commits]
+        pending = group.pending_keys()
+        gone = [tp for tp in eligible if tp in group.offsets or tp in pending]
         events = [(offset_key(group_id, topic, partition), None) for topic, partition in gone]
-        dead = group.is_(GroupState.EMPTY) and set(gone) >= set(group.offsets) | set(group.pending_commits)
+        dead = group.is_(GroupState.EMPTY) and set(gone) >= set(group.offsets) | pending
         if dead:
             events.append((group_key(group_id), None))
         if events:
@@ -280,7 +366,8 @@ class CommittedOffsets:
                 return error, {}
         for tp in gone:
             group.offsets.pop(tp, None)
-            group.pending_commits.pop(tp, None)
+            group.offset_positions.pop(tp, None)
+            group.forget_pending_offsets(tp)
         if dead:
             group.transition_to(GroupState.DEAD)
             del self.ownership.groups_by_partition[self.ownership.partition_for(group_id)][group_id]
@@ -299,7 +386,7 @@ class CommittedOffsets:
                 chosen = select(group)
                 events = [(offset_key(group.group_id, topic, partition), None) for topic, partition in chosen]
                 dead = (group.is_(GroupState.EMPTY) and len(chosen) == len(group.offsets)
-                        and not group.pending_commits)
+                        and not group.pending_commits and not group.pending_txn_offsets)
                 if dead:
                     events.append((group_key(group.group_id), None))
                 if not events:
@@ -308,12 +395,18 @@ class CommittedOffsets:
                     continue   # logged; the next pass retries
                 for tp in chosen:
                     del group.offsets[tp]
+                    group.offset_positions.pop(tp, None)
                 removed += len(chosen)
                 if dead:
                     group.transition_to(GroupState.DEAD)
                     del groups[group.group_id]
                     logger.info("group %s: removed (empty, no offsets left)", group.group_id)
         return removed
+
+
+def _fetched(topic: str, partition: int, committed: OffsetAndMetadata) -> FetchedOffset:
+    return FetchedOffset(topic, partition, committed.offset, committed.metadata,
+                         leader_epoch=committed.leader_epoch)
 
 
 def _subscribed_topics(group: GroupMetadata) -> set[str] | None:

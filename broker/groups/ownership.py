@@ -53,6 +53,8 @@ class PartitionOwnership:
         # Partitions being loaded after this broker became their leader -> the load's token
         # (a load whose token is no longer here was overtaken by a leadership change).
         self._loading: dict[int, object] = {}
+        # Partitions being loaded -> what must run on their groups once loaded (when_loaded).
+        self._after_load: dict[int, list[Callable[[dict[str, GroupMetadata]], None]]] = {}
         self._loads_in, self._loads_out = trio.open_memory_channel(math.inf)
         self.load_reports: list[LoadReport] = []
         self.active = False
@@ -121,8 +123,19 @@ class PartitionOwnership:
         are dropped and their requests answered NOT_COORDINATOR; the new leader loads them."""
         self._unload(index, log)
 
+    def when_loaded(self, index: int, action: Callable[[dict[str, GroupMetadata]], None]) -> None:
+        """Run ``action`` on the groups of partition ``index``: now if it is served, once loaded
+        if it is loading (the load may have read the log before what ``action`` stands for was
+        appended; Kafka runs both on the coordinator's one scheduler thread), not at all if
+        this broker does not coordinate it (its new coordinator reads the log)."""
+        if index in self.groups_by_partition:
+            action(self.groups_by_partition[index])
+        elif index in self._loading:
+            self._after_load.setdefault(index, []).append(action)
+
     def _unload(self, index: int, log) -> None:
         self._loading.pop(index, None)
+        self._after_load.pop(index, None)
         self.store.forget(index)
         self.partitions.pop(index, None)
         groups = self.groups_by_partition.pop(index, {})
@@ -180,6 +193,8 @@ class PartitionOwnership:
         del self._loading[index]
         self.load_reports.append(report)
         self._install(partition, groups)
+        for action in self._after_load.pop(index, []):
+            action(groups)
         if partition.events_since_snapshot:
             self.store.snapshot_soon(index)
 

@@ -11,11 +11,14 @@ Offset commit key (key version 0 or 1; we write 1)::
 
     int16 version | string group | string topic | int32 partition
 
-Offset commit value (value version 0 read, 1 written)::
+Offset commit value (versions 0-3 read; 1 written, 3 for a commit with a leader epoch)::
 
     v0: int16 version=0 | int64 offset | string metadata | int64 timestamp
     v1: int16 version=1 | int64 offset | string metadata | int64 commit_timestamp
         | int64 expire_timestamp
+    v2: int16 version=2 | int64 offset | string metadata | int64 commit_timestamp
+    v3: int16 version=3 | int64 offset | int32 leader_epoch | string metadata
+        | int64 commit_timestamp
 
 Group metadata key (key version 2)::
 
@@ -46,6 +49,10 @@ from dataclasses import dataclass
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 1
+# Kafka 2.1's layout, with the committed leader epoch (KIP-320) and no expire timestamp: written
+# only for commits that carry an epoch (OffsetCommit v6+, which has no retention time of its
+# own, so the loader's commit timestamp + offsets.retention.minutes is their expiry anyway).
+EPOCH_OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 1
 # Kafka 2.3's layout, with each member's group.instance.id (KIP-345): written only for groups
 # with static members, so that a log without any stays readable by older readers.
@@ -87,6 +94,7 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int
+    leader_epoch: int = -1   # of the record before the offset (KIP-320); -1: unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +166,10 @@ def group_key(group_id: str) -> bytes:
 
 
 def offset_value(committed: OffsetAndMetadata) -> bytes:
+    if committed.leader_epoch != -1:
+        return (_INT16.pack(EPOCH_OFFSET_VALUE_VERSION) + _INT64.pack(committed.offset)
+                + _INT32.pack(committed.leader_epoch) + _string(committed.metadata)
+                + _INT64.pack(committed.commit_timestamp))
     metadata = committed.metadata.encode("utf-8")
     return (_OFFSET_VALUE_V1_HEAD.pack(OFFSET_VALUE_VERSION, committed.offset, len(metadata))
             + metadata + _TWO_INT64.pack(committed.commit_timestamp, committed.expire_timestamp))
@@ -275,8 +287,8 @@ def decode_key(key: bytes) -> OffsetKey | GroupKey:
 
 
 def decode_offset_value(value: bytes) -> OffsetAndMetadata:
-    """Decode an offset commit value (v0 or v1). A v0 value carries no expire timestamp:
-    it decodes with ``expire_timestamp`` -1 and the loader applies the default retention."""
+    """Decode an offset commit value (v0-v3). v0, v2 and v3 values carry no expire timestamp:
+    they decode with ``expire_timestamp`` -1 and the loader applies the default retention."""
     try:
         version, offset, metadata_size = _OFFSET_VALUE_V1_HEAD.unpack_from(value, 0)
         metadata_end = 12 + metadata_size
@@ -294,9 +306,15 @@ def decode_offset_value(value: bytes) -> OffsetAndMetadata:
         return OffsetAndMetadata(offset, metadata, timestamp, -1)
     if version == 1:
         decoded = OffsetAndMetadata(reader.int64(), reader.string(), reader.int64(), reader.int64())
-        reader.finish()
-        return decoded
-    raise GroupRecordError(f"unknown offset value version {version}")
+    elif version == 2:
+        decoded = OffsetAndMetadata(reader.int64(), reader.string(), reader.int64(), -1)
+    elif version == 3:
+        offset, leader_epoch = reader.int64(), reader.int32()
+        decoded = OffsetAndMetadata(offset, reader.string(), reader.int64(), -1, leader_epoch)
+    else:
+        raise GroupRecordError(f"unknown offset value version {version}")
+    reader.finish()
+    return decoded
 
 
 def decode_group_value(value: bytes) -> StoredGroup:

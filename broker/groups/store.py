@@ -38,31 +38,44 @@ Why a committed offset is never lost
 
 Snapshot payload (inside the checksummed file of :class:`storage.snapshot.SnapshotStore`)::
 
-    4 bytes magic "MKGS" | int16 format version (1) | int32 partition | int64 covered offset
-    | int32 entry count | entries...
+    4 bytes magic "MKGS" | int16 format version (1 or 2) | int32 partition
+    | int64 covered offset | int32 entry count | entries...
+    | version 2: int32 pending count | pending entries...
     entry: int32 key length | key | int32 value length | value
+    pending entry: int64 producer id | int64 log offset of the commit | entry
 
 Each entry is exactly the key and value of the newest event for one key (what log
 compaction would keep), so loading a snapshot and replaying the log share one code path.
+A pending entry is an offset a TxnOffsetCommit appended in a transaction whose marker is not
+below the snapshot's offset (its transaction was open when the snapshot was taken): it
+becomes committed or vanishes when the replay meets the marker. Snapshots therefore need no
+stable point, which a steady exactly-once workload (always some transaction open) may never
+offer. Offsets a committed transaction made visible are plain entries.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import struct
 from collections.abc import Callable, Iterable, Iterator
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import trio
 
 from minikafka.broker.groups.group import GroupMetadata, GroupState, MemberMetadata
-from minikafka.broker.groups.records import (GroupKey, GroupRecordError, OffsetAndMetadata, decode_group_value,
+from minikafka.broker.groups.records import (GroupKey, GroupRecordError, decode_group_value,
                                    decode_key, decode_offset_value, group_key, group_value,
                                    offset_key, offset_value)
+from minikafka.protocol.entries import CONTROL_BIT, TRANSACTIONAL_BIT, iter_entries
 from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.record_batch import NO_PRODUCER_ID, RECORD_BATCH_MAGIC, build_record_batch, producer_batches
 from minikafka.protocol.records import build_message_set, iter_records
+from minikafka.storage.producer_state import AppendOrigin
 from minikafka.storage.snapshot import SnapshotStore
 
 logger = logging.getLogger(__name__)
@@ -74,6 +87,9 @@ FOLLOWER_SNAPSHOT_CHECK_S = 1.0
 
 SNAPSHOT_MAGIC = b"MKGS"
 SNAPSHOT_VERSION = 1
+# Version 2 appends the offsets pending in open transactions; written only when there are some.
+TXN_SNAPSHOT_VERSION = 2
+_PENDING_HEAD = struct.Struct(">qq")   # producer id, log offset of the commit
 SNAPSHOTS_KEPT = 2
 _HEADER = struct.Struct(">4shiqi")
 _LENGTH = struct.Struct(">i")
@@ -82,28 +98,98 @@ REPLAY_READ_BYTES = 8 * 1024 * 1024
 Event = tuple[bytes, bytes | None]
 
 
+class LogEvent(NamedTuple):
+    """One event read back from the log: a record, or (``marker``) a transaction marker.
+
+    ``producer_id`` is the producer whose transaction the record belongs to, or the one the
+    marker ends (``commit`` or abort); NO_PRODUCER_ID for a record outside a transaction."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    producer_id: int = NO_PRODUCER_ID
+    marker: bool = False
+    commit: bool = False
+
+
+def _log_events(chunk) -> Iterator[LogEvent]:
+    """The records and transaction markers of ``chunk``, whole entries read from the log (a
+    truncated last one is skipped), in log order. A control batch without a marker (emptied
+    by the cleaner) is an event with neither key nor marker: it only moves the reader on."""
+    view = memoryview(chunk)
+    plain_from = 0   # the run of entries outside transactions goes to iter_records whole
+    for entry in iter_entries(view):
+        if entry.magic != RECORD_BATCH_MAGIC or not entry.attributes & (TRANSACTIONAL_BIT | CONTROL_BIT):
+            continue
+        yield from _plain_events(view[plain_from:entry.position])
+        data = view[entry.position:entry.position + entry.size]
+        plain_from = entry.position + entry.size
+        [batch] = producer_batches(data, entry.size)
+        if batch.is_control:
+            marker = batch.marker
+            yield LogEvent(batch.first_offset, None, None, batch.producer_id, marker is not None,
+                           marker is not None and marker.commit)
+        else:
+            for record in iter_records(data):
+                yield LogEvent(record.offset, record.key, record.value, batch.producer_id)
+    yield from _plain_events(view[plain_from:])
+
+
+def _plain_events(data) -> Iterator[LogEvent]:
+    for record in iter_records(data):
+        yield LogEvent(record.offset, record.key, record.value)
+
+
 class SnapshotFormatError(ValueError):
     """A snapshot that passed its checksum but does not hold what its name says."""
 
 
-def encode_snapshot(partition: int, offset: int, entries: Iterable[tuple[bytes, bytes]]) -> bytes:
+class SnapshotEntry(NamedTuple):
+    """One snapshot entry: an event's key and value, and for an offset pending in an open
+    transaction (format version 2) its producer id and its commit's log offset."""
+
+    key: bytes
+    value: bytes
+    producer_id: int = NO_PRODUCER_ID
+    position: int = -1
+
+
+def _encode_entry(body: bytearray, key: bytes, value: bytes) -> None:
+    body += _LENGTH.pack(len(key))
+    body += key
+    body += _LENGTH.pack(len(value))
+    body += value
+
+
+def encode_snapshot(partition: int, offset: int, entries: Iterable[tuple[bytes, bytes]],
+                    pending: Iterable[SnapshotEntry] = ()) -> bytes:
+    """``pending``: the offsets of open transactions (version 2; without any the snapshot is
+    version 1, which older versions of this broker read)."""
     body = bytearray()
     count = 0
     for key, value in entries:
-        body += _LENGTH.pack(len(key))
-        body += key
-        body += _LENGTH.pack(len(value))
-        body += value
+        _encode_entry(body, key, value)
         count += 1
-    return _HEADER.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, partition, offset, count) + bytes(body)
+    pending_body = bytearray()
+    pending_count = 0
+    for entry in pending:
+        pending_body += _PENDING_HEAD.pack(entry.producer_id, entry.position)
+        _encode_entry(pending_body, entry.key, entry.value)
+        pending_count += 1
+    version = TXN_SNAPSHOT_VERSION if pending_count else SNAPSHOT_VERSION
+    head = _HEADER.pack(SNAPSHOT_MAGIC, version, partition, offset, count)
+    if not pending_count:
+        return head + bytes(body)
+    return head + bytes(body) + _LENGTH.pack(pending_count) + bytes(pending_body)
 
 
-def decode_snapshot(partition: int, offset: int, data: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """Yield the (key, value) entries of a snapshot written by :func:`encode_snapshot`."""
+def decode_snapshot(partition: int, offset: int, data: bytes) -> Iterator[SnapshotEntry]:
+    """Yield the entries of a snapshot written by :func:`encode_snapshot`, the pending
+    offsets of open transactions last."""
     if len(data) < _HEADER.size:
         raise SnapshotFormatError("snapshot shorter than its header")
     magic, version, stored_partition, stored_offset, count = _HEADER.unpack_from(data)
-    if magic != SNAPSHOT_MAGIC or version != SNAPSHOT_VERSION:
+    if magic != SNAPSHOT_MAGIC or version not in (SNAPSHOT_VERSION, TXN_SNAPSHOT_VERSION):
         raise SnapshotFormatError(f"not a group snapshot (magic {magic!r}, version {version})")
     if stored_partition != partition or stored_offset != offset:
         raise SnapshotFormatError(
@@ -111,7 +197,9 @@ def decode_snapshot(partition: int, offset: int, data: bytes) -> Iterator[tuple[
             f"expected partition {partition} offset {offset}")
     view = memoryview(data)
     pos = _HEADER.size
-    for _ in range(count):
+
+    def entry(producer_id: int = NO_PRODUCER_ID, position: int = -1) -> SnapshotEntry:
+        nonlocal pos
         try:
             key_size = _LENGTH.unpack_from(data, pos)[0]
             pos += 4
@@ -125,9 +213,51 @@ def decode_snapshot(partition: int, offset: int, data: bytes) -> Iterator[tuple[
         pos += value_size
         if key_size < 0 or value_size < 0 or pos > len(data):
             raise SnapshotFormatError("snapshot entry runs past the end")
-        yield key, value
+        return SnapshotEntry(key, value, producer_id, position)
+
+    for _ in range(count):
+        yield entry()
+    if version == TXN_SNAPSHOT_VERSION:
+        try:
+            (pending_count,) = _LENGTH.unpack_from(data, pos)
+            pos += 4
+            for _ in range(pending_count):
+                producer_id, position = _PENDING_HEAD.unpack_from(data, pos)
+                pos += _PENDING_HEAD.size
+                yield entry(producer_id, position)
+        except struct.error:
+            raise SnapshotFormatError("snapshot entry runs past the end") from None
     if pos != len(data):
         raise SnapshotFormatError(f"{len(data) - pos} bytes after the last snapshot entry")
+
+
+def _open_txn_offsets(group: GroupMetadata) -> list[tuple[int, int, tuple[str, int], OffsetAndMetadata]]:
+    """(producer id, log offset, partition, commit) of ``group``'s offsets pending in open
+    transactions, for a snapshot. One appended before the offset the group holds for its
+    partition can never replace it, so it is left out: the positions of the committed offsets
+    a snapshot holds are not kept, and every pending one loaded back counts as newer."""
+    positions = dict(group.offset_positions)
+    for key, (position, _) in group.pending_commits.items():
+        positions[key] = max(position, positions.get(key, -1))
+    return [(producer_id, position, key, committed)
+            for producer_id, offsets in group.pending_txn_offsets.items()
+            for key, (position, committed) in offsets.items()
+            if positions.get(key, -1) < position]
+
+
+def _marker_in_flight(partition: OffsetsPartition, groups: dict[str, GroupMetadata]) -> bool:
+    """Whether a group holds offsets of a transaction whose marker is already in the log:
+    written by the transaction coordinator, but not applied until it is committed
+    (``handle_txn_completion``). A snapshot taken then would cover the marker without its
+    effect, and the replay after it would never meet it. The log's producer state knows
+    which transactions are still open in it."""
+    producers = partition.log.producer_state
+    for group in groups.values():
+        for producer_id in group.pending_txn_offsets:
+            entry = producers.last_entry(producer_id)
+            if entry is None or entry.current_txn_first_offset is None:
+                return True
+    return False
 
 
 class LocalWriter:
@@ -144,9 +274,9 @@ class LocalWriter:
     def __init__(self, log) -> None:
         self.log = log
 
-    def append(self, message_set: bytes) -> int:
+    def append(self, message_set: bytes, origin: AppendOrigin = AppendOrigin.CLIENT) -> int:
         """Append and return the last offset; raises what the log raises (RecordError, OSError)."""
-        return self.log.append_as_leader(message_set).last_offset
+        return self.log.append_as_leader(message_set, origin=origin).last_offset
 
     async def committed(self, last_offset: int) -> ErrorCode:
         return ErrorCode.NONE
@@ -184,11 +314,20 @@ class OffsetsPartition:
 
     ``snapshot_offsets`` lists the retained snapshots this process knows to be valid (the
     one loaded at start-up, then every one written), oldest first.
+
+    The transaction coordinator keeps ``__transaction_state`` the same way: ``topic`` names
+    the partition's topic and ``holds`` its state in what is logged, ``record_error`` is what
+    its state raises for an event it cannot decode.
     """
 
     def __init__(self, partition: int, log, snapshot_dir: Path, clock, writer=None, *,
-                 trim_bound: Callable[[], int] | None = None) -> None:
+                 trim_bound: Callable[[], int] | None = None, topic: str = GROUP_METADATA_TOPIC,
+                 record_error: type[Exception] = GroupRecordError,
+                 holds: str = "committed offsets and groups") -> None:
         self.partition = partition
+        self.topic = topic
+        self.record_error = record_error
+        self.holds = holds
         self.log = log
         # Segments may be deleted only below this offset (None: wherever snapshots cover
         # them, a single broker). A replica has no way to fetch a snapshot (KRaft's
@@ -206,19 +345,29 @@ class OffsetsPartition:
 
     # ------------------------------------------------------------------ events
 
-    def append(self, events: list[Event]) -> int:
-        """Append events as one magic-1 message set (all or nothing) and return its last
-        offset; raises what the writer raises (RecordError, OSError)."""
+    def append(self, events: list[Event], producer: tuple[int, int] | None = None) -> int:
+        """Append events as one message set (all or nothing) and return its last offset;
+        raises what the writer raises (RecordError, OSError). Plain events are a magic-1 set;
+        a transaction's (``producer``: its id and epoch) a transactional v2 batch, as Kafka's
+        storeOffsets writes a TxnOffsetCommit (sequence 0: a coordinator's append has none
+        that counts, see ``AppendOrigin.COORDINATOR``)."""
         now = self.clock.time_ms()
-        message_set = build_message_set([(key, value, now) for key, value in events], magic=1)
-        last_offset = self.writer.append(message_set)
+        if producer is None:
+            message_set = build_message_set([(key, value, now) for key, value in events], magic=1)
+            last_offset = self.writer.append(message_set)
+        else:
+            producer_id, producer_epoch = producer
+            message_set = bytes(build_record_batch([(key, value, now, ()) for key, value in events],
+                                                   producer_id=producer_id, producer_epoch=producer_epoch,
+                                                   base_sequence=0, transactional=True))
+            last_offset = self.writer.append(message_set, AppendOrigin.COORDINATOR)
         self.events_since_snapshot += len(events)
         self.bytes_since_snapshot += len(message_set)
         return last_offset
 
-    def read_events(self, start_offset: int, end: int | None = None) -> Iterator[tuple[int, bytes, bytes | None]]:
-        """Yield (offset, key, value) of every event from ``start_offset`` to ``end`` (default:
-        the log end)."""
+    def read_events(self, start_offset: int, end: int | None = None) -> Iterator[LogEvent]:
+        """Yield every event (and transaction marker) from ``start_offset`` to ``end``
+        (default: the log end)."""
         offset = start_offset
         end = self.log.log_end_offset if end is None else end
         while offset < end:
@@ -226,37 +375,42 @@ class OffsetsPartition:
             if not chunk:
                 break
             next_offset = offset
-            for record in iter_records(chunk):
-                if record.offset < offset:
+            for event in _log_events(chunk):
+                if event.offset < offset:
                     continue   # inner messages of a wrapper that straddles start_offset
-                if record.offset >= end:
+                if event.offset >= end:
                     return
-                next_offset = record.offset + 1
-                if record.key is not None:
-                    yield record.offset, record.key, record.value
+                next_offset = event.offset + 1
+                if event.key is not None or event.marker:
+                    yield event
             if next_offset == offset:
-                raise RuntimeError(f"__consumer_offsets-{self.partition}: no progress reading at offset {offset}")
+                raise RuntimeError(f"{self.topic}-{self.partition}: no progress reading at offset {offset}")
             offset = next_offset
 
     # --------------------------------------------------------------- snapshots
 
-    def load_snapshot(self, apply: Callable[[bytes, bytes], None], reset: Callable[[], None]) -> int | None:
+    def load_snapshot(self, apply: Callable[..., None], reset: Callable[[], None]) -> int | None:
         """Fold the newest usable snapshot into the state and return its offset (None: none).
 
-        Each entry goes to ``apply``, which raises GroupRecordError for one it cannot decode.
+        Each entry goes to ``apply`` as (key, value), an offset pending in a transaction as
+        (key, value, log offset, producer id); ``apply`` raises ``record_error`` for one it
+        cannot decode.
         A snapshot that fails to decode part way is undone with ``reset``, set aside, and the
         next older one is tried: with the log kept from the older retained snapshot on, that
         one plus the replay still holds every event, where a full replay would not."""
         for offset, data in self.snapshots.newest_first():
             try:
-                for key, value in decode_snapshot(self.partition, offset, data):
-                    apply(key, value)
-            except (SnapshotFormatError, GroupRecordError) as exc:
+                for entry in decode_snapshot(self.partition, offset, data):
+                    if entry.producer_id == NO_PRODUCER_ID:
+                        apply(entry.key, entry.value)
+                    else:
+                        apply(entry.key, entry.value, entry.position, entry.producer_id)
+            except (SnapshotFormatError, self.record_error) as exc:
                 reset()
                 aside = self.snapshots.set_aside(offset)
-                logger.error("__consumer_offsets-%d: snapshot at %d passed its checksum but cannot be "
+                logger.error("%s-%d: snapshot at %d passed its checksum but cannot be "
                              "decoded (%s); set aside as %s, trying the next older snapshot",
-                             self.partition, offset, exc, aside)
+                             self.topic, self.partition, offset, exc, aside)
                 continue
             return offset
         return None
@@ -271,12 +425,12 @@ class OffsetsPartition:
         log_start = self.log.log_start_offset
         if log_start > needed:
             logger.error(
-                "__consumer_offsets-%d: %s, but the log starts at %d: the events at offsets %d to %d "
-                "are gone, and the committed offsets and groups only they held are LOST. Snapshot "
+                "%s-%d: %s, but the log starts at %d: the events at offsets %d to %d "
+                "are gone, and the %s only they held are LOST. Snapshot "
                 "files found damaged or set aside (*.unreadable) in %s may still hold them.",
-                self.partition,
+                self.topic, self.partition,
                 "no usable snapshot" if snapshot_offset is None else f"the newest usable snapshot is at {snapshot_offset}",
-                log_start, needed, log_start - 1, self.snapshots.directory)
+                log_start, needed, log_start - 1, self.holds, self.snapshots.directory)
         return max(log_start, needed)
 
     def due_for_snapshot(self, interval_events: int, interval_bytes: int) -> bool:
@@ -327,8 +481,8 @@ class OffsetsPartition:
             keep_from = min(keep_from, self.trim_bound())
         deleted = self.log.delete_segments_below(keep_from)
         if deleted:
-            logger.info("__consumer_offsets-%d: removed %d segment(s) below offset %d, covered by snapshots %s",
-                        self.partition, deleted, keep_from, self.snapshot_offsets)
+            logger.info("%s-%d: removed %d segment(s) below offset %d, covered by snapshots %s",
+                        self.topic, self.partition, deleted, keep_from, self.snapshot_offsets)
 
 
 # Errors of an append to __consumer_offsets, as the coordinator reports them to clients
@@ -343,6 +497,13 @@ STORE_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+# The same for a TxnOffsetCommit, whose producer the log may refuse (Kafka passes these on).
+TXN_STORE_ERRORS = {
+    **STORE_ERRORS,
+    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.INVALID_TXN_STATE: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT: ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
 }
 # The same for the group metadata a SyncGroup stores (storeGroup's callback in Kafka 0.10.2):
 # a timed-out store asks the members to rejoin.
@@ -432,16 +593,17 @@ class GroupStore:
             group.persisted = value
         return error, write
 
-    def append(self, group_id: str, events, errors: dict[ErrorCode, ErrorCode] = STORE_ERRORS
-               ) -> tuple[ErrorCode, Write | None]:
+    def append(self, group_id: str, events, errors: dict[ErrorCode, ErrorCode] = STORE_ERRORS,
+               producer: tuple[int, int] | None = None) -> tuple[ErrorCode, Write | None]:
         """Append events of ``group_id`` to its partition (which this broker coordinates);
-        ``errors`` maps the append's errors to the client's. Tombstones and an empty group's
+        ``errors`` maps the append's errors to the client's; ``producer`` (id, epoch) appends
+        them in that producer's transaction. Tombstones and an empty group's
         metadata do not wait for the returned write to be committed (as in Kafka): a lost
         one is an offset that expires again, a group that empties again."""
         index = self.ownership.partition_for(group_id)
         partition = self.ownership.partitions[index]
         try:
-            last_offset = partition.append(events)
+            last_offset = partition.append(events, producer)
         except RecordError as exc:
             logger.warning("%s-%d: append refused: %s", GROUP_METADATA_TOPIC, index, exc)
             return errors.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR), None
@@ -496,18 +658,24 @@ class GroupStore:
         self.remove_unreplicated_snapshots(partition.partition, partition.log)
         return self.load(partition, groups)
 
-    def _apply_event(self, groups: dict[str, GroupMetadata], key: bytes, value: bytes | None) -> None:
-        """Fold one event (from a snapshot or the log) into one partition's ``groups``."""
+    def _apply_event(self, groups: dict[str, GroupMetadata], key: bytes, value: bytes | None,
+                     position: int = -1, producer_id: int = NO_PRODUCER_ID) -> None:
+        """Fold one event (from a snapshot or the log) into one partition's ``groups``:
+        ``position`` is its log offset (-1: from a snapshot, older than any replayed one),
+        ``producer_id`` the producer whose transaction it belongs to (Kafka's loading of
+        transactional offset commits in doLoadGroupsAndOffsets)."""
         decoded = decode_key(key)
         group = groups.get(decoded.group_id)
         if isinstance(decoded, GroupKey):
             if value is None:
                 if group is not None:
                     del groups[decoded.group_id]
-                    if group.offsets:
+                    if group.has_offsets():
                         # Kafka's loading: a group tombstone removes the group's metadata; its
                         # offsets not tombstoned themselves load into an empty group.
-                        groups[decoded.group_id] = GroupMetadata(decoded.group_id, offsets=group.offsets)
+                        groups[decoded.group_id] = GroupMetadata(
+                            decoded.group_id, offsets=group.offsets, offset_positions=group.offset_positions,
+                            pending_txn_offsets=group.pending_txn_offsets)
                 return
             stored = decode_group_value(value)
             if group is None:
@@ -530,16 +698,37 @@ class GroupStore:
             return
         topic_partition = (decoded.topic, decoded.partition)
         if value is None:
-            if group is not None:
+            # As Kafka's loading: a tombstone removes the offset of its own kind only (a
+            # transaction's pending one, or the committed one).
+            if group is None:
+                pass
+            elif producer_id != NO_PRODUCER_ID:
+                group.pending_txn_offsets.get(producer_id, {}).pop(topic_partition, None)
+            else:
                 group.offsets.pop(topic_partition, None)
+                group.offset_positions.pop(topic_partition, None)
             return
         committed = decode_offset_value(value)
         if committed.expire_timestamp == -1:
-            committed = OffsetAndMetadata(committed.offset, committed.metadata, committed.commit_timestamp,
-                                          committed.commit_timestamp + self.config.offsets_retention_ms)
+            committed = dataclasses.replace(
+                committed, expire_timestamp=committed.commit_timestamp + self.config.offsets_retention_ms)
         if group is None:
             group = groups[decoded.group_id] = GroupMetadata(decoded.group_id)
+        if producer_id != NO_PRODUCER_ID:
+            group.pending_txn_offsets.setdefault(producer_id, {})[topic_partition] = (position, committed)
+            return
         group.offsets[topic_partition] = committed
+        if position >= 0:
+            # Replayed: a transaction's offset completed later replaces it only if appended after it.
+            group.offset_positions[topic_partition] = position
+
+    @staticmethod
+    def apply_marker(groups: dict[str, GroupMetadata], producer_id: int, commit: bool) -> None:
+        """The marker ending the transaction of ``producer_id`` in one partition's ``groups``
+        (read back from the log, or written now: :meth:`CommittedOffsets.complete_txn`)."""
+        for group in groups.values():
+            if producer_id in group.pending_txn_offsets:
+                group.complete_txn_offsets(producer_id, commit)
 
     def load(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata], *,
              end: int | None = None, report_line: bool = True) -> LoadReport:
@@ -548,18 +737,20 @@ class GroupStore:
         thread while the partition is not served."""
         index = partition.partition
         log = partition.log
-        snapshot_offset = partition.load_snapshot(lambda key, value: self._apply_event(groups, key, value),
-                                                  groups.clear)
+        snapshot_offset = partition.load_snapshot(functools.partial(self._apply_event, groups), groups.clear)
         if snapshot_offset is not None:
             partition.snapshot_offsets = [snapshot_offset]
         start = partition.replay_start(snapshot_offset)
         replayed = 0
-        for offset, key, value in partition.read_events(start, end):
+        for event in partition.read_events(start, end):
+            if event.marker:
+                self.apply_marker(groups, event.producer_id, event.commit)
+                continue
             try:
-                self._apply_event(groups, key, value)
+                self._apply_event(groups, event.key, event.value, event.offset, event.producer_id)
             except GroupRecordError as exc:
                 logger.error("%s-%d: skipping undecodable event at offset %d: %s",
-                             GROUP_METADATA_TOPIC, index, offset, exc)
+                             GROUP_METADATA_TOPIC, index, event.offset, exc)
                 continue
             replayed += 1
         end = log.log_end_offset if end is None else end
@@ -583,7 +774,14 @@ class GroupStore:
     # ---------------------------------------------------------------- snapshots
 
     def _capture(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata], *, force: bool = False):
-        """The snapshot offset and a copy of the partition's state, or None if nothing is new."""
+        """The snapshot offset and a copy of the partition's state, or None if nothing is new
+        (or, unless ``force``, while a transaction marker is in flight, see
+        :func:`_marker_in_flight`: the next append asks again, and a start-up after a shutdown
+        without a snapshot replays from the previous one)."""
+        if not force and _marker_in_flight(partition, groups):
+            logger.info("%s-%d: snapshot postponed: a transaction marker is not applied yet",
+                        GROUP_METADATA_TOPIC, partition.partition)
+            return None
         offset = partition.begin_snapshot(force=force)
         if offset is None:
             return None
@@ -593,16 +791,26 @@ class GroupStore:
     def _state(groups: dict[str, GroupMetadata]):
         # Every event below the snapshot's offset (the log end) is in it, commits still waiting
         # for the high watermark too: they are in the log the snapshot stands for.
-        return [(group.group_id, group.persisted, list(group.offsets_in_log().items()))
+        return [(group.group_id, group.persisted, list(group.offsets_in_log().items()), _open_txn_offsets(group))
                 for group in groups.values()]
 
     @staticmethod
     def _entries(state):
-        for group_id, persisted, offsets in state:
+        for group_id, persisted, offsets, _ in state:
             if persisted is not None:
                 yield group_key(group_id), persisted
             for (topic, partition), committed in offsets:
                 yield offset_key(group_id, topic, partition), offset_value(committed)
+
+    @staticmethod
+    def _pending_entries(state):
+        for group_id, _, _, pending in state:
+            for producer_id, position, (topic, partition), committed in pending:
+                yield SnapshotEntry(offset_key(group_id, topic, partition), offset_value(committed),
+                                    producer_id, position)
+
+    def _encode(self, index: int, offset: int, state) -> bytes:
+        return encode_snapshot(index, offset, self._entries(state), self._pending_entries(state))
 
     def snapshot_sync(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata] | None = None, *,
                       force: bool = False) -> None:
@@ -612,7 +820,7 @@ class GroupStore:
             return
         offset, state = captured
         try:
-            partition.write_snapshot(offset, encode_snapshot(partition.partition, offset, self._entries(state)))
+            partition.write_snapshot(offset, self._encode(partition.partition, offset, state))
         except BaseException:
             partition.abandon_snapshot()
             raise
@@ -636,8 +844,7 @@ class GroupStore:
                 offset, state = captured
                 try:
                     await trio.to_thread.run_sync(
-                        lambda: partition.write_snapshot(
-                            offset, encode_snapshot(index, offset, self._entries(state))))
+                        lambda: partition.write_snapshot(offset, self._encode(index, offset, state)))
                 except Exception:
                     logger.exception("%s-%d: writing the snapshot at %d failed", GROUP_METADATA_TOPIC,
                                      index, offset)
@@ -690,7 +897,7 @@ class GroupStore:
         end = log.high_watermark
         groups: dict[str, GroupMetadata] = {}
         report = self.load(partition, groups, end=end, report_line=False)
-        partition.write_snapshot(end, encode_snapshot(index, end, self._entries(self._state(groups))))
+        partition.write_snapshot(end, self._encode(index, end, self._state(groups)))
         partition.snapshot_written(end)
         logger.info("%s-%d: follower wrote snapshot at offset %d (replayed %d event(s) from offset %d)",
                     GROUP_METADATA_TOPIC, index, end, report.events_replayed, report.replay_start_offset)

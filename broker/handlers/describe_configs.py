@@ -47,10 +47,9 @@ async def _describe(broker, request, resource, names: set[str] | None, include_s
     if resource.resource_type == ResourceType.BROKER:
         if not broker.authorize(request, "DescribeConfigs", "Cluster"):
             raise ConfigError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-        if name == "":
-            return []  # the cluster's dynamic defaults: there are none
-        configs.check_broker_resource(name, broker.node_id)
-        described = configs.describe_broker(broker.config, names)
+        if name != "":
+            configs.check_broker_resource(name, broker.node_id)
+        described = configs.describe_broker(broker.config, names, default_entity=name == "")
         if not include_synonyms:
             for entry in described:
                 entry["synonyms"] = []

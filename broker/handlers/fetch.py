@@ -15,7 +15,8 @@ unparsed, but for consumers that cannot read them: v0/v1 understand magic 0 only
 batches, or, after its format went back to magic 1, when the slice starts with one. (Kafka
 decides by the topic's format alone and sends the batches of a format downgraded since as
 they are; a 0.10 consumer cannot read them.) A partition whose first batch cannot be
-converted (zstd) answers UNSUPPORTED_COMPRESSION_TYPE. Errors: UNKNOWN_TOPIC_OR_PARTITION,
+converted (zstd) answers UNSUPPORTED_COMPRESSION_TYPE, and so does any fetch below v10 of a
+topic whose ``compression.type`` is zstd (Kafka 2.8). Errors: UNKNOWN_TOPIC_OR_PARTITION,
 OFFSET_OUT_OF_RANGE (high watermark -1, as Kafka answers).
 
 v4 (KIP-98) adds the isolation level. Every partition answers its last stable offset (the first
@@ -57,6 +58,7 @@ from minikafka.storage.types import FileSlice, OffsetOutOfRange
 API_KEY = ApiKey.FETCH
 NO_RESPONSE_LIMIT = 0x7FFFFFFF
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+ZSTD_VERSION = 10  # the first a consumer of a zstd topic may fetch with (KIP-110)
 TRANSACTIONS_VERSION = 4  # KIP-98: the isolation level, last stable offset and aborted transactions
 # Fetch session epochs that start or end a session, the rest continue one (KIP-227).
 INITIAL_SESSION_EPOCH, FINAL_SESSION_EPOCH = 0, -1
@@ -88,6 +90,11 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
                     error = None
                 except TopicError as exc:
                     error = exc.code
+                else:
+                    if version < ZSTD_VERSION and log.config.compression_type == "zstd":
+                        # Kafka 2.8 refuses the whole partition, whatever its data, as its
+                        # consumers could not read what is appended next
+                        error = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             if error is not None:
                 any_error = True
                 partitions.append({"partition_index": request.partition, "error_code": error,

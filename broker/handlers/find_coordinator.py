@@ -4,9 +4,11 @@ On a single broker that is always this one (``node_id``, advertised host and por
 as the group coordinator is up; before that (or after shutdown began) the answer is
 COORDINATOR_NOT_AVAILABLE, which clients retry. In a cluster it is the leader of the group's
 ``__consumer_offsets`` partition (``Partitions.find_group_coordinator``). v1+ names a key type:
-transaction coordinators do not exist here (no transactional APIs are served), so key type 1
-is answered COORDINATOR_NOT_AVAILABLE, any other INVALID_REQUEST, as Kafka 2.8. v4 asks for a
-batch of keys, each answered on its own (KIP-699).
+1 is a transactional id (Describe on it, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED): a single
+broker coordinates every one, once ``__transaction_state`` is created or loaded (the
+transaction coordinator starts at this first lookup); a cluster does not coordinate
+transactions yet and answers COORDINATOR_NOT_AVAILABLE. Any other key type is INVALID_REQUEST,
+as Kafka 2.8. v4 asks for a batch of keys, each answered on its own (KIP-699).
 """
 
 from __future__ import annotations
@@ -27,15 +29,27 @@ async def handle(broker, request) -> dict:
 
 
 async def _find(broker, request, key: str, key_type: int) -> dict:
+    if key_type == _TRANSACTION:
+        return await _find_transaction(broker, request, key)
     if key_type != _GROUP:
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE if key_type == _TRANSACTION else ErrorCode.INVALID_REQUEST
-        return _error(error)
+        return _error(ErrorCode.INVALID_REQUEST)
     if not broker.authorize(request, "Describe", "Group", key):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error, endpoint = await broker.partitions.find_group_coordinator(key, request.listener)
     if error or endpoint is None:
         return _error(error or ErrorCode.COORDINATOR_NOT_AVAILABLE)
     node_id, host, port = endpoint
+    return {"error_code": ErrorCode.NONE, "node_id": node_id, "host": host, "port": port}
+
+
+async def _find_transaction(broker, request, key: str) -> dict:
+    if not broker.authorize(request, "Describe", "TransactionalId", key):
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    coordinator = await broker.transactions()
+    if coordinator is None or coordinator.find_coordinator(key):
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    node_id = broker.node_id
+    host, port = broker.advertised_endpoint(request.listener)
     return {"error_code": ErrorCode.NONE, "node_id": node_id, "host": host, "port": port}
 
 

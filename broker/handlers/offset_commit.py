@@ -3,9 +3,8 @@
 v0 carries no generation or member (a commit outside group management, generation -1);
 v1 adds them and a per-partition commit timestamp (-1: now); v2 replaces the timestamp with
 a request-wide retention time (-1: ``offsets.retention.minutes``), which v5 drops again;
-v7 names a static member (FENCED_INSTANCE_ID for its fenced former self). The committed
-leader epoch (v6+) is not kept: OffsetFetch answers -1 ("unknown") for it, which clients
-take as "no truncation check". Offsets of topics the
+v6 adds the committed leader epoch (KIP-320), kept with the offset for OffsetFetch v5+;
+v7 names a static member (FENCED_INSTANCE_ID for its fenced former self). Offsets of topics the
 broker does not have fail with UNKNOWN_TOPIC_OR_PARTITION, as in Kafka; the rest go to the
 coordinator in one append, answered once that append is committed (in a cluster: below
 ``__consumer_offsets``' high watermark, ``offsets.commit.required.acks``).
@@ -48,7 +47,7 @@ async def handle(broker, request) -> dict:
             commits.append(PartitionCommit(
                 topic.name, partition.partition_index, partition.committed_offset,
                 partition.committed_metadata,
-                partition.commit_timestamp if version == 1 else -1))
+                partition.commit_timestamp if version == 1 else -1, partition.committed_leader_epoch))
     if commits:
         results = await (await broker.groups()).commit(body.group_id, member_id, generation_id,
                                                         retention_ms, commits, body.group_instance_id)

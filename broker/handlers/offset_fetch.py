@@ -3,9 +3,10 @@
 A partition without a commit answers offset -1 with empty metadata and no error. v2 may ask
 for every committed partition (``topics`` null) and carries a top-level error code; v0-v1
 report a coordinator error on every requested partition instead. v8 asks for several groups
-at once (KIP-709), each answered as a v7 request for it alone. The committed leader epoch
-(v5+) is not kept, so it is -1; ``require_stable`` (v7+) concerns transactional commits,
-which this broker does not take, so every offset is stable.
+at once (KIP-709), each answered as a v7 request for it alone. v5+ answer each offset's
+committed leader epoch (-1 when its commit named none). ``require_stable`` (v7+, KIP-447): a
+partition whose commit is still pending (waiting for replication, or in an open transaction)
+answers UNSTABLE_OFFSET_COMMIT instead of an offset that is about to change; the consumer retries.
 
 As Kafka 0.10.2's handleOffsetFetchRequest: the group needs Read (GROUP_AUTHORIZATION_FAILED),
 and offsets are shown only for topics the principal may Describe: a named partition of any
@@ -54,16 +55,17 @@ async def _fetch(broker, request, group_id: str, requested) -> tuple[ErrorCode, 
         if wanted is not None:
             shown = [(name, index) for name, index in wanted if may_describe(name)]
             hidden = [(name, index) for name, index in wanted if not may_describe(name)]
-        error, fetched = (await broker.groups()).fetch_offsets(group_id, shown)
+        error, fetched = (await broker.groups()).fetch_offsets(group_id, shown, request.body.require_stable)
     if error:
         # Kafka's getErrorResponse: the error on every requested partition.
-        answers = [(name, index, -1, "", error) for name, index in wanted or []]
+        answers = [(name, index, -1, -1, "", error) for name, index in wanted or []]
     else:
-        answers = [(entry.topic, entry.partition, entry.offset, entry.metadata, entry.error)
+        answers = [(entry.topic, entry.partition, entry.offset, entry.leader_epoch, entry.metadata, entry.error)
                    for entry in fetched if may_describe(entry.topic)]
-        answers += [(name, index, -1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for name, index in hidden]
+        answers += [(name, index, -1, -1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for name, index in hidden]
     topics: dict[str, list[dict]] = {}
-    for name, index, offset, metadata, code in answers:
+    for name, index, offset, leader_epoch, metadata, code in answers:
         topics.setdefault(name, []).append(
-            {"partition_index": index, "committed_offset": offset, "metadata": metadata, "error_code": code})
+            {"partition_index": index, "committed_offset": offset, "committed_leader_epoch": leader_epoch,
+             "metadata": metadata, "error_code": code})
     return error, [{"name": name, "partitions": partitions} for name, partitions in topics.items()]

@@ -1,4 +1,4 @@
-"""Produce (key 0), v0-v7: append producers' message sets.
+"""Produce (key 0), v0-v8: append producers' message sets.
 
 acks 1 is answered once the set is appended. acks -1 is too on a single broker (the leader
 is the whole ISR); in a cluster it waits until the high watermark passes the set (every ISR
@@ -21,7 +21,8 @@ not restrict the magic it carries: kafka-python, which sees an 0.10.2 broker (no
 and so builds magic 1 sets, sends them in the highest Produce version offered; and aiokafka
 sends magic 2 batches in v2. The one restriction kept is Kafka's on zstd (KIP-110): a batch
 compressed with it needs v7, older versions get UNSUPPORTED_COMPRESSION_TYPE, as their
-clients could not read it back. v5 reports the log start offset.
+clients could not read it back. v5 reports the log start offset, v8 the records that made a
+set be refused (timestamps out of range, keyless records on a compacted topic), as Kafka 2.8.
 """
 
 from __future__ import annotations
@@ -44,8 +45,23 @@ LOG_START_OFFSET_VERSION = 5
 logger = logging.getLogger(__name__)
 
 
+RECORD_ERRORS_VERSION = 8
+
+
 def _failed(index: int, code: ErrorCode) -> dict:
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1}
+
+
+def _refused(index: int, exc: RecordError, version: int) -> dict:
+    """The answer to a set refused for some of its records: v8+ names them (KIP-467) and, as
+    its clients know INVALID_RECORD (Kafka 2.4+), gets that code where older versions get
+    CORRUPT_MESSAGE (see ``storage.log``)."""
+    if version < RECORD_ERRORS_VERSION or not exc.record_errors:
+        return _failed(index, exc.code)
+    code = ErrorCode.INVALID_RECORD if exc.code == ErrorCode.CORRUPT_MESSAGE else exc.code
+    return {**_failed(index, code), "error_message": str(exc),
+            "record_errors": [{"batch_index": batch_index, "batch_index_error_message": message}
+                              for batch_index, message in exc.record_errors]}
 
 
 def _produce_topic(broker, name: str, partition_data, acks: int, waits: list, version: int) -> list[dict]:
@@ -72,7 +88,11 @@ def _produce_topic(broker, name: str, partition_data, acks: int, waits: list, ve
                 raise RecordError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                   f"zstd needs Produce v{ZSTD_VERSION}, not v{version}")
             appended, acks_wait = partitions.append(name, partition.index, partition.records, acks)
-        except (RecordError, TopicError) as exc:
+        except RecordError as exc:
+            logger.debug("produce to %s-%d refused: %s", name, partition.index, exc)
+            results.append(_refused(partition.index, exc, version))
+            continue
+        except TopicError as exc:
             logger.debug("produce to %s-%d refused: %s", name, partition.index, exc)
             results.append(_failed(partition.index, exc.code))
             continue
@@ -112,6 +132,13 @@ async def _wait_for_replication(waits: list, timeout_ms: int) -> None:
 
 async def handle(broker, request) -> dict | None:
     body = request.body
+    # Kafka checks this for a request holding transactional batches; a producer names its
+    # transactional id exactly when it sends them.
+    if body.transactional_id is not None and \
+            not broker.authorize(request, "Write", "TransactionalId", body.transactional_id):
+        return {"responses": [{"name": topic.name, "partition_responses": [
+            _failed(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in topic.partition_data]}
+            for topic in body.topic_data], "throttle_time_ms": 0}
     waits: list = []
     responses = [
         {"name": topic.name,

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import trio
 
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.storage.config import AppendResult, LogConfig
 from minikafka.storage.log import Log
+from minikafka.storage.producer_state import AppendOrigin
 from minikafka.storage.names import InvalidTopicName, validate_topic_name
 
 # What an append hands back to wait on until the ISR holds it: called with the produce's
@@ -112,9 +113,11 @@ class Partitions(ABC):
 
     # ------------------------------------------------------------------ appends
 
-    def append(self, topic: str, partition: int, records: bytes, acks: int) -> tuple[AppendResult, AcksWait | None]:
+    def append(self, topic: str, partition: int, records: bytes, acks: int,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> tuple[AppendResult, AcksWait | None]:
         """Append a producer's message set as the partition's leader and wake the fetches
-        waiting on it (Kafka's appendRecords). Returns the result and, when ``acks`` asks for
+        waiting on it (Kafka's appendRecords; ``origin``: see ``Log.append_as_leader``). Returns
+        the result and, when ``acks`` asks for
         more replicas than hold the set yet, what to wait on before answering (else None).
         Raises RecordError (the set is refused and nothing is written) or TopicError."""
         def write(log: Log, leader_epoch: int) -> AppendResult:
@@ -122,7 +125,7 @@ class Partitions(ABC):
                 raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
             # No bytes() copy of the request's view: validation copies the set into the buffer
             # it writes anyway, and a copy of a large set costs a fresh allocation per produce.
-            return log.append_as_leader(records, leader_epoch)
+            return log.append_as_leader(records, leader_epoch, origin)
 
         return self._append_as_leader(topic, partition, write, acks)
 
@@ -193,6 +196,15 @@ class Partitions(ABC):
     def topic_exists(self, topic: str) -> bool:
         ...
 
+    @abstractmethod
+    async def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """The id (KIP-516) of each of ``topics`` that exists and has one, the same on every
+        broker of a cluster."""
+
+    async def topic_names_by_id(self) -> dict[str, str]:
+        """Every topic with an id, by its id."""
+        return {topic_id: topic for topic, topic_id in (await self.topic_ids(list(self.topics()))).items()}
+
     def partition_count(self, topic: str) -> int | None:
         return self.topics().get(topic)
 
@@ -241,8 +253,9 @@ class Partitions(ABC):
 
     async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
                            assignments: dict[int, list[int]], configs: dict[str, str | None],
-                           *, validate_only: bool = False, timeout_ms: int = 60000) -> None:
-        """Create a topic as CreateTopics asks (Kafka's AdminManager rules).
+                           *, validate_only: bool = False, timeout_ms: int = 60000) -> tuple[int, int]:
+        """Create a topic as CreateTopics asks (Kafka's AdminManager rules); returns its
+        partition count and replication factor.
 
         ``num_partitions`` / ``replication_factor`` of -1 take the broker defaults
         (``num.partitions``, :attr:`default_replication_factor`), as Kafka does since KIP-464;
@@ -280,6 +293,9 @@ class Partitions(ABC):
         overrides = self.checked_topic_overrides(configs)
         await self._create(topic, num_partitions, replication_factor, assignments, overrides,
                            validate_only=validate_only, timeout_ms=timeout_ms)
+        if assignments:
+            return len(assignments), len(assignments[0])
+        return num_partitions, replication_factor
 
     @abstractmethod
     def _check_assignments(self, assignments: dict[int, list[int]]) -> None:

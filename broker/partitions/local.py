@@ -6,7 +6,7 @@ import errno
 import functools
 import logging
 import resource
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import trio
 
@@ -84,6 +84,11 @@ class LocalPartitions(Partitions):
 
     def topic_exists(self, topic: str) -> bool:
         return self.log_manager.has_topic(topic)
+
+    async def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Every partition of a topic holds its id; partition 0 always exists."""
+        logs = [self.log_manager.get_log(topic, 0) for topic in topics]
+        return {log.topic: log.topic_id for log in logs if log is not None}
 
     async def _auto_create(self, topic: str) -> None:
         num_partitions = self.broker.config.num_partitions

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import trio
 
+from minikafka.broker.config import ConfigError
+from minikafka.broker.dynamic_configs import DEFAULT_ENTITY
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
 from minikafka.broker.partitions import NO_EPOCH, AcksWait, Partitions, TopicError, leader_epoch_error
 from minikafka.broker.security.acl import AclError
@@ -35,6 +37,8 @@ from minikafka.replication.replica_manager import LEADER, NotLeader, PartitionSt
 from minikafka.replication.zookeeper import NodeExists, ZooKeeperError
 from minikafka.storage.config import AppendResult
 from minikafka.storage.log import Log
+from minikafka.storage.partition_metadata import new_topic_id
+from minikafka.storage.producer_state import AppendOrigin
 
 logger = logging.getLogger(__name__)
 
@@ -117,9 +121,10 @@ class ReplicatedPartitions(Partitions):
         await cluster.watch_children(ACL_CHANGES_PATH, listener.on_children)
 
     async def follow_topic_configs(self) -> None:
-        """Topic overrides as ZooKeeper holds them: those of every local topic now (altered
-        while this broker was away), then each topic a ``/config/changes`` notification names
-        (Kafka's DynamicConfigManager), re-read and applied to the local replicas."""
+        """Topic overrides and dynamic broker configs as ZooKeeper holds them: this broker's and
+        the cluster default's (``/config/brokers``) and those of every local topic now (altered
+        while this broker was away), then each entity a ``/config/changes`` notification names
+        (Kafka's DynamicConfigManager), re-read and applied."""
         cluster = self.cluster
 
         async def apply(topic: str) -> None:
@@ -139,6 +144,16 @@ class ReplicatedPartitions(Partitions):
             else:
                 logger.info("topic %r now has configs %s", topic, overrides)
 
+        own = (DEFAULT_ENTITY, str(self.broker.node_id))
+
+        async def apply_broker_configs() -> None:
+            """Kafka's DynamicBrokerConfig from /config/brokers: the cluster default, this broker's own."""
+            try:
+                dynamic = {entity: await cluster.zk.broker_config(entity) for entity in own}
+                await self.broker.apply_dynamic_configs(dynamic)
+            except (ZooKeeperError, ConfigError) as exc:
+                logger.warning("dynamic broker configs not applied: %s", exc)
+
         async def changed(data: bytes) -> None:
             try:
                 entity_type, name = decode_config_change(data)
@@ -147,7 +162,10 @@ class ReplicatedPartitions(Partitions):
                 return
             if entity_type == "topics":
                 await apply(name)
+            elif entity_type == "brokers" and name in own:
+                await apply_broker_configs()
 
+        await apply_broker_configs()
         for topic in sorted(self.log_manager.topics()):
             await apply(topic)
         listener = NotificationListener(cluster.zk_client, CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX, changed)
@@ -262,6 +280,21 @@ class ReplicatedPartitions(Partitions):
                         num_partitions, self.default_replication_factor)
         raise TopicError(ErrorCode.LEADER_NOT_AVAILABLE, f"topic {topic!r} is being created")
 
+    async def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """From the topic znodes, where the controller put them (UpdateMetadata v0-v3 carries
+        none), each read once while its topic lives; a topic not given one yet has none."""
+        metadata, zk = self.cluster.metadata, self.cluster.zk
+        for topic in topics:
+            if topic not in metadata.topic_ids and metadata.has_topic(topic):
+                try:
+                    topic_id = await zk.topic_id(topic)
+                except ZooKeeperError as exc:
+                    logger.warning("topic id of %r not read: %s", topic, exc)
+                    continue
+                if topic_id is not None and metadata.has_topic(topic):
+                    metadata.topic_ids[topic] = topic_id
+        return {topic: metadata.topic_ids[topic] for topic in topics if topic in metadata.topic_ids}
+
     def _require_controller(self) -> None:
         """As Kafka 0.10.2, only the controller creates and deletes topics."""
         if self.cluster.controller is None:
@@ -269,11 +302,11 @@ class ReplicatedPartitions(Partitions):
 
     async def create_topic(self, topic: str, num_partitions: int, replication_factor: int,
                            assignments: dict[int, list[int]], configs: dict[str, str | None],
-                           *, validate_only: bool = False, timeout_ms: int = 60000) -> None:
+                           *, validate_only: bool = False, timeout_ms: int = 60000) -> tuple[int, int]:
         """NOT_CONTROLLER at any broker but the controller; REQUEST_TIMED_OUT when the new
         topic's partitions have no leader after ``timeout_ms`` (it is created all the same)."""
         self._require_controller()
-        await super().create_topic(topic, num_partitions, replication_factor, assignments, configs,
+        return await super().create_topic(topic, num_partitions, replication_factor, assignments, configs,
                                    validate_only=validate_only, timeout_ms=timeout_ms)
 
     def _check_assignments(self, assignments: dict[int, list[int]]) -> None:
@@ -317,7 +350,7 @@ class ReplicatedPartitions(Partitions):
         if not assignments:
             assignments = _assign(num_partitions, replication_factor, sorted(await zk.live_brokers()))
         try:
-            await zk.create_topic(topic, assignments, overrides)
+            await zk.create_topic(topic, assignments, overrides, new_topic_id())
         except NodeExists:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from None
         except ZooKeeperError as exc:
@@ -649,9 +682,10 @@ class OffsetsWriter:
             return 0
         return replica.log.high_watermark
 
-    def append(self, message_set: bytes) -> int:
+    def append(self, message_set: bytes, origin: AppendOrigin = AppendOrigin.CLIENT) -> int:
         try:
-            result, _ = self.partitions.append(GROUP_METADATA_TOPIC, self.partition, message_set, self.required_acks)
+            result, _ = self.partitions.append(GROUP_METADATA_TOPIC, self.partition, message_set, self.required_acks,
+                                               origin)
         except TopicError as exc:
             raise RecordError(exc.code, str(exc)) from None
         return result.last_offset

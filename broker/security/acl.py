@@ -31,7 +31,7 @@ from pathlib import Path
 
 from minikafka.broker.security import CLUSTER_NAME
 
-RESOURCE_TYPES = ("Topic", "Group", "Cluster")
+RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId")
 OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "DescribeConfigs",
               "AlterConfigs", "IdempotentWrite", "All")
 PERMISSIONS = ("Allow", "Deny")

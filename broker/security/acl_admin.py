@@ -18,7 +18,7 @@ from minikafka.protocol.errors import ErrorCode
 ANY = 1  # the "any" code of every filter enum
 LITERAL = 3
 MATCH = 2
-RESOURCE_TYPES = {2: "Topic", 3: "Group", 4: "Cluster"}
+RESOURCE_TYPES = {2: "Topic", 3: "Group", 4: "Cluster", 5: "TransactionalId"}
 OPERATIONS = {2: "All", 3: "Read", 4: "Write", 5: "Create", 6: "Delete", 7: "Alter", 8: "Describe",
               9: "ClusterAction", 10: "DescribeConfigs", 11: "AlterConfigs"}
 PERMISSIONS = {2: "Deny", 3: "Allow"}

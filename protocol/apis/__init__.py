@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Container
 
+from minikafka.protocol.apis.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
+from minikafka.protocol.apis.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from minikafka.protocol.apis.alter_configs import ALTER_CONFIGS
 from minikafka.protocol.apis.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
 from minikafka.protocol.apis.api_versions import API_VERSIONS
@@ -38,11 +40,15 @@ from minikafka.protocol.apis.delete_groups import DELETE_GROUPS
 from minikafka.protocol.apis.delete_records import DELETE_RECORDS
 from minikafka.protocol.apis.delete_topics import DELETE_TOPICS
 from minikafka.protocol.apis.describe_acls import DESCRIBE_ACLS
+from minikafka.protocol.apis.describe_cluster import DESCRIBE_CLUSTER
 from minikafka.protocol.apis.describe_configs import DESCRIBE_CONFIGS
 from minikafka.protocol.apis.describe_groups import DESCRIBE_GROUPS
 from minikafka.protocol.apis.describe_log_dirs import DESCRIBE_LOG_DIRS
+from minikafka.protocol.apis.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
+from minikafka.protocol.apis.describe_transactions import DESCRIBE_TRANSACTIONS
 from minikafka.protocol.apis.describe_user_scram_credentials import DESCRIBE_USER_SCRAM_CREDENTIALS
 from minikafka.protocol.apis.elect_leaders import ELECT_LEADERS
+from minikafka.protocol.apis.end_txn import END_TXN
 from minikafka.protocol.apis.fetch import FETCH
 from minikafka.protocol.apis.find_coordinator import FIND_COORDINATOR
 from minikafka.protocol.apis.heartbeat import HEARTBEAT
@@ -54,6 +60,7 @@ from minikafka.protocol.apis.leader_and_isr import LEADER_AND_ISR
 from minikafka.protocol.apis.leave_group import LEAVE_GROUP
 from minikafka.protocol.apis.list_groups import LIST_GROUPS
 from minikafka.protocol.apis.list_offsets import LIST_OFFSETS
+from minikafka.protocol.apis.list_transactions import LIST_TRANSACTIONS
 from minikafka.protocol.apis.metadata import METADATA
 from minikafka.protocol.apis.offset_commit import OFFSET_COMMIT
 from minikafka.protocol.apis.offset_delete import OFFSET_DELETE
@@ -64,7 +71,9 @@ from minikafka.protocol.apis.sasl_authenticate import SASL_AUTHENTICATE
 from minikafka.protocol.apis.sasl_handshake import SASL_HANDSHAKE
 from minikafka.protocol.apis.stop_replica import STOP_REPLICA
 from minikafka.protocol.apis.sync_group import SYNC_GROUP
+from minikafka.protocol.apis.txn_offset_commit import TXN_OFFSET_COMMIT
 from minikafka.protocol.apis.update_metadata import UPDATE_METADATA
+from minikafka.protocol.apis.write_txn_markers import WRITE_TXN_MARKERS
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.schema import Api
 
@@ -94,6 +103,7 @@ APIS: dict[int, Api] = {
         DELETE_TOPICS,
         INIT_PRODUCER_ID,
         OFFSET_FOR_LEADER_EPOCH,
+        TXN_OFFSET_COMMIT,
         SASL_AUTHENTICATE,
         DESCRIBE_CONFIGS,
         ALTER_CONFIGS,
@@ -109,21 +119,21 @@ APIS: dict[int, Api] = {
         ELECT_LEADERS,
         DESCRIBE_USER_SCRAM_CREDENTIALS,
         ALTER_USER_SCRAM_CREDENTIALS,
+        ADD_PARTITIONS_TO_TXN,
+        ADD_OFFSETS_TO_TXN,
+        END_TXN,
+        WRITE_TXN_MARKERS,
+        DESCRIBE_TRANSACTIONS,
+        LIST_TRANSACTIONS,
+        DESCRIBE_CLUSTER,
+        DESCRIBE_TOPIC_PARTITIONS,
     )
 }
 
 
-# Versions served (a request at them is answered: brokers use them among themselves) but not
-# advertised yet, because clients infer a broker's features from them: kafka-python 3.x takes
-# ListOffsets v5 for a Kafka 2.2 broker and Fetch v7 for 1.1, and turns the idempotent producer
-# on, which needs InitProducerId (issue 25). Goes once that is served.
-WITHHELD_ABOVE: dict[int, int] = {ApiKey.LIST_OFFSETS: 4, ApiKey.FETCH: 6}
-
-
 def api_versions_table() -> list[tuple[int, int, int]]:
     """``(api_key, min_version, max_version)`` for every registered API, by key, as advertised."""
-    return [(int(key), api.min_version, min(api.max_version, WITHHELD_ABOVE.get(key, api.max_version)))
-            for key, api in sorted(APIS.items())]
+    return [(int(key), api.min_version, api.max_version) for key, api in sorted(APIS.items())]
 
 
 def api_versions_response(error_code: int = ErrorCode.NONE, served: Container[int] | None = None) -> dict:

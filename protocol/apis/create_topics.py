@@ -1,17 +1,19 @@
 """CreateTopics (key 19), v0-v4. v1 adds ``validate_only`` and per-topic error messages; v2
 throttle time; v4 lets the broker default partitions and replication factor (-1, KIP-464),
-which this broker does at every version. v5+ (flexible; the created topic's configs and, from
-v7, its topic id in the answer) is not served yet: the configs want the effective-config
-description DescribeConfigs gives, and topic ids are not yet one per topic across a cluster."""
+which this broker does at every version. v5 is flexible and answers the created topic's
+partition count, replication factor and configs (as DescribeConfigs would describe them, or
+``topic_config_error_code`` when the client may not see them); v6 is v5 (KIP-599's quota
+errors); v7 answers the topic's id (KIP-516)."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
-from minikafka.protocol.types import BOOLEAN, INT16, INT32, STRING
+from minikafka.protocol.types import BOOLEAN, INT8, INT16, INT32, STRING, UUID
 
 CREATE_TOPICS = Api(
     ApiKey.CREATE_TOPICS,
     "CreateTopics",
-    versions=(0, 4),
+    versions=(0, 7),
+    flexible="5+",
     request=(
         Field("topics", Array(
             Field("name", STRING),
@@ -33,8 +35,19 @@ CREATE_TOPICS = Api(
         Field("throttle_time_ms", INT32, "2+"),
         Field("topics", Array(
             Field("name", STRING),
+            Field("topic_id", UUID, "7+"),
             Field("error_code", INT16),
             Field("error_message", STRING, "1+", nullable="0+", default=None),
+            Field("topic_config_error_code", INT16, "5+", default=0, tag=0),
+            Field("num_partitions", INT32, "5+", default=-1),
+            Field("replication_factor", INT16, "5+", default=-1),
+            Field("configs", Array(
+                Field("name", STRING),
+                Field("value", STRING, nullable="5+"),
+                Field("read_only", BOOLEAN),
+                Field("config_source", INT8, default=-1),
+                Field("is_sensitive", BOOLEAN),
+            ), "5+", nullable="5+"),
         )),
     ),
 )

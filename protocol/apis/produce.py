@@ -1,13 +1,10 @@
-"""Produce (key 0), v0-v7: message sets of magic 0 (v0, v1) or magic 0/1 (v2); v3 carries
+"""Produce (key 0), v0-v8: message sets of magic 0 (v0, v1) or magic 0/1 (v2); v3 carries
 magic 2 record batches and adds the transactional id. v1 adds the throttle time, v2 the
-per-partition log append time (-1 under CreateTime), v5 the log start offset. v4
-(KAFKA_STORAGE_ERROR), v6 (throttling after the response), v7 (zstd allowed, KIP-110) change
-semantics only.
-
-v8 waits for InitProducerId: kafka-python 3 infers a Kafka 2.4 broker from Produce v8 (and 1.1
-from Fetch v7), and against a broker it takes for 0.11 or later it turns idempotence on by
-default, which fails without InitProducerId (the same reason Metadata stays below v4). ``records`` is carried as opaque bytes
-(see ``protocol.records``, which takes every magic in every version: see the handler)."""
+per-partition log append time (-1 under CreateTime), v5 the log start offset, v8 the records
+that made a set be refused and a message saying why (KIP-467). v4 (KAFKA_STORAGE_ERROR), v6
+(throttling after the response), v7 (zstd allowed, KIP-110) change semantics only.
+``records`` is carried as opaque bytes (see ``protocol.records``, which takes every magic in
+every version: see the handler)."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field
@@ -16,7 +13,7 @@ from minikafka.protocol.types import INT16, INT32, INT64, RECORDS, STRING
 PRODUCE = Api(
     ApiKey.PRODUCE,
     "Produce",
-    versions=(0, 7),
+    versions=(0, 8),
     request=(
         Field("transactional_id", STRING, "3+", nullable="3+", default=None),
         Field("acks", INT16),
@@ -38,6 +35,11 @@ PRODUCE = Api(
                 Field("base_offset", INT64),
                 Field("log_append_time_ms", INT64, "2+", default=-1),
                 Field("log_start_offset", INT64, "5+", default=-1),
+                Field("record_errors", Array(
+                    Field("batch_index", INT32),
+                    Field("batch_index_error_message", STRING, nullable="8+", default=None),
+                ), "8+", default=()),
+                Field("error_message", STRING, "8+", nullable="8+", default=None),
             )),
         )),
         Field("throttle_time_ms", INT32, "1+"),

@@ -26,7 +26,9 @@ from minikafka.replication.simulation.network import SimNetwork
 from minikafka.replication.simulation.transactions import ReadCommittedConsumer, TxnProducer
 from minikafka.replication.simulation.workload import GROUPS, MEMBERS_PER_GROUP, TOPIC, Consumer, GroupMember, Producer
 from minikafka.replication.simulation.zk import SimZkClient, SimZooKeeper
+from minikafka.storage.checkpoint import calls_in_turn
 from minikafka.storage.log import Log
+from minikafka.storage.partition_metadata import new_topic_id
 
 DURATION_S = 40.0  # of faults, in virtual time
 SETTLE_S = 20.0  # after healing: the ISR catches up, the consumer reads to the end
@@ -79,13 +81,18 @@ class Simulation:
         if self.verbose:
             print(line, flush=True)
 
+    def _topic_id(self, topic: str) -> str:
+        """The topic's id, from the seed and the name (not the fault schedule's generator), so a
+        seed replays with the same ids."""
+        return new_topic_id(random.Random(f"{self.seed}/{topic}").randbytes)
+
     async def start_broker(self, broker_id: int) -> None:
         await self.brokers[broker_id].start()
 
     async def main(self) -> None:
         # A run whose cluster never settles (a broker never ready again, a fault that never
         # ends) is a finding, not a hang: it stops at this bound, in virtual time, and says so.
-        with trio.move_on_after(self.duration_s + SETTLE_BOUND_S) as bound:
+        with trio.move_on_after(self.duration_s + SETTLE_BOUND_S) as bound, calls_in_turn():
             self.settle_deadline = bound.deadline
             await self._main()
         if bound.cancelled_caught:
@@ -105,13 +112,14 @@ class Simulation:
                 await self.start_broker(broker_id)
             n = len(self.broker_ids)
             assignment = {p: [self.broker_ids[(p + i) % n] for i in range(n)] for p in range(self.partitions)}
-            await KafkaZk(self.admin).create_topic(self.topic, assignment, self.topic_configs)
+            await KafkaZk(self.admin).create_topic(self.topic, assignment, self.topic_configs,
+                                                   self._topic_id(self.topic))
             # Created here rather than by the first FindCoordinator, whose replica assignment
             # starts at a random broker (a seed would not replay).
             offsets_configs = self.brokers[self.broker_ids[0]].broker.group_coordinator.offsets_topic_configs()
             await KafkaZk(self.admin).create_topic(GROUP_METADATA_TOPIC, {
                 p: [self.broker_ids[(p + 1 + i) % n] for i in range(n)] for p in range(OFFSETS_PARTITIONS)},
-                offsets_configs)
+                offsets_configs, self._topic_id(GROUP_METADATA_TOPIC))
             with trio.move_on_after(30):
                 while len(self.checker.states) < self.partitions:
                     await trio.sleep(0.1)

@@ -28,11 +28,6 @@ async def test_init_producer_id_hands_out_new_ids_at_epoch_0(broker, client, con
     assert (block.first, block.broker) == (0, broker.node_id)
 
 
-async def test_a_transactional_id_is_refused_as_by_a_broker_without_transaction_coordinator(client):
-    answer = await client.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 1000})
-    assert (answer.error_code, answer.producer_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
-
-
 def test_idempotent_write_needs_the_cluster_acl_or_write_on_some_topic(tmp_path):
     """Kafka 2.8's authorizeByResourceType (KIP-679) for literal ACLs."""
     store = AclStore(tmp_path)

@@ -435,3 +435,32 @@ def test_offset_for_leader_epoch_needs_describe_on_the_topic_without_cluster_act
             {"topic": "secret", "partitions": [{"partition": 0, "leader_epoch": 0}]}]})
         assert {t.topic: t.partitions[0].error_code for t in answer.topics} == \
             {"open": ErrorCode.NONE, "secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED}, version
+
+
+def test_txn_offset_commit_needs_write_on_the_transactional_id_and_read_on_group_and_topic(fresh_broker):
+    """Kafka 2.8's handleTxnOffsetCommitRequest: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, then
+    GROUP_AUTHORIZATION_FAILED, on every partition; then TOPIC_AUTHORIZATION_FAILED per topic."""
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    admin = KafkaAdminClient(**fresh_broker.client_config(user="admin"))
+    admin.create_topics([NewTopic("open", 1, 1), NewTopic("secret", 1, 1)])
+    admin.close()
+    store = AclStore(fresh_broker.log_dir)
+    store.add("TransactionalId:alices-tx", [Acl.make("User:alice", "Write")])
+    store.add("Group:alices", [Acl.make("User:alice", "Read")])
+    store.add("Topic:open", [Acl.make("User:alice", "Read")])
+
+    def commit(transactional_id: str, group: str) -> list[tuple[str, int]]:
+        body = {"transactional_id": transactional_id, "group_id": group, "producer_id": 5, "producer_epoch": 0,
+                "topics": [{"name": name, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                          "committed_metadata": ""}]}
+                           for name in ("open", "secret")]}
+        answer = _as(fresh_broker, "alice", ApiKey.TXN_OFFSET_COMMIT, 0, body)
+        return [(t.name, p.error_code) for t in answer.topics for p in t.partitions]
+
+    assert commit("bobs-tx", "alices") == [("open", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                                          ("secret", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)]
+    assert commit("alices-tx", "bobs") == [("open", ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                                          ("secret", ErrorCode.GROUP_AUTHORIZATION_FAILED)]
+    assert commit("alices-tx", "alices") == [("open", ErrorCode.NONE), ("secret", ErrorCode.TOPIC_AUTHORIZATION_FAILED)]

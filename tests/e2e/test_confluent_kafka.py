@@ -89,15 +89,6 @@ def test_produce_consume_every_codec(broker, topic, stored_codecs, sample_record
     assert codec in stored and stored <= {codec, "none"}
 
 
-def test_zstd_falls_back_to_no_compression(broker, topic, stored_codecs, sample_records):
-    """librdkafka offers zstd too; it needs Produce v7 (Kafka 2.1), which this broker does not
-    advertise, so librdkafka sends those batches uncompressed and nothing is lost."""
-    produce_ok(broker.bootstrap, topic, sample_records, **{"compression.type": "zstd"})
-    messages = consume(broker.bootstrap, topic, len(sample_records))
-    assert [(m.key(), m.value()) for m in messages] == sample_records
-    assert stored_codecs(topic) == {"none"}
-
-
 def test_headers_are_refused_by_a_magic_1_topic_not_dropped(broker, topic):
     """librdkafka sends record batches here (Produce v3 is served); a record with headers
     cannot be stored in magic 1, so its delivery fails with the broker's

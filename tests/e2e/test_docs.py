@@ -57,6 +57,7 @@ RUN_HERE = {
     "listeners=": "test_security_properties_start_a_broker",
     "# the default; a contiguous range": "test_security_properties_start_a_broker",
     "import time\n\nfrom kafka import KafkaConsumer, KafkaProducer, TopicPartition": "test_readme_compaction_example",
+    "# A transaction with ": "test_readme_transaction_examples",
 }
 RUN_ELSEWHERE = {
     "pip install . && minikafka serve": "tests/packaging/test_wheel.py::test_without_a_compiler_the_wheel_installs_and_the_broker_runs_pure_python",
@@ -249,3 +250,33 @@ def test_security_properties_start_a_broker(tmp_path, minikafka_ca):
 def test_readme_compaction_example(tmp_path):
     _run_as_module(block(REPO / "README.md", "import time\n\nfrom kafka import KafkaConsumer, KafkaProducer, TopicPartition"),
                    tmp_path, passed=1)
+
+
+def test_readme_transaction_examples(minikafka_broker):
+    """Each client's transaction commits its orders record (the same transactional id, so each
+    producer fences the one before, which has finished)."""
+    import asyncio
+    import textwrap
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    for topic in ("orders", "invoices"):
+        minikafka_broker.create_topic(topic)
+    for _, text in code_blocks(REPO / "README.md"):
+        if not text.startswith("# A transaction with "):
+            continue
+        code = text.replace("127.0.0.1:9092", minikafka_broker.bootstrap)
+        if "await " in code:
+            code = "import asyncio\n\nasync def main():\n" + textwrap.indent(code, "    ") + "\nasyncio.run(main())\n"
+        exec(compile(code, "README.md", "exec"), {"asyncio": asyncio})
+    consumer = KafkaConsumer(bootstrap_servers=minikafka_broker.bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False)
+    partition = TopicPartition("orders", 0)
+    consumer.assign([partition])
+    consumer.seek(partition, 0)
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(values) < 3 and time.monotonic() < deadline:
+        values += [record.value for records in consumer.poll(200).values() for record in records]
+    consumer.close()
+    assert values == [b"order-1"] * 3

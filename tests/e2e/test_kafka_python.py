@@ -58,13 +58,6 @@ def test_produce_consume_every_codec(broker, topic, stored_codecs, sample_record
     assert stored_codecs(topic) - {"none"} == ({codec} if codec else set())
 
 
-def test_zstd_is_refused_by_the_client_itself(broker):
-    """kafka-python offers zstd only against Kafka 2.1+ brokers (Produce v7); against this one
-    it refuses the setting when the producer is built, before anything is sent."""
-    with pytest.raises(ValueError, match="Zstd"):
-        KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="zstd")
-
-
 def test_consume_from_the_middle_of_a_compressed_batch(broker, topic, sample_records):
     produce(broker.bootstrap, topic, sample_records, compression_type="gzip", linger_ms=50)
     records = consume(broker.bootstrap, topic, len(sample_records) - 7, offset=7)

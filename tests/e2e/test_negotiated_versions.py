@@ -135,7 +135,7 @@ def test_kafka_python_3(proxied):
     picked = proxied.picked()
     assert {name: picked[name] for name in GROUP_AND_TOPIC_APIS if name in picked} == {
         "OFFSET_COMMIT": 8, "OFFSET_FETCH": 8, "FIND_COORDINATOR": 4, "JOIN_GROUP": 7, "HEARTBEAT": 4,
-        "LEAVE_GROUP": 4, "SYNC_GROUP": 5, "DESCRIBE_GROUPS": 5, "LIST_GROUPS": 4, "DELETE_TOPICS": 5,
+        "LEAVE_GROUP": 4, "SYNC_GROUP": 5, "DESCRIBE_GROUPS": 5, "LIST_GROUPS": 4, "DELETE_TOPICS": 6,
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -93,6 +94,33 @@ def test_failing_test_report_carries_the_broker_stderr(tmp_path):
     assert "user test failed" in result.stdout
     assert "minikafka broker stderr" in result.stdout
     assert "minikafka start #1" in result.stdout
+
+
+def test_a_tests_teardown_does_not_wait_for_its_brokers_shutdown(tmp_path):
+    # The first test's broker is frozen (SIGSTOP behind the harness's back), so its shutdown
+    # cannot end: the second test still finds it there, stopped, with the teardown's SIGTERM
+    # pending. It lets it go; the session's end reaps it.
+    (tmp_path / "test_user.py").write_text(textwrap.dedent("""
+        import os, signal
+
+        frozen = []
+
+        def test_freezes_its_broker(minikafka_broker):
+            frozen.append(minikafka_broker.process.pid)
+            os.kill(frozen[0], signal.SIGSTOP)
+
+        def test_runs_while_it_stops(minikafka_broker):
+            with open(f"/proc/{frozen[0]}/stat") as stat:
+                assert stat.read().rsplit(")", 1)[1].split()[0] == "T"
+            os.kill(frozen[0], signal.SIGCONT)
+            print("frozen pid", frozen[0])
+    """))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "no:randomly",
+                             "test_user.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    pid = int(result.stdout.split("frozen pid ")[1].split()[0])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_restart_moves_to_a_free_port_when_the_old_one_is_taken(minikafka_broker, topic):

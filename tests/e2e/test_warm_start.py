@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -137,11 +138,12 @@ def _faults_writing_after_fork(buffer: bytearray, prepare) -> int:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's fork and /proc")
 def test_a_spare_takes_its_copy_on_write_faults_before_its_request():
-    from minikafka.testing.warm import _copy_written_pages
+    from minikafka.testing.warm import _copy_written_pages, _private_writable_ranges
 
     pages = 2048
     buffer = bytearray(b"\0" * (pages * 4096))
     # The measure itself: a plain forked child pays one fault per page it writes.
     assert _faults_writing_after_fork(buffer, lambda: None) > pages // 2
     # A spare has already broken the sharing of its private memory (MADV_POPULATE_WRITE).
-    assert _faults_writing_after_fork(buffer, _copy_written_pages) < pages // 10
+    assert _faults_writing_after_fork(
+        buffer, lambda: _copy_written_pages(_private_writable_ranges(), threading.Event())) < pages // 10

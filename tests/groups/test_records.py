@@ -45,6 +45,16 @@ def test_group_key_and_offset_value_round_trip():
     assert decode_offset_value(value) == committed
 
 
+def test_offset_value_v3_holds_the_committed_leader_epoch():
+    # Kafka 2.1+'s layout (KIP-320): the epoch before the metadata, no expire timestamp.
+    committed = OffsetAndMetadata(42, "meta", 1000, -1, leader_epoch=5)
+    value = offset_value(committed)
+    assert value == struct.pack(">hqih4sq", 3, 42, 5, 4, b"meta", 1000)
+    assert decode_offset_value(value) == committed
+    # v2 (Kafka 2.0): v1 without the expire timestamp.
+    assert decode_offset_value(struct.pack(">hqh0sq", 2, 7, 0, b"", 1234)) == OffsetAndMetadata(7, "", 1234, -1)
+
+
 def test_offset_value_v0_has_no_expiry():
     v0 = struct.pack(">hqh0sq", 0, 7, 0, b"", 1234)
     assert decode_offset_value(v0) == OffsetAndMetadata(7, "", 1234, -1)

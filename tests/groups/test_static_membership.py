@@ -127,7 +127,8 @@ def test_librdkafka_static_member_restart_keeps_its_partitions(minikafka_broker_
     try:
         a, b = member("instance-a", "a"), member("instance-b", "b")
         poll_until(lambda: len(assigned.get("a", [set()])[-1] | assigned.get("b", [set()])[-1]) == 4
-                   and assigned["a"][-1] and assigned["b"][-1], a, b, what="both members assigned")
+                   and assigned.get("a", [set()])[-1] and assigned.get("b", [set()])[-1], a, b,
+                   what="both members assigned")
         a_partitions, b_assignments = assigned["a"][-1], len(assigned["b"])
         a.close()
         a2 = member("instance-a", "a2")

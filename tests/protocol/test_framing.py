@@ -205,12 +205,37 @@ def test_truncated_frame_bodies_are_protocol_errors(index):
 
 
 @pytest.mark.parametrize("index", range(SAMPLE_COUNT - 1))
-def test_bytes_after_the_body_are_protocol_errors(index):
-    payload = sample_frames()[index][4:] + b"\x00"
+def test_bytes_after_a_request_body_are_ignored_as_kafka_does(index):
+    # Kafka's RequestContext.parseRequest reads the body's fields and never checks for more;
+    # librdkafka relies on it (test_metadata_v12_of_librdkafka_asking_for_all_topics).
+    payload = sample_frames()[index][4:]
+    requests = []
+    for extra in (b"", b"\x00\x01\x00"):
+        conn = ServerConnection()
+        conn.receive_data(struct.pack(">i", len(payload + extra)) + payload + extra)
+        requests.append(conn.next_request())
+        assert conn.next_request() is None and conn.buffered == 0
+    assert requests[0] == requests[1]
+
+
+def test_metadata_v12_of_librdkafka_asking_for_all_topics():
+    # librdkafka 2.x reserves four bytes for the topic count and, asking for every topic at v9+,
+    # leaves them as they are: a null array, three zero bytes Kafka reads as the request's
+    # flags and tagged fields, and the flags librdkafka meant, which Kafka never reads.
+    frame = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
     conn = ServerConnection()
-    conn.receive_data(struct.pack(">i", len(payload)) + payload)
+    conn.receive_data(struct.pack(">i", len(frame)) + frame)
+    request = conn.next_request()
+    assert (request.api_key, request.api_version, request.client_id) == (3, 12, "rdkafka")
+    assert request.body.topics is None and request.body.include_topic_authorized_operations is False
+
+
+def test_bytes_after_a_response_body_are_protocol_errors():
+    conn = ClientConnection(client_id="kp")
+    conn.send_request(ApiKey.HEARTBEAT, 0, {"group_id": "g", "generation_id": 1, "member_id": "m"})
+    conn.receive_data(struct.pack(">iih", 8, 0, 0) + b"\x00\x00")
     with pytest.raises(ProtocolError, match="unexpected bytes"):
-        conn.next_request()
+        conn.next_response()
 
 
 def test_body_of_api_versions_above_our_range_is_not_read():
@@ -310,7 +335,7 @@ def test_unknown_api_key_names_the_key_after_parsing_the_header():
         conn.next_request()
 
 
-@pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 9), (ApiKey.METADATA, 9),
+@pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 9), (ApiKey.METADATA, 13),
                                                   (ApiKey.FETCH, 12), (ApiKey.OFFSET_FETCH, 9),
                                                   (ApiKey.PRODUCE, -1)])
 def test_unsupported_versions_of_other_apis_are_refused(api_key, version):
@@ -462,10 +487,11 @@ def test_api_versions_at_an_unsupported_version_gets_a_v0_error_with_our_table()
 
 def test_served_table_offers_idempotence_with_metadata_v4():
     """kafka-python 3 infers a broker of 0.11 or later exactly when Metadata v4 is offered, and
-    then turns idempotence on by default: both come with InitProducerId (issue 25)."""
+    then turns idempotence on by default: both come with InitProducerId (issue 25; v2-v4, with
+    the transaction coordinator, issue 26)."""
     table = {key: (low, high) for key, low, high in api_versions_table()}
     assert infer_broker_version_from_api_versions(table) >= (0, 11)
-    assert table[ApiKey.METADATA][1] >= 4 and table[ApiKey.INIT_PRODUCER_ID] == (0, 1)
+    assert table[ApiKey.METADATA][1] >= 4 and table[ApiKey.INIT_PRODUCER_ID] == (0, 4)
 
 
 def test_api_versions_body_can_be_restricted_to_the_served_keys():

@@ -566,3 +566,87 @@ def test_generated_batches_validate_alike_for_a_magic_2_log(record_list, codec, 
     config = ValidationConfig(timestamp_type=LOG_APPEND_TIME if log_append_time else 0, max_message_bytes=1 << 20,
                               max_timestamp_difference_ms=10**6)
     agree(validate_and_assign, data, next_offset, NOW, config, 3)
+
+
+# --- reading a stored batch's records (batch_records) ---------------------------------------
+
+
+def read_by_both(section: bytes, count: int, base_offset: int, base: int, timestamp_type: int, maximum: int):
+    """The C reader of a batch's records and the Python one (``_py_batch_records``): the same
+    BatchRecords, and None from C exactly where Python refuses."""
+    native = records._native.batch_records(section, count, base_offset, base, timestamp_type, maximum,
+                                           record_batch.BatchRecord)
+    if count < 0:  # no batch has that (iter_batches refuses it first)
+        assert native is None
+        return native
+    batch = record_batch.RecordBatch(base_offset, 0, 0, -1, 0x08 if timestamp_type else 0, max(count - 1, 0), base,
+                                     maximum, -1, -1, -1, count)
+    try:
+        python = record_batch._py_batch_records(memoryview(section), batch)
+    except RecordError:
+        python = None
+    assert native == python
+    assert native is None or all(type(record) is record_batch.BatchRecord for record in native)
+    return native
+
+
+utf8_or_not = st.binary(max_size=5) | st.text(max_size=3).map(str.encode)
+
+
+@given(record_list=generated_records, base_offset=int64s, base=int64s, timestamp_type=st.integers(0, 1),
+       maximum=int64s,
+       headers=st.lists(st.tuples(utf8_or_not, st.none() | st.binary(max_size=5)), max_size=3))
+@settings(max_examples=400, deadline=None)
+def test_generated_sections_are_read_alike(record_list, base_offset, base, timestamp_type, maximum, headers):
+    section = b"".join(encode_record(k, v, t, offset_delta=o, pads=p, headers=headers)
+                       for k, v, t, o, p in record_list)
+    read_by_both(section, len(record_list), base_offset, base, timestamp_type, maximum)
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_SECTIONS))
+def test_malformed_sections_are_read_alike(case):
+    section, count = MALFORMED_SECTIONS[case]
+    read_by_both(section, count, 0, NOW, 0, NOW)
+
+
+@given(mutations=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=5),
+       count=st.integers(-1, 6), timestamp_type=st.integers(0, 1))
+@settings(max_examples=500, deadline=None)
+def test_mutated_sections_are_read_alike(mutations, count, timestamp_type):
+    section = bytearray(GOOD_SECTION)
+    for position, byte in mutations:
+        section[position % len(section)] = byte
+    read_by_both(bytes(section), count, 2**40, NOW, timestamp_type, NOW)
+
+
+@given(section=st.binary(max_size=300), count=st.integers(-2, 60), base_offset=int64s, base=int64s,
+       timestamp_type=st.integers(0, 1), maximum=int64s)
+@settings(max_examples=500, deadline=None)
+def test_fuzzed_sections_are_read_alike(section, count, base_offset, base, timestamp_type, maximum):
+    read_by_both(section, count, base_offset, base, timestamp_type, maximum)
+
+
+def test_good_section_is_read_with_offsets_beyond_int64_as_python_adds_them():
+    read = read_by_both(GOOD_SECTION, 4, 2**63 - 1, 0, 0, 0)
+    assert [record.offset for record in read] == [2**63 - 1] * 4  # every offset delta is 0
+    headed = encode_record(b"k", None, zigzag(-5), offset_delta=3, headers=[(b"h", None), (b"\xc3\xa9", b"x")])
+    [record] = read_by_both(headed, 1, 2**63 - 2, NOW, 0, 0)
+    assert record == (2**63 + 1, NOW - 5, 0, b"k", None, (("h", None), ("é", b"x")))
+    assert read_by_both(b"", 0, 0, NOW, 0, NOW) == []  # a batch the cleaner emptied
+
+
+@given(batch_list=batches, magic=st.sampled_from([0, 1]), edit_list=edits,
+       append_time=st.just(-1) | st.integers(0, 2**41))
+@settings(max_examples=300, deadline=None)
+def test_up_conversion_loops_agree(batch_list, magic, edit_list, append_time):
+    # magic 0/1 messages to the records section of a batch (protocol.records._up_converted)
+    data = _edited(b"".join(build_message_set(r, magic=magic, codec=codec) for r, codec in batch_list), edit_list)
+    native = records._native.magic_2_records(data, append_time)
+    assert native == records._py_magic_2_records(data, append_time)
+    if native is not None and not any(codec for _, codec in batch_list) and data == b"".join(
+            build_message_set(r, magic=magic) for r, _ in batch_list):
+        section, count, base, maximum = native
+        batch = record_batch.batch_of_section(section, count, base, maximum)
+        expected = [(k, v, -1 if magic == 0 else t) if append_time < 0 else (k, v, append_time)
+                    for r, _ in batch_list for k, v, t in r]
+        assert [(r.key, r.value, r.timestamp) for r in records.iter_records(bytes(batch))] == expected

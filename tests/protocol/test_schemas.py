@@ -35,7 +35,7 @@ IDS = [f"{api.name}-v{version}" for api, version in ALL_VERSIONS]
 # kafka-python has no classes for the controller's inter-broker APIs: those are checked against
 # an independent encoding in test_interbroker_schemas.py.
 INTER_BROKER = {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
-                ApiKey.CONTROLLED_SHUTDOWN}
+                ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS}
 CLIENT_VERSIONS = [(api, version) for api, version in ALL_VERSIONS if api.key not in INTER_BROKER]
 CLIENT_IDS = [f"{api.name}-v{version}" for api, version in CLIENT_VERSIONS]
 
@@ -233,18 +233,19 @@ def test_our_responses_decode_with_kafka_python(api, version, data):
     ours = encode(api.response(version), value)
     theirs = _kp_class(api, "response")[version].decode(ours)
     assert _plain(theirs.to_dict(json=False)) == _as_bitfields(_plain(_with_defaults(
-        api.response_fields, version, api.is_flexible(version), value)), rename=True)
+        api.response_fields, version, api.is_flexible(version), value)), rename=api.key in (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER))
 
 
-# KIP-430's authorized operations: kafka-python's Metadata response names both of them
-# ``authorized_operations`` (MetadataResponse.json_patch); their values, bit sets to it, _plain
-# compares as Kafka's int32.
+# KIP-430's authorized operations: kafka-python's Metadata and DescribeCluster responses name
+# them ``authorized_operations`` (their json_patch; DescribeTopicPartitions keeps Kafka's name);
+# their values, bit sets to it, _plain compares as Kafka's int32.
 _AUTHORIZED_OPERATIONS = "authorized_operations"
 _BITFIELDS = {_AUTHORIZED_OPERATIONS, "cluster_authorized_operations", "topic_authorized_operations"}
 
 
-def _kafka_python_name(name: str) -> str:
-    return _AUTHORIZED_OPERATIONS if name in _BITFIELDS else name
+def _kafka_python_name(name: str, where: str = "Metadata") -> str:
+    """Our field's name as kafka-python has it in ``where`` (a message named first)."""
+    return _AUTHORIZED_OPERATIONS if name in _BITFIELDS and where.startswith(("Metadata", "DescribeCluster")) else name
 
 
 def _as_bitfields(value: Any, *, rename: bool) -> Any:
@@ -287,6 +288,7 @@ _OLD_MODULES = {
     ApiKey.DESCRIBE_CONFIGS: "admin",
     ApiKey.ALTER_CONFIGS: "admin", ApiKey.DELETE_RECORDS: "admin", ApiKey.DESCRIBE_ACLS: "admin",
     ApiKey.CREATE_ACLS: "admin", ApiKey.DELETE_ACLS: "admin", ApiKey.DELETE_GROUPS: "admin",
+    ApiKey.TXN_OFFSET_COMMIT: "txn_offset_commit",
 }
 
 
@@ -322,7 +324,7 @@ def _old_shape(fields, version, flexible, value, schema) -> tuple:
             if isinstance(element_schema, old_types.Schema):
                 item = [_old_shape(decl.type.element, version, flexible, e, element_schema) for e in item]
             else:  # a one-field struct in the JSON schemas is a bare scalar in the old classes
-                (only,) = decl.type.element
+                (only,) = _present(decl.type.element, version, flexible, tagged=False)
                 item = [e[only.name] for e in item]
         out.append(item)
     return tuple(out)
@@ -369,8 +371,8 @@ def test_our_responses_decode_with_old_kafka_python(api, version, data):
 def test_every_served_api_is_registered_with_the_issue_versions():
     assert {ApiKey(k).name: (lo, hi) for k, lo, hi in
             [(api.key, api.min_version, api.max_version) for api in APIS.values()]} == {
-        "API_VERSIONS": (0, 3), "METADATA": (0, 8), "PRODUCE": (0, 7), "FETCH": (0, 11),
-        "LIST_OFFSETS": (0, 5), "CREATE_TOPICS": (0, 4), "DELETE_TOPICS": (0, 5),
+        "API_VERSIONS": (0, 3), "METADATA": (0, 12), "PRODUCE": (0, 8), "FETCH": (0, 11),
+        "LIST_OFFSETS": (0, 5), "CREATE_TOPICS": (0, 7), "DELETE_TOPICS": (0, 6),
         "FIND_COORDINATOR": (0, 4), "JOIN_GROUP": (0, 7), "SYNC_GROUP": (0, 5),
         "HEARTBEAT": (0, 4), "LEAVE_GROUP": (0, 4), "OFFSET_COMMIT": (0, 8),
         "OFFSET_FETCH": (0, 8), "LIST_GROUPS": (0, 4), "DESCRIBE_GROUPS": (0, 5),
@@ -381,7 +383,10 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "DELETE_RECORDS": (0, 2), "DESCRIBE_ACLS": (0, 1), "CREATE_ACLS": (0, 3), "DELETE_ACLS": (0, 3),
         "DELETE_GROUPS": (0, 2), "OFFSET_DELETE": (0, 0), "DESCRIBE_LOG_DIRS": (0, 4),
         "ELECT_LEADERS": (0, 2), "DESCRIBE_USER_SCRAM_CREDENTIALS": (0, 0), "ALTER_USER_SCRAM_CREDENTIALS": (0, 0),
-        "INIT_PRODUCER_ID": (0, 1),
+        "INIT_PRODUCER_ID": (0, 4), "ADD_PARTITIONS_TO_TXN": (0, 3), "ADD_OFFSETS_TO_TXN": (0, 3),
+        "END_TXN": (0, 3), "WRITE_TXN_MARKERS": (0, 1), "DESCRIBE_TRANSACTIONS": (0, 0),
+        "LIST_TRANSACTIONS": (0, 0), "TXN_OFFSET_COMMIT": (0, 3),
+        "DESCRIBE_CLUSTER": (0, 1), "DESCRIBE_TOPIC_PARTITIONS": (0, 0),
     }
 
 
@@ -394,7 +399,7 @@ def test_field_names_are_kafkas(api, version):
 
 
 def _assert_same_names(fields, kp_struct, version, flexible, where):
-    ours = [_kafka_python_name(d.name) for d in _present(fields, version, flexible, tagged=True)]
+    ours = [_kafka_python_name(d.name, where) for d in _present(fields, version, flexible, tagged=True)]
     theirs = [f.name for f in kp_struct._fields if f.for_version_q(version)]
     assert ours == theirs, where
     for decl in _present(fields, version, flexible, tagged=True):
@@ -433,7 +438,8 @@ def _json_default(json_field: dict, ours: FieldDecl) -> Any:
 def _assert_same_declarations(ours, json_fields, version, flexible, where):
     present = list(_present(ours, version, flexible, tagged=True))
     theirs = [f for f in json_fields if version in Versions.parse(f["versions"])]
-    assert [_kafka_python_name(d.name) for d in present] == [BaseField.underscore_name(f["name"]) for f in theirs], where
+    assert [_kafka_python_name(d.name, where) for d in present] == [
+        BaseField.underscore_name(f["name"]) for f in theirs], where
     for decl, field in zip(present, theirs):
         here = f"{where}.{decl.name} v{version}"
         assert (version in decl.nullable) == (version in Versions.parse(field.get("nullableVersions"))), here

@@ -7,7 +7,10 @@ One cluster serves the module: each test works on topics of its own."""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
+import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
@@ -18,6 +21,7 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.storage import read_topic_id
 from minikafka.testing import MinikafkaCluster, kafka_request
 from minikafka.testing.broker import close_all
 
@@ -192,3 +196,96 @@ def _leader(metadata, topic: str, partition: int) -> int | None:
                 if entry.partition_index == partition:
                     return entry.leader_id
     return None
+
+
+def _ids_everywhere(cluster, topic: str, partitions: int) -> dict[str, set[str]]:
+    """The topic's id as each place holds it: its znode, each broker's Metadata v12 answer,
+    each replica's partition.metadata."""
+    znode = json.loads(cluster._zk().get(f"/brokers/topics/{topic}")[0])
+
+    def described():  # by each broker, once its UpdateMetadata names the topic
+        return [kafka_request(cluster.broker(b).bootstrap, ApiKey.METADATA, 12, {"topics": [{"name": topic}],
+                                                                                "allow_auto_topic_creation": False})
+                .topics[0] for b in cluster.ids]
+
+    _until(lambda: all(t.error_code == ErrorCode.NONE for t in described()), f"{topic} known to every broker")
+    answers = {t.topic_id for t in described()}
+    files = {read_topic_id(cluster.broker(b).log_dir / f"{topic}-{p}") for b in cluster.ids for p in range(partitions)}
+    return {"znode": {znode.get("topic_id")}, "metadata": answers, "files": files}
+
+
+def test_a_topic_has_one_id_on_every_broker_and_is_deleted_by_it(cluster):
+    controller = cluster.broker(cluster.controller())
+    answer = kafka_request(controller.bootstrap, ApiKey.CREATE_TOPICS, 7, {"topics": [
+        {"name": "ided", "num_partitions": 2, "replication_factor": 3, "assignments": [], "configs": []}],
+        "timeout_ms": 30000})
+    (created,) = answer.topics
+    assert (created.error_code, created.num_partitions, created.replication_factor) == (0, 2, 3)
+    cluster.wait_for_full_isr(["ided"])
+    assert _ids_everywhere(cluster, "ided", 2) == {"znode": {created.topic_id}, "metadata": {created.topic_id},
+                                                   "files": {created.topic_id}}
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    (by_id,) = admin.describe_topics([uuid.UUID(bytes=base64.urlsafe_b64decode(created.topic_id + "=="))])
+    assert by_id["name"] == "ided"
+    admin.delete_topics([uuid.UUID(bytes=base64.urlsafe_b64decode(created.topic_id + "=="))])
+    admin.close()
+    _until(lambda: not any((cluster.broker(b).log_dir / f"ided-{p}").exists() for b in cluster.ids for p in (0, 1)),
+           "deleted everywhere")
+
+
+def test_a_topic_from_before_ids_gets_one_from_the_controller(cluster):
+    # As Kafka 0.10.2's kafka-topics.sh --zookeeper writes a topic: a version 1 znode, no id.
+    replicas = cluster.ids
+    cluster._zk().create("/brokers/topics/legacy", json.dumps(
+        {"version": 1, "partitions": {"0": replicas}}, separators=(",", ":")).encode())
+    cluster.wait_for_full_isr(["legacy"])
+    found = _ids_everywhere(cluster, "legacy", 1)
+    assert len(found["znode"] | found["metadata"] | found["files"]) == 1 and None not in found["znode"]
+
+
+def test_every_broker_describes_the_whole_cluster(cluster):
+    controller = cluster.controller()
+    for broker_id in cluster.ids:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.broker(broker_id).bootstrap)
+        described = admin.describe_cluster()
+        admin.close()
+        assert described["controller_id"] == controller
+        assert sorted(b["broker_id"] for b in described["brokers"]) == sorted(cluster.ids)
+
+
+def _alter_broker(broker, name: str, configs: dict[str, str | None]) -> int:
+    answer = kafka_request(broker.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": 4, "resource_name": name, "configs": [
+            {"name": key, "config_operation": 0 if value is not None else 1, "value": value}
+            for key, value in configs.items()]}], "validate_only": False})
+    return answer.responses[0].error_code
+
+
+def _broker_config(cluster, broker_id: int, key: str) -> tuple[str, int]:
+    answer = kafka_request(cluster.broker(broker_id).bootstrap, ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [
+        {"resource_type": 4, "resource_name": str(broker_id), "configuration_keys": [key]}]})
+    (entry,) = answer.results[0].configs
+    return entry.value, entry.config_source
+
+
+def test_dynamic_broker_configs_live_in_zookeeper(cluster):
+    first_id, second_id = cluster.ids[:2]
+    first = cluster.broker(first_id)
+    assert _alter_broker(first, "", {"log.retention.ms": "7200000"}) == ErrorCode.NONE
+    assert _alter_broker(cluster.broker(second_id), str(second_id), {"log.retention.ms": "3600000"}) == ErrorCode.NONE
+    assert _alter_broker(first, str(second_id), {"log.retention.ms": "1"}) == ErrorCode.INVALID_REQUEST
+    assert _alter_broker(first, "", {"num.partitions": "5"}) == ErrorCode.INVALID_REQUEST
+    assert json.loads(cluster._zk().get("/config/brokers/<default>")[0]) == {
+        "version": 1, "config": {"log.retention.ms": "7200000"}}
+    wanted = {b: ("3600000", 2) if b == second_id else ("7200000", 3) for b in cluster.ids}
+    _until(lambda: {b: _broker_config(cluster, b, "log.retention.ms") for b in cluster.ids} == wanted,
+           "every broker running with the dynamic configs")
+    # A broker started again takes them from ZooKeeper.
+    cluster.restart(second_id)
+    _until(lambda: _broker_config(cluster, second_id, "log.retention.ms") == ("3600000", 2),
+           "the restarted broker running with its own")
+    assert _alter_broker(first, "", {"log.retention.ms": None}) == ErrorCode.NONE
+    assert _alter_broker(cluster.broker(second_id), str(second_id), {"log.retention.ms": None}) == ErrorCode.NONE
+    _until(lambda: {_broker_config(cluster, b, "log.retention.ms")[1] for b in cluster.ids} == {5},
+           "the static setting back everywhere")

@@ -557,6 +557,51 @@ def test_leader_election_when_the_whole_isr_is_dead(tmp_path, zookeeper, unclean
             assert [v for _, v in records] == [b"only-on-the-leader"]
 
 
+def _elect(cluster, election_type: int, topic: str) -> ErrorCode:
+    """ElectLeaders for partition 0 of ``topic`` through kafka-python (0 preferred, 1 unclean),
+    sent to the controller; its error for the partition."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        answer = admin.elect_leaders(election_type, {topic: [0]}, raise_errors=False)
+    finally:
+        admin.close()
+    ((result,),) = [r.partition_result for r in answer.replica_election_results]
+    return ErrorCode(result.error_code)
+
+
+def test_unclean_election_on_request_elects_the_stale_replica_only_then(tmp_path, zookeeper):
+    """ElectLeaders with the UNCLEAN type on a 3-broker cluster that does not elect unclean
+    leaders by itself: nothing to do while the partition has a leader, nobody to elect while
+    every replica is down, and the out-of-sync replica once it is back (its log then wins:
+    what only the dead leader had is gone, as Kafka's unclean election loses it)."""
+    overrides = {"unclean.leader.election.enable": "false", "replica.lag.time.max.ms": "2000"}
+    with MinikafkaCluster(tmp_path / "c", 3, overrides, zookeeper=zookeeper.connect_string) as three:
+        controller = three.controller()
+        leader_id, stale_id = [b for b in three.ids if b != controller]
+        answer = kafka_request(three.broker(controller).bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [
+            {"name": "stale", "num_partitions": -1, "replication_factor": -1, "configs": [],
+             "assignments": [{"partition_index": 0, "broker_ids": [leader_id, stale_id]}]}], "timeout_ms": 30000})
+        assert answer.topics[0].error_code == ErrorCode.NONE
+        three.wait_for_full_isr(["stale"])
+        produce_all(three.bootstrap, "stale", [b"replicated"])
+        assert _elect(three, 1, "stale") == ErrorCode.ELECTION_NOT_NEEDED
+
+        three.broker(stale_id).stop()
+        wait_for_isr(three, "stale", 1)
+        produce_all(three.bootstrap, "stale", [b"only-on-the-leader"])
+        three.broker(leader_id).kill()
+        three.wait_until(lambda m: leader_in(m, "stale") == -1, "the partition offline")
+        assert _elect(three, 1, "stale") == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        assert _elect(three, 0, "stale") == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+
+        three.broker(stale_id).start()
+        three.wait_until(lambda m: len(m.brokers) == 2, "the stale replica's broker back")
+        assert leader_in(three.metadata(["stale"]), "stale") == -1  # not elected by itself
+        assert _elect(three, 1, "stale") == ErrorCode.NONE
+        three.wait_until(lambda m: leader_in(m, "stale") == stale_id, "the stale replica leading")
+        assert [v for _, v in consume_all(three.bootstrap, "stale", 1)] == [b"replicated"]
+
+
 def test_minikafka_cluster_command(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "minikafka.broker", "cluster", "--brokers", "2",
                                 "--base-port", "0", "--log-dir", str(tmp_path / "data")],

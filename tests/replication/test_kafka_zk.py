@@ -107,6 +107,9 @@ def test_controller_cluster_id_and_epoch_forms():
         decode_controller_epoch(b"{}")
 
 
+ORDERS_ID, OTHER_ID = "hemIwWkIwwngSh8vSdhH-g", "QoLFDgcmBt9G-9eOfQe0tA"
+
+
 def test_topic_partition_and_isr_change_forms():
     assert encode_topic_assignment({1: [2, 1], 0: [1, 2]}) == b'{"version":1,"partitions":{"0":[1,2],"1":[2,1]}}'
     assert decode_topic_assignment("t", b'{"version":1,"partitions":{"1":[2,1],"0":[1,2]}}') == {0: [1, 2], 1: [2, 1]}
@@ -274,8 +277,15 @@ async def test_topics_partition_state_and_deletion(zk_chroot):
     async with ZkClient(zk_chroot) as zk:
         kafka = KafkaZk(zk)
         await kafka.ensure_paths()
-        await kafka.create_topic("orders", {0: [1, 2], 1: [2, 1]}, {"retention.ms": "1000"})
-        assert await zk.get("/brokers/topics/orders") == (b'{"version":1,"partitions":{"0":[1,2],"1":[2,1]}}', 0)
+        await kafka.create_topic("orders", {0: [1, 2], 1: [2, 1]}, {"retention.ms": "1000"}, ORDERS_ID)
+        assert await zk.get("/brokers/topics/orders") == (
+            b'{"version":3,"partitions":{"0":[1,2],"1":[2,1]},"adding_replicas":{},"removing_replicas":{},'
+            b'"topic_id":"' + ORDERS_ID.encode() + b'"}', 0)
+        assert await kafka.topic_id("orders") == ORDERS_ID
+        # CreatePartitions' larger assignment keeps the id; a topic that has one keeps it.
+        await kafka.set_topic_assignment("orders", {0: [1, 2], 1: [2, 1]})
+        assert await kafka.give_topic_id("orders", OTHER_ID) == ORDERS_ID
+        assert await kafka.topic_id("orders") == ORDERS_ID
         assert await zk.get("/config/topics/orders") == (b'{"version":1,"config":{"retention.ms":"1000"}}', 0)
         assert await kafka.topics() == ["orders"]
         assert await kafka.topic_assignment("orders") == {0: [1, 2], 1: [2, 1]}
@@ -283,11 +293,11 @@ async def test_topics_partition_state_and_deletion(zk_chroot):
         assert await kafka.topic_assignment("missing") is None
         assert await kafka.topic_config("missing") == {}
         with pytest.raises(NodeExists, match="topic 'orders' already exists"):
-            await kafka.create_topic("orders", {0: [1]}, {})
+            await kafka.create_topic("orders", {0: [1]}, {}, OTHER_ID)
         assert await kafka.topic_config("orders") == {"retention.ms": "1000"}  # untouched
         for bad in ({}, {1: [1]}, {0: [1, 2], 1: [1]}, {0: [1, 1]}, {0: []}):
             with pytest.raises(ValueError):
-                await kafka.create_topic("bad", bad, {})
+                await kafka.create_topic("bad", bad, {}, OTHER_ID)
         assert await kafka.topics() == ["orders"]
 
         state = LeaderIsr(leader=1, leader_epoch=0, isr=[1, 2], controller_epoch=1)
@@ -326,8 +336,20 @@ async def test_topics_partition_state_and_deletion(zk_chroot):
 
         # The name is free again; a leftover config would have been overwritten.
         await zk.create("/config/topics/orders", b'{"version":1,"config":{"stale":"1"}}')
-        await kafka.create_topic("orders", {0: [3]}, {})
+        await kafka.create_topic("orders", {0: [3]}, {}, OTHER_ID)
         assert await kafka.topic_config("orders") == {}
+
+
+async def test_a_topic_from_before_ids_is_given_one_once(zk_chroot):
+    async with ZkClient(zk_chroot) as zk:
+        kafka = KafkaZk(zk)
+        await kafka.ensure_paths()
+        await zk.create("/brokers/topics/old", b'{"version":1,"partitions":{"0":[1]}}')
+        assert await kafka.topic_id("old") is None
+        assert await kafka.give_topic_id("old", ORDERS_ID) == ORDERS_ID
+        assert await kafka.give_topic_id("old", OTHER_ID) == ORDERS_ID
+        assert await kafka.topic_assignment("old") == {0: [1]}
+        assert await kafka.give_topic_id("missing", OTHER_ID) is None
 
 
 async def test_isr_change_notifications(zk_chroot):

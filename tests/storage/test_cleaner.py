@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import shutil
 
@@ -615,3 +616,43 @@ def test_a_producers_last_batch_stays_as_an_empty_batch_when_its_records_go(tmp_
     assert append_and_clean(keyed_batch(1, 2, ("d", "1")))[0] == 4
     assert view(rebuilt) == [(3, "a", "2"), (4, "b", "2"), (5, "c", "2"), (7, "end", "y"), (8, "d", "1"),
                              (9, "end", "y")]
+
+
+def test_a_pass_runs_with_a_short_switch_interval_and_restores_it(tmp_path, clock):
+    """While a pass computes in its worker thread, CPython preempts it for a thread waiting on
+    the GIL (the broker's event loop) within half a millisecond instead of five."""
+    log = compacted_log(tmp_path / "t-0", clock)
+    write(log, [("a", "1"), ("a", "2")], per_segment=1)
+    cleaner = LogCleaner(lambda: [log], CleanerConfig(), clock)
+    seen = []
+    clean_pass = cleaner._cleaner.clean
+
+    def observed(*args):
+        seen.append(sys.getswitchinterval())
+        return clean_pass(*args)
+
+    cleaner._cleaner.clean = observed
+    before = sys.getswitchinterval()
+    assert cleaner.clean_filthiest().end_offset == 2
+    assert seen == [pytest.approx(0.0005)] and sys.getswitchinterval() == before
+
+
+def test_segments_of_two_formats_are_never_cleaned_into_one(tmp_path, clock):
+    # A format change starts a segment so no read spans it (aiokafka 0.14 cannot parse an
+    # answer mixing magic 1 and 2); the cleaner must not merge such neighbours again.
+    directory = tmp_path / "t-0"
+    old = compacted_log(directory, clock, message_format_version=OLD_FORMAT)
+    old.append_as_leader(keyed(("a", "1"), ("b", "1")))
+    old.close()
+    log = compacted_log(directory, clock)
+    log.append_as_leader(bytes(build_record_batch([(b"a", b"2", START_MS, ()), (b"c", b"2", START_MS, ())])))
+    log.roll()
+    log.append_as_leader(bytes(build_record_batch([(b"e", b"x", START_MS, ())])))
+    log.high_watermark = log.log_end_offset
+    closed, _ = log.cleaning_snapshot()
+    assert [len(g) for g in group_segments(closed, 1 << 20, log.config.segment_index_bytes)] == [1, 1]
+    clean(log, clock)
+    assert [sorted({e.magic for e in iter_entries(s.log_path.read_bytes())}) for s in log.segments()] == [
+        [1], [2], [2]]
+    assert view(log) == [(1, "b", "1"), (2, "a", "2"), (3, "c", "2"), (4, "e", "x")]
+    log.close()

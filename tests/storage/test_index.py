@@ -2,6 +2,8 @@
 
 import pytest
 
+from minikafka.protocol.record_batch import build_record_batch
+from minikafka.protocol.records import build_message_set
 from minikafka.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 
 
@@ -64,23 +66,24 @@ def test_time_index_keeps_increasing_timestamps_and_a_spare_slot(tmp_path):
 
 def test_sanity_checks(tmp_path):
     log = tmp_path / "0.log"
-    # Offsets 0 and 7 at positions 0 and 40.
-    log.write_bytes((0).to_bytes(8, "big") + bytes(32) + (7).to_bytes(8, "big") + bytes(32))
+    # A message at offset 0 and a record batch of offsets 5-7 after it.
+    message = build_message_set([(None, b"m", 1)], magic=1)
+    log.write_bytes(message + build_record_batch([(None, b"b", 1, ())] * 3, base_offset=5))
     fd = open(log, "rb")
     index = OffsetIndex(tmp_path / "0.index", 0, 80)
     index.open_for_append()
-    index.append(7, 40)
+    index.append(7, len(message))
     index.trim()
-    OffsetIndex(tmp_path / "0.index", 0, 80).sanity_check(fd.fileno(), 80)
-    (tmp_path / "0.index").write_bytes((6).to_bytes(4, "big") + (40).to_bytes(4, "big"))
+    OffsetIndex(tmp_path / "0.index", 0, 80).sanity_check(fd.fileno(), log.stat().st_size)
+    (tmp_path / "0.index").write_bytes((5).to_bytes(4, "big") + len(message).to_bytes(4, "big"))
     with pytest.raises(CorruptIndex):  # points at a message with another offset
-        OffsetIndex(tmp_path / "0.index", 0, 80).sanity_check(fd.fileno(), 80)
+        OffsetIndex(tmp_path / "0.index", 0, 80).sanity_check(fd.fileno(), log.stat().st_size)
     (tmp_path / "0.index").write_bytes(bytes(16))
     with pytest.raises(CorruptIndex):
-        OffsetIndex(tmp_path / "0.index", 0, 80).sanity_check(fd.fileno(), 80)
+        OffsetIndex(tmp_path / "0.index", 0, 80).sanity_check(fd.fileno(), log.stat().st_size)
     (tmp_path / "0.index").write_bytes(bytes(7))
     with pytest.raises(CorruptIndex):
-        OffsetIndex(tmp_path / "0.index", 0, 80).sanity_check(fd.fileno(), 80)
+        OffsetIndex(tmp_path / "0.index", 0, 80).sanity_check(fd.fileno(), log.stat().st_size)
     fd.close()
     (tmp_path / "0.timeindex").write_bytes(bytes(24))
     with pytest.raises(CorruptIndex):

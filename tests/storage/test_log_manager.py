@@ -389,3 +389,57 @@ def test_added_partitions_share_the_topics_id_and_overrides(tmp_path):
     assert manager.topics() == {"orders": 3}
     with pytest.raises(UnknownTopic):
         manager.add_partitions("nope", 2)
+
+
+def _fsyncs_meeting(monkeypatch, together: int, after: int = 0):
+    """os.fsync made to hold its calls after the first ``after`` until ``together`` of them are
+    under way: fsyncs issued one after the other never meet, and the first one fails (after
+    10 s)."""
+    import threading
+
+    meeting = threading.Barrier(together, timeout=10)
+    calls: list[int] = []
+    fsync = os.fsync
+
+    def held(fd):
+        calls.append(fd)
+        if after < len(calls) <= after + together:
+            meeting.wait()
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", held)
+    return calls
+
+
+def test_a_new_topics_files_and_directory_are_fsynced_together_before_its_rename(tmp_path, monkeypatch):
+    manager = _manager([tmp_path / "a"])
+    calls = _fsyncs_meeting(monkeypatch, 3)  # partition.metadata, leader-epoch-checkpoint, the directory
+    manager.create_topic("t", 1, {})
+    assert len(calls) == 4  # then the log dir, after the rename
+    assert _manager([tmp_path / "a"]).topics() == {"t": 1}
+
+
+def test_fsync_all_raises_the_first_error_once_every_fsync_has_ended(tmp_path, monkeypatch):
+    from minikafka.storage.checkpoint import fsync_all
+
+    files = [tmp_path / "a", tmp_path / "b"]
+    for path in files:
+        path.write_bytes(b"x")
+    calls = _fsyncs_meeting(monkeypatch, 3)
+    with pytest.raises(FileNotFoundError):
+        fsync_all(files=[files[0], tmp_path / "missing", files[1]], directories=[tmp_path])
+    assert len(calls) == 3
+
+
+def test_a_shutdown_fsyncs_its_checkpoints_and_producer_snapshots_together(tmp_path, monkeypatch):
+    manager = _manager([tmp_path / "a"])
+    manager.create_topic("t", 1, {})[0].append_as_leader(message_set(3, START_MS))
+    # After the segment's own fsync (its flush, which the recovery point checkpoint records).
+    _fsyncs_meeting(monkeypatch, 2, after=1)
+    manager.shutdown()
+    monkeypatch.undo()
+    assert (tmp_path / "a" / ".kafka_cleanshutdown").exists()
+    reloaded = _manager([tmp_path / "a"])
+    log = reloaded.get_log("t", 0)
+    assert log.recovery_point == log.log_end_offset == 3
+    assert len(all_records(log)) == 3

@@ -87,6 +87,25 @@ def test_offset_for_timestamp_finds_a_record_inside_an_uncompressed_batch(tmp_pa
     assert log.offset_for_timestamp(START_MS + 2) == (2, START_MS + 2)
 
 
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.LZ4], ids=lambda c: c.name.lower())
+def test_a_clean_reopen_keeps_the_indexes_of_batches(tmp_path, clock, caplog, codec):
+    # Index entries point at a batch by its last offset (as at a wrapper's), not its base
+    directory = tmp_path / "t-0"
+    settings = {"segment_bytes": 2000, "index_interval_bytes": 100}
+    log = open_log(directory, clock, **settings)
+    for i in range(40):
+        log.append_as_leader(batch(4, START_MS + i, codec=codec, tag=f"{i}-"))
+    assert len(log.segments()) > 2
+    log.close()
+    indexes = {path.name: path.read_bytes() for path in directory.glob("*index")}
+    reopened = open_log(directory, clock, **settings)
+    assert "rebuilding indexes" not in caplog.text
+    assert reopened.log_end_offset == 160
+    assert [r.offset for r in all_records(reopened, 57)][:3] == [57, 58, 59]
+    reopened.close()
+    assert {path.name: path.read_bytes() for path in directory.glob("*index")} == indexes
+
+
 def test_a_format_change_leaves_mixed_segments_that_recovery_and_readers_take(tmp_path, clock):
     directory = tmp_path / "t-0"
     old = open_log(directory, clock, segment_bytes=600, index_interval_bytes=1, **MAGIC_1)
@@ -111,6 +130,25 @@ def test_a_format_change_leaves_mixed_segments_that_recovery_and_readers_take(tm
     recovered.truncate_to(14)
     assert recovered.log_end_offset == 12  # a batch goes whole, as a wrapper does
     recovered.close()
+
+
+def test_a_format_change_starts_a_segment_so_no_read_spans_it(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    old = open_log(directory, clock, **MAGIC_1)
+    old.append_as_leader(message_set(2, START_MS))
+    old.append_as_leader(message_set(2, START_MS, magic=0))  # magic 0 and 1 share a segment, as before
+    old.close()
+    for settings in ({}, MAGIC_1, MAGIC_1, {}):  # up, back down, a restart in the same format, up again
+        log = open_log(directory, clock, **settings)
+        log.append_as_leader(batch(2, START_MS) if not settings else message_set(2, START_MS))
+        log.close()
+    log = open_log(directory, clock)
+    assert [sorted({e.magic for e in iter_entries(s.log_path.read_bytes())}) for s in log.segments()] == [
+        [0, 1], [2], [1], [2]]
+    assert [s.base_offset for s in log.segments()][1:] == [4, 6, 10]
+    assert [{e.magic for e in iter_entries(log.read(offset, 1 << 20).read_bytes())} for offset in (0, 4, 6, 10)] == [
+        {0, 1}, {2}, {1}, {2}]
+    log.close()
 
 
 def test_logs_written_before_magic_2_keep_their_format_without_an_override(tmp_path, clock):

@@ -1,0 +1,98 @@
+"""The clients' own integration suites against a minikafka broker (issue 28): measurement, not CI.
+
+    python3 bench/client_suites.py --checkout kafka-python=DIR --checkout aiokafka=DIR \
+        --checkout confluent-kafka-python=DIR [--timeout 900]
+
+Each ``DIR`` is a checkout of the client's repository (for instance ``git --git-dir=<mirror>
+worktree add`` or ``git archive | tar -x``). One single broker is started for all suites
+(``auto.create.topics.enable`` on, as the suites expect), each suite is pointed at it the way
+it accepts an external broker, and pytest's summary is read into a pass / fail / skip / error
+table, printed as Markdown. A suite that cannot run here says why instead:
+
+- kafka-python: ``test/integration`` with ``KAFKA_URI=kafka://host:port`` (its external-broker
+  switch), ``KAFKA_VERSION`` (the broker version its version-gated tests compare against) and
+  ``KAFKA_ROOT`` naming any directory (its fixtures check for a Kafka install even when external);
+- confluent-kafka-python: ``tests/integration`` with ``BROKERS=host:port`` (its
+  bring-your-own-cluster fixture); its conftest imports ``trivup`` whatever the cluster;
+- aiokafka: its functional tests start Kafka in docker (``--docker-image``) and have no
+  external-broker switch, so only what runs without one is counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from minikafka.testing import MinikafkaBroker
+
+_COUNTS = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
+
+
+def _suite(name: str, checkout: Path, bootstrap: str, kafka_version: str
+           ) -> tuple[list[str], dict[str, str], list[str]]:
+    """(pytest arguments, environment, Python modules it needs) of one client's suite."""
+    if name == "kafka-python":
+        return (["test/integration"], {"KAFKA_URI": f"kafka://{bootstrap}", "KAFKA_VERSION": kafka_version,
+                                       "KAFKA_ROOT": str(checkout)}, [])
+    if name == "confluent-kafka-python":
+        return (["tests/integration"], {"BROKERS": bootstrap}, ["trivup"])
+    if name == "aiokafka":
+        return (["tests"], {}, ["pytest_asyncio", "docker"])
+    raise ValueError(f"unknown suite {name!r}")
+
+
+def run_suite(name: str, checkout: Path, bootstrap: str, kafka_version: str, timeout: float) -> dict:
+    arguments, environment, needs = _suite(name, checkout, bootstrap, kafka_version)
+    missing = [module for module in needs if importlib.util.find_spec(module) is None]
+    if missing:
+        return {"suite": name, "note": f"not run: needs {', '.join(missing)}"}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *arguments]
+    started = time.monotonic()
+    try:
+        finished = subprocess.run(command, cwd=checkout, env={**os.environ, **environment, "PYTHONPATH": str(checkout)},
+                                  capture_output=True, text=True, timeout=timeout)
+        output, note = finished.stdout + finished.stderr, ""
+    except subprocess.TimeoutExpired as exc:
+        output = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        note = f"stopped after {timeout:.0f} s"
+    summary = next((line for line in reversed(output.splitlines()) if _COUNTS.search(line)), "")
+    counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in _COUNTS.findall(summary)}
+    return {"suite": name, "command": " ".join(f"{k}={v}" for k, v in environment.items()) + " pytest "
+            + " ".join(arguments), "seconds": round(time.monotonic() - started), "note": note,
+            "failures": [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR test"))], **counts}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkout", action="append", default=[], metavar="SUITE=DIR", required=True)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per suite")
+    parser.add_argument("--kafka-version", default="2.8.0",
+                        help="what kafka-python's version-gated tests take the broker for")
+    parser.add_argument("--failures", action="store_true", help="list each failing test")
+    args = parser.parse_args()
+    checkouts = dict(entry.split("=", 1) for entry in args.checkout)
+    with tempfile.TemporaryDirectory() as work, \
+            MinikafkaBroker(Path(work) / "broker", {"auto.create.topics.enable": "true", "num.partitions": "1"}) as broker:
+        results = [run_suite(name, Path(path).resolve(), broker.bootstrap, args.kafka_version, args.timeout)
+                   for name, path in checkouts.items()]
+    print("| suite | passed | failed | errors | skipped | seconds | note |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['suite']} | {r.get('passed', '-')} | {r.get('failed', '-')} | {r.get('error', '-')} | "
+              f"{r.get('skipped', '-')} | {r.get('seconds', '-')} | {r.get('note', '')} |")
+    for r in results:
+        if "command" in r:
+            print(f"\n{r['suite']}: {r['command']}")
+        if args.failures:
+            print("\n".join(r.get("failures", [])))
+
+
+if __name__ == "__main__":
+    main()

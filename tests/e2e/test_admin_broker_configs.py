@@ -1,0 +1,102 @@
+"""Dynamic broker configs (Kafka's DynamicBrokerConfig) on a single broker, from the clients'
+admin interfaces: the topic defaults set for this broker or the cluster default take effect on
+running logs at once, show as DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG with their
+synonyms, and survive a restart; read-only settings and bad values are refused and change
+nothing."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from kafka import KafkaProducer
+from kafka.admin import ConfigResource as KpConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient, NewTopic
+from kafka.errors import MessageSizeTooLargeError
+
+from minikafka.protocol.apis import ApiKey
+from minikafka.testing import MinikafkaBroker, kafka_request
+
+pytestmark = pytest.mark.timeout(120)
+
+DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC = 2, 3, 4
+
+
+def _described(broker, resource_type: int, name: str, keys: list[str]) -> dict[str, tuple]:
+    answer = kafka_request(broker.bootstrap, ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [
+        {"resource_type": resource_type, "resource_name": name, "configuration_keys": keys}],
+        "include_synonyms": True})
+    (result,) = answer.results
+    assert result.error_code == 0, result.error_message
+    return {c.name: (c.value, c.config_source, c.read_only, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in result.configs}
+
+
+def _too_large(broker, topic: str, size: int) -> bool:
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, max_request_size=10_000_000, retries=0)
+    try:
+        producer.send(topic, b"x" * size).get(timeout=15)
+    except MessageSizeTooLargeError:
+        return True
+    finally:
+        producer.close()
+    return False
+
+
+def test_dynamic_topic_defaults_take_effect_at_once_and_persist(tmp_path):
+    with MinikafkaBroker(tmp_path / "b", {"log.retention.hours": "100"}) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic("plain", 1, 1)])
+        assert not _too_large(broker, "plain", 200_000)
+        admin.alter_configs([KpConfigResource(ConfigResourceType.BROKER, "0",
+                                              {"message.max.bytes": "100000", "log.retention.ms": "3600000"})])
+        admin.close()
+        assert _too_large(broker, "plain", 200_000)   # the running log, without a restart
+        confluent = AdminClient({"bootstrap.servers": broker.bootstrap})
+        # The cluster default (the empty name), which librdkafka does not let its callers name.
+        answer = kafka_request(broker.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": 4, "resource_name": "", "configs": [
+                {"name": "log.segment.bytes", "config_operation": 0, "value": "2000000"}]}], "validate_only": False})
+        assert [r.error_code for r in answer.responses] == [0]
+
+        def check():
+            described = _described(broker, 4, "0", ["log.retention.ms", "log.segment.bytes", "num.partitions"])
+            assert described["log.retention.ms"][:3] == ("3600000", DYNAMIC_BROKER, False)
+            assert described["log.segment.bytes"][:3] == ("2000000", DYNAMIC_DEFAULT, False)
+            assert described["num.partitions"][2] is True
+            assert _described(broker, 4, "", None) == {"log.segment.bytes": (
+                "2000000", DYNAMIC_DEFAULT, False, [("log.segment.bytes", "2000000", DYNAMIC_DEFAULT)])}
+            topic = _described(broker, 2, "plain", ["retention.ms", "segment.bytes"])
+            assert topic["retention.ms"][:2] == ("3600000", DYNAMIC_BROKER)
+            assert topic["retention.ms"][3] == [("log.retention.ms", "3600000", DYNAMIC_BROKER),
+                                                ("log.retention.hours", "100", STATIC)]
+            assert topic["segment.bytes"][:2] == ("2000000", DYNAMIC_DEFAULT)
+
+        check()
+        broker.restart()
+        check()
+        assert _too_large(broker, "plain", 200_000)
+
+        # Back to the static settings once the dynamic ones are deleted.
+        delete = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+            ConfigEntry("message.max.bytes", None, incremental_operation=AlterConfigOpType.DELETE)])
+        confluent.incremental_alter_configs([delete])[delete].result(timeout=15)
+        assert not _too_large(broker, "plain", 200_000)
+
+
+def test_read_only_settings_and_bad_values_are_refused(tmp_path):
+    with MinikafkaBroker(tmp_path / "b", {}) as broker:
+        confluent = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for configs in ({"num.partitions": "3"}, {"log.retention.ms": "soon"},
+                        {"log.retention.ms": "60000", "broker.id": "7"}):
+            resource = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+            with pytest.raises(KafkaException, match="INVALID_REQUEST|Invalid config|Cannot update"):
+                confluent.incremental_alter_configs([resource])[resource].result(timeout=15)
+        answer = kafka_request(broker.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": 4, "resource_name": "5", "configs": [
+                {"name": "log.retention.ms", "config_operation": 0, "value": "60000"}]}], "validate_only": False})
+        assert [r.error_code for r in answer.responses] == [42]  # INVALID_REQUEST: another broker's
+        described = _described(broker, 4, "0", ["log.retention.ms", "num.partitions"])
+        assert described["log.retention.ms"][1] == 5 and described["num.partitions"][1] == 5  # DEFAULT_CONFIG
+        assert not (broker.log_dir / "dynamic-broker-configs.json").exists()

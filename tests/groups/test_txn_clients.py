@@ -1,0 +1,85 @@
+"""``send_offsets_to_transaction`` with each Python client against a real broker process:
+the offsets a transaction sends become the group's committed offsets when it commits and
+leave them as they were when it aborts (TxnOffsetCommit, then the markers of EndTxn)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kafka import KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.structs import OffsetAndMetadata
+
+CLIENTS = ["confluent", "aiokafka", "kafka-python"]
+
+
+def transaction(client: str, bootstrap: str, transactional_id: str, group: str, offsets: dict[int, int],
+                commit: bool) -> None:
+    """One transaction of ``client``: a record to ``out``, ``offsets`` of ``in`` for ``group``."""
+    if client == "confluent":
+        from confluent_kafka import Consumer, Producer
+        from confluent_kafka import TopicPartition as ConfluentPartition
+
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        try:
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            producer.produce("out", b"x")
+            producer.send_offsets_to_transaction(
+                [ConfluentPartition("in", partition, offset) for partition, offset in offsets.items()],
+                consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+        finally:
+            consumer.close()
+    elif client == "aiokafka":
+        from aiokafka import AIOKafkaProducer
+        from aiokafka.structs import TopicPartition as AioPartition
+
+        async def run() -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id)
+            await producer.start()
+            try:
+                await producer.begin_transaction()
+                await producer.send_and_wait("out", b"x")
+                await producer.send_offsets_to_transaction(
+                    {AioPartition("in", partition): offset for partition, offset in offsets.items()}, group)
+                await (producer.commit_transaction() if commit else producer.abort_transaction())
+            finally:
+                await producer.stop()
+
+        asyncio.run(run())
+    else:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id)
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send("out", b"x")
+            producer.send_offsets_to_transaction(
+                {TopicPartition("in", partition): OffsetAndMetadata(offset, "", -1)
+                 for partition, offset in offsets.items()}, group)
+            producer.commit_transaction() if commit else producer.abort_transaction()
+        finally:
+            producer.close()
+
+
+def committed(admin: KafkaAdminClient, group: str) -> dict[int, int]:
+    return {tp.partition: meta.offset for tp, meta in admin.list_group_offsets({group: None})[group].items()
+            if meta.offset >= 0}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_send_offsets_to_transaction_commits_with_the_transaction_only(minikafka_broker, client):
+    bootstrap = minikafka_broker.bootstrap
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic("in", 2, 1), NewTopic("out", 1, 1)])
+        transaction(client, bootstrap, f"{client}-tx", "g", {0: 5, 1: 7}, commit=True)
+        assert committed(admin, "g") == {0: 5, 1: 7}
+        transaction(client, bootstrap, f"{client}-tx", "g", {0: 9}, commit=False)
+        assert committed(admin, "g") == {0: 5, 1: 7}
+        transaction(client, bootstrap, f"{client}-tx", "g", {0: 11}, commit=True)
+        assert committed(admin, "g") == {0: 11, 1: 7}
+    finally:
+        admin.close()
