@@ -106,6 +106,17 @@ def split_connect_string(connect: str) -> tuple[str, str]:
 _NOTHING = object()
 
 
+def children_watch_key(children: list[str], pzxid: int | None) -> tuple:
+    """What identifies a children watch's state, so a re-read reports only a real change.
+
+    The parent's pzxid tells a child deleted and created again under the same name (a broker that
+    re-registers as its old session ends); names alone would hide that bounce. With no children
+    there is nothing to bounce: a parent created, or children come and gone, is no news (the
+    pzxid of an empty or missing parent is not compared).
+    """
+    return (tuple(children), pzxid) if children else ()
+
+
 class _PersistentWatch:
     """Re-arms a one-shot ZooKeeper watch after every firing and after every reconnect.
 
@@ -151,7 +162,7 @@ class _PersistentWatch:
                 if self.kind == "children":
                     names, stat = wait(client.get_children_async(self.path, watch=self._fired, include_data=True))
                     children = sorted(names)
-                    return (tuple(children), stat.pzxid), ZkEvent("children", self.path, children=children)
+                    return children_watch_key(children, stat.pzxid), ZkEvent("children", self.path, children=children)
                 data, stat = wait(client.get_async(self.path, watch=self._fired))
                 return stat.mzxid, ZkEvent("data", self.path, data=data, version=stat.version)
             except NoNodeError:
@@ -159,7 +170,7 @@ class _PersistentWatch:
                 if wait(client.exists_async(self.path, watch=self._fired)) is not None:
                     continue
                 if self.kind == "children":
-                    return (), ZkEvent("children", self.path, children=[])
+                    return children_watch_key([], None), ZkEvent("children", self.path, children=[])
                 return None, ZkEvent("data", self.path, data=None, version=None)
 
     def _fired(self, watched_event) -> None:

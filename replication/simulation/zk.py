@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 
 import trio
 
-from minikafka.replication.zookeeper import BadVersion, ConnectionLost, NoNode, NodeExists, ZkEvent, ZkStat, ZooKeeperError
+from minikafka.replication.zookeeper import (
+    BadVersion, ConnectionLost, NoNode, NodeExists, ZkEvent, ZkStat, ZooKeeperError, children_watch_key,
+)
 
 # One request's round trip, and how long a fired watch takes to reach the client.
 REQUEST_LATENCY_S = 0.001
@@ -378,12 +380,10 @@ class SimZkClient:
         if (kind, path) not in self._watches or not self._connected or self._closing or self.crashed:
             return
         node = self.server.nodes.get(path)
-        if kind == "children" and node is None:
-            key, event = (), ZkEvent("children", path, children=[])
-        elif kind == "children":
-            # By pzxid, as ZkClient's watch: a child deleted and created again is a change.
-            children = sorted(node.children)
-            key, event = (tuple(children), node.pzxid), ZkEvent("children", path, children=children)
+        if kind == "children":
+            children = sorted(node.children) if node is not None else []
+            pzxid = node.pzxid if node is not None else None
+            key, event = children_watch_key(children, pzxid), ZkEvent("children", path, children=children)
         elif node is None:
             key, event = None, ZkEvent("data", path, data=None, version=None)
         else:
