@@ -58,8 +58,11 @@ class FetcherSettings:
     def __init__(self, *, wait_max_ms: int, min_bytes: int, max_bytes: int, response_max_bytes: int,
                  backoff_ms: int, socket_timeout_ms: int,
                  dial: dict[int, tuple[str, int]] | None = None, security: ChannelSecurity = PLAINTEXT,
-                 dialer: Dialer | None = None) -> None:
+                 dialer: Dialer | None = None, snapshot_trimmed_topics: frozenset[str] = frozenset()) -> None:
         self.security = security
+        # The coordinators' state logs: each replica deletes their segments only below its own
+        # snapshots, so a follower keeps its log start there (see ReplicaFetcher._process).
+        self.snapshot_trimmed_topics = snapshot_trimmed_topics
         self.dialer = dialer  # replaces TCP (the simulator's network)  # how the leaders' inter-broker listener is secured
         self.wait_max_ms = wait_max_ms
         self.min_bytes = min_bytes
@@ -304,8 +307,13 @@ class ReplicaFetcher:
         self.replicas.follower_appended(replica, entry.high_watermark)
         # The leader's log start offset (Fetch v5+; absent from older answers): records it
         # deleted (DeleteRecords, retention) go here too, as Kafka's follower does.
+        # Not for the coordinators' state logs (__consumer_offsets, __transaction_state): a leader
+        # deletes their segments below ITS snapshots; here the events above our own newest
+        # snapshot would go with them, and loading this replica as the next leader would then
+        # replay a partial state (a group answered as new, its generation and offsets lost:
+        # simulator seed 29 on 7d6e246). Kafka never moves these logs' start (it compacts them).
         leader_start = getattr(entry, "log_start_offset", -1)
-        if leader_start > replica.log.log_start_offset:
+        if leader_start > replica.log.log_start_offset and replica.topic not in self.settings.snapshot_trimmed_topics:
             replica.log.increment_log_start_offset(min(leader_start, replica.log.log_end_offset))
 
     async def _handle_out_of_range(self, replica: "Replica") -> None:

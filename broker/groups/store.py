@@ -27,7 +27,9 @@ Why a committed offset is never lost
   segment boundary.
 * The two newest snapshots are kept. Log segments are deleted, and older snapshots removed,
   only up to the offset of the OLDER of the two (in a cluster also only below the high
-  watermark while every replica is in sync: see ``trim_bound``). So if the newest snapshot turns out damaged,
+  watermark while every replica is in sync: see ``trim_bound``; and each replica trims only
+  below its own snapshots: a follower does not take its leader's log start for these logs,
+  ``FetcherSettings.snapshot_trimmed_topics``). So if the newest snapshot turns out damaged,
   the older one plus the log after it still holds every event: start-up falls back to it
   and replays more. Before the second snapshot exists nothing is deleted, so the fallback for
   a damaged first snapshot is a full replay.

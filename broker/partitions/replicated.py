@@ -23,6 +23,7 @@ from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
 from minikafka.broker.partitions import NO_EPOCH, AcksWait, Partitions, TopicError, leader_epoch_error
 from minikafka.broker.security.acl import AclError
 from minikafka.broker.security.inter_broker import channel_security
+from minikafka.broker.server import INTERNAL_TOPICS
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.replication.assignment import InvalidReplicationFactor, assign_replicas
 from minikafka.replication.cluster import ClusterMember, ClusterSettings
@@ -85,7 +86,7 @@ class ReplicatedPartitions(Partitions):
                 response_max_bytes=config.get("replica.fetch.response.max.bytes"),
                 backoff_ms=config.get("replica.fetch.backoff.ms"),
                 socket_timeout_ms=config.get("controller.socket.timeout.ms"), dial=config.test_broker_dial,
-                security=security),
+                security=security, snapshot_trimmed_topics=INTERNAL_TOPICS),
             controller_socket_timeout_ms=config.get("controller.socket.timeout.ms"),
             hw_checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
             controlled_shutdown_enable=config.get("controlled.shutdown.enable"),

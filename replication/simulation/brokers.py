@@ -7,6 +7,7 @@ going (the unflushed tail of each segment file is cut at a random point).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from pathlib import Path
@@ -207,7 +208,6 @@ class SimBroker:
 
 
 def _fetcher_settings(settings: FetcherSettings, dialer) -> FetcherSettings:
-    return FetcherSettings(wait_max_ms=settings.wait_max_ms, min_bytes=settings.min_bytes,
-                           max_bytes=settings.max_bytes, response_max_bytes=settings.response_max_bytes,
-                           backoff_ms=settings.backoff_ms, socket_timeout_ms=settings.socket_timeout_ms,
-                           dial=settings.dial, security=settings.security, dialer=dialer)
+    simulated = copy.copy(settings)
+    simulated.dialer = dialer
+    return simulated

@@ -646,3 +646,52 @@ def test_a_commit_survives_its_coordinator_leading_again_from_its_own_snapshot(t
             committed = fetch_committed(cluster, group, "t", 1)
             time.sleep(0.2)
         assert committed == {0: 7}
+
+
+def test_a_follower_keeps_the_events_its_own_snapshots_do_not_cover(tmp_path, zookeeper):
+    """The leader of ``__consumer_offsets`` deletes segments below ITS snapshots. A follower
+    that took the leader's log start (as it does for DeleteRecords on other topics) deleted
+    events its own newest snapshot did not cover yet; leading next, it replayed a partial
+    state: a group answered as new, its committed offsets gone (simulator seed 29 on 7d6e246,
+    where the follower's snapshots lagged the leader's). Here the follower never snapshots."""
+    overrides = {"offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "2",
+                 "offsets.snapshot.interval.events": "50", "offsets.topic.segment.bytes": "1024"}
+    with MinikafkaCluster(tmp_path / "c", 2, overrides, zookeeper=zookeeper.connect_string) as cluster:
+        create_topic(cluster, "t", partitions=2, rf=2)
+        group = "kept"
+        coordinator_of(cluster, group)
+        wait_for_offsets_isr(cluster, 0, 2)
+        leader = cluster.leader(GROUP_METADATA_TOPIC, 0)
+        follower = next(i for i in cluster.ids if i != leader)
+        cluster.stop(follower)
+        cluster.broker(follower).overrides["offsets.snapshot.interval.events"] = "1000000"
+        cluster.restart(follower)
+        wait_for_offsets_isr(cluster, 0, 2)
+        if cluster.leader(GROUP_METADATA_TOPIC, 0) != leader:
+            cluster.move_leader(GROUP_METADATA_TOPIC, 0, leader)
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            consumer.commit({TopicPartition("t", 0): OffsetAndMetadata(5, "", -1)})  # only in the oldest events
+            for offset in range(400):
+                consumer.commit({TopicPartition("t", 1): OffsetAndMetadata(offset, "", -1)})
+        finally:
+            consumer.close()
+        leader_dir = cluster.broker(leader).log_dir / f"{GROUP_METADATA_TOPIC}-0"
+        deadline = time.monotonic() + 60
+        while min(int(path.stem) for path in leader_dir.glob("*.log")) < 100:
+            assert time.monotonic() < deadline, "the leader trimmed nothing below its snapshots"
+            time.sleep(0.5)
+        wait_for_offsets_isr(cluster, 0, 2)
+        # The follower's fetches since the trim carried the leader's log start.
+        follower_dir = cluster.broker(follower).log_dir / f"{GROUP_METADATA_TOPIC}-0"
+        time.sleep(2)
+        assert min(int(path.stem) for path in follower_dir.glob("*.log")) == 0
+        cluster.kill(leader)
+        deadline = time.monotonic() + 120
+        committed = None
+        while time.monotonic() < deadline and committed is None:
+            committed = fetch_committed(cluster, group, "t", 2)
+            time.sleep(0.2)
+        assert committed == {0: 5, 1: 399}
