@@ -45,6 +45,7 @@ def test_transaction_state_topic_is_created_replicated_through_the_controller(mi
         broker = cluster.broker(broker_id)
         assert _described(broker, TXN_TOPIC, "min.insync.replicas") == "2"
         assert _described(broker, TXN_TOPIC, "cleanup.policy") == "compact"
+        assert _described(broker, TXN_TOPIC, "unclean.leader.election.enable") == "false"
         # Not created a second time, nor locally: every broker's answer leaves it as it is.
         assert find_txn_coordinator(broker, "tx").error_code in (
             ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
