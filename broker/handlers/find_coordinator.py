@@ -6,8 +6,10 @@ COORDINATOR_NOT_AVAILABLE, which clients retry. In a cluster it is the leader of
 ``__consumer_offsets`` partition (``Partitions.find_group_coordinator``). v1+ names a key type:
 1 is a transactional id (Describe on it, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED): a single
 broker coordinates every one, once ``__transaction_state`` is created or loaded (the
-transaction coordinator starts at this first lookup); a cluster does not coordinate
-transactions yet and answers COORDINATOR_NOT_AVAILABLE. Any other key type is INVALID_REQUEST,
+transaction coordinator starts at this first lookup); a cluster creates
+``__transaction_state`` through the controller at the first lookup
+(``Partitions.find_transaction_coordinator``) but does not coordinate transactions yet and
+answers COORDINATOR_NOT_AVAILABLE. Any other key type is INVALID_REQUEST,
 as Kafka 2.8. v4 asks for a batch of keys, each answered on its own (KIP-699).
 """
 
@@ -35,7 +37,10 @@ async def _find(broker, request, key: str, key_type: int) -> dict:
         return _error(ErrorCode.INVALID_REQUEST)
     if not broker.authorize(request, "Describe", "Group", key):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    error, endpoint = await broker.partitions.find_group_coordinator(key, request.listener)
+    return _answer(*await broker.partitions.find_group_coordinator(key, request.listener))
+
+
+def _answer(error: ErrorCode, endpoint: tuple[int, str, int] | None) -> dict:
     if error or endpoint is None:
         return _error(error or ErrorCode.COORDINATOR_NOT_AVAILABLE)
     node_id, host, port = endpoint
@@ -45,12 +50,12 @@ async def _find(broker, request, key: str, key_type: int) -> dict:
 async def _find_transaction(broker, request, key: str) -> dict:
     if not broker.authorize(request, "Describe", "TransactionalId", key):
         return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if broker.cluster is not None:
+        return _answer(*await broker.partitions.find_transaction_coordinator(key, request.listener))
     coordinator = await broker.transactions()
     if coordinator is None or coordinator.find_coordinator(key):
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    node_id = broker.node_id
-    host, port = broker.advertised_endpoint(request.listener)
-    return {"error_code": ErrorCode.NONE, "node_id": node_id, "host": host, "port": port}
+    return _answer(ErrorCode.NONE, (broker.node_id, *broker.advertised_endpoint(request.listener)))
 
 
 def _error(error: ErrorCode) -> dict:

@@ -20,6 +20,7 @@ import trio
 from minikafka.broker.config import ConfigError
 from minikafka.broker.dynamic_configs import DEFAULT_ENTITY
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
+from minikafka.broker.transactions.coordinator import TRANSACTION_STATE_TOPIC, state_topic_configs
 from minikafka.broker.partitions import NO_EPOCH, AcksWait, Partitions, TopicError, leader_epoch_error
 from minikafka.broker.security.acl import AclError
 from minikafka.broker.security.inter_broker import channel_security
@@ -575,20 +576,48 @@ class ReplicatedPartitions(Partitions):
     async def _create_offsets_topic(self) -> None:
         coordinator = self.broker.group_coordinator
         config = coordinator.config
+        await self._create_internal_topic(GROUP_METADATA_TOPIC, config.offsets_topic_num_partitions,
+                                          "offsets.topic.replication.factor", config.offsets_topic_replication_factor,
+                                          coordinator.offsets_topic_configs())
+
+    async def _create_internal_topic(self, topic: str, num_partitions: int, factor_name: str,
+                                     replication_factor: int, configs: dict[str, str]) -> None:
+        """Create an internal topic through ZooKeeper and the controller once
+        ``replication_factor`` brokers are live (Kafka's createInternalTopic: before that the
+        coordinator is not available); a topic that another broker created meanwhile is left."""
         live = len(self.cluster.metadata.brokers)
-        if live < config.offsets_topic_replication_factor:
-            logger.info("%s not created yet: offsets.topic.replication.factor is %d, %d broker(s) live",
-                        GROUP_METADATA_TOPIC, config.offsets_topic_replication_factor, live)
+        if live < replication_factor:
+            logger.info("%s not created yet: %s is %d, %d broker(s) live", topic, factor_name, replication_factor,
+                        live)
             return
         try:
-            await self._write_topic(GROUP_METADATA_TOPIC, config.offsets_topic_num_partitions,
-                                    config.offsets_topic_replication_factor, coordinator.offsets_topic_configs(), {})
+            await self._write_topic(topic, num_partitions, replication_factor, configs, {})
         except TopicError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                logger.warning("%s not created: %s", GROUP_METADATA_TOPIC, exc)
+                logger.warning("%s not created: %s", topic, exc)
             return
-        logger.info("created %s with %d partition(s), replication factor %d", GROUP_METADATA_TOPIC,
-                    config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
+        logger.info("created %s with %d partition(s), replication factor %d", topic, num_partitions,
+                    replication_factor)
+
+    # ------------------------------------------------------------------ transactions
+
+    async def find_transaction_coordinator(self, transactional_id: str,
+                                           listener_name: str = "") -> tuple[ErrorCode, tuple[int, str, int] | None]:
+        """The first request creates ``__transaction_state`` as :meth:`find_group_coordinator`
+        creates ``__consumer_offsets`` (Kafka 2.8 creates it at the first FindCoordinator for a
+        transactional id), never a broker locally. No broker coordinates transactions in a
+        cluster yet, so the answer stays COORDINATOR_NOT_AVAILABLE."""
+        if await self.cluster.cluster_view() and not self.cluster.metadata.has_topic(TRANSACTION_STATE_TOPIC):
+            config = self.broker.config
+            # Kafka's TransactionLog properties: a state change is committed on min.isr
+            # replicas, and a replica that missed one never becomes leader.
+            configs = {**state_topic_configs(config),
+                       "min.insync.replicas": str(config.get("transaction.state.log.min.isr")),
+                       "unclean.leader.election.enable": "false"}
+            await self._create_internal_topic(TRANSACTION_STATE_TOPIC, config.get("transaction.state.log.num.partitions"),
+                                              "transaction.state.log.replication.factor",
+                                              config.get("transaction.state.log.replication.factor"), configs)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
 
     def resign_moved_groups(self) -> None:
         """After a controlled shutdown: the controller sent the moved partitions' new state to

@@ -34,7 +34,8 @@ Where this differs from Kafka 2.8, and why:
 * The coordinator writes markers to its own partitions directly (the partition-level write the
   WriteTxnMarkers handler uses) rather than sending itself WriteTxnMarkers requests.
 * In a cluster (``zookeeper.connect``) transactions are not coordinated yet: FindCoordinator
-  for a transactional id answers COORDINATOR_NOT_AVAILABLE there.
+  for a transactional id creates ``__transaction_state`` through the controller (replicated,
+  ``transaction.state.log.min.isr``) and answers COORDINATOR_NOT_AVAILABLE there.
 """
 
 from __future__ import annotations
@@ -104,8 +105,7 @@ class TransactionCoordinator:
     # ================================================================ lifecycle
 
     def topic_configs(self) -> dict[str, str]:
-        return {"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
-                "compression.type": "uncompressed"}
+        return state_topic_configs(self.broker.config)
 
     def startup(self) -> None:
         """Create ``__transaction_state`` if missing, then load each partition: the newest
@@ -553,6 +553,13 @@ class TransactionCoordinator:
         if expired:
             logger.info("removed %d expired transactional id(s)", expired)
         return expired
+
+
+def state_topic_configs(config) -> dict[str, str]:
+    """Topic configs of ``__transaction_state``, on one broker as in a cluster (Kafka's
+    TransactionLog topic properties; a cluster adds the replica settings)."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(config.get("transaction.state.log.segment.bytes")),
+            "compression.type": "uncompressed"}
 
 
 def fenced_error(error: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
