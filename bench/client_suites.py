@@ -4,8 +4,8 @@
         --checkout confluent-kafka-python=DIR [--timeout 900]
 
 Each ``DIR`` is a checkout of the client's repository (for instance ``git --git-dir=<mirror>
-worktree add`` or ``git archive | tar -x``). One single broker is started for all suites
-(``auto.create.topics.enable`` on, as the suites expect), each suite is pointed at it the way
+worktree add`` or ``git archive | tar -x``). A single broker is started for each suite
+(``auto.create.topics.enable`` on, as the suites expect), the suite is pointed at it the way
 it accepts an external broker, and pytest's summary is read into a pass / fail / skip / error
 table, printed as Markdown. A suite that cannot run here says why instead:
 
@@ -15,7 +15,10 @@ table, printed as Markdown. A suite that cannot run here says why instead:
 - confluent-kafka-python: ``tests/integration`` with ``BROKERS=host:port`` (its
   bring-your-own-cluster fixture); its conftest imports ``trivup`` whatever the cluster;
 - aiokafka: its functional tests start Kafka in docker (``--docker-image``) and have no
-  external-broker switch, so only what runs without one is counted.
+  external-broker switch; ``bench/aiokafka_external_broker.py`` (a pytest plugin) replaces its
+  docker fixtures with the broker's address (``AIOKAFKA_EXTERNAL_BROKER``), and the broker has
+  two partitions per auto-created topic, as its docker Kafka (``NUM_PARTITIONS=2``). The
+  checkout's C extensions are not built: ``AIOKAFKA_NO_EXTENSIONS=1``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from minikafka.testing import MinikafkaBroker
 _COUNTS = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 
 
+BENCH = Path(__file__).resolve().parent
+
+
 def _suite(name: str, checkout: Path, bootstrap: str, kafka_version: str
            ) -> tuple[list[str], dict[str, str], list[str]]:
     """(pytest arguments, environment, Python modules it needs) of one client's suite."""
@@ -44,8 +50,14 @@ def _suite(name: str, checkout: Path, bootstrap: str, kafka_version: str
     if name == "confluent-kafka-python":
         return (["tests/integration"], {"BROKERS": bootstrap}, ["trivup"])
     if name == "aiokafka":
-        return (["tests"], {}, ["pytest_asyncio", "docker"])
+        return (["-p", "aiokafka_external_broker", "--docker-image", f"minikafka:{kafka_version}", "tests"],
+                {"AIOKAFKA_EXTERNAL_BROKER": bootstrap, "AIOKAFKA_NO_EXTENSIONS": "1"},
+                ["pytest_asyncio", "pytest_mock", "docker"])
     raise ValueError(f"unknown suite {name!r}")
+
+
+# Partitions of an auto-created topic, as each suite's own Kafka has them.
+_PARTITIONS = {"aiokafka": "2"}
 
 
 def run_suite(name: str, checkout: Path, bootstrap: str, kafka_version: str, timeout: float) -> dict:
@@ -56,7 +68,7 @@ def run_suite(name: str, checkout: Path, bootstrap: str, kafka_version: str, tim
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *arguments]
     started = time.monotonic()
     try:
-        finished = subprocess.run(command, cwd=checkout, env={**os.environ, **environment, "PYTHONPATH": str(checkout)},
+        finished = subprocess.run(command, cwd=checkout, env={**os.environ, **environment, "PYTHONPATH": f"{checkout}{os.pathsep}{BENCH}"},
                                   capture_output=True, text=True, timeout=timeout)
         output, note = finished.stdout + finished.stderr, ""
     except subprocess.TimeoutExpired as exc:
@@ -78,10 +90,11 @@ def main() -> None:
     parser.add_argument("--failures", action="store_true", help="list each failing test")
     args = parser.parse_args()
     checkouts = dict(entry.split("=", 1) for entry in args.checkout)
-    with tempfile.TemporaryDirectory() as work, \
-            MinikafkaBroker(Path(work) / "broker", {"auto.create.topics.enable": "true", "num.partitions": "1"}) as broker:
-        results = [run_suite(name, Path(path).resolve(), broker.bootstrap, args.kafka_version, args.timeout)
-                   for name, path in checkouts.items()]
+    results = []
+    for name, path in checkouts.items():
+        with tempfile.TemporaryDirectory() as work, MinikafkaBroker(Path(work) / "broker", {
+                "auto.create.topics.enable": "true", "num.partitions": _PARTITIONS.get(name, "1")}) as broker:
+            results.append(run_suite(name, Path(path).resolve(), broker.bootstrap, args.kafka_version, args.timeout))
     print("| suite | passed | failed | errors | skipped | seconds | note |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
