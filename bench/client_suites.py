@@ -12,6 +12,7 @@ table, printed as Markdown. A suite that cannot run here says why instead:
 - kafka-python: ``test/integration`` with ``KAFKA_URI=kafka://host:port`` (its external-broker
   switch), ``KAFKA_VERSION`` (the broker version its version-gated tests compare against) and
   ``KAFKA_ROOT`` naming any directory (its fixtures check for a Kafka install even when external);
+  the broker runs with its Kafka's group settings (1 s minimum session, no initial delay);
 - confluent-kafka-python: ``tests/integration`` with ``BROKERS=host:port`` (its
   bring-your-own-cluster fixture); its conftest imports ``trivup`` whatever the cluster;
 - aiokafka: its functional tests start Kafka in docker (``--docker-image``) and have no
@@ -56,16 +57,21 @@ def _suite(name: str, checkout: Path, bootstrap: str, kafka_version: str
     raise ValueError(f"unknown suite {name!r}")
 
 
-# Partitions of an auto-created topic, as each suite's own Kafka has them.
-_PARTITIONS = {"aiokafka": "2"}
+# Broker settings each suite's own Kafka runs with (kafka-python's servers/resources/default/
+# kafka.properties: its group tests use 3 s sessions; aiokafka's docker NUM_PARTITIONS=2).
+_BROKER_SETTINGS = {"kafka-python": {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"},
+                    "aiokafka": {"num.partitions": "2"}}
 
 
-def run_suite(name: str, checkout: Path, bootstrap: str, kafka_version: str, timeout: float) -> dict:
+def run_suite(name: str, checkout: Path, bootstrap: str, kafka_version: str, timeout: float,
+              test_timeout: float) -> dict:
     arguments, environment, needs = _suite(name, checkout, bootstrap, kafka_version)
     missing = [module for module in needs if importlib.util.find_spec(module) is None]
     if missing:
         return {"suite": name, "note": f"not run: needs {', '.join(missing)}"}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *arguments]
+    # A test that hangs (pytest-timeout) fails alone instead of stopping the whole suite.
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+               "-o", f"timeout={test_timeout:.0f}", *arguments]
     started = time.monotonic()
     try:
         finished = subprocess.run(command, cwd=checkout, env={**os.environ, **environment, "PYTHONPATH": f"{checkout}{os.pathsep}{BENCH}"},
@@ -85,6 +91,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkout", action="append", default=[], metavar="SUITE=DIR", required=True)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per suite")
+    parser.add_argument("--test-timeout", type=float, default=120.0,
+                        help="seconds per test (kafka-python's waits up to its 60 s API timeout)")
     parser.add_argument("--kafka-version", default="2.8.0",
                         help="what kafka-python's version-gated tests take the broker for")
     parser.add_argument("--failures", action="store_true", help="list each failing test")
@@ -93,8 +101,9 @@ def main() -> None:
     results = []
     for name, path in checkouts.items():
         with tempfile.TemporaryDirectory() as work, MinikafkaBroker(Path(work) / "broker", {
-                "auto.create.topics.enable": "true", "num.partitions": _PARTITIONS.get(name, "1")}) as broker:
-            results.append(run_suite(name, Path(path).resolve(), broker.bootstrap, args.kafka_version, args.timeout))
+                "auto.create.topics.enable": "true", "num.partitions": "1", **_BROKER_SETTINGS.get(name, {})}) as broker:
+            results.append(run_suite(name, Path(path).resolve(), broker.bootstrap, args.kafka_version, args.timeout,
+                                     args.test_timeout))
     print("| suite | passed | failed | errors | skipped | seconds | note |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
