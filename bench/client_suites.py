@@ -4,18 +4,22 @@
         --checkout confluent-kafka-python=DIR [--timeout 900]
 
 Each ``DIR`` is a checkout of the client's repository (for instance ``git --git-dir=<mirror>
-worktree add`` or ``git archive | tar -x``). One single broker is started for all suites
-(``auto.create.topics.enable`` on, as the suites expect), each suite is pointed at it the way
+worktree add`` or ``git archive | tar -x``). A single broker is started for each suite
+(``auto.create.topics.enable`` on, as the suites expect), the suite is pointed at it the way
 it accepts an external broker, and pytest's summary is read into a pass / fail / skip / error
 table, printed as Markdown. A suite that cannot run here says why instead:
 
 - kafka-python: ``test/integration`` with ``KAFKA_URI=kafka://host:port`` (its external-broker
   switch), ``KAFKA_VERSION`` (the broker version its version-gated tests compare against) and
   ``KAFKA_ROOT`` naming any directory (its fixtures check for a Kafka install even when external);
+  the broker runs with its Kafka's group settings (1 s minimum session, no initial delay);
 - confluent-kafka-python: ``tests/integration`` with ``BROKERS=host:port`` (its
   bring-your-own-cluster fixture); its conftest imports ``trivup`` whatever the cluster;
 - aiokafka: its functional tests start Kafka in docker (``--docker-image``) and have no
-  external-broker switch, so only what runs without one is counted.
+  external-broker switch; ``bench/aiokafka_external_broker.py`` (a pytest plugin) replaces its
+  docker fixtures with the broker's address (``AIOKAFKA_EXTERNAL_BROKER``), and the broker has
+  two partitions per auto-created topic, as its docker Kafka (``NUM_PARTITIONS=2``). The
+  checkout's C extensions are not built: ``AIOKAFKA_NO_EXTENSIONS=1``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from minikafka.testing import MinikafkaBroker
 _COUNTS = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 
 
+BENCH = Path(__file__).resolve().parent
+
+
 def _suite(name: str, checkout: Path, bootstrap: str, kafka_version: str
            ) -> tuple[list[str], dict[str, str], list[str]]:
     """(pytest arguments, environment, Python modules it needs) of one client's suite."""
@@ -44,19 +51,30 @@ def _suite(name: str, checkout: Path, bootstrap: str, kafka_version: str
     if name == "confluent-kafka-python":
         return (["tests/integration"], {"BROKERS": bootstrap}, ["trivup"])
     if name == "aiokafka":
-        return (["tests"], {}, ["pytest_asyncio", "docker"])
+        return (["-p", "aiokafka_external_broker", "--docker-image", f"minikafka:{kafka_version}", "tests"],
+                {"AIOKAFKA_EXTERNAL_BROKER": bootstrap, "AIOKAFKA_NO_EXTENSIONS": "1"},
+                ["pytest_asyncio", "pytest_mock", "docker"])
     raise ValueError(f"unknown suite {name!r}")
 
 
-def run_suite(name: str, checkout: Path, bootstrap: str, kafka_version: str, timeout: float) -> dict:
+# Broker settings each suite's own Kafka runs with (kafka-python's servers/resources/default/
+# kafka.properties: its group tests use 3 s sessions; aiokafka's docker NUM_PARTITIONS=2).
+_BROKER_SETTINGS = {"kafka-python": {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"},
+                    "aiokafka": {"num.partitions": "2"}}
+
+
+def run_suite(name: str, checkout: Path, bootstrap: str, kafka_version: str, timeout: float,
+              test_timeout: float) -> dict:
     arguments, environment, needs = _suite(name, checkout, bootstrap, kafka_version)
     missing = [module for module in needs if importlib.util.find_spec(module) is None]
     if missing:
         return {"suite": name, "note": f"not run: needs {', '.join(missing)}"}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *arguments]
+    # A test that hangs (pytest-timeout) fails alone instead of stopping the whole suite.
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+               "-o", f"timeout={test_timeout:.0f}", *arguments]
     started = time.monotonic()
     try:
-        finished = subprocess.run(command, cwd=checkout, env={**os.environ, **environment, "PYTHONPATH": str(checkout)},
+        finished = subprocess.run(command, cwd=checkout, env={**os.environ, **environment, "PYTHONPATH": f"{checkout}{os.pathsep}{BENCH}"},
                                   capture_output=True, text=True, timeout=timeout)
         output, note = finished.stdout + finished.stderr, ""
     except subprocess.TimeoutExpired as exc:
@@ -73,15 +91,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkout", action="append", default=[], metavar="SUITE=DIR", required=True)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per suite")
+    parser.add_argument("--test-timeout", type=float, default=120.0,
+                        help="seconds per test (kafka-python's waits up to its 60 s API timeout)")
     parser.add_argument("--kafka-version", default="2.8.0",
                         help="what kafka-python's version-gated tests take the broker for")
     parser.add_argument("--failures", action="store_true", help="list each failing test")
     args = parser.parse_args()
     checkouts = dict(entry.split("=", 1) for entry in args.checkout)
-    with tempfile.TemporaryDirectory() as work, \
-            MinikafkaBroker(Path(work) / "broker", {"auto.create.topics.enable": "true", "num.partitions": "1"}) as broker:
-        results = [run_suite(name, Path(path).resolve(), broker.bootstrap, args.kafka_version, args.timeout)
-                   for name, path in checkouts.items()]
+    results = []
+    for name, path in checkouts.items():
+        with tempfile.TemporaryDirectory() as work, MinikafkaBroker(Path(work) / "broker", {
+                "auto.create.topics.enable": "true", "num.partitions": "1", **_BROKER_SETTINGS.get(name, {})}) as broker:
+            results.append(run_suite(name, Path(path).resolve(), broker.bootstrap, args.kafka_version, args.timeout,
+                                     args.test_timeout))
     print("| suite | passed | failed | errors | skipped | seconds | note |")
     print("|---|---|---|---|---|---|---|")
     for r in results:

@@ -5,7 +5,8 @@ take effect without a restart and override the static configuration.
 Only the settings Kafka marks dynamic per broker and this broker applies live are accepted:
 the defaults of the topic configs (``log.retention.ms``, ``log.segment.bytes``,
 ``message.max.bytes``, ...; Kafka's DynamicLogConfig), which every log without an override of
-its own runs with at once. A cluster keeps them where Kafka does, in ``/config/brokers/<id>``
+its own runs with at once, and the log cleaner's (``log.cleaner.backoff.ms``,
+``log.cleaner.io.max.bytes.per.second``, ...), which restart the cleaner. A cluster keeps them where Kafka does, in ``/config/brokers/<id>``
 and ``/config/brokers/<default>`` with a ``/config/changes`` notification each broker follows;
 a single broker in its first log dir, in ``dynamic-broker-configs.json``:
 ``{"version":1,"brokers":{"<default>":{...},"<id>":{...}}}`` (the same entity names), written
@@ -32,6 +33,12 @@ DYNAMIC_CONFIGS = frozenset({
     "log.segment.delete.delay.ms", "log.message.timestamp.type", "log.message.timestamp.difference.max.ms",
     "message.max.bytes", "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio",
+}) | frozenset({
+    # Kafka 2.8's LogCleaner.ReconfigurableConfigs: a change stops the cleaner and starts a new
+    # one with them (Broker._run_cleaner). Not max.connections and the listener/SSL ones:
+    # this broker has no such settings.
+    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms",
 })
 
 

@@ -273,6 +273,8 @@ class Broker:
         self.groups_running = False
         self._groups_starting = trio.Lock()
         self._nursery: trio.Nursery | None = None
+        # The running log cleaner's; cancelled to restart it under new dynamic settings.
+        self._cleaner_scope: trio.CancelScope | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -296,7 +298,7 @@ class Broker:
                 nursery.start_soon(self._every, self.config.checkpoint_interval_ms,
                                    self.log_manager.checkpoint, "checkpoint")
                 if self.config.cleaner_enabled:
-                    nursery.start_soon(self._clean_logs)
+                    nursery.start_soon(self._run_cleaner)
                 nursery.start_soon(self._every, self.config.producer_id_expiration_check_interval_ms,
                                    self.log_manager.remove_expired_producers, "producer expiry")
                 if self.cluster is not None:  # loads the offsets partitions it comes to lead
@@ -430,8 +432,17 @@ class Broker:
         return dict(self._dynamic.get(entity, {}))
 
     def check_dynamic_configs(self, entity: str, settings: dict[str, str]) -> None:
-        """ConfigError (broker.config's) for a value the layered configuration refuses."""
-        self._layered({**self._dynamic, entity: settings})
+        """ConfigError (broker.config's) for a value the layered configuration refuses, or a
+        cleaner thread count Kafka's LogCleaner.validateReconfiguration refuses (the count has
+        no effect here, one task cleans, but a value Kafka refuses is refused alike)."""
+        threads = self._layered({**self._dynamic, entity: settings}).get("log.cleaner.threads")
+        current = self.config.get("log.cleaner.threads")
+        if threads < 1:
+            raise ConfigError("Log cleaner threads should be at least 1")
+        if threads < current // 2:
+            raise ConfigError(f"Log cleaner threads cannot be reduced to less than half the current value {current}")
+        if threads > current * 2:
+            raise ConfigError(f"Log cleaner threads cannot be increased to more than double the current value {current}")
 
     async def alter_dynamic_configs(self, entity: str, settings: dict[str, str]) -> None:
         """Replace ``entity``'s dynamic settings (checked by the caller): kept, then in effect at
@@ -449,8 +460,11 @@ class Broker:
         """Run with these dynamic settings (entity -> settings) from now on; ConfigError for a
         value that does not parse, which changes nothing."""
         config = self._layered(dynamic)
+        cleaner_changed = _cleaner_settings(config) != _cleaner_settings(self.config)
         self._dynamic, self.config = dynamic, config
         self.default_log_config = config.log_config()
+        if cleaner_changed and self._cleaner_scope is not None:
+            self._cleaner_scope.cancel()
         await trio.to_thread.run_sync(self.log_manager.set_default_config, self.default_log_config)
         logger.info("dynamic broker configs now %s", {entity: s for entity, s in dynamic.items() if s})
 
@@ -632,6 +646,14 @@ class Broker:
             except Exception:
                 logger.exception("background %s failed", name)
 
+    async def _run_cleaner(self) -> None:
+        """The log cleaner, started again with the settings of the moment whenever its dynamic
+        ones change (Kafka's LogCleaner.reconfigure stops its threads and starts new ones):
+        the pass in progress is aborted, and a backoff being slept is cut short."""
+        while True:
+            with trio.CancelScope() as self._cleaner_scope:
+                await self._clean_logs()
+
     async def _clean_logs(self) -> None:
         """The log cleaner's background task (Kafka's CleanerThread): clean while some
         compacted log is due, then sleep ``log.cleaner.backoff.ms``. A pass runs in a worker
@@ -750,3 +772,7 @@ class Broker:
         """Before a clean stop: in a cluster, move this broker's leaderships away first."""
         await self.partitions.prepare_shutdown()
 
+
+def _cleaner_settings(config: BrokerConfig) -> tuple:
+    """What the log cleaner runs with: a change restarts it (Broker._run_cleaner)."""
+    return config.cleaner_config(), config.cleaner_backoff_ms

@@ -163,8 +163,10 @@ def _timestamp_type(value: str, name: str) -> str:
 
 
 def _cleanup_policy(value: str, name: str) -> str:
+    if not value.strip():
+        return ""  # Kafka's empty list (ConfigDef reads "" so): neither deleted nor compacted
     parts = [p.strip() for p in value.split(",")]
-    if not parts or any(p not in ("delete", "compact") for p in parts):
+    if any(p not in ("delete", "compact") for p in parts):
         raise ValueError(f"{name}: {value!r} must be a list of 'delete' and 'compact'")
     return ",".join(parts)
 

@@ -43,7 +43,8 @@ async def handle(broker, request) -> dict:
                 errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 commits.append(PartitionCommit(topic.name, partition.partition_index, partition.committed_offset,
-                                               partition.committed_metadata))
+                                               partition.committed_metadata,
+                                               leader_epoch=partition.committed_leader_epoch))
     if commits:
         results = await (await broker.groups()).txn_commit(
             body.group_id, body.producer_id, body.producer_epoch, body.member_id, body.group_instance_id,

@@ -1,8 +1,8 @@
 """DescribeAcls (key 29), v0-v1. v1 adds the resource pattern type (KIP-290; v0 means LITERAL).
 
-v2 (flexible) and v3 are not served: kafka-python 3 takes a broker serving DescribeAcls v2 for
-Kafka 2.5 (v3: 3.3) and then turns idempotence on in its producers, which this broker cannot
-serve (no InitProducerId); the table must keep it seeing a 0.10.2 broker."""
+v2 (flexible) and v3 are not served: kafka-python 3 takes a broker serving DescribeAcls v3 for
+Kafka 3.3, whose Fetch (v13, topic ids) and ListOffsets (v7) this broker does not serve; with
+Produce v9 it takes it for 2.8."""
 
 from minikafka.protocol.apis.keys import ApiKey
 from minikafka.protocol.schema import Api, Array, Field

@@ -1,8 +1,9 @@
-"""Produce (key 0), v0-v8: message sets of magic 0 (v0, v1) or magic 0/1 (v2); v3 carries
+"""Produce (key 0), v0-v9: message sets of magic 0 (v0, v1) or magic 0/1 (v2); v3 carries
 magic 2 record batches and adds the transactional id. v1 adds the throttle time, v2 the
 per-partition log append time (-1 under CreateTime), v5 the log start offset, v8 the records
 that made a set be refused and a message saying why (KIP-467). v4 (KAFKA_STORAGE_ERROR), v6
-(throttling after the response), v7 (zstd allowed, KIP-110) change semantics only.
+(throttling after the response), v7 (zstd allowed, KIP-110) change semantics only; v9 is v8
+made flexible (KIP-482; Kafka 2.8, which is what kafka-python 3 infers from it).
 ``records`` is carried as opaque bytes (see ``protocol.records``, which takes every magic in
 every version: see the handler)."""
 
@@ -13,7 +14,8 @@ from minikafka.protocol.types import INT16, INT32, INT64, RECORDS, STRING
 PRODUCE = Api(
     ApiKey.PRODUCE,
     "Produce",
-    versions=(0, 8),
+    versions=(0, 9),
+    flexible="9+",
     request=(
         Field("transactional_id", STRING, "3+", nullable="3+", default=None),
         Field("acks", INT16),

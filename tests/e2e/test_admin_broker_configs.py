@@ -100,3 +100,58 @@ def test_read_only_settings_and_bad_values_are_refused(tmp_path):
         described = _described(broker, 4, "0", ["log.retention.ms", "num.partitions"])
         assert described["log.retention.ms"][1] == 5 and described["num.partitions"][1] == 5  # DEFAULT_CONFIG
         assert not (broker.log_dir / "dynamic-broker-configs.json").exists()
+
+
+def _distinct_keys_when_cleaned(broker, topic: str, records: int) -> bool:
+    """Whether the compacted topic holds fewer records than were written (the cleaner ran)."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=3000)
+    try:
+        return len(list(consumer)) < records
+    finally:
+        consumer.close()
+
+
+def test_cleaner_settings_are_dynamic_and_restart_the_cleaner(tmp_path):
+    """The log cleaner's settings (Kafka's LogCleaner.ReconfigurableConfigs) change without a
+    restart: a cleaner asleep for an hour of log.cleaner.backoff.ms wakes under the new backoff,
+    as Kafka's reconfigure stops its cleaner threads and starts new ones."""
+    import time
+
+    with MinikafkaBroker(tmp_path / "b", {"log.cleaner.backoff.ms": "3600000"}) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic("compacted", 1, 1, topic_configs={
+            "cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"})])
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+        for i in range(200):
+            producer.send("compacted", key=b"k%d" % (i % 5), value=b"v" * 50).get(timeout=15)
+        producer.close()
+        assert not _distinct_keys_when_cleaned(broker, "compacted", 200)
+        admin.alter_configs([KpConfigResource(ConfigResourceType.BROKER, "0", {
+            "log.cleaner.backoff.ms": "50", "log.cleaner.io.max.bytes.per.second": "100000000.0",
+            "log.cleaner.dedupe.buffer.size": "1000000"})])
+        admin.close()
+        described = _described(broker, 4, "0", ["log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"])
+        assert described["log.cleaner.backoff.ms"][:3] == ("50", DYNAMIC_BROKER, False)
+        assert described["log.cleaner.dedupe.buffer.size"][:3] == ("1000000", DYNAMIC_BROKER, False)
+        deadline = time.monotonic() + 60
+        while not _distinct_keys_when_cleaned(broker, "compacted", 200):
+            assert time.monotonic() < deadline, "the cleaner never ran under the new backoff"
+
+
+def test_cleaner_threads_change_within_kafkas_bounds(tmp_path):
+    """Kafka's LogCleaner.validateReconfiguration: at least 1, at most double and at least half
+    the current count; anything else is INVALID_REQUEST and changes nothing."""
+    with MinikafkaBroker(tmp_path / "b", {"log.cleaner.threads": "2"}) as broker:
+        def alter(value: str) -> int:
+            answer = kafka_request(broker.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+                {"resource_type": 4, "resource_name": "0", "configs": [
+                    {"name": "log.cleaner.threads", "config_operation": 0, "value": value}]}],
+                "validate_only": False})
+            return answer.responses[0].error_code
+
+        assert [alter(v) for v in ("0", "5", "4")] == [42, 42, 0]
+        assert _described(broker, 4, "0", ["log.cleaner.threads"])["log.cleaner.threads"][:3] == (
+            "4", DYNAMIC_BROKER, False)

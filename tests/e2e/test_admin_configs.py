@@ -123,6 +123,19 @@ def test_confluent_incremental_append_and_delete(broker, confluent, admin, new_t
     assert _stored_overrides(broker, topic) == {"cleanup.policy": "delete,compact"}
 
 
+def test_confluent_subtracts_the_last_cleanup_policy(broker, confluent, admin, new_topic):
+    """An empty cleanup.policy is Kafka's empty list (ConfigDef parses "" so, and ValidList takes
+    it): neither compacted nor trimmed by retention (confluent-kafka's own suite subtracts
+    ``delete`` from the default)."""
+    topic = new_topic("unpoliced")
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)])
+    confluent.incremental_alter_configs([resource])[resource].result(timeout=15)
+    assert _stored_overrides(broker, topic) == {"cleanup.policy": ""}
+    assert _topic_configs(admin, topic, ["cleanup.policy"])["cleanup.policy"]["value"] == ""
+
+
 def test_refused_resources_change_nothing(broker, confluent, admin, new_topic):
     topic = new_topic("refused")
     admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"retention.ms": "3600000"})])

@@ -28,6 +28,27 @@ def test_kafka_python_sees_idempotence_served_and_keeps_it_on(broker, topic):
         producer.close(timeout=5)
 
 
+def test_kafka_python_infers_kafka_2_8_and_produces_with_flexible_produce(broker, topic):
+    """kafka-python 3 takes the broker's Kafka version from the highest API version in its table
+    the broker serves; Produce v9 (flexible, KIP-482) marks 2.8. Its producer then sends v9
+    requests (compact strings and records, tagged fields) and reads v9 answers."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=None)
+    try:
+        assert producer.config["api_version"] == (2, 8)
+        assert producer.send(topic, key=b"k", value=b"flexible").get(timeout=30).offset == 0
+    finally:
+        producer.close(timeout=5)
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=20000)
+    try:
+        message = next(consumer)
+        assert (message.key, message.value) == (b"k", b"flexible")
+    finally:
+        consumer.close()
+
+
 def test_kcat_on_librdkafka_2_0_reads_our_api_versions_and_metadata(broker, topic):
     kcat = shutil.which("kcat")
     assert kcat is not None, "kcat is installed by tests/run.sh"

@@ -83,3 +83,22 @@ def test_send_offsets_to_transaction_commits_with_the_transaction_only(minikafka
         assert committed(admin, "g") == {0: 11, 1: 7}
     finally:
         admin.close()
+
+
+def test_transactional_offsets_keep_their_leader_epoch(minikafka_broker):
+    """TxnOffsetCommit v2+ carries each offset's leader epoch (KIP-320), which OffsetFetch then
+    answers, as for OffsetCommit (kafka-python's integration suite checks it)."""
+    bootstrap = minikafka_broker.bootstrap
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="epochs")
+    try:
+        admin.create_topics([NewTopic("in", 1, 1), NewTopic("out", 1, 1)])
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("out", b"x")
+        producer.send_offsets_to_transaction({TopicPartition("in", 0): OffsetAndMetadata(3, "m", 0)}, "g")
+        producer.commit_transaction()
+        assert admin.list_group_offsets({"g": None})["g"] == {TopicPartition("in", 0): OffsetAndMetadata(3, "m", 0)}
+    finally:
+        producer.close()
+        admin.close()

@@ -371,7 +371,7 @@ def test_our_responses_decode_with_old_kafka_python(api, version, data):
 def test_every_served_api_is_registered_with_the_issue_versions():
     assert {ApiKey(k).name: (lo, hi) for k, lo, hi in
             [(api.key, api.min_version, api.max_version) for api in APIS.values()]} == {
-        "API_VERSIONS": (0, 3), "METADATA": (0, 12), "PRODUCE": (0, 8), "FETCH": (0, 11),
+        "API_VERSIONS": (0, 3), "METADATA": (0, 12), "PRODUCE": (0, 9), "FETCH": (0, 11),
         "LIST_OFFSETS": (0, 5), "CREATE_TOPICS": (0, 7), "DELETE_TOPICS": (0, 6),
         "FIND_COORDINATOR": (0, 4), "JOIN_GROUP": (0, 7), "SYNC_GROUP": (0, 5),
         "HEARTBEAT": (0, 4), "LEAVE_GROUP": (0, 4), "OFFSET_COMMIT": (0, 8),

@@ -281,6 +281,10 @@ def test_dynamic_broker_configs_live_in_zookeeper(cluster):
     wanted = {b: ("3600000", 2) if b == second_id else ("7200000", 3) for b in cluster.ids}
     _until(lambda: {b: _broker_config(cluster, b, "log.retention.ms") for b in cluster.ids} == wanted,
            "every broker running with the dynamic configs")
+    # The cleaner's settings are cluster-wide too (each broker restarts its cleaner).
+    assert _alter_broker(first, "", {"log.retention.ms": "7200000", "log.cleaner.backoff.ms": "1000"}) == ErrorCode.NONE
+    _until(lambda: {_broker_config(cluster, b, "log.cleaner.backoff.ms") for b in cluster.ids} == {("1000", 3)},
+           "every broker's cleaner running with the cluster default")
     # A broker started again takes them from ZooKeeper.
     cluster.restart(second_id)
     _until(lambda: _broker_config(cluster, second_id, "log.retention.ms") == ("3600000", 2),
