@@ -5,6 +5,7 @@ leave them as they were when it aborts (TxnOffsetCommit, then the markers of End
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from kafka import KafkaProducer, TopicPartition
@@ -98,7 +99,14 @@ def test_transactional_offsets_keep_their_leader_epoch(minikafka_broker):
         producer.send("out", b"x")
         producer.send_offsets_to_transaction({TopicPartition("in", 0): OffsetAndMetadata(3, "m", 0)}, "g")
         producer.commit_transaction()
-        assert admin.list_group_offsets({"g": None})["g"] == {TopicPartition("in", 0): OffsetAndMetadata(3, "m", 0)}
+        # EndTxn is answered once the commit is decided; the offsets become visible when the
+        # coordinator has written its markers, a moment later (as in Kafka).
+        committed = {}
+        deadline = time.monotonic() + 30
+        while not committed and time.monotonic() < deadline:
+            committed = admin.list_group_offsets({"g": None})["g"]
+            time.sleep(0.05)
+        assert committed == {TopicPartition("in", 0): OffsetAndMetadata(3, "m", 0)}
     finally:
         producer.close()
         admin.close()
