@@ -137,10 +137,12 @@ def wait_for_port(host: str, port: int, process: subprocess.Popen, deadline: flo
             time.sleep(PORT_POLL_INTERVAL)
 
 
-def first_message(bootstrap: str, topic: str | None = None, timeout: float = 30.0) -> None:
+def first_message(bootstrap: str, topic: str | None = None, timeout: float = 30.0) -> float:
     """Produce one message to partition 0 of ``topic`` (a new one by default, created by the
     broker on first use), then consume it back from offset 0, as a new application would;
-    raises NotServing if it cannot within ``timeout``. No consumer group: the figure is about
+    returns the perf_counter() at which the produce was acknowledged (where the producer's
+    part ends: the Metadata that creates the topic and the Produce), raises NotServing if it
+    cannot within ``timeout``. No consumer group: the figure is about
     the broker, not the coordinator. ``acks=1``, as in the other figures: a single broker
     answers it as it does ``all``."""
     topic = topic or f"first-{uuid.uuid4().hex[:8]}"
@@ -151,6 +153,7 @@ def first_message(bootstrap: str, topic: str | None = None, timeout: float = 30.
         raise NotServing(f"{bootstrap}: the first message was not acknowledged in {timeout} s")
     if errors:
         raise NotServing(f"{bootstrap}: the first produce failed: {errors[0]}")
+    acknowledged = time.perf_counter()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"first-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "fetch.wait.max.ms": 10})
     try:
@@ -159,7 +162,7 @@ def first_message(bootstrap: str, topic: str | None = None, timeout: float = 30.
         while time.perf_counter() < deadline:
             message = consumer.poll(0.1)
             if message is not None and message.error() is None:
-                return
+                return acknowledged
         raise NotServing(f"{bootstrap}: the first message was not consumed in {timeout} s")
     finally:
         consumer.close()

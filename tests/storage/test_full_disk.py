@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -118,6 +119,18 @@ def test_a_write_cut_short_by_a_full_disk_leaves_no_message_of_the_set(small_fil
     assert lines[-1] == "after restart 1 [b'kept']"
 
 
+def _use_every_inode(placeholders: Path) -> Path:
+    """``placeholders``, a new directory of empty files made until the filesystem has no
+    inode left (a tmpfs of 512): unlink some to free as many."""
+    placeholders.mkdir()
+    try:
+        for i in range(512):
+            (placeholders / str(i)).touch()
+    except OSError as exc:
+        assert exc.errno == 28
+    return placeholders
+
+
 def test_a_topic_the_full_disk_refuses_midway_is_rolled_back(small_filesystem, tmp_path):
     from minikafka.storage import LogConfig, LogManager, SystemClock
 
@@ -127,13 +140,7 @@ def test_a_topic_the_full_disk_refuses_midway_is_rolled_back(small_filesystem, t
     disk = small_filesystem("2m", inodes=512)
     manager = LogManager([disk.path / "logs"], LogConfig(), SystemClock())
     manager.startup()
-    placeholders = disk.path / "placeholders"
-    placeholders.mkdir()
-    try:
-        for i in range(512):
-            (placeholders / str(i)).touch()
-    except OSError as exc:
-        assert exc.errno == 28
+    placeholders = _use_every_inode(disk.path / "placeholders")
     for i in range(40):  # room for the inodes of a few partitions, not of 50
         (placeholders / str(i)).unlink()
     try:
@@ -251,6 +258,29 @@ EMFILE_CHILD = textwrap.dedent('''
     print("after restart", [r.value.rstrip(b".") for s in again.segments()
                             for r in iter_records(again.read(s.base_offset, 1 << 20).read_bytes())])
 ''')
+
+
+def test_a_one_partition_topic_the_full_disk_refuses_leaves_no_staged_directory(small_filesystem):
+    from minikafka.storage import LogConfig, LogManager, SystemClock
+
+    # A one-partition topic is staged straight in the log dir, not in a workshop: one free
+    # inode is its directory, and its first file finds none.
+    disk = small_filesystem("2m", inodes=512)
+    manager = LogManager([disk.path / "logs"], LogConfig(), SystemClock())
+    manager.startup()
+    placeholders = _use_every_inode(disk.path / "placeholders")
+    (placeholders / "0").unlink()
+    try:
+        manager.create_topic("one", 1, {})
+    except OSError as exc:
+        assert exc.errno == 28  # ENOSPC
+    else:
+        raise AssertionError("a partition fitted in one inode")
+    assert manager.topics() == {}
+    assert list((disk.path / "logs").iterdir()) == []
+    shutil.rmtree(placeholders)
+    assert len(manager.create_topic("one", 1, {})) == 1
+    manager.shutdown()
 
 
 # headroom -2: the new segment's .log file cannot be opened (nor anything else: the limit is
