@@ -58,8 +58,12 @@ def _suite(name: str, checkout: Path, bootstrap: str, kafka_version: str
 
 
 # Broker settings each suite's own Kafka runs with (kafka-python's servers/resources/default/
-# kafka.properties: its group tests use 3 s sessions; aiokafka's docker NUM_PARTITIONS=2).
-_BROKER_SETTINGS = {"kafka-python": {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"},
+# kafka.properties: its group tests use 3 s sessions; its KafkaFixture creates topics with 4
+# partitions, which test_transactional_producer_offsets needs: it commits an offset of partition 1,
+# and an offset of a partition that does not exist is refused as retriable, on Kafka too;
+# aiokafka's docker NUM_PARTITIONS=2).
+_BROKER_SETTINGS = {"kafka-python": {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
+                                     "num.partitions": "4"},
                     "aiokafka": {"num.partitions": "2"}}
 
 
