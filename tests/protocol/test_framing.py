@@ -335,7 +335,7 @@ def test_unknown_api_key_names_the_key_after_parsing_the_header():
         conn.next_request()
 
 
-@pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 9), (ApiKey.METADATA, 13),
+@pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 12), (ApiKey.METADATA, 13),
                                                   (ApiKey.FETCH, 12), (ApiKey.OFFSET_FETCH, 9),
                                                   (ApiKey.PRODUCE, -1)])
 def test_unsupported_versions_of_other_apis_are_refused(api_key, version):
