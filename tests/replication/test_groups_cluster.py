@@ -79,6 +79,16 @@ def fetch_committed(cluster, group: str, topic: str, partitions: int) -> dict[in
     return {p.partition_index: p.committed_offset for p in entries}
 
 
+def wait_for_committed(cluster, group: str, topic: str, partitions: int, timeout: float) -> dict[int, int] | None:
+    """``fetch_committed`` retried until a coordinator answers (after a failover) or ``timeout``."""
+    deadline = time.monotonic() + timeout
+    committed = None
+    while time.monotonic() < deadline and committed is None:
+        committed = fetch_committed(cluster, group, topic, partitions)
+        time.sleep(0.2)
+    return committed
+
+
 def end_offsets(cluster, topic: str, partitions: int) -> dict[int, int]:
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap)
     try:
@@ -363,11 +373,7 @@ def test_an_acknowledged_commit_survives_the_coordinator_being_wiped(cluster):
     while offsets_partition(cluster, index, via=wiped).leader_id != coordinator:
         assert time.monotonic() < deadline, "the wiped broker does not lead the group's partition"
         time.sleep(0.1)
-    deadline = time.monotonic() + 60
-    committed = None
-    while time.monotonic() < deadline and committed is None:
-        committed = fetch_committed(cluster, group, "kept", 2)
-        time.sleep(0.2)
+    committed = wait_for_committed(cluster, group, "kept", 2, timeout=60)
     assert committed == {0: 41, 1: 7}
 
 
@@ -418,11 +424,7 @@ def test_offsets_of_a_deleted_topic_are_removed_by_its_coordinator(cluster):
     assert fetch_committed(cluster, group, "kept", 1) == {0: 5}
     # The removal is replicated: the next coordinator has it too.
     cluster.kill(coordinator)
-    deadline = time.monotonic() + 120
-    committed = None
-    while time.monotonic() < deadline and committed is None:
-        committed = fetch_committed(cluster, group, "gone", 2)
-        time.sleep(0.2)
+    committed = wait_for_committed(cluster, group, "gone", 2, timeout=120)
     assert committed == {0: -1, 1: -1}
     assert fetch_committed(cluster, group, "kept", 1) == {0: 5}
 
@@ -497,11 +499,7 @@ def test_the_new_coordinator_loads_from_its_snapshot(tmp_path, zookeeper):
         cluster.broker(leader).kill()
         new_leader = coordinator_of(cluster, "after", timeout=120)
         assert new_leader != leader
-        deadline = time.monotonic() + 120
-        committed = None
-        while time.monotonic() < deadline and committed is None:
-            committed = fetch_committed(cluster, "after", "t", 1)
-            time.sleep(0.2)
+        committed = wait_for_committed(cluster, "after", "t", 1, timeout=120)
         assert committed == {0: 123}
         assert fetch_committed(cluster, "bulk-7", "bulk", 100)[99] == ((events // 100 - 1) // 1000) * 1000 + 99
         reports = load_reports_in(cluster.broker(new_leader).stderr_since_start())
@@ -543,11 +541,7 @@ def test_consumer_offsets_is_trimmed_below_snapshots_on_every_replica(tmp_path, 
             time.sleep(0.5)
         # What the trimmed logs and their snapshots hold is every commit: a new coordinator has them.
         cluster.kill(coordinator)
-        deadline = time.monotonic() + 120
-        committed = None
-        while time.monotonic() < deadline and committed is None:
-            committed = fetch_committed(cluster, group, "t", 2)
-            time.sleep(0.2)
+        committed = wait_for_committed(cluster, group, "t", 2, timeout=120)
         assert committed == {0: 398, 1: 399}
 
 
@@ -579,11 +573,7 @@ def test_a_failed_load_is_retried_without_a_leadership_change(cluster):
         assert time.monotonic() < deadline, "the load did not fail"
         time.sleep(0.2)
     unreadable.rmdir()
-    deadline = time.monotonic() + 60
-    committed = None
-    while time.monotonic() < deadline and committed is None:
-        committed = fetch_committed(cluster, group, "t", 1)
-        time.sleep(0.2)
+    committed = wait_for_committed(cluster, group, "t", 1, timeout=60)
     assert committed == {0: 17}
     assert coordinator_of(cluster, group) == successor
 
@@ -640,11 +630,7 @@ def test_a_commit_survives_its_coordinator_leading_again_from_its_own_snapshot(t
         cluster.move_leader(GROUP_METADATA_TOPIC, 0, other)
         wait_for_offsets_isr(cluster, 0, 3)
         cluster.move_leader(GROUP_METADATA_TOPIC, 0, first)
-        deadline = time.monotonic() + 60
-        committed = None
-        while time.monotonic() < deadline and committed is None:
-            committed = fetch_committed(cluster, group, "t", 1)
-            time.sleep(0.2)
+        committed = wait_for_committed(cluster, group, "t", 1, timeout=60)
         assert committed == {0: 7}
 
 
@@ -689,9 +675,5 @@ def test_a_follower_keeps_the_events_its_own_snapshots_do_not_cover(tmp_path, zo
         time.sleep(2)
         assert min(int(path.stem) for path in follower_dir.glob("*.log")) == 0
         cluster.kill(leader)
-        deadline = time.monotonic() + 120
-        committed = None
-        while time.monotonic() < deadline and committed is None:
-            committed = fetch_committed(cluster, group, "t", 2)
-            time.sleep(0.2)
+        committed = wait_for_committed(cluster, group, "t", 2, timeout=120)
         assert committed == {0: 5, 1: 399}
