@@ -35,7 +35,6 @@ import argparse
 import asyncio
 import json
 import random
-import struct
 import sys
 import tempfile
 import threading
@@ -513,22 +512,6 @@ class Nemesis:
                 self.cluster.restart(broker_id)
 
 
-def _segment_bytes_below(partition_dir: Path, high_watermark: int) -> bytes:
-    """The log's message sets (as stored: offset, size, message) whose last offset is below
-    the high watermark, across the segments in order."""
-    out = bytearray()
-    for segment in sorted(partition_dir.glob("*.log")):
-        data = segment.read_bytes()
-        position = 0
-        while position + 12 <= len(data):
-            offset, size = struct.unpack_from(">qi", data, position)
-            if offset >= high_watermark or position + 12 + size > len(data):
-                return bytes(out)
-            out += data[position:position + 12 + size]
-            position += 12 + size
-    return bytes(out)
-
-
 def _leader_seen(cluster: MinikafkaCluster, topic: str, partition: int, via) -> int:
     for entry in cluster.metadata([topic], via=via).topics:
         for p in entry.partitions:
@@ -539,16 +522,6 @@ def _leader_seen(cluster: MinikafkaCluster, topic: str, partition: int, via) -> 
 
 def _message_set(value: bytes) -> bytes:
     return build_message_set([(None, value, int(time.time() * 1000))])
-
-
-def _high_watermark(cluster: MinikafkaCluster, topic: str, partition: int) -> int:
-    leader = cluster.broker(cluster.leader(topic, partition))
-    answer = kafka_request(leader.bootstrap, ApiKey.LIST_OFFSETS, 1, {"topics": [
-        {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}]})
-    entry = answer.topics[0].partitions[0]
-    if entry.error_code:
-        raise RuntimeError(f"ListOffsets {topic}-{partition}: error {entry.error_code}")
-    return entry.offset
 
 
 def _read_whole_logs(bootstrap: str, high_watermarks: dict[TopicPartition, int]) -> dict[TopicPartition, dict[int, bytes]]:
@@ -649,9 +622,9 @@ def run(seconds: float, seed: int, work_dir: Path, out=print, zookeeper: str | N
         threads[-1].join(30)
         history = recorder.history
         tps = [(topic_of(c), p) for c in CLIENTS for p in range(PARTITIONS)]
-        history.high_watermarks = {tp: _high_watermark(cluster, *tp) for tp in tps}
+        history.high_watermarks = {tp: cluster.high_watermark(*tp) for tp in tps}
         history.final = _read_whole_logs(cluster.bootstrap, history.high_watermarks)
-        history.replicas = _replicas_below_high_watermark(cluster, history.high_watermarks)
+        history.replicas = cluster.replicas_below_high_watermark(history.high_watermarks)
     verdict = check(history)
     out("figures:")
     for name, value in verdict.figures.items():
@@ -663,19 +636,6 @@ def run(seconds: float, seed: int, work_dir: Path, out=print, zookeeper: str | N
     else:
         out(f"no violations (seed {seed})")
     return verdict
-
-
-def _replicas_below_high_watermark(cluster: MinikafkaCluster, high_watermarks) -> dict:
-    """Each replica's bytes below the high watermark, once every follower has fetched that far
-    (a follower's fetch is in flight for a moment after the ISR is full)."""
-    deadline = time.monotonic() + 30
-    while True:
-        replicas = {tp: {broker_id: _segment_bytes_below(cluster.broker(broker_id).log_dir / f"{tp[0]}-{tp[1]}", hw)
-                         for broker_id in cluster.ids}
-                    for tp, hw in high_watermarks.items()}
-        if all(len(set(r.values())) == 1 for r in replicas.values()) or time.monotonic() > deadline:
-            return replicas
-        time.sleep(0.2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -359,6 +359,9 @@ CONFIG_KEYS = CONFIG_KEYS + (
     ConfigKey("transaction.state.log.min.isr", "int", 2,
               "In a cluster, min.insync.replicas of __transaction_state. A single broker ignores it.",
               minimum=1),
+    ConfigKey("request.timeout.ms", "int", 30000,
+              "In a cluster, how long the transaction coordinator waits for a state change or a "
+              "marker to be replicated (acks=all) before it answers or retries.", minimum=1),
     ConfigKey("transaction.max.timeout.ms", "int", 900000,
               "Largest transaction timeout a producer may ask for (larger: INVALID_TRANSACTION_TIMEOUT).",
               minimum=1),

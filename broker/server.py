@@ -267,6 +267,7 @@ class Broker:
         self._group_coordinator = None
         self._txn_coordinator = None
         self._txns_starting = trio.Lock()
+        self._txns_running = False
         self._producer_ids = None
         # Whether the group coordinator runs (a single broker starts it at the first group
         # request, Broker.groups; a cluster member when it starts serving).
@@ -301,10 +302,12 @@ class Broker:
                     nursery.start_soon(self._run_cleaner)
                 nursery.start_soon(self._every, self.config.producer_id_expiration_check_interval_ms,
                                    self.log_manager.remove_expired_producers, "producer expiry")
-                if self.cluster is not None:  # loads the offsets partitions it comes to lead
+                if self.cluster is not None:  # each loads the partitions it comes to lead
                     self.group_coordinator.startup()
                     nursery.start_soon(self.group_coordinator.run)
                     self.groups_running = True
+                    self.txn_coordinator.startup()
+                    await nursery.start(self.txn_coordinator.run)
                 if self.export_handoff is not None:
                     nursery.start_soon(self.export_handoff.run)
                 if self.faults is not None:
@@ -725,19 +728,27 @@ class Broker:
 
     # ------------------------------------------------------------------ transactions
 
-    async def transactions(self):
-        """The transaction coordinator, started; None in a cluster (not coordinated there yet)
-        or while ``__transaction_state`` cannot be created or loaded (logged; the next
-        transactional request tries again). Started as the group coordinator is, at the
-        first transactional request."""
-        if self.cluster is not None:
-            return None
+    @property
+    def txn_coordinator(self):
+        """The transaction coordinator, built on first use (a cluster broker builds it at
+        start-up: the partitions of ``__transaction_state`` it comes to lead are its)."""
         if self._txn_coordinator is None:
-            async with self._txns_starting:
-                if self._txn_coordinator is None:
-                    from minikafka.broker.transactions.coordinator import TransactionCoordinator
+            from minikafka.broker.transactions.coordinator import TransactionCoordinator
 
-                    coordinator = TransactionCoordinator(self)
+            self._txn_coordinator = TransactionCoordinator(self)
+        return self._txn_coordinator
+
+    async def transactions(self):
+        """The transaction coordinator, started; None while ``__transaction_state`` cannot be
+        created or loaded on a single broker (logged; the next transactional request tries
+        again). A single broker starts it as the group coordinator, at the first
+        transactional request; a cluster broker at start-up."""
+        if self.cluster is not None:
+            return self.txn_coordinator
+        if not self._txns_running:
+            async with self._txns_starting:
+                if not self._txns_running:
+                    coordinator = self.txn_coordinator
                     try:
                         async with self.partitions.topic_admin:
                             await trio.to_thread.run_sync(coordinator.startup)
@@ -745,7 +756,7 @@ class Broker:
                         logger.error("cannot start the transaction coordinator: %s", exc.strerror or exc)
                         return None
                     await self._nursery.start(coordinator.run)
-                    self._txn_coordinator = coordinator
+                    self._txns_running = True
         return self._txn_coordinator
 
     # ------------------------------------------------------------------ producers

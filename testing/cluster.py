@@ -4,6 +4,7 @@ faults a cluster meets (kill, stop, restart, pause, network partitions through
 
 from __future__ import annotations
 
+import struct
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -296,6 +297,33 @@ class MinikafkaCluster:
     def controller(self) -> int:
         return self.metadata().controller_id
 
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """The partition's high watermark, as its leader answers ListOffsets (latest)."""
+        from minikafka.protocol.apis import ApiKey
+
+        leader = self.broker(self.leader(topic, partition))
+        answer = kafka_request(leader.bootstrap, ApiKey.LIST_OFFSETS, 1, {"topics": [
+            {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}]})
+        entry = answer.topics[0].partitions[0]
+        if entry.error_code:
+            raise RuntimeError(f"ListOffsets {topic}-{partition}: error {entry.error_code}")
+        return entry.offset
+
+    def replicas_below_high_watermark(self, high_watermarks: dict[tuple[str, int], int],
+                                      timeout: float = 30.0) -> dict[tuple[str, int], dict[int, bytes]]:
+        """Each broker's bytes of each partition below its high watermark (its stored batches
+        whose offset is below it, across its segments in order), once every replica has
+        fetched that far or ``timeout`` passed (a follower's fetch is in flight for a moment
+        after the ISR is full). Replicas that agree hold the same bytes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            replicas = {tp: {broker_id: _stored_bytes_below(self.broker(broker_id).log_dir / f"{tp[0]}-{tp[1]}", hw)
+                             for broker_id in self.ids}
+                        for tp, hw in high_watermarks.items()}
+            if all(len(set(r.values())) == 1 for r in replicas.values()) or time.monotonic() > deadline:
+                return replicas
+            time.sleep(0.2)
+
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      timeout: float = 60.0, **configs: str) -> None:
         """CreateTopics on the controller, then wait until every partition has a leader and
@@ -562,3 +590,19 @@ def _leader_in(metadata, topic: str, partition: int) -> int | None:
                 if p.partition_index == partition:
                     return p.leader_id
     return None
+
+
+def _stored_bytes_below(partition_dir: Path, high_watermark: int) -> bytes:
+    """The log's message sets or batches (as stored: offset, size, body) whose offset is below
+    the high watermark, across the segments in order."""
+    out = bytearray()
+    for segment in sorted(partition_dir.glob("*.log")):
+        data = segment.read_bytes()
+        position = 0
+        while position + 12 <= len(data):
+            offset, size = struct.unpack_from(">qi", data, position)
+            if offset >= high_watermark or position + 12 + size > len(data):
+                return bytes(out)
+            out += data[position:position + 12 + size]
+            position += 12 + size
+    return bytes(out)

@@ -22,7 +22,8 @@ import trio
 
 from minikafka.broker.groups.group import GroupMetadata, GroupState
 from minikafka.broker.groups.records import partition_for
-from minikafka.broker.groups.store import GROUP_METADATA_TOPIC, SNAPSHOT_DIR_NAME, LoadReport, OffsetsPartition
+from minikafka.broker.groups.store import (GROUP_METADATA_TOPIC, SNAPSHOT_DIR_NAME, LoadReport, OffsetsPartition,
+                                           remove_unreplicated_snapshots)
 from minikafka.protocol.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ class PartitionOwnership:
                         len(groups))
         if log is not None:
             try:
-                self.store.remove_unreplicated_snapshots(index, log)
+                remove_unreplicated_snapshots(GROUP_METADATA_TOPIC, index, log)
             except OSError as exc:
                 # Loading the partition removes them first, and retries until it can.
                 logger.error("%s-%d: snapshots above the high watermark not removed: %s", GROUP_METADATA_TOPIC,

@@ -266,7 +266,7 @@ class LocalWriter:
     """How the coordinator appends to a partition on a single broker: as the leader, which is
     the whole ISR, so an append is committed as soon as it is in the log.
 
-    A cluster's writer (``broker.partitions.replicated.OffsetsWriter``) has the same two methods:
+    A cluster's writer (``broker.partitions.replicated.CoordinatorLogWriter``) has the same two methods:
     ``append`` goes through the partition's leader replica at its leader epoch, and
     ``committed`` waits for the high watermark."""
 
@@ -518,6 +518,18 @@ GROUP_STORE_ERRORS = {
 }
 
 
+def remove_unreplicated_snapshots(topic: str, index: int, log) -> None:
+    """Remove the snapshots of a coordinator's state log partition above its high watermark.
+
+    A snapshot covers events up to its offset; above the high watermark those may not survive
+    (a follower truncates to its new leader's log), and loading such a snapshot later would
+    bring back state the cluster never acknowledged."""
+    removed = SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).remove_newer_than(log.high_watermark)
+    if removed:
+        logger.info("%s-%d: removed %d snapshot(s) above the high watermark %d", topic, index, removed,
+                    log.high_watermark)
+
+
 @dataclass(slots=True)
 class Write:
     """Events appended to ``partition`` up to ``last_offset``; ``apply`` puts them into the
@@ -646,18 +658,8 @@ class GroupStore:
 
     # ---------------------------------------------------------------- loading
 
-    @staticmethod
-    def remove_unreplicated_snapshots(index: int, log) -> None:
-        # A snapshot covers events up to its offset; above the high watermark those may
-        # not survive (a follower truncates to its new leader's log), and loading such a
-        # snapshot later would bring back commits the cluster never acknowledged.
-        removed = SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).remove_newer_than(log.high_watermark)
-        if removed:
-            logger.info("%s-%d: removed %d snapshot(s) above the high watermark %d", GROUP_METADATA_TOPIC,
-                        index, removed, log.high_watermark)
-
     def load_led_partition(self, partition: OffsetsPartition, groups: dict[str, GroupMetadata]) -> LoadReport:
-        self.remove_unreplicated_snapshots(partition.partition, partition.log)
+        remove_unreplicated_snapshots(GROUP_METADATA_TOPIC, partition.partition, partition.log)
         return self.load(partition, groups)
 
     def _apply_event(self, groups: dict[str, GroupMetadata], key: bytes, value: bytes | None,

@@ -555,22 +555,28 @@ class ReplicatedPartitions(Partitions):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if coordinator.topic_partitions is None:
             try:
-                coordinator.topic_partitions = await self.offsets_topic_partitions()
+                coordinator.topic_partitions = await self.internal_topic_partitions(GROUP_METADATA_TOPIC)
             except ZooKeeperError as exc:
                 logger.warning("%s: partition count not read: %s", GROUP_METADATA_TOPIC, exc)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        endpoint = metadata.leader_endpoint(GROUP_METADATA_TOPIC, coordinator.partition_for(group_id))
+        return self._coordinator_endpoint(GROUP_METADATA_TOPIC, coordinator.partition_for(group_id), listener_name)
+
+    def _coordinator_endpoint(self, topic: str, index: int,
+                              listener_name: str) -> tuple[ErrorCode, tuple[int, str, int] | None]:
+        """The coordinator of a key in ``topic-index``: that partition's leader, as the
+        metadata cache knows it (COORDINATOR_NOT_AVAILABLE while it has none)."""
+        endpoint = self.cluster.metadata.leader_endpoint(topic, index)
         address = None if endpoint is None else endpoint.address(listener_name)
         if address is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         return ErrorCode.NONE, (endpoint.node_id, *address)
 
-    async def offsets_topic_partitions(self) -> int:
-        """The partition count of ``__consumer_offsets`` as ZooKeeper holds it (the metadata
-        cache may know only some of its partitions yet)."""
-        assignment = await self.cluster.zk.topic_assignment(GROUP_METADATA_TOPIC)
+    async def internal_topic_partitions(self, topic: str) -> int:
+        """The partition count of an internal topic as ZooKeeper holds it (the metadata cache
+        may know only some of its partitions yet)."""
+        assignment = await self.cluster.zk.topic_assignment(topic)
         if not assignment:
-            raise ZooKeeperError(f"{GROUP_METADATA_TOPIC} has no replica assignment")
+            raise ZooKeeperError(f"{topic} has no replica assignment")
         return len(assignment)
 
     async def _create_offsets_topic(self) -> None:
@@ -603,11 +609,13 @@ class ReplicatedPartitions(Partitions):
 
     async def find_transaction_coordinator(self, transactional_id: str,
                                            listener_name: str = "") -> tuple[ErrorCode, tuple[int, str, int] | None]:
-        """The first request creates ``__transaction_state`` as :meth:`find_group_coordinator`
-        creates ``__consumer_offsets`` (Kafka 2.8 creates it at the first FindCoordinator for a
-        transactional id), never a broker locally. No broker coordinates transactions in a
-        cluster yet, so the answer stays COORDINATOR_NOT_AVAILABLE."""
-        if await self.cluster.cluster_view() and not self.cluster.metadata.has_topic(TRANSACTION_STATE_TOPIC):
+        """The leader of the id's ``__transaction_state`` partition. The first request creates
+        the topic as :meth:`find_group_coordinator` creates ``__consumer_offsets`` (Kafka 2.8
+        creates it at the first FindCoordinator for a transactional id), never a broker
+        locally; COORDINATOR_NOT_AVAILABLE until it has leaders."""
+        if not await self.cluster.cluster_view():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if not self.cluster.metadata.has_topic(TRANSACTION_STATE_TOPIC):
             config = self.broker.config
             # Kafka's TransactionLog properties: a state change is committed on min.isr
             # replicas, and a replica that missed one never becomes leader.
@@ -617,39 +625,60 @@ class ReplicatedPartitions(Partitions):
             await self._create_internal_topic(TRANSACTION_STATE_TOPIC, config.get("transaction.state.log.num.partitions"),
                                               "transaction.state.log.replication.factor",
                                               config.get("transaction.state.log.replication.factor"), configs)
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        coordinator = self.broker.txn_coordinator
+        if coordinator.topic_partitions is None:
+            try:
+                coordinator.topic_partitions = await self.internal_topic_partitions(TRANSACTION_STATE_TOPIC)
+            except ZooKeeperError as exc:
+                logger.warning("%s: partition count not read: %s", TRANSACTION_STATE_TOPIC, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return self._coordinator_endpoint(TRANSACTION_STATE_TOPIC, coordinator.partition_for(transactional_id),
+                                          listener_name)
 
     def resign_moved_groups(self) -> None:
         """After a controlled shutdown: the controller sent the moved partitions' new state to
         this broker too (as Kafka 0.10.2's controlled-shutdown selector does), so the role-change
-        hook has normally resigned their groups already. Any offsets partition still served here
-        but led elsewhere by the metadata (its LeaderAndIsr was lost, its UpdateMetadata was not)
-        is given up now; its members find the new coordinator instead of waiting for this
-        process to exit."""
-        coordinator = self.broker.group_coordinator
-        for index in coordinator.served_partitions():
-            info = self.cluster.metadata.partition(GROUP_METADATA_TOPIC, index)
-            if info is not None and info.leader != self.broker.node_id:
-                coordinator.resigned(index, self.log_manager.get_log(GROUP_METADATA_TOPIC, index))
+        hook has normally resigned their groups and transactional ids already. Any coordinator
+        partition still served here but led elsewhere by the metadata (its LeaderAndIsr was
+        lost, its UpdateMetadata was not) is given up now; its clients find the new coordinator
+        instead of waiting for this process to exit."""
+        for topic, coordinator in ((GROUP_METADATA_TOPIC, self.broker.group_coordinator),
+                                   (TRANSACTION_STATE_TOPIC, self.broker.txn_coordinator)):
+            for index in coordinator.served_partitions():
+                info = self.cluster.metadata.partition(topic, index)
+                if info is not None and info.leader != self.broker.node_id:
+                    coordinator.resigned(index, self.log_manager.get_log(topic, index))
 
-    def offsets_trim_bound(self, index: int, log: Log) -> int:
-        """The offset below which a follower of ``__consumer_offsets-index`` may delete segments
-        its snapshots cover: its high watermark while the partition's ISR (as the controller
-        last said) is every assigned replica, else none. Each replica then holds the log up to
-        there, and truncation never goes below it, so none ever has to fetch what was deleted."""
-        info = self.cluster.metadata.partition(GROUP_METADATA_TOPIC, index)
+    def offsets_trim_bound(self, index: int, log: Log, topic: str = GROUP_METADATA_TOPIC) -> int:
+        """The offset below which a follower of a coordinator's state log (``topic-index``,
+        ``__consumer_offsets`` or ``__transaction_state``) may delete segments its snapshots
+        cover: its high watermark while the partition's ISR (as the controller last said) is
+        every assigned replica, else none. Each replica then holds the log up to there, and
+        truncation never goes below it, so none ever has to fetch what was deleted."""
+        info = self.cluster.metadata.partition(topic, index)
         if info is None or sorted(info.isr) != sorted(info.replicas):
             return 0
         return log.high_watermark
 
     def _role_changed(self, topic: str, partition: int, replica: Replica | None) -> None:
         """The replica manager's leadership hook: the group coordinator serves the
-        ``__consumer_offsets`` partitions this broker leads."""
-        if topic != GROUP_METADATA_TOPIC:
+        ``__consumer_offsets`` partitions this broker leads, the transaction coordinator the
+        ``__transaction_state`` ones."""
+        if topic == GROUP_METADATA_TOPIC:
+            coordinator = self.broker.group_coordinator
+            config = coordinator.config
+            acks, timeout_ms = config.offsets_commit_required_acks, config.offsets_commit_timeout_ms
+        elif topic == TRANSACTION_STATE_TOPIC:
+            coordinator = self.broker.txn_coordinator
+            # Kafka's TransactionLog.EnforcedRequiredAcks, within the request timeout.
+            acks, timeout_ms = -1, self.broker.config.get("request.timeout.ms")
+        else:
             return
-        coordinator = self.broker.group_coordinator
         if replica is not None and replica.role == LEADER:
-            coordinator.became_leader(partition, replica.log, OffsetsWriter(self, partition))
+            coordinator.became_leader(partition, replica.log,
+                                      CoordinatorLogWriter(self, topic, partition, acks, timeout_ms,
+                                                           replica.leader_epoch))
         else:
             coordinator.resigned(partition, replica.log if replica is not None
                                  else self.log_manager.get_log(topic, partition))
@@ -683,28 +712,31 @@ def _endpoint(entry, version: int, inter_broker_listener: str) -> BrokerEndpoint
     return BrokerEndpoint(entry.id, host, port, getattr(entry, "rack", None), listeners)
 
 
-class OffsetsWriter:
-    """The group coordinator's appends to a ``__consumer_offsets`` partition this broker
-    leads: through the leader replica at its leader epoch, as a produce with
-    ``offsets.commit.required.acks`` (followers fetch them like any message), and committed
-    once the high watermark passes them (``offsets.commit.timeout.ms``). Same interface as
-    ``broker.groups.store.LocalWriter``."""
+class CoordinatorLogWriter:
+    """A coordinator's appends to its state log partition (``__consumer_offsets`` for groups,
+    ``__transaction_state`` for transactions) while this broker leads it: through the leader
+    replica at its leader epoch, as a produce with ``required_acks`` (followers fetch them like
+    any message), and committed once the high watermark passes them (within ``timeout_ms``).
+    Same interface as ``broker.groups.store.LocalWriter``; ``leader_epoch`` is the epoch of the
+    leadership it was made for (a transaction coordinator's epoch, stamped in its markers)."""
 
-    def __init__(self, partitions: ReplicatedPartitions, partition: int) -> None:
+    def __init__(self, partitions: ReplicatedPartitions, topic: str, partition: int, required_acks: int,
+                 timeout_ms: int, leader_epoch: int) -> None:
         self.partitions = partitions
+        self.leader_epoch = leader_epoch
+        self.topic = topic
         self.partition = partition
-        config = partitions.broker.group_coordinator.config
-        self.required_acks = config.offsets_commit_required_acks
+        self.required_acks = required_acks
         self.commits_on_append = self.required_acks != -1
-        self.timeout_s = config.offsets_commit_timeout_ms / 1000
+        self.timeout_s = timeout_ms / 1000
 
     async def topic_partitions(self) -> int:
-        return await self.partitions.offsets_topic_partitions()
+        return await self.partitions.internal_topic_partitions(self.topic)
 
     def trim_bound(self) -> int:
         """As :meth:`ReplicatedPartitions.offsets_trim_bound`, from the leader's own ISR."""
         try:
-            replica = self.partitions.leader_replica(GROUP_METADATA_TOPIC, self.partition)
+            replica = self.partitions.leader_replica(self.topic, self.partition)
         except TopicError:
             return 0
         state = replica.leader_state
@@ -714,8 +746,7 @@ class OffsetsWriter:
 
     def append(self, message_set: bytes, origin: AppendOrigin = AppendOrigin.CLIENT) -> int:
         try:
-            result, _ = self.partitions.append(GROUP_METADATA_TOPIC, self.partition, message_set, self.required_acks,
-                                               origin)
+            result, _ = self.partitions.append(self.topic, self.partition, message_set, self.required_acks, origin)
         except TopicError as exc:
             raise RecordError(exc.code, str(exc)) from None
         return result.last_offset
@@ -726,7 +757,7 @@ class OffsetsWriter:
         deadline = trio.current_time() + self.timeout_s
         while True:
             try:
-                replica = self.partitions.leader_replica(GROUP_METADATA_TOPIC, self.partition)
+                replica = self.partitions.leader_replica(self.topic, self.partition)
             except TopicError as exc:
                 return exc.code
             remaining_ms = int((deadline - trio.current_time()) * 1000)

@@ -33,25 +33,35 @@ Where this differs from Kafka 2.8, and why:
   request waits for that, so COORDINATOR_LOAD_IN_PROGRESS never arises there.
 * The coordinator writes markers to its own partitions directly (the partition-level write the
   WriteTxnMarkers handler uses) rather than sending itself WriteTxnMarkers requests.
-* In a cluster (``zookeeper.connect``) transactions are not coordinated yet: FindCoordinator
-  for a transactional id creates ``__transaction_state`` through the controller (replicated,
-  ``transaction.state.log.min.isr``) and answers COORDINATOR_NOT_AVAILABLE there.
+* In a cluster (``zookeeper.connect``) a broker coordinates the ids of the
+  ``__transaction_state`` partitions it leads, as the group coordinator does its groups: it
+  loads a partition in the background when it becomes its leader (COORDINATOR_LOAD_IN_PROGRESS
+  meanwhile), resumes the markers of its prepared transactions with the partition's leader
+  epoch as coordinator epoch, and drops it when it stops leading (NOT_COORDINATOR). State
+  changes are appended acks=all. Markers go to each partition's leader: written here when it
+  is this broker, else in a WriteTxnMarkers request (:class:`broker.transactions.markers.MarkerSender`).
+  Snapshots are folded from the committed log (the newest snapshot plus the events up to the
+  high watermark) by every replica, leader or follower, as the group store's followers do:
+  a leader's in-memory state lags the log while an append awaits its replicas, so a snapshot
+  of it at the log end could leave out an event it covers.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 
 import trio
 
 from minikafka.broker.groups.records import partition_for
 from minikafka.broker.groups.store import (GROUP_METADATA_TOPIC, SNAPSHOT_DIR_NAME, STORE_ERRORS, OffsetsPartition,
-                                           encode_snapshot)
-from minikafka.broker.transactions.markers import write_markers
+                                           encode_snapshot, remove_unreplicated_snapshots)
+from minikafka.broker.transactions.markers import MarkerSender
 from minikafka.broker.transactions.state import (MAX_EPOCH, NO_PRODUCER_EPOCH, TransactionMetadata, Transit,
                                                  TxnRecordError, TxnState, decode_txn_key, decode_txn_value,
                                                  epoch_exhausted, txn_key, txn_value)
 from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.storage.snapshot import SnapshotStore
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +80,11 @@ MARKER_RETRY_MAX_S = 2.0
 # Snapshot a partition after this many state changes since its last snapshot.
 SNAPSHOT_INTERVAL_EVENTS = 10000
 SNAPSHOT_INTERVAL_BYTES = 10 * 1024 * 1024
+# A cluster: how often each replica checks whether its partitions are due for a snapshot.
+REPLAY_SNAPSHOT_CHECK_S = 1.0
+# A failed load of a led partition is tried again after this, doubling up to the maximum.
+LOAD_RETRY_FIRST_S = 0.5
+LOAD_RETRY_MAX_S = 30.0
 
 
 class TransactionCoordinator:
@@ -83,17 +98,31 @@ class TransactionCoordinator:
         self.broker = broker
         self.clock = broker.clock
         config = broker.config
+        self.clustered = broker.cluster is not None
         self.num_partitions = config.get("transaction.state.log.num.partitions")
         self.segment_bytes = config.get("transaction.state.log.segment.bytes")
         self.max_timeout_ms = config.get("transaction.max.timeout.ms")
         self.abort_interval_ms = config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms")
         self.expiration_ms = config.get("transactional.id.expiration.ms")
         self.expiration_interval_ms = config.get("transaction.remove.expired.transaction.cleanup.interval.ms")
+        # Partitions of __transaction_state once known for certain (a single broker's at
+        # start-up; a cluster's from ZooKeeper before its first partition is loaded): an id
+        # placed by a guessed count would land in the wrong partition. Fixed afterwards.
+        self.topic_partitions: int | None = None
+        # The partitions coordinated here (every one on a single broker, those led and loaded
+        # in a cluster); per partition its leader epoch when loaded (the coordinator epoch of
+        # its markers) and its transactional ids.
         self.partitions: dict[int, OffsetsPartition] = {}
-        # Per partition: its leader epoch when loaded (the coordinator epoch of its markers),
-        # and its transactional ids.
         self.coordinator_epochs: dict[int, int] = {}
         self.txns_by_partition: dict[int, dict[str, TransactionMetadata]] = {}
+        # A cluster: partitions being loaded after this broker became their leader -> the
+        # load's token (a load whose token is no longer here was overtaken by a leadership
+        # change); and a lock per partition that keeps a load and a snapshot by replay from
+        # reading snapshot files and segments the other one removes.
+        self._loading: dict[int, object] = {}
+        self._disk_locks: dict[int, trio.Lock] = {}
+        self._loads_in, self._loads_out = trio.open_memory_channel(math.inf)
+        self.markers = MarkerSender(broker)
         self.active = False
         self._nursery: trio.Nursery | None = None
         # Transactions whose markers are to be written once run() starts: those start-up
@@ -101,6 +130,8 @@ class TransactionCoordinator:
         self._resume: list[str] = []
         # Partitions whose snapshot is being written in a worker thread.
         self._snapshotting: set[int] = set()
+        # A cluster: the high watermark of each local partition's newest snapshot.
+        self._snapshot_at: dict[int, int] = {}
 
     # ================================================================ lifecycle
 
@@ -108,29 +139,45 @@ class TransactionCoordinator:
         return state_topic_configs(self.broker.config)
 
     def startup(self) -> None:
-        """Create ``__transaction_state`` if missing, then load each partition: the newest
-        snapshot, then the events after it."""
+        """Single broker: create ``__transaction_state`` if missing, then load each partition:
+        the newest snapshot, then the events after it. In a cluster nothing is loaded here:
+        partitions are loaded as this broker becomes their leader (:meth:`became_leader`)."""
+        if self.clustered:
+            self.active = True
+            return
         log_manager = self.broker.log_manager
         count = log_manager.topics().get(TRANSACTION_STATE_TOPIC)
         if count is None:
             count = self.num_partitions
             log_manager.create_topic(TRANSACTION_STATE_TOPIC, count, self.topic_configs())
             logger.info("created %s with %d partition(s)", TRANSACTION_STATE_TOPIC, count)
-        self.num_partitions = count
+        self.topic_partitions = count
         for index in range(count):
             log = log_manager.get_log(TRANSACTION_STATE_TOPIC, index)
-            partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock,
-                                         topic=TRANSACTION_STATE_TOPIC, record_error=TxnRecordError,
-                                         holds="transactional ids")
-            txns = self._load(partition)
-            self.partitions[index] = partition
-            self.txns_by_partition[index] = txns
-            self.coordinator_epochs[index] = self.broker.partitions.leader_epoch(TRANSACTION_STATE_TOPIC, index)
-            self._resume.extend(txn.transactional_id for txn in txns.values()
-                                if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT))
+            partition = self._partition(index, log)
+            self._install(partition, self._load(partition),
+                          self.broker.partitions.leader_epoch(TRANSACTION_STATE_TOPIC, index))
         self.active = True
 
-    def _load(self, partition: OffsetsPartition) -> dict[str, TransactionMetadata]:
+    def _partition(self, index: int, log, writer=None, trim_bound=None) -> OffsetsPartition:
+        return OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer, trim_bound=trim_bound,
+                                topic=TRANSACTION_STATE_TOPIC, record_error=TxnRecordError,
+                                holds="transactional ids")
+
+    def _install(self, partition: OffsetsPartition, txns: dict[str, TransactionMetadata],
+                 coordinator_epoch: int) -> None:
+        """Start coordinating a loaded partition; its prepared transactions' markers are
+        written (again) once :meth:`run` runs, as Kafka does on becoming coordinator."""
+        index = partition.partition
+        self.partitions[index] = partition
+        self.txns_by_partition[index] = txns
+        self.coordinator_epochs[index] = coordinator_epoch
+        self._resume.extend(txn.transactional_id for txn in txns.values()
+                            if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT))
+
+    def _load(self, partition: OffsetsPartition, end: int | None = None) -> dict[str, TransactionMetadata]:
+        """The ids of ``partition``: its newest usable snapshot, then the events after it up to
+        ``end`` (default: the log end)."""
         txns: dict[str, TransactionMetadata] = {}
 
         def apply(key: bytes, value: bytes | None) -> None:
@@ -145,7 +192,7 @@ class TransactionCoordinator:
             partition.snapshot_offsets = [snapshot_offset]
         start = partition.replay_start(snapshot_offset)
         replayed = 0
-        for event in partition.read_events(start):
+        for event in partition.read_events(start, end):
             try:
                 apply(event.key, event.value)
             except TxnRecordError as exc:
@@ -161,31 +208,45 @@ class TransactionCoordinator:
         return txns
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            for transactional_id in self._resume:
-                txn = self._txn(transactional_id)
-                if txn is not None:
-                    self._start_markers(txn, txn.transit())
-            self._resume = []
-            task_status.started()
-            next_expiry = self.clock.time_ms() + self.expiration_interval_ms
-            while True:
-                await trio.sleep(self.abort_interval_ms / 1000)
-                now = self.clock.time_ms()
-                try:
-                    self.abort_timed_out(now)
-                    if now >= next_expiry:
-                        next_expiry = now + self.expiration_interval_ms
-                        await self.expire_ids(now)
-                except Exception:
-                    logger.exception("transaction timeouts failed; retrying next interval")
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                self._resume_markers()
+                if self.clustered:
+                    nursery.start_soon(self._run_loads)
+                    nursery.start_soon(self._replay_snapshots)
+                task_status.started()
+                next_expiry = self.clock.time_ms() + self.expiration_interval_ms
+                while True:
+                    await trio.sleep(self.abort_interval_ms / 1000)
+                    now = self.clock.time_ms()
+                    try:
+                        self.abort_timed_out(now)
+                        if now >= next_expiry:
+                            next_expiry = now + self.expiration_interval_ms
+                            await self.expire_ids(now)
+                    except Exception:
+                        logger.exception("transaction timeouts failed; retrying next interval")
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.markers.aclose()
+
+    def _resume_markers(self) -> None:
+        for transactional_id in self._resume:
+            index = self.partition_for(transactional_id)
+            txn = self.txns_by_partition.get(index, {}).get(transactional_id)
+            if txn is not None and txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                self._start_markers(txn, txn.transit())
+        self._resume = []
 
     def shutdown(self) -> None:
-        """Stop answering and snapshot every partition with events after its last snapshot."""
+        """Stop answering and snapshot every partition with events after its last snapshot
+        (a single broker; a cluster's replicas snapshot what is committed as they go)."""
         if not self.active:
             return
         self.active = False
+        if self.clustered:
+            return
         for index, partition in self.partitions.items():
             try:
                 self._snapshot(partition, self.txns_by_partition[index])
@@ -234,16 +295,139 @@ class TransactionCoordinator:
         partition.snapshot_written(captured[0])
         logger.info("%s-%d: wrote snapshot at offset %d", TRANSACTION_STATE_TOPIC, index, captured[0])
 
+    # ================================================================ cluster leadership
+
+    def became_leader(self, index: int, log, writer) -> None:
+        """This broker now leads ``__transaction_state-index``: load it in the background
+        (COORDINATOR_LOAD_IN_PROGRESS for its ids until then). ``writer`` appends through the
+        leader replica, says when an append is committed, and carries the leader epoch."""
+        self._unload(index, log)
+        token = object()
+        self._loading[index] = token
+        self._loads_in.send_nowait((index, log, writer, token))
+
+    def resigned(self, index: int, log) -> None:
+        """This broker follows (or no longer holds) ``__transaction_state-index``: its ids are
+        dropped and answered NOT_COORDINATOR; their markers in flight stop (the new leader
+        writes them again), as Kafka's removeTransactionsForTxnTopicPartition."""
+        self._unload(index, log)
+
+    def served_partitions(self) -> list[int]:
+        """The partitions this broker coordinates or is loading."""
+        return sorted({*self.partitions, *self._loading})
+
+    def _unload(self, index: int, log) -> None:
+        self._loading.pop(index, None)
+        self.partitions.pop(index, None)
+        self.coordinator_epochs.pop(index, None)
+        txns = self.txns_by_partition.pop(index, {})
+        if txns:
+            logger.info("%s-%d: no longer its leader: dropped %d transactional id(s)", TRANSACTION_STATE_TOPIC,
+                        index, len(txns))
+        if log is not None:
+            try:
+                remove_unreplicated_snapshots(TRANSACTION_STATE_TOPIC, index, log)
+            except OSError as exc:
+                # Loading the partition removes them first, and retries until it can.
+                logger.error("%s-%d: snapshots above the high watermark not removed: %s", TRANSACTION_STATE_TOPIC,
+                             index, exc)
+
+    def _disk_lock(self, index: int) -> trio.Lock:
+        return self._disk_locks.setdefault(index, trio.Lock())
+
+    async def _run_loads(self) -> None:
+        async with trio.open_nursery() as nursery:
+            async for index, log, writer, token in self._loads_out:
+                nursery.start_soon(self._load_led, index, log, writer, token)
+
+    async def _load_led(self, index: int, log, writer, token) -> None:
+        """Load a partition this broker became leader of, off the event loop, and coordinate
+        it unless leadership moved meanwhile (Kafka's loadTransactionsForTxnTopicPartition)."""
+        while self.topic_partitions is None:
+            try:
+                self.topic_partitions = await writer.topic_partitions()
+            except Exception as exc:  # ZooKeeper unavailable: the load waits for it
+                logger.warning("%s-%d: partition count unknown (%s); retrying", TRANSACTION_STATE_TOPIC, index, exc)
+                await trio.sleep(LOAD_RETRY_FIRST_S)
+            if self._loading.get(index) is not token:
+                return
+        retry_s = LOAD_RETRY_FIRST_S
+        partition = self._partition(index, log, writer, writer.trim_bound)
+        while True:
+            try:
+                async with self._disk_lock(index):
+                    if self._loading.get(index) is not token:
+                        return
+                    txns = await trio.to_thread.run_sync(self._load_from_committed, partition)
+                break
+            except Exception:
+                # As the group coordinator: a partial state would answer without transactions
+                # that exist; the ids stay LOAD_IN_PROGRESS and the load is tried again.
+                logger.exception("%s-%d: loading failed; retrying in %.1f s", TRANSACTION_STATE_TOPIC, index,
+                                 retry_s)
+            await trio.sleep(retry_s)
+            retry_s = min(retry_s * 2, LOAD_RETRY_MAX_S)
+            if self._loading.get(index) is not token:
+                return
+        if self._loading.get(index) is not token:
+            return
+        del self._loading[index]
+        self._install(partition, txns, writer.leader_epoch)
+        self._resume_markers()
+
+    def _load_from_committed(self, partition: OffsetsPartition) -> dict[str, TransactionMetadata]:
+        remove_unreplicated_snapshots(TRANSACTION_STATE_TOPIC, partition.partition, partition.log)
+        return self._load(partition)
+
+    async def _replay_snapshots(self) -> None:
+        """Snapshot every local ``__transaction_state`` partition, led or followed, each time
+        ``SNAPSHOT_INTERVAL_EVENTS`` offsets were committed since its newest snapshot: the
+        newest snapshot plus the events up to the high watermark (which no truncation goes
+        below) folded in a worker thread. Whichever replica leads next replays little."""
+        while True:
+            await trio.sleep(REPLAY_SNAPSHOT_CHECK_S)
+            log_manager = self.broker.log_manager
+            for index in range(self.topic_partitions or 0):
+                log = log_manager.get_log(TRANSACTION_STATE_TOPIC, index)
+                if log is None:
+                    continue
+                newest = self._snapshot_at.get(index)
+                if newest is None:
+                    newest = self._snapshot_at[index] = max(
+                        SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).offsets(), default=0)
+                if log.high_watermark - newest < SNAPSHOT_INTERVAL_EVENTS:
+                    continue
+                trim_bound = self.broker.partitions.offsets_trim_bound(index, log, TRANSACTION_STATE_TOPIC)
+                try:
+                    async with self._disk_lock(index):
+                        if index in self._loading:
+                            continue
+                        self._snapshot_at[index] = await trio.to_thread.run_sync(
+                            self._snapshot_by_replay, index, log, trim_bound)
+                except Exception:
+                    logger.exception("%s-%d: snapshot by replay failed", TRANSACTION_STATE_TOPIC, index)
+
+    def _snapshot_by_replay(self, index: int, log, trim_bound: int) -> int:
+        partition = self._partition(index, log, trim_bound=lambda: trim_bound)
+        end = log.high_watermark
+        txns = self._load(partition, end)
+        partition.write_snapshot(end, encode_snapshot(index, end, [
+            (txn_key(txn.transactional_id), txn_value(txn.transit())) for txn in txns.values()]))
+        partition.snapshot_written(end)
+        logger.info("%s-%d: wrote snapshot at offset %d (by replay)", TRANSACTION_STATE_TOPIC, index, end)
+        return end
+
     # ================================================================ lookup
 
     def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
+        return partition_for(transactional_id, self.topic_partitions or self.num_partitions)
 
     def find_coordinator(self, transactional_id: str) -> ErrorCode:
         return ErrorCode.NONE if self.active else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     def _txn(self, transactional_id: str) -> TransactionMetadata | None:
-        return self.txns_by_partition[self.partition_for(transactional_id)].get(transactional_id)
+        """The id's state, if its partition is coordinated here (:meth:`_check` says so)."""
+        return self.txns_by_partition.get(self.partition_for(transactional_id), {}).get(transactional_id)
 
     def transactions(self) -> list[TransactionMetadata]:
         return [txn for txns in self.txns_by_partition.values() for txn in txns.values()]
@@ -271,16 +455,25 @@ class TransactionCoordinator:
         passes the filters; an empty filter passes every one)."""
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, [], []
+        if self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [], []
         known = {state.display for state in TxnState}
         return ErrorCode.NONE, sorted(states - known), [
             (txn.transactional_id, txn.producer_id, txn.state.display) for txn in self.transactions()
             if (not states or txn.state.display in states) and (not producer_ids or txn.producer_id in producer_ids)]
 
     def _check(self, transactional_id: str | None) -> ErrorCode:
+        """The coordinator-level error for a request about ``transactional_id`` (NONE: its
+        partition is coordinated here, and :meth:`_txn` answers for it)."""
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
+        index = self.partition_for(transactional_id)
+        if index in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if index not in self.partitions:
+            return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE
 
     # ================================================================ persistence
@@ -289,7 +482,10 @@ class TransactionCoordinator:
         """Append ``transit`` and, once it is committed, make it ``txn``'s state; on failure
         the pending transition is dropped (Kafka's appendTransactionToLog)."""
         index = self.partition_for(txn.transactional_id)
-        partition = self.partitions[index]
+        partition = self.partitions.get(index)
+        if partition is None or self.txns_by_partition[index].get(txn.transactional_id) is not txn:
+            txn.pending = None
+            return ErrorCode.NOT_COORDINATOR
         try:
             last_offset = partition.append([(txn_key(txn.transactional_id), txn_value(transit))])
             error = await partition.writer.committed(last_offset)
@@ -305,7 +501,7 @@ class TransactionCoordinator:
         if self.partitions.get(index) is not partition:
             return ErrorCode.NOT_COORDINATOR
         txn.complete(transit)
-        if index not in self._snapshotting and partition.due_for_snapshot(SNAPSHOT_INTERVAL_EVENTS,
+        if not self.clustered and index not in self._snapshotting and partition.due_for_snapshot(SNAPSHOT_INTERVAL_EVENTS,
                                                                           SNAPSHOT_INTERVAL_BYTES):
             self._snapshotting.add(index)
             self._nursery.start_soon(self._snapshot_in_background, index, partition)
@@ -325,7 +521,11 @@ class TransactionCoordinator:
         txn = self._txn(transactional_id)
         if txn is None:
             producer_id = await self.broker.producer_ids.next_id()
-            txn = self._txn(transactional_id)  # another request may have created it meanwhile
+            # Another request may have created it meanwhile, or the partition moved away.
+            error = self._check(transactional_id)
+            if error:
+                return error, -1, -1
+            txn = self._txn(transactional_id)
             if txn is None:
                 txn = TransactionMetadata(transactional_id, producer_id, timeout_ms=timeout_ms,
                                           update_ms=self.clock.time_ms())
@@ -349,6 +549,9 @@ class TransactionCoordinator:
             return error or ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if epoch_exhausted(txn.producer_epoch) and (not expected or expected_epoch == txn.producer_epoch):
             producer_id = await self.broker.producer_ids.next_id()
+            error = self._check(transactional_id)
+            if error:
+                return error, -1, -1
             if txn.pending is not None:
                 return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
             transit = txn.prepare(TxnState.EMPTY, producer_id=producer_id, epoch=0,
@@ -404,6 +607,13 @@ class TransactionCoordinator:
 
     async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> ErrorCode:
         groups = await self.broker.groups()
+        if groups.topic_partitions is None and self.clustered:
+            # Kafka's partitionFor: the topic's partition count, not the configured one.
+            try:
+                groups.topic_partitions = await self.broker.partitions.internal_topic_partitions(GROUP_METADATA_TOPIC)
+            except Exception as exc:
+                logger.warning("%s: partition count not read: %s", GROUP_METADATA_TOPIC, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return await self.add_partitions(transactional_id, producer_id, epoch,
                                          {(GROUP_METADATA_TOPIC, groups.partition_for(group_id))})
 
@@ -467,10 +677,10 @@ class TransactionCoordinator:
             if self.txns_by_partition.get(index, {}).get(txn.transactional_id) is not txn:
                 return   # no longer coordinated here: the new coordinator resumes it
             try:
-                results = await write_markers(self.broker, producer_id=transit.producer_id,
-                                              producer_epoch=transit.producer_epoch,
-                                              coordinator_epoch=coordinator_epoch, commit=commit,
-                                              partitions=sorted(remaining))
+                results = await self.markers.send(producer_id=transit.producer_id,
+                                                  producer_epoch=transit.producer_epoch,
+                                                  coordinator_epoch=coordinator_epoch, commit=commit,
+                                                  partitions=sorted(remaining))
             except Exception:
                 # The transaction stays prepared (and answered CONCURRENT_TRANSACTIONS) until
                 # its markers are written: never give up on it, never take the broker down.
@@ -538,17 +748,20 @@ class TransactionCoordinator:
                     TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
                 continue
             index = self.partition_for(txn.transactional_id)
+            partition = self.partitions.get(index)
+            if partition is None:
+                continue   # no longer coordinated here
             txn.pending = TxnState.DEAD
             try:
-                last_offset = self.partitions[index].append([(txn_key(txn.transactional_id), None)])
-                error = await self.partitions[index].writer.committed(last_offset)
+                last_offset = partition.append([(txn_key(txn.transactional_id), None)])
+                error = await partition.writer.committed(last_offset)
             except (RecordError, OSError) as exc:
                 error = exc
             txn.pending = None
             if error:
                 logger.warning("transactional id %r not expired: %s", txn.transactional_id, error)
                 continue
-            self.txns_by_partition[index].pop(txn.transactional_id, None)
+            self.txns_by_partition.get(index, {}).pop(txn.transactional_id, None)
             expired += 1
         if expired:
             logger.info("removed %d expired transactional id(s)", expired)

@@ -146,9 +146,6 @@ def test_an_application_killed_at_random_points_outputs_every_input_once(minikaf
     check_exactly_once(bootstrap)
 
 
-@pytest.mark.skip(reason="transactions are coordinated on a single broker only so far (README, what is not done "
-                         "yet): InitProducerId times out in a cluster; the group side of this is "
-                         "tests/replication/test_txn_offsets_cluster.py")
 def test_exactly_once_when_the_group_coordinators_broker_is_killed(minikafka_cluster_factory):
     cluster = minikafka_cluster_factory(3)
     for topic in ("in", "out"):

@@ -49,3 +49,199 @@ def test_transaction_state_topic_is_created_replicated_through_the_controller(mi
         # Not created a second time, nor locally: every broker's answer leaves it as it is.
         assert find_txn_coordinator(broker, "tx").error_code in (
             ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+# ---------------------------------------------------------------- transactions across failures
+
+TOPIC = "t"
+PARTITIONS = 3
+
+
+def txn_coordinator_of(cluster, transactional_id: str, timeout: float = 60.0) -> int:
+    """The transaction coordinator's node id, once some live broker names one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for broker in cluster.brokers:
+            if broker.running:
+                try:
+                    answer = find_txn_coordinator(broker, transactional_id)
+                except OSError:
+                    continue
+                if answer.error_code == ErrorCode.NONE:
+                    return answer.node_id
+        assert time.monotonic() < deadline, f"no coordinator for {transactional_id!r}"
+        time.sleep(0.2)
+
+
+class Transactions:
+    """A confluent-kafka transactional producer writing numbered transactions, one record per
+    partition each ("<n>-<partition>"), and what each transaction's outcome was as the client
+    saw it: committed (commit_transaction returned), aborted (abort_transaction returned), or
+    unknown (the producer failed fatally mid-transaction and was replaced, which fences it)."""
+
+    def __init__(self, bootstrap: str, transactional_id: str) -> None:
+        self.bootstrap = bootstrap
+        self.transactional_id = transactional_id
+        self.committed: set[int] = set()
+        self.aborted: set[int] = set()
+        self.unknown: set[int] = set()
+        self.producer = self._new_producer()
+
+    def _new_producer(self):
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
+                             "transaction.timeout.ms": 60000, "linger.ms": 5})
+        producer.init_transactions(60)
+        return producer
+
+    def run(self, number: int, *, abort: bool = False, before_end=None) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self.producer.begin_transaction()
+            for partition in range(PARTITIONS):
+                self.producer.produce(TOPIC, value=f"{number}-{partition}".encode(), partition=partition)
+            self.producer.flush(60)
+            if before_end is not None:
+                before_end()
+            self._end(abort)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.txn_requires_abort():
+                self._end(True)
+                self.aborted.add(number)
+                return
+            # Fatal for this producer instance: a new one fences it (InitProducerId aborts
+            # whatever it left open, or finds it already completed).
+            self.unknown.add(number)
+            self.producer = self._new_producer()
+            return
+        (self.aborted if abort else self.committed).add(number)
+
+    def _end(self, abort: bool) -> None:
+        from confluent_kafka import KafkaException
+
+        end = self.producer.abort_transaction if abort else self.producer.commit_transaction
+        for _ in range(30):
+            try:
+                end(60)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+                time.sleep(0.5)
+        raise AssertionError("the transaction never ended")
+
+
+def last_stable_offsets(cluster) -> dict[int, tuple[int, int]]:
+    """Per partition of the topic: (last stable offset, high watermark) from its leader."""
+    out = {}
+    for partition in range(PARTITIONS):
+        leader = cluster.broker(cluster.leader(TOPIC, partition))
+        answers = [kafka_request(leader.bootstrap, ApiKey.LIST_OFFSETS, 2, {
+            "replica_id": -1, "isolation_level": isolation, "topics": [
+                {"name": TOPIC, "partitions": [{"partition_index": partition, "timestamp": -1}]}]})
+            for isolation in (1, 0)]
+        entries = [answer.topics[0].partitions[0] for answer in answers]
+        assert not any(entry.error_code for entry in entries)
+        out[partition] = (entries[0].offset, entries[1].offset)
+    return out
+
+
+def committed_records(cluster) -> list[str]:
+    """Every record a read_committed consumer reads, up to each partition's last stable offset
+    once no transaction is open any more."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    deadline = time.monotonic() + 60
+    while True:
+        offsets = last_stable_offsets(cluster)
+        if all(lso == hw for lso, hw in offsets.values()):
+            break
+        assert time.monotonic() < deadline, f"transactions left open: (LSO, HW) per partition {offsets}"
+        time.sleep(0.5)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "check",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    values: list[str] = []
+    positions = dict.fromkeys(range(PARTITIONS), 0)
+    try:
+        while any(positions[p] < offsets[p][0] for p in range(PARTITIONS)):
+            assert time.monotonic() < deadline + 60, f"read up to {positions} of {offsets}"
+            for message in consumer.consume(500, timeout=0.5):
+                if message.error() is None:
+                    values.append(message.value().decode())
+            for tp in consumer.position([TopicPartition(TOPIC, p) for p in range(PARTITIONS)]):
+                if tp.offset >= 0:
+                    positions[tp.partition] = tp.offset
+    finally:
+        consumer.close()
+    return values
+
+
+def check_atomic(transactions: Transactions, values: list[str]) -> None:
+    """Each transaction visible whole or not at all, at most once; committed ones whole,
+    aborted ones not at all."""
+    assert len(values) == len(set(values)), "a record read twice"
+    seen: dict[int, set[int]] = {}
+    for value in values:
+        number, partition = map(int, value.split("-"))
+        seen.setdefault(number, set()).add(partition)
+    partial = {number: parts for number, parts in seen.items() if len(parts) != PARTITIONS}
+    assert not partial, f"transactions visible in part: {partial}"
+    assert transactions.committed <= set(seen), f"committed but not visible: {transactions.committed - set(seen)}"
+    assert not transactions.aborted & set(seen), f"aborted but visible: {transactions.aborted & set(seen)}"
+
+
+def txn_cluster(minikafka_cluster_factory):
+    cluster = minikafka_cluster_factory(3, **{"transaction.state.log.num.partitions": str(TXN_PARTITIONS)})
+    cluster.create_topic(TOPIC, PARTITIONS, 3)
+    # Each partition led by a different broker: every commit sends markers to the other two.
+    for partition in range(PARTITIONS):
+        if cluster.leader(TOPIC, partition) != partition + 1:
+            cluster.move_leader(TOPIC, partition, partition + 1)
+    return cluster
+
+
+def test_transactions_commit_and_abort_on_partitions_led_by_other_brokers(minikafka_cluster_factory):
+    cluster = txn_cluster(minikafka_cluster_factory)
+    transactions = Transactions(cluster.bootstrap, "tx-markers")
+    for number in range(20):
+        transactions.run(number, abort=number % 4 == 3)
+    assert len(transactions.committed) == 15 and len(transactions.aborted) == 5
+    values = committed_records(cluster)
+    check_atomic(transactions, values)
+    assert sorted(values) == sorted(f"{n}-{p}" for n in transactions.committed for p in range(PARTITIONS))
+    offsets = last_stable_offsets(cluster)
+    cluster.wait_for_full_isr([TOPIC])
+    replicas = cluster.replicas_below_high_watermark({(TOPIC, p): hw for p, (_, hw) in offsets.items()})
+    assert all(len(set(by_broker.values())) == 1 for by_broker in replicas.values()), "replicas differ"
+
+
+@pytest.mark.parametrize("victim", ["coordinator", "partition leader"])
+def test_a_broker_killed_mid_transaction_leaves_every_transaction_whole_or_absent(minikafka_cluster_factory, victim):
+    """kill -9 of the transaction coordinator's broker, or of a partition's leader, between a
+    transaction's records and its commit: the client commits through the new coordinator
+    (or its markers reach the partition's new leader); every transaction the client saw
+    committed is visible whole, every aborted one not at all, none in part, none twice."""
+    cluster = txn_cluster(minikafka_cluster_factory)
+    transactions = Transactions(cluster.bootstrap, f"tx-{victim.replace(' ', '-')}")
+    for number in range(10):
+        transactions.run(number, abort=number % 5 == 4)
+    coordinator = txn_coordinator_of(cluster, transactions.transactional_id)
+    killed = coordinator if victim == "coordinator" else next(
+        cluster.leader(TOPIC, p) for p in range(PARTITIONS) if cluster.leader(TOPIC, p) != coordinator)
+    transactions.run(10, before_end=lambda: cluster.kill(killed))
+    for number in range(11, 30):
+        transactions.run(number, abort=number % 5 == 4)
+    if victim == "coordinator":
+        assert txn_coordinator_of(cluster, transactions.transactional_id) != killed
+    assert len(transactions.committed) + len(transactions.aborted) + len(transactions.unknown) == 30
+    assert len(transactions.committed) >= 20
+    check_atomic(transactions, committed_records(cluster))
+    cluster.restart(killed, clean=False)
+    cluster.wait_for_full_isr([TOPIC])
+    offsets = last_stable_offsets(cluster)
+    replicas = cluster.replicas_below_high_watermark({(TOPIC, p): hw for p, (_, hw) in offsets.items()})
+    assert all(len(set(by_broker.values())) == 1 for by_broker in replicas.values()), "replicas differ"
