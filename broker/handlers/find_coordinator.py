@@ -6,10 +6,9 @@ COORDINATOR_NOT_AVAILABLE, which clients retry. In a cluster it is the leader of
 ``__consumer_offsets`` partition (``Partitions.find_group_coordinator``). v1+ names a key type:
 1 is a transactional id (Describe on it, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED): a single
 broker coordinates every one, once ``__transaction_state`` is created or loaded (the
-transaction coordinator starts at this first lookup); a cluster creates
-``__transaction_state`` through the controller at the first lookup
-(``Partitions.find_transaction_coordinator``) but does not coordinate transactions yet and
-answers COORDINATOR_NOT_AVAILABLE. Any other key type is INVALID_REQUEST,
+transaction coordinator starts at this first lookup); in a cluster it is the leader of the
+id's ``__transaction_state`` partition, the topic created through the controller at the
+first lookup (``Partitions.find_transaction_coordinator``). Any other key type is INVALID_REQUEST,
 as Kafka 2.8. v4 asks for a batch of keys, each answered on its own (KIP-699).
 """
 
