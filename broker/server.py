@@ -302,12 +302,8 @@ class Broker:
                     nursery.start_soon(self._run_cleaner)
                 nursery.start_soon(self._every, self.config.producer_id_expiration_check_interval_ms,
                                    self.log_manager.remove_expired_producers, "producer expiry")
-                if self.cluster is not None:  # each loads the partitions it comes to lead
-                    self.group_coordinator.startup()
-                    nursery.start_soon(self.group_coordinator.run)
-                    self.groups_running = True
-                    self.txn_coordinator.startup()
-                    await nursery.start(self.txn_coordinator.run)
+                if self.cluster is not None:
+                    await self.start_cluster_coordinators(nursery)
                 if self.export_handoff is not None:
                     nursery.start_soon(self.export_handoff.run)
                 if self.faults is not None:
@@ -727,6 +723,16 @@ class Broker:
         return coordinator
 
     # ------------------------------------------------------------------ transactions
+
+    async def start_cluster_coordinators(self, nursery: trio.Nursery) -> None:
+        """A cluster broker's group and transaction coordinators, started with the broker:
+        each loads the partitions of its state topic this broker comes to lead."""
+        self.group_coordinator.startup()
+        nursery.start_soon(self.group_coordinator.run)
+        self.groups_running = True
+        self.txn_coordinator.startup()
+        await nursery.start(self.txn_coordinator.run)
+        self._txns_running = True
 
     @property
     def txn_coordinator(self):

@@ -108,10 +108,7 @@ class SimBroker:
                     async with trio.open_nursery() as nursery:
                         broker._nursery = nursery
                         config = broker.config
-                        # As Broker.serve in a cluster: it loads the offsets partitions it comes to lead.
-                        broker.group_coordinator.startup()
-                        nursery.start_soon(broker.group_coordinator.run)
-                        broker._groups_running = True
+                        await broker.start_cluster_coordinators(nursery)
                         nursery.start_soon(broker._every, config.flush_scheduler_interval_ms,
                                            broker.log_manager.flush_due, "flush")
                         nursery.start_soon(broker._every, config.checkpoint_interval_ms,

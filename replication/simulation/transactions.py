@@ -1,16 +1,15 @@
 """The simulator's transactional workload (issue 26, ``--transactions``), and what it checks.
 
-:class:`TxnProducer` runs transactions on the workload's topic (record batches): each takes a
-fresh producer id (InitProducerId), writes one transactional batch of a few values to each of
-one or two partitions with acks=all, then decides: commit if every batch was acknowledged (and
-at random even then abort), abort otherwise. As a transaction coordinator does with
-WriteTxnMarkers, it then has each partition's leader append the COMMIT or ABORT marker
-(``Partitions.append_txn_marker``, called on the leader's broker in-process: the coordinator
-is not simulated, so its links to the leaders see no network faults) and retries each until
-one is written; the brokers themselves crash, lose their unflushed data and fail over as the
-faults say. An abort's markers carry the next producer epoch, as Kafka's coordinator bumps it
-to abort a transaction whose produce may still be in flight: a late batch is fenced instead
-of opening a transaction no marker would end.
+:class:`TxnProducer` runs transactions on the workload's topic (record batches) through the
+brokers' real transaction coordinator, as a transactional client does: it finds the
+coordinator of its transactional id (FindCoordinator, key type 1), starts each transaction
+with InitProducerId (an epoch bump, which also fences and aborts whatever an earlier attempt
+left open), adds one or two partitions (AddPartitionsToTxn), writes one transactional batch of
+a few values to each with acks=all, then decides: commit if every batch was acknowledged (and
+at random even then abort), abort otherwise, and sends EndTxn. The coordinator writes the
+markers to the partitions' leaders over the simulated network (WriteTxnMarkers), its
+``__transaction_state`` partition fails over with the brokers, and its requests are retried
+on the coordinator errors a client retries.
 
 :class:`ReadCommittedConsumer` reads every partition from the start with Fetch v4
 READ_COMMITTED and drops aborted records as a client does (the aborted transactions of each
@@ -43,6 +42,11 @@ from minikafka.replication.simulation.workload import PRODUCE_TIMEOUT_MS, TOPIC,
 
 COMMIT_SHARE = 0.7  # of the transactions whose batches were all acknowledged
 READ_COMMITTED = 1
+TRANSACTION_TIMEOUT_MS = 60000
+# How long (virtual seconds) a transactional request is retried before the client gives up on it.
+COORDINATOR_PATIENCE_S = 30.0
+COORDINATOR_ERRORS = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
+RETRIED = COORDINATOR_ERRORS | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS}
 
 
 class TxnProducer(Client):
@@ -50,41 +54,81 @@ class TxnProducer(Client):
         super().__init__(sim, name)
         # Its own generator for its choices (a seed still replays: this one is seeded too).
         self.rng = random.Random(f"{sim.seed}-{name}")
+        self.coordinator: int | None = None
 
     async def run(self) -> None:
         checker = self.sim.checker.transactions
         number = 0
         while True:
-            producer_id = await self.init_producer_id()
-            if producer_id is None:
+            answer = await self.to_coordinator(ApiKey.INIT_PRODUCER_ID, 0, {
+                "transactional_id": self.name, "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS})
+            if answer is None or answer.error_code:
+                self.sim.trace("txn", f"{self.name} InitProducerId: "
+                                      f"{'no answer' if answer is None else ErrorCode(answer.error_code).name}")
                 await trio.sleep(0.2)
                 continue
+            producer_id, epoch = answer.producer_id, answer.producer_epoch
             number += 1
             txn = f"{self.name}{number}"
             partitions = self.rng.sample(range(self.sim.partitions), self.rng.randint(1, 2))
-            acknowledged = True
-            for partition in partitions:
-                values = [f"{txn}-p{partition}-{i}".encode() for i in range(self.rng.randint(1, 3))]
-                checker.started(txn, values)
-                acknowledged &= await self.produce(producer_id, partition, values)
+            added = await self.to_coordinator(ApiKey.ADD_PARTITIONS_TO_TXN, 0, {
+                "v3_and_below_transactional_id": self.name, "v3_and_below_producer_id": producer_id,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": TOPIC, "partitions": partitions}]})
+            acknowledged = added is not None and not any(
+                p.partition_error_code for t in added.results_by_topic_v3_and_below for p in t.results_by_partition)
+            if acknowledged:
+                for partition in partitions:
+                    values = [f"{txn}-p{partition}-{i}".encode() for i in range(self.rng.randint(1, 3))]
+                    checker.started(txn, values)
+                    acknowledged &= await self.produce(producer_id, epoch, partition, values)
             commit = acknowledged and self.rng.random() < COMMIT_SHARE
             checker.decided(txn, commit)
-            self.sim.trace("txn", f"{txn} (producer {producer_id}) {'commits' if commit else 'aborts'} "
-                                  f"on p{partitions}")
-            for partition in partitions:
-                await self.write_marker(producer_id, partition, commit)
+            ended = await self.to_coordinator(ApiKey.END_TXN, 0, {
+                "transactional_id": self.name, "producer_id": producer_id, "producer_epoch": epoch,
+                "committed": commit})
+            outcome = "no answer" if ended is None else ErrorCode(ended.error_code).name
+            checker.figures[f"EndTxn answered {outcome}"] += 1
+            self.sim.trace("txn", f"{txn} (producer {producer_id} epoch {epoch}) {'commits' if commit else 'aborts'} "
+                                  f"on p{partitions}: {outcome}")
             await trio.sleep(self.rng.uniform(0.05, 0.2))
 
-    async def init_producer_id(self) -> int | None:
-        broker = self.rng.choice(self.sim.broker_ids)
-        try:
-            response = await self.channel(broker).request(ApiKey.INIT_PRODUCER_ID, 0, {
-                "transactional_id": None, "transaction_timeout_ms": 60000})
-        except ChannelError:
-            return None
-        return None if response.error_code else response.producer_id
+    async def to_coordinator(self, api_key: int, version: int, body: dict):
+        """The answer of the transactional id's coordinator, looked up again and retried on
+        the errors a client retries (a coordinator moving, loading, or busy ending the last
+        transaction); None if there is none within the client's patience."""
+        deadline = trio.current_time() + COORDINATOR_PATIENCE_S
+        while trio.current_time() < deadline:
+            if self.coordinator is None:
+                broker = self.rng.choice(self.sim.broker_ids)
+                try:
+                    found = await self.channel(broker).request(ApiKey.FIND_COORDINATOR, 1,
+                                                               {"key": self.name, "key_type": 1})
+                except ChannelError:
+                    await trio.sleep(0.1)
+                    continue
+                if found.error_code:
+                    self.sim.trace("txn", f"{self.name} FindCoordinator via {broker}: {ErrorCode(found.error_code).name}")
+                    await trio.sleep(0.1)
+                    continue
+                self.coordinator = found.node_id
+            try:
+                answer = await self.channel(self.coordinator).request(api_key, version, body)
+            except ChannelError:
+                self.coordinator = None
+                continue
+            errors = _error_codes(answer)
+            self.sim.trace("txn", f"{self.name} {ApiKey(api_key).name} via {self.coordinator}: "
+                                  f"{[ErrorCode(e).name for e in errors]}")
+            if errors & COORDINATOR_ERRORS:
+                self.coordinator = None
+            if errors & RETRIED:
+                await trio.sleep(0.1)
+                continue
+            return answer
+        return None
 
-    async def produce(self, producer_id: int, partition: int, values: list[bytes]) -> bool:
+    async def produce(self, producer_id: int, epoch: int, partition: int, values: list[bytes]) -> bool:
         """One attempt, no retry: a transaction whose batch is not acknowledged aborts."""
         leader = await self.find_leader(partition)
         if leader is None:
@@ -95,8 +139,8 @@ class TxnProducer(Client):
             self.sim.checker.sent(value)
         self.sim.checker.attempts.extend(attempts)
         batch = build_record_batch([(None, value, now, ()) for value in values], producer_id=producer_id,
-                                   producer_epoch=0, base_sequence=0, transactional=True)
-        body = {"transactional_id": None, "acks": -1, "timeout_ms": PRODUCE_TIMEOUT_MS, "topic_data": [
+                                   producer_epoch=epoch, base_sequence=0, transactional=True)
+        body = {"transactional_id": self.name, "acks": -1, "timeout_ms": PRODUCE_TIMEOUT_MS, "topic_data": [
             {"name": TOPIC, "partition_data": [{"index": partition, "records": bytes(batch)}]}]}
         try:
             response = await self.channel(leader).request(ApiKey.PRODUCE, 3, body)
@@ -116,21 +160,11 @@ class TxnProducer(Client):
             await self.refresh_metadata()
         return answer.error_code == ErrorCode.NONE
 
-    async def write_marker(self, producer_id: int, partition: int, commit: bool) -> None:
-        """Until a leader has it committed, as the coordinator retries WriteTxnMarkers."""
-        while True:
-            leader = self.sim.brokers.get(self.leaders.get(partition))
-            if leader is not None and leader.alive:
-                code = await leader.broker.partitions.append_txn_marker(
-                    TOPIC, partition, producer_id=producer_id, producer_epoch=0 if commit else 1,
-                    coordinator_epoch=0, commit=commit, timeout_ms=PRODUCE_TIMEOUT_MS)
-                self.sim.trace("txn", f"marker {'COMMIT' if commit else 'ABORT'} of producer {producer_id} "
-                                      f"on p{partition} via {leader.node_id}: {ErrorCode(code).name}")
-                if code == ErrorCode.NONE:
-                    self.sim.checker.transactions.figures["markers written"] += 1
-                    return
-            await trio.sleep(0.1)
-            await self.refresh_metadata()
+
+def _error_codes(answer) -> set[int]:
+    if hasattr(answer, "results_by_topic_v3_and_below"):
+        return {p.partition_error_code for t in answer.results_by_topic_v3_and_below for p in t.results_by_partition}
+    return {answer.error_code}
 
 
 class ReadCommittedConsumer(Consumer):
