@@ -1,6 +1,6 @@
 """Exactly-once consume-transform-produce: an application (``eos_app.py``, confluent-kafka)
 killed with SIGKILL at random points and started again, on one broker and on a 3-broker
-cluster whose group coordinator is killed meanwhile, still writes every input exactly once
+cluster whose group coordinator or transaction coordinator is killed meanwhile, still writes every input exactly once
 to its output, as a read_committed consumer counts it.
 
 What makes it so: each batch's output and its consumed offsets are one transaction; a
@@ -146,7 +146,10 @@ def test_an_application_killed_at_random_points_outputs_every_input_once(minikaf
     check_exactly_once(bootstrap)
 
 
-def test_exactly_once_when_the_group_coordinators_broker_is_killed(minikafka_cluster_factory):
+@pytest.mark.parametrize("coordinator, key_type, key", [("group", 0, "eos"), ("transaction", 1, "eos-app")])
+def test_exactly_once_when_a_coordinators_broker_is_killed(minikafka_cluster_factory, coordinator, key_type, key):
+    """kill -9 of the broker coordinating the application's group, or its transactional id,
+    while the application runs (and is itself killed at random points)."""
     cluster = minikafka_cluster_factory(3)
     for topic in ("in", "out"):
         cluster.create_topic(topic, PARTITIONS, 3)
@@ -155,10 +158,11 @@ def test_exactly_once_when_the_group_coordinators_broker_is_killed(minikafka_clu
     killed = []
 
     def kill_the_coordinator(kill: int) -> None:
-        """Once the application is under way, kill -9 the broker coordinating its group."""
+        """Once the application is under way, kill -9 the broker coordinating its group or id."""
         if kill:
             return
-        answer = kafka_request(cluster.broker(1).bootstrap, ApiKey.FIND_COORDINATOR, 0, {"key": "eos"})
+        answer = kafka_request(cluster.broker(1).bootstrap, ApiKey.FIND_COORDINATOR, 1,
+                               {"key": key, "key_type": key_type})
         assert answer.error_code == 0
         cluster.kill(answer.node_id)
         killed.append(answer.node_id)
