@@ -259,7 +259,7 @@ class Checker:
                                        f"p{partition}: {other.name} holds {mine.get(offset)!r} at {offset} below its "
                                        f"high watermark {hw}, the leader {leader.name} {leader_log.get(offset)!r}")
                         break
-            self.transactions.final_check(partition, replica, followers)
+            self.transactions.final_check(partition, replica, leader_log, followers)
         where: dict[int, dict[bytes, list[int]]] = {}
         for partition, log in logs.items():
             index = where[partition] = defaultdict(list)

@@ -89,6 +89,8 @@ class TxnProducer(Client):
                 "committed": commit})
             outcome = "no answer" if ended is None else ErrorCode(ended.error_code).name
             checker.figures[f"EndTxn answered {outcome}"] += 1
+            if ended is not None and ended.error_code == ErrorCode.NONE:
+                checker.ended[txn] = producer_id
             self.sim.trace("txn", f"{txn} (producer {producer_id} epoch {epoch}) {'commits' if commit else 'aborts'} "
                                   f"on p{partitions}: {outcome}")
             await trio.sleep(self.rng.uniform(0.05, 0.2))
@@ -211,6 +213,9 @@ class TxnChecker:
         self.checker = checker
         self.transaction_of: dict[bytes, str] = {}
         self.decisions: dict[str, bool] = {}
+        # Transactions whose EndTxn the coordinator answered NONE -> their producer id: their
+        # markers must follow, and a commit's must be COMMIT markers.
+        self.ended: dict[str, int] = {}
         self.figures: Counter[str] = Counter()
 
     def violation(self, key: tuple, message: str) -> None:
@@ -240,9 +245,28 @@ class TxnChecker:
         else:
             self.figures["committed values read"] += 1
 
-    def final_check(self, partition: int, leader_replica, replicas) -> None:
-        """The replicas holding the leader's whole log agree with it on its transactions."""
+    def final_check(self, partition: int, leader_replica, leader_log: dict[int, bytes], replicas) -> None:
+        """Once the faults healed, every transaction the coordinator answered EndTxn for is
+        closed in the leader's log by its markers: none still open, and no value of one
+        answered as committed inside an aborted range of its producer. And the replicas holding
+        the leader's whole log agree with it on its transactions."""
         expected = _transactions(leader_replica.log)
+        open_txns, aborted = expected
+        for first_offset, producer_id in open_txns.items():
+            txn = self.transaction_of.get(leader_log.get(first_offset))
+            if txn in self.ended:
+                self.violation(("open-after-end", partition, first_offset),
+                               f"p{partition}: transaction {txn} (producer {producer_id}, from offset {first_offset}) "
+                               f"is still open after its EndTxn was answered and the faults healed")
+        for offset, value in leader_log.items():
+            txn = self.transaction_of.get(value)
+            if txn not in self.ended or self.decisions.get(txn) is not True:
+                continue
+            producer_id = self.ended[txn]
+            if any(p == producer_id and first <= offset <= last for p, first, last in aborted):
+                self.violation(("committed-aborted", value),
+                               f"p{partition}@{offset}: {value!r} of transaction {txn}, whose commit the coordinator "
+                               f"answered, lies in an aborted transaction of producer {producer_id}")
         for name, replica in replicas:
             if replica.log.log_end_offset != leader_replica.log.log_end_offset:
                 continue
