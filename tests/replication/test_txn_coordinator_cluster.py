@@ -197,10 +197,9 @@ def check_atomic(transactions: Transactions, values: list[str]) -> None:
 def txn_cluster(minikafka_cluster_factory):
     cluster = minikafka_cluster_factory(3, **{"transaction.state.log.num.partitions": str(TXN_PARTITIONS)})
     cluster.create_topic(TOPIC, PARTITIONS, 3)
-    # Each partition led by a different broker: every commit sends markers to the other two.
-    for partition in range(PARTITIONS):
-        if cluster.leader(TOPIC, partition) != partition + 1:
-            cluster.move_leader(TOPIC, partition, partition + 1)
+    # Kafka's assignment puts each partition's first replica, its leader, on another broker:
+    # every commit has the coordinator write one marker itself and send two.
+    assert sorted(cluster.leader(TOPIC, partition) for partition in range(PARTITIONS)) == cluster.ids
     return cluster
 
 
@@ -213,10 +212,7 @@ def test_transactions_commit_and_abort_on_partitions_led_by_other_brokers(minika
     values = committed_records(cluster)
     check_atomic(transactions, values)
     assert sorted(values) == sorted(f"{n}-{p}" for n in transactions.committed for p in range(PARTITIONS))
-    offsets = last_stable_offsets(cluster)
-    cluster.wait_for_full_isr([TOPIC])
-    replicas = cluster.replicas_below_high_watermark({(TOPIC, p): hw for p, (_, hw) in offsets.items()})
-    assert all(len(set(by_broker.values())) == 1 for by_broker in replicas.values()), "replicas differ"
+    check_replicas(cluster)
 
 
 @pytest.mark.parametrize("victim", ["coordinator", "partition leader"])
@@ -237,10 +233,47 @@ def test_a_broker_killed_mid_transaction_leaves_every_transaction_whole_or_absen
         transactions.run(number, abort=number % 5 == 4)
     if victim == "coordinator":
         assert txn_coordinator_of(cluster, transactions.transactional_id) != killed
-    assert len(transactions.committed) + len(transactions.aborted) + len(transactions.unknown) == 30
-    assert len(transactions.committed) >= 20
-    check_atomic(transactions, committed_records(cluster))
+    check_outcomes(cluster, transactions, 30)
     cluster.restart(killed, clean=False)
+    check_replicas(cluster)
+
+
+@pytest.mark.parametrize("fault", ["paused", "cut off"])
+def test_a_coordinator_paused_or_cut_off_mid_transaction_is_replaced_without_splitting_one(
+        minikafka_cluster_factory, fault):
+    """The coordinator's broker SIGSTOPped (then resumed: a zombie that still believes it
+    coordinates), or cut off from ZooKeeper and the other brokers while clients still reach it,
+    between a transaction's records and its commit: its successor finishes the transactions,
+    the old one commits nothing without its replicas, and no transaction is split."""
+    cluster = txn_cluster(minikafka_cluster_factory)
+    transactions = Transactions(cluster.bootstrap, f"tx-{fault.replace(' ', '-')}")
+    for number in range(10):
+        transactions.run(number, abort=number % 5 == 4)
+    coordinator = txn_coordinator_of(cluster, transactions.transactional_id)
+    if fault == "paused":
+        transactions.run(10, before_end=lambda: cluster.pause(coordinator))
+    else:
+        transactions.run(10, before_end=lambda: cluster.partition([coordinator]))
+    for number in range(11, 20):
+        transactions.run(number, abort=number % 5 == 4)
+    if fault == "paused":
+        cluster.resume(coordinator)
+    else:
+        cluster.heal()
+    for number in range(20, 30):
+        transactions.run(number, abort=number % 5 == 4)
+    check_outcomes(cluster, transactions, 30)
+    check_replicas(cluster)
+
+
+def check_outcomes(cluster, transactions: Transactions, count: int) -> None:
+    assert len(transactions.committed) + len(transactions.aborted) + len(transactions.unknown) == count
+    assert len(transactions.committed) >= count * 2 // 3
+    check_atomic(transactions, committed_records(cluster))
+
+
+def check_replicas(cluster) -> None:
+    """Every replica of the topic holds the same bytes below the high watermark."""
     cluster.wait_for_full_isr([TOPIC])
     offsets = last_stable_offsets(cluster)
     replicas = cluster.replicas_below_high_watermark({(TOPIC, p): hw for p, (_, hw) in offsets.items()})
