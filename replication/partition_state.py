@@ -78,6 +78,12 @@ class LeaderState:
         self._followers: dict[int, _Follower] = {}
         self.leader_epoch = leader_epoch
         self._leader_end = leader_end_offset
+        # The leader's log end when its current epoch began here (Kafka 2.1+'s
+        # leaderEpochStartOffsetOpt, KAFKA-7128): a follower joins the ISR only once it holds
+        # that much. The high watermark alone is not enough: a leader restarted with a stale
+        # checkpoint (or one that took over below what was committed) would admit a follower
+        # missing committed offsets, which, elected next, truncates them everywhere.
+        self.epoch_start_offset = leader_end_offset
         self._now = now_ms
         self._apply_controller_state(assigned, isr, zk_version, now_ms)
         self._maybe_increment_hw(now_ms)
@@ -90,6 +96,8 @@ class LeaderState:
         known follower positions stay (Kafka's makeLeader for a broker already leading).
         Returns the high watermark."""
         _check_leader_in(self.leader_id, isr)
+        if leader_epoch != self.leader_epoch:
+            self.epoch_start_offset = leader_end_offset
         self.leader_epoch = leader_epoch
         self._leader_end = leader_end_offset
         self._tick(now_ms)
@@ -127,9 +135,11 @@ class LeaderState:
         follower.end_offset = fetch_offset
         follower.last_fetch_leader_end = leader_end_offset
         follower.last_fetch_ms = now
-        # Partition.maybeExpandIsr: judged against the high watermark before this fetch moves it.
+        # Partition.maybeExpandIsr (2.8's isFollowerInSync): judged against the high watermark
+        # before this fetch moves it, and the epoch's start (see __init__).
         expand = None
-        if replica_id not in self.isr and replica_id in self.assigned and fetch_offset >= self.high_watermark:
+        if (replica_id not in self.isr and replica_id in self.assigned and fetch_offset >= self.high_watermark
+                and fetch_offset >= self.epoch_start_offset):
             expand = self.isr + [replica_id]
         moved = self._maybe_increment_hw(now)
         return FetchOutcome(self.high_watermark, moved, expand)

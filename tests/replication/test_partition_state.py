@@ -108,6 +108,26 @@ def test_caught_up_follower_joins_at_the_high_watermark():
     assert state.follower_fetched(2, 15, 15, T0 + 3) == FetchOutcome(15, True, None)
 
 
+def test_a_follower_joins_only_once_it_holds_what_the_leader_had_when_its_epoch_began():
+    """KAFKA-7128 (simulator seed 1078 with --transactions): a leader restarted with a stale
+    checkpointed high watermark (512, while 514 had been committed) let a follower at 512 into
+    the ISR; that follower, elected next, truncated the committed 512-513 everywhere. The
+    follower must first reach the leader's log end at the start of its epoch (Kafka 2.1+)."""
+    state = leader(isr=[1, 3], assigned=[1, 2, 3], end=515, hw=512)
+    assert state.follower_fetched(2, 512, 515, T0 + 1).expand_isr_to is None
+    assert state.follower_fetched(2, 514, 515, T0 + 2).expand_isr_to is None
+    assert state.follower_fetched(2, 515, 516, T0 + 3).expand_isr_to == [1, 3, 2]
+
+
+def test_a_new_epoch_of_the_same_leader_moves_the_offset_followers_must_reach():
+    state = leader(isr=[1, 3], assigned=[1, 2, 3], end=10, hw=10)
+    state.leader_and_isr(assigned=[1, 2, 3], isr=[1, 3], leader_epoch=5, zk_version=8, leader_end_offset=20,
+                         now_ms=T0)
+    assert state.high_watermark == 10
+    assert state.follower_fetched(2, 15, 20, T0 + 1).expand_isr_to is None
+    assert state.follower_fetched(2, 20, 20, T0 + 2).expand_isr_to == [1, 3, 2]
+
+
 def test_expansion_is_proposed_until_written():
     state = leader(isr=[1], assigned=[1, 2], end=0)
     assert state.follower_fetched(2, 0, 0, T0 + 1).expand_isr_to == [1, 2]
