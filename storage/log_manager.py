@@ -506,10 +506,11 @@ class LogManager:
 
         ``fsync_now=False`` leaves out the fsyncs: the topic is published by the renames as
         before, and made durable by the next sync_created_partitions (flush_due, which the
-        broker runs every log.flush.scheduler.interval.ms, 1 s by default, off its event loop;
-        shutdown runs it too). For Metadata's auto-creation,
-        whose answer a new producer waits for, where the fsyncs (one journal commit, 1-10 ms)
-        were most of the creation. Kafka 3.x leaves the same to the background: it makes a
+        broker runs every log.flush.scheduler.interval.ms, 1 s by default, off its event
+        loop; shutdown runs it too). For Metadata's auto-creation, whose answer a new
+        producer waits for, where the fsyncs (one journal commit, 1-10 ms) were most of the
+        creation (the intent of a topic of several partitions is still fsynced before its
+        renames). Kafka 3.x leaves the same to the background: it makes a
         new partition's directory with no fsync (LogManager.createLogDirectory), writes its
         partition.metadata from a scheduled task (UnifiedLog.initializeTopicId), and fsyncs
         the partition directory with its first segment flush (LocalLog.flush); its appended
