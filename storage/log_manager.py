@@ -260,6 +260,9 @@ class LogManager:
         # Partitions deleted since the checkpoints were last all written: their entries may
         # still be on disk, and a new partition of the same name must not load them.
         self._unwritten_deletions: set[TopicPartition] = set()
+        # What topics created with fsync_now=False made and nobody has fsynced yet: files and
+        # partition directories, then the log dirs that hold them (sync_created_partitions).
+        self._unsynced_created: tuple[list[Path], list[Path], set[Path]] = ([], [], set())
         self._lock = threading.RLock()
 
     # -- start and stop ----------------------------------------------------------------------
@@ -387,6 +390,7 @@ class LogManager:
         the empty marker and its directory are fsynced, together, so that a marker read
         after a power loss vouches for checkpoints that are there."""
         with self._lock:
+            self.sync_created_partitions()
             logs = list(self._logs.values())
             run_at_once(log.flush for log in logs)
             run_at_once([*self._checkpoint_writes(CHECKPOINTS), *(log.close for log in logs)])
@@ -481,7 +485,8 @@ class LogManager:
             raise TooManyPartitions(f"Number of partitions {partitions} is more than this broker can open: "
                                     f"{room} more partitions fit, as {why}.")
 
-    def create_topic(self, topic: str, partitions: int, overrides: dict[str, str]) -> list[Log]:
+    def create_topic(self, topic: str, partitions: int, overrides: dict[str, str], *,
+                     fsync_now: bool = True) -> list[Log]:
         """Create ``partitions`` empty logs with ``overrides`` persisted beside them.
 
         Raises InvalidTopicName, ValueError (bad partition count or config),
@@ -498,6 +503,20 @@ class LogManager:
         (fsyncs of what was made, or one filesystem sync for many partitions: see
         FSYNC_EACH_MAX_PARTITIONS), then renamed into place and the log dirs fsynced once;
         only then are the logs opened.
+
+        ``fsync_now=False`` leaves out the fsyncs: the topic is published by the renames as
+        before, and made durable by the next sync_created_partitions (flush_due, which the
+        broker runs every log.flush.scheduler.interval.ms, 1 s by default, off its event
+        loop; shutdown runs it too). For Metadata's auto-creation, whose answer a new
+        producer waits for, where the fsyncs (one journal commit, 1-10 ms) were most of the
+        creation (the intent of a topic of several partitions is still fsynced before its
+        renames). Kafka 3.x leaves the same to the background: it makes a
+        new partition's directory with no fsync (LogManager.createLogDirectory), writes its
+        partition.metadata from a scheduled task (UnifiedLog.initializeTopicId), and fsyncs
+        the partition directory with its first segment flush (LocalLog.flush); its appended
+        records are in the page cache only too. A kill -9 loses nothing either way (the
+        page cache outlives the process); a power loss in between may lose the topic, which
+        the next use auto-creates again, as it loses Kafka's unflushed records.
         """
         validate_topic_name(topic)
         if not isinstance(partitions, int) or partitions < 1:
@@ -512,7 +531,7 @@ class LogManager:
             load = self._dir_loads()
         try:
             self._forget_deleted(topic)
-            created = self._make_partitions(topic, partitions, overrides, config, load)
+            created = self._make_partitions(topic, partitions, overrides, config, load, fsync_now)
             with self._lock:
                 for log in created:
                     self._install(log)
@@ -523,7 +542,7 @@ class LogManager:
                 self._creating.discard(topic)
 
     def _make_partitions(self, topic: str, partitions: int, overrides: dict[str, str], config: LogConfig,
-                         load: dict[Path, int]) -> list[Log]:
+                         load: dict[Path, int], fsync_now: bool) -> list[Log]:
         topic_id = new_topic_id()
         files = {PARTITION_METADATA_FILE: format_topic_id(topic_id),
                  LEADER_EPOCH_CHECKPOINT: LeaderEpochCheckpointFile.format([(0, 0)])}  # epoch 0 from offset 0
@@ -580,11 +599,11 @@ class LogManager:
             # fsyncs before the renames are independent, so they go together (fsync_all).
             # A kill -9 needs none of it: the page cache outlives the process, and the
             # intent makes the next start remove a half-made topic.
-            if len(staged) <= FSYNC_EACH_MAX_PARTITIONS:
+            if fsync_now and len(staged) <= FSYNC_EACH_MAX_PARTITIONS:
                 # The linked copies share the written files' inodes.
                 fsync_all(files=[directory / name for directory in written for name in files],
                           directories=[staging for staging, _ in staged])
-            else:
+            elif fsync_now:
                 for log_dir in used_dirs:
                     sync_filesystem(log_dir)
             # One rename publishes a one-partition topic whole: only several renames can stop
@@ -593,7 +612,15 @@ class LogManager:
             for staging, final in staged:
                 os.rename(staging, final)
                 placed.append(final)
-            fsync_all(directories=used_dirs)
+            if fsync_now:
+                fsync_all(directories=used_dirs)
+            else:
+                finals = dict(staged)
+                with self._lock:
+                    files_to_sync, dirs_to_sync, log_dirs_to_sync = self._unsynced_created
+                    files_to_sync.extend(finals[directory] / name for directory in written for name in files)
+                    dirs_to_sync.extend(placed)
+                    log_dirs_to_sync.update(used_dirs)
             for workshop in made:
                 with contextlib.suppress(OSError):  # empty; a leftover goes at the next start
                     workshop.rmdir()
@@ -767,10 +794,35 @@ class LogManager:
         for log in self.logs():
             log.remove_expired_producers()
 
+    def sync_created_partitions(self) -> None:
+        """fsync what the topics created with ``fsync_now=False`` made (their files and
+        partition directories together, then their log dirs), as create_topic would have.
+        Partitions deleted meanwhile are left out."""
+        with self._lock:
+            files, directories, log_dirs = self._unsynced_created
+            self._unsynced_created = ([], [], set())
+        if not log_dirs:
+            return
+        try:
+            fsync_all(files=[path for path in files if path.exists()],
+                      directories=[path for path in directories if path.exists()])
+            fsync_all(directories=sorted(log_dirs))
+        except BaseException:
+            with self._lock:  # tried again next time
+                pending_files, pending_directories, pending_log_dirs = self._unsynced_created
+                pending_files.extend(files)
+                pending_directories.extend(directories)
+                pending_log_dirs.update(log_dirs)
+            raise
+
     def flush_due(self) -> None:
-        """fsync the segments rolls have closed, and flush the logs whose ``flush.ms`` has
-        passed (the broker runs this every ``log.flush.scheduler.interval.ms``, off its
-        event loop)."""
+        """fsync the topics created without fsyncs and the segments rolls have closed, and
+        flush the logs whose ``flush.ms`` has passed (the broker runs this every
+        ``log.flush.scheduler.interval.ms``, off its event loop)."""
+        try:
+            self.sync_created_partitions()
+        except OSError:  # kept for the next pass; the logs' flushes go on
+            logger.exception("fsync of new partitions failed")
         for log in self.logs():
             try:
                 log.flush_rolled_segments()

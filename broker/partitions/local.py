@@ -96,7 +96,10 @@ class LocalPartitions(Partitions):
             if self.topic_exists(topic):  # created by another request while we waited
                 return
             try:
-                await trio.to_thread.run_sync(self.log_manager.create_topic, topic, num_partitions, {})
+                # Made durable by the next flush pass (LogManager.flush_due), not before the
+                # answer a new producer waits for: see create_topic's fsync_now.
+                await trio.to_thread.run_sync(functools.partial(self.log_manager.create_topic, topic, num_partitions,
+                                                                {}, fsync_now=False))
             except TooManyPartitions as exc:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
             except OSError as exc:

@@ -331,6 +331,30 @@ def test_kill_9_right_after_creating_a_topic_leaves_it_whole(minikafka_broker, t
         consumer.close()
 
 
+def test_kill_9_right_after_auto_creating_a_topic_keeps_it_and_its_message(minikafka_broker, topic):
+    """Metadata's auto-creation answers before its fsyncs (LogManager.create_topic's
+    fsync_now): what it made is in the page cache, which a kill -9 leaves whole."""
+    broker = minikafka_broker
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 1})
+    producer.produce(topic, b"before the crash", partition=0)
+    assert producer.flush(30) == 0
+    broker.kill()
+
+    broker.start()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{topic}-check",
+                         "enable.auto.commit": False, "allow.auto.create.topics": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        message = None
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+        assert message is not None and message.error() is None
+        assert (message.offset(), message.value()) == (0, b"before the crash")
+    finally:
+        consumer.close()
+
+
 def test_kill_9_after_recreating_a_topic_keeps_its_records_from_offset_0(minikafka_broker_factory, topic):
     # The deleted topic's log start, moved by retention and checkpointed, must not become the
     # new topic's after a kill -9 that no checkpoint preceded since its creation.

@@ -5,9 +5,11 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from minikafka.storage import log_manager as log_manager_module
 from minikafka.storage import FakeClock, LogConfig, LogManager, TopicAlreadyExists, UnknownTopic
 
 from .conftest import START_MS, all_records, message_set
@@ -417,6 +419,40 @@ def test_a_new_topics_files_and_directory_are_fsynced_together_before_its_rename
     manager.create_topic("t", 1, {})
     assert len(calls) == 4  # then the log dir, after the rename
     assert _manager([tmp_path / "a"]).topics() == {"t": 1}
+
+
+def test_an_auto_created_topic_is_fsynced_after_its_creation_returns(tmp_path, monkeypatch):
+    """Metadata's auto-creation answers before the fsyncs (Kafka 3.x syncs a new partition's
+    directory and partition.metadata in the background too); the broker's next durability
+    pass, or its shutdown, makes the topic durable."""
+    manager = _manager([tmp_path / "a"])
+    # Both topics' files and partition directories together, then the log dir.
+    calls = _fsyncs_meeting(monkeypatch, 6)
+    manager.create_topic("t", 1, {}, fsync_now=False)
+    manager.create_topic("u", 1, {}, fsync_now=False)
+    assert calls == []
+    assert manager.topics() == {"t": 1, "u": 1}
+    manager.flush_due()  # the broker's flush pass
+    assert len(calls) == 6 + 1
+    manager.sync_created_partitions()
+    assert len(calls) == 6 + 1  # nothing left to sync
+    assert _manager([tmp_path / "a"]).topics() == {"t": 1, "u": 1}
+
+
+def test_a_shutdown_fsyncs_the_auto_created_topics_not_yet_synced(tmp_path, monkeypatch):
+    manager = _manager([tmp_path / "a"])
+    manager.create_topic("t", 1, {}, fsync_now=False)
+    synced: list[Path] = []
+    fsync_all = log_manager_module.fsync_all
+
+    def recorded(files=(), directories=()):
+        synced.extend([*files, *directories])
+        fsync_all(files=files, directories=directories)
+
+    monkeypatch.setattr(log_manager_module, "fsync_all", recorded)
+    manager.shutdown()
+    assert tmp_path / "a" / "t-0" in synced
+    assert tmp_path / "a" / "t-0" / "partition.metadata" in synced
 
 
 def test_fsync_all_raises_the_first_error_once_every_fsync_has_ended(tmp_path, monkeypatch):
