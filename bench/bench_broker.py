@@ -206,7 +206,13 @@ def kafka_python_consume(bootstrap, topic, count) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
+    """User + system CPU time of a process so far: Linux's CPU clock of the process (to the
+    nanosecond), else /proc's clock ticks (10 ms, too coarse for rounds of a few ms), 0 elsewhere."""
+    try:
+        # The clock id clock_getcpuclockid(3) gives: MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED).
+        return time.clock_gettime(((~pid) << 3) | 2)
+    except (AttributeError, OSError):
+        pass
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
