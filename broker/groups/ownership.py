@@ -59,8 +59,6 @@ class PartitionOwnership:
         self._loads_in, self._loads_out = trio.open_memory_channel(math.inf)
         self.load_reports: list[LoadReport] = []
         self.active = False
-        self._partition_cache: dict[str, int] = {}
-        self._partition_cache_count = 0
         # Partitions of __consumer_offsets once known for certain: on a single broker from
         # start-up; in a cluster from ZooKeeper, before the first partition is loaded (the
         # metadata cache fills in partition by partition, and a group placed by a partial
@@ -209,17 +207,7 @@ class PartitionOwnership:
 
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition that holds ``group_id``."""
-        count = self.partition_count()
-        if count != self._partition_cache_count:
-            self._partition_cache.clear()
-            self._partition_cache_count = count
-        index = self._partition_cache.get(group_id)
-        if index is None:
-            # Java's String.hashCode is a Python loop; every request of a group needs it.
-            if len(self._partition_cache) > 100_000:
-                self._partition_cache.clear()
-            index = self._partition_cache[group_id] = partition_for(group_id, count)
-        return index
+        return partition_for(group_id, self.partition_count())
 
     def group(self, group_id: str) -> GroupMetadata | None:
         groups = self.groups_by_partition.get(self.partition_for(group_id))

@@ -43,6 +43,7 @@ so a group lands on the same partition number as it would in Kafka.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -80,8 +81,11 @@ def java_string_hash(text: str) -> int:
     return value - (1 << 32) if value & 0x80000000 else value
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def partition_for(group_id: str, partition_count: int) -> int:
-    """The ``__consumer_offsets`` partition of ``group_id``, as Kafka computes it."""
+    """The ``__consumer_offsets`` partition of ``group_id`` (or ``__transaction_state``'s of a
+    transactional id), as Kafka computes it. Java's String.hashCode is a Python loop, and
+    every request of a group or transaction needs it: answers are kept."""
     code = java_string_hash(group_id)
     return (0 if code == -(1 << 31) else abs(code)) % partition_count
 
