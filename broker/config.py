@@ -353,6 +353,9 @@ CONFIG_KEYS = CONFIG_KEYS + (
               "Partitions of __transaction_state when it is created (Kafka: 50).", minimum=1),
     ConfigKey("transaction.state.log.segment.bytes", "int", 104857600,
               "Segment size of __transaction_state.", minimum=1024),
+    ConfigKey("transaction.state.log.snapshot.interval.events", "int", 10000,
+              "Snapshot a __transaction_state partition after this many state changes since the last "
+              "snapshot (minikafka; in a cluster every replica does, from the committed log).", minimum=1),
     ConfigKey("transaction.state.log.replication.factor", "int", 3,
               "In a cluster, replicas of each __transaction_state partition. A single broker ignores it.",
               minimum=1),

@@ -77,8 +77,8 @@ TXN_STORE_ERRORS = {
 # Marker errors after which the partition is asked again (a leader moving, an ISR too small).
 MARKER_RETRY_S = 0.1
 MARKER_RETRY_MAX_S = 2.0
-# Snapshot a partition after this many state changes since its last snapshot.
-SNAPSHOT_INTERVAL_EVENTS = 10000
+# Snapshot a partition after this many bytes of state changes since its last snapshot (or
+# transaction.state.log.snapshot.interval.events of them).
 SNAPSHOT_INTERVAL_BYTES = 10 * 1024 * 1024
 # A cluster: how often each replica checks whether its partitions are due for a snapshot.
 REPLAY_SNAPSHOT_CHECK_S = 1.0
@@ -101,6 +101,7 @@ class TransactionCoordinator:
         self.clustered = broker.cluster is not None
         self.num_partitions = config.get("transaction.state.log.num.partitions")
         self.segment_bytes = config.get("transaction.state.log.segment.bytes")
+        self.snapshot_interval_events = config.get("transaction.state.log.snapshot.interval.events")
         self.max_timeout_ms = config.get("transaction.max.timeout.ms")
         self.abort_interval_ms = config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms")
         self.expiration_ms = config.get("transactional.id.expiration.ms")
@@ -381,21 +382,21 @@ class TransactionCoordinator:
 
     async def _replay_snapshots(self) -> None:
         """Snapshot every local ``__transaction_state`` partition, led or followed, each time
-        ``SNAPSHOT_INTERVAL_EVENTS`` offsets were committed since its newest snapshot: the
+        ``transaction.state.log.snapshot.interval.events`` offsets were committed since its
+        newest snapshot: the
         newest snapshot plus the events up to the high watermark (which no truncation goes
         below) folded in a worker thread. Whichever replica leads next replays little."""
         while True:
             await trio.sleep(REPLAY_SNAPSHOT_CHECK_S)
-            log_manager = self.broker.log_manager
-            for index in range(self.topic_partitions or 0):
-                log = log_manager.get_log(TRANSACTION_STATE_TOPIC, index)
-                if log is None:
+            for log in self.broker.log_manager.logs():
+                if log.topic != TRANSACTION_STATE_TOPIC:
                     continue
+                index = log.partition
                 newest = self._snapshot_at.get(index)
                 if newest is None:
                     newest = self._snapshot_at[index] = max(
                         SnapshotStore(log.dir / SNAPSHOT_DIR_NAME).offsets(), default=0)
-                if log.high_watermark - newest < SNAPSHOT_INTERVAL_EVENTS:
+                if log.high_watermark - newest < self.snapshot_interval_events:
                     continue
                 trim_bound = self.broker.partitions.offsets_trim_bound(index, log, TRANSACTION_STATE_TOPIC)
                 try:
@@ -501,8 +502,8 @@ class TransactionCoordinator:
         if self.partitions.get(index) is not partition:
             return ErrorCode.NOT_COORDINATOR
         txn.complete(transit)
-        if not self.clustered and index not in self._snapshotting and partition.due_for_snapshot(SNAPSHOT_INTERVAL_EVENTS,
-                                                                          SNAPSHOT_INTERVAL_BYTES):
+        if not self.clustered and index not in self._snapshotting and partition.due_for_snapshot(
+                self.snapshot_interval_events, SNAPSHOT_INTERVAL_BYTES):
             self._snapshotting.add(index)
             self._nursery.start_soon(self._snapshot_in_background, index, partition)
         return ErrorCode.NONE

@@ -275,11 +275,11 @@ async def test_describe_and_list_transactions(broker, client):
 
 
 async def test_snapshots_are_written_as_state_changes_and_loaded_with_the_events_after_them(
-        start_broker, connect, monkeypatch):
+        start_broker, connect):
     from minikafka.broker.transactions import coordinator as coordinator_module
 
-    monkeypatch.setattr(coordinator_module, "SNAPSHOT_INTERVAL_EVENTS", 3)
-    broker = await start_broker({"transaction.state.log.num.partitions": "1"})
+    broker = await start_broker({"transaction.state.log.num.partitions": "1",
+                                 "transaction.state.log.snapshot.interval.events": "3"})
     client = await connect(broker)
     coordinator = await broker.transactions()
     partition = coordinator.partitions[0]

@@ -278,3 +278,47 @@ def check_replicas(cluster) -> None:
     offsets = last_stable_offsets(cluster)
     replicas = cluster.replicas_below_high_watermark({(TOPIC, p): hw for p, (_, hw) in offsets.items()})
     assert all(len(set(by_broker.values())) == 1 for by_broker in replicas.values()), "replicas differ"
+
+
+def init_producer_id(cluster, transactional_id: str, timeout: float = 60.0):
+    """InitProducerId at the id's coordinator, looked up again while it moves or loads."""
+    deadline = time.monotonic() + timeout
+    while True:
+        broker = cluster.broker(txn_coordinator_of(cluster, transactional_id))
+        try:
+            answer = kafka_request(broker.bootstrap, ApiKey.INIT_PRODUCER_ID, 0,
+                                   {"transactional_id": transactional_id, "transaction_timeout_ms": 60000})
+        except OSError:
+            answer = None
+        if answer is not None and answer.error_code not in (
+                ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.CONCURRENT_TRANSACTIONS):
+            return answer
+        assert time.monotonic() < deadline, f"InitProducerId: {answer and ErrorCode(answer.error_code).name}"
+        time.sleep(0.2)
+
+
+def test_every_replica_snapshots_the_committed_state_and_the_next_coordinator_loads_it(minikafka_cluster_factory):
+    """Every replica of a ``__transaction_state`` partition, leader or follower, folds the
+    committed log into a snapshot every ``transaction.state.log.snapshot.interval.events``;
+    after kill -9 of the coordinator its successor loads the newest one plus the events after
+    it, and the id carries on at the next epoch of the same producer id."""
+    cluster = minikafka_cluster_factory(3, **{"transaction.state.log.num.partitions": "1",
+                                              "transaction.state.log.snapshot.interval.events": "10"})
+    for _ in range(25):
+        answer = init_producer_id(cluster, "snap")
+        assert answer.error_code == ErrorCode.NONE
+    producer_id, epoch = answer.producer_id, answer.producer_epoch
+    assert epoch == 24
+    snapshot_dirs = [cluster.broker(b).log_dir / f"{TXN_TOPIC}-0" / "group-snapshots" for b in cluster.ids]
+    deadline = time.monotonic() + 30
+    while not all(any(d.glob("*.snapshot")) if d.is_dir() else False for d in snapshot_dirs):
+        assert time.monotonic() < deadline, f"snapshots: {[sorted(p.name for p in d.glob('*')) for d in snapshot_dirs]}"
+        time.sleep(0.2)
+    coordinator = txn_coordinator_of(cluster, "snap")
+    cluster.kill(coordinator)
+    answer = init_producer_id(cluster, "snap")
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (ErrorCode.NONE, producer_id, epoch + 1)
+    successor = txn_coordinator_of(cluster, "snap")
+    assert successor != coordinator
+    assert f"loaded {TXN_TOPIC}-0: snapshot at offset" in cluster.broker(successor).stderr_since_start()
