@@ -35,21 +35,30 @@ Kafka 0.10.2's design (``LogCleaner``, ``LogCleanerManager``, ``OffsetMap``) on 
   horizon. A producer's last batch stays emptied whatever (compaction's rule), a marker too
   when it is all the log's state knows of its producer.
 
-The cleaner reads closed segments without the log's lock and takes it only to swap; a log
-truncated, closed or changed by retention meanwhile refuses the swap and the pass ends.
-:meth:`LogCleaner.abort` stops a pass at its next read (the broker's shutdown).
+**Where it runs**: a pass's CPU work (reading the closed segments, the offset map, writing
+each group's ``.cleaned`` files) is done by a worker process (:class:`CleaningPass`), so the
+broker's interpreter does not share its GIL with it; the broker keeps what needs the live
+log (:class:`Cleaner`): the range, the producers' and transactions' state the pass needs, the
+swap of each group under the log's lock, and the checkpoint. The worker reads closed segments
+only, which nothing rewrites but a truncation; a log truncated, closed or changed by
+retention meanwhile refuses the swap and the pass ends. :meth:`LogCleaner.abort` kills the
+worker (the broker's shutdown does not wait for a pass); a worker that dies otherwise leaves
+the log as it was, and the pass is tried again in a new one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import heapq
 import logging
+import multiprocessing
+import multiprocessing.connection
 import os
+import resource
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
@@ -59,6 +68,7 @@ from minikafka.protocol.errors import RecordError
 from minikafka.protocol.records import Record, iter_records, retained_entry
 from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
 from minikafka.storage.clock import Clock
+from minikafka.storage.config import LogConfig
 from minikafka.storage.log import Log
 from minikafka.storage.segment import CLEANED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment
 from minikafka.storage.txn_index import AbortedTxn, TransactionIndex
@@ -67,17 +77,6 @@ from minikafka.storage.types import SegmentInfo, UnknownTopic
 logger = logging.getLogger(__name__)
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-# CPython hands the GIL to a thread waiting for it only after the switch interval
-# (sys.getswitchinterval(), 5 ms by default) if its holder does not release it first. The
-# broker's event loop takes the GIL back several times for each request, and while a pass
-# computes in its worker thread it would wait up to that long each time (produce p99 16 ms
-# against 2 ms, bench/bench_cleaner.py). During a pass the interval is this instead: the
-# cleaner's Python is preempted within half a millisecond, at the cost of more switches.
-_SWITCH_INTERVAL_WHILE_CLEANING = 0.0005
-# And a pass hands the GIL back itself every this many records it looks at, some 0.1 ms of
-# its Python whatever the format (an entry may be one message or a batch of a thousand): a
-# waiting event loop then takes it at once, not at the end of the interval.
-_RECORDS_BETWEEN_YIELDS = 32
 
 
 class CleanerConfig(NamedTuple):
@@ -102,6 +101,7 @@ class CleanerStats(NamedTuple):
     entries_kept: int
     keys: int
     seconds: float
+    worker_peak_rss: int  # bytes: the largest resident set of the worker process so far
 
 
 class Aborted(Exception):
@@ -162,52 +162,220 @@ class Throttler:
             self._start, self._bytes = self._monotonic(), 0
 
 
-class Cleaner:
-    """One pass over one log's cleanable range (see the module docstring)."""
+class PassJob(NamedTuple):
+    """One pass as the broker hands it to a worker process: where the log's files are and
+    what only the broker's log knows (its producers, its transaction indexes, which segments
+    are closed). Segments are ``(base offset, next offset)``, the closed ones, oldest first."""
 
-    def __init__(self, config: CleanerConfig, clock: Clock, aborted: threading.Event | None = None) -> None:
+    directory: Path
+    config: LogConfig
+    segments: list[tuple[int, int]]
+    first_dirty: int
+    first_uncleanable: int
+    aborted_in_range: list[AbortedTxn]       # overlapping [first_dirty, first_uncleanable)
+    aborted_by_segment: list[list[AbortedTxn]]  # overlapping each segment's offsets
+    producers: dict[int, int]
+    marker_epochs: dict[int, int]
+
+
+class CleaningFailed(Exception):
+    """The pass met data it cannot clean (the worker's traceback is the message)."""
+
+
+class WorkerDied(Exception):
+    """The worker process ended in the middle of a pass; nothing of that group was swapped."""
+
+
+# The worker processes are forked from a server process started afresh (not from the broker:
+# it has threads and a trio loop, which a plain fork copies half-alive), with this module
+# already imported there, so starting a worker costs a fork, not an interpreter.
+_PROCESSES = multiprocessing.get_context("forkserver")
+
+
+class Cleaner:
+    """One pass over one log's cleanable range (see the module docstring), its CPU work in a
+    worker process of its own, started at the first pass: the broker's interpreter would
+    otherwise share its GIL with the pass, and its requests wait on it. The broker's side
+    keeps what needs the live log: the range, the swap under the log's lock, and the abort."""
+
+    def __init__(self, config: CleanerConfig, clock: Clock) -> None:
         self.config = config
         self._clock = clock
-        self._throttle = Throttler(config.max_io_bytes_per_second)
-        self._aborted = aborted or threading.Event()
-        self._bytes_read = 0
-        self._records_since_yield = 0
+        self._lock = threading.Lock()
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._connection: multiprocessing.connection.Connection | None = None
+        self._stopped = False
+        self._last_exitcode: int | None = None
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The worker process's id, None until a pass starts one."""
+        process = self._process
+        return None if process is None else process.pid
+
+    def abort(self) -> None:
+        """Kill the worker (its pass in progress ends with ``Aborted``) and start no other."""
+        with self._lock:
+            self._stopped = True
+            if self._process is not None:
+                self._process.kill()
 
     def clean(self, log: Log, first_dirty: int, first_uncleanable: int) -> CleanerStats:
         """Map ``[first_dirty, first_uncleanable)`` and rewrite every segment below the map's
         end; returns the stats (``end_offset`` is the new cleaner checkpoint). Raises
-        ``Aborted`` if the log changed under the pass or :attr:`aborted` was set; segments
-        swapped in before that stay (each swap is whole)."""
+        ``Aborted`` if the log changed under the pass or the cleaner was aborted,
+        ``WorkerDied`` if its worker ended otherwise; segments swapped in before that stay
+        (each swap is whole), and the ``.cleaned`` files of the group in progress go."""
         started = time.monotonic()
-        self._bytes_read = 0
         segments, truncations = log.cleaning_snapshot()
+        bounds = [(segment.base_offset, segment.next_offset) for segment in segments]
+        job = PassJob(log.dir, log.config, bounds, first_dirty, first_uncleanable,
+                      log.collect_aborted_transactions(first_dirty, first_uncleanable),
+                      [log.collect_aborted_transactions(base, next_offset) for base, next_offset in bounds],
+                      log.last_data_offsets_of_producers(), log.marker_epochs_of_producers())
+        connection = self._worker()
+        try:
+            return self._converse(connection, job, log, segments, truncations, started)
+        except (Aborted, CleaningFailed):
+            raise  # the worker is done with this job and waits for the next
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            self._discard_worker(log)
+            if self._stopped:
+                raise Aborted("the cleaner is stopping") from None
+            raise WorkerDied(f"its worker process ended with exit code {self._last_exitcode}") from None
+        except BaseException:
+            self._discard_worker(log)  # it may be waiting for an answer it will not get
+            raise
+
+    def _converse(self, connection: multiprocessing.connection.Connection, job: PassJob, log: Log,
+                  segments: list[LogSegment], truncations: int, started: float) -> CleanerStats:
+        """Send the job, swap in each group the worker has written, return its stats."""
+        by_base = {segment.base_offset: segment for segment in segments}
+        written = 0
+        connection.send(job)
+        while True:
+            kind, *detail = connection.recv()
+            if kind == "group":
+                [bases] = detail
+                group = [by_base[base] for base in bases]
+                cleaned = LogSegment(log.dir, bases[0], log.config, create=False, suffix=CLEANED_SUFFIX)
+                # As a loaded closed segment's: its offsets run to the next segment's base.
+                cleaned.next_offset = group[-1].next_offset
+                cleaned.release_index_maps()
+                swapped = log.replace_segments(cleaned, group, truncations)
+                connection.send(swapped)
+                if not swapped:
+                    raise Aborted(f"{log.topic}-{log.partition} changed while it was cleaned")
+                written += cleaned.size
+            elif kind == "done":
+                end, read, kept, bytes_read, keys, peak_rss = detail
+                return CleanerStats(log.topic, log.partition, job.first_dirty, end, bytes_read, written,
+                                    read, kept, keys, time.monotonic() - started, peak_rss)
+            elif kind == "changed":
+                raise Aborted(f"{log.topic}-{log.partition} changed while it was cleaned: {detail[0]}")
+            else:
+                raise CleaningFailed(detail[0])
+
+    def _worker(self) -> multiprocessing.connection.Connection:
+        with self._lock:
+            if self._stopped:
+                raise Aborted("the cleaner is stopping")
+            if self._process is None:
+                _PROCESSES.set_forkserver_preload([__name__])
+                connection, worker_end = _PROCESSES.Pipe()
+                process = _PROCESSES.Process(target=_worker_main, args=(worker_end, self.config),
+                                             name="minikafka log cleaner", daemon=True)
+                process.start()
+                worker_end.close()
+                self._process, self._connection = process, connection
+            return self._connection
+
+    def _discard_worker(self, log: Log) -> None:
+        """Kill the worker (if it is not dead yet) and remove the ``.cleaned`` files it may
+        have been writing for ``log``; the next pass starts another."""
+        with self._lock:
+            process, self._process = self._process, None
+            self._connection.close()
+            process.kill()
+            process.join()
+            self._last_exitcode = process.exitcode
+        for path in log.dir.glob("*" + CLEANED_SUFFIX):
+            path.unlink(missing_ok=True)
+
+
+def _worker_main(connection: multiprocessing.connection.Connection, config: CleanerConfig) -> None:
+    """A worker process: the passes it is sent, one at a time, until the broker goes."""
+    throttle = Throttler(config.max_io_bytes_per_second)
+    parent = os.getppid()
+    while True:
+        try:
+            job = connection.recv()
+        except EOFError:
+            return
+        CleaningPass(job, config, throttle, parent, connection).run()
+
+
+class CleaningPass:
+    """The work of one pass, in the worker process: it reads the closed segments (which
+    nothing rewrites but a truncation, which refuses the swap), writes each group's
+    ``.cleaned`` segment and asks the broker to swap it in before the next."""
+
+    def __init__(self, job: PassJob, config: CleanerConfig, throttle: Throttler, parent: int,
+                 connection: multiprocessing.connection.Connection) -> None:
+        self.job = job
+        self.config = config
+        self._throttle = throttle
+        self._parent = parent
+        self._connection = connection
+        self._bytes_read = 0
+
+    def run(self) -> None:
+        job = self.job
+        segments: list[LogSegment] = []
+        try:
+            for base, next_offset in job.segments:
+                segment = LogSegment(job.directory, base, job.config, create=False)
+                segment.next_offset = next_offset
+                segments.append(segment)
+        except FileNotFoundError as exc:  # retention renamed it since the snapshot
+            self._connection.send(("changed", str(exc)))
+            return
+        try:
+            self._clean(segments)
+        except (RecordError, OSError, ValueError):
+            self._connection.send(("failed", traceback.format_exc()))
+        finally:
+            for segment in segments:
+                segment.file.close()
+                segment.release_index_maps()
+
+    def _clean(self, segments: list[LogSegment]) -> None:
+        job = self.job
         offset_map = OffsetMap(self.config.dedupe_buffer_size, self.config.dedupe_buffer_load_factor)
-        self._build_offset_map(log, segments, first_dirty, first_uncleanable, offset_map)
+        self._build_offset_map(segments, offset_map)
         end = offset_map.latest_offset + 1
-        clean_before = [segment for segment in segments if segment.base_offset < first_dirty]
-        horizon = clean_before[-1].max_timestamp - log.config.delete_retention_ms if clean_before else 0
-        producers = log.last_data_offsets_of_producers()
-        marker_epochs = log.marker_epochs_of_producers()
+        clean_before = [segment for segment in segments if segment.base_offset < job.first_dirty]
+        horizon = clean_before[-1].max_timestamp - job.config.delete_retention_ms if clean_before else 0
+        aborted = {segment.base_offset: txns for segment, txns in zip(segments, job.aborted_by_segment)}
         transactions = CleanedTransactions()  # carried from group to group, as Kafka's
-        written = read = kept = 0
+        read = kept = 0
         for group in group_segments([s for s in segments if s.base_offset < end],
-                                    log.config.segment_bytes, log.config.segment_index_bytes):
-            cleaned, group_read, group_kept = self._clean_group(log, group, offset_map, horizon, producers,
-                                                                marker_epochs, transactions)
-            if not log.replace_segments(cleaned, group, truncations):
-                raise Aborted(f"{log.topic}-{log.partition} changed while it was cleaned")
-            written += cleaned.size
+                                    job.config.segment_bytes, job.config.segment_index_bytes):
+            group_read, group_kept = self._clean_group(group, aborted, offset_map, horizon, transactions)
+            self._connection.send(("group", [segment.base_offset for segment in group]))
+            if not self._connection.recv():
+                return  # the log changed: the broker refused the swap
             read += group_read
             kept += group_kept
-        return CleanerStats(log.topic, log.partition, first_dirty, end, self._bytes_read, written,
-                            read, kept, len(offset_map), time.monotonic() - started)
+        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        self._connection.send(("done", end, read, kept, self._bytes_read, len(offset_map), peak_rss))
 
     # -- the offset map ----------------------------------------------------------------------
 
-    def _build_offset_map(self, log: Log, segments: list[LogSegment], start: int, end: int,
-                          offset_map: OffsetMap) -> None:
+    def _build_offset_map(self, segments: list[LogSegment], offset_map: OffsetMap) -> None:
+        start, end = self.job.first_dirty, self.job.first_uncleanable
         transactions = CleanedTransactions()
-        transactions.add_aborted(log.collect_aborted_transactions(start, end))
+        transactions.add_aborted(self.job.aborted_in_range)
         for segment in segments:
             if segment.next_offset <= start or segment.base_offset >= end:
                 continue
@@ -230,7 +398,6 @@ class Cleaner:
                         offset_map.latest_offset = entry.offset
                         continue
                 for record in iter_records(data):
-                    self._record_seen()
                     if record.offset < start:
                         continue
                     if record.offset >= end:
@@ -241,21 +408,22 @@ class Cleaner:
 
     # -- rewriting a group -------------------------------------------------------------------
 
-    def _clean_group(self, log: Log, group: list[LogSegment], offset_map: OffsetMap, horizon: int,
-                     producers: dict[int, int], marker_epochs: dict[int, int],
-                     transactions: "CleanedTransactions") -> tuple[LogSegment, int, int]:
-        cleaned = LogSegment(log.dir, group[0].base_offset, log.config, create=True, suffix=CLEANED_SUFFIX)
+    def _clean_group(self, group: list[LogSegment], aborted: dict[int, list[AbortedTxn]], offset_map: OffsetMap,
+                     horizon: int, transactions: "CleanedTransactions") -> tuple[int, int]:
+        """Write ``group`` cleaned as ``.cleaned`` files (closed here, the broker loads them);
+        returns the entries read and kept."""
+        job = self.job
+        cleaned = LogSegment(job.directory, group[0].base_offset, job.config, create=True, suffix=CLEANED_SUFFIX)
         transactions.cleaned_index = cleaned.txn_index
         read = kept = 0
         try:
             cleaned.open_for_append()
-            for i, source in enumerate(group):
+            for source in group:
                 # The whole segment's aborted transactions: the cleaned index gets every one
                 # whose marker stays.
-                transactions.add_aborted(log.collect_aborted_transactions(
-                    source.base_offset, group[i + 1].base_offset if i + 1 < len(group) else source.next_offset))
+                transactions.add_aborted(aborted[source.base_offset])
                 retain_deletes = source.max_timestamp > horizon
-                keep = _retention_rule(offset_map, self._record_seen, retain_tombstones=retain_deletes)
+                keep = _retention_rule(offset_map, retain_tombstones=retain_deletes)
                 untimed_times = source.time_index.all_entries() or [(source.max_timestamp, source.base_offset)]
                 out = bytearray()
                 last_offset = -1
@@ -264,8 +432,8 @@ class Cleaner:
                     discard = False
                     if data[MAGIC_POSITION] == RECORD_BATCH_MAGIC:
                         discard = transactions.may_discard(batch_header(data), data, retain_markers=retain_deletes)
-                    retained = retained_entry(data, keep, producers, discard=discard,
-                                              marker_epochs_of_producers=marker_epochs)
+                    retained = retained_entry(data, keep, job.producers, discard=discard,
+                                              marker_epochs_of_producers=job.marker_epochs)
                     if retained is None:
                         continue
                     kept += 1
@@ -278,25 +446,17 @@ class Cleaner:
                     self._write(cleaned, out, last_offset, untimed_times)
             cleaned.finish()
             cleaned.flush()
-            # As a loaded closed segment's: its offsets run to the next segment's base.
-            cleaned.next_offset = group[-1].next_offset
-            cleaned.release_index_maps()
+            cleaned.close()
         except BaseException:
             cleaned.close()
             cleaned.delete_files()
             raise
-        return cleaned, read, kept
+        return read, kept
 
     def _write(self, cleaned: LogSegment, out: bytearray, last_offset: int,
                untimed_times: list[tuple[int, int]]) -> None:
         self._throttle(len(out))
         cleaned.append_entries(memoryview(out), last_offset, -1, untimed_times)
-
-    def _record_seen(self) -> None:
-        self._records_since_yield += 1
-        if self._records_since_yield >= _RECORDS_BETWEEN_YIELDS:
-            self._records_since_yield = 0
-            time.sleep(0)  # see _RECORDS_BETWEEN_YIELDS
 
     def _read_entries(self, segment: LogSegment, position: int) -> Iterator[tuple[Entry, memoryview]]:
         """The shallow entries of a closed segment from ``position``, read in chunks of
@@ -305,8 +465,8 @@ class Cleaner:
         end = segment.size
         read_size = self.config.io_buffer_size
         while position < end:
-            if self._aborted.is_set():
-                raise Aborted("the cleaner is stopping")
+            if os.getppid() != self._parent:
+                sys.exit("the broker is gone")  # its forkserver went with it: nobody would swap this
             chunk = os.pread(fd, min(read_size, end - position), position)
             self._throttle(len(chunk))
             self._bytes_read += len(chunk)
@@ -388,13 +548,11 @@ class CleanedTransactions:
         return self.on_batch(batch)
 
 
-def _retention_rule(offset_map: OffsetMap, record_seen: Callable[[], None], *,
-                    retain_tombstones: bool) -> Callable[[Record], bool]:
+def _retention_rule(offset_map: OffsetMap, *, retain_tombstones: bool) -> Callable[[Record], bool]:
     latest = offset_map.latest_offset
     get = offset_map.get
 
     def keep(record: Record) -> bool:
-        record_seen()
         if record.offset > latest:
             return True
         if record.key is None:
@@ -473,16 +631,6 @@ def cleanable_range(log: Log, checkpoint: int, now: int,
     return CleanableRange(log, first_dirty, first_uncleanable, clean, dirty)
 
 
-@contextlib.contextmanager
-def _short_switch_interval() -> Iterator[None]:
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(min(previous, _SWITCH_INTERVAL_WHILE_CLEANING))
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(previous)
-
-
 class LogCleaner:
     """Picks the filthiest compacted log, cleans it, and keeps each log dir's
     ``cleaner-offset-checkpoint`` (one background task: Kafka's ``log.cleaner.threads`` is
@@ -494,7 +642,7 @@ class LogCleaner:
         self._may_rewrite = may_rewrite
         self._clock = clock
         self._aborted = threading.Event()
-        self._cleaner = Cleaner(config, clock, self._aborted)
+        self._cleaner = Cleaner(config, clock)
         self._checkpoints: dict[Path, dict[tuple[str, int], int]] = {}
         # The topic id each checkpoint entry this process wrote belongs to: a topic deleted and
         # created again under the same name starts dirty (the file has no ids).
@@ -504,8 +652,13 @@ class LogCleaner:
         self._uncleanable: set[tuple[str, int]] = set()  # (topic id, partition)
 
     def abort(self) -> None:
-        """Stop the pass in progress at its next read, and every later one."""
+        """Stop the pass in progress (its worker process is killed), and every later one."""
         self._aborted.set()
+        self._cleaner.abort()
+
+    @property
+    def worker_pid(self) -> int | None:
+        return self._cleaner.worker_pid
 
     def _checkpoint(self, log_dir: Path) -> dict[tuple[str, int], int]:
         if log_dir not in self._checkpoints:
@@ -566,12 +719,15 @@ class LogCleaner:
     def _clean(self, target: CleanableRange) -> CleanerStats | None:
         log = target.log
         try:
-            with _short_switch_interval():
-                stats = self._cleaner.clean(log, target.first_dirty, target.first_uncleanable)
+            stats = self._cleaner.clean(log, target.first_dirty, target.first_uncleanable)
         except (Aborted, UnknownTopic) as exc:  # the broker stops, or the log changed or went
             logger.info("cleaning %s-%d stopped: %s", log.topic, log.partition, exc)
             return None
-        except (RecordError, OSError, ValueError):
+        except WorkerDied as exc:
+            logger.warning("cleaning %s-%d stopped: %s; the log is as it was and the pass is retried",
+                           log.topic, log.partition, exc)
+            return None
+        except (RecordError, OSError, ValueError, CleaningFailed):
             logger.exception("cleaning %s-%d failed: it is not cleaned again until the broker restarts",
                              log.topic, log.partition)
             self._uncleanable.add((log.topic_id, log.partition))
