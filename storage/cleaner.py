@@ -51,8 +51,6 @@ from __future__ import annotations
 import hashlib
 import heapq
 import logging
-import multiprocessing
-import multiprocessing.connection
 import os
 import resource
 import sys
@@ -60,7 +58,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
 from minikafka.protocol.entries import LOG_OVERHEAD, MAGIC_POSITION, Entry, iter_entries
 from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, batch_header, end_txn_marker
@@ -73,6 +71,10 @@ from minikafka.storage.log import Log
 from minikafka.storage.segment import CLEANED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment
 from minikafka.storage.txn_index import AbortedTxn, TransactionIndex
 from minikafka.storage.types import SegmentInfo, UnknownTopic
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
 
 logger = logging.getLogger(__name__)
 
@@ -186,12 +188,6 @@ class WorkerDied(Exception):
     """The worker process ended in the middle of a pass; nothing of that group was swapped."""
 
 
-# The worker processes are forked from a server process started afresh (not from the broker:
-# it has threads and a trio loop, which a plain fork copies half-alive), with this module
-# already imported there, so starting a worker costs a fork, not an interpreter.
-_PROCESSES = multiprocessing.get_context("forkserver")
-
-
 class Cleaner:
     """One pass over one log's cleanable range (see the module docstring), its CPU work in a
     worker process of its own, started at the first pass: the broker's interpreter would
@@ -202,8 +198,8 @@ class Cleaner:
         self.config = config
         self._clock = clock
         self._lock = threading.Lock()
-        self._process: multiprocessing.process.BaseProcess | None = None
-        self._connection: multiprocessing.connection.Connection | None = None
+        self._process: BaseProcess | None = None
+        self._connection: Connection | None = None
         self._stopped = False
         self._last_exitcode: int | None = None
 
@@ -247,7 +243,7 @@ class Cleaner:
             self._discard_worker(log)  # it may be waiting for an answer it will not get
             raise
 
-    def _converse(self, connection: multiprocessing.connection.Connection, job: PassJob, log: Log,
+    def _converse(self, connection: Connection, job: PassJob, log: Log,
                   segments: list[LogSegment], truncations: int, started: float) -> CleanerStats:
         """Send the job, swap in each group the worker has written, return its stats."""
         by_base = {segment.base_offset: segment for segment in segments}
@@ -276,14 +272,21 @@ class Cleaner:
             else:
                 raise CleaningFailed(detail[0])
 
-    def _worker(self) -> multiprocessing.connection.Connection:
+    def _worker(self) -> Connection:
         with self._lock:
             if self._stopped:
                 raise Aborted("the cleaner is stopping")
             if self._process is None:
-                _PROCESSES.set_forkserver_preload([__name__])
-                connection, worker_end = _PROCESSES.Pipe()
-                process = _PROCESSES.Process(target=_worker_main, args=(worker_end, self.config),
+                # Imported here: a broker without a compacted log never needs it (start-up).
+                import multiprocessing
+
+                # Forked from a server process started afresh, not from the broker (it has
+                # threads and a trio loop, which a plain fork copies half-alive), with this
+                # module already imported there: a worker costs a fork, not an interpreter.
+                processes = multiprocessing.get_context("forkserver")
+                processes.set_forkserver_preload([__name__])
+                connection, worker_end = processes.Pipe()
+                process = processes.Process(target=_worker_main, args=(worker_end, self.config),
                                              name="minikafka log cleaner", daemon=True)
                 process.start()
                 worker_end.close()
@@ -303,8 +306,11 @@ class Cleaner:
             path.unlink(missing_ok=True)
 
 
-def _worker_main(connection: multiprocessing.connection.Connection, config: CleanerConfig) -> None:
+def _worker_main(connection: Connection, config: CleanerConfig) -> None:
     """A worker process: the passes it is sent, one at a time, until the broker goes."""
+    # Background work: where cores are short the broker's requests go first (on a spare core
+    # the pass runs as fast either way).
+    os.nice(10)
     throttle = Throttler(config.max_io_bytes_per_second)
     parent = os.getppid()
     while True:
@@ -321,7 +327,7 @@ class CleaningPass:
     ``.cleaned`` segment and asks the broker to swap it in before the next."""
 
     def __init__(self, job: PassJob, config: CleanerConfig, throttle: Throttler, parent: int,
-                 connection: multiprocessing.connection.Connection) -> None:
+                 connection: Connection) -> None:
         self.job = job
         self.config = config
         self._throttle = throttle
