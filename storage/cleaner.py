@@ -88,6 +88,7 @@ class CleanerConfig(NamedTuple):
     dedupe_buffer_load_factor: float = 0.9             # log.cleaner.io.buffer.load.factor
     io_buffer_size: int = 512 * 1024                   # log.cleaner.io.buffer.size
     max_io_bytes_per_second: float = float("inf")     # log.cleaner.io.max.bytes.per.second
+    threads: int = 1                                   # log.cleaner.threads: worker processes
 
 
 class CleanerStats(NamedTuple):
@@ -639,8 +640,10 @@ def cleanable_range(log: Log, checkpoint: int, now: int,
 
 class LogCleaner:
     """Picks the filthiest compacted log, cleans it, and keeps each log dir's
-    ``cleaner-offset-checkpoint`` (one background task: Kafka's ``log.cleaner.threads`` is
-    accepted, and one thread does the work)."""
+    ``cleaner-offset-checkpoint``. ``log.cleaner.threads`` passes run at once, over distinct
+    logs, each in a worker process of its own, which gets its share of the dedupe buffer (as
+    Kafka's CleanerThread its offset map) and of the I/O rate (Kafka's threads share one
+    throttler; processes cannot, so each holds to its part)."""
 
     def __init__(self, logs: Callable[[], list[Log]], config: CleanerConfig, clock: Clock,
                  may_rewrite: Callable[[SegmentInfo], bool] | None = None) -> None:
@@ -648,7 +651,13 @@ class LogCleaner:
         self._may_rewrite = may_rewrite
         self._clock = clock
         self._aborted = threading.Event()
-        self._cleaner = Cleaner(config, clock)
+        threads = max(config.threads, 1)
+        share = config._replace(dedupe_buffer_size=config.dedupe_buffer_size // threads,
+                                max_io_bytes_per_second=config.max_io_bytes_per_second / threads)
+        self._cleaners = [Cleaner(share, clock) for _ in range(threads)]
+        # Guards what the passes' threads share: the checkpoints, the logs being cleaned.
+        self._lock = threading.Lock()
+        self._in_progress: set[tuple[str, int]] = set()  # (topic id, partition)
         self._checkpoints: dict[Path, dict[tuple[str, int], int]] = {}
         # The topic id each checkpoint entry this process wrote belongs to: a topic deleted and
         # created again under the same name starts dirty (the file has no ids).
@@ -660,11 +669,12 @@ class LogCleaner:
     def abort(self) -> None:
         """Stop the pass in progress (its worker process is killed), and every later one."""
         self._aborted.set()
-        self._cleaner.abort()
+        for cleaner in self._cleaners:
+            cleaner.abort()
 
-    @property
-    def worker_pid(self) -> int | None:
-        return self._cleaner.worker_pid
+    def worker_pids(self) -> list[int]:
+        """The ids of the worker processes running (started at their first pass)."""
+        return [cleaner.worker_pid for cleaner in self._cleaners if cleaner.worker_pid is not None]
 
     def _checkpoint(self, log_dir: Path) -> dict[tuple[str, int], int]:
         if log_dir not in self._checkpoints:
@@ -688,11 +698,12 @@ class LogCleaner:
 
     def filthiest(self) -> CleanableRange | None:
         """The compacted log most worth cleaning, if one's dirty ratio exceeds its
-        ``min.cleanable.dirty.ratio``."""
+        ``min.cleanable.dirty.ratio`` (none a pass is cleaning already)."""
         now = self._clock.time_ms()
         best = None
         for log in self._logs():
-            if not log.config.compacts or (log.topic_id, log.partition) in self._uncleanable:
+            if (not log.config.compacts or (log.topic_id, log.partition) in self._uncleanable
+                    or (log.topic_id, log.partition) in self._in_progress):
                 continue
             try:
                 candidate = cleanable_range(log, self._first_dirty(log), now, self._may_rewrite)
@@ -706,26 +717,47 @@ class LogCleaner:
     def clean_filthiest(self) -> CleanerStats | None:
         """One pass over the filthiest log; None if none is due, or the pass did not finish
         (aborted, the log changed, or it failed: then the log is marked uncleanable)."""
-        target = None if self._aborted.is_set() else self.filthiest()
-        return None if target is None else self._clean(target)
+        with self._lock:
+            target = None if self._aborted.is_set() else self.filthiest()
+        return None if target is None else self._clean(target, self._cleaners[0])
 
     def clean_until_idle(self) -> list[CleanerStats]:
-        """Clean while some log is due (the broker's background duty); at most one pass per
-        compacted log, so a log that stays dirty cannot hold the thread."""
-        passes = []
-        for _ in range(sum(1 for log in self._logs() if log.config.compacts)):
-            target = None if self._aborted.is_set() else self.filthiest()
-            if target is None:
-                break
-            stats = self._clean(target)
-            if stats is not None:
-                passes.append(stats)
+        """Clean while some log is due (the broker's background duty), a pass per worker at
+        a time; at most one pass per compacted log, so a log that stays dirty cannot hold
+        the thread."""
+        passes: list[CleanerStats] = []
+        budget = [sum(1 for log in self._logs() if log.config.compacts)]
+
+        def clean_with(cleaner: Cleaner) -> None:
+            while True:
+                with self._lock:
+                    target = None if self._aborted.is_set() or budget[0] <= 0 else self.filthiest()
+                    if target is None:
+                        return
+                    budget[0] -= 1
+                    key = (target.log.topic_id, target.log.partition)
+                    self._in_progress.add(key)
+                try:
+                    stats = self._clean(target, cleaner)
+                finally:
+                    with self._lock:
+                        self._in_progress.discard(key)
+                if stats is not None:
+                    passes.append(stats)
+
+        others = [threading.Thread(target=clean_with, args=(cleaner,), name="log cleaner", daemon=True)
+                  for cleaner in self._cleaners[1:]]
+        for thread in others:
+            thread.start()
+        clean_with(self._cleaners[0])
+        for thread in others:
+            thread.join()
         return passes
 
-    def _clean(self, target: CleanableRange) -> CleanerStats | None:
+    def _clean(self, target: CleanableRange, cleaner: Cleaner) -> CleanerStats | None:
         log = target.log
         try:
-            stats = self._cleaner.clean(log, target.first_dirty, target.first_uncleanable)
+            stats = cleaner.clean(log, target.first_dirty, target.first_uncleanable)
         except (Aborted, UnknownTopic) as exc:  # the broker stops, or the log changed or went
             logger.info("cleaning %s-%d stopped: %s", log.topic, log.partition, exc)
             return None
@@ -738,8 +770,9 @@ class LogCleaner:
                              log.topic, log.partition)
             self._uncleanable.add((log.topic_id, log.partition))
             return None
-        self._topic_ids[(log.topic, log.partition)] = log.topic_id
-        self._write_checkpoint(log.dir.parent, (log.topic, log.partition), stats.end_offset)
+        with self._lock:
+            self._topic_ids[(log.topic, log.partition)] = log.topic_id
+            self._write_checkpoint(log.dir.parent, (log.topic, log.partition), stats.end_offset)
         logger.info("cleaned %s-%d offsets [%d, %d): %.1f MB read, %.1f MB written, %d of %d entries kept, "
                     "%d keys, %.2f s (%.1f MB/s)", stats.topic, stats.partition, stats.first_dirty_offset,
                     stats.end_offset, stats.bytes_read / 1e6, stats.bytes_written / 1e6, stats.entries_kept,

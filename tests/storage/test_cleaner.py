@@ -499,7 +499,7 @@ def test_an_aborted_pass_leaves_the_log_as_it_was(tmp_path, clock):
     cleaner = LogCleaner(lambda: [log], CleanerConfig(), clock)
     cleaner.abort()  # the broker is stopping
     assert cleaner.clean_until_idle() == []
-    assert cleaner.worker_pid is None
+    assert cleaner.worker_pids() == []
     slow = _slow_log(tmp_path / "s-0", clock)
     before = view(slow)
     cleaner = LogCleaner(lambda: [slow], CleanerConfig(max_io_bytes_per_second=20_000), clock)
@@ -516,7 +516,7 @@ def test_a_worker_killed_mid_pass_leaves_the_log_intact_and_the_pass_is_retried(
     before = view(log)
     cleaner = LogCleaner(lambda: [log], CleanerConfig(max_io_bytes_per_second=20_000), clock)
     thread, result = _start_pass(cleaner, directory)
-    killed = cleaner.worker_pid
+    [killed] = cleaner.worker_pids()
     os.kill(killed, signal.SIGKILL)
     thread.join()
     assert result == [None] and view(log) == before
@@ -524,7 +524,7 @@ def test_a_worker_killed_mid_pass_leaves_the_log_intact_and_the_pass_is_retried(
     assert not [n for n in os.listdir(directory) if n.endswith(CLEANED_SUFFIX)]
     assert not (tmp_path / CLEANER_OFFSET_CHECKPOINT).exists()
     stats = cleaner.clean_filthiest()  # in a new worker
-    assert cleaner.worker_pid != killed
+    assert cleaner.worker_pids() != [killed]
     assert stats.end_offset == 200 and stats.worker_peak_rss > 0
     assert view(log) == [(o, k, v) for o, k, v in before if o >= 190]
     assert sorted(n for n in os.listdir(directory) if n.endswith(LOG_SUFFIX)) == [
@@ -549,6 +549,24 @@ def test_records_appended_during_a_pass_survive_its_swap(tmp_path, clock):
     assert stats.end_offset == 200 and appended
     assert view(log) == [(o, k, v) for o, k, v in before if o >= 190] + [
         (offset, "k1", f"new{i}") for i, offset in enumerate(appended)]
+
+
+def test_log_cleaner_threads_clean_as_many_logs_at_once_each_in_its_own_worker(tmp_path, clock):
+    logs = [_slow_log(tmp_path / f"{topic}-0", clock) for topic in "ab"]
+    logs[0].topic, logs[1].topic = "a", "b"
+    before = [view(log) for log in logs]
+    cleaner = LogCleaner(lambda: logs, CleanerConfig(max_io_bytes_per_second=40_000, threads=2), clock)
+    passes = []
+    thread = threading.Thread(target=lambda: passes.extend(cleaner.clean_until_idle()))
+    thread.start()
+    while not all(any(n.endswith(CLEANED_SUFFIX) for n in os.listdir(log.dir)) for log in logs):
+        assert thread.is_alive()  # the two passes overlap: each has a group being written
+        time.sleep(0.01)
+    assert len(set(cleaner.worker_pids())) == 2
+    thread.join()
+    assert sorted((s.topic, s.end_offset) for s in passes) == [("a", 200), ("b", 200)]
+    assert [view(log) for log in logs] == [[(o, k, v) for o, k, v in b if o >= 190] for b in before]
+    assert (tmp_path / CLEANER_OFFSET_CHECKPOINT).read_text().splitlines() == ["0", "2", "a 0 200", "b 0 200"]
 
 
 def test_the_throttle_sleeps_what_the_rate_asks():
