@@ -82,7 +82,7 @@ def clean_once(log_dir: Path) -> None:
     log = manager.get_log(TOPIC, 0)
     log.high_watermark = log.log_end_offset
     target = cleanable_range(log, 0, NOW_MS)
-    cleaner = Cleaner(CleanerConfig(), FakeClock(NOW_MS))
+    cleaner = Cleaner(CleanerConfig())
     stats = cleaner.clean(log, target.first_dirty, target.first_uncleanable)
     cleaner.abort()
     print(f"pass: {target.dirty_bytes / MB:.0f} MB dirty read in {stats.seconds:.1f} s = "

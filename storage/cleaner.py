@@ -185,6 +185,11 @@ class CleaningFailed(Exception):
     """The pass met data it cannot clean (the worker's traceback is the message)."""
 
 
+class WorkerBug(Exception):
+    """The pass failed on something other than the data (the worker's traceback is the
+    message): it propagates, as it would from a pass in this process."""
+
+
 class WorkerDied(Exception):
     """The worker process ended in the middle of a pass; nothing of that group was swapped."""
 
@@ -195,9 +200,8 @@ class Cleaner:
     otherwise share its GIL with the pass, and its requests wait on it. The broker's side
     keeps what needs the live log: the range, the swap under the log's lock, and the abort."""
 
-    def __init__(self, config: CleanerConfig, clock: Clock) -> None:
+    def __init__(self, config: CleanerConfig) -> None:
         self.config = config
-        self._clock = clock
         self._lock = threading.Lock()
         self._process: BaseProcess | None = None
         self._connection: Connection | None = None
@@ -233,7 +237,7 @@ class Cleaner:
         connection = self._worker()
         try:
             return self._converse(connection, job, log, segments, truncations, started)
-        except (Aborted, CleaningFailed):
+        except (Aborted, CleaningFailed, WorkerBug):
             raise  # the worker is done with this job and waits for the next
         except (EOFError, BrokenPipeError, ConnectionResetError):
             self._discard_worker(log)
@@ -270,8 +274,10 @@ class Cleaner:
                                     read, kept, keys, time.monotonic() - started, peak_rss)
             elif kind == "changed":
                 raise Aborted(f"{log.topic}-{log.partition} changed while it was cleaned: {detail[0]}")
-            else:
+            elif kind == "failed":
                 raise CleaningFailed(detail[0])
+            else:
+                raise WorkerBug(detail[0])
 
     def _worker(self) -> Connection:
         with self._lock:
@@ -351,6 +357,8 @@ class CleaningPass:
             self._clean(segments)
         except (RecordError, OSError, ValueError):
             self._connection.send(("failed", traceback.format_exc()))
+        except Exception:
+            self._connection.send(("crashed", traceback.format_exc()))
         finally:
             for segment in segments:
                 segment.file.close()
@@ -654,7 +662,7 @@ class LogCleaner:
         threads = max(config.threads, 1)
         share = config._replace(dedupe_buffer_size=config.dedupe_buffer_size // threads,
                                 max_io_bytes_per_second=config.max_io_bytes_per_second / threads)
-        self._cleaners = [Cleaner(share, clock) for _ in range(threads)]
+        self._cleaners = [Cleaner(share) for _ in range(threads)]
         # Guards what the passes' threads share: the checkpoints, the logs being cleaned.
         self._lock = threading.Lock()
         self._in_progress: set[tuple[str, int]] = set()  # (topic id, partition)

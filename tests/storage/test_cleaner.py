@@ -317,7 +317,7 @@ def test_a_log_truncated_while_it_is_cleaned_keeps_its_segments(tmp_path, clock)
     log = compacted_log(tmp_path / "t-0", clock)
     write(log, [("a", "1"), ("a", "2"), ("a", "3"), ("a", "4")], per_segment=2)
     target = cleanable_range(log, 0, clock.time_ms())
-    cleaner = Cleaner(CleanerConfig(), clock)
+    cleaner = Cleaner(CleanerConfig())
     original = log.replace_segments
 
     def truncate_first(cleaned, old, truncations):
@@ -341,7 +341,7 @@ def _crashed_clean(tmp_path, clock):
     write(log, [("a", "1"), ("b", "1"), ("a", "2"), ("b", "2"), ("a", "3"), ("c", "1")], per_segment=2)
     log.flush()
     target = cleanable_range(log, 0, clock.time_ms())
-    cleaner = Cleaner(CleanerConfig(), clock)
+    cleaner = Cleaner(CleanerConfig())
     cleaned = []
     log.replace_segments = lambda new, old, truncations: cleaned.append((new, old)) or True
     cleaner.clean(log, target.first_dirty, target.first_uncleanable)
