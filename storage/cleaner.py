@@ -142,8 +142,8 @@ class OffsetMap:
 
 
 class Throttler:
-    """Holds the cleaner's I/O to ``bytes_per_second`` by sleeping (its thread only), as
-    Kafka's ``Throttler``: checked against the bytes counted since the window began, the
+    """Holds the cleaner's I/O to ``bytes_per_second`` by sleeping (its worker process only),
+    as Kafka's ``Throttler``: checked against the bytes counted since the window began, the
     window starting anew each second."""
 
     def __init__(self, bytes_per_second: float, monotonic: Callable[[], float] = time.monotonic,
