@@ -10,13 +10,14 @@ beside it.
    ``--live`` x the record count, so about that share of the records is the latest of its
    key. Then one cleaner pass (``storage.cleaner.Cleaner``, Kafka's default 128 MiB dedupe
    buffer) over the whole log below its active segment, in a fresh process: dirty MB read a
-   second, the bytes written, and the growth of that process's peak RSS (ru_maxrss) over
-   the pass, i.e. the pass's peak memory beyond the loaded log's.
+   second (the worker process's start included), the bytes written, and the peak RSS
+   (ru_maxrss) of the worker process that does the pass's work.
 2. A real ``minikafka serve`` on a copy of that partition, twice: with the cleaner off, and
    with it on (``log.cleaner.backoff.ms=200``): confluent-kafka produce round trips (one
    100-byte message, acks=1, flushed) to another topic, p50 / p99, for as long as the pass
    runs (until the broker writes its ``cleaner-offset-checkpoint``; the same count with the
-   cleaner off).
+   cleaner off); between each 100 of them, 100 Fetch round trips (v3, raw socket) of that
+   topic's first message, p50 / p99 likewise.
 
 Throughput is in MB/s (10**6 bytes a second). The files are in the page cache when read.
 """
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -36,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_broker import RawConnection  # noqa: E402
 from bench_latency import Latency, measure_produce_latency  # noqa: E402
 
 from minikafka.protocol.records import build_message_set  # noqa: E402
@@ -81,28 +82,46 @@ def clean_once(log_dir: Path) -> None:
     log = manager.get_log(TOPIC, 0)
     log.high_watermark = log.log_end_offset
     target = cleanable_range(log, 0, NOW_MS)
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    stats = Cleaner(CleanerConfig(), FakeClock(NOW_MS)).clean(log, target.first_dirty, target.first_uncleanable)
-    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cleaner = Cleaner(CleanerConfig())
+    stats = cleaner.clean(log, target.first_dirty, target.first_uncleanable)
+    cleaner.abort()
     print(f"pass: {target.dirty_bytes / MB:.0f} MB dirty read in {stats.seconds:.1f} s = "
           f"{target.dirty_bytes / MB / stats.seconds:.1f} MB/s; {stats.bytes_written / MB:.0f} MB written; "
           f"{stats.keys} keys; {stats.entries_kept} of {stats.entries_read} records kept; "
-          f"peak RSS {rss_after / 1024:.0f} MiB, {rss_before / 1024:.0f} MiB before the pass")
+          f"the worker process's peak RSS {stats.worker_peak_rss / MIB:.0f} MiB")
     manager.shutdown()
 
 
-def produce_latency(template: Path, work: Path, *, cleaner: bool, rounds: int | None) -> tuple[Latency, int]:
-    """Produce round trips to another topic while the broker cleans (or not) a copy of the log."""
+def fetch_latency(connection: RawConnection, topic: str, rounds: int) -> list[float]:
+    """Round trips of a Fetch of ``topic``'s first message (v3, one partition)."""
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        response = connection.call(1, 3, {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 4096,
+                                          "topics": [{"topic": topic, "partitions": [
+                                              {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 4096}]}]})
+        samples.append(time.perf_counter() - start)
+        assert response.responses[0].partitions[0].error_code == 0
+    return samples
+
+
+def request_latency(template: Path, work: Path, *, cleaner: bool,
+                    rounds: int | None) -> tuple[Latency, Latency, int]:
+    """Produce and fetch round trips on another topic while the broker cleans (or not) a copy
+    of the log."""
     shutil.copytree(template, work / "data")
     (work / "data" / CLEANER_OFFSET_CHECKPOINT).unlink(missing_ok=True)
     overrides = {"log.cleaner.enable": str(cleaner).lower(), "log.cleaner.backoff.ms": "200"}
     with MinikafkaBroker(work, overrides, start_timeout=300) as broker:
         measure_produce_latency(broker.bootstrap, rounds=1, warmup=200, topic="latency")
+        connection = RawConnection(broker.bootstrap)
         checkpoint = broker.log_dir / CLEANER_OFFSET_CHECKPOINT
-        samples = []
-        while (not checkpoint.exists()) if rounds is None else len(samples) < rounds:
-            samples.extend(measure_produce_latency(broker.bootstrap, rounds=100, warmup=0, topic="latency").samples)
-    return Latency(samples), len(samples)
+        produced, fetched = [], []
+        while (not checkpoint.exists()) if rounds is None else len(produced) < rounds:
+            produced.extend(measure_produce_latency(broker.bootstrap, rounds=100, warmup=0, topic="latency").samples)
+            fetched.extend(fetch_latency(connection, "latency", 100))
+        connection.close()
+    return Latency(produced), Latency(fetched), len(produced)
 
 
 def main() -> None:
@@ -129,10 +148,11 @@ def main() -> None:
         shutil.copytree(template, pass_dir)
         subprocess.run([sys.executable, __file__, "--pass-dir", str(pass_dir)], check=True)
         shutil.rmtree(pass_dir)
-        with_cleaner, count = produce_latency(template, root / "on", cleaner=True, rounds=None)
-        without, _ = produce_latency(template, root / "off", cleaner=False, rounds=count)
-        for name, latency in (("cleaner off", without), ("cleaner running", with_cleaner)):
-            print(f"produce round trip, {name}: p50 {latency.p50 * 1000:.2f} ms, p99 {latency.p99 * 1000:.2f} ms "
+        produce_on, fetch_on, count = request_latency(template, root / "on", cleaner=True, rounds=None)
+        produce_off, fetch_off, _ = request_latency(template, root / "off", cleaner=False, rounds=count)
+        for request, name, latency in (("produce", "cleaner off", produce_off), ("produce", "cleaner running", produce_on),
+                                       ("fetch", "cleaner off", fetch_off), ("fetch", "cleaner running", fetch_on)):
+            print(f"{request} round trip, {name}: p50 {latency.p50 * 1000:.2f} ms, p99 {latency.p99 * 1000:.2f} ms "
                   f"({len(latency.samples)} round trips)")
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -189,7 +189,8 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Run the log cleaner, which compacts topics with cleanup.policy=compact (keeps the "
               "latest record per key; storage.cleaner)."),
     ConfigKey("log.cleaner.threads", "int", 1,
-              "Accepted for Kafka's sake: one background task cleans, one log at a time.", minimum=0),
+              "Worker processes of the log cleaner: passes over this many logs run at once, each "
+              "with its share of log.cleaner.dedupe.buffer.size and of the I/O rate.", minimum=0),
     ConfigKey("log.cleaner.backoff.ms", "long", 15000,
               "How long the cleaner sleeps when no log is due for cleaning.", minimum=0),
     ConfigKey("log.cleaner.io.max.bytes.per.second", "double", float("inf"),
@@ -874,6 +875,7 @@ class BrokerConfig:
             dedupe_buffer_load_factor=v["log.cleaner.io.buffer.load.factor"],
             io_buffer_size=v["log.cleaner.io.buffer.size"],
             max_io_bytes_per_second=v["log.cleaner.io.max.bytes.per.second"],
+            threads=v["log.cleaner.threads"],
         )
 
 

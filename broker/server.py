@@ -655,33 +655,37 @@ class Broker:
 
     async def _clean_logs(self) -> None:
         """The log cleaner's background task (Kafka's CleanerThread): clean while some
-        compacted log is due, then sleep ``log.cleaner.backoff.ms``. A pass runs in a worker
-        thread, off the event loop; the broker stopping aborts it at its next read, so a
-        shutdown does not wait for a whole pass."""
+        compacted log is due, then sleep ``log.cleaner.backoff.ms``. A pass is driven from a
+        worker thread, off the event loop, and computed in the cleaner's worker process, off
+        this interpreter; the broker stopping (or a restart of the cleaner) kills that
+        process, so neither waits for a pass, nor leaves an idle worker behind."""
         # Not __consumer_offsets: the group store keeps it short with snapshots instead
         # (broker.groups.store), and a tombstone the cleaner removed after a snapshot that
         # holds its key would bring the key back on the next load from that snapshot. Nor a
         # segment the export hand-off has not exported yet (it vetoes its deletion too).
         cleaner = LogCleaner(lambda: [log for log in self.log_manager.logs() if not self.is_internal(log.topic)],
                              self.config.cleaner_config(), self.clock, self.log_manager.may_delete_segment)
-        while True:
-            await trio.sleep(self.config.cleaner_backoff_ms / 1000)
-            finished = False
-            async with trio.open_nursery() as watch:
-                @watch.start_soon
-                async def abort_when_cancelled() -> None:
-                    try:
-                        await trio.sleep_forever()
-                    finally:
-                        if not finished:
-                            cleaner.abort()
+        try:
+            while True:
+                await trio.sleep(self.config.cleaner_backoff_ms / 1000)
+                finished = False
+                async with trio.open_nursery() as watch:
+                    @watch.start_soon
+                    async def abort_when_cancelled() -> None:
+                        try:
+                            await trio.sleep_forever()
+                        finally:
+                            if not finished:
+                                cleaner.abort()
 
-                try:
-                    await trio.to_thread.run_sync(cleaner.clean_until_idle)
-                except Exception:
-                    logger.exception("background log cleaner failed")
-                finished = True
-                watch.cancel_scope.cancel()
+                    try:
+                        await trio.to_thread.run_sync(cleaner.clean_until_idle)
+                    except Exception:
+                        logger.exception("background log cleaner failed")
+                    finished = True
+                    watch.cancel_scope.cancel()
+        finally:
+            cleaner.abort()  # its worker process, idle between passes
 
     def _retention_pass(self) -> None:
         deleted = self.log_manager.cleanup()

@@ -35,23 +35,30 @@ Kafka 0.10.2's design (``LogCleaner``, ``LogCleanerManager``, ``OffsetMap``) on 
   horizon. A producer's last batch stays emptied whatever (compaction's rule), a marker too
   when it is all the log's state knows of its producer.
 
-The cleaner reads closed segments without the log's lock and takes it only to swap; a log
-truncated, closed or changed by retention meanwhile refuses the swap and the pass ends.
-:meth:`LogCleaner.abort` stops a pass at its next read (the broker's shutdown).
+**Where it runs**: a pass's CPU work (reading the closed segments, the offset map, writing
+each group's ``.cleaned`` files) is done by a worker process (:class:`CleaningPass`), so the
+broker's interpreter does not share its GIL with it; the broker keeps what needs the live
+log (:class:`Cleaner`): the range, the producers' and transactions' state the pass needs, the
+swap of each group under the log's lock, and the checkpoint. The worker reads closed segments
+only, which nothing rewrites but a truncation; a log truncated, closed or changed by
+retention meanwhile refuses the swap and the pass ends. :meth:`LogCleaner.abort` kills the
+worker (the broker's shutdown does not wait for a pass); a worker that dies otherwise leaves
+the log as it was, and the pass is tried again in a new one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import heapq
 import logging
 import os
+import resource
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
 from minikafka.protocol.entries import LOG_OVERHEAD, MAGIC_POSITION, Entry, iter_entries
 from minikafka.protocol.record_batch import RECORD_BATCH_MAGIC, batch_header, end_txn_marker
@@ -59,25 +66,19 @@ from minikafka.protocol.errors import RecordError
 from minikafka.protocol.records import Record, iter_records, retained_entry
 from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
 from minikafka.storage.clock import Clock
+from minikafka.storage.config import LogConfig
 from minikafka.storage.log import Log
 from minikafka.storage.segment import CLEANED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment
 from minikafka.storage.txn_index import AbortedTxn, TransactionIndex
 from minikafka.storage.types import SegmentInfo, UnknownTopic
 
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+
 logger = logging.getLogger(__name__)
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-# CPython hands the GIL to a thread waiting for it only after the switch interval
-# (sys.getswitchinterval(), 5 ms by default) if its holder does not release it first. The
-# broker's event loop takes the GIL back several times for each request, and while a pass
-# computes in its worker thread it would wait up to that long each time (produce p99 16 ms
-# against 2 ms, bench/bench_cleaner.py). During a pass the interval is this instead: the
-# cleaner's Python is preempted within half a millisecond, at the cost of more switches.
-_SWITCH_INTERVAL_WHILE_CLEANING = 0.0005
-# And a pass hands the GIL back itself every this many records it looks at, some 0.1 ms of
-# its Python whatever the format (an entry may be one message or a batch of a thousand): a
-# waiting event loop then takes it at once, not at the end of the interval.
-_RECORDS_BETWEEN_YIELDS = 32
 
 
 class CleanerConfig(NamedTuple):
@@ -87,6 +88,7 @@ class CleanerConfig(NamedTuple):
     dedupe_buffer_load_factor: float = 0.9             # log.cleaner.io.buffer.load.factor
     io_buffer_size: int = 512 * 1024                   # log.cleaner.io.buffer.size
     max_io_bytes_per_second: float = float("inf")     # log.cleaner.io.max.bytes.per.second
+    threads: int = 1                                   # log.cleaner.threads: worker processes
 
 
 class CleanerStats(NamedTuple):
@@ -102,6 +104,7 @@ class CleanerStats(NamedTuple):
     entries_kept: int
     keys: int
     seconds: float
+    worker_peak_rss: int  # bytes: the largest resident set of the worker process so far
 
 
 class Aborted(Exception):
@@ -139,8 +142,8 @@ class OffsetMap:
 
 
 class Throttler:
-    """Holds the cleaner's I/O to ``bytes_per_second`` by sleeping (its thread only), as
-    Kafka's ``Throttler``: checked against the bytes counted since the window began, the
+    """Holds the cleaner's I/O to ``bytes_per_second`` by sleeping (its worker process only),
+    as Kafka's ``Throttler``: checked against the bytes counted since the window began, the
     window starting anew each second."""
 
     def __init__(self, bytes_per_second: float, monotonic: Callable[[], float] = time.monotonic,
@@ -162,52 +165,232 @@ class Throttler:
             self._start, self._bytes = self._monotonic(), 0
 
 
-class Cleaner:
-    """One pass over one log's cleanable range (see the module docstring)."""
+class PassJob(NamedTuple):
+    """One pass as the broker hands it to a worker process: where the log's files are and
+    what only the broker's log knows (its producers, its transaction indexes, which segments
+    are closed). Segments are ``(base offset, next offset)``, the closed ones, oldest first."""
 
-    def __init__(self, config: CleanerConfig, clock: Clock, aborted: threading.Event | None = None) -> None:
+    directory: Path
+    config: LogConfig
+    segments: list[tuple[int, int]]
+    first_dirty: int
+    first_uncleanable: int
+    aborted_in_range: list[AbortedTxn]       # overlapping [first_dirty, first_uncleanable)
+    aborted_by_segment: list[list[AbortedTxn]]  # overlapping each segment's offsets
+    producers: dict[int, int]
+    marker_epochs: dict[int, int]
+
+
+class CleaningFailed(Exception):
+    """The pass met data it cannot clean (the worker's traceback is the message)."""
+
+
+class WorkerBug(Exception):
+    """The pass failed on something other than the data (the worker's traceback is the
+    message): it propagates, as it would from a pass in this process."""
+
+
+class WorkerDied(Exception):
+    """The worker process ended in the middle of a pass; nothing of that group was swapped."""
+
+
+class Cleaner:
+    """One pass over one log's cleanable range (see the module docstring), its CPU work in a
+    worker process of its own, started at the first pass: the broker's interpreter would
+    otherwise share its GIL with the pass, and its requests wait on it. The broker's side
+    keeps what needs the live log: the range, the swap under the log's lock, and the abort."""
+
+    def __init__(self, config: CleanerConfig) -> None:
         self.config = config
-        self._clock = clock
-        self._throttle = Throttler(config.max_io_bytes_per_second)
-        self._aborted = aborted or threading.Event()
-        self._bytes_read = 0
-        self._records_since_yield = 0
+        self._lock = threading.Lock()
+        self._process: BaseProcess | None = None
+        self._connection: Connection | None = None
+        self._stopped = False
+        self._last_exitcode: int | None = None
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The worker process's id, None until a pass starts one."""
+        process = self._process
+        return None if process is None else process.pid
+
+    def abort(self) -> None:
+        """Kill the worker (its pass in progress ends with ``Aborted``) and start no other."""
+        with self._lock:
+            self._stopped = True
+            if self._process is not None:
+                self._process.kill()
 
     def clean(self, log: Log, first_dirty: int, first_uncleanable: int) -> CleanerStats:
         """Map ``[first_dirty, first_uncleanable)`` and rewrite every segment below the map's
         end; returns the stats (``end_offset`` is the new cleaner checkpoint). Raises
-        ``Aborted`` if the log changed under the pass or :attr:`aborted` was set; segments
-        swapped in before that stay (each swap is whole)."""
+        ``Aborted`` if the log changed under the pass or the cleaner was aborted,
+        ``WorkerDied`` if its worker ended otherwise; segments swapped in before that stay
+        (each swap is whole), and the ``.cleaned`` files of the group in progress go."""
         started = time.monotonic()
-        self._bytes_read = 0
         segments, truncations = log.cleaning_snapshot()
+        bounds = [(segment.base_offset, segment.next_offset) for segment in segments]
+        job = PassJob(log.dir, log.config, bounds, first_dirty, first_uncleanable,
+                      log.collect_aborted_transactions(first_dirty, first_uncleanable),
+                      [log.collect_aborted_transactions(base, next_offset) for base, next_offset in bounds],
+                      log.last_data_offsets_of_producers(), log.marker_epochs_of_producers())
+        connection = self._worker()
+        try:
+            return self._converse(connection, job, log, segments, truncations, started)
+        except (Aborted, CleaningFailed, WorkerBug):
+            raise  # the worker is done with this job and waits for the next
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            self._discard_worker(log)
+            if self._stopped:
+                raise Aborted("the cleaner is stopping") from None
+            raise WorkerDied(f"its worker process ended with exit code {self._last_exitcode}") from None
+        except BaseException:
+            self._discard_worker(log)  # it may be waiting for an answer it will not get
+            raise
+
+    def _converse(self, connection: Connection, job: PassJob, log: Log,
+                  segments: list[LogSegment], truncations: int, started: float) -> CleanerStats:
+        """Send the job, swap in each group the worker has written, return its stats."""
+        by_base = {segment.base_offset: segment for segment in segments}
+        written = 0
+        connection.send(job)
+        while True:
+            kind, *detail = connection.recv()
+            if kind == "group":
+                [bases] = detail
+                group = [by_base[base] for base in bases]
+                cleaned = LogSegment(log.dir, bases[0], log.config, create=False, suffix=CLEANED_SUFFIX)
+                # As a loaded closed segment's: its offsets run to the next segment's base.
+                cleaned.next_offset = group[-1].next_offset
+                cleaned.release_index_maps()
+                swapped = log.replace_segments(cleaned, group, truncations)
+                connection.send(swapped)
+                if not swapped:
+                    raise Aborted(f"{log.topic}-{log.partition} changed while it was cleaned")
+                written += cleaned.size
+            elif kind == "done":
+                end, read, kept, bytes_read, keys, peak_rss = detail
+                return CleanerStats(log.topic, log.partition, job.first_dirty, end, bytes_read, written,
+                                    read, kept, keys, time.monotonic() - started, peak_rss)
+            elif kind == "changed":
+                raise Aborted(f"{log.topic}-{log.partition} changed while it was cleaned: {detail[0]}")
+            elif kind == "failed":
+                raise CleaningFailed(detail[0])
+            else:
+                raise WorkerBug(detail[0])
+
+    def _worker(self) -> Connection:
+        with self._lock:
+            if self._stopped:
+                raise Aborted("the cleaner is stopping")
+            if self._process is None:
+                # Imported here: a broker without a compacted log never needs it (start-up).
+                import multiprocessing
+
+                # Forked from a server process started afresh, not from the broker (it has
+                # threads and a trio loop, which a plain fork copies half-alive), with this
+                # module already imported there: a worker costs a fork, not an interpreter.
+                processes = multiprocessing.get_context("forkserver")
+                processes.set_forkserver_preload([__name__])
+                connection, worker_end = processes.Pipe()
+                process = processes.Process(target=_worker_main, args=(worker_end, self.config),
+                                             name="minikafka log cleaner", daemon=True)
+                process.start()
+                worker_end.close()
+                self._process, self._connection = process, connection
+            return self._connection
+
+    def _discard_worker(self, log: Log) -> None:
+        """Kill the worker (if it is not dead yet) and remove the ``.cleaned`` files it may
+        have been writing for ``log``; the next pass starts another."""
+        with self._lock:
+            process, self._process = self._process, None
+            self._connection.close()
+            process.kill()
+            process.join()
+            self._last_exitcode = process.exitcode
+        for path in log.dir.glob("*" + CLEANED_SUFFIX):
+            path.unlink(missing_ok=True)
+
+
+def _worker_main(connection: Connection, config: CleanerConfig) -> None:
+    """A worker process: the passes it is sent, one at a time, until the broker goes."""
+    # Background work: where cores are short the broker's requests go first (on a spare core
+    # the pass runs as fast either way).
+    os.nice(10)
+    throttle = Throttler(config.max_io_bytes_per_second)
+    parent = os.getppid()
+    while True:
+        try:
+            job = connection.recv()
+        except EOFError:
+            return
+        CleaningPass(job, config, throttle, parent, connection).run()
+
+
+class CleaningPass:
+    """The work of one pass, in the worker process: it reads the closed segments (which
+    nothing rewrites but a truncation, which refuses the swap), writes each group's
+    ``.cleaned`` segment and asks the broker to swap it in before the next."""
+
+    def __init__(self, job: PassJob, config: CleanerConfig, throttle: Throttler, parent: int,
+                 connection: Connection) -> None:
+        self.job = job
+        self.config = config
+        self._throttle = throttle
+        self._parent = parent
+        self._connection = connection
+        self._bytes_read = 0
+
+    def run(self) -> None:
+        job = self.job
+        segments: list[LogSegment] = []
+        try:
+            for base, next_offset in job.segments:
+                segment = LogSegment(job.directory, base, job.config, create=False)
+                segment.next_offset = next_offset
+                segments.append(segment)
+        except FileNotFoundError as exc:  # retention renamed it since the snapshot
+            self._connection.send(("changed", str(exc)))
+            return
+        try:
+            self._clean(segments)
+        except (RecordError, OSError, ValueError):
+            self._connection.send(("failed", traceback.format_exc()))
+        except Exception:
+            self._connection.send(("crashed", traceback.format_exc()))
+        finally:
+            for segment in segments:
+                segment.file.close()
+                segment.release_index_maps()
+
+    def _clean(self, segments: list[LogSegment]) -> None:
+        job = self.job
         offset_map = OffsetMap(self.config.dedupe_buffer_size, self.config.dedupe_buffer_load_factor)
-        self._build_offset_map(log, segments, first_dirty, first_uncleanable, offset_map)
+        self._build_offset_map(segments, offset_map)
         end = offset_map.latest_offset + 1
-        clean_before = [segment for segment in segments if segment.base_offset < first_dirty]
-        horizon = clean_before[-1].max_timestamp - log.config.delete_retention_ms if clean_before else 0
-        producers = log.last_data_offsets_of_producers()
-        marker_epochs = log.marker_epochs_of_producers()
+        clean_before = [segment for segment in segments if segment.base_offset < job.first_dirty]
+        horizon = clean_before[-1].max_timestamp - job.config.delete_retention_ms if clean_before else 0
+        aborted = {segment.base_offset: txns for segment, txns in zip(segments, job.aborted_by_segment)}
         transactions = CleanedTransactions()  # carried from group to group, as Kafka's
-        written = read = kept = 0
+        read = kept = 0
         for group in group_segments([s for s in segments if s.base_offset < end],
-                                    log.config.segment_bytes, log.config.segment_index_bytes):
-            cleaned, group_read, group_kept = self._clean_group(log, group, offset_map, horizon, producers,
-                                                                marker_epochs, transactions)
-            if not log.replace_segments(cleaned, group, truncations):
-                raise Aborted(f"{log.topic}-{log.partition} changed while it was cleaned")
-            written += cleaned.size
+                                    job.config.segment_bytes, job.config.segment_index_bytes):
+            group_read, group_kept = self._clean_group(group, aborted, offset_map, horizon, transactions)
+            self._connection.send(("group", [segment.base_offset for segment in group]))
+            if not self._connection.recv():
+                return  # the log changed: the broker refused the swap
             read += group_read
             kept += group_kept
-        return CleanerStats(log.topic, log.partition, first_dirty, end, self._bytes_read, written,
-                            read, kept, len(offset_map), time.monotonic() - started)
+        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        self._connection.send(("done", end, read, kept, self._bytes_read, len(offset_map), peak_rss))
 
     # -- the offset map ----------------------------------------------------------------------
 
-    def _build_offset_map(self, log: Log, segments: list[LogSegment], start: int, end: int,
-                          offset_map: OffsetMap) -> None:
+    def _build_offset_map(self, segments: list[LogSegment], offset_map: OffsetMap) -> None:
+        start, end = self.job.first_dirty, self.job.first_uncleanable
         transactions = CleanedTransactions()
-        transactions.add_aborted(log.collect_aborted_transactions(start, end))
+        transactions.add_aborted(self.job.aborted_in_range)
         for segment in segments:
             if segment.next_offset <= start or segment.base_offset >= end:
                 continue
@@ -230,7 +413,6 @@ class Cleaner:
                         offset_map.latest_offset = entry.offset
                         continue
                 for record in iter_records(data):
-                    self._record_seen()
                     if record.offset < start:
                         continue
                     if record.offset >= end:
@@ -241,21 +423,22 @@ class Cleaner:
 
     # -- rewriting a group -------------------------------------------------------------------
 
-    def _clean_group(self, log: Log, group: list[LogSegment], offset_map: OffsetMap, horizon: int,
-                     producers: dict[int, int], marker_epochs: dict[int, int],
-                     transactions: "CleanedTransactions") -> tuple[LogSegment, int, int]:
-        cleaned = LogSegment(log.dir, group[0].base_offset, log.config, create=True, suffix=CLEANED_SUFFIX)
+    def _clean_group(self, group: list[LogSegment], aborted: dict[int, list[AbortedTxn]], offset_map: OffsetMap,
+                     horizon: int, transactions: "CleanedTransactions") -> tuple[int, int]:
+        """Write ``group`` cleaned as ``.cleaned`` files (closed here, the broker loads them);
+        returns the entries read and kept."""
+        job = self.job
+        cleaned = LogSegment(job.directory, group[0].base_offset, job.config, create=True, suffix=CLEANED_SUFFIX)
         transactions.cleaned_index = cleaned.txn_index
         read = kept = 0
         try:
             cleaned.open_for_append()
-            for i, source in enumerate(group):
+            for source in group:
                 # The whole segment's aborted transactions: the cleaned index gets every one
                 # whose marker stays.
-                transactions.add_aborted(log.collect_aborted_transactions(
-                    source.base_offset, group[i + 1].base_offset if i + 1 < len(group) else source.next_offset))
+                transactions.add_aborted(aborted[source.base_offset])
                 retain_deletes = source.max_timestamp > horizon
-                keep = _retention_rule(offset_map, self._record_seen, retain_tombstones=retain_deletes)
+                keep = _retention_rule(offset_map, retain_tombstones=retain_deletes)
                 untimed_times = source.time_index.all_entries() or [(source.max_timestamp, source.base_offset)]
                 out = bytearray()
                 last_offset = -1
@@ -264,8 +447,8 @@ class Cleaner:
                     discard = False
                     if data[MAGIC_POSITION] == RECORD_BATCH_MAGIC:
                         discard = transactions.may_discard(batch_header(data), data, retain_markers=retain_deletes)
-                    retained = retained_entry(data, keep, producers, discard=discard,
-                                              marker_epochs_of_producers=marker_epochs)
+                    retained = retained_entry(data, keep, job.producers, discard=discard,
+                                              marker_epochs_of_producers=job.marker_epochs)
                     if retained is None:
                         continue
                     kept += 1
@@ -278,25 +461,17 @@ class Cleaner:
                     self._write(cleaned, out, last_offset, untimed_times)
             cleaned.finish()
             cleaned.flush()
-            # As a loaded closed segment's: its offsets run to the next segment's base.
-            cleaned.next_offset = group[-1].next_offset
-            cleaned.release_index_maps()
+            cleaned.close()
         except BaseException:
             cleaned.close()
             cleaned.delete_files()
             raise
-        return cleaned, read, kept
+        return read, kept
 
     def _write(self, cleaned: LogSegment, out: bytearray, last_offset: int,
                untimed_times: list[tuple[int, int]]) -> None:
         self._throttle(len(out))
         cleaned.append_entries(memoryview(out), last_offset, -1, untimed_times)
-
-    def _record_seen(self) -> None:
-        self._records_since_yield += 1
-        if self._records_since_yield >= _RECORDS_BETWEEN_YIELDS:
-            self._records_since_yield = 0
-            time.sleep(0)  # see _RECORDS_BETWEEN_YIELDS
 
     def _read_entries(self, segment: LogSegment, position: int) -> Iterator[tuple[Entry, memoryview]]:
         """The shallow entries of a closed segment from ``position``, read in chunks of
@@ -305,8 +480,8 @@ class Cleaner:
         end = segment.size
         read_size = self.config.io_buffer_size
         while position < end:
-            if self._aborted.is_set():
-                raise Aborted("the cleaner is stopping")
+            if os.getppid() != self._parent:
+                sys.exit("the broker is gone")  # its forkserver went with it: nobody would swap this
             chunk = os.pread(fd, min(read_size, end - position), position)
             self._throttle(len(chunk))
             self._bytes_read += len(chunk)
@@ -388,13 +563,11 @@ class CleanedTransactions:
         return self.on_batch(batch)
 
 
-def _retention_rule(offset_map: OffsetMap, record_seen: Callable[[], None], *,
-                    retain_tombstones: bool) -> Callable[[Record], bool]:
+def _retention_rule(offset_map: OffsetMap, *, retain_tombstones: bool) -> Callable[[Record], bool]:
     latest = offset_map.latest_offset
     get = offset_map.get
 
     def keep(record: Record) -> bool:
-        record_seen()
         if record.offset > latest:
             return True
         if record.key is None:
@@ -473,20 +646,12 @@ def cleanable_range(log: Log, checkpoint: int, now: int,
     return CleanableRange(log, first_dirty, first_uncleanable, clean, dirty)
 
 
-@contextlib.contextmanager
-def _short_switch_interval() -> Iterator[None]:
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(min(previous, _SWITCH_INTERVAL_WHILE_CLEANING))
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(previous)
-
-
 class LogCleaner:
     """Picks the filthiest compacted log, cleans it, and keeps each log dir's
-    ``cleaner-offset-checkpoint`` (one background task: Kafka's ``log.cleaner.threads`` is
-    accepted, and one thread does the work)."""
+    ``cleaner-offset-checkpoint``. ``log.cleaner.threads`` passes run at once, over distinct
+    logs, each in a worker process of its own, which gets its share of the dedupe buffer (as
+    Kafka's CleanerThread its offset map) and of the I/O rate (Kafka's threads share one
+    throttler; processes cannot, so each holds to its part)."""
 
     def __init__(self, logs: Callable[[], list[Log]], config: CleanerConfig, clock: Clock,
                  may_rewrite: Callable[[SegmentInfo], bool] | None = None) -> None:
@@ -494,7 +659,13 @@ class LogCleaner:
         self._may_rewrite = may_rewrite
         self._clock = clock
         self._aborted = threading.Event()
-        self._cleaner = Cleaner(config, clock, self._aborted)
+        threads = max(config.threads, 1)
+        share = config._replace(dedupe_buffer_size=config.dedupe_buffer_size // threads,
+                                max_io_bytes_per_second=config.max_io_bytes_per_second / threads)
+        self._cleaners = [Cleaner(share) for _ in range(threads)]
+        # Guards what the passes' threads share: the checkpoints, the logs being cleaned.
+        self._lock = threading.Lock()
+        self._in_progress: set[tuple[str, int]] = set()  # (topic id, partition)
         self._checkpoints: dict[Path, dict[tuple[str, int], int]] = {}
         # The topic id each checkpoint entry this process wrote belongs to: a topic deleted and
         # created again under the same name starts dirty (the file has no ids).
@@ -504,8 +675,14 @@ class LogCleaner:
         self._uncleanable: set[tuple[str, int]] = set()  # (topic id, partition)
 
     def abort(self) -> None:
-        """Stop the pass in progress at its next read, and every later one."""
+        """Stop the pass in progress (its worker process is killed), and every later one."""
         self._aborted.set()
+        for cleaner in self._cleaners:
+            cleaner.abort()
+
+    def worker_pids(self) -> list[int]:
+        """The ids of the worker processes running (started at their first pass)."""
+        return [cleaner.worker_pid for cleaner in self._cleaners if cleaner.worker_pid is not None]
 
     def _checkpoint(self, log_dir: Path) -> dict[tuple[str, int], int]:
         if log_dir not in self._checkpoints:
@@ -529,11 +706,12 @@ class LogCleaner:
 
     def filthiest(self) -> CleanableRange | None:
         """The compacted log most worth cleaning, if one's dirty ratio exceeds its
-        ``min.cleanable.dirty.ratio``."""
+        ``min.cleanable.dirty.ratio`` (none a pass is cleaning already)."""
         now = self._clock.time_ms()
         best = None
         for log in self._logs():
-            if not log.config.compacts or (log.topic_id, log.partition) in self._uncleanable:
+            if (not log.config.compacts or (log.topic_id, log.partition) in self._uncleanable
+                    or (log.topic_id, log.partition) in self._in_progress):
                 continue
             try:
                 candidate = cleanable_range(log, self._first_dirty(log), now, self._may_rewrite)
@@ -547,37 +725,62 @@ class LogCleaner:
     def clean_filthiest(self) -> CleanerStats | None:
         """One pass over the filthiest log; None if none is due, or the pass did not finish
         (aborted, the log changed, or it failed: then the log is marked uncleanable)."""
-        target = None if self._aborted.is_set() else self.filthiest()
-        return None if target is None else self._clean(target)
+        with self._lock:
+            target = None if self._aborted.is_set() else self.filthiest()
+        return None if target is None else self._clean(target, self._cleaners[0])
 
     def clean_until_idle(self) -> list[CleanerStats]:
-        """Clean while some log is due (the broker's background duty); at most one pass per
-        compacted log, so a log that stays dirty cannot hold the thread."""
-        passes = []
-        for _ in range(sum(1 for log in self._logs() if log.config.compacts)):
-            target = None if self._aborted.is_set() else self.filthiest()
-            if target is None:
-                break
-            stats = self._clean(target)
-            if stats is not None:
-                passes.append(stats)
+        """Clean while some log is due (the broker's background duty), a pass per worker at
+        a time; at most one pass per compacted log, so a log that stays dirty cannot hold
+        the thread."""
+        passes: list[CleanerStats] = []
+        budget = [sum(1 for log in self._logs() if log.config.compacts)]
+
+        def clean_with(cleaner: Cleaner) -> None:
+            while True:
+                with self._lock:
+                    target = None if self._aborted.is_set() or budget[0] <= 0 else self.filthiest()
+                    if target is None:
+                        return
+                    budget[0] -= 1
+                    key = (target.log.topic_id, target.log.partition)
+                    self._in_progress.add(key)
+                try:
+                    stats = self._clean(target, cleaner)
+                finally:
+                    with self._lock:
+                        self._in_progress.discard(key)
+                if stats is not None:
+                    passes.append(stats)
+
+        others = [threading.Thread(target=clean_with, args=(cleaner,), name="log cleaner", daemon=True)
+                  for cleaner in self._cleaners[1:]]
+        for thread in others:
+            thread.start()
+        clean_with(self._cleaners[0])
+        for thread in others:
+            thread.join()
         return passes
 
-    def _clean(self, target: CleanableRange) -> CleanerStats | None:
+    def _clean(self, target: CleanableRange, cleaner: Cleaner) -> CleanerStats | None:
         log = target.log
         try:
-            with _short_switch_interval():
-                stats = self._cleaner.clean(log, target.first_dirty, target.first_uncleanable)
+            stats = cleaner.clean(log, target.first_dirty, target.first_uncleanable)
         except (Aborted, UnknownTopic) as exc:  # the broker stops, or the log changed or went
             logger.info("cleaning %s-%d stopped: %s", log.topic, log.partition, exc)
             return None
-        except (RecordError, OSError, ValueError):
+        except WorkerDied as exc:
+            logger.warning("cleaning %s-%d stopped: %s; the log is as it was and the pass is retried",
+                           log.topic, log.partition, exc)
+            return None
+        except (RecordError, OSError, ValueError, CleaningFailed):
             logger.exception("cleaning %s-%d failed: it is not cleaned again until the broker restarts",
                              log.topic, log.partition)
             self._uncleanable.add((log.topic_id, log.partition))
             return None
-        self._topic_ids[(log.topic, log.partition)] = log.topic_id
-        self._write_checkpoint(log.dir.parent, (log.topic, log.partition), stats.end_offset)
+        with self._lock:
+            self._topic_ids[(log.topic, log.partition)] = log.topic_id
+            self._write_checkpoint(log.dir.parent, (log.topic, log.partition), stats.end_offset)
         logger.info("cleaned %s-%d offsets [%d, %d): %.1f MB read, %.1f MB written, %d of %d entries kept, "
                     "%d keys, %.2f s (%.1f MB/s)", stats.topic, stats.partition, stats.first_dirty_offset,
                     stats.end_offset, stats.bytes_read / 1e6, stats.bytes_written / 1e6, stats.entries_kept,

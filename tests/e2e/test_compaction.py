@@ -8,6 +8,7 @@ clients reading past that empty batch."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 
@@ -94,6 +95,66 @@ def test_a_consumer_sees_a_correct_compacted_view_during_and_after_cleaning(mini
         # Offsets never change; every record read is one produced there; every key's latest is there.
         assert all(written.get(r.offset, (b"end", b"roll")) == (r.key, r.value) for r in view)
         assert set(latest.values()) <= set(offsets)
+
+
+def _process_states() -> dict[int, tuple[str, int]]:
+    """pid -> (state, parent pid) of every process, from /proc."""
+    states = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                state, parent = stat.read().rsplit(")", 1)[1].split()[:2]
+        except OSError:  # gone meanwhile
+            continue
+        states[int(entry)] = (state, int(parent))
+    return states
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes ``pid`` started, and theirs (the cleaner's forkserver and workers)."""
+    parents = {child: parent for child, (_, parent) in _process_states().items()}
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier}
+        found |= frontier
+    return found
+
+
+def test_a_broker_stopping_mid_pass_kills_the_cleaner_worker_and_keeps_the_log(minikafka_broker_factory, read_all):
+    """Shutdown does not wait for a pass: its worker process is killed, its ``.cleaned`` files
+    go, and the log the restarted broker serves is whole (groups swapped before stay)."""
+    broker = minikafka_broker_factory(**BROKER, **{"log.cleaner.enable": "false",
+                                                   "log.cleaner.io.max.bytes.per.second": "50000"})
+    create_topic(broker, "slow", **{"segment.bytes": "16384"})
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5, batch_size=4096)
+    try:
+        for i in range(2000):
+            producer.send("slow", key=b"key-%d" % (i % 50), value=b"%-100d" % i)
+        producer.flush(30)
+        time.sleep(0.2)  # past segment.ms: the next append rolls the active segment
+        producer.send("slow", key=b"end", value=b"roll").get(10)
+    finally:
+        producer.close()
+    written = {r.offset: (r.key, r.value) for r in read_all(broker.bootstrap, "slow")}
+    latest = {key: offset for offset, (key, _) in sorted(written.items())}
+    broker.overrides["log.cleaner.enable"] = "true"  # one pass, over the whole log, throttled
+    broker.restart()
+    directory = broker.log_dir / "slow-0"
+    wait_for(lambda: any(name.endswith(".cleaned") for name in os.listdir(directory)), what="a pass writing")
+    workers = _descendants(broker.process.pid)
+    assert workers
+    broker.stop()
+    wait_for(lambda: all(_process_states().get(pid, ("Z",))[0] == "Z" for pid in workers),
+             what="the cleaner's processes gone")
+    checkpoint = broker.log_dir / "cleaner-offset-checkpoint"
+    assert not checkpoint.exists() or "slow 0" not in checkpoint.read_text()  # the pass did not finish
+    assert not [name for name in os.listdir(directory) if name.endswith(".cleaned")]
+    broker.overrides["log.cleaner.enable"] = "false"
+    broker.start()
+    view = read_all(broker.bootstrap, "slow")
+    offsets = [r.offset for r in view]
+    assert offsets == sorted(set(offsets)) and set(latest.values()) <= set(offsets)
+    assert all(written[r.offset] == (r.key, r.value) for r in view)
 
 
 def test_a_record_without_a_key_is_refused(minikafka_broker_factory):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
+import signal
 import threading
+import time
 import shutil
 
 import pytest
@@ -14,7 +15,7 @@ from minikafka.protocol.record_batch import BATCH_OVERHEAD, build_record_batch, 
 from minikafka.protocol.records import Codec, build_message_set, iter_entries, iter_records
 from minikafka.storage import Log, LogConfig
 from minikafka.storage.checkpoint import OffsetCheckpointFile
-from minikafka.storage.cleaner import (CLEANER_OFFSET_CHECKPOINT, Aborted, Cleaner, CleanerConfig, LogCleaner,
+from minikafka.storage.cleaner import (CLEANER_OFFSET_CHECKPOINT, Cleaner, CleanerConfig, LogCleaner,
                                        Throttler, cleanable_range, group_segments)
 from minikafka.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX
 
@@ -316,7 +317,7 @@ def test_a_log_truncated_while_it_is_cleaned_keeps_its_segments(tmp_path, clock)
     log = compacted_log(tmp_path / "t-0", clock)
     write(log, [("a", "1"), ("a", "2"), ("a", "3"), ("a", "4")], per_segment=2)
     target = cleanable_range(log, 0, clock.time_ms())
-    cleaner = Cleaner(CleanerConfig(), clock)
+    cleaner = Cleaner(CleanerConfig())
     original = log.replace_segments
 
     def truncate_first(cleaned, old, truncations):
@@ -340,7 +341,7 @@ def _crashed_clean(tmp_path, clock):
     write(log, [("a", "1"), ("b", "1"), ("a", "2"), ("b", "2"), ("a", "3"), ("c", "1")], per_segment=2)
     log.flush()
     target = cleanable_range(log, 0, clock.time_ms())
-    cleaner = Cleaner(CleanerConfig(), clock)
+    cleaner = Cleaner(CleanerConfig())
     cleaned = []
     log.replace_segments = lambda new, old, truncations: cleaned.append((new, old)) or True
     cleaner.clean(log, target.first_dirty, target.first_uncleanable)
@@ -472,26 +473,100 @@ def test_a_topic_created_again_under_the_same_name_starts_dirty(tmp_path, clock)
     assert view(again) == [(1, "b", "2"), (2, "end", "x")]
 
 
+def _slow_log(directory, clock) -> Log:
+    """Four closed segments of 50 keyed 100-byte records over 10 keys, and "end" in the
+    active one: a pass throttled to 20 kB/s takes a few seconds over it."""
+    log = compacted_log(directory, clock)
+    write(log, [(f"k{i % 10}", f"{i}".ljust(100, ".")) for i in range(200)], per_segment=50)
+    return log
+
+
+def _start_pass(cleaner: LogCleaner, directory) -> tuple[threading.Thread, list]:
+    """``cleaner.clean_filthiest()`` in a thread, returned once its worker writes a
+    ``.cleaned`` segment (the offset map is built)."""
+    result = []
+    thread = threading.Thread(target=lambda: result.append(cleaner.clean_filthiest()))
+    thread.start()
+    while not any(n.endswith(CLEANED_SUFFIX) for n in os.listdir(directory)):
+        assert thread.is_alive(), result
+        time.sleep(0.01)
+    return thread, result
+
+
 def test_an_aborted_pass_leaves_the_log_as_it_was(tmp_path, clock):
     log = compacted_log(tmp_path / "t-0", clock)
     write(log, [("a", "1"), ("a", "2"), ("a", "3"), ("a", "4")], per_segment=2)
     cleaner = LogCleaner(lambda: [log], CleanerConfig(), clock)
     cleaner.abort()  # the broker is stopping
     assert cleaner.clean_until_idle() == []
-    target = cleanable_range(log, 0, clock.time_ms())
-    aborted = threading.Event()
-    pass_ = Cleaner(CleanerConfig(), clock, aborted)
-    original = pass_._build_offset_map
+    assert cleaner.worker_pids() == []
+    slow = _slow_log(tmp_path / "s-0", clock)
+    before = view(slow)
+    cleaner = LogCleaner(lambda: [slow], CleanerConfig(max_io_bytes_per_second=20_000), clock)
+    thread, result = _start_pass(cleaner, tmp_path / "s-0")
+    cleaner.abort()  # killed mid-pass: the broker's shutdown does not wait for it
+    thread.join()
+    assert result == [None] and view(slow) == before
+    assert not [n for n in os.listdir(tmp_path / "s-0") if n.endswith(CLEANED_SUFFIX)]
 
-    def abort_once_mapped(*args):
-        original(*args)
-        aborted.set()
 
-    pass_._build_offset_map = abort_once_mapped
-    with pytest.raises(Aborted):
-        pass_.clean(log, target.first_dirty, target.first_uncleanable)
-    assert [o for o, _, _ in view(log)] == [0, 1, 2, 3, 4]
-    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(CLEANED_SUFFIX)]
+def test_a_worker_killed_mid_pass_leaves_the_log_intact_and_the_pass_is_retried(tmp_path, clock, caplog):
+    directory = tmp_path / "t-0"
+    log = _slow_log(directory, clock)
+    before = view(log)
+    cleaner = LogCleaner(lambda: [log], CleanerConfig(max_io_bytes_per_second=20_000), clock)
+    thread, result = _start_pass(cleaner, directory)
+    [killed] = cleaner.worker_pids()
+    os.kill(killed, signal.SIGKILL)
+    thread.join()
+    assert result == [None] and view(log) == before
+    assert "worker process ended with exit code -9" in caplog.text and "the pass is retried" in caplog.text
+    assert not [n for n in os.listdir(directory) if n.endswith(CLEANED_SUFFIX)]
+    assert not (tmp_path / CLEANER_OFFSET_CHECKPOINT).exists()
+    stats = cleaner.clean_filthiest()  # in a new worker
+    assert cleaner.worker_pids() != [killed]
+    assert stats.end_offset == 200 and stats.worker_peak_rss > 0
+    assert view(log) == [(o, k, v) for o, k, v in before if o >= 190]
+    assert sorted(n for n in os.listdir(directory) if n.endswith(LOG_SUFFIX)) == [
+        "00000000000000000000.log", "00000000000000000200.log"]
+
+
+def test_records_appended_during_a_pass_survive_its_swap(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    log = _slow_log(directory, clock)
+    before = view(log)
+    cleaner = LogCleaner(lambda: [log], CleanerConfig(max_io_bytes_per_second=20_000), clock)
+    thread, result = _start_pass(cleaner, directory)
+    appended = []
+    while thread.is_alive():  # into the active segment, and rolled over into closed ones
+        appended.append(log.append_as_leader(keyed(("k1", f"new{len(appended)}"))).first_offset)
+        if len(appended) % 5 == 0:
+            log.roll()
+        time.sleep(0.05)
+    thread.join()
+    log.high_watermark = log.log_end_offset
+    [stats] = result
+    assert stats.end_offset == 200 and appended
+    assert view(log) == [(o, k, v) for o, k, v in before if o >= 190] + [
+        (offset, "k1", f"new{i}") for i, offset in enumerate(appended)]
+
+
+def test_log_cleaner_threads_clean_as_many_logs_at_once_each_in_its_own_worker(tmp_path, clock):
+    logs = [_slow_log(tmp_path / f"{topic}-0", clock) for topic in "ab"]
+    logs[0].topic, logs[1].topic = "a", "b"
+    before = [view(log) for log in logs]
+    cleaner = LogCleaner(lambda: logs, CleanerConfig(max_io_bytes_per_second=40_000, threads=2), clock)
+    passes = []
+    thread = threading.Thread(target=lambda: passes.extend(cleaner.clean_until_idle()))
+    thread.start()
+    while not all(any(n.endswith(CLEANED_SUFFIX) for n in os.listdir(log.dir)) for log in logs):
+        assert thread.is_alive()  # the two passes overlap: each has a group being written
+        time.sleep(0.01)
+    assert len(set(cleaner.worker_pids())) == 2
+    thread.join()
+    assert sorted((s.topic, s.end_offset) for s in passes) == [("a", 200), ("b", 200)]
+    assert [view(log) for log in logs] == [[(o, k, v) for o, k, v in b if o >= 190] for b in before]
+    assert (tmp_path / CLEANER_OFFSET_CHECKPOINT).read_text().splitlines() == ["0", "2", "a 0 200", "b 0 200"]
 
 
 def test_the_throttle_sleeps_what_the_rate_asks():
@@ -616,25 +691,6 @@ def test_a_producers_last_batch_stays_as_an_empty_batch_when_its_records_go(tmp_
     assert append_and_clean(keyed_batch(1, 2, ("d", "1")))[0] == 4
     assert view(rebuilt) == [(3, "a", "2"), (4, "b", "2"), (5, "c", "2"), (7, "end", "y"), (8, "d", "1"),
                              (9, "end", "y")]
-
-
-def test_a_pass_runs_with_a_short_switch_interval_and_restores_it(tmp_path, clock):
-    """While a pass computes in its worker thread, CPython preempts it for a thread waiting on
-    the GIL (the broker's event loop) within half a millisecond instead of five."""
-    log = compacted_log(tmp_path / "t-0", clock)
-    write(log, [("a", "1"), ("a", "2")], per_segment=1)
-    cleaner = LogCleaner(lambda: [log], CleanerConfig(), clock)
-    seen = []
-    clean_pass = cleaner._cleaner.clean
-
-    def observed(*args):
-        seen.append(sys.getswitchinterval())
-        return clean_pass(*args)
-
-    cleaner._cleaner.clean = observed
-    before = sys.getswitchinterval()
-    assert cleaner.clean_filthiest().end_offset == 2
-    assert seen == [pytest.approx(0.0005)] and sys.getswitchinterval() == before
 
 
 def test_segments_of_two_formats_are_never_cleaned_into_one(tmp_path, clock):
