@@ -134,8 +134,8 @@ class ValidationConfig(NamedTuple):
     timestamp_type: int = CREATE_TIME
     max_timestamp_difference_ms: int = 2**63 - 1
     magic: int = RECORD_BATCH_MAGIC
-    # ``compression.type``: the codec a log of magic 2 stores records in, None for the
-    # producer's (Kafka's "producer"). A magic 0/1 log keeps the producer's codec whatever it says.
+    # ``compression.type``: the codec the log stores records in, None for the producer's
+    # (Kafka's "producer").
     codec: Codec | None = None
 
 
@@ -474,7 +474,8 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     wrapper only gets its own offset (the absolute offset of its last inner message) and
     timestamp rewritten, never recompressed (KIP-31). A magic 0 wrapper is recompressed with
     the same codec and absolute inner offsets, as Kafka 0.10.2's LogValidator does. Messages
-    keep their magic.
+    keep their magic. A ``config.codec`` (the topic's ``compression.type``) other than the
+    producer's rebuilds the set in it (``_legacy_recompressed``).
 
     Timestamps: under CreateTime a magic 1 wrapper's timestamp becomes its largest inner
     timestamp (the outer CRC is recomputed if that changes it). Under LogAppendTime each
@@ -508,7 +509,7 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     )
     if replacements:
         out = _splice(out, replacements)
-    return ValidatedSet(
+    validated = ValidatedSet(
         buffer=out,
         first_offset=next_offset,
         last_offset=offset - 1,
@@ -519,6 +520,35 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
         first_timestamp=_first_timestamp(out),
         first_untimed_offset=first_untimed,
     )
+    if config.codec is not None and any(entry.codec != config.codec for entry in iter_entries(out)):
+        return _legacy_recompressed(validated, config)
+    return validated
+
+
+def _legacy_recompressed(validated: ValidatedSet, config: ValidationConfig) -> ValidatedSet:
+    """A validated magic 0/1 set rebuilt in the topic's ``compression.type``, as Kafka 0.10.2's
+    LogValidator does when the producer's codec is not the target codec
+    (``validateMessagesAndAssignOffsetsCompressed`` without in-place assignment): the same
+    offsets, keys, values and magic, one wrapper (or, uncompressed, one message per record).
+    Timestamps are the validated set's: under LogAppendTime the append time, which the rebuilt
+    uncompressed messages carry with the LogAppendTime bit as an in-place append writes them
+    (Kafka's rebuild copies the producer's messages there, so their own timestamps would
+    show). The rebuilt entries are checked against ``max.message.bytes`` again, and the
+    timestamps the log indexes are those of the rebuilt entries."""
+    if config.codec == Codec.ZSTD:
+        # Kafka's MemoryRecordsBuilder cannot write zstd below magic 2 either (it fails the append)
+        raise RecordError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                          "compression.type zstd needs message.format.version 2.1 or later")
+    magic = validated.buffer[_MAGIC_POSITION]
+    type_bit = _TIMESTAMP_TYPE_BIT if magic == 1 and validated.log_append_time != NO_TIMESTAMP else 0
+    rebuilt = bytearray()
+    _append_legacy_set(rebuilt, [(r.offset, r.key, r.value, r.timestamp) for r in iter_records(validated.buffer)],
+                       magic, config.codec, type_bit, 0)
+    shallow = validate_given_offsets(rebuilt, validated.first_offset, config)
+    return validated._replace(buffer=shallow.buffer, max_timestamp=shallow.max_timestamp,
+                              offset_of_max_timestamp=shallow.offset_of_max_timestamp,
+                              first_timestamp=shallow.first_timestamp,
+                              first_untimed_offset=shallow.first_untimed_offset)
 
 
 def _accepted_timestamps(now_ms: int, config: ValidationConfig) -> tuple[int, int]:
@@ -565,7 +595,7 @@ def _up_converted(buf, next_offset: int, now_ms: int, config: ValidationConfig, 
     get no timestamp (-1), and under LogAppendTime every record the append time. The codec is
     the topic's ``compression.type``, or where that is ``producer`` the producer's (the first
     wrapper's; Kafka takes the last's, and no client mixes codecs in a set)."""
-    legacy = validate_and_assign(buf, next_offset, now_ms, config._replace(magic=1))
+    legacy = validate_and_assign(buf, next_offset, now_ms, config._replace(magic=1, codec=None))
     log_append_time = config.timestamp_type == LOG_APPEND_TIME
     append_time = now_ms if log_append_time else NO_TIMESTAMP
     producer_codec = Codec.NONE
