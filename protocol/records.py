@@ -594,16 +594,21 @@ def _up_converted(buf, next_offset: int, now_ms: int, config: ValidationConfig, 
     sizes, timestamps), then its records are rebuilt (``_magic_2_records``): magic 0 messages
     get no timestamp (-1), and under LogAppendTime every record the append time. The codec is
     the topic's ``compression.type``, or where that is ``producer`` the producer's (the first
-    wrapper's; Kafka takes the last's, and no client mixes codecs in a set)."""
-    legacy = validate_and_assign(buf, next_offset, now_ms, config._replace(magic=1, codec=None))
+    wrapper's; Kafka takes the last's, and no client mixes codecs in a set). An uncompressed
+    set is checked and converted in one walk; a set that fails the checks, or holds wrappers,
+    is assigned as a magic 1 log assigns it first (which raises the error, if any)."""
     log_append_time = config.timestamp_type == LOG_APPEND_TIME
     append_time = now_ms if log_append_time else NO_TIMESTAMP
     producer_codec = Codec.NONE
-    converted = _magic_2_records(legacy.buffer, append_time)
-    if converted is None:  # wrappers: their inner sets are converted
-        plain, producer_codec = _unwrapped(legacy.buffer)
-        converted = _magic_2_records(plain, append_time)
+    converted = _magic_2_records(buf, append_time, config.max_message_bytes, *_accepted_timestamps(now_ms, config))
+    if converted is None:
+        legacy = validate_and_assign(buf, next_offset, now_ms, config._replace(magic=1, codec=None))
+        converted = _magic_2_records(legacy.buffer, append_time)
+        if converted is None:  # wrappers: their inner sets are converted
+            plain, producer_codec = _unwrapped(legacy.buffer)
+            converted = _magic_2_records(plain, append_time)
     section, count, base_timestamp, max_timestamp = converted
+    last_offset = next_offset + count - 1
     batch = record_batch.batch_of_section(
         section, count, base_timestamp, max_timestamp, codec=producer_codec if config.codec is None else config.codec,
         base_offset=next_offset, timestamp_type=LOG_APPEND_TIME if log_append_time else CREATE_TIME,
@@ -615,13 +620,13 @@ def _up_converted(buf, next_offset: int, now_ms: int, config: ValidationConfig, 
     return ValidatedSet(
         buffer=batch,
         first_offset=next_offset,
-        last_offset=legacy.last_offset,
+        last_offset=last_offset,
         max_timestamp=max_timestamp if timed else NO_TIMESTAMP,
-        offset_of_max_timestamp=legacy.last_offset if timed else -1,
-        log_append_time=legacy.log_append_time,
-        record_count=legacy.record_count,
+        offset_of_max_timestamp=last_offset if timed else -1,
+        log_append_time=append_time,
+        record_count=count,
         first_timestamp=max_timestamp if timed else NO_TIMESTAMP,
-        first_untimed_offset=-1 if timed else legacy.last_offset,
+        first_untimed_offset=-1 if timed else last_offset,
     )
 
 
@@ -644,13 +649,19 @@ def _unwrapped(buf) -> tuple[bytes, Codec]:
 _INT64_SPAN = 2**64
 
 
-def _py_magic_2_records(buf, append_time: int) -> tuple[bytearray, int, int, int] | None:
+def _py_magic_2_records(buf, append_time: int, max_message_bytes: int = -1, earliest: int = 0,
+                        latest: int = 0) -> tuple[bytearray, int, int, int] | None:
     """The uncompressed records section of the batch that ``buf``, whole and checked
     uncompressed magic 0/1 messages, becomes: offset deltas 0..n-1, no headers, each message's
     timestamp (-1 for magic 0) or ``append_time`` unless that is -1. Returns (section, record
     count, base timestamp, max timestamp), None for a compressed message (a wrapper) or one
-    that does not parse. ``_records.magic_2_records`` is the same loop in C: keep them in step
-    (tests/protocol compare them)."""
+    that does not parse. With ``max_message_bytes`` (and the CreateTime range ``earliest`` ..
+    ``latest``) ``buf`` may be a set as a producer sent it: None also where a magic 1 log's
+    ``_assign_loop`` would refuse it (another magic than the first message's, an entry over
+    the limit, a CRC, a producer's LogAppendTime bit, a timestamp out of range), so an
+    up-conversion checks and converts in one walk. ``_records.magic_2_records`` is the same
+    loop in C: keep them in step (tests/protocol compare them)."""
+    checked = max_message_bytes >= 0
     view = memoryview(buf)
     end = len(view)
     section = bytearray()
@@ -661,10 +672,15 @@ def _py_magic_2_records(buf, append_time: int) -> tuple[bytearray, int, int, int
         if end - position < _MIN_ENTRY_SIZE:
             return None
         try:
-            message = _parse_message(view, position, end, check_crc=False)
+            message = _parse_message(view, position, end, check_crc=checked)
         except RecordError:
             return None
         if message.attributes & _CODEC_MASK:
+            return None
+        if checked and (message.magic != view[_MAGIC_POSITION] or message.end - position > max_message_bytes
+                        or message.magic and (message.attributes & _TIMESTAMP_TYPE_BIT
+                                              or append_time == NO_TIMESTAMP and message.timestamp != NO_TIMESTAMP
+                                              and not earliest <= message.timestamp <= latest)):
             return None
         timestamp = message.timestamp if append_time == NO_TIMESTAMP else append_time
         if not count:
