@@ -449,7 +449,7 @@ def _append_legacy_set(out: bytearray, records: list, magic: int, codec: Codec, 
 
 
 def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationConfig,
-                        leader_epoch: int = -1) -> ValidatedSet:
+                        leader_epoch: int = -1, *, inner_sets_out: list | None = None) -> ValidatedSet:
     """Check a produced message set and assign offsets from ``next_offset`` (leader path).
 
     For a log of magic 2 (``config.magic``) see ``_validate_for_record_batch_log``: batches
@@ -485,6 +485,10 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     Magic 2 record batches (a set whose first entry has magic 2 at byte 16) are first
     converted to magic 1, as Kafka converts them to an older log format, then validated as
     above: see ``protocol.record_batch`` for what is refused there and with which code.
+
+    ``inner_sets_out``, for a magic 0/1 set on a log of magic 0/1: a list this appends each
+    wrapper's decompressed inner set to, in order (an up-conversion reads them there instead
+    of decompressing every wrapper again).
     """
     length = len(buf)
     if length == 0:
@@ -492,7 +496,8 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     if config.magic == RECORD_BATCH_MAGIC:
         return _validate_for_record_batch_log(buf, next_offset, now_ms, config, leader_epoch)
     fresh = False
-    assign_wrapper = _assign_wrapper
+    assign_wrapper = _assign_wrapper if inner_sets_out is None else functools.partial(
+        _assign_wrapper, inner_sets_out=inner_sets_out)
     if length > _MAGIC_POSITION and buf[_MAGIC_POSITION] == RECORD_BATCH_MAGIC:
         buf, inner_sets = _magic_1_from_record_batches(buf, config.max_message_bytes)
         # The conversion just wrote these messages and their CRCs, and still holds each
@@ -602,10 +607,12 @@ def _up_converted(buf, next_offset: int, now_ms: int, config: ValidationConfig, 
     producer_codec = Codec.NONE
     converted = _magic_2_records(buf, append_time, config.max_message_bytes, *_accepted_timestamps(now_ms, config))
     if converted is None:
-        legacy = validate_and_assign(buf, next_offset, now_ms, config._replace(magic=1, codec=None))
+        inner_sets: list = []
+        legacy = validate_and_assign(buf, next_offset, now_ms, config._replace(magic=1, codec=None),
+                                     inner_sets_out=inner_sets)
         converted = _magic_2_records(legacy.buffer, append_time)
         if converted is None:  # wrappers: their inner sets are converted
-            plain, producer_codec = _unwrapped(legacy.buffer)
+            plain, producer_codec = _unwrapped(legacy.buffer, inner_sets)
             converted = _magic_2_records(plain, append_time)
     section, count, base_timestamp, max_timestamp = converted
     last_offset = next_offset + count - 1
@@ -630,17 +637,17 @@ def _up_converted(buf, next_offset: int, now_ms: int, config: ValidationConfig, 
     )
 
 
-def _unwrapped(buf) -> tuple[bytes, Codec]:
-    """A checked magic 0/1 set with each wrapper replaced by its inner messages, and the
-    first wrapper's codec."""
+def _unwrapped(buf, inner_sets: list) -> tuple[bytes, Codec]:
+    """A checked magic 0/1 set with each wrapper replaced by its inner messages (``inner_sets``,
+    the wrappers' decompressed inner sets in order), and the first wrapper's codec."""
     view = memoryview(buf)
     pieces = []
     codec = Codec.NONE
+    inner = iter(inner_sets)
     for entry in iter_entries(buf):
         if entry.codec:
             codec = codec or entry.codec
-            pieces.append(_decompressed_value(_parse_message(view, entry.position, entry.position + entry.size,
-                                                             check_crc=False), view))
+            pieces.append(next(inner))
         else:
             pieces.append(view[entry.position : entry.position + entry.size])
     return b"".join(pieces), codec
@@ -895,13 +902,15 @@ def _assign_wrapper(
     latest: int,
     *,
     inner_sets: dict[int, bytearray] | None = None,
+    inner_sets_out: list | None = None,
 ) -> tuple[int, int, bytes | None]:
     """Validate the wrapper at ``position`` of ``out`` (a writable buffer: the set being
     assigned; its outer CRC and lengths already checked) and assign its offsets.
 
     ``inner_sets`` holds, by wrapper position, the inner sets a magic 2 conversion has just
     compressed into the wrappers: those are taken as they are, CRCs not checked again, instead
-    of decompressed.
+    of decompressed. ``inner_sets_out`` gets the wrapper's inner set appended (see
+    ``validate_and_assign``).
 
     Returns the next free offset, the entry's max timestamp, and either None (rewritten in
     place in ``out``) or the bytes of a recompressed replacement entry.
@@ -916,6 +925,8 @@ def _assign_wrapper(
     count, max_timestamp = _scan_inner(
         inner, magic, wrapper.offset, now_ms, None if log_append_time else (earliest, latest), converted is None
     )
+    if inner_sets_out is not None:
+        inner_sets_out.append(inner)
     last_offset = next_offset + count - 1
     if magic == 0:
         entry = _recompressed_magic_0_wrapper(inner, next_offset, Codec(wrapper.attributes & _CODEC_MASK))
