@@ -222,8 +222,9 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "the magic 0/1 log of Kafka 0.10; topic-level message.format.version. A log "
               "holding magic 0/1 data with no topic override keeps that format."),
     ConfigKey("compression.type", "enum", "producer",
-              "Codec topics of magic 2 store records in: producer keeps each producer's, "
-              "uncompressed/gzip/snappy/lz4/zstd recompress what arrives in another; topic-level "
+              "Codec topics store records in: producer keeps each producer's, "
+              "uncompressed/gzip/snappy/lz4/zstd recompress what arrives in another (magic 0/1 "
+              "topics too, zstd there refused: UNSUPPORTED_COMPRESSION_TYPE); topic-level "
               "compression.type. A Fetch below v10 of a zstd topic is refused "
               "(UNSUPPORTED_COMPRESSION_TYPE).",
               choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),

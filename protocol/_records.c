@@ -1146,13 +1146,20 @@ static inline uint64_t zigzag_encode(int64_t v) { return ((uint64_t)v << 1) ^ (u
    magic 0/1 messages becomes: offset deltas 0..n-1, no headers, each message's timestamp (-1
    for magic 0) or append_time when that is not -1. Returns (section, count, base timestamp, max
    timestamp), or None for a compressed message (a wrapper: its inner set is converted instead)
-   or one whose lengths do not add up. Same bytes as records._py_magic_2_records. */
+   or one whose lengths do not add up. Same bytes as records._py_magic_2_records.
+   With max_message_bytes, earliest and latest, the set as a producer sent it is also checked as
+   assign_loop checks it for a log of magic 1 (one magic, entry sizes, CRCs, no LogAppendTime
+   bit from the producer, CreateTime timestamps within [earliest, latest]): None where it would
+   raise. An up-conversion then walks the messages once instead of assigning offsets in a copy
+   and walking that again. */
 static PyObject *magic_2_records(PyObject *self, PyObject *args)
 {
     Py_buffer view;
-    long long append_time;
-    if (!PyArg_ParseTuple(args, "y*L:magic_2_records", &view, &append_time))
+    long long append_time, max_message_bytes = -1, earliest = 0, latest = 0;
+    if (!PyArg_ParseTuple(args, "y*L|LLL:magic_2_records", &view, &append_time, &max_message_bytes, &earliest,
+                          &latest))
         return NULL;
+    const int checked = max_message_bytes >= 0;
     const unsigned char *b = view.buf;
     const Py_ssize_t end = view.len;
     /* A message takes at least 26 bytes and its record at most 32 more than its key and value,
@@ -1177,6 +1184,12 @@ static PyObject *magic_2_records(PyObject *self, PyObject *args)
         read_head(b, position, magic, &h);
         if (h.size < MIN_MESSAGE_SIZE(magic) || h.end > end || (h.attributes & CODEC_MASK) ||
             lengths_check(b, position, magic, &h))
+            goto refused;
+        if (checked && (magic != b[MAGIC_POSITION] || h.size > max_message_bytes - LOG_OVERHEAD
+                        || message_crc(b, position, (Py_ssize_t)h.end) != h.crc
+                        || (magic && (h.attributes & TIMESTAMP_TYPE_BIT))
+                        || (magic && append_time == NO_TIMESTAMP && h.timestamp != NO_TIMESTAMP
+                            && (h.timestamp < earliest || h.timestamp > latest))))
             goto refused;
         const int64_t timestamp = append_time != NO_TIMESTAMP ? append_time : h.timestamp;
         if (count == 0)

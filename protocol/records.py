@@ -134,8 +134,8 @@ class ValidationConfig(NamedTuple):
     timestamp_type: int = CREATE_TIME
     max_timestamp_difference_ms: int = 2**63 - 1
     magic: int = RECORD_BATCH_MAGIC
-    # ``compression.type``: the codec a log of magic 2 stores records in, None for the
-    # producer's (Kafka's "producer"). A magic 0/1 log keeps the producer's codec whatever it says.
+    # ``compression.type``: the codec the log stores records in, None for the producer's
+    # (Kafka's "producer").
     codec: Codec | None = None
 
 
@@ -449,7 +449,7 @@ def _append_legacy_set(out: bytearray, records: list, magic: int, codec: Codec, 
 
 
 def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationConfig,
-                        leader_epoch: int = -1) -> ValidatedSet:
+                        leader_epoch: int = -1, *, inner_sets_out: list | None = None) -> ValidatedSet:
     """Check a produced message set and assign offsets from ``next_offset`` (leader path).
 
     For a log of magic 2 (``config.magic``) see ``_validate_for_record_batch_log``: batches
@@ -474,7 +474,8 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     wrapper only gets its own offset (the absolute offset of its last inner message) and
     timestamp rewritten, never recompressed (KIP-31). A magic 0 wrapper is recompressed with
     the same codec and absolute inner offsets, as Kafka 0.10.2's LogValidator does. Messages
-    keep their magic.
+    keep their magic. A ``config.codec`` (the topic's ``compression.type``) other than the
+    producer's rebuilds the set in it (``_legacy_recompressed``).
 
     Timestamps: under CreateTime a magic 1 wrapper's timestamp becomes its largest inner
     timestamp (the outer CRC is recomputed if that changes it). Under LogAppendTime each
@@ -484,6 +485,10 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     Magic 2 record batches (a set whose first entry has magic 2 at byte 16) are first
     converted to magic 1, as Kafka converts them to an older log format, then validated as
     above: see ``protocol.record_batch`` for what is refused there and with which code.
+
+    ``inner_sets_out``, for a magic 0/1 set on a log of magic 0/1: a list this appends each
+    wrapper's decompressed inner set to, in order (an up-conversion reads them there instead
+    of decompressing every wrapper again).
     """
     length = len(buf)
     if length == 0:
@@ -491,7 +496,8 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     if config.magic == RECORD_BATCH_MAGIC:
         return _validate_for_record_batch_log(buf, next_offset, now_ms, config, leader_epoch)
     fresh = False
-    assign_wrapper = _assign_wrapper
+    assign_wrapper = _assign_wrapper if inner_sets_out is None else functools.partial(
+        _assign_wrapper, inner_sets_out=inner_sets_out)
     if length > _MAGIC_POSITION and buf[_MAGIC_POSITION] == RECORD_BATCH_MAGIC:
         buf, inner_sets = _magic_1_from_record_batches(buf, config.max_message_bytes)
         # The conversion just wrote these messages and their CRCs, and still holds each
@@ -508,7 +514,7 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     )
     if replacements:
         out = _splice(out, replacements)
-    return ValidatedSet(
+    validated = ValidatedSet(
         buffer=out,
         first_offset=next_offset,
         last_offset=offset - 1,
@@ -519,6 +525,35 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
         first_timestamp=_first_timestamp(out),
         first_untimed_offset=first_untimed,
     )
+    if config.codec is not None and any(entry.codec != config.codec for entry in iter_entries(out)):
+        return _legacy_recompressed(validated, config)
+    return validated
+
+
+def _legacy_recompressed(validated: ValidatedSet, config: ValidationConfig) -> ValidatedSet:
+    """A validated magic 0/1 set rebuilt in the topic's ``compression.type``, as Kafka 0.10.2's
+    LogValidator does when the producer's codec is not the target codec
+    (``validateMessagesAndAssignOffsetsCompressed`` without in-place assignment): the same
+    offsets, keys, values and magic, one wrapper (or, uncompressed, one message per record).
+    Timestamps are the validated set's: under LogAppendTime the append time, which the rebuilt
+    uncompressed messages carry with the LogAppendTime bit as an in-place append writes them
+    (Kafka's rebuild copies the producer's messages there, so their own timestamps would
+    show). The rebuilt entries are checked against ``max.message.bytes`` again, and the
+    timestamps the log indexes are those of the rebuilt entries."""
+    if config.codec == Codec.ZSTD:
+        # Kafka's MemoryRecordsBuilder cannot write zstd below magic 2 either (it fails the append)
+        raise RecordError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                          "compression.type zstd needs message.format.version 2.1 or later")
+    magic = validated.buffer[_MAGIC_POSITION]
+    type_bit = _TIMESTAMP_TYPE_BIT if magic == 1 and validated.log_append_time != NO_TIMESTAMP else 0
+    rebuilt = bytearray()
+    _append_legacy_set(rebuilt, [(r.offset, r.key, r.value, r.timestamp) for r in iter_records(validated.buffer)],
+                       magic, config.codec, type_bit, 0)
+    shallow = validate_given_offsets(rebuilt, validated.first_offset, config)
+    return validated._replace(buffer=shallow.buffer, max_timestamp=shallow.max_timestamp,
+                              offset_of_max_timestamp=shallow.offset_of_max_timestamp,
+                              first_timestamp=shallow.first_timestamp,
+                              first_untimed_offset=shallow.first_untimed_offset)
 
 
 def _accepted_timestamps(now_ms: int, config: ValidationConfig) -> tuple[int, int]:
@@ -564,16 +599,23 @@ def _up_converted(buf, next_offset: int, now_ms: int, config: ValidationConfig, 
     sizes, timestamps), then its records are rebuilt (``_magic_2_records``): magic 0 messages
     get no timestamp (-1), and under LogAppendTime every record the append time. The codec is
     the topic's ``compression.type``, or where that is ``producer`` the producer's (the first
-    wrapper's; Kafka takes the last's, and no client mixes codecs in a set)."""
-    legacy = validate_and_assign(buf, next_offset, now_ms, config._replace(magic=1))
+    wrapper's; Kafka takes the last's, and no client mixes codecs in a set). An uncompressed
+    set is checked and converted in one walk; a set that fails the checks, or holds wrappers,
+    is assigned as a magic 1 log assigns it first (which raises the error, if any)."""
     log_append_time = config.timestamp_type == LOG_APPEND_TIME
     append_time = now_ms if log_append_time else NO_TIMESTAMP
     producer_codec = Codec.NONE
-    converted = _magic_2_records(legacy.buffer, append_time)
-    if converted is None:  # wrappers: their inner sets are converted
-        plain, producer_codec = _unwrapped(legacy.buffer)
-        converted = _magic_2_records(plain, append_time)
+    converted = _magic_2_records(buf, append_time, config.max_message_bytes, *_accepted_timestamps(now_ms, config))
+    if converted is None:
+        inner_sets: list = []
+        legacy = validate_and_assign(buf, next_offset, now_ms, config._replace(magic=1, codec=None),
+                                     inner_sets_out=inner_sets)
+        converted = _magic_2_records(legacy.buffer, append_time)
+        if converted is None:  # wrappers: their inner sets are converted
+            plain, producer_codec = _unwrapped(legacy.buffer, inner_sets)
+            converted = _magic_2_records(plain, append_time)
     section, count, base_timestamp, max_timestamp = converted
+    last_offset = next_offset + count - 1
     batch = record_batch.batch_of_section(
         section, count, base_timestamp, max_timestamp, codec=producer_codec if config.codec is None else config.codec,
         base_offset=next_offset, timestamp_type=LOG_APPEND_TIME if log_append_time else CREATE_TIME,
@@ -585,27 +627,27 @@ def _up_converted(buf, next_offset: int, now_ms: int, config: ValidationConfig, 
     return ValidatedSet(
         buffer=batch,
         first_offset=next_offset,
-        last_offset=legacy.last_offset,
+        last_offset=last_offset,
         max_timestamp=max_timestamp if timed else NO_TIMESTAMP,
-        offset_of_max_timestamp=legacy.last_offset if timed else -1,
-        log_append_time=legacy.log_append_time,
-        record_count=legacy.record_count,
+        offset_of_max_timestamp=last_offset if timed else -1,
+        log_append_time=append_time,
+        record_count=count,
         first_timestamp=max_timestamp if timed else NO_TIMESTAMP,
-        first_untimed_offset=-1 if timed else legacy.last_offset,
+        first_untimed_offset=-1 if timed else last_offset,
     )
 
 
-def _unwrapped(buf) -> tuple[bytes, Codec]:
-    """A checked magic 0/1 set with each wrapper replaced by its inner messages, and the
-    first wrapper's codec."""
+def _unwrapped(buf, inner_sets: list) -> tuple[bytes, Codec]:
+    """A checked magic 0/1 set with each wrapper replaced by its inner messages (``inner_sets``,
+    the wrappers' decompressed inner sets in order), and the first wrapper's codec."""
     view = memoryview(buf)
     pieces = []
     codec = Codec.NONE
+    inner = iter(inner_sets)
     for entry in iter_entries(buf):
         if entry.codec:
             codec = codec or entry.codec
-            pieces.append(_decompressed_value(_parse_message(view, entry.position, entry.position + entry.size,
-                                                             check_crc=False), view))
+            pieces.append(next(inner))
         else:
             pieces.append(view[entry.position : entry.position + entry.size])
     return b"".join(pieces), codec
@@ -614,13 +656,19 @@ def _unwrapped(buf) -> tuple[bytes, Codec]:
 _INT64_SPAN = 2**64
 
 
-def _py_magic_2_records(buf, append_time: int) -> tuple[bytearray, int, int, int] | None:
+def _py_magic_2_records(buf, append_time: int, max_message_bytes: int = -1, earliest: int = 0,
+                        latest: int = 0) -> tuple[bytearray, int, int, int] | None:
     """The uncompressed records section of the batch that ``buf``, whole and checked
     uncompressed magic 0/1 messages, becomes: offset deltas 0..n-1, no headers, each message's
     timestamp (-1 for magic 0) or ``append_time`` unless that is -1. Returns (section, record
     count, base timestamp, max timestamp), None for a compressed message (a wrapper) or one
-    that does not parse. ``_records.magic_2_records`` is the same loop in C: keep them in step
-    (tests/protocol compare them)."""
+    that does not parse. With ``max_message_bytes`` (and the CreateTime range ``earliest`` ..
+    ``latest``) ``buf`` may be a set as a producer sent it: None also where a magic 1 log's
+    ``_assign_loop`` would refuse it (another magic than the first message's, an entry over
+    the limit, a CRC, a producer's LogAppendTime bit, a timestamp out of range), so an
+    up-conversion checks and converts in one walk. ``_records.magic_2_records`` is the same
+    loop in C: keep them in step (tests/protocol compare them)."""
+    checked = max_message_bytes >= 0
     view = memoryview(buf)
     end = len(view)
     section = bytearray()
@@ -631,10 +679,15 @@ def _py_magic_2_records(buf, append_time: int) -> tuple[bytearray, int, int, int
         if end - position < _MIN_ENTRY_SIZE:
             return None
         try:
-            message = _parse_message(view, position, end, check_crc=False)
+            message = _parse_message(view, position, end, check_crc=checked)
         except RecordError:
             return None
         if message.attributes & _CODEC_MASK:
+            return None
+        if checked and (message.magic != view[_MAGIC_POSITION] or message.end - position > max_message_bytes
+                        or message.magic and (message.attributes & _TIMESTAMP_TYPE_BIT
+                                              or append_time == NO_TIMESTAMP and message.timestamp != NO_TIMESTAMP
+                                              and not earliest <= message.timestamp <= latest)):
             return None
         timestamp = message.timestamp if append_time == NO_TIMESTAMP else append_time
         if not count:
@@ -849,13 +902,15 @@ def _assign_wrapper(
     latest: int,
     *,
     inner_sets: dict[int, bytearray] | None = None,
+    inner_sets_out: list | None = None,
 ) -> tuple[int, int, bytes | None]:
     """Validate the wrapper at ``position`` of ``out`` (a writable buffer: the set being
     assigned; its outer CRC and lengths already checked) and assign its offsets.
 
     ``inner_sets`` holds, by wrapper position, the inner sets a magic 2 conversion has just
     compressed into the wrappers: those are taken as they are, CRCs not checked again, instead
-    of decompressed.
+    of decompressed. ``inner_sets_out`` gets the wrapper's inner set appended (see
+    ``validate_and_assign``).
 
     Returns the next free offset, the entry's max timestamp, and either None (rewritten in
     place in ``out``) or the bytes of a recompressed replacement entry.
@@ -870,6 +925,8 @@ def _assign_wrapper(
     count, max_timestamp = _scan_inner(
         inner, magic, wrapper.offset, now_ms, None if log_append_time else (earliest, latest), converted is None
     )
+    if inner_sets_out is not None:
+        inner_sets_out.append(inner)
     last_offset = next_offset + count - 1
     if magic == 0:
         entry = _recompressed_magic_0_wrapper(inner, next_offset, Codec(wrapper.attributes & _CODEC_MASK))

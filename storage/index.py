@@ -250,6 +250,12 @@ class OffsetIndex(_MappedIndex):
         relative, position = self.entry(i)
         return self.base_offset + relative, position
 
+    def last_position_at_most(self, position: int) -> int:
+        """The position of the last entry at or before ``position`` (positions grow with
+        offsets); 0 if none."""
+        i = self._largest_at_most(1, position)
+        return self.entry(i)[1] if i >= 0 else 0
+
     def last_entry(self) -> tuple[int, int]:
         if not self.entries:
             return self.base_offset, 0

@@ -594,8 +594,10 @@ class Log:
         """Stored bytes from the entry holding ``offset`` (a compressed wrapper's start if the
         offset is inside one), at most ``max_bytes`` (but the whole first entry with
         ``min_one_message``), ending before the entry holding ``max_offset`` (the high
-        watermark). Length 0 at the log end. The slice may end inside an entry, as Kafka's
-        fetch responses may. Raises OffsetOutOfRange outside [log start, log end].
+        watermark). Length 0 at the log end. The slice ends after the last whole entry within
+        ``max_bytes``; only where none fits does it end inside one, at ``max_bytes``, as
+        Kafka's fetch responses always may (see ``LogSegment._whole_entries_within``). Raises
+        OffsetOutOfRange outside [log start, log end].
         """
         with self._open():
             return self._read(offset, max_bytes, max_offset, min_one_message)[0]

@@ -5,8 +5,10 @@ woken by appends to the partitions it reads (``Broker.append_waiters``), never b
 loop, and returns at once when any partition has an error. Each partition returns at most
 ``partition_max_bytes``; v3 also caps the whole response at ``max_bytes`` (KIP-74: partitions
 in request order, the first message of the first non-empty partition is returned whole even
-if it is larger, so a consumer can always progress). Before v3 a limit may cut a message
-short, as in Kafka 0.10.
+if it is larger, so a consumer can always progress). A partition's records end after the last
+whole entry within its limit (Kafka's end at the limit, inside an entry the consumer drops);
+only where no whole entry fits (before v3, or past the first partition) do they end inside one,
+as in Kafka 0.10.
 
 Responses carry the stored bytes as file slices that the connection sends with sendfile,
 unparsed, but for consumers that cannot read them: v0/v1 understand magic 0 only, v2/v3 magic

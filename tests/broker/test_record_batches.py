@@ -139,3 +139,15 @@ async def test_fetch_below_v10_of_a_zstd_topic_is_unsupported_compression_type(c
         assert (refused.error_code, refused.high_watermark) == (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1), version
     served = await client.fetch("zstd-topic", 0, 0, version=10)
     assert [r.value for r in iter_records(bytes(served.records))] == [b"z"]
+
+
+async def test_a_fetch_answer_ends_at_a_whole_batch(client):
+    produced = [batch(*[b"value %d" % i for i in range(count)]) for count in (20, 3, 20)]
+    for records in produced:
+        assert (await client.produce("whole", 0, records, version=3)).error_code == 0
+    two = len(produced[0]) + len(produced[1])
+    for limits in ({"partition_max_bytes": two + 10}, {"max_bytes": two + 10}):
+        answer = await client.fetch("whole", 0, 0, version=4, **limits)
+        served = bytes(answer.records)
+        assert len(served) == two, limits  # not the 10 bytes of the third batch a consumer drops
+        assert [r.value for r in iter_records(served)] == [b"value %d" % i for i in (*range(20), *range(3))]

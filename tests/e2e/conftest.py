@@ -66,7 +66,8 @@ def sample_records() -> list[tuple[bytes | None, bytes | None]]:
 @pytest.fixture
 def stored_codecs(broker):
     """``stored_codecs(topic)`` -> the codec names of the message-set entries in the topic's
-    partition 0 segment files, i.e. what the broker wrote to disk (it never recompresses)."""
+    partition 0 segment files, i.e. what the broker wrote to disk (it recompresses only into a
+    topic's compression.type)."""
     from minikafka.protocol.records import iter_entries
 
     def codecs(topic: str) -> set[str]:

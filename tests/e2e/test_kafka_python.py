@@ -65,6 +65,31 @@ def test_consume_from_the_middle_of_a_compressed_batch(broker, topic, sample_rec
     assert [(r.key, r.value) for r in records] == sample_records[7:]
 
 
+@pytest.mark.parametrize(("producer_codec", "topic_codec"), [("gzip", "lz4"), (None, "gzip"), ("gzip", "uncompressed")],
+                         ids=lambda c: c or "none")
+def test_a_magic_1_topic_stores_its_compression_type(broker, topic, stored_codecs, sample_records,
+                                                     producer_codec, topic_codec):
+    # Kafka 0.10.2's LogValidator recompresses a magic 0/1 set into the topic's codec (its
+    # targetCodec) too, not only a v2 log: pinned to 0.10.1 the producer sends magic 1.
+    broker.create_topic(topic, message_format_version="0.10.2", compression_type=topic_codec)
+    timestamp = now_ms() - 1000
+    sent = [(key, value, timestamp + index) for index, (key, value) in enumerate(sample_records)]
+    metadata = produce(broker.bootstrap, topic, sent, compression_type=producer_codec, api_version=(0, 10, 1),
+                       linger_ms=50)
+    assert [m.offset for m in metadata] == list(range(len(sent)))
+    assert stored_codecs(topic) == {"none" if topic_codec == "uncompressed" else topic_codec}
+    assert stored_magics(broker, topic) == {1}
+    records = consume(broker.bootstrap, topic, len(sent))
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in records] == [
+        (index, key, value, stamp) for index, (key, value, stamp) in enumerate(sent)]
+
+
+def stored_magics(broker, topic) -> set[int]:
+    from minikafka.protocol.records import iter_entries
+    return {entry.magic for segment in (broker.log_dir / f"{topic}-0").glob("*.log")
+            for entry in iter_entries(segment.read_bytes())}
+
+
 def test_log_append_time_topic_shows_the_broker_time(broker, topic):
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:

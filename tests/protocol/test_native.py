@@ -650,3 +650,21 @@ def test_up_conversion_loops_agree(batch_list, magic, edit_list, append_time):
         expected = [(k, v, -1 if magic == 0 else t) if append_time < 0 else (k, v, append_time)
                     for r, _ in batch_list for k, v, t in r]
         assert [(r.key, r.value, r.timestamp) for r in records.iter_records(bytes(batch))] == expected
+
+
+@given(record_list=st.lists(record_lists, min_size=1, max_size=4), magic=st.sampled_from([0, 1]), config=configs,
+       edit_list=edits)
+@settings(max_examples=300, deadline=None)
+def test_one_checked_up_conversion_walk_agrees_with_assigning_first(record_list, magic, config, edit_list):
+    # _up_converted checks and converts an uncompressed set in one walk: it must accept exactly
+    # what a magic 1 log's assignment accepts, and convert it as it converts the assigned set.
+    data = _edited(b"".join(build_message_set(r, magic=magic) for r in record_list), edit_list)
+    append_time = NOW if config.timestamp_type == LOG_APPEND_TIME else -1
+    checks = (config.max_message_bytes, *records._accepted_timestamps(NOW, config))
+    one_walk = records._native.magic_2_records(data, append_time, *checks)
+    assert one_walk == records._py_magic_2_records(data, append_time, *checks)
+    assigned = outcome(validate_and_assign, data, 0, NOW, config._replace(magic=1, codec=None))
+    if isinstance(assigned[0], ErrorCode):
+        assert one_walk is None
+    else:
+        assert one_walk == records._py_magic_2_records(assigned[0], append_time)

@@ -301,3 +301,12 @@ def test_mutated_batches_raise_only_record_error(codec, mutations, fix_crc):
     if fix_crc and len(data) > 21:
         struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
     _convert_or_refuse(bytes(data))
+
+
+@pytest.mark.parametrize("codec,target", [(Codec.GZIP, Codec.LZ4), (Codec.NONE, Codec.SNAPPY), (Codec.LZ4, Codec.NONE)])
+def test_a_converted_batch_is_stored_in_the_topic_codec(codec, target):
+    # Kafka 0.11+ converting a batch for a magic 1 log builds it in the target codec too
+    validated = validate_and_assign(build_batch(codec=codec), 40, NOW, CONFIG._replace(codec=target))
+    assert {(e.magic, e.codec) for e in iter_entries(validated.buffer)} == {(1, target)}
+    assert [(r.offset, r.key, r.value) for r in iter_records(validated.buffer)] == [
+        (40 + i, k, v) for i, (k, v, _) in enumerate(RECORDS)]

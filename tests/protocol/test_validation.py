@@ -1,6 +1,7 @@
 """Append-side validation and offset assignment (leader and follower paths), checked with
 message sets built, and results read, by kafka-python's own legacy record code."""
 
+import random
 import struct
 import zlib
 
@@ -164,6 +165,51 @@ def test_several_entries_of_every_kind_get_consecutive_offsets_and_true_position
     assert [(e.position, e.offset) for e in shallow] == [(p, o) for p, o, *_ in index_points(result.buffer)]
     assert [o for _, o, *_ in index_points(result.buffer)] == [3, 4, 5, 6, 8, 19]
     assert result.record_count == 20
+
+
+# --- compression.type on a magic 0/1 log ------------------------------------------------------
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("source,target", [(Codec.GZIP, Codec.LZ4), (Codec.NONE, Codec.SNAPPY), (Codec.LZ4, Codec.NONE)])
+def test_the_topic_codec_rebuilds_a_set_of_another(magic, source, target, kafka_python_records):
+    data = kafka_python_records.build(magic, source, RECORDS[:4]) + kafka_python_records.build(magic, Codec.NONE, RECORDS[4:])
+    result = validate_and_assign(data, 300, NOW, ValidationConfig(magic=1, codec=target))
+    shallow = list(iter_entries(result.buffer))
+    assert {(e.magic, e.codec) for e in shallow} == {(magic, target)}
+    assert len(shallow) == (20 if target == Codec.NONE else 1)
+    theirs = kafka_python_records.read(result.buffer)  # magic 0 inner offsets absolute, magic 1 relative
+    assert [(o, k, v) for o, _, _, k, v in theirs] == [(300 + i, k, v) for i, (k, v, _) in enumerate(RECORDS)]
+    assert result.record_count == 20
+    timed = magic == 1
+    assert result.max_timestamp == (MAX_TIMESTAMP if timed else -1)
+    maximum = 300 + next(i for i, (_, _, ts) in enumerate(RECORDS) if ts == MAX_TIMESTAMP)
+    assert result.offset_of_max_timestamp == (-1 if not timed else maximum if target == Codec.NONE else 319)
+    assert result.first_timestamp == (-1 if not timed else RECORDS[0][2] if target == Codec.NONE else MAX_TIMESTAMP)
+
+
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.GZIP])
+def test_the_topic_codec_keeps_log_append_time(codec, kafka_python_records):
+    data = kafka_python_records.build(1, codec, RECORDS)
+    result = validate_and_assign(data, 0, NOW, APPEND_TIME._replace(codec=Codec.LZ4))
+    assert [(e.codec, e.timestamp, e.attributes & 0x08) for e in iter_entries(result.buffer)] == [(Codec.LZ4, NOW, 0x08)]
+    assert [(o, ts, tt) for o, ts, tt, _, _ in kafka_python_records.read(result.buffer)] == [(i, NOW, 1) for i in range(20)]
+    assert (result.log_append_time, result.max_timestamp, result.offset_of_max_timestamp) == (NOW, NOW, 19)
+
+
+def test_the_topic_codec_rebuild_is_checked_against_the_limit():
+    noise = random.Random(25)
+    values = [(None, noise.randbytes(500), NOW) for _ in range(4)]  # incompressible: one wrapper holds all four
+    data = build_message_set(values, magic=1)
+    largest = max(e.size for e in iter_entries(data))
+    config = ValidationConfig(magic=1, codec=Codec.GZIP, max_message_bytes=largest)
+    refused(ErrorCode.MESSAGE_TOO_LARGE, validate_and_assign, data, 0, NOW, config)
+    assert validate_and_assign(data, 0, NOW, config._replace(codec=None)).record_count == 4
+
+
+def test_zstd_is_refused_on_a_magic_1_log():
+    data = build_message_set(RECORDS, magic=1, codec=Codec.GZIP)
+    refused(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, validate_and_assign, data, 0, NOW, CREATE._replace(codec=Codec.ZSTD))
 
 
 # --- LogAppendTime ------------------------------------------------------------------------------

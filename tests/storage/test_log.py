@@ -8,6 +8,7 @@ import pytest
 
 from minikafka.protocol.compression import compress
 from minikafka.protocol.errors import ErrorCode, RecordError
+from minikafka.protocol.record_batch import build_record_batch
 from minikafka.protocol.records import Codec, build_message_set, iter_entries, iter_records
 from minikafka.storage import Log, LogConfig, OffsetOutOfRange, UnknownTopic
 
@@ -94,13 +95,32 @@ def test_read_max_bytes_and_min_one_message(tmp_path, clock):
     entry_size = next(iter_entries(log.read(0, 10_000).read_bytes())).size
     whole = log.read(0, 10_000)
     assert whole.length == 4 * entry_size
-    partial = log.read(0, entry_size + 10)
-    assert partial.length == entry_size + 10  # may end inside a message, as Kafka's fetch does
-    assert len(list(iter_records(partial.read_bytes()))) == 1
+    # Whole entries only where one fits (Kafka's fetch ends inside one: bytes its consumer drops)
+    assert log.read(0, 3 * entry_size - 1).length == 2 * entry_size
+    assert log.read(0, entry_size + 10, min_one_message=False).length == entry_size
     at_least_one = log.read(1, 5)
     assert at_least_one.length == entry_size
     assert [r.offset for r in iter_records(at_least_one.read_bytes())] == [1]
+    # where none fits, the cut is kept: a consumer before KIP-74 learns from it that the
+    # message is larger than its fetch size
     assert log.read(1, 5, min_one_message=False).length == 5
+
+
+def batch_set(count: int) -> bytes:
+    return bytes(build_record_batch([(None, b"value %d" % i, START_MS, ()) for i in range(count)]))
+
+
+def test_read_ends_at_a_whole_batch(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, index_interval_bytes=100)
+    sizes = []
+    for count in (30, 5, 30, 2):
+        log.append_as_leader(batch_set(count))
+        sizes.append(log.segments()[-1].size - sum(sizes))
+    ends = [sum(sizes[: i + 1]) for i in range(len(sizes))]
+    for limit in range(sizes[0], ends[-1] + 1, 7):
+        read = log.read(0, limit)
+        assert read.length == max(end for end in ends if end <= limit), limit
+    assert log.read(3, sizes[0] - 1).length == sizes[0]  # the first batch whole, as KIP-74 asks
 
 
 def test_read_stops_at_max_offset(tmp_path, clock):
