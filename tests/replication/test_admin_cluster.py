@@ -13,7 +13,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, OffsetSpec
 from confluent_kafka import TopicPartition
 from kafka import KafkaProducer
 from kafka.admin import ConfigResource as KpConfigResource
@@ -150,6 +150,28 @@ def test_deleted_records_move_the_leaders_log_start(cluster):
         {"partition_index": 0, "timestamp": -2, "max_num_offsets": 1}]}]}
     (answer,) = kafka_request(leader.bootstrap, ApiKey.LIST_OFFSETS, 1, body).topics[0].partitions
     assert (answer.error_code, answer.offset) == (ErrorCode.NONE, 3)
+
+
+def test_the_leader_lists_the_max_timestamp_and_a_follower_refuses(cluster):
+    """ListOffsets v7 (KIP-734) from confluent-kafka's admin client reaches the leader; asked
+    directly, a follower answers NOT_LEADER_OR_FOLLOWER, as for any ListOffsets."""
+    cluster.create_topic("timed", 1, 3)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5000)
+    futures = [producer.send("timed", b"record %d" % i, partition=0, timestamp_ms=timestamp)
+               for i, timestamp in enumerate((1_700_000_005_000, 1_700_000_009_000, 1_700_000_001_000))]
+    producer.flush(timeout=30)
+    assert [f.get(timeout=0).offset for f in futures] == [0, 1, 2]
+    producer.close()
+    partition = TopicPartition("timed", 0)
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    found = confluent.list_offsets({partition: OffsetSpec.max_timestamp()})[partition].result(timeout=30)
+    assert (found.offset, found.timestamp) == (1, 1_700_000_009_000)
+    leader = cluster.leader("timed", 0)
+    body = {"replica_id": -1, "topics": [{"name": "timed", "partitions": [{"partition_index": 0, "timestamp": -3}]}]}
+    for broker_id in cluster.ids:
+        (answer,) = kafka_request(cluster.broker(broker_id).bootstrap, ApiKey.LIST_OFFSETS, 7, body).topics[0].partitions
+        expected = (ErrorCode.NONE, 1) if broker_id == leader else (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
+        assert (answer.error_code, answer.offset) == expected
 
 
 def test_a_deleted_group_is_gone_from_its_coordinator(cluster):
