@@ -298,6 +298,9 @@ def test_dynamic_broker_configs_live_in_zookeeper(cluster):
     assert _alter_broker(cluster.broker(second_id), str(second_id), {"log.retention.ms": "3600000"}) == ErrorCode.NONE
     assert _alter_broker(first, str(second_id), {"log.retention.ms": "1"}) == ErrorCode.INVALID_REQUEST
     assert _alter_broker(first, "", {"num.partitions": "5"}) == ErrorCode.INVALID_REQUEST
+    # Dynamic on a single broker only: the other brokers would not learn the new address.
+    assert _alter_broker(first, str(first_id), {"advertised.listeners": "PLAINTEXT://localhost:1"}) \
+        == ErrorCode.INVALID_REQUEST
     assert json.loads(cluster._zk().get("/config/brokers/<default>")[0]) == {
         "version": 1, "config": {"log.retention.ms": "7200000"}}
     wanted = {b: ("3600000", 2) if b == second_id else ("7200000", 3) for b in cluster.ids}
