@@ -61,9 +61,14 @@ def _suite(name: str, checkout: Path, bootstrap: str, kafka_version: str
 # kafka.properties: its group tests use 3 s sessions; its KafkaFixture creates topics with 4
 # partitions, which test_transactional_producer_offsets needs: it commits an offset of partition 1,
 # and an offset of a partition that does not exist is refused as retriable, on Kafka too;
-# aiokafka's docker NUM_PARTITIONS=2).
+# aiokafka's docker NUM_PARTITIONS=2). The ACL tests need an authorizer, which each suite's Kafka
+# has: kafka-python's KafkaFixture (_acl_config) lets everyone at a resource without ACLs,
+# confluent-kafka-python's docker-compose makes the clients' principal, ANONYMOUS, a super user.
+_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 _BROKER_SETTINGS = {"kafka-python": {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
-                                     "num.partitions": "4"},
+                                     "num.partitions": "4", "authorizer.class.name": _AUTHORIZER,
+                                     "allow.everyone.if.no.acl.found": "true"},
+                    "confluent-kafka-python": {"authorizer.class.name": _AUTHORIZER, "super.users": "User:ANONYMOUS"},
                     "aiokafka": {"num.partitions": "2"}}
 
 
@@ -74,7 +79,7 @@ def run_suite(name: str, checkout: Path, bootstrap: str, kafka_version: str, tim
     if missing:
         return {"suite": name, "note": f"not run: needs {', '.join(missing)}"}
     # A test that hangs (pytest-timeout) fails alone instead of stopping the whole suite.
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+    command = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "-o", "addopts=",
                "-o", f"timeout={test_timeout:.0f}", *arguments]
     started = time.monotonic()
     try:
@@ -88,7 +93,8 @@ def run_suite(name: str, checkout: Path, bootstrap: str, kafka_version: str, tim
     counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in _COUNTS.findall(summary)}
     return {"suite": name, "command": " ".join(f"{k}={v}" for k, v in environment.items()) + " pytest "
             + " ".join(arguments), "seconds": round(time.monotonic() - started), "note": note,
-            "failures": [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR test"))], **counts}
+            "failures": [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR test"))],
+            "skips": [line for line in output.splitlines() if line.startswith("SKIPPED ")], **counts}
 
 
 def main() -> None:
@@ -97,9 +103,10 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per suite")
     parser.add_argument("--test-timeout", type=float, default=120.0,
                         help="seconds per test (kafka-python's waits up to its 60 s API timeout)")
-    parser.add_argument("--kafka-version", default="2.8.0",
+    parser.add_argument("--kafka-version", default="3.0.0",
                         help="what kafka-python's version-gated tests take the broker for")
     parser.add_argument("--failures", action="store_true", help="list each failing test")
+    parser.add_argument("--skips", action="store_true", help="list the skip reasons (pytest's -rs lines)")
     args = parser.parse_args()
     checkouts = dict(entry.split("=", 1) for entry in args.checkout)
     results = []
@@ -118,6 +125,8 @@ def main() -> None:
             print(f"\n{r['suite']}: {r['command']}")
         if args.failures:
             print("\n".join(r.get("failures", [])))
+        if args.skips:
+            print("\n".join(r.get("skips", [])))
 
 
 if __name__ == "__main__":

@@ -601,14 +601,7 @@ class BrokerConfig:
         protocol_map = parse_protocol_map(values["listener.security.protocol.map"])
         self.listeners = parse_listeners("listeners", values["listeners"], protocol_map)
         self.listener = self.listeners[0]
-        advertised = values["advertised.listeners"]
-        self.advertised_listeners: dict[str, Listener] = {}
-        for entry in parse_listeners("advertised.listeners", advertised, protocol_map) if advertised else ():
-            if entry.host is None:
-                raise ConfigError("advertised.listeners: a host is required")
-            if not any(listener.name == entry.name for listener in self.listeners):
-                raise ConfigError(f"advertised.listeners: {entry.name} is not one of the listeners")
-            self.advertised_listeners[entry.name] = entry
+        self.advertised_listeners = self._advertised_listeners()
         self._check_security()
         if values["minikafka.export.master"] and not values["minikafka.export.dir"]:
             # Without an export dir there is no exporter to run on that master.
@@ -685,7 +678,21 @@ class BrokerConfig:
         layered.dynamic_layers = {"broker": dict(broker), "default": dict(default)}
         layered._static = self._static or self
         layered.log_config()
+        layered.advertised_listeners = layered._advertised_listeners()
         return layered
+
+    def _advertised_listeners(self) -> dict[str, Listener]:
+        """advertised.listeners by listener name; ConfigError for a name not in ``listeners``."""
+        advertised = self._values["advertised.listeners"]
+        protocol_map = parse_protocol_map(self._values["listener.security.protocol.map"])
+        found: dict[str, Listener] = {}
+        for entry in parse_listeners("advertised.listeners", advertised, protocol_map) if advertised else ():
+            if entry.host is None:
+                raise ConfigError("advertised.listeners: a host is required")
+            if not any(listener.name == entry.name for listener in self.listeners):
+                raise ConfigError(f"advertised.listeners: {entry.name} is not one of the listeners")
+            found[entry.name] = entry
+        return found
 
     @property
     def node_id(self) -> int:

@@ -188,6 +188,8 @@ class Broker:
         self.advertised_port: int | None = None
         # Listener name -> advertised (host, port), once serving.
         self.endpoints: dict[str, tuple[str, int]] = {}
+        # Listener name -> the port it is bound to (what a dynamic advertised.listeners without one means).
+        self._bound_ports: dict[str, int] = {}
         self.tls_contexts = {}
         if any(listener.uses_tls for listener in config.listeners):
             from minikafka.broker.security import tls
@@ -357,15 +359,20 @@ class Broker:
                     reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
                     raise BrokerStartupError(f"cannot listen on {where}: {reason}") from None
                 bound.append((listener, sockets))
-                bound_port = sockets[0].getsockname()[1]
-                self.endpoints[listener.name] = self.config.advertised_address(bound_port, listener)
+                self._bound_ports[listener.name] = sockets[0].getsockname()[1]
         except BaseException:
             _close(bound)
             raise
         sockname = bound[0][1][0].getsockname()
         self.host, self.port = sockname[0], sockname[1]
-        self.advertised_host, self.advertised_port = self.endpoints[self.config.listener.name]
+        self._advertise(self.config)
         return bound
+
+    def _advertise(self, config: BrokerConfig) -> None:
+        """Note each bound listener's advertised address under ``config``, what Metadata answers."""
+        for listener in config.listeners:
+            self.endpoints[listener.name] = config.advertised_address(self._bound_ports[listener.name], listener)
+        self.advertised_host, self.advertised_port = self.endpoints[config.listener.name]
 
     async def scram_credential(self, user: str, mechanism: str):
         """``user``'s SCRAM credential: from ``/config/users/<user>`` in ZooKeeper in a
@@ -462,6 +469,8 @@ class Broker:
         cleaner_changed = _cleaner_settings(config) != _cleaner_settings(self.config)
         self._dynamic, self.config = dynamic, config
         self.default_log_config = config.log_config()
+        if self._bound_ports:
+            self._advertise(config)
         if cleaner_changed and self._cleaner_scope is not None:
             self._cleaner_scope.cancel()
         await trio.to_thread.run_sync(self.log_manager.set_default_config, self.default_log_config)

@@ -8,7 +8,7 @@ from minikafka.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile
 from minikafka.storage.clock import Clock, FakeClock, SystemClock
 from minikafka.storage.config import LogConfig
 from minikafka.storage.leader_epoch import LeaderEpochCache
-from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
+from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from minikafka.storage.log_manager import LogManager
 from minikafka.storage.names import InvalidTopicName, validate_topic_name
 from minikafka.storage.offline import list_segments
@@ -27,6 +27,7 @@ from minikafka.storage.types import (
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
     "AppendResult",
     "Clock",
     "CorruptCheckpoint",

@@ -64,6 +64,7 @@ from minikafka.storage.types import (
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3  # KIP-734
 
 logger = logging.getLogger(__name__)
 
@@ -661,19 +662,36 @@ class Log:
         (KIP-33: no later message is older than the target); None if none is.
 
         ListOffsets' special values: -1 (latest) gives ``(log end, -1)``, -2 (earliest)
-        ``(log start, -1)``.
+        ``(log start, -1)``, -3 (KIP-734) the first record with the largest timestamp.
         """
         with self._open():
             if timestamp == LATEST_TIMESTAMP:
                 return self.log_end_offset, -1
             if timestamp == EARLIEST_TIMESTAMP:
                 return self.log_start_offset, -1
+            if timestamp == MAX_TIMESTAMP:
+                return self._record_with_max_timestamp()
             for segment in self._segments:
                 if segment.max_timestamp >= timestamp and segment.next_offset > self.log_start_offset:
                     found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
                     if found is not None:
                         return found
             return None
+
+    def _record_with_max_timestamp(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at or above the log start offset with
+        the largest timestamp (None if none has one). Segments are visited by their largest
+        timestamp, an upper bound of their records' (it may be an untimed message's append
+        time), until none left can hold a larger one."""
+        best = None
+        live = [s for s in self._segments if s.next_offset > self.log_start_offset and s.max_timestamp >= 0]
+        for segment in sorted(live, key=lambda s: -s.max_timestamp):
+            if best is not None and segment.max_timestamp < best[1]:
+                break
+            found = segment.record_with_max_timestamp(self.log_start_offset)
+            if found is not None and (best is None or (found[1], -found[0]) > (best[1], -best[0])):
+                best = found
+        return best
 
     def closed_segments(self) -> list[SegmentInfo]:
         with self._open():

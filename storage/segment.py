@@ -485,6 +485,29 @@ class LogSegment:
                     return record.offset, record.timestamp
         return None
 
+    def record_with_max_timestamp(self, min_offset: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at or after ``min_offset`` with the
+        largest timestamp. Usually the time index finds it (the segment's largest timestamp is
+        a record's); when that is an untimed magic 0 message's append time, or the record
+        carrying it lies below ``min_offset``, the segment is scanned."""
+        found = self.find_offset_by_timestamp(self.max_timestamp, min_offset)
+        if found is not None:
+            return found
+        best = None
+        fd = self.file.fileno()
+        for head in iter_headers(fd, self.offset_index.lookup(min_offset)[1], self.size):
+            # An entry's timestamp bounds its records' (a batch's maxTimestamp, a wrapper's).
+            if head.timestamp < 0 or (best is not None and head.timestamp <= best[1]):
+                continue
+            if not head.codec and head.magic < entries.BATCH_MAGIC:
+                candidates = [(head.offset, head.timestamp)]
+            else:
+                candidates = [(r.offset, r.timestamp) for r in iter_records(os.pread(fd, head.size, head.position))]
+            for offset, timestamp in candidates:
+                if offset >= min_offset and timestamp >= 0 and (best is None or timestamp > best[1]):
+                    best = offset, timestamp
+        return best
+
     # -- truncation and removal --------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> int:

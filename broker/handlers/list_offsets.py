@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), v0-v5: offsets for times, the earliest and the latest offset.
+"""ListOffsets (key 2), v0-v7: offsets for times, the earliest and the latest offset.
 
 Timestamp -1 means the latest offset and -2 the earliest (the log start offset). As in Kafka
 0.10.2, a consumer (replica id -1) is bounded by the high watermark: its latest offset is the
@@ -28,6 +28,13 @@ a time the epoch the cache says covers the offset. Kafka reads the latter from t
 header, so it answers -1 on magic 0/1 logs; this broker's epoch cache is exact for every format
 (the truncation relies on it), so its answer is the same as a v2 batch's would be.
 
+v6 is v5, flexible. v7 (KIP-734, Kafka 3.0) asks for timestamp -3, MAX_TIMESTAMP: the first
+record with the largest timestamp and its epoch, as Kafka 3.8 answers it (3.0 answered the last
+offset of the batch holding it, and the current epoch); a consumer gets it only below what it
+may read, Kafka 3.0's strict bound (it is a record, not a position to start at), -1/-1 otherwise.
+As any time lookup, older versions asking for -3 get the same answer (so does Kafka 3.x;
+librdkafka asks at v5 when v7 is not offered).
+
 As Kafka since KIP-207, a consumer's latest offset, or a time lookup that finds nothing below
 the high watermark, is refused while a new leader's high watermark is still below the start of
 its epoch (the offsets in between were committed under the old leader, and it cannot say
@@ -42,6 +49,7 @@ from minikafka.broker.handlers import CloseConnection
 from minikafka.broker.partitions import NO_EPOCH, TopicError
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.storage import MAX_TIMESTAMP
 
 API_KEY = ApiKey.LIST_OFFSETS
 LATEST = -1
@@ -114,8 +122,10 @@ def _partition_answer(broker, topic: str, request, version: int, replica_id: int
         epoch = entries[0][0] if entries and entries[0][1] <= offset else NO_EPOCH
     else:
         found = log.offset_for_timestamp(request.timestamp)
-        # Kafka 0.10.2 lets a consumer find the offset at the high watermark too (``<=``).
-        if found is None or (from_consumer and found[0] > fetchable):
+        # Kafka 0.10.2 lets a consumer find the offset at the high watermark too (``<=``);
+        # MAX_TIMESTAMP (Kafka 3.0) names a record, one the consumer can read (``<``).
+        last_found = fetchable - 1 if request.timestamp == MAX_TIMESTAMP else fetchable
+        if found is None or (from_consumer and found[0] > last_found):
             if lagging:
                 return {"partition_index": request.partition_index, "error_code": not_available}
             found = (-1, -1)

@@ -155,3 +155,46 @@ def test_cleaner_threads_change_within_kafkas_bounds(tmp_path):
         assert [alter(v) for v in ("0", "5", "4")] == [42, 42, 0]
         assert _described(broker, 4, "0", ["log.cleaner.threads"])["log.cleaner.threads"][:3] == (
             "4", DYNAMIC_BROKER, False)
+
+
+def _advertised_hosts(bootstrap: str) -> set[str]:
+    """The broker addresses a new kafka-python client learns from Metadata."""
+    client = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return {f"{b['host']}:{b['port']}" for b in client.describe_cluster()["brokers"]}
+    finally:
+        client.close()
+
+
+def test_advertised_listeners_change_live_for_this_broker_only(tmp_path):
+    """Kafka 2.x's DynamicListenerConfig: a broker's advertised.listeners is a per-broker dynamic
+    setting. Clients learn the new address from Metadata at once (and use it), DescribeConfigs
+    shows it as DYNAMIC_BROKER_CONFIG, it survives a restart; a listener name that is not in
+    ``listeners``, or the cluster default, is refused and changes nothing."""
+    with MinikafkaBroker(tmp_path / "b", {}) as broker:
+        assert _described(broker, 4, "0", ["advertised.listeners"])["advertised.listeners"][2] is False  # read_only
+        renamed = f"localhost:{broker.port}"  # the same socket, by another name
+        confluent = AdminClient({"bootstrap.servers": broker.bootstrap})
+        resource = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[ConfigEntry(
+            "advertised.listeners", f"SSL://localhost:{broker.port}", incremental_operation=AlterConfigOpType.SET)])
+        with pytest.raises(KafkaException, match="SSL is not one of the listeners"):
+            confluent.incremental_alter_configs([resource])[resource].result(timeout=15)
+        # The cluster default (confluent-kafka refuses an empty broker name itself).
+        answer = kafka_request(broker.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": 4, "resource_name": "", "configs": [
+                {"name": "advertised.listeners", "config_operation": 0, "value": f"PLAINTEXT://{renamed}"}]}],
+            "validate_only": False})
+        assert [r.error_code for r in answer.responses] == [42]  # INVALID_REQUEST
+        assert _advertised_hosts(broker.bootstrap) == {broker.bootstrap}
+
+        resource = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+            ConfigEntry("advertised.listeners", f"PLAINTEXT://{renamed}", incremental_operation=AlterConfigOpType.SET)])
+        confluent.incremental_alter_configs([resource])[resource].result(timeout=15)
+        assert _advertised_hosts(broker.bootstrap) == {renamed}
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        assert producer.send("renamed", b"through the new address").get(timeout=15).offset == 0
+        producer.close()
+        value, source, _, _ = _described(broker, 4, "0", ["advertised.listeners"])["advertised.listeners"]
+        assert (value, source) == (f"PLAINTEXT://{renamed}", DYNAMIC_BROKER)
+        broker.restart()
+        assert _advertised_hosts(broker.bootstrap) == {renamed}

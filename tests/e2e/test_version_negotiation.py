@@ -28,15 +28,16 @@ def test_kafka_python_sees_idempotence_served_and_keeps_it_on(broker, topic):
         producer.close(timeout=5)
 
 
-def test_kafka_python_infers_kafka_2_8_and_produces_with_flexible_produce(broker, topic):
+def test_kafka_python_infers_kafka_3_0_and_produces_with_flexible_produce(broker, topic):
     """kafka-python 3 takes the broker's Kafka version from the highest API version in its table
-    the broker serves; Produce v9 (flexible, KIP-482) marks 2.8. Its producer then sends v9
-    requests (compact strings and records, tagged fields) and reads v9 answers."""
+    the broker serves; ListOffsets v7 (KIP-734) marks 3.0, Produce v9 (flexible, KIP-482) 2.8.
+    Its producer then sends v9 requests (compact strings and records, tagged fields) and reads
+    v9 answers."""
     from kafka import KafkaConsumer, KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=None)
     try:
-        assert producer.config["api_version"] == (2, 8)
+        assert producer.config["api_version"] == (3, 0)
         assert producer.send(topic, key=b"k", value=b"flexible").get(timeout=30).offset == 0
     finally:
         producer.close(timeout=5)

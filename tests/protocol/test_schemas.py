@@ -372,7 +372,7 @@ def test_every_served_api_is_registered_with_the_issue_versions():
     assert {ApiKey(k).name: (lo, hi) for k, lo, hi in
             [(api.key, api.min_version, api.max_version) for api in APIS.values()]} == {
         "API_VERSIONS": (0, 3), "METADATA": (0, 12), "PRODUCE": (0, 9), "FETCH": (0, 11),
-        "LIST_OFFSETS": (0, 5), "CREATE_TOPICS": (0, 7), "DELETE_TOPICS": (0, 6),
+        "LIST_OFFSETS": (0, 7), "CREATE_TOPICS": (0, 7), "DELETE_TOPICS": (0, 6),
         "FIND_COORDINATOR": (0, 4), "JOIN_GROUP": (0, 7), "SYNC_GROUP": (0, 5),
         "HEARTBEAT": (0, 4), "LEAVE_GROUP": (0, 4), "OFFSET_COMMIT": (0, 8),
         "OFFSET_FETCH": (0, 8), "LIST_GROUPS": (0, 4), "DESCRIBE_GROUPS": (0, 5),

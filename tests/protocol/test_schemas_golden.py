@@ -91,6 +91,10 @@ ADMIN_FRAMES = [
                  c.permission_type) for c in b.creations],
      [(2, "golden", 3, "User:alice", "*", 3, 3)]),
     ("deletegroups_v2_request.bin", ApiKey.DELETE_GROUPS, 2, lambda b: list(b.groups_names), ["golden-group"]),
+    ("listoffsets_v7_request.bin", ApiKey.LIST_OFFSETS, 7,
+     lambda b: (b.replica_id, b.isolation_level, [(t.name, [(p.partition_index, p.current_leader_epoch, p.timestamp)
+                                                          for p in t.partitions]) for t in b.topics]),
+     (-1, 0, [("golden", [(0, 0, -3)])])),
 ]
 
 

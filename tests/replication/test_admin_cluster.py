@@ -13,7 +13,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, OffsetSpec
 from confluent_kafka import TopicPartition
 from kafka import KafkaProducer
 from kafka.admin import ConfigResource as KpConfigResource
@@ -152,6 +152,28 @@ def test_deleted_records_move_the_leaders_log_start(cluster):
     assert (answer.error_code, answer.offset) == (ErrorCode.NONE, 3)
 
 
+def test_the_leader_lists_the_max_timestamp_and_a_follower_refuses(cluster):
+    """ListOffsets v7 (KIP-734) from confluent-kafka's admin client reaches the leader; asked
+    directly, a follower answers NOT_LEADER_OR_FOLLOWER, as for any ListOffsets."""
+    cluster.create_topic("timed", 1, 3)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5000)
+    futures = [producer.send("timed", b"record %d" % i, partition=0, timestamp_ms=timestamp)
+               for i, timestamp in enumerate((1_700_000_005_000, 1_700_000_009_000, 1_700_000_001_000))]
+    producer.flush(timeout=30)
+    assert [f.get(timeout=0).offset for f in futures] == [0, 1, 2]
+    producer.close()
+    partition = TopicPartition("timed", 0)
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    found = confluent.list_offsets({partition: OffsetSpec.max_timestamp()})[partition].result(timeout=30)
+    assert (found.offset, found.timestamp) == (1, 1_700_000_009_000)
+    leader = cluster.leader("timed", 0)
+    body = {"replica_id": -1, "topics": [{"name": "timed", "partitions": [{"partition_index": 0, "timestamp": -3}]}]}
+    for broker_id in cluster.ids:
+        (answer,) = kafka_request(cluster.broker(broker_id).bootstrap, ApiKey.LIST_OFFSETS, 7, body).topics[0].partitions
+        expected = (ErrorCode.NONE, 1) if broker_id == leader else (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
+        assert (answer.error_code, answer.offset) == expected
+
+
 def test_a_deleted_group_is_gone_from_its_coordinator(cluster):
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KpTopicPartition
@@ -276,6 +298,9 @@ def test_dynamic_broker_configs_live_in_zookeeper(cluster):
     assert _alter_broker(cluster.broker(second_id), str(second_id), {"log.retention.ms": "3600000"}) == ErrorCode.NONE
     assert _alter_broker(first, str(second_id), {"log.retention.ms": "1"}) == ErrorCode.INVALID_REQUEST
     assert _alter_broker(first, "", {"num.partitions": "5"}) == ErrorCode.INVALID_REQUEST
+    # Dynamic on a single broker only: the other brokers would not learn the new address.
+    assert _alter_broker(first, str(first_id), {"advertised.listeners": "PLAINTEXT://localhost:1"}) \
+        == ErrorCode.INVALID_REQUEST
     assert json.loads(cluster._zk().get("/config/brokers/<default>")[0]) == {
         "version": 1, "config": {"log.retention.ms": "7200000"}}
     wanted = {b: ("3600000", 2) if b == second_id else ("7200000", 3) for b in cluster.ids}

@@ -56,6 +56,9 @@ def test_list_offsets_v0_latest_stops_at_the_high_watermark_for_consumers(minika
     assert _list_offsets(leader, "lagging", 1, CONSUMER, timestamp=2000) == -1
     assert _list_offsets(leader, "lagging", 1, DEBUGGING, timestamp=2000) == 1
     assert _list_offsets(leader, "lagging", 1, CONSUMER, timestamp=1000) == 0
+    # The largest timestamp (KIP-734) is offset 2's, above it: a consumer is told of none.
+    assert _list_offsets(leader, "lagging", 7, CONSUMER, timestamp=-3) == -1
+    assert _list_offsets(leader, "lagging", 7, DEBUGGING, timestamp=-3) == 2
     # The log end 3 and the segment base 0, capped: Kafka's `hw +: offsets.dropWhile(_ > hw)`.
     assert _list_offsets(leader, "lagging", 0, CONSUMER) == [0, 0]
     assert _list_offsets(leader, "lagging", 0, DEBUGGING) == [3, 0]

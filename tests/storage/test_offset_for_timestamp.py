@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minikafka.protocol.records import Codec, build_message_set
-from minikafka.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FakeClock, Log, LogConfig
+from minikafka.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, FakeClock, Log, LogConfig
 from minikafka.storage.config import CREATE_TIME, LOG_APPEND_TIME
 
 from .conftest import START_MS, all_records
@@ -35,6 +35,13 @@ appends = st.lists(
 def _brute_force(records, target):
     """The first message (in offset order) whose timestamp is >= target."""
     return next(((r.offset, r.timestamp) for r in records if r.timestamp >= target), None)
+
+
+def _brute_force_max(records):
+    """The first message (in offset order) with the largest timestamp; magic 0's have none."""
+    timed = [r for r in records if r.timestamp >= 0]
+    top = max((r.timestamp for r in timed), default=None)
+    return next(((r.offset, r.timestamp) for r in timed if r.timestamp == top), None)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -74,6 +81,9 @@ def test_offset_for_timestamp_matches_brute_force(appends, targets, interval, re
             assert log.offset_for_timestamp(START_MS + target) == _brute_force(records, START_MS + target)
         assert log.offset_for_timestamp(LATEST_TIMESTAMP) == (log.log_end_offset, -1)
         assert log.offset_for_timestamp(EARLIEST_TIMESTAMP) == (0, -1)
+        # KIP-734: neither an untimed magic 0 message's append time nor a batch's last offset
+        # stands in for the record that carries the largest timestamp.
+        assert log.offset_for_timestamp(MAX_TIMESTAMP) == _brute_force_max(records)
         log.close()
 
 

@@ -11,7 +11,7 @@ from minikafka.protocol.entries import crc_ok, iter_entries
 from minikafka.protocol.errors import ErrorCode, RecordError
 from minikafka.protocol.record_batch import build_record_batch
 from minikafka.protocol.records import Codec, iter_records
-from minikafka.storage import Log, LogConfig
+from minikafka.storage import MAX_TIMESTAMP, Log, LogConfig
 from minikafka.storage.log_manager import LogManager
 
 from .conftest import MAGIC_1, START_MS, all_records, message_set, open_log
@@ -104,6 +104,23 @@ def test_a_clean_reopen_keeps_the_indexes_of_batches(tmp_path, clock, caplog, co
     assert [r.offset for r in all_records(reopened, 57)][:3] == [57, 58, 59]
     reopened.close()
     assert {path.name: path.read_bytes() for path in directory.glob("*index")} == indexes
+
+
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.GZIP], ids=lambda c: c.name.lower())
+def test_max_timestamp_is_the_first_record_carrying_it_not_the_batch_end(tmp_path, clock, codec):
+    """KIP-734's MAX_TIMESTAMP answers the record (Kafka 3.8, KAFKA-16310; 3.0 answered the
+    batch's last offset): a batch's maxTimestamp is its largest record's, not its last's."""
+    log = open_log(tmp_path / "t-0", clock)
+    records = [(b"k", b"v", START_MS + ts, ()) for ts in (5, 9, 2, 9, 1)]
+    log.append_as_leader(bytes(build_record_batch(records, codec=codec)))
+    log.roll()
+    log.append_as_leader(bytes(build_record_batch(records[:2], codec=codec)))  # a tie, later: not it
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == (1, START_MS + 9)
+    # Below the log start offset (DeleteRecords) a record is gone for this lookup too.
+    log.increment_log_start_offset(2)
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == (3, START_MS + 9)
+    log.increment_log_start_offset(4)
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == (6, START_MS + 9)
 
 
 def test_a_format_change_leaves_mixed_segments_that_recovery_and_readers_take(tmp_path, clock):
