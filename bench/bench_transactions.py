@@ -10,8 +10,8 @@ transaction (begin, produce, commit). The brokers (a ``minikafka serve`` process
 started and installed as bench_peers does) run side by side for the whole run and take turns
 round by round, so the machine's load falls on every measurement alike.
 For each broker it prints both throughputs, their ratio (the issue's goal: transactional >= 70%
-of idempotent), the commit latency (``commit_transaction``: flush, EndTxn) p50 / p99, and per
-round the broker's CPU and the client's (this process: confluent-kafka's threads, those of
+of idempotent), the median round (a flush, or a whole transaction), the commit latency
+(``commit_transaction``: flush, EndTxn) p50 / p99, and per round the broker's CPU and the client's (this process: confluent-kafka's threads, those of
 the idle producers of the other broker included), so what the broker adds to a transaction
 shows apart from the client and from the machine's load (the markers, written after EndTxn is
 answered, can fall in the next round's count); then the ratios side by side. Tansu's ratio is
@@ -170,8 +170,9 @@ def main() -> None:
 
     records = args.records * args.transactions
 
-    def line(name: str, rate: float, ratio: str, cpu: Cpu) -> str:
-        return (f"  {name:15s}{rate:10,.0f} records/s  {ratio:24s}CPU per round: broker "
+    def line(name: str, rate: float, ratio: str, rounds: list[float], cpu: Cpu) -> str:
+        return (f"  {name:15s}{rate:10,.0f} records/s  {ratio:24s}round p50 {statistics.median(rounds) * 1000:.2f} ms"
+                f"  CPU per round: broker "
                 f"{cpu.broker / args.transactions * 1000:.2f} ms, client {cpu.client / args.transactions * 1000:.2f} ms")
 
     print(f"{args.transactions} rounds of {args.records} x {args.size} B, confluent-kafka "
@@ -182,8 +183,8 @@ def main() -> None:
         txn_rate = records / sum(side.txn_s)
         ratios[side.name] = txn_rate / plain_rate
         print(f"{side.name}:")
-        print(line("idempotent:", plain_rate, "", side.plain_cpu))
-        print(line("transactional:", txn_rate, f"({ratios[side.name]:.0%} of idempotent)", side.txn_cpu))
+        print(line("idempotent:", plain_rate, "", side.plain_s, side.plain_cpu))
+        print(line("transactional:", txn_rate, f"({ratios[side.name]:.0%} of idempotent)", side.txn_s, side.txn_cpu))
         print(f"  commit latency: p50 {statistics.median(side.commit_s) * 1000:.1f} ms, "
               f"p99 {quantile(side.commit_s, 0.99) * 1000:.1f} ms")
     print("transactional / idempotent: " + ", ".join(f"{name} {ratio:.0%}" for name, ratio in ratios.items()))
