@@ -69,6 +69,9 @@ class Controller:
         self.shutting_down: set[int] = set()
         # One per live broker's registration, opened and closed with it (see controller_channel).
         self._senders: dict[int, BrokerSender] = {}
+        # broker -> its demotion not answered within the bound, while still unanswered: the
+        # requests queued behind it cannot be answered sooner, so they are not awaited.
+        self._overdue: dict[int, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         self._queue, self._events = trio.open_memory_channel[tuple](1000)
         self.active = False
@@ -292,6 +295,9 @@ class Controller:
             logger.info("controller: broker(s) %s joined", sorted(came))
         for broker_id in gone:
             await self._senders.pop(broker_id).aclose()
+            self._overdue.pop(broker_id, None)
+        # Brokers that bounced (see below) while leading: alive, they are demoted first.
+        bounced_leaders = gone & came & {s.leader_isr.leader for s in self.states.values()}
         changed = []
         if gone:
             # A broker that re-registered (restarted before its old session expired) counts as
@@ -307,16 +313,14 @@ class Controller:
                                              if self.states.get(k) is None
                                              or self.states[k].leader_isr.leader == NO_LEADER])
         self._send_update_metadata(set(self.live))
-        told = []
+        told = {}
         if came:
             theirs = [k for k in self.assignment_keys() if set(self.assignments[k[0]][k[1]]) & came]
             told = self._send_leader_and_isr(theirs, came)
         if changed:
-            if gone & came:
-                # A broker that bounced may have led some of these: it is live and answering,
-                # and hears that it follows before its successors hear that they lead (see
-                # _move_leaderships).
-                await self._await_demotion(told, sorted(came))
+            # A bounced leader hears that it follows before its successors hear that they lead
+            # (see _move_leaderships).
+            await self._await_demotion({b: answered for b, answered in told.items() if b in bounced_leaders})
             self._send_leader_and_isr(changed, self._live_ids() - came)
 
     async def _on_brokers_failed(self, dead: set[int]) -> list[tuple[str, int]]:
@@ -579,18 +583,23 @@ class Controller:
         Its death cannot be awaited instead: the controller hears of it in the broker-change
         event, which this one holds back."""
         if old_leader in self.live:
-            await self._await_demotion(self._send_leader_and_isr(keys, {old_leader}), [old_leader])
+            await self._await_demotion(self._send_leader_and_isr(keys, {old_leader}))
         self._send_leader_and_isr(keys, brokers - {old_leader})
 
-    async def _await_demotion(self, answered: list[trio.Event], old_leaders: list[int]) -> None:
-        """Until the requests demoting ``old_leaders`` are answered, or for
-        controller.socket.timeout.ms (see _move_leaderships)."""
-        with trio.move_on_after(self.settings.socket_timeout_ms / 1000) as waited:
-            for event in answered:
+    async def _await_demotion(self, answered: dict[int, trio.Event]) -> None:
+        """Until each old leader has answered the request that demotes it, or for
+        controller.socket.timeout.ms (see _move_leaderships); not for one whose earlier
+        demotion is overdue (an ElectLeaders of many partitions it led would wait out the bound
+        for each)."""
+        waiting = {b: event for b, event in answered.items() if b not in self._overdue or self._overdue[b].is_set()}
+        with trio.move_on_after(self.settings.socket_timeout_ms / 1000):
+            for event in waiting.values():
                 await event.wait()
-        if waited.cancelled_caught:
-            logger.warning("controller: broker(s) %s did not answer their demotion in %d ms; telling the new "
-                           "leaders all the same", old_leaders, self.settings.socket_timeout_ms)
+        for broker_id, event in waiting.items():
+            if not event.is_set():
+                self._overdue[broker_id] = event
+                logger.warning("controller: broker %d did not answer its demotion in %d ms; telling the new "
+                               "leaders all the same", broker_id, self.settings.socket_timeout_ms)
 
     # ------------------------------------------------------------------ requests to brokers
 
@@ -620,9 +629,9 @@ class Controller:
                                for name, (host, port) in info.endpoints.items()]}
                 for b, (info, _) in sorted(self.live.items())]
 
-    def _send_leader_and_isr(self, keys: list[tuple[str, int]], brokers: set[int]) -> list[trio.Event]:
-        """Returns an event per request, set once the broker answered it."""
-        answered = []
+    def _send_leader_and_isr(self, keys: list[tuple[str, int]], brokers: set[int]) -> dict[int, trio.Event]:
+        """Returns each broker's event, set once it answered its request."""
+        answered = {}
         for broker_id in brokers:
             mine = [k for k in keys if k in self.states and broker_id in self.assignments[k[0]][k[1]]]
             if not mine:
@@ -635,7 +644,7 @@ class Controller:
                                      for address in [self.live[b][0].address(self.settings.inter_broker_listener)]]}
             sent = self._send(broker_id, ApiKey.LEADER_AND_ISR, 0, body)
             if sent is not None:
-                answered.append(sent)
+                answered[broker_id] = sent
         return answered
 
     def _send_update_metadata(self, brokers: set[int], *, keys: list[tuple[str, int]] | None = None,
