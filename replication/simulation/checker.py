@@ -7,9 +7,9 @@ During the run:
 * a leader epoch has one leader accepting writes;
 * a broker no fault touched accepts no write in a leader epoch once another broker has taken
   up a newer epoch's leadership of the partition (answered its LeaderAndIsr): a live leader
-  whose leadership the controller moves (controlled shutdown, preferred leader) is demoted
-  before its successor is told, so the two never lead at once (the old one's acks=1 writes
-  would be truncated when it follows);
+  whose leadership the controller moves (controlled shutdown, preferred leader, a broker that
+  bounced) is demoted before its successor is told, so the two never lead at once (the old
+  one's acks=1 writes would be truncated when it follows);
 * a broker that ZooKeeper no longer names as leader stops accepting writes within
   ``ZOMBIE_BOUND_S``, unless a fault touched it (it cannot be told: Kafka 0.10.2 then keeps a
   zombie leader too);
