@@ -16,7 +16,7 @@ import trio
 
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
 from minikafka.replication.kafka_zk import PREFERRED_REPLICA_ELECTION_PATH, encode_preferred_replica_election
-from minikafka.replication.simulation.brokers import REPLICA_LAG_TIME_MAX_MS
+from minikafka.replication.simulation.brokers import REPLICA_LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
 from minikafka.replication.simulation.network import LinkFaults
 
 # kind -> weight
@@ -85,7 +85,10 @@ class Faults:
             # A broker in controlled shutdown is still up and must hear of its lost leaderships
             # (defect 2): faults disturb it only once it stops.
             if how != "controlled shutdown of":
-                self._disturb([broker_id], seconds + 1)
+                # Back before its old session ends, a broker is still registered under it and
+                # may be told to lead through it; when it ends, the controller moves those
+                # leaderships without a word to the broker, whose registration is gone.
+                self._disturb([broker_id], max(seconds, SESSION_TIMEOUT_MS / 1000) + 1)
             # Stopping and starting are not cut short by the end of the faults: the harness
             # restarts what is down then, and a half-stopped broker still holds its log dir.
             # The run's settle bound does cut them short: a broker never ready again is its finding.
