@@ -69,6 +69,9 @@ class Controller:
         self.shutting_down: set[int] = set()
         # One per live broker's registration, opened and closed with it (see controller_channel).
         self._senders: dict[int, BrokerSender] = {}
+        # broker -> its demotion not answered within the bound, while still unanswered: the
+        # requests queued behind it cannot be answered sooner, so they are not awaited.
+        self._overdue: dict[int, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         self._queue, self._events = trio.open_memory_channel[tuple](1000)
         self.active = False
@@ -292,6 +295,9 @@ class Controller:
             logger.info("controller: broker(s) %s joined", sorted(came))
         for broker_id in gone:
             await self._senders.pop(broker_id).aclose()
+            self._overdue.pop(broker_id, None)
+        # Brokers that bounced (see below) while leading: alive, they are demoted first.
+        bounced_leaders = gone & came & {s.leader_isr.leader for s in self.states.values()}
         changed = []
         if gone:
             # A broker that re-registered (restarted before its old session expired) counts as
@@ -307,10 +313,14 @@ class Controller:
                                              if self.states.get(k) is None
                                              or self.states[k].leader_isr.leader == NO_LEADER])
         self._send_update_metadata(set(self.live))
+        told = {}
         if came:
             theirs = [k for k in self.assignment_keys() if set(self.assignments[k[0]][k[1]]) & came]
-            self._send_leader_and_isr(theirs, came)
+            told = self._send_leader_and_isr(theirs, came)
         if changed:
+            # A bounced leader hears that it follows before its successors hear that they lead
+            # (see _move_leaderships).
+            await self._await_demotion({b: answered for b, answered in told.items() if b in bounced_leaders})
             self._send_leader_and_isr(changed, self._live_ids() - came)
 
     async def _on_brokers_failed(self, dead: set[int]) -> list[tuple[str, int]]:
@@ -425,7 +435,8 @@ class Controller:
         The moved partitions' new state goes to ``broker_id`` too, as Kafka 0.10.2's
         ControlledShutdownLeaderSelector sends it to every assigned replica live or shutting
         down: until it has stopped, the old leader is a follower that refuses produces, not a
-        leader acknowledging writes the new leader never gets.
+        leader acknowledging writes the new leader never gets. Unlike 0.10.2 it goes there
+        first, and the new leaders are told once it has answered (see _move_leaderships).
 
         Then, as Kafka's shutdownBroker does for the partitions the broker follows, it is sent
         StopReplica (its fetchers stop) before it leaves their ISRs. Unlike 0.10.2 this
@@ -460,7 +471,7 @@ class Controller:
             elif await self._update_state(key, lambda c, a=assigned: move_away(c, a)):
                 moved.append(key)
         if moved:
-            self._send_leader_and_isr(moved, live | {broker_id})
+            await self._move_leaderships(moved, broker_id, live)
         if moved or followed:
             self._stop_replicas(broker_id, moved + followed, False)
         shrunk = [key for key in followed if await self._update_state(key, leave_isr)]
@@ -485,16 +496,23 @@ class Controller:
             assigned.insert(0, to)
         if state.leader_isr.leader == assigned[0]:
             return ErrorCode.NONE
+        replaced = []  # the leader each decision took the partition from
 
         def elect(current: LeaderIsr):
             if current.leader == assigned[0]:
                 return None
+            replaced.append(current.leader)
             return preferred_leader(assigned, current.isr, self._live_ids())
 
         if not await self._update_state(key, elect):
             return (ErrorCode.NONE if self.states[key].leader_isr.leader == assigned[0]
                     else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
-        self._send_leader_and_isr([key], self._live_ids())
+        old_leader = replaced[-1]
+        await self._move_leaderships([key], old_leader, self._live_ids())
+        if old_leader in self.shutting_down:
+            # Demoted, a broker in controlled shutdown would fetch as a follower and rejoin
+            # the ISR: it is stopped too, as _on_controlled_shutdown stops the ones it moves.
+            self._stop_replicas(old_leader, [key], False)
         self._send_update_metadata(set(self.live), keys=[key])
         return ErrorCode.NONE
 
@@ -539,6 +557,50 @@ class Controller:
             results[(topic, partition)] = code
         return results
 
+    async def _move_leaderships(self, keys: list[tuple[str, int]], old_leader: int, brokers: set[int]) -> None:
+        """Send the new state of ``keys``, whose leadership the controller just took from
+        ``old_leader``, to ``old_leader`` first and, once it has answered, to ``brokers``.
+
+        Kafka 0.10.2 sends them all at once, so that for a moment both lead: the new leader
+        takes writes in the new epoch while the old one, its LeaderAndIsr still on the way,
+        acknowledges acks=1 writes in the old epoch that the new leader never fetches and the
+        old one truncates when it follows. An old leader that is alive answers in a round trip,
+        and only then do its successor, and through the UpdateMetadata sent after, the clients,
+        hear of the change. (Kafka's later fencing, KIP-320, closes it differently, in the
+        brokers; this controller keeps 0.10.2's.)
+
+        The paths that move leaderships from a live broker come here: controlled shutdown and
+        preferred-leader elections (ElectLeaders too); a broker that bounced (registered again
+        before its old session ended) is demoted first in _on_broker_change the same way. The
+        others take leaderships only from brokers that are not registered (_bring_online,
+        unclean elections) or keep the leader (ISR changes), so there is no one to demote first.
+
+        The wait is bounded by controller.socket.timeout.ms, the time the controller's channel
+        gives one attempt at a request. An old leader that has not answered by then is dead,
+        paused or cut off: one that died cannot acknowledge anything, and one cut off cannot be
+        told however long the controller waits (it stays a zombie until it hears, as in Kafka
+        0.10.2), while the partition is unavailable and every other controller event waits.
+        Its death cannot be awaited instead: the controller hears of it in the broker-change
+        event, which this one holds back."""
+        if old_leader in self.live:
+            await self._await_demotion(self._send_leader_and_isr(keys, {old_leader}))
+        self._send_leader_and_isr(keys, brokers - {old_leader})
+
+    async def _await_demotion(self, answered: dict[int, trio.Event]) -> None:
+        """Until each old leader has answered the request that demotes it, or for
+        controller.socket.timeout.ms (see _move_leaderships); not for one whose earlier
+        demotion is overdue (an ElectLeaders of many partitions it led would wait out the bound
+        for each)."""
+        waiting = {b: event for b, event in answered.items() if b not in self._overdue or self._overdue[b].is_set()}
+        with trio.move_on_after(self.settings.socket_timeout_ms / 1000):
+            for event in waiting.values():
+                await event.wait()
+        for broker_id, event in waiting.items():
+            if not event.is_set():
+                self._overdue[broker_id] = event
+                logger.warning("controller: broker %d did not answer its demotion in %d ms; telling the new "
+                               "leaders all the same", broker_id, self.settings.socket_timeout_ms)
+
     # ------------------------------------------------------------------ requests to brokers
 
     def _open_sender(self, broker_id: int) -> None:
@@ -567,7 +629,9 @@ class Controller:
                                for name, (host, port) in info.endpoints.items()]}
                 for b, (info, _) in sorted(self.live.items())]
 
-    def _send_leader_and_isr(self, keys: list[tuple[str, int]], brokers: set[int]) -> None:
+    def _send_leader_and_isr(self, keys: list[tuple[str, int]], brokers: set[int]) -> dict[int, trio.Event]:
+        """Returns each broker's event, set once it answered its request."""
+        answered = {}
         for broker_id in brokers:
             mine = [k for k in keys if k in self.states and broker_id in self.assignments[k[0]][k[1]]]
             if not mine:
@@ -578,7 +642,10 @@ class Controller:
                     "live_leaders": [{"broker_id": b, "host_name": address[0], "port": address[1]}
                                      for b in sorted(leaders) if b in self.live
                                      for address in [self.live[b][0].address(self.settings.inter_broker_listener)]]}
-            self._send(broker_id, ApiKey.LEADER_AND_ISR, 0, body)
+            sent = self._send(broker_id, ApiKey.LEADER_AND_ISR, 0, body)
+            if sent is not None:
+                answered[broker_id] = sent
+        return answered
 
     def _send_update_metadata(self, brokers: set[int], *, keys: list[tuple[str, int]] | None = None,
                               deleted: list[tuple[str, int]] = ()) -> None:
@@ -596,14 +663,14 @@ class Controller:
                 "ungrouped_partitions": [{"topic_name": t, "partition_index": p} for t, p in keys]}
         self._send(broker_id, ApiKey.STOP_REPLICA, 0, body)
 
-    def _send(self, broker_id: int, api_key: ApiKey, version: int, body: dict) -> None:
+    def _send(self, broker_id: int, api_key: ApiKey, version: int, body: dict) -> trio.Event | None:
         sender = self._senders.get(broker_id)
         if sender is None:
             # Not registered: a broker that registers gets its whole state then (Kafka's
             # sendRequest drops it too).
             logger.info("controller: not sending %s to broker %d: it is not registered", api_key.name, broker_id)
-            return
-        sender.send(api_key, version, body)
+            return None
+        return sender.send(api_key, version, body)
 
 
 class ControllerError(Exception):

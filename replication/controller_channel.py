@@ -35,18 +35,22 @@ class BrokerSender:
     def __init__(self, broker_id: int, channel: BrokerChannel, nursery: trio.Nursery) -> None:
         self.broker_id = broker_id
         self._channel = channel
-        self._queue, self._requests = trio.open_memory_channel[tuple[ApiKey, int, dict]](math.inf)
+        self._queue, self._requests = trio.open_memory_channel[tuple[ApiKey, int, dict, trio.Event]](math.inf)
         self._scope = trio.CancelScope()
         nursery.start_soon(self._deliver)
 
-    def send(self, api_key: ApiKey, version: int, body: dict) -> None:
-        """Queue a request behind those not yet delivered."""
-        self._queue.send_nowait((api_key, version, body))
+    def send(self, api_key: ApiKey, version: int, body: dict) -> trio.Event:
+        """Queue a request behind those not yet delivered; the event is set once the broker
+        has answered it (never, if the sender is closed first)."""
+        answered = trio.Event()
+        self._queue.send_nowait((api_key, version, body, answered))
+        return answered
 
     async def _deliver(self) -> None:
         with self._scope:
-            async for api_key, version, body in self._requests:
+            async for api_key, version, body, answered in self._requests:
                 response = await self._request(api_key, version, body)
+                answered.set()
                 if response.error_code:
                     logger.warning("controller: broker %d answered %s with %s", self.broker_id, api_key.name,
                                    ErrorCode(response.error_code).name)

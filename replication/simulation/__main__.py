@@ -1,4 +1,5 @@
-"""``python -m minikafka.replication.simulation [--seeds N] [--first F] [--seed S] [--transactions] [-v]``."""
+"""``python -m minikafka.replication.simulation [--seeds N] [--first F] [--seed S] [--transactions]
+[--slow-demotion] [-v]``."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-wall", type=float, default=None, help="stop starting runs after this many seconds")
     parser.add_argument("--transactions", action="store_true",
                         help="add the transactional workload (issue 26): transactions, markers, a READ_COMMITTED reader")
+    parser.add_argument("--slow-demotion", action="store_true",
+                        help="the controller's requests reach a broker in controlled shutdown late (a loaded process)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print the run's trace and broker logs")
     args = parser.parse_args(argv)
     if os.environ.get("PYTHONHASHSEED") != "0":
@@ -39,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     for seed in seeds:
         if args.max_wall is not None and time.perf_counter() - started > args.max_wall:
             break
-        result = run_seed(seed, duration_s=duration, verbose=args.verbose, transactions=args.transactions)
+        result = run_seed(seed, duration_s=duration, verbose=args.verbose, transactions=args.transactions,
+                          slow_demotion=args.slow_demotion)
         runs += 1
         failovers += result.failovers
         group_figures += result.group_figures
@@ -51,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             for line in result.violations:
                 print(f"  {line}")
             print("  replay: " + REPLAY.format(python=sys.executable, seed=seed, duration=duration,
-                                               options=" --transactions" if args.transactions else ""), flush=True)
+                                               options=" --transactions" * args.transactions
+                                               + " --slow-demotion" * args.slow_demotion), flush=True)
         elif args.seed is not None or args.verbose:
             print(f"seed {seed}: ok, digest {result.digest}")
     wall = time.perf_counter() - started

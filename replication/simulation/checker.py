@@ -5,6 +5,11 @@ During the run:
 * a replica never truncates its log below its high watermark (``Log.truncate_to`` is observed),
   and a leader's high watermark never goes down while it stays leader (sampled);
 * a leader epoch has one leader accepting writes;
+* a broker no fault touched accepts no write in a leader epoch once another broker has taken
+  up a newer epoch's leadership of the partition (answered its LeaderAndIsr): a live leader
+  whose leadership the controller moves (controlled shutdown, preferred leader, a broker that
+  bounced) is demoted before its successor is told, so the two never lead at once (the old
+  one's acks=1 writes would be truncated when it follows);
 * a broker that ZooKeeper no longer names as leader stops accepting writes within
   ``ZOMBIE_BOUND_S``, unless a fault touched it (it cannot be told: Kafka 0.10.2 then keeps a
   zombie leader too);
@@ -65,7 +70,10 @@ class Checker:
         self.consumed_records: list[tuple[int, int, bytes, int]] = []
         self.states: dict[int, list[LeaderState]] = defaultdict(list)
         self.epoch_writers: dict[tuple[int, int], set[int]] = defaultdict(set)
-        # node -> list of (start, end) of faults that touched it; "*" for everyone's.
+        # partition -> (leader epoch, broker, when it answered the LeaderAndIsr making it leader)
+        self.took_lead: dict[int, list[tuple[int, int, float]]] = defaultdict(list)
+        # node -> list of (start, end) of faults that touched it; "*" for everyone's;
+        # ("slow", node) while the controller's requests reached it late (Faults._slow_demotion).
         self.disturbed: dict[object, list[tuple[float, float]]] = defaultdict(list)
         # broker id -> (its incarnation, the controller epoch, each partition's leader epoch)
         # when its controlled shutdown was answered.
@@ -141,6 +149,7 @@ class Checker:
         """A broker's answer, as it leaves: successful writes are checked against ZooKeeper."""
         if request.api_key == ApiKey.LEADER_AND_ISR:
             self._check_stopping_follows(broker, request.body)
+            self._took_lead(broker, request.body, body)
         if request.api_key != ApiKey.PRODUCE:
             return
         now = trio.current_time()
@@ -159,7 +168,28 @@ class Checker:
                 if len(writers) > 1:
                     self.violation(("epoch", partition, replica.leader_epoch),
                                    f"p{partition} epoch {replica.leader_epoch}: brokers {sorted(writers)} both accepted writes")
+                self._check_superseded(broker.node_id, partition, replica.leader_epoch, request.body.acks, now)
                 self.check_deposed(broker.node_id, self.states[partition], f"p{partition}", "accepted a write", now)
+
+    def _took_lead(self, broker, request, body) -> None:
+        refused = {(e["topic_name"], e["partition_index"]) for e in body["partition_errors"] if e["error_code"]}
+        if body["error_code"]:
+            return
+        for state in request.ungrouped_partition_states:
+            key = (state.topic_name, state.partition_index)
+            if key[0] == self.sim.topic and state.leader == broker.node_id and key not in refused:
+                self.took_lead[key[1]].append((state.leader_epoch, broker.node_id, trio.current_time()))
+
+    def _check_superseded(self, node_id: int, partition: int, epoch: int, acks: int, now: float) -> None:
+        newer = [(at, e, b) for e, b, at in self.took_lead[partition] if e > epoch and b != node_id]
+        if not newer:
+            return
+        at, newer_epoch, successor = min(newer)
+        if not self._disturbed(node_id, at, now):
+            self.violation(("superseded", node_id, partition, epoch),
+                           f"p{partition}: broker {node_id} acknowledged an acks={acks} write at epoch {epoch} "
+                           f"{now - at:.4f} s after broker {successor} took up epoch {newer_epoch}'s leadership, "
+                           "with no fault keeping it from being demoted first")
 
     def _check_stopping_follows(self, broker, request) -> None:
         incarnation, controller_epoch, epochs = self.stopping.get(broker.node_id, (None, None, {}))
@@ -184,7 +214,8 @@ class Checker:
             if state.leader == node_id:
                 break
             moved_at = state.at
-        if now - moved_at > ZOMBIE_BOUND_S and not self._disturbed(node_id, moved_at, now):
+        if now - moved_at > ZOMBIE_BOUND_S and not self._disturbed(node_id, moved_at, now) \
+                and not self._disturbed(("slow", node_id), moved_at, now):
             self.violation(("zombie", node_id, what, moved_at),
                            f"{what}: broker {node_id} {act} {now - moved_at:.2f} s after "
                            f"ZooKeeper made {states[-1].leader} leader, with no fault keeping it from knowing")

@@ -4,7 +4,8 @@ The mix leans towards the sequences that have cost acknowledged writes before (i
 a follower dying (an ISR shrink with a same-leader epoch bump) while acks=all writes wait and
 the controller's LeaderAndIsr to the other follower is slow, then the leader dying; a
 controlled shutdown while producers still write acks=1 to the old leader; a leader that writes
-its own ISR change and dies at once.
+its own ISR change and dies at once. The run's ``slow_demotion`` (``--slow-demotion``) makes the
+controller's requests to a broker in controlled shutdown arrive late.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import trio
 
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
 from minikafka.replication.kafka_zk import PREFERRED_REPLICA_ELECTION_PATH, encode_preferred_replica_election
-from minikafka.replication.simulation.brokers import REPLICA_LAG_TIME_MAX_MS
+from minikafka.replication.simulation.brokers import REPLICA_LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
+from minikafka.replication.simulation.network import LinkFaults
 
 # kind -> weight
 KINDS = {
@@ -83,12 +85,17 @@ class Faults:
             # A broker in controlled shutdown is still up and must hear of its lost leaderships
             # (defect 2): faults disturb it only once it stops.
             if how != "controlled shutdown of":
-                self._disturb([broker_id], seconds + 1)
+                # Back before its old session ends, a broker is still registered under it and
+                # may be told to lead through it; when it ends, the controller moves those
+                # leaderships without a word to the broker, whose registration is gone.
+                self._disturb([broker_id], max(seconds, SESSION_TIMEOUT_MS / 1000) + 1)
             # Stopping and starting are not cut short by the end of the faults: the harness
             # restarts what is down then, and a half-stopped broker still holds its log dir.
             # The run's settle bound does cut them short: a broker never ready again is its finding.
             with trio.CancelScope(shield=True, deadline=self.sim.settle_deadline):
                 if how == "controlled shutdown of":
+                    if self.sim.slow_demotion:
+                        self._slow_demotion(broker_id)
                     await broker.controlled_stop()
                     self._disturb([broker_id], seconds + 1)
                 else:
@@ -140,6 +147,32 @@ class Faults:
         target = self._pick_live(keep=1)
         if target is not None:
             await self._down_for(target, self.rng.uniform(0.5, 5), how="controlled shutdown of")
+
+    def _slow_demotion(self, target: int) -> None:
+        """The run's ``slow_demotion``, as ``target``'s controlled shutdown begins: for a second
+        or three the controller's requests to it arrive late (up to 1 s, well within
+        controller.socket.timeout.ms) as to a loaded process, while its successor's arrive at
+        once. The order in which the controller sends them, not the network, must keep the two
+        from leading at once: the zombie check allows for the delay, the check that an old
+        leader acknowledges nothing once its successor leads does not."""
+        controller = self._controller()
+        if controller is None or self._nursery is None:
+            return
+        link = self.sim.net.link(self.sim.brokers[controller].name, self.sim.brokers[target].name)
+        top, seconds = self.rng.uniform(0.05, 1.0), self.rng.uniform(1, 3)
+        self.sim.trace("fault", f"controller {controller}'s requests to broker {target} delayed up to {top:.3f} s "
+                                f"for {seconds:.2f} s")
+        self._disturb([("slow", target)], seconds + top)
+        link.delay = (top / 2, top)
+
+        async def undo() -> None:
+            await trio.sleep(seconds)
+            link.delay = LinkFaults().delay
+        self._nursery.start_soon(undo)
+
+    def _controller(self) -> int | None:
+        return next((b for b, broker in self.sim.brokers.items()
+                     if broker.alive and broker.broker.cluster.controller is not None), None)
 
     async def crash_after_isr_write(self) -> None:
         """Arm: the next leader to write its own ISR change dies right after."""
@@ -244,8 +277,7 @@ class Faults:
     async def slow_controller(self) -> None:
         """Delay the controller's requests to one broker: its fetchers can then see a new
         epoch's data before its LeaderAndIsr."""
-        controller = next((b for b, broker in self.sim.brokers.items()
-                           if broker.alive and broker.broker.cluster.controller is not None), None)
+        controller = self._controller()
         if controller is None:
             return
         target = self.rng.choice([b for b in self.sim.brokers if b != controller])

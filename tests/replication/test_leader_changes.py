@@ -15,6 +15,9 @@ from kafka import KafkaProducer
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import build_message_set
+from minikafka.replication.kafka_zk import (
+    PREFERRED_REPLICA_ELECTION_PATH, decode_leader_isr, encode_preferred_replica_election, partition_state_path,
+)
 from minikafka.testing import kafka_request
 
 from .test_cluster_faults import produce, read_all
@@ -138,6 +141,43 @@ def test_controlled_shutdown_demotes_the_old_leader(minikafka_cluster_factory):
     assert code == ErrorCode.NOT_LEADER_FOR_PARTITION
     for broker in (old, heir):
         assert set(acked) <= set(read_all(cluster.broker(broker).bootstrap, "moved"))
+
+
+def test_a_moved_leadership_waits_for_the_old_leader_to_answer_its_demotion(minikafka_cluster_factory):
+    """A preferred-leader move away from a leader that is alive but slow to answer (paused, as a
+    loaded process is): its successor is told it leads only once the old leader has answered
+    the LeaderAndIsr that demotes it. Told at the same time (Kafka 0.10.2's order), the heir led
+    at once while the old leader, once it ran again, could still acknowledge acks=1 writes in
+    the old epoch (the nemesis run's stale_producer finding)."""
+    # Neither the paused broker's session nor the controller's request to it may run out here.
+    cluster = minikafka_cluster_factory(**{"zookeeper.session.timeout.ms": "30000",
+                                           "controller.socket.timeout.ms": "120000"})
+    controller = cluster.controller()
+    old, heir = [b for b in cluster.ids if b != controller]
+    cluster.create_topic("slow")
+    if cluster.leader("slow", 0) != old:
+        cluster.move_leader("slow", 0, to=old)
+    cluster.wait_for_full_isr(["slow"])
+    zk = cluster._zk()
+    cluster.pause(old)
+    try:
+        zk.create(PREFERRED_REPLICA_ELECTION_PATH, encode_preferred_replica_election([("slow", 0, heir)]),
+                  makepath=True)
+        wait_for(lambda: decode_leader_isr("slow", 0, zk.get(partition_state_path("slow", 0))[0]).leader == heir,
+                 "the move written to ZooKeeper")
+        # Told at once, the heir took writes a round trip after that; told after the old
+        # leader's answer, it refuses them for as long as the old leader stays paused.
+        for attempt in range(10):
+            code = raw_produce(cluster.broker(heir).bootstrap, "slow", f"early-{attempt}".encode(), acks=1)
+            assert code == ErrorCode.NOT_LEADER_FOR_PARTITION, attempt
+            time.sleep(0.2)
+    finally:
+        cluster.resume(old)
+    cluster.wait_until(lambda m: partition_in(m, "slow").leader_id == heir, "the heir leading",
+                       via=cluster.broker(heir))
+    assert raw_produce(cluster.broker(old).bootstrap, "slow", b"late", acks=1) == ErrorCode.NOT_LEADER_FOR_PARTITION
+    produce(cluster.bootstrap, "slow", b"after")
+    assert read_all(cluster.broker(heir).bootstrap, "slow") == [b"after"]
 
 
 def test_a_leader_that_changed_its_own_isr_and_died_is_replaced(minikafka_cluster_factory):

@@ -68,6 +68,18 @@ def test_a_broker_in_controlled_shutdown_is_not_made_to_follow_again():
 
 
 @pytest.mark.timeout(120)
+def test_a_leader_in_controlled_shutdown_is_demoted_before_its_successor_leads():
+    """With ``--slow-demotion`` the controller's requests to a broker in controlled shutdown
+    arrive late, as to a loaded process. Sent the new leaders' LeaderAndIsr at the same time
+    as the old leader's (Kafka 0.10.2's order), seeds 0 and 1 saw the old leader acknowledge
+    acks=1 writes after its successor had taken up the leadership (the nemesis run's
+    ``stale_producer`` finding): writes its log would truncate when it followed."""
+    result = simulate("--first", "0", "--seeds", "2", "--slow-demotion")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "took up epoch" not in result.stdout
+
+
+@pytest.mark.timeout(120)
 def test_a_controller_that_loses_zookeeper_gives_up_control_and_the_broker_runs_on():
     """Seed 28 cuts the controller off from ZooKeeper during a controlled shutdown: the
     ZooKeeperError must reach the broker's handler, which gives up /controller, not come out
