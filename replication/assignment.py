@@ -56,9 +56,11 @@ def assign_replicas(
         # A broker listed twice would get two replicas of one partition.
         raise ValueError(f"broker ids must be distinct: {broker_ids}")
     n = len(broker_ids)
-    rng = rng if rng is not None else random.Random()
-    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
+    # Without an rng, the process's shared generator: the simulator seeds it per run, so a
+    # topic created through the controller (e.g. __transaction_state) is placed alike each time.
+    randrange = rng.randrange if rng is not None else random.randrange
+    start_index = fixed_start_index if fixed_start_index >= 0 else randrange(n)
+    shift = fixed_start_index if fixed_start_index >= 0 else randrange(n)
     partition = max(0, start_partition_id)
     assignment: dict[int, list[int]] = {}
     for _ in range(num_partitions):

@@ -101,18 +101,6 @@ def test_a_broker_that_registers_again_as_its_old_session_ends_is_seen_to_bounce
     digest(result.stdout)
 
 
-@pytest.mark.timeout(180)
-def test_a_follower_joins_the_isr_only_with_what_the_leaders_epoch_began_with():
-    """Seed 1078 (with transactions): broker 1, restarted leader of t-2 with a checkpointed
-    high watermark of 512 while 514 had been committed, took broker 2 (at 512) into the ISR;
-    elected next, broker 2 truncated the committed 512-513 on broker 3 (an acks=all write lost,
-    and a committed transaction's record left inside a later aborted one). KAFKA-7128: a
-    follower joins once it holds the leader's log end at the start of its epoch."""
-    result = simulate("--seed", "1078", "--duration", "40", "--transactions")
-    assert result.returncode == 0, result.stdout + result.stderr
-    digest(result.stdout)
-
-
 @pytest.mark.timeout(300)
 def test_the_transactional_workload_finds_no_violation_and_replays():
     """Issue 26's workload (``--transactions``): transactions committed and aborted through
