@@ -553,13 +553,20 @@ class ReplicatedPartitions(Partitions):
         if not metadata.has_topic(GROUP_METADATA_TOPIC):
             await self._create_offsets_topic()
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if not await self.learn_partition_count(coordinator, GROUP_METADATA_TOPIC):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return self._coordinator_endpoint(GROUP_METADATA_TOPIC, coordinator.partition_for(group_id), listener_name)
+
+    async def learn_partition_count(self, coordinator, topic: str) -> bool:
+        """Whether ``coordinator`` (of groups or transactions) knows its state topic's partition
+        count, read from ZooKeeper the first time (False while it cannot be read)."""
         if coordinator.topic_partitions is None:
             try:
-                coordinator.topic_partitions = await self.internal_topic_partitions(GROUP_METADATA_TOPIC)
+                coordinator.topic_partitions = await self.internal_topic_partitions(topic)
             except ZooKeeperError as exc:
-                logger.warning("%s: partition count not read: %s", GROUP_METADATA_TOPIC, exc)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        return self._coordinator_endpoint(GROUP_METADATA_TOPIC, coordinator.partition_for(group_id), listener_name)
+                logger.warning("%s: partition count not read: %s", topic, exc)
+                return False
+        return True
 
     def _coordinator_endpoint(self, topic: str, index: int,
                               listener_name: str) -> tuple[ErrorCode, tuple[int, str, int] | None]:
@@ -627,12 +634,8 @@ class ReplicatedPartitions(Partitions):
                                               config.get("transaction.state.log.replication.factor"), configs)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         coordinator = self.broker.txn_coordinator
-        if coordinator.topic_partitions is None:
-            try:
-                coordinator.topic_partitions = await self.internal_topic_partitions(TRANSACTION_STATE_TOPIC)
-            except ZooKeeperError as exc:
-                logger.warning("%s: partition count not read: %s", TRANSACTION_STATE_TOPIC, exc)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if not await self.learn_partition_count(coordinator, TRANSACTION_STATE_TOPIC):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         return self._coordinator_endpoint(TRANSACTION_STATE_TOPIC, coordinator.partition_for(transactional_id),
                                           listener_name)
 

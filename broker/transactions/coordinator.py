@@ -608,13 +608,9 @@ class TransactionCoordinator:
 
     async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> ErrorCode:
         groups = await self.broker.groups()
-        if groups.topic_partitions is None and self.clustered:
-            # Kafka's partitionFor: the topic's partition count, not the configured one.
-            try:
-                groups.topic_partitions = await self.broker.partitions.internal_topic_partitions(GROUP_METADATA_TOPIC)
-            except Exception as exc:
-                logger.warning("%s: partition count not read: %s", GROUP_METADATA_TOPIC, exc)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        # Kafka's partitionFor: the topic's partition count, not the configured one.
+        if self.clustered and not await self.broker.partitions.learn_partition_count(groups, GROUP_METADATA_TOPIC):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return await self.add_partitions(transactional_id, producer_id, epoch,
                                          {(GROUP_METADATA_TOPIC, groups.partition_for(group_id))})
 
