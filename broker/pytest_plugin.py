@@ -97,6 +97,7 @@ def minikafka_zookeeper(tmp_path_factory):
 
     with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
         yield server
+        finish_stopping()  # clusters still shutting down in the background need their ZooKeeper
 
 
 @pytest.fixture
@@ -128,7 +129,7 @@ def minikafka_cluster_factory(tmp_path_factory, minikafka_zookeeper, request):
             raise
 
     yield make
-    close_all(clusters)
+    close_all(clusters, wait=False)  # the shutdowns go on while the next test runs
 
 
 @pytest.fixture

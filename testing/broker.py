@@ -69,6 +69,14 @@ def finish_stopping() -> None:
         _STOPPING.pop().join()
 
 
+def finish_in_background(stop, name: str) -> None:
+    """Run ``stop()`` (the rest of a shutdown already asked for) in a thread that
+    :func:`finish_stopping` waits for."""
+    stopping = threading.Thread(target=stop, name=name, daemon=True)
+    stopping.start()
+    _STOPPING.append(stopping)
+
+
 def started_brokers() -> list["MinikafkaBroker"]:
     """The brokers whose process is started and not reaped yet (the plugin attaches their
     stderr to a failed test's report)."""
@@ -435,6 +443,13 @@ class MinikafkaBroker:
             self.kill()
         return self.start()
 
+    def forget(self) -> None:
+        """No longer any test's broker: not in failure reports, and an exit from now on is
+        not a crash (its shutdown has been asked for)."""
+        self._note_crash()
+        if self in _STARTED:
+            _STARTED.remove(self)
+
     def _note_crash(self) -> None:
         """Record and reap a started process that has exited without being asked to."""
         if self.process is not None and self in _STARTED and self.process.poll() is not None:
@@ -475,9 +490,7 @@ class MinikafkaBroker:
             if self in _STARTED:  # no longer any test's broker (stderr in failure reports)
                 _STARTED.remove(self)
             crash_report = self.stderr_tail() if self.unexpected_exits else ""
-            stopping = threading.Thread(target=self._stop_in_background, name=f"stop {self.bootstrap}", daemon=True)
-            stopping.start()
-            _STOPPING.append(stopping)
+            finish_in_background(self._stop_in_background, f"stop {self.bootstrap}")
         else:
             try:
                 self.stop()

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from minikafka.testing.broker import MinikafkaBroker, close_all, free_port, jaas_escape, new_ca, write_properties
+from minikafka.testing.broker import (BrokerCrashed, MinikafkaBroker, close_all, finish_in_background, free_port,
+                                      jaas_escape, new_ca, write_properties)
 from minikafka.testing.clients import client_settings, create_topics_body, kafka_request
 from minikafka.testing.control import ControlError
 
@@ -546,7 +547,34 @@ class MinikafkaCluster:
                 pass
             self._before(deadline, f"broker {broker_id} {state} in the metadata of brokers {pending}")
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> None:
+        """Stop every broker (clean shutdowns, one after another), then the link proxies and the
+        ZooKeeper connection. Raises ``BrokerCrashed`` if a broker ever exited on its own.
+
+        ``wait=False`` (the fixtures' teardown): crashes so far are reported at once, and the
+        shutdowns go on in a thread while the next test runs (:func:`finish_stopping` waits for
+        them): they take seconds, as Kafka's do — each broker's controlled shutdown waits for the
+        controller to move its leaderships, and the last one's retries find no broker to take them."""
+        if wait:
+            self._close()
+            return
+        crashed = []
+        for broker in self.brokers:
+            broker.forget()
+            if broker.unexpected_exits:
+                crashed.append(broker)
+        finish_in_background(self._close_quietly, f"close cluster {self.work_dir}")
+        if crashed:
+            raise BrokerCrashed(f"broker {self.brokers.index(crashed[0]) + 1} exited on its own (status "
+                                f"{', '.join(map(str, crashed[0].unexpected_exits))}):\n{crashed[0].stderr_tail()}")
+
+    def _close_quietly(self) -> None:
+        try:
+            self._close()
+        except BrokerCrashed:  # reported by close() already, or an exit after it was asked to stop
+            pass
+
+    def _close(self) -> None:
         try:
             close_all(self.brokers)
         finally:

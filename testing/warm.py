@@ -261,10 +261,10 @@ def _serve(fd: int) -> None:
     control.sendall(b"R")
     while True:
         spare_pid, spare_link = _fork_spare(control)
-        control.sendall(spare_pid.to_bytes(4, "big"))
         try:
+            control.sendall(spare_pid.to_bytes(4, "big"))
             request = _receive_request(control)
-        except ConnectionResetError:  # it left the last spare's pid unread
+        except (BrokenPipeError, ConnectionResetError):  # it left while this spare was forked, or its pid unread
             request = None
         if request is None:
             return  # the test process is gone; the spare sees its link close and exits

@@ -123,6 +123,42 @@ def test_a_tests_teardown_does_not_wait_for_its_brokers_shutdown(tmp_path):
         os.kill(pid, 0)
 
 
+@pytest.mark.zookeeper
+def test_a_clusters_teardown_does_not_wait_for_its_shutdowns_and_still_reports_a_crash(tmp_path):
+    # As with a broker: the first test's cluster has a broker frozen behind the harness's back, so
+    # the cluster's shutdown cannot end while the second test runs; the session's end (and the
+    # ZooKeeper fixture's, which the shutdowns need) waits for it. A broker that died on its own
+    # still fails its test at teardown.
+    (tmp_path / "test_user.py").write_text(textwrap.dedent("""
+        import os, signal
+
+        frozen = []
+
+        def test_freezes_a_broker(minikafka_cluster):
+            frozen.append(minikafka_cluster.broker(2).process.pid)
+            os.kill(frozen[0], signal.SIGSTOP)
+
+        def test_runs_while_it_stops(minikafka_cluster):
+            with open(f"/proc/{frozen[0]}/stat") as stat:
+                assert stat.read().rsplit(")", 1)[1].split()[0] == "T"
+            os.kill(frozen[0], signal.SIGCONT)
+            print("frozen pid", frozen[0])
+
+        def test_crashes_a_broker(minikafka_cluster):
+            os.kill(minikafka_cluster.broker(3).process.pid, signal.SIGKILL)
+            minikafka_cluster.broker(3).process.wait()
+    """))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "no:randomly",
+                             "test_user.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "3 passed, 1 error" in result.stdout, result.stdout
+    assert "ERROR at teardown of test_crashes_a_broker" in result.stdout
+    assert "broker 3 exited on its own (status -9)" in result.stdout
+    pid = int(result.stdout.split("frozen pid ")[1].split()[0])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
 def test_restart_moves_to_a_free_port_when_the_old_one_is_taken(minikafka_broker, topic):
     import socket
 

@@ -25,9 +25,8 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.zookeeper]
 
 
 @pytest.fixture
-def cluster(tmp_path, zookeeper):
-    with MinikafkaCluster(tmp_path / "cluster", 3, zookeeper=zookeeper.connect_string) as started:
-        yield started
+def cluster(minikafka_cluster):
+    return minikafka_cluster
 
 
 def create_topic(cluster, name: str, partitions: int = 1, rf: int = 3, **configs) -> None:

@@ -196,10 +196,13 @@ def test_fresh_cluster_creates_a_topic_at_once_through_any_broker(tmp_path, zook
         # Every client through every broker in turn; the brokers start at once, so which
         # one is ready last varies.
         via = 1 + (run // 3 + run) % 3
-        with MinikafkaCluster(tmp_path / f"cluster-{run}", 3, zookeeper=zookeeper.connect_string) as cluster:
+        cluster = MinikafkaCluster(tmp_path / f"cluster-{run}", 3, zookeeper=zookeeper.connect_string)
+        try:
             cluster.start(settle=False)
             bootstrap = cluster.broker(via).bootstrap
             took.setdefault((client, via), []).append(CREATE_AND_USE[client](bootstrap, f"fresh-{run}"))
+        finally:
+            cluster.close(wait=False)  # its shutdowns overlap the next cluster's start
     _report("fresh cluster", took)
 
 

@@ -32,10 +32,8 @@ OFFSETS_PARTITIONS = 6
 
 
 @pytest.fixture
-def cluster(tmp_path, zookeeper):
-    overrides = {"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)}
-    with MinikafkaCluster(tmp_path / "cluster", 3, overrides, zookeeper=zookeeper.connect_string) as started:
-        yield started
+def cluster(minikafka_cluster_factory):
+    return minikafka_cluster_factory(3, **{"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)})
 
 
 # --------------------------------------------------------------------------- helpers
