@@ -27,7 +27,9 @@ def _can_log_in(broker, user, password) -> bool:
     try:
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, security_protocol="SASL_PLAINTEXT",
                                  sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=user,
-                                 sasl_plain_password=password, max_block_ms=5000)
+                                 sasl_plain_password=password, max_block_ms=5000,
+                                 # kafka-python retries a refused login until this runs out (30 s by default)
+                                 bootstrap_timeout_ms=3000)
     except KafkaError:
         return False
     producer.close()
