@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -39,12 +40,18 @@ class App:
         self.bootstrap = bootstrap
         self.process: subprocess.Popen | None = None
         self.starts = 0
+        # Every start's stderr, appended: why an instance exited is what a failure needs.
+        self.stderr = tempfile.TemporaryFile()
 
     def ensure_running(self) -> None:
         if self.process is None or self.process.poll() is not None:
             self.process = subprocess.Popen([sys.executable, str(APP), self.bootstrap],
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                            stdout=subprocess.DEVNULL, stderr=self.stderr)
             self.starts += 1
+
+    def stderr_tail(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read()[-3000:].decode(errors="replace")
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -88,7 +95,8 @@ def run_with_kills(bootstrap: str, rng: random.Random, kills: int, while_running
         app.ensure_running()
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while (now_done := consumed(live_bootstrap())) <= done:
-            assert time.monotonic() < deadline, f"the application made no progress ({app.starts} starts)"
+            assert time.monotonic() < deadline, (f"the application made no progress ({app.starts} starts, "
+                                                 f"{now_done} consumed):\n{app.stderr_tail()}")
             app.ensure_running()
             time.sleep(0.05)
         done = now_done
@@ -98,7 +106,8 @@ def run_with_kills(bootstrap: str, rng: random.Random, kills: int, while_running
         app.kill()
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while consumed(live_bootstrap()) < INPUTS:
-        assert time.monotonic() < deadline, f"the application did not finish ({app.starts} starts)"
+        assert time.monotonic() < deadline, (f"the application did not finish ({app.starts} starts, "
+                                             f"{consumed(live_bootstrap())} consumed):\n{app.stderr_tail()}")
         app.ensure_running()
         time.sleep(0.2)
     app.kill()
