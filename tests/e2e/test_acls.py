@@ -117,6 +117,15 @@ def test_acls_cli_changes_take_effect_on_the_running_broker(broker):
     producer.close()
     assert minikafka("acls", "remove", "--topic", "open", "--deny-principal", "User:alice",
                      "--operation", "Write").returncode == 0
+    # kafka-acls' --resource-pattern-type prefixed: every topic beginning with "secr".
+    prefixed = ("--topic", "secr", "--resource-pattern-type", "prefixed", "--allow-principal", "User:bob",
+                "--operation", "Write")
+    assert minikafka("acls", "add", *prefixed).returncode == 0
+    assert "`Prefixed:Topic:secr`" in minikafka("acls", "list", "--topic", "secr", "--resource-pattern-type",
+                                                "prefixed").stdout
+    assert _may_write(broker, "bob", "secret")
+    assert minikafka("acls", "remove", *prefixed).returncode == 0
+    assert not _may_write(broker, "bob", "secret")
 
 
 def test_broker_to_broker_requests_need_cluster_action(broker):
