@@ -18,9 +18,9 @@ name ``*`` is every resource of the type). The decision, in Kafka's order:
 Storage is Kafka's ZooKeeper layout turned into one JSON file, ``<first log dir>/acls.json``:
 ``{"Topic:orders": {"version": 1, "acls": [{"principal": "User:alice", "permissionType":
 "Allow", "operation": "Write", "host": "*"}]}}`` (each value is what Kafka writes to
-``/kafka-acl/Topic/orders``); a PREFIXED pattern's key is ``Prefixed:Topic:orders-`` (``Prefixed``
-is no resource type, so a file from before KIP-290 reads as it did). The authorizer re-reads it when it changes, so ``minikafka acls``
-takes effect on a running broker. In a cluster the ACLs are Kafka's ZooKeeper nodes themselves
+``/kafka-acl/Topic/orders``); a PREFIXED pattern's key is ``Prefixed:Topic:orders-``
+(``Prefixed`` is no resource type, so a file from before KIP-290 reads as it did). The
+authorizer re-reads it when it changes, so ``minikafka acls`` takes effect on a running broker. In a cluster the ACLs are Kafka's ZooKeeper nodes themselves
 (``ZkAcls``: every broker reads ``/kafka-acl`` and ``/kafka-acl-extended`` at start-up, then
 re-reads the resources that ``/kafka-acl-changes`` and ``/kafka-acl-extended-changes``
 notifications name).
@@ -97,9 +97,9 @@ def split_key(key: str) -> tuple[bool, str, str]:
 def applying(acls: dict[str, list[Acl]], resource_type: str, name: str) -> list[Acl]:
     """The ACLs that apply to one resource: its literal ones, the type's ``*`` ones and those of
     every prefix of its name (a lookup per prefix, like Kafka's sorted-set range)."""
-    found = acls.get(f"{resource_type}:{name}", []) + acls.get(f"{resource_type}:*", [])
+    found = [*acls.get(f"{resource_type}:{name}", ()), *acls.get(f"{resource_type}:*", ())]
     for end in range(1, len(name) + 1):
-        found = found + acls.get(f"{PREFIXED_KEY}{resource_type}:{name[:end]}", [])
+        found.extend(acls.get(f"{PREFIXED_KEY}{resource_type}:{name[:end]}", ()))
     return found
 
 

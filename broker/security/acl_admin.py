@@ -13,8 +13,7 @@ not read it. A v0 request has no pattern type: its schema default, LITERAL, is K
 from __future__ import annotations
 
 from minikafka.broker.security import CLUSTER_NAME
-from minikafka.broker.security.acl import Acl, AclError, split_key
-from minikafka.replication.kafka_zk import PREFIXED_KEY
+from minikafka.broker.security.acl import Acl, AclError, resource_key, split_key
 from minikafka.protocol.errors import ErrorCode
 
 ANY = 1  # the "any" code of every filter enum
@@ -55,10 +54,8 @@ def binding(creation) -> tuple[str, Acl]:
     resource_type = _named(RESOURCE_TYPES, creation.resource_type, "resource type", any_allowed=False)
     if resource_type == "Cluster" and creation.resource_name != CLUSTER_NAME:
         raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
-    if not creation.resource_name:
-        raise AclError("the resource name is empty")
-    prefix = PREFIXED_KEY if creation.resource_pattern_type == PREFIXED else ""
-    return f"{prefix}{resource_type}:{creation.resource_name}", Acl.make(
+    key = resource_key(resource_type, creation.resource_name, prefixed=creation.resource_pattern_type == PREFIXED)
+    return key, Acl.make(
         creation.principal, _named(OPERATIONS, creation.operation, "operation", any_allowed=False),
         _named(PERMISSIONS, creation.permission_type, "permission type", any_allowed=False), creation.host)
 
