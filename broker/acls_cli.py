@@ -2,7 +2,9 @@
 User:alice --operation Write --topic orders``). They are written to the first log dir of a
 single broker (broker.security.acl), which picks them up at its next request, or with
 ``--zookeeper`` to a cluster's ``/kafka-acl`` nodes plus a ``/kafka-acl-changes`` notification
-naming the resource, which every broker watches and answers by re-reading that resource."""
+naming the resource, which every broker watches and answers by re-reading that resource
+(``--resource-pattern-type prefixed``: ``/kafka-acl-extended/prefixed`` and
+``/kafka-acl-extended-changes``)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import argparse
 import sys
 
 from minikafka.broker.security.acl import (CLUSTER_NAME, OPERATIONS, Acl, AclError, AclStore, entry_json,
-                                           parse_entries, resource_key, with_acls, without_acls)
+                                           parse_entries, resource_key, split_key, with_acls,
+                                           without_acls)
 from minikafka.broker.users_cli import first_log_dir, log_dir_arguments
 
 
@@ -26,6 +29,9 @@ def register(subparsers) -> None:
     which.add_argument("--topic", help="a topic name, or * for every topic")
     which.add_argument("--group", help="a consumer group, or * for every group")
     which.add_argument("--cluster", action="store_true", help="the cluster (Create, ClusterAction, Describe)")
+    resource.add_argument("--resource-pattern-type", choices=("literal", "prefixed"), default="literal",
+                          type=str.lower, help="literal: the name itself (* every resource); prefixed: every "
+                                               "resource whose name begins with it (KIP-290)")
     rules = argparse.ArgumentParser(add_help=False)
     rules.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL")
     rules.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL")
@@ -41,12 +47,13 @@ def register(subparsers) -> None:
 
 
 def _resource(args) -> str | None:
+    prefixed = args.resource_pattern_type == "prefixed"
     if args.cluster:
-        return resource_key("Cluster", CLUSTER_NAME)
+        return resource_key("Cluster", CLUSTER_NAME, prefixed=prefixed)
     if args.topic is not None:
-        return resource_key("Topic", args.topic)
+        return resource_key("Topic", args.topic, prefixed=prefixed)
     if args.group is not None:
-        return resource_key("Group", args.group)
+        return resource_key("Group", args.group, prefixed=prefixed)
     return None
 
 
@@ -82,8 +89,8 @@ async def _zookeeper_command(args, key: str | None, acls: list[Acl]) -> None:
             return
         entries = with_acls(current.get(key, []), acls) if args.action == "add" else \
             without_acls(current.get(key, []), acls or None)
-        resource_type, _, name = key.partition(":")
-        await zk.set_acls(resource_type, name, entry_json(entries) if entries else None)
+        prefixed, resource_type, name = split_key(key)
+        await zk.set_acls(resource_type, name, entry_json(entries) if entries else None, prefixed=prefixed)
 
 
 def _acls_command(args: argparse.Namespace) -> int:

@@ -416,7 +416,7 @@ class Broker:
         ``/kafka-acl`` nodes, each with Kafka's change notification for the other brokers, and
         this broker's copy at once (as SimpleAclAuthorizer updates its cache); else the log
         dir's ACL file."""
-        from minikafka.broker.security.acl import entry_json
+        from minikafka.broker.security.acl import entry_json, split_key
 
         store = self.authorizer.store
         async with self._acl_writes:
@@ -425,9 +425,9 @@ class Broker:
                 await trio.to_thread.run_sync(store.set_resources, changes)
                 return
             for key, acls in changes.items():
-                resource_type, _, name = key.partition(":")
+                prefixed, resource_type, name = split_key(key)
                 entry = entry_json(acls) if acls else None
-                await self.cluster.zk.set_acls(resource_type, name, entry)
+                await self.cluster.zk.set_acls(resource_type, name, entry, prefixed=prefixed)
                 store.update(key, entry)
 
     def _layered(self, dynamic: dict[str, dict[str, str]]) -> BrokerConfig:

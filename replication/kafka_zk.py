@@ -16,6 +16,8 @@ nodes, so a minikafka cluster looks to them like a Kafka cluster. The layout fol
 /config/changes/config_change_<seq>                         {"version":1,"entity_type":"topics","entity_name":"<t>"}
 /kafka-acl/<Topic|Group|Cluster>/<name>                     {"version":1,"acls":[{"principal":"User:a","permissionType":"Allow","operation":"Read","host":"*"}]}
 /kafka-acl-changes/acl_changes_<seq>                        "<Type>:<name>" (a change notification)
+/kafka-acl-extended/prefixed/<Type>/<prefix>                as /kafka-acl (Kafka >= 2.0, KIP-290)
+/kafka-acl-extended-changes/acl_changes_<seq>               {"version":1,"resourceType":"TOPIC","name":"<prefix>","patternType":"PREFIXED"}
 /admin/delete_topics/<t>                                    empty
 /isr_change_notification/isr_change_<seq>                   {"version":1,"partitions":[{"topic":t,"partition":p}]}
 /admin/preferred_replica_election                           {"version":1,"partitions":[{"topic":t,"partition":p}]}
@@ -78,6 +80,12 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 ACL_PATH = "/kafka-acl"
 ACL_CHANGES_PATH = "/kafka-acl-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
+PREFIXED_ACL_PATH = "/kafka-acl-extended/prefixed"
+EXTENDED_ACL_CHANGES_PATH = "/kafka-acl-extended-changes"
+# A PREFIXED pattern's resource key ("Prefixed:Topic:orders-"); a literal one is "Topic:orders".
+PREFIXED_KEY = "Prefixed:"
+# Kafka's ResourceType enum names, which ExtendedAclChangeEvent carries.
+_RESOURCE_TYPE_ENUM = {"Topic": "TOPIC", "Group": "GROUP", "Cluster": "CLUSTER", "TransactionalId": "TRANSACTIONAL_ID"}
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
@@ -170,6 +178,25 @@ def delete_topic_path(topic: str) -> str:
 
 
 # -- JSON codecs (pure) -------------------------------------------------------------------------
+
+def _acl_path(resource: str) -> str:
+    root = PREFIXED_ACL_PATH if resource.startswith(PREFIXED_KEY) else ACL_PATH
+    resource_type, _, name = resource.removeprefix(PREFIXED_KEY).partition(":")
+    return f"{root}/{resource_type}/{name}"
+
+
+def extended_acl_change(data: bytes) -> str:
+    """The resource key an ``/kafka-acl-extended-changes`` event names; MalformedZnode if none."""
+    try:
+        event = json.loads(data)
+        resource_type = {enum: name for name, enum in _RESOURCE_TYPE_ENUM.items()}.get(event["resourceType"],
+                                                                                      event["resourceType"])
+        if event["patternType"] != "PREFIXED":
+            raise ValueError(f"pattern type {event['patternType']!r}")
+        return f"{PREFIXED_KEY}{resource_type}:{event['name']}"
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MalformedZnode(f"ACL change event {data!r}: {exc}") from None
+
 
 def _encode(value) -> bytes:
     # Kafka's Json.encode writes non-ASCII as is (in UTF-8) and no whitespace.
@@ -697,39 +724,46 @@ class KafkaZk:
     # -- ACLs (SimpleAclAuthorizer's nodes) ----------------------------------------------------
 
     async def acls(self) -> dict[str, dict]:
-        """Every resource's ACL node, as ``{"<Type>:<name>": <its JSON>}``."""
+        """Every resource's ACL node, as ``{"<Type>:<name>": <its JSON>}`` (a prefixed pattern's
+        key begins with ``PREFIXED_KEY``)."""
         found: dict[str, dict] = {}
-        if await self.zk.exists(ACL_PATH) is None:
-            return found
-        for resource_type in await self.zk.children(ACL_PATH):
-            for name in await self.zk.children(f"{ACL_PATH}/{resource_type}"):
-                node = await self.zk.get_json(f"{ACL_PATH}/{resource_type}/{name}")
-                if node is not None:
-                    found[f"{resource_type}:{name}"] = node[0]
+        for root, key_prefix in ((ACL_PATH, ""), (PREFIXED_ACL_PATH, PREFIXED_KEY)):
+            if await self.zk.exists(root) is None:
+                continue
+            for resource_type in await self.zk.children(root):
+                for name in await self.zk.children(f"{root}/{resource_type}"):
+                    node = await self.zk.get_json(f"{root}/{resource_type}/{name}")
+                    if node is not None:
+                        found[f"{key_prefix}{resource_type}:{name}"] = node[0]
         return found
 
     async def acl(self, resource: str) -> dict | None:
-        """One resource's ACL node (``"<Type>:<name>"``, as a change notification names it);
-        None when it has none."""
-        resource_type, _, name = resource.partition(":")
-        node = await self.zk.get_json(f"{ACL_PATH}/{resource_type}/{name}")
+        """One resource's ACL node (a key as ``acls`` gives them); None when it has none."""
+        node = await self.zk.get_json(_acl_path(resource))
         return None if node is None else node[0]
 
-    async def set_acls(self, resource_type: str, name: str, entry: dict | None) -> None:
-        """Write (None: delete) one resource's ACL node and leave Kafka's change notification."""
-        path = f"{ACL_PATH}/{resource_type}/{name}"
+    async def set_acls(self, resource_type: str, name: str, entry: dict | None, *, prefixed: bool = False) -> None:
+        """Write (None: delete) one resource's ACL node and leave Kafka's change notification
+        (a literal pattern's in ``/kafka-acl-changes``, a prefixed one's in
+        ``/kafka-acl-extended-changes``)."""
+        path = _acl_path(f"{PREFIXED_KEY if prefixed else ''}{resource_type}:{name}")
         if entry is None:
             if await self.zk.exists(path) is not None:
                 await self.zk.delete(path)
         else:
-            await self.zk.ensure_path(f"{ACL_PATH}/{resource_type}")
+            await self.zk.ensure_path(path.rpartition("/")[0])
             if await self.zk.exists(path) is None:
                 await self.zk.create(path, _encode(entry))
             else:
                 await self.zk.set(path, _encode(entry))
-        await self.zk.ensure_path(ACL_CHANGES_PATH)
-        await self.zk.create(f"{ACL_CHANGES_PATH}/{ACL_CHANGE_PREFIX}", f"{resource_type}:{name}".encode(),
-                             sequence=True)
+        if prefixed:
+            changes, change = EXTENDED_ACL_CHANGES_PATH, _encode({
+                "version": 1, "resourceType": _RESOURCE_TYPE_ENUM.get(resource_type, resource_type), "name": name,
+                "patternType": "PREFIXED"})
+        else:
+            changes, change = ACL_CHANGES_PATH, f"{resource_type}:{name}".encode()
+        await self.zk.ensure_path(changes)
+        await self.zk.create(f"{changes}/{ACL_CHANGE_PREFIX}", change, sequence=True)
 
     # -- partition leader and ISR -------------------------------------------------------------
 

@@ -31,8 +31,8 @@ from minikafka.replication.cluster import ClusterMember, ClusterSettings
 from minikafka.replication.controller import ControllerError
 from minikafka.replication.fetcher import FetcherSettings
 from minikafka.replication.kafka_zk import (ACL_CHANGE_PREFIX, ACL_CHANGES_PATH, CONFIG_CHANGE_PREFIX,
-                                           CONFIG_CHANGES_PATH, MalformedZnode, decode_config_change,
-                                           delete_topic_path)
+                                           CONFIG_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH, MalformedZnode,
+                                           decode_config_change, delete_topic_path, extended_acl_change)
 from minikafka.replication.metadata_cache import BrokerEndpoint, PartitionInfo
 from minikafka.replication.notifications import NotificationListener
 from minikafka.replication.replica_manager import LEADER, NotLeader, PartitionStateUpdate, Replica
@@ -102,16 +102,17 @@ class ReplicatedPartitions(Partitions):
                              on_role_change=self._role_changed)
 
     async def follow_acls(self) -> None:
-        """A cluster's ACLs: all of ``/kafka-acl`` now, then each resource a ``/kafka-acl-changes``
-        notification names (Kafka's SimpleAclAuthorizer), re-read by this broker's event task."""
+        """A cluster's ACLs: all of ``/kafka-acl`` and ``/kafka-acl-extended`` now, then each
+        resource a ``/kafka-acl-changes`` notification (a literal pattern, ``<Type>:<name>``) or a
+        ``/kafka-acl-extended-changes`` one (a prefixed pattern, Kafka 2.x's JSON event) names
+        (Kafka's AclAuthorizer), re-read by this broker's event task."""
         cluster, store = self.cluster, self.broker.authorizer.store
         try:
             store.replace(await cluster.zk.acls())
         except (ZooKeeperError, AclError) as exc:
             logger.warning("cannot read the ACLs from ZooKeeper: %s (re-read as changes are notified)", exc)
 
-        async def changed(data: bytes) -> None:
-            resource = data.decode("utf-8", "replace")
+        async def reread(resource: str) -> None:
             try:
                 store.update(resource, await cluster.zk.acl(resource))
             except AclError as exc:
@@ -119,8 +120,20 @@ class ReplicatedPartitions(Partitions):
             else:
                 logger.info("ACLs of %s re-read after a change notification", resource)
 
-        listener = NotificationListener(cluster.zk_client, ACL_CHANGES_PATH, ACL_CHANGE_PREFIX, changed)
-        await cluster.watch_children(ACL_CHANGES_PATH, listener.on_children)
+        async def literal_changed(data: bytes) -> None:
+            await reread(data.decode("utf-8", "replace"))
+
+        async def extended_changed(data: bytes) -> None:
+            try:
+                resource = extended_acl_change(data)
+            except MalformedZnode as exc:
+                logger.warning("%s (ignored)", exc)
+                return
+            await reread(resource)
+
+        for path, changed in ((ACL_CHANGES_PATH, literal_changed), (EXTENDED_ACL_CHANGES_PATH, extended_changed)):
+            listener = NotificationListener(cluster.zk_client, path, ACL_CHANGE_PREFIX, changed)
+            await cluster.watch_children(path, listener.on_children)
 
     async def follow_topic_configs(self) -> None:
         """Topic overrides and dynamic broker configs as ZooKeeper holds them: this broker's and

@@ -6,7 +6,9 @@ operation on one resource (``Topic:orders``, ``Group:billing``, ``Cluster:kafka-
 name ``*`` is every resource of the type). The decision, in Kafka's order:
 
 1. a super user (``super.users``) may do anything;
-2. a resource with no ACLs at all (its own and the type's ``*`` ones) is open to everyone if
+2. the ACLs that apply to a resource are its own, the type's ``*`` ones and (Kafka >= 2.0,
+   KIP-290) those of every PREFIXED pattern its name begins with (``Topic:orders-`` applies to
+   ``orders-eu``); a resource with none is open to everyone if
    ``allow.everyone.if.no.acl.found``, else closed;
 3. a matching DENY wins;
 4. a matching ALLOW of the operation grants it; READ, WRITE, DELETE and ALTER each imply
@@ -16,10 +18,12 @@ name ``*`` is every resource of the type). The decision, in Kafka's order:
 Storage is Kafka's ZooKeeper layout turned into one JSON file, ``<first log dir>/acls.json``:
 ``{"Topic:orders": {"version": 1, "acls": [{"principal": "User:alice", "permissionType":
 "Allow", "operation": "Write", "host": "*"}]}}`` (each value is what Kafka writes to
-``/kafka-acl/Topic/orders``). The authorizer re-reads it when it changes, so ``minikafka acls``
-takes effect on a running broker. In a cluster the ACLs are Kafka's ZooKeeper nodes themselves
-(``ZkAcls``: every broker reads ``/kafka-acl`` at start-up, then re-reads the resources that
-``/kafka-acl-changes`` notifications name).
+``/kafka-acl/Topic/orders``); a PREFIXED pattern's key is ``Prefixed:Topic:orders-``
+(``Prefixed`` is no resource type, so a file from before KIP-290 reads as it did). The
+authorizer re-reads it when it changes, so ``minikafka acls`` takes effect on a running broker. In a cluster the ACLs are Kafka's ZooKeeper nodes themselves
+(``ZkAcls``: every broker reads ``/kafka-acl`` and ``/kafka-acl-extended`` at start-up, then
+re-reads the resources that ``/kafka-acl-changes`` and ``/kafka-acl-extended-changes``
+notifications name).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minikafka.broker.security import CLUSTER_NAME
+from minikafka.replication.kafka_zk import PREFIXED_KEY
 
 RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId")
 OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "DescribeConfigs",
@@ -75,11 +80,27 @@ class Acl:
                 and (self.operation == "All" or self.operation in operations))
 
 
-def resource_key(resource_type: str, name: str) -> str:
+def resource_key(resource_type: str, name: str, *, prefixed: bool = False) -> str:
     resource_type = _canonical(resource_type, RESOURCE_TYPES, "resource type")
     if not name:
         raise AclError("the resource name is empty")
-    return f"{resource_type}:{name}"
+    return f"{PREFIXED_KEY if prefixed else ''}{resource_type}:{name}"
+
+
+def split_key(key: str) -> tuple[bool, str, str]:
+    """``(prefixed, resource type, name)`` of a resource key."""
+    prefixed = key.startswith(PREFIXED_KEY)
+    resource_type, _, name = key.removeprefix(PREFIXED_KEY).partition(":")
+    return prefixed, resource_type, name
+
+
+def applying(acls: dict[str, list[Acl]], resource_type: str, name: str) -> list[Acl]:
+    """The ACLs that apply to one resource: its literal ones, the type's ``*`` ones and those of
+    every prefix of its name (a lookup per prefix, like Kafka's sorted-set range)."""
+    found = [*acls.get(f"{resource_type}:{name}", ()), *acls.get(f"{resource_type}:*", ())]
+    for end in range(1, len(name) + 1):
+        found.extend(acls.get(f"{PREFIXED_KEY}{resource_type}:{name[:end]}", ()))
+    return found
 
 
 def parse_entries(data: dict) -> dict[str, list[Acl]]:
@@ -197,8 +218,7 @@ class Authorizer:
     def authorize(self, principal: str, host: str, operation: str, resource_type: str, name: str) -> bool:
         if principal in self.super_users:
             return True
-        acls = self.store.load()
-        found = acls.get(f"{resource_type}:{name}", []) + acls.get(f"{resource_type}:*", [])
+        found = applying(self.store.load(), resource_type, name)
         if not found:
             return self.allow_if_no_acls
         if any(acl.permission == "Deny" and acl.matches(principal, host, (operation,)) for acl in found):
@@ -209,22 +229,29 @@ class Authorizer:
 
     def authorize_any(self, principal: str, host: str, operation: str, resource_type: str) -> bool:
         """Whether the principal may do ``operation`` on some resource of the type: Kafka 2.8's
-        ``authorizeByResourceType`` for literal ACLs (KIP-679's "Write on any topic"). A DENY on
-        ``*`` denies; ``allow.everyone.if.no.acl.found`` allows; else an ALLOW on a resource
-        that no DENY names allows."""
+        ``authorizeByResourceType`` (KIP-679's "Write on any topic"). A DENY on ``*`` denies;
+        ``allow.everyone.if.no.acl.found`` allows; else an ALLOW allows unless a DENY covers
+        every resource it does (a literal DENY of the same name, a prefixed DENY whose prefix
+        begins its name)."""
         if principal in self.super_users:
             return True
         allowed, denied = set(), set()
         for key, acls in self.store.load().items():
-            kind, _, name = key.partition(":")
+            prefixed, kind, name = split_key(key)
             if kind != resource_type:
                 continue
             for acl in acls:
                 if acl.matches(principal, host, (operation,)):
-                    (denied if acl.permission == "Deny" else allowed).add(name)
-        if "*" in denied:
+                    (denied if acl.permission == "Deny" else allowed).add((prefixed, name))
+        if (False, "*") in denied:
             return False
-        return self.allow_if_no_acls or "*" in allowed or bool(allowed - denied)
+
+        def covered(prefixed: bool, name: str) -> bool:
+            return (not prefixed and (False, name) in denied) or any(
+                deny_prefixed and name.startswith(prefix) for deny_prefixed, prefix in denied)
+
+        return self.allow_if_no_acls or (False, "*") in allowed or any(
+            not covered(prefixed, name) for prefixed, name in allowed)
 
 
 def parse_super_users(text: str | None) -> frozenset[str]:

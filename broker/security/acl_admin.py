@@ -3,21 +3,23 @@ codes for resource types, operations and permissions, the filters of DescribeAcl
 DeleteAcls (Kafka's AclBindingFilter.matches), and CreateAcls' checks (AuthorizerUtils'
 validateAclBinding).
 
-Only what Kafka 0.10.2's SimpleAclAuthorizer stores is accepted: LITERAL resource patterns
-(``*`` is every resource of the type) of topics, groups and the cluster. A PREFIXED pattern
-(KIP-290) or another resource type (transactional ids, delegation tokens, users) is refused
-with INVALID_REQUEST rather than stored where the authorizer would not read it.
+What Kafka 2.8's AclAuthorizer stores is accepted: LITERAL (``*`` is every resource of the
+type) and PREFIXED (KIP-290) patterns of topics, groups, transactional ids and the cluster. A
+creation with a filter's pattern type (ANY, MATCH) or another resource type (delegation
+tokens, users) is refused with INVALID_REQUEST rather than stored where the authorizer would
+not read it. A v0 request has no pattern type: its schema default, LITERAL, is Kafka's reading.
 """
 
 from __future__ import annotations
 
 from minikafka.broker.security import CLUSTER_NAME
-from minikafka.broker.security.acl import Acl, AclError
+from minikafka.broker.security.acl import Acl, AclError, resource_key, split_key
 from minikafka.protocol.errors import ErrorCode
 
 ANY = 1  # the "any" code of every filter enum
 LITERAL = 3
 MATCH = 2
+PREFIXED = 4
 RESOURCE_TYPES = {2: "Topic", 3: "Group", 4: "Cluster", 5: "TransactionalId"}
 OPERATIONS = {2: "All", 3: "Read", 4: "Write", 5: "Create", 6: "Delete", 7: "Alter", 8: "Describe",
               9: "ClusterAction", 10: "DescribeConfigs", 11: "AlterConfigs"}
@@ -47,14 +49,13 @@ def _named(table: dict[int, str], code: int, what: str, *, any_allowed: bool) ->
 
 def binding(creation) -> tuple[str, Acl]:
     """``(resource key, Acl)`` of a CreateAcls creation; AclError for what cannot be stored."""
-    if creation.resource_pattern_type != LITERAL:
-        raise AclError(f"resource pattern type {creation.resource_pattern_type} is not supported (only LITERAL)")
+    if creation.resource_pattern_type not in (LITERAL, PREFIXED):
+        raise AclError(f"resource pattern type {creation.resource_pattern_type} is not LITERAL or PREFIXED")
     resource_type = _named(RESOURCE_TYPES, creation.resource_type, "resource type", any_allowed=False)
     if resource_type == "Cluster" and creation.resource_name != CLUSTER_NAME:
         raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
-    if not creation.resource_name:
-        raise AclError("the resource name is empty")
-    return f"{resource_type}:{creation.resource_name}", Acl.make(
+    key = resource_key(resource_type, creation.resource_name, prefixed=creation.resource_pattern_type == PREFIXED)
+    return key, Acl.make(
         creation.principal, _named(OPERATIONS, creation.operation, "operation", any_allowed=False),
         _named(PERMISSIONS, creation.permission_type, "permission type", any_allowed=False), creation.host)
 
@@ -66,7 +67,7 @@ class Filter:
     def __init__(self, spec) -> None:
         self.resource_type = _named(RESOURCE_TYPES, spec.resource_type_filter, "resource type", any_allowed=True)
         self.pattern_type = spec.pattern_type_filter
-        if self.pattern_type not in (ANY, MATCH, LITERAL, 4):
+        if self.pattern_type not in (ANY, MATCH, LITERAL, PREFIXED):
             raise AclError(f"pattern type {self.pattern_type} is not a filter")
         self.name = spec.resource_name_filter
         self.principal = spec.principal_filter
@@ -75,13 +76,22 @@ class Filter:
         self.permission = _named(PERMISSIONS, spec.permission_type, "permission type", any_allowed=True)
 
     def matches(self, key: str, acl: Acl) -> bool:
-        resource_type, _, name = key.partition(":")
-        if self.resource_type not in (None, resource_type) or self.pattern_type == 4:  # no PREFIXED ACLs here
-            return False
-        if self.name is not None and name != self.name and not (self.pattern_type == MATCH and name == "*"):
+        prefixed, resource_type, name = split_key(key)
+        if self.resource_type not in (None, resource_type) or not _pattern_matches(self.pattern_type, self.name, prefixed, name):
             return False
         return (self.principal in (None, acl.principal) and self.host in (None, acl.host)
                 and self.operation in (None, acl.operation) and self.permission in (None, acl.permission))
+
+
+def _pattern_matches(filter_type: int, filter_name: str | None, prefixed: bool, name: str) -> bool:
+    """Kafka's ResourcePatternFilter.matches: ANY and a specific type select that exact name,
+    MATCH every pattern that applies to the name (equal, ``*``, a prefix of it)."""
+    pattern_type = PREFIXED if prefixed else LITERAL
+    if filter_type not in (ANY, MATCH, pattern_type):
+        return False
+    if filter_name is None or filter_type != MATCH:
+        return filter_name in (None, name)
+    return filter_name.startswith(name) if prefixed else name in (filter_name, "*")
 
 
 def acl_fields(acl: Acl) -> dict:
@@ -91,5 +101,6 @@ def acl_fields(acl: Acl) -> dict:
 
 
 def resource_fields(key: str) -> dict:
-    resource_type, _, name = key.partition(":")
-    return {"resource_type": _CODES[resource_type], "resource_name": name, "pattern_type": LITERAL}
+    prefixed, resource_type, name = split_key(key)
+    return {"resource_type": _CODES[resource_type], "resource_name": name,
+            "pattern_type": PREFIXED if prefixed else LITERAL}

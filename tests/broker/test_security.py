@@ -9,6 +9,8 @@ import json
 import stat
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.net.sasl.scram import ScramClient
 
 from minikafka.broker.security.sasl import (
@@ -145,3 +147,49 @@ def test_authorizer_follows_kafkas_rules(tmp_path):
     store.path.write_text("{not json")
     with pytest.raises(AclError, match="cannot read"):
         authorizer.authorize("User:alice", "h", "Read", "Topic", "orders")
+
+
+_NAMES = st.text(alphabet="ab-", min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(patterns=st.lists(st.tuples(st.booleans(), st.one_of(_NAMES, st.just("*")), st.booleans()), max_size=6),
+       name=_NAMES)
+def test_prefixed_acls_apply_to_every_name_they_begin(patterns, name):
+    """KIP-290: the ACLs deciding on Topic ``name`` are those of the patterns a MATCH filter on
+    ``name`` selects (literal equal, literal ``*``, a prefix of it): one DENY among them
+    denies, else one ALLOW allows, and none leaves it to allow.everyone.if.no.acl.found."""
+    from types import SimpleNamespace
+
+    from minikafka.broker.security.acl import Acl, Authorizer, ZkAcls, entry_json, resource_key
+    from minikafka.broker.security.acl_admin import ANY, MATCH, Filter
+
+    by_key: dict[str, list[Acl]] = {}
+    for prefixed, pattern, deny in patterns:
+        by_key.setdefault(resource_key("Topic", pattern, prefixed=prefixed), []).append(
+            Acl.make("User:bob", "Write", "Deny" if deny else "Allow"))
+    store = ZkAcls()
+    store.replace({key: entry_json(acls) for key, acls in by_key.items()})
+    match = Filter(SimpleNamespace(resource_type_filter=2, pattern_type_filter=MATCH, resource_name_filter=name,
+                                   principal_filter=None, host_filter=None, operation=ANY, permission_type=ANY))
+    applying = [acl for key, acls in by_key.items() for acl in acls if match.matches(key, acl)]
+    assert bool(applying) == any(name.startswith(pattern) if prefixed else pattern in (name, "*")
+                                 for prefixed, pattern, _ in patterns)
+    for allow_if_no_acls in (False, True):
+        decided = Authorizer(store, allow_if_no_acls=allow_if_no_acls).authorize("User:bob", "h", "Write", "Topic", name)
+        if not applying:
+            assert decided == allow_if_no_acls
+        else:
+            assert decided == (all(acl.permission == "Allow" for acl in applying))
+
+
+def test_a_prefixed_deny_covers_the_allows_it_begins_for_authorize_any():
+    from minikafka.broker.security.acl import Acl, Authorizer, ZkAcls, entry_json
+
+    store = ZkAcls()
+    allow, deny = Acl.make("User:bob", "Write"), Acl.make("User:bob", "Write", "Deny")
+    store.replace({"Topic:pfx-x": entry_json([allow]), "Prefixed:Topic:pfx-y": entry_json([allow]),
+                   "Prefixed:Topic:pfx-": entry_json([deny])})
+    assert not Authorizer(store).authorize_any("User:bob", "h", "Write", "Topic")
+    store.update("Prefixed:Topic:p", entry_json([allow]))
+    assert Authorizer(store).authorize_any("User:bob", "h", "Write", "Topic")

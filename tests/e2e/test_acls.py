@@ -117,6 +117,15 @@ def test_acls_cli_changes_take_effect_on_the_running_broker(broker):
     producer.close()
     assert minikafka("acls", "remove", "--topic", "open", "--deny-principal", "User:alice",
                      "--operation", "Write").returncode == 0
+    # kafka-acls' --resource-pattern-type prefixed: every topic beginning with "secr".
+    prefixed = ("--topic", "secr", "--resource-pattern-type", "prefixed", "--allow-principal", "User:bob",
+                "--operation", "Write")
+    assert minikafka("acls", "add", *prefixed).returncode == 0
+    assert "`Prefixed:Topic:secr`" in minikafka("acls", "list", "--topic", "secr", "--resource-pattern-type",
+                                                "prefixed").stdout
+    assert _may_write(broker, "bob", "secret")
+    assert minikafka("acls", "remove", *prefixed).returncode == 0
+    assert not _may_write(broker, "bob", "secret")
 
 
 def test_broker_to_broker_requests_need_cluster_action(broker):
@@ -299,7 +308,7 @@ def test_delete_on_the_topic_is_needed_to_delete_records(broker):
 def test_acl_apis_manage_what_the_authorizer_enforces(broker):
     """CreateAcls / DescribeAcls from kafka-python, DeleteAcls from confluent-kafka, as the
     super user: the ACLs land in the same store the authorizer reads (a producer is let in,
-    then out again); what the store cannot hold is INVALID_REQUEST and is not written."""
+    then out again)."""
     import confluent_kafka.admin as confluent
     from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
                              ResourcePattern, ResourcePatternFilter, ResourceType)
@@ -332,10 +341,6 @@ def test_acl_apis_manage_what_the_authorizer_enforces(broker):
     admin.close()
 
     client = confluent.AdminClient(broker.client_config("confluent-kafka", user="admin"))
-    prefixed = confluent.AclBinding(confluent.ResourceType.TOPIC, "op", confluent.ResourcePatternType.PREFIXED,
-                                    "User:bob", "*", confluent.AclOperation.READ, confluent.AclPermissionType.ALLOW)
-    with pytest.raises(Exception, match="INVALID_REQUEST|not supported"):
-        client.create_acls([prefixed])[prefixed].result(timeout=15)
     bobs_filter = confluent.AclBindingFilter(confluent.ResourceType.TOPIC, "open", confluent.ResourcePatternType.LITERAL,
                                              "User:bob", None, confluent.AclOperation.ANY,
                                              confluent.AclPermissionType.ANY)
@@ -345,6 +350,8 @@ def test_acl_apis_manage_what_the_authorizer_enforces(broker):
     assert "User:bob" not in str(AclStore(broker.log_dir).load().get("Topic:open"))
 
     # Without ALTER (DESCRIBE) on the cluster.
+    prefixed = confluent.AclBinding(confluent.ResourceType.TOPIC, "op", confluent.ResourcePatternType.PREFIXED,
+                                    "User:bob", "*", confluent.AclOperation.READ, confluent.AclPermissionType.ALLOW)
     alices = confluent.AdminClient(broker.client_config("confluent-kafka", user="alice"))
     with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED"):
         alices.create_acls([prefixed])[prefixed].result(timeout=15)
@@ -357,6 +364,81 @@ def test_acl_apis_manage_what_the_authorizer_enforces(broker):
                                                                        ACLResourcePatternType.ANY)))
     finally:
         alices_admin.close()
+
+
+def _may_write(broker, user: str, topic: str) -> bool:
+    producer = KafkaProducer(**broker.client_config(user=user), max_block_ms=5000, retries=0)
+    try:
+        producer.send(topic, b"from " + user.encode()).get(timeout=15)
+        return True
+    except TopicAuthorizationFailedError:
+        return False
+    finally:
+        producer.close()
+
+
+def test_prefixed_acls_cover_every_topic_their_prefix_begins(broker):
+    """KIP-290 from both clients' admin APIs: a PREFIXED ALLOW lets bob write to every topic
+    beginning with it and to no other, a DENY on a longer prefix wins over it; DescribeAcls and
+    DeleteAcls select with LITERAL, PREFIXED, ANY (that exact name) and MATCH (every pattern
+    that applies to the name)."""
+    import confluent_kafka.admin as confluent
+    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             ResourcePattern, ResourcePatternFilter, ResourceType)
+
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    admin = KafkaAdminClient(**broker.client_config(user="admin"))
+    admin.create_topics([NewTopic("pfx-x", 1, 1), NewTopic("pfx-y", 1, 1), NewTopic("other", 1, 1)])
+    assert not _may_write(broker, "bob", "pfx-x")
+    client = confluent.AdminClient(broker.client_config("confluent-kafka", user="admin"))
+    allow = confluent.AclBinding(confluent.ResourceType.TOPIC, "pfx-", confluent.ResourcePatternType.PREFIXED,
+                                 "User:bob", "*", confluent.AclOperation.WRITE, confluent.AclPermissionType.ALLOW)
+    client.create_acls([allow])[allow].result(timeout=15)
+    assert _may_write(broker, "bob", "pfx-x") and _may_write(broker, "bob", "pfx-y")
+    assert not _may_write(broker, "bob", "other")
+    deny = ACL("User:bob", "*", ACLOperation.WRITE, ACLPermissionType.DENY,
+               ResourcePattern(ResourceType.TOPIC, "pfx-x", ACLResourcePatternType.PREFIXED))
+    assert admin.create_acls([deny])["succeeded"] == [deny]
+    assert not _may_write(broker, "bob", "pfx-x") and _may_write(broker, "bob", "pfx-y")
+
+    def described(name: str, pattern_type) -> set:
+        found, _ = admin.describe_acls(ACLFilter("User:bob", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                                 ResourcePatternFilter(ResourceType.TOPIC, name, pattern_type)))
+        return {(a.resource_pattern.resource_name, a.resource_pattern.pattern_type, a.permission_type)
+                for a in found}
+
+    both = {("pfx-", ACLResourcePatternType.PREFIXED, ACLPermissionType.ALLOW),
+            ("pfx-x", ACLResourcePatternType.PREFIXED, ACLPermissionType.DENY)}
+    assert described("pfx-xyz", ACLResourcePatternType.MATCH) == both
+    assert described("pfx-y", ACLResourcePatternType.MATCH) == {("pfx-", ACLResourcePatternType.PREFIXED,
+                                                                 ACLPermissionType.ALLOW)}
+    assert described("pfx-", ACLResourcePatternType.PREFIXED) == {("pfx-", ACLResourcePatternType.PREFIXED,
+                                                                   ACLPermissionType.ALLOW)}
+    assert described("pfx-x", ACLResourcePatternType.ANY) == {("pfx-x", ACLResourcePatternType.PREFIXED,
+                                                                ACLPermissionType.DENY)}
+    assert described("pfx-", ACLResourcePatternType.LITERAL) == set()
+    assert described(None, ACLResourcePatternType.PREFIXED) == both
+
+    # A filter's pattern type (ANY 1, MATCH 2) in a creation: clients refuse to send one.
+    created = _as(broker, "admin", ApiKey.CREATE_ACLS, 1, {"creations": [{
+        "resource_type": 2, "resource_name": "pfx-", "resource_pattern_type": pattern_type, "principal": "User:bob",
+        "host": "*", "operation": 3, "permission_type": 3} for pattern_type in (1, 2)]})
+    assert [r.error_code for r in created.results] == [ErrorCode.INVALID_REQUEST] * 2
+    assert {found for found in described(None, ACLResourcePatternType.ANY) if found[0].startswith("pfx")} == both
+
+    literal_only = confluent.AclBindingFilter(confluent.ResourceType.TOPIC, "pfx-", confluent.ResourcePatternType.LITERAL,
+                                              "User:bob", None, confluent.AclOperation.ANY,
+                                              confluent.AclPermissionType.ANY)
+    assert client.delete_acls([literal_only])[literal_only].result(timeout=15) == []
+    matching = confluent.AclBindingFilter(confluent.ResourceType.TOPIC, "pfx-xyz", confluent.ResourcePatternType.MATCH,
+                                          "User:bob", None, confluent.AclOperation.ANY, confluent.AclPermissionType.ANY)
+    deleted = client.delete_acls([matching])[matching].result(timeout=15)
+    assert {(b.name, b.resource_pattern_type) for b in deleted} == {("pfx-", confluent.ResourcePatternType.PREFIXED),
+                                                                   ("pfx-x", confluent.ResourcePatternType.PREFIXED)}
+    assert not _may_write(broker, "bob", "pfx-y")
+    admin.close()
 
 
 def test_acl_apis_without_an_authorizer_answer_security_disabled(minikafka_broker_factory):

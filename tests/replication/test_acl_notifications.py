@@ -125,3 +125,28 @@ def test_an_acl_change_reaches_every_broker_of_a_secured_cluster(minikafka_clust
     assert [a.operation for a in deleted] == [ACLOperation.WRITE] and error is NoError
     until(lambda: not _alice_may_write(cluster, cluster.leader("guarded", 0)), "the API's removal at the leader")
     cluster.wait_for_full_isr(["guarded"])  # replication kept going as User:broker all along
+
+    # PREFIXED patterns (KIP-290) travel by /kafka-acl-extended-changes: by the CLI, then
+    # created through one broker's API and enforced by another; a restarted broker reads them
+    # back from /kafka-acl-extended.
+    leader = cluster.leader("guarded", 0)
+    prefixed_args = ("--allow-principal", "User:alice", "--operation", "Write", "--topic", "guar",
+                     "--resource-pattern-type", "prefixed")
+    _acls(cluster, "add", *prefixed_args)
+    until(lambda: _alice_may_write(cluster, leader), "the prefixed ACL at the leader", 20)
+    for broker_id in cluster.ids:
+        until(lambda: "ACLs of Prefixed:Topic:guar re-read after a change notification"
+              in cluster.broker(broker_id).stderr_since_start(), f"broker {broker_id} notified of the prefixed ACL")
+    _acls(cluster, "remove", *prefixed_args)
+    until(lambda: not _alice_may_write(cluster, leader), "the prefixed ACL's removal at the leader")
+    prefixed = confluent.AclBinding(confluent.ResourceType.TOPIC, "gua", confluent.ResourcePatternType.PREFIXED,
+                                    "User:alice", "*", confluent.AclOperation.WRITE, confluent.AclPermissionType.ALLOW)
+    asked = next(b for b in cluster.ids if b != leader)
+    admin = confluent.AdminClient({"bootstrap.servers": cluster.broker(asked).bootstrap})
+    admin.create_acls([prefixed])[prefixed].result(timeout=30)
+    until(lambda: _alice_may_write(cluster, leader), "the API's prefixed ACL at the leader", 20)
+    # A follower restarted: its Metadata answer (Describe, implied by Write) comes from what
+    # it read at start-up.
+    other = next(b for b in cluster.ids if b not in (asked, leader))
+    cluster.restart(other)
+    assert _alice_may_write(cluster, other)
