@@ -43,6 +43,13 @@ Then, per process, one of:
   After the uncompressed produce the same process serves a consumer reading all 3 partitions
   from offset 0 (msg/s), three times with a fresh consumer each: the median counts.
   The consumer's queue back-off is cut to 10 ms (see CONSUMER_SETTINGS).
+- clients (``--clients N``, default 2): N producer processes at once, each sending the 200,000
+  values (codec none, acks=1), then N consumer processes at once, each reading everything from
+  offset 0; msg/s of all of them together (first start to last end) and the broker's CPU per
+  message. One librdkafka producer saturates its own core whatever the broker, so the
+  single-client rows can hardly tell brokers apart; with clients on every core the broker
+  competes with them for CPU, and one that spends less per message leaves more to them (on a
+  laptop or a CI runner the clients share the broker's machine too).
 - latency: one 100 B message, ``flush()``, acks=1, linger.ms=0, 2,000 round trips after 200
   warm-up ones; p50 and p99. Then one produce whose message CRC is wrong, in the format
   confluent-kafka uses with that broker: does the broker check checksums at all (Tansu 0.6
@@ -67,6 +74,7 @@ produce and consume as a share of it.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import shutil
 import socket
@@ -290,6 +298,55 @@ def measure_produce(running: Running, values: list[bytes], codec: str, consume: 
     return figures
 
 
+def _client_process(job: str, bootstrap: str, topic: str, count: int, start: "multiprocessing.Barrier",
+                    spans: "multiprocessing.Queue") -> None:
+    """One of the ``--clients`` processes: produce ``count`` values, or read them all back,
+    after the others are ready too; puts its (start, end) on the system's monotonic clock."""
+    values = make_values(count, VALUE_SIZE) if job == "produce" else None
+    start.wait()
+    if job == "produce":
+        seconds = confluent_produce(bootstrap, topic, values, "none", acks=1)
+    else:
+        seconds = confluent_consume(bootstrap, topic, count, PARTITIONS, **CONSUMER_SETTINGS)
+    end = time.monotonic()
+    spans.put((end - seconds, end))
+
+
+def _together(job: str, running: Running, topic: str, clients: int, count: int) -> tuple[float, float]:
+    """(msg/s of all the clients together, from the first one's start to the last one's end;
+    broker CPU per message) for ``clients`` processes each producing, or each reading,
+    ``count`` messages at once."""
+    context = multiprocessing.get_context("spawn")  # librdkafka's threads do not survive a fork
+    start, spans = context.Barrier(clients + 1), context.Queue()
+    processes = [context.Process(target=_client_process, args=(job, running.bootstrap, topic, count, start, spans))
+                 for _ in range(clients)]
+    for process in processes:
+        process.start()
+    start.wait(120)
+    cpu_before = cpu_seconds(running.process.pid)
+    got = [spans.get(timeout=300) for _ in processes]
+    cpu = cpu_seconds(running.process.pid) - cpu_before
+    for process in processes:
+        process.join(30)
+    if any(process.exitcode != 0 for process in processes):
+        raise RuntimeError(f"{job} client exit codes {[p.exitcode for p in processes]}")
+    total = clients * count
+    return total / (max(end for _, end in got) - min(begin for begin, _ in got)), cpu / total * 1e6
+
+
+def measure_clients(running: Running, clients: int, count: int) -> dict[str, float]:
+    """``clients`` producer processes at once (each ``count`` messages, codec none, acks=1),
+    then as many consumers each reading everything from offset 0: the broker shares the
+    machine's cores with its clients, so one that spends less CPU per message leaves more to
+    them. A single librdkafka producer saturates its own core whatever the broker (see the
+    client CPU rows); with clients on every core the broker's own cost shows in msg/s."""
+    topic = create_topic(running.bootstrap, PARTITIONS)
+    produced, produce_cpu = _together("produce", running, topic, clients, count)
+    consumed, consume_cpu = _together("consume", running, topic, clients, clients * count)
+    return {"clients produce": produced, "clients produce cpu": produce_cpu,
+            "clients consume": consumed, "clients consume cpu": consume_cpu}
+
+
 def measure_latency(running: Running, magic: int, count: int, warmup: int) -> dict[str, float]:
     topic = create_topic(running.bootstrap, 1)
     latency = measure_produce_latency(running.bootstrap, rounds=count, warmup=warmup, topic=topic)
@@ -315,6 +372,10 @@ ROWS = [
     ("consume from offset 0, msg/s", "consume", "{:,.0f}"),
     ("broker CPU per consumed message, µs", "consume cpu", "{:.2f}"),
     ("client CPU per consumed message (the consumer's connect included), µs", "consume client", "{:.2f}"),
+    ("produce acks=1, none, {clients} producer processes at once, msg/s of all", "clients produce", "{:,.0f}"),
+    ("broker CPU per produced message, {clients} producers, µs", "clients produce cpu", "{:.2f}"),
+    ("consume from offset 0, {clients} consumer processes at once, msg/s of all", "clients consume", "{:,.0f}"),
+    ("broker CPU per consumed message, {clients} consumers, µs", "clients consume cpu", "{:.2f}"),
     ("spawn -> first message consumed back, ms", "spawn", "{:.1f}"),
     ("port open -> first message, ms", "open", "{:.1f}"),
     ("produce latency p50 (one message, flush), ms", "p50", "{:.3f}"),
@@ -325,7 +386,7 @@ NO_RATIO = {"crc"}
 
 
 def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latency: tuple[int, int],
-               settle: float, startup_only: bool = False):
+               settle: float, clients: int = 0, startup_only: bool = False):
     """Interleaved runs; returns {peer: {metric: [values]}}, with the Python floor's samples,
     taken beside the spawns so they share the machine's load, under "python". With
     ``startup_only`` each process is stopped once its first message is back."""
@@ -336,6 +397,8 @@ def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latenc
         jobs = [("none", lambda r, _peer: measure_produce(r, values, "none", consume=True, settle=settle)),
                 ("lz4", lambda r, _peer: measure_produce(r, values, "lz4", consume=False, settle=settle)),
                 ("latency", lambda r, peer: measure_latency(r, peer.magic, *latency))]
+        if clients:
+            jobs.append(("clients", lambda r, _peer: measure_clients(r, clients, count)))
     results: dict[str, dict[str, list[float]]] = {p.name: {} for p in peers}
     results["python"] = {"floor": [], "floor trio": []}
     skipped: dict[str, str] = {}
@@ -373,7 +436,7 @@ def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latenc
     return results
 
 
-def format_table(results, names: list[str], ceiling_msgs: float | None, settle: float) -> str:
+def format_table(results, names: list[str], ceiling_msgs: float | None, settle: float, clients: int) -> str:
     """The table; without ``ceiling_msgs`` (a start-up-only run) only the rows measured."""
     medians = {name: {key: statistics.median(v) for key, v in results[name].items()} for name in results}
     floor = medians["python"]["floor"], medians["python"]["floor trio"]
@@ -393,9 +456,9 @@ def format_table(results, names: list[str], ceiling_msgs: float | None, settle: 
 
     blank = [""] * (len(header) - 2)
     for label, key, fmt in ROWS:
-        if ceiling_msgs is None and not any(key in medians.get(n, {}) for n in names):
+        if (ceiling_msgs is None or key.startswith("clients")) and not any(key in medians.get(n, {}) for n in names):
             continue
-        lines.append("| " + " | ".join([label.format(settle=settle), *(cell(n, key, fmt) for n in names),
+        lines.append("| " + " | ".join([label.format(settle=settle, clients=clients), *(cell(n, key, fmt) for n in names),
                                         *(ratio(key, p) for p in peers)]) + " |")
         if key == "open":  # the start-up figures' floor goes right under them
             lines.append("| " + " | ".join(["Python floor: interpreter alone / + import trio, ms",
@@ -421,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
                              "at its first consumed message (default 9 rounds)")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 3, 1 with --quick, 9 with "
                                                    "--startup-only)")
+    parser.add_argument("--clients", type=int, default=2,
+                        help="client processes at once for the rows that load the machine: that many "
+                             "producers, then that many consumers (default 2, one per core here; 0: no such rows)")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "minikafka-bench",
                         help="where the peers are installed (default ~/.cache/minikafka-bench)")
     args = parser.parse_args(argv)
@@ -444,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="minikafka-bench-peers-"))
     try:
         ceiling_msgs = None if args.startup_only else count / ceiling(make_values(count, VALUE_SIZE), str(workdir))
-        results = run_rounds(peers, workdir, rounds, count, latency, settle, args.startup_only)
+        results = run_rounds(peers, workdir, rounds, count, latency, settle, args.clients, args.startup_only)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     names = [p.name for p in peers if results[p.name]]  # a peer that failed later keeps its rounds
@@ -456,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
               f"latency: {latency[0]:,} round trips after {latency[1]} warm-up; "
               "ratios are minikafka / peer (above 1: more msg/s, or more time/CPU); "
               f"CPU is counted in clock ticks, {1e6 / os.sysconf('SC_CLK_TCK') / count:.2f} µs per message here")
-    print(format_table(results, names, ceiling_msgs, settle))
+    print(format_table(results, names, ceiling_msgs, settle, args.clients))
     return 0
 
 

@@ -27,7 +27,9 @@ def test_quick_run_with_minikafka_alone_prints_every_row(tmp_path):
                   "produce latency p50 (one message, flush), ms", "produce latency p99 (one message, flush), ms",
                   "socket -> file ceiling, msg/s", "minikafka produce none / ceiling",
                   "client CPU per produced message (the bench's producer process), none, µs",
-                  "client CPU per produced message (the bench's producer process), lz4, µs"):
+                  "client CPU per produced message (the bench's producer process), lz4, µs",
+                  "produce acks=1, none, 2 producer processes at once, msg/s of all",
+                  "consume from offset 0, 2 consumer processes at once, msg/s of all"):
         assert rows[label] not in ("", "—"), (label, result.stdout)
     assert rows["error code for a produce with a wrong CRC (2 CORRUPT_MESSAGE, 0 stored)"] == "2"
     assert "skip" not in result.stdout
