@@ -35,6 +35,8 @@ DYNAMIC_CONFIGS = frozenset({
     "log.segment.delete.delay.ms", "log.message.timestamp.type", "log.message.timestamp.difference.max.ms",
     "message.max.bytes", "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio",
+    # Read at each acks=all produce (ReplicatedPartitions.min_insync_replicas), so live at once.
+    "min.insync.replicas",
 }) | frozenset({
     # Kafka 2.8's LogCleaner.ReconfigurableConfigs: a change stops the cleaner and starts a new
     # one with them (Broker._run_cleaner). Not max.connections and the listener/SSL ones:

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kafka import KafkaProducer
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
+from kafka.errors import NotEnoughReplicasError
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
@@ -315,6 +316,22 @@ def test_dynamic_broker_configs_live_in_zookeeper(cluster):
     assert _alter_broker(cluster.broker(second_id), str(second_id), {"log.retention.ms": None}) == ErrorCode.NONE
     _until(lambda: {_broker_config(cluster, b, "log.retention.ms")[1] for b in cluster.ids} == {5},
            "the static setting back everywhere")
+
+
+def test_a_cluster_default_min_insync_replicas_guards_every_leader(cluster):
+    cluster.create_topic("guarded", 1, 3)
+    first = cluster.broker(cluster.ids[0])
+    assert _alter_broker(first, "", {"min.insync.replicas": "4"}) == ErrorCode.NONE
+    _until(lambda: {_broker_config(cluster, b, "min.insync.replicas") for b in cluster.ids} == {("4", 3)},
+           "every broker running with it")
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", retries=0)
+    with pytest.raises(NotEnoughReplicasError):
+        producer.send("guarded", b"three replicas are not four").get(timeout=30)
+    assert _alter_broker(first, "", {"min.insync.replicas": None}) == ErrorCode.NONE
+    _until(lambda: {_broker_config(cluster, b, "min.insync.replicas")[1] for b in cluster.ids} == {5},
+           "the static setting back everywhere")
+    assert producer.send("guarded", b"enough again").get(timeout=30).offset == 0
+    producer.close()
 
 
 def _addresses(metadata) -> dict[int, str]:
