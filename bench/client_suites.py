@@ -34,7 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from minikafka.testing import MinikafkaBroker
+from minikafka.protocol.apis import ApiKey
+from minikafka.testing import MinikafkaBroker, kafka_request
 
 _COUNTS = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 
@@ -70,6 +71,20 @@ _BROKER_SETTINGS = {"kafka-python": {"group.initial.rebalance.delay.ms": "0", "g
                                      "allow.everyone.if.no.acl.found": "true"},
                     "confluent-kafka-python": {"authorizer.class.name": _AUTHORIZER, "super.users": "User:ANONYMOUS"},
                     "aiokafka": {"num.partitions": "2"}}
+# Dynamic cluster defaults each suite's Kafka starts with: confluent-kafka-python's Kafka 4.2 (KRaft,
+# ELR on, KIP-966) has its controller write min.insync.replicas at activation, and its
+# test_incremental_alter_configs expects it on every topic as DYNAMIC_DEFAULT_BROKER_CONFIG.
+_CLUSTER_DEFAULTS = {"confluent-kafka-python": {"min.insync.replicas": "1"}}
+
+
+def set_cluster_defaults(bootstrap: str, settings: dict[str, str]) -> None:
+    """IncrementalAlterConfigs SET of ``settings`` on the cluster default (the empty broker name)."""
+    answer = kafka_request(bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": 4, "resource_name": "", "configs": [
+            {"name": name, "config_operation": 0, "value": value} for name, value in settings.items()]}],
+        "validate_only": False})
+    if answer.responses[0].error_code:
+        raise RuntimeError(f"cluster defaults {settings} refused: {answer.responses[0].error_message}")
 
 
 def run_suite(name: str, checkout: Path, bootstrap: str, kafka_version: str, timeout: float,
@@ -113,6 +128,8 @@ def main() -> None:
     for name, path in checkouts.items():
         with tempfile.TemporaryDirectory() as work, MinikafkaBroker(Path(work) / "broker", {
                 "auto.create.topics.enable": "true", "num.partitions": "1", **_BROKER_SETTINGS.get(name, {})}) as broker:
+            if name in _CLUSTER_DEFAULTS:
+                set_cluster_defaults(broker.bootstrap, _CLUSTER_DEFAULTS[name])
             results.append(run_suite(name, Path(path).resolve(), broker.bootstrap, args.kafka_version, args.timeout,
                                      args.test_timeout))
     print("| suite | passed | failed | errors | skipped | seconds | note |")

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from minikafka.broker.config import CONFIG_KEYS_BY_NAME, BrokerConfig
 from minikafka.broker.config import ConfigError as BadBrokerConfig
-from minikafka.broker.dynamic_configs import PER_BROKER_CONFIGS, dynamic_config_names, entity_name
+from minikafka.broker.dynamic_configs import BROKER_RESOURCE_CONFIGS, PER_BROKER_CONFIGS, entity_name
 from minikafka.broker.partitions import TopicError
 from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.config import TOPIC_CONFIG_NAMES, LogConfig
@@ -223,7 +223,7 @@ def describe_broker(config: BrokerConfig, names: set[str] | None, *, default_ent
             continue
         sensitive = key.name in SENSITIVE_BROKER_CONFIGS
         entries.append(_entry(key.name, _text(config.get(key.name)), _broker_source(config, key.name),
-                              read_only=key.name not in dynamic_config_names(config.zookeeper_connect is not None),
+                              read_only=key.name not in BROKER_RESOURCE_CONFIGS,
                               sensitive=sensitive,
                               synonyms=_broker_synonyms(config, _synonym_group(key.name)),
                               config_type=ConfigType.PASSWORD if sensitive else _BROKER_TYPES[key.type]))
@@ -371,7 +371,7 @@ async def _alter_resource(broker, request, resource, new_overrides) -> None:
             check_broker_resource(name, broker.node_id)
         entity = entity_name(name)
         settings = new_overrides(resource, broker.dynamic_configs(entity))
-        fixed = [config for config in settings if config not in dynamic_config_names(broker.cluster is not None)]
+        fixed = [config for config in settings if config not in BROKER_RESOURCE_CONFIGS]
         if fixed:
             raise refuse_broker_alteration(name, fixed)
         per_broker = sorted(PER_BROKER_CONFIGS & set(settings)) if name == "" else []

@@ -6,8 +6,9 @@ Only the settings Kafka marks dynamic per broker and this broker applies live ar
 the defaults of the topic configs (``log.retention.ms``, ``log.segment.bytes``,
 ``message.max.bytes``, ...; Kafka's DynamicLogConfig), which every log without an override of
 its own runs with at once, and the log cleaner's (``log.cleaner.backoff.ms``,
-``log.cleaner.io.max.bytes.per.second``, ...), which restart the cleaner, and a single broker's
-``advertised.listeners``, which Metadata answers at once. A cluster keeps them where Kafka does, in ``/config/brokers/<id>``
+``log.cleaner.io.max.bytes.per.second``, ...), which restart the cleaner, and a broker's
+``advertised.listeners``, which Metadata answers at once (in a cluster, once the controller has
+seen the broker's registration change). A cluster keeps them where Kafka does, in ``/config/brokers/<id>``
 and ``/config/brokers/<default>`` with a ``/config/changes`` notification each broker follows;
 a single broker in its first log dir, in ``dynamic-broker-configs.json``:
 ``{"version":1,"brokers":{"<default>":{...},"<id>":{...}}}`` (the same entity names), written
@@ -34,6 +35,8 @@ DYNAMIC_CONFIGS = frozenset({
     "log.segment.delete.delay.ms", "log.message.timestamp.type", "log.message.timestamp.difference.max.ms",
     "message.max.bytes", "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio",
+    # Read at each acks=all produce (ReplicatedPartitions.min_insync_replicas), so live at once.
+    "min.insync.replicas",
 }) | frozenset({
     # Kafka 2.8's LogCleaner.ReconfigurableConfigs: a change stops the cleaner and starts a new
     # one with them (Broker._run_cleaner). Not max.connections and the listener/SSL ones:
@@ -44,16 +47,12 @@ DYNAMIC_CONFIGS = frozenset({
 
 
 # Kafka 2.x's DynamicListenerConfig: only this broker's own (DynamicBrokerConfig.PerBrokerConfigs,
-# refused at the cluster default). Only a single broker takes it: in a cluster the others learn
-# a broker's address from its /brokers/ids/<id>, and this cluster's controller, Kafka 0.10.2's,
-# watches which brokers there are, not a registration that changes (Kafka 2.x's
-# BrokerModifications), so they would keep naming the old address.
+# refused at the cluster default). In a cluster the broker rewrites its /brokers/ids/<id> and the
+# controller, watching each registration (Kafka 2.x's BrokerModifications), tells every broker.
 PER_BROKER_CONFIGS = frozenset({"advertised.listeners"})
 
-
-def dynamic_config_names(in_cluster: bool) -> frozenset[str]:
-    """The settings AlterConfigs may change on a BROKER resource."""
-    return DYNAMIC_CONFIGS if in_cluster else DYNAMIC_CONFIGS | PER_BROKER_CONFIGS
+#: The settings AlterConfigs may change on a BROKER resource.
+BROKER_RESOURCE_CONFIGS = DYNAMIC_CONFIGS | PER_BROKER_CONFIGS
 
 
 def entity_name(resource_name: str) -> str:

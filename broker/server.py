@@ -471,6 +471,8 @@ class Broker:
         self.default_log_config = config.log_config()
         if self._bound_ports:
             self._advertise(config)
+            if self.cluster is not None:
+                await self.cluster.update_endpoints(self.endpoints)
         if cleaner_changed and self._cleaner_scope is not None:
             self._cleaner_scope.cancel()
         await trio.to_thread.run_sync(self.log_manager.set_default_config, self.default_log_config)

@@ -31,7 +31,7 @@ from minikafka.replication.controller import Controller, ControllerError, Contro
 from minikafka.replication.fetcher import FetcherManager, FetcherSettings
 from minikafka.replication.metadata_cache import BrokerEndpoint, MetadataCache, PartitionInfo
 from minikafka.replication.replica_manager import ReplicaManager
-from minikafka.replication.kafka_zk import PREFERRED_REPLICA_ELECTION_PATH, BrokerInfo, KafkaZk
+from minikafka.replication.kafka_zk import BROKER_IDS_PATH, PREFERRED_REPLICA_ELECTION_PATH, BrokerInfo, KafkaZk
 from minikafka.replication.zookeeper import ZkClient, ZooKeeperError
 from minikafka.storage.clock import Clock
 from minikafka.storage.log_manager import LogManager
@@ -159,6 +159,15 @@ class ClusterMember:
         await self.zk.register_broker(info, wait_ms=self.settings.session_timeout_ms * 2)
         logger.info("registered as broker %d at %s", self.node_id,
                     ",".join(f"{name}://{h}:{p}" for name, (h, p) in endpoints.items()))
+
+    async def update_endpoints(self, endpoints: dict[str, tuple[str, int]]) -> None:
+        """Advertise ``endpoints`` from now on (a dynamic advertised.listeners): once registered,
+        /brokers/ids/<id> is rewritten in place, on the same session (Kafka's updateBrokerInfo),
+        and the controller, watching it, tells every broker."""
+        if self._endpoint is None or self._endpoint[0] == endpoints:
+            return  # not registered yet: run registers these
+        self._endpoint = (dict(endpoints), self._endpoint[1])
+        await self._register()
 
     async def _wait_for_metadata(self) -> None:
         """Until the controller's first UpdateMetadata, which it sends as soon as it sees this
@@ -296,6 +305,8 @@ class ClusterMember:
         kind = WATCHED.get(event.path) or WATCHED_DATA.get(event.path)
         if kind is not None and self.controller is not None:
             self.controller.notify(kind)
+        elif event.kind == "data" and event.path.startswith(BROKER_IDS_PATH + "/") and self.controller is not None:
+            self.controller.notify("broker_modified")
 
     # ------------------------------------------------------------------ requests
 

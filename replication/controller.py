@@ -23,7 +23,7 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelSecurity, Dialer, dial_address
 from minikafka.replication.controller_channel import BrokerSender
 from minikafka.replication.election import controlled_shutdown_leader, offline_leader, preferred_leader
-from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr
+from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr, broker_path, decode_broker
 from minikafka.replication.zookeeper import BadVersion, NodeExists, ZooKeeperError
 from minikafka.storage.partition_metadata import new_topic_id
 
@@ -62,7 +62,7 @@ class Controller:
         self.zk = zk
         self.settings = settings
         self.epoch = 0
-        self.live: dict[int, tuple[BrokerInfo, str]] = {}   # id -> (info, registration stamp)
+        self.live: dict[int, tuple[BrokerInfo, int]] = {}   # id -> (info, its registration's czxid)
         self.assignments: dict[str, dict[int, list[int]]] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
@@ -79,7 +79,7 @@ class Controller:
     # ------------------------------------------------------------------ event intake
 
     def notify(self, kind: str, reply: trio.MemorySendChannel | None = None, **args) -> None:
-        """Queue an event: "brokers", "topics", "deletions", "isr_changes",
+        """Queue an event: "brokers", "broker_modified", "topics", "deletions", "isr_changes",
         "controlled_shutdown" (broker_id=...), "preferred_leader" (topic=..., partition=...),
         "preferred_elections" (the /admin/preferred_replica_election request)."""
         try:
@@ -118,6 +118,8 @@ class Controller:
     async def _handle(self, kind: str, **args):
         if kind == "brokers":
             return await self._on_broker_change()
+        if kind == "broker_modified":
+            return await self._on_broker_modified()
         if kind == "topics":
             return await self._on_topic_change()
         if kind == "deletions":
@@ -144,6 +146,7 @@ class Controller:
         self.live = await self._read_live()
         for broker_id in self.live:
             self._open_sender(broker_id)
+            await self.zk.zk.watch_data(broker_path(broker_id))
         for topic in await self.zk.topics():
             assignment = await self.zk.topic_assignment(topic)
             if assignment:
@@ -161,11 +164,14 @@ class Controller:
         self._send_leader_and_isr(list(self.assignment_keys()), set(self.live))
         self._send_update_metadata(set(self.live))
 
-    async def _read_live(self) -> dict[int, tuple[BrokerInfo, str]]:
+    async def _read_live(self) -> dict[int, tuple[BrokerInfo, int]]:
+        """Each registered broker with its registration's czxid (Kafka 2.x's broker epoch): a
+        broker registered anew has another, one that rewrote its registration the same."""
         live = {}
-        for broker_id, info in (await self.zk.live_brokers()).items():
-            raw = await self.zk.zk.get(f"/brokers/ids/{broker_id}")
-            live[broker_id] = (info, raw[0].decode() if raw else "")
+        for broker_id in await self.zk.live_brokers():
+            found = await self.zk.zk.get_stat(broker_path(broker_id))
+            if found is not None:  # gone since it was listed
+                live[broker_id] = (decode_broker(broker_id, found[0]), found[1].czxid)
         return live
 
     async def _load_states(self) -> None:
@@ -285,8 +291,8 @@ class Controller:
 
     async def _on_broker_change(self) -> None:
         now_live = await self._read_live()
-        gone = {b for b, (_, stamp) in self.live.items() if now_live.get(b, (None, None))[1] != stamp}
-        came = {b for b, (_, stamp) in now_live.items() if self.live.get(b, (None, None))[1] != stamp}
+        gone = {b for b, (_, czxid) in self.live.items() if now_live.get(b, (None, None))[1] != czxid}
+        came = {b for b, (_, czxid) in now_live.items() if self.live.get(b, (None, None))[1] != czxid}
         self.shutting_down &= set(now_live)
         self.shutting_down -= came
         if gone:
@@ -296,6 +302,8 @@ class Controller:
         for broker_id in gone:
             await self._senders.pop(broker_id).aclose()
             self._overdue.pop(broker_id, None)
+            if broker_id not in came:
+                await self.zk.zk.unwatch(broker_path(broker_id))
         # Brokers that bounced (see below) while leading: alive, they are demoted first.
         bounced_leaders = gone & came & {s.leader_isr.leader for s in self.states.values()}
         changed = []
@@ -308,6 +316,7 @@ class Controller:
         self.live = now_live
         for broker_id in came:
             self._open_sender(broker_id)
+            await self.zk.zk.watch_data(broker_path(broker_id))
         # Partitions the returning brokers can now lead, and everything they replicate.
         changed += await self._bring_online([k for k in self.assignment_keys()
                                              if self.states.get(k) is None
@@ -322,6 +331,21 @@ class Controller:
             # (see _move_leaderships).
             await self._await_demotion({b: answered for b, answered in told.items() if b in bounced_leaders})
             self._send_leader_and_isr(changed, self._live_ids() - came)
+
+    async def _on_broker_modified(self) -> None:
+        """Kafka 2.x's BrokerModifications: a broker that rewrote its registration with other
+        endpoints (a dynamic advertised.listeners) is named at its new address by every broker.
+        The controller's connection to it stays as it was opened, as Kafka's channel manager
+        keeps a broker's first address: it is re-dialled when the broker registers anew."""
+        now_live = await self._read_live()
+        modified = {b for b, (info, czxid) in now_live.items()
+                    if b in self.live and self.live[b][1] == czxid and self.live[b][0].endpoints != info.endpoints}
+        if not modified:
+            return  # registered anew (the broker-change event's) or rewritten alike
+        logger.info("controller: broker(s) %s changed their endpoints", sorted(modified))
+        for broker_id in modified:
+            self.live[broker_id] = now_live[broker_id]
+        self._send_update_metadata(set(self.live))
 
     async def _on_brokers_failed(self, dead: set[int]) -> list[tuple[str, int]]:
         changed = await self._bring_online([k for k, s in self.states.items() if s.leader_isr.leader in dead])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import NewTopic as ConfluentNewTopic
 from kafka import KafkaProducer
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient, NewTopic
@@ -198,3 +199,27 @@ def test_advertised_listeners_change_live_for_this_broker_only(tmp_path):
         assert (value, source) == (f"PLAINTEXT://{renamed}", DYNAMIC_BROKER)
         broker.restart()
         assert _advertised_hosts(broker.bootstrap) == {renamed}
+
+
+def test_min_insync_replicas_has_a_cluster_default_only_when_set(tmp_path):
+    """``min.insync.replicas`` is a dynamic topic default as in Kafka 1.1+ (DynamicLogConfig). The
+    broker writes no cluster default of its own: Kafka 4.1's KRaft controller does when it enables
+    ELR (KIP-966), which confluent-kafka-python's test_incremental_alter_configs expects; one set
+    through the admin API shows on every topic as DYNAMIC_DEFAULT_BROKER_CONFIG, as there."""
+    with MinikafkaBroker(tmp_path / "b", {}) as broker:
+        confluent = AdminClient({"bootstrap.servers": broker.bootstrap})
+        confluent.create_topics([ConfluentNewTopic("guarded", 1, 1)])["guarded"].result(timeout=15)
+        topic = ConfigResource(ConfigResource.Type.TOPIC, "guarded")
+
+        def set_by_hand() -> list[str]:
+            entries = confluent.describe_configs([topic])[topic].result(timeout=15).values()
+            return sorted(str(entry) for entry in entries if not entry.is_default)
+
+        assert "min.insync.replicas" not in " ".join(set_by_hand())
+        answer = kafka_request(broker.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": 4, "resource_name": "", "configs": [
+                {"name": "min.insync.replicas", "config_operation": 0, "value": "1"}]}], "validate_only": False})
+        assert [r.error_code for r in answer.responses] == [0]
+        assert set_by_hand() == ['min.insync.replicas="1"']
+        assert _described(broker, 2, "guarded", ["min.insync.replicas"])["min.insync.replicas"][:2] == (
+            "1", DYNAMIC_DEFAULT)

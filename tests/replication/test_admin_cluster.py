@@ -14,10 +14,11 @@ import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, OffsetSpec
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kafka import KafkaProducer
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
+from kafka.errors import NotEnoughReplicasError
 
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
@@ -298,9 +299,6 @@ def test_dynamic_broker_configs_live_in_zookeeper(cluster):
     assert _alter_broker(cluster.broker(second_id), str(second_id), {"log.retention.ms": "3600000"}) == ErrorCode.NONE
     assert _alter_broker(first, str(second_id), {"log.retention.ms": "1"}) == ErrorCode.INVALID_REQUEST
     assert _alter_broker(first, "", {"num.partitions": "5"}) == ErrorCode.INVALID_REQUEST
-    # Dynamic on a single broker only: the other brokers would not learn the new address.
-    assert _alter_broker(first, str(first_id), {"advertised.listeners": "PLAINTEXT://localhost:1"}) \
-        == ErrorCode.INVALID_REQUEST
     assert json.loads(cluster._zk().get("/config/brokers/<default>")[0]) == {
         "version": 1, "config": {"log.retention.ms": "7200000"}}
     wanted = {b: ("3600000", 2) if b == second_id else ("7200000", 3) for b in cluster.ids}
@@ -318,3 +316,77 @@ def test_dynamic_broker_configs_live_in_zookeeper(cluster):
     assert _alter_broker(cluster.broker(second_id), str(second_id), {"log.retention.ms": None}) == ErrorCode.NONE
     _until(lambda: {_broker_config(cluster, b, "log.retention.ms")[1] for b in cluster.ids} == {5},
            "the static setting back everywhere")
+
+
+def test_a_cluster_default_min_insync_replicas_guards_every_leader(cluster):
+    cluster.create_topic("guarded", 1, 3)
+    first = cluster.broker(cluster.ids[0])
+    assert _alter_broker(first, "", {"min.insync.replicas": "4"}) == ErrorCode.NONE
+    _until(lambda: {_broker_config(cluster, b, "min.insync.replicas") for b in cluster.ids} == {("4", 3)},
+           "every broker running with it")
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", retries=0)
+    with pytest.raises(NotEnoughReplicasError):
+        producer.send("guarded", b"three replicas are not four").get(timeout=30)
+    assert _alter_broker(first, "", {"min.insync.replicas": None}) == ErrorCode.NONE
+    _until(lambda: {_broker_config(cluster, b, "min.insync.replicas")[1] for b in cluster.ids} == {5},
+           "the static setting back everywhere")
+    assert producer.send("guarded", b"enough again").get(timeout=30).offset == 0
+    producer.close()
+
+
+def _addresses(metadata) -> dict[int, str]:
+    return {b.node_id: f"{b.host}:{b.port}" for b in metadata.brokers}
+
+
+def test_a_brokers_advertised_listeners_reach_every_broker(cluster):
+    """Kafka 2.x's DynamicListenerConfig in a cluster: broker N's own advertised.listeners,
+    altered through a client's admin API, rewrites its /brokers/ids/N in place; the controller,
+    watching that registration, sends every broker UpdateMetadata, so each one's Metadata names
+    the new address, which clients then use. The broker keeps it across a restart."""
+    renamed_id = cluster.ids[1]
+    renamed = cluster.broker(renamed_id)
+    address = f"localhost:{renamed.port}"  # the same socket, by another name
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def alter(value: str) -> None:
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(renamed_id), incremental_configs=[
+            ConfigEntry("advertised.listeners", value, incremental_operation=AlterConfigOpType.SET)])
+        confluent.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+    # Each name one of the listeners, once: refused, nothing written.
+    for refused, reason in ((f"SSL://{address}", "SSL is not one of the listeners"),
+                            (f"PLAINTEXT://{address},PLAINTEXT://{address}", "listed twice")):
+        with pytest.raises(KafkaException, match=reason):
+            alter(refused)
+    assert _broker_config(cluster, renamed_id, "advertised.listeners")[1] != 2  # not DYNAMIC_BROKER_CONFIG
+    registered = cluster._zk().exists(f"/brokers/ids/{renamed_id}")
+
+    alter(f"PLAINTEXT://{address}")
+    for broker_id in cluster.ids:
+        cluster.wait_until(lambda m: _addresses(m)[renamed_id] == address, f"broker {broker_id} naming it",
+                           via=cluster.broker(broker_id))
+    registration, stat = cluster._zk().get(f"/brokers/ids/{renamed_id}")
+    assert json.loads(registration)["endpoints"] == [f"PLAINTEXT://{address}"]
+    assert (stat.czxid, stat.version) == (registered.czxid, registered.version + 1)  # the same node, rewritten
+    cluster.create_topic("renamed-leader", 1, 3)
+    if cluster.leader("renamed-leader", 0) != renamed_id:
+        cluster.move_leader("renamed-leader", 0, renamed_id)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    assert producer.send("renamed-leader", b"through the new address").get(timeout=30).offset == 0
+    producer.close()
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "renamed",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["renamed-leader"])
+    message = None
+    deadline = time.monotonic() + 30
+    while message is None and time.monotonic() < deadline:
+        message = consumer.poll(1)
+    consumer.close()
+    assert message is not None and message.value() == b"through the new address"
+
+    cluster.restart(renamed_id)
+    for broker_id in cluster.ids:
+        cluster.wait_until(lambda m: _addresses(m).get(renamed_id) == address, f"broker {broker_id} naming it",
+                           via=cluster.broker(broker_id))
+    assert _alter_broker(cluster.broker(renamed_id), str(renamed_id), {"advertised.listeners": None}) == ErrorCode.NONE
+    cluster.wait_until(lambda m: _addresses(m)[renamed_id] == f"127.0.0.1:{renamed.port}", "the static address back")
