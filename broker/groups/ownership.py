@@ -219,7 +219,10 @@ class PartitionOwnership:
         return group
 
     def check(self, group_id: str, *, validate_id: bool = True) -> ErrorCode:
-        """The coordinator-level error for a request about ``group_id`` (NONE if we serve it)."""
+        """The coordinator-level error for a request about ``group_id`` (NONE if we serve it),
+        in Kafka 2.8's validateGroupStatus order."""
+        if validate_id and not group_id:
+            return ErrorCode.INVALID_GROUP_ID
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         index = self.partition_for(group_id)
@@ -227,8 +230,6 @@ class PartitionOwnership:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if index not in self.partitions:
             return ErrorCode.NOT_COORDINATOR
-        if validate_id and not group_id:
-            return ErrorCode.INVALID_GROUP_ID
         return ErrorCode.NONE
 
     def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
