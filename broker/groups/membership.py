@@ -338,6 +338,10 @@ class GroupMembership:
         """Kafka 2.8's doSyncGroup; ``protocol_type`` and ``protocol`` (SyncGroup v5), when
         given, must be the group's."""
         error = self.ownership.check(group_id)
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # As Kafka: the rebalance's state is lost with the old coordinator, so the member
+            # rejoins; older clients do not expect the load error from SyncGroup.
+            error = ErrorCode.REBALANCE_IN_PROGRESS
         if error:
             respond(SyncResult(error))
             return
@@ -410,6 +414,10 @@ class GroupMembership:
     def heartbeat(self, group_id: str, member_id: str, generation_id: int,
                   group_instance_id: str | None = None) -> ErrorCode:
         error = self.ownership.check(group_id)
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # Kafka answers "blindly" while the group loads: the load re-arms every member's
+            # session, and clients (aiokafka's heartbeat task) do not expect the load error.
+            return ErrorCode.NONE
         if error:
             return error
         group = self.ownership.group(group_id)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 # The wait before a failed load of a led partition is tried again, doubling up to the maximum.
 LOAD_RETRY_FIRST_S = 0.5
 LOAD_RETRY_MAX_S = 30.0
+
+T = TypeVar("T")
 
 
 class PartitionOwnership:
@@ -159,36 +162,19 @@ class PartitionOwnership:
     async def _load_led(self, index: int, log, writer, token) -> None:
         """Load a partition this broker became leader of, off the event loop; install it
         unless leadership moved meanwhile, then snapshot it if the load replayed anything."""
-        while self.topic_partitions is None:
-            try:
-                self.topic_partitions = await writer.topic_partitions()
-            except Exception as exc:  # ZooKeeper unavailable: the load waits for it
-                logger.warning("%s-%d: partition count unknown (%s); retrying", GROUP_METADATA_TOPIC, index, exc)
-                await trio.sleep(0.5)
-                if self._loading.get(index) is not token:
-                    return
-        retry_s = LOAD_RETRY_FIRST_S
-        while True:
+
+        async def load():
             groups: dict[str, GroupMetadata] = {}
-            try:
-                partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
-                                             trim_bound=writer.trim_bound)
-                report = await trio.to_thread.run_sync(self.store.load_led_partition, partition, groups)
-                break
-            except Exception:
-                if self._loading.get(index) is not token:
-                    return
-                # Kafka 2.x serves whatever a failed load got to; a partial state would answer
-                # OffsetFetch without offsets that exist (consumers rewind). The groups stay
-                # LOAD_IN_PROGRESS instead, and the load is tried again.
-                logger.exception("%s-%d: loading failed; retrying in %.1f s", GROUP_METADATA_TOPIC, index,
-                                 retry_s)
-            await trio.sleep(retry_s)
-            retry_s = min(retry_s * 2, LOAD_RETRY_MAX_S)
-            if self._loading.get(index) is not token:
-                return
-        if self._loading.get(index) is not token:
+            partition = OffsetsPartition(index, log, log.dir / SNAPSHOT_DIR_NAME, self.clock, writer,
+                                         trim_bound=writer.trim_bound)
+            report = await trio.to_thread.run_sync(self.store.load_led_partition, partition, groups)
+            return partition, groups, report
+
+        loaded = await load_until_done(self, GROUP_METADATA_TOPIC, index, writer, load,
+                                       lambda: self._loading.get(index) is token)
+        if loaded is None or self._loading.get(index) is not token:
             return
+        partition, groups, report = loaded
         del self._loading[index]
         self.load_reports.append(report)
         self._install(partition, groups)
@@ -219,7 +205,10 @@ class PartitionOwnership:
         return group
 
     def check(self, group_id: str, *, validate_id: bool = True) -> ErrorCode:
-        """The coordinator-level error for a request about ``group_id`` (NONE if we serve it)."""
+        """The coordinator-level error for a request about ``group_id`` (NONE if we serve it),
+        in Kafka 2.8's validateGroupStatus order."""
+        if validate_id and not group_id:
+            return ErrorCode.INVALID_GROUP_ID
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         index = self.partition_for(group_id)
@@ -227,8 +216,6 @@ class PartitionOwnership:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if index not in self.partitions:
             return ErrorCode.NOT_COORDINATOR
-        if validate_id and not group_id:
-            return ErrorCode.INVALID_GROUP_ID
         return ErrorCode.NONE
 
     def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
@@ -240,3 +227,34 @@ class PartitionOwnership:
         return ErrorCode.NONE, [(group.group_id, group.protocol_type or "", group.state.value)
                                 for groups in self.groups_by_partition.values() for group in groups.values()
                                 if not group.is_(GroupState.DEAD)]
+
+
+async def load_until_done(owner, topic: str, index: int, writer, load: Callable[[], Awaitable[T]],
+                          still_loading: Callable[[], bool]) -> T | None:
+    """A coordinator's load of ``topic``-``index``, a partition it just became leader of
+    (the group coordinator's and the transaction coordinator's): first the topic's partition
+    count, set on ``owner.topic_partitions`` as soon as ZooKeeper tells it (waiting for
+    ZooKeeper while it is unavailable), then ``load()`` until it succeeds. A failed load is
+    tried again after a wait that doubles: Kafka 2.x serves whatever a failed load got to,
+    and a partial state would answer without offsets or transactions that exist. None once
+    ``still_loading()`` says leadership moved on meanwhile."""
+    while owner.topic_partitions is None:
+        try:
+            owner.topic_partitions = await writer.topic_partitions()
+        except Exception as exc:  # ZooKeeper unavailable: the load waits for it
+            logger.warning("%s-%d: partition count unknown (%s); retrying", topic, index, exc)
+            await trio.sleep(LOAD_RETRY_FIRST_S)
+        if not still_loading():
+            return None
+    retry_s = LOAD_RETRY_FIRST_S
+    while True:
+        try:
+            return await load()
+        except Exception:
+            if not still_loading():
+                return None
+            logger.exception("%s-%d: loading failed; retrying in %.1f s", topic, index, retry_s)
+        await trio.sleep(retry_s)
+        retry_s = min(retry_s * 2, LOAD_RETRY_MAX_S)
+        if not still_loading():
+            return None

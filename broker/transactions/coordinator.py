@@ -53,6 +53,7 @@ import math
 
 import trio
 
+from minikafka.broker.groups.ownership import load_until_done
 from minikafka.broker.groups.records import partition_for
 from minikafka.broker.groups.store import (GROUP_METADATA_TOPIC, SNAPSHOT_DIR_NAME, STORE_ERRORS, OffsetsPartition,
                                            encode_snapshot, remove_unreplicated_snapshots)
@@ -82,9 +83,6 @@ MARKER_RETRY_MAX_S = 2.0
 SNAPSHOT_INTERVAL_BYTES = 10 * 1024 * 1024
 # A cluster: how often each replica checks whether its partitions are due for a snapshot.
 REPLAY_SNAPSHOT_CHECK_S = 1.0
-# A failed load of a led partition is tried again after this, doubling up to the maximum.
-LOAD_RETRY_FIRST_S = 0.5
-LOAD_RETRY_MAX_S = 30.0
 
 
 class TransactionCoordinator:
@@ -344,33 +342,17 @@ class TransactionCoordinator:
     async def _load_led(self, index: int, log, writer, token) -> None:
         """Load a partition this broker became leader of, off the event loop, and coordinate
         it unless leadership moved meanwhile (Kafka's loadTransactionsForTxnTopicPartition)."""
-        while self.topic_partitions is None:
-            try:
-                self.topic_partitions = await writer.topic_partitions()
-            except Exception as exc:  # ZooKeeper unavailable: the load waits for it
-                logger.warning("%s-%d: partition count unknown (%s); retrying", TRANSACTION_STATE_TOPIC, index, exc)
-                await trio.sleep(LOAD_RETRY_FIRST_S)
-            if self._loading.get(index) is not token:
-                return
-        retry_s = LOAD_RETRY_FIRST_S
         partition = self._partition(index, log, writer, writer.trim_bound)
-        while True:
-            try:
-                async with self._disk_lock(index):
-                    if self._loading.get(index) is not token:
-                        return
-                    txns = await trio.to_thread.run_sync(self._load_from_committed, partition)
-                break
-            except Exception:
-                # As the group coordinator: a partial state would answer without transactions
-                # that exist; the ids stay LOAD_IN_PROGRESS and the load is tried again.
-                logger.exception("%s-%d: loading failed; retrying in %.1f s", TRANSACTION_STATE_TOPIC, index,
-                                 retry_s)
-            await trio.sleep(retry_s)
-            retry_s = min(retry_s * 2, LOAD_RETRY_MAX_S)
-            if self._loading.get(index) is not token:
-                return
-        if self._loading.get(index) is not token:
+
+        async def load():
+            async with self._disk_lock(index):
+                if self._loading.get(index) is not token:
+                    return None
+                return await trio.to_thread.run_sync(self._load_from_committed, partition)
+
+        txns = await load_until_done(self, TRANSACTION_STATE_TOPIC, index, writer, load,
+                                     lambda: self._loading.get(index) is token)
+        if txns is None or self._loading.get(index) is not token:
             return
         del self._loading[index]
         self._install(partition, txns, writer.leader_epoch)

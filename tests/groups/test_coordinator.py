@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import trio
+
 from minikafka.broker.groups.coordinator import PartitionCommit
 from minikafka.broker.groups.group import GroupState
 from minikafka.protocol.errors import ErrorCode
+
+from .test_persistence import ONE_PARTITION
+from .test_txn_offsets import LedWriter
 
 SESSION = 10000       # the harness's JoinGroup defaults
 REBALANCE = 30000
@@ -296,3 +301,38 @@ def test_a_static_member_that_does_not_rejoin_keeps_its_place_and_loses_the_lead
     assert (answer.error, answer.generation_id, answer.leader_id) == (ErrorCode.NONE, 2, answer.member_id)
     assert sorted(m for m, _, _ in answer.members) == sorted([static_id, answer.member_id])
     assert static_id in harness.coordinator.group("g").members
+
+
+async def test_a_loading_partition_answers_each_group_api_as_kafka_does(harness_factory):
+    # A cluster broker that just became the offsets partition's leader loads it in the
+    # background (Kafka 2.8's validateGroupStatus callers): a heartbeat is answered NONE
+    # "blindly" (aiokafka's heartbeat task treats COORDINATOR_LOAD_IN_PROGRESS as unexpected),
+    # SyncGroup REBALANCE_IN_PROGRESS (the rebalance's state is lost; older clients do not
+    # know the load error), an empty group id INVALID_GROUP_ID before anything else, and
+    # the other APIs COORDINATOR_LOAD_IN_PROGRESS.
+    harness = harness_factory(**ONE_PARTITION)
+    leader, follower = harness.form_group("g", 2)
+    generation_id = generation(harness, "g")
+    ownership = harness.coordinator.ownership
+    log = harness.coordinator.partitions[0].log
+    ownership.became_leader(0, log, LedWriter(log))
+    coordinator = harness.coordinator
+
+    assert coordinator.heartbeat("g", follower, generation_id) == ErrorCode.NONE
+    assert harness.sync("g", generation_id, leader)[0].error == ErrorCode.REBALANCE_IN_PROGRESS
+    assert harness.join("")[0].error == ErrorCode.INVALID_GROUP_ID
+    assert harness.join("g", follower)[0].error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert coordinator.leave_group("g", follower) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert coordinator.describe_group("g").error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert coordinator.fetch_offsets("g", None)[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert coordinator.commit_offsets("g", follower, generation_id, -1, [PartitionCommit("t", 0, 1, "")]) == \
+        [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ownership.run_loads)
+        with trio.fail_after(10):
+            while 0 not in ownership.partitions:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    assert coordinator.heartbeat("g", follower, generation_id) == ErrorCode.NONE
+    assert state(harness, "g") is GroupState.STABLE
