@@ -320,6 +320,8 @@ class Broker:
 
                     for socket_listener in sockets:
                         nursery.start_soon(self._accept, socket_listener, handle, nursery)
+                # Off the path to the ready line and to the first answers (see LogManager.count_maps).
+                nursery.start_soon(trio.to_thread.run_sync, self.log_manager.count_maps)
                 if self.cluster is not None and self.authorizer is not None:
                     await self.partitions.follow_acls()  # before the first client is authorized
                 if self.cluster is not None:
