@@ -660,7 +660,7 @@ class LogManager:
                 with contextlib.suppress(OSError):  # empty; a leftover goes at the next start
                     workshop.rmdir()
             for partition, final in enumerate(placed):
-                created.append(Log(final, topic, partition, config, self.clock, topic_id=topic_id))
+                created.append(Log(final, topic, partition, config, self.clock, topic_id=topic_id, just_made=True))
             if intent is not None:
                 self._clear_intent(intent)
                 intent = None

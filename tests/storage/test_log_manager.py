@@ -12,6 +12,7 @@ import pytest
 
 from minikafka.storage import log_manager as log_manager_module
 from minikafka.storage import FakeClock, LogConfig, LogManager, TopicAlreadyExists, UnknownTopic
+from minikafka.storage.log import Log
 from minikafka.storage.types import TooManyPartitions
 
 from .conftest import START_MS, all_records, message_set
@@ -524,4 +525,32 @@ def test_partitions_are_refused_when_the_map_table_is_nearly_full(tmp_path, map_
     with pytest.raises(TooManyPartitions, match="vm.max_map_count"):
         manager.create_topic("more", 20, {})
     assert set(manager.topics()) == {"first", "narrow"}
+    manager.shutdown()
+
+
+
+def _log_state(log):
+    return (log.topic_id, log.leader_epoch_cache.entries, log.log_start_offset, log.log_end_offset,
+            log.recovery_point, log.high_watermark, log.producer_state.map_end_offset,
+            log.producer_state.latest_snapshot_offset, sorted(os.listdir(log.dir)))
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_a_new_partitions_log_is_the_one_its_files_load_as(tmp_path, partitions):
+    """A creation opens the logs of the directories it has just made without reading them
+    back: each is what a start would load from a copy of its directory, and takes appends alike."""
+    manager = _manager([tmp_path / "d"])
+    created = manager.create_topic("fresh", partitions, {"segment.bytes": "2048"}, fsync_now=False)
+    loaded = []
+    for log in created:
+        copy = shutil.copytree(log.dir, tmp_path / "copies" / log.dir.name)
+        loaded.append(Log(copy, "fresh", log.partition, log.config, FakeClock(START_MS)))
+    assert [_log_state(log) for log in created] == [_log_state(log) for log in loaded]
+    assert created[0].leader_epoch_cache.entries == [(0, 0)]
+    for log in created + loaded:
+        log.append_as_leader(message_set(3, START_MS))
+    assert [(_log_state(log), all_records(log)) for log in created] == [
+        (_log_state(log), all_records(log)) for log in loaded]
+    for log in loaded:
+        log.close()
     manager.shutdown()
