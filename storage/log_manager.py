@@ -351,7 +351,10 @@ class LogManager:
         """Remove every partition of a topic whose creation or deletion a crash cut short
         (see the module docstring), then its intent."""
         # Written in the first log dir, looked for in all: the list may have been reordered.
-        for path in sorted(path for log_dir in self.log_dirs for path in log_dir.glob(TOPIC_INTENT_PREFIX + "*")):
+        # Listed, not globbed: Path.glob's first use compiles its pattern, ~0.15 ms of every start.
+        intents = sorted(log_dir / name for log_dir in self.log_dirs for name in os.listdir(log_dir)
+                         if name.startswith(TOPIC_INTENT_PREFIX))
+        for path in intents:
             if path.name.endswith(".tmp"):  # never published: no rename had begun
                 path.unlink()
                 continue
