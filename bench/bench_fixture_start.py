@@ -3,6 +3,7 @@ beside Tansu and the Python floor, in one run (issue 30).
 
     python3 bench/bench_fixture_start.py              # 15 interleaved rounds and the 100-test file
     python3 bench/bench_fixture_start.py --rounds 5 --tests 30
+    python3 bench/bench_fixture_start.py --trace      # one warm start and one Tansu start, traced
 
 Per round, in turn (so a slow moment of the machine is shared out):
 
@@ -15,6 +16,10 @@ Per round, in turn (so a slow moment of the machine is shared out):
 - Tansu: its binary (bench_peers' install) spawned -> first consumed message;
 - the Python floor: this interpreter spawned to exit at once, and to ``import trio``.
 
+``--trace`` instead prints, for one warm fixture start and one Tansu start, librdkafka's
+debug log of the same first message (its connections, each request sent and each answer
+received), in ms from the start: where the clients wait on the broker, and on their own timers.
+
 Then the end-to-end figure: one generated test file of ``--tests`` tests, each asking for its own
 ``minikafka_broker`` and producing and consuming one message, run by pytest in a subprocess with
 warm starts on and off; wall time of each and the ratio.
@@ -23,6 +28,7 @@ warm starts on and off; wall time of each and the ratio.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import statistics
@@ -34,7 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_latency import first_message, python_floor_times  # noqa: E402
+from bench_latency import first_message, free_port, python_floor_times, stop, wait_for_port  # noqa: E402
 from bench_peers import PeerUnavailable, start, tansu_peer  # noqa: E402
 
 from minikafka.testing import MinikafkaBroker  # noqa: E402
@@ -88,6 +94,72 @@ def fixture_start(workdir: Path, warm: bool) -> tuple[float, float, float]:
     return (ready - began) * 1000, (acknowledged - began) * 1000, (done - began) * 1000
 
 
+# librdkafka's debug lines that make the timeline: a broker thread connecting, each request
+# sent and answer received.
+TRACED = ("Connecting to", "Sent ", "Received ", "Sending TERMINATE")
+
+
+class _Timeline(logging.Handler):
+    """librdkafka's debug log (confluent-kafka's ``logger``), each line stamped on arrival."""
+
+    def __init__(self, began: float) -> None:
+        super().__init__(logging.DEBUG)
+        self.began = began
+        self.lines: list[tuple[float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(((time.perf_counter() - self.began) * 1000, record.getMessage()))
+
+    def mark(self, what: str) -> None:
+        self.lines.append(((time.perf_counter() - self.began) * 1000, f"--- {what}"))
+
+
+def traced_first_message(bootstrap: str, timeline: _Timeline) -> None:
+    client_log = logging.getLogger(f"rdkafka-trace-{id(timeline)}")
+    client_log.propagate = False
+    client_log.setLevel(logging.DEBUG)
+    client_log.addHandler(timeline)
+    acknowledged = first_message(bootstrap, client_config={"debug": "broker,protocol,topic,fetch,msg",
+                                                           "logger": client_log})
+    timeline.lines.append(((acknowledged - timeline.began) * 1000, "--- first message acknowledged"))
+    timeline.mark("first message consumed (the consumer closes after this)")
+    timeline.lines.sort(key=lambda line: line[0])
+
+
+def print_timeline(title: str, timeline: _Timeline) -> None:
+    print(f"\n{title} (ms from the start)")
+    for at, line in timeline.lines:
+        if line.startswith("---") or any(word in line for word in TRACED):
+            print(f"{at:8.2f}  {line[:160]}")
+
+
+def trace(workdir: Path, cache_dir: Path) -> None:
+    fixture_start(workdir, warm=True)  # unmeasured: starts the warm parent
+    broker = MinikafkaBroker(Path(tempfile.mkdtemp(dir=workdir)))
+    timeline = _Timeline(time.perf_counter())
+    broker.start()
+    timeline.mark("fixture start() returned (ready)")
+    traced_first_message(broker.bootstrap, timeline)
+    broker.stop()
+    print_timeline("warm fixture broker", timeline)
+    try:
+        tansu = tansu_peer(cache_dir)
+    except (PeerUnavailable, OSError, subprocess.SubprocessError) as exc:
+        print(f"skip Tansu: {exc}")
+        return
+    port = free_port()
+    timeline = _Timeline(time.perf_counter())
+    process = subprocess.Popen(tansu.argv(port, tempfile.mkdtemp(dir=workdir)), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=tansu.env)
+    try:
+        wait_for_port("127.0.0.1", port, process, time.perf_counter() + 30)
+        timeline.mark("port open")
+        traced_first_message(f"127.0.0.1:{port}", timeline)
+    finally:
+        stop(process)
+    print_timeline("Tansu, spawned", timeline)
+
+
 def run_test_file(workdir: Path, tests: int, body: tuple[str, str], warm: bool) -> float:
     imports, call = body
     (workdir / "test_many.py").write_text(TEST_FILE.format(tests=tests, imports=imports, body=call))
@@ -107,8 +179,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--tests", type=int, default=100, help="tests in the generated file (default 100)")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "minikafka-bench")
+    parser.add_argument("--trace", action="store_true",
+                        help="print the clients' timeline of one warm start and one Tansu start instead")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="minikafka-bench-fixture-"))
+    if args.trace:
+        try:
+            trace(workdir, args.cache_dir)
+        finally:
+            warm_starter().close()
+            shutil.rmtree(workdir, ignore_errors=True)
+        return 0
     samples: dict[str, list[float]] = {}
     try:
         try:

@@ -137,17 +137,19 @@ def wait_for_port(host: str, port: int, process: subprocess.Popen, deadline: flo
             time.sleep(PORT_POLL_INTERVAL)
 
 
-def first_message(bootstrap: str, topic: str | None = None, timeout: float = 30.0) -> float:
+def first_message(bootstrap: str, topic: str | None = None, timeout: float = 30.0,
+                  client_config: dict | None = None) -> float:
     """Produce one message to partition 0 of ``topic`` (a new one by default, created by the
     broker on first use), then consume it back from offset 0, as a new application would;
     returns the perf_counter() at which the produce was acknowledged (where the producer's
     part ends: the Metadata that creates the topic and the Produce), raises NotServing if it
     cannot within ``timeout``. No consumer group: the figure is about
     the broker, not the coordinator. ``acks=1``, as in the other figures: a single broker
-    answers it as it does ``all``."""
+    answers it as it does ``all``. ``client_config`` is added to both clients' configuration
+    (bench_fixture_start --trace: librdkafka's debug log)."""
     topic = topic or f"first-{uuid.uuid4().hex[:8]}"
     errors: list = []
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0, **(client_config or {})})
     producer.produce(topic, b"hello", partition=0, on_delivery=lambda err, _msg: err and errors.append(err))
     if producer.flush(timeout):
         raise NotServing(f"{bootstrap}: the first message was not acknowledged in {timeout} s")
@@ -155,7 +157,7 @@ def first_message(bootstrap: str, topic: str | None = None, timeout: float = 30.
         raise NotServing(f"{bootstrap}: the first produce failed: {errors[0]}")
     acknowledged = time.perf_counter()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"first-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 10, **(client_config or {})})
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         deadline = time.perf_counter() + timeout
@@ -240,7 +242,7 @@ def measure_produce_latency(bootstrap: str, *, rounds: int = 2000, warmup: int =
     (``acks=1``, ``linger.ms=0``) and flushed, after ``warmup`` unmeasured ones that also
     create the topic. With ``broker_pid``, the broker's CPU time over the measured rounds."""
     topic = topic or f"latency-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0, **(client_config or {})})
     value = b"x" * 100
     failures: list = []
 

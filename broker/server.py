@@ -141,6 +141,16 @@ async def _bind_tcp(host: bytes | str | None, port: int) -> list[trio.socket.Soc
     return sockets
 
 
+def _holds_partitions(log_dir: Path) -> bool:
+    """Whether ``log_dir`` may hold a directory (a partition, or a deletion's leftover) to load."""
+    try:
+        return any(entry.is_dir() and not entry.name.startswith(".") for entry in os.scandir(log_dir))
+    except (FileNotFoundError, NotADirectoryError):  # made, or refused, by _start_storage
+        return False
+    except OSError:  # unreadable: _start_storage says so
+        return True
+
+
 def _listen(bound: list[tuple[Listener, list[trio.socket.SocketType]]]) -> list[tuple[Listener, list[trio.SocketListener]]]:
     """The bound sockets listening: from here on connects to them succeed."""
     opened = []
@@ -290,7 +300,14 @@ class Broker:
         try:
             if self.cluster is not None:
                 await self._join_cluster_zookeeper()
-            await trio.to_thread.run_sync(self._start_storage)
+            if any(map(_holds_partitions, self.config.log_dirs)):
+                await trio.to_thread.run_sync(self._start_storage)
+            else:
+                # New or empty log dirs, nothing to load or recover: under a millisecond,
+                # less than the worker thread a to_thread starts first (~1 ms), which the
+                # count_maps below then starts once listening, off the path to the ready line.
+                # Nothing is served before either way.
+                self._start_storage()
             storage_started = True
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -320,6 +337,8 @@ class Broker:
 
                     for socket_listener in sockets:
                         nursery.start_soon(self._accept, socket_listener, handle, nursery)
+                # Off the path to the ready line and to the first answers (see LogManager.count_maps).
+                nursery.start_soon(trio.to_thread.run_sync, self.log_manager.count_maps)
                 if self.cluster is not None and self.authorizer is not None:
                     await self.partitions.follow_acls()  # before the first client is authorized
                 if self.cluster is not None:
@@ -562,8 +581,7 @@ class Broker:
             self._dir_locks.append(lock)
         self.cluster_id = self._load_or_create_cluster_id(self.cluster_id)
         for log_dir in self.config.log_dirs:
-            has_partitions = any(entry.is_dir() and not entry.name.startswith(".") for entry in os.scandir(log_dir))
-            if has_partitions and not (log_dir / CLEAN_SHUTDOWN_FILE).exists():
+            if _holds_partitions(log_dir) and not (log_dir / CLEAN_SHUTDOWN_FILE).exists():
                 logger.warning("log dir %s was not shut down cleanly: recovering its logs", log_dir)
         try:
             self.log_manager.startup()

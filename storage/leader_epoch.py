@@ -68,9 +68,15 @@ class LeaderEpochCache:
     ``log_end_offset`` is asked for the end of the latest epoch, which is still open.
     """
 
-    def __init__(self, checkpoint: LeaderEpochCheckpointFile, log_end_offset: Callable[[], int]) -> None:
+    def __init__(self, checkpoint: LeaderEpochCheckpointFile, log_end_offset: Callable[[], int], *,
+                 entries: list[tuple[int, int]] | None = None) -> None:
+        """``entries``: what the checkpoint is known to hold (its caller has just written it),
+        so it is not read back."""
         self._checkpoint = checkpoint
         self._log_end_offset = log_end_offset
+        if entries is not None:
+            self._entries = list(entries)
+            return
         try:
             self._entries = checkpoint.read()
         except CorruptCheckpoint as exc:

@@ -102,7 +102,13 @@ class Log:
         high_watermark: int = 0,
         needs_recovery: bool = False,
         topic_id: str | None = None,
+        just_made: bool = False,
     ) -> None:
+        """``just_made``: the caller has just made ``directory`` with nothing in it but the
+        partition.metadata of ``topic_id`` and a leader-epoch checkpoint of epoch 0 from
+        offset 0 (LogManager.create_topic's partitions), so the log is opened without
+        reading back, cleaning or recovering any of it: ~0.2 ms of a new topic's creation,
+        which an auto-creating Metadata waits for. Any other directory is loaded."""
         self.dir = Path(directory)
         self.topic = topic
         self.partition = partition
@@ -116,16 +122,23 @@ class Log:
         self._truncations = 0  # tells a flush outside the lock that segments changed under it
         self._lowest_truncation: int | None = None  # since the cleaner last asked (take_truncation)
         self._closed = False
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.topic_id = self._settle_topic_id(topic_id)
+        if just_made:
+            assert topic_id is not None, "a just-made directory holds the topic id given"
+            self.topic_id = topic_id
+        else:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.topic_id = self._settle_topic_id(topic_id)
         self._segments: LogSegments
-        recovered = self._load(recovery_point, log_start_offset, needs_recovery)
+        recovered = self._load(recovery_point, log_start_offset, needs_recovery, empty=just_made)
         self.leader_epoch_cache = LeaderEpochCache(
-            LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT), lambda: self.log_end_offset
+            LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT), lambda: self.log_end_offset,
+            entries=[(0, 0)] if just_made else None,
         )
         self.leader_epoch_cache.fit_to_loaded_log(self.log_start_offset, self.log_end_offset)
-        self.producer_state = ProducerStateManager(f"{topic}-{partition}", self.dir, config.producer_id_expiration_ms)
-        self.producer_state.remove_stray_snapshots(segment.base_offset for segment in self._segments)
+        self.producer_state = ProducerStateManager(f"{topic}-{partition}", self.dir, config.producer_id_expiration_ms,
+                                                   snapshots=[] if just_made else None)
+        if not just_made:
+            self.producer_state.remove_stray_snapshots(segment.base_offset for segment in self._segments)
         self._load_producer_state(clean_shutdown=not needs_recovery, rebuilt=recovered)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self._last_flush_ms = clock.time_ms()
@@ -187,10 +200,12 @@ class Log:
 
     # -- loading -----------------------------------------------------------------------------
 
-    def _load(self, recovery_point: int, log_start_offset: int, needs_recovery: bool) -> frozenset[int]:
-        """Load the segments; returns the base offsets of those recovered (scanned, their
-        indexes rebuilt), whose transaction indexes the producer state replay rebuilds."""
-        bases = self._clean_directory()
+    def _load(self, recovery_point: int, log_start_offset: int, needs_recovery: bool, *,
+              empty: bool = False) -> frozenset[int]:
+        """Load the segments (``empty``: the directory is known to hold none); returns the base
+        offsets of those recovered (scanned, their indexes rebuilt), whose transaction indexes
+        the producer state replay rebuilds."""
+        bases = [] if empty else self._clean_directory()
         if not bases:
             segment = LogSegment.create_for_append(self.dir, log_start_offset, self.config)
             self._segments = LogSegments([segment])

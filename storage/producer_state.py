@@ -352,14 +352,18 @@ class ProducerStateManager:
     :meth:`update_map_end_offset`), truncation (:meth:`truncate_and_reload`) and recovery (the
     log replays its batches from the newest snapshot it keeps)."""
 
-    def __init__(self, partition: str, directory: Path, expiration_ms: int = DEFAULT_EXPIRATION_MS) -> None:
+    def __init__(self, partition: str, directory: Path, expiration_ms: int = DEFAULT_EXPIRATION_MS, *,
+                 snapshots: list[int] | None = None) -> None:
+        """``snapshots``: the offsets of the snapshot files ``directory`` is known to hold
+        (none in a just-made one), so it is not listed."""
         self.partition = partition
         self.directory = directory
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
         self.map_end_offset = 0
         self._snapshot_offset = 0  # the map end of the newest snapshot written or loaded
-        self._snapshots = self._list_snapshots()  # ascending offsets of the files on disk
+        # Ascending offsets of the files on disk.
+        self._snapshots = self._list_snapshots() if snapshots is None else sorted(snapshots)
         self._ongoing: dict[int, TxnMetadata] = {}  # first offset -> transaction, not yet ended
         self._unreplicated: dict[int, TxnMetadata] = {}  # ended, marker not yet below the HW
 

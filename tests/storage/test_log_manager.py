@@ -1,6 +1,7 @@
 """LogManager: topics from directories, persisted overrides, deletion, foreign dirs."""
 
 import errno
+import mmap
 import os
 import shutil
 import subprocess
@@ -11,6 +12,8 @@ import pytest
 
 from minikafka.storage import log_manager as log_manager_module
 from minikafka.storage import FakeClock, LogConfig, LogManager, TopicAlreadyExists, UnknownTopic
+from minikafka.storage.log import Log
+from minikafka.storage.types import TooManyPartitions
 
 from .conftest import START_MS, all_records, message_set
 
@@ -479,3 +482,75 @@ def test_a_shutdown_fsyncs_its_checkpoints_and_producer_snapshots_together(tmp_p
     log = reloaded.get_log("t", 0)
     assert log.recovery_point == log.log_end_offset == 3
     assert len(all_records(log)) == 3
+
+
+def _maps_in_use() -> int:
+    with open("/proc/self/maps", "rb") as maps:
+        return sum(1 for _ in maps)
+
+
+@pytest.fixture
+def map_table_filled():
+    """``fill(partitions)``: this process's memory maps made up with real anonymous maps of
+    its own until only ``partitions`` more partitions' maps fit (the reserve left free)."""
+    made: list[mmap.mmap] = []
+
+    def fill(partitions: int) -> None:
+        limit = log_manager_module._limit_for_maps()
+        if limit is None:
+            pytest.skip("no /proc/sys/vm/max_map_count")
+        want = limit - log_manager_module.RESERVED_MAPS - partitions * log_manager_module.MAPS_PER_PARTITION
+        while (missing := want - _maps_in_use()) > 0:
+            # Neighbours that differ in protection are never merged into one map by the kernel.
+            made.extend(mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | (mmap.PROT_WRITE * (i % 2)))
+                        for i in range(missing))
+
+    yield fill
+    for m in made:
+        m.close()
+
+
+def test_partitions_are_refused_when_the_map_table_is_nearly_full(tmp_path, map_table_filled):
+    """The room vm.max_map_count leaves is estimated from a count of the process's maps plus
+    the partitions opened since; near the limit it is judged on the maps present, those made
+    by others than the manager's partitions (here, the test's and the interpreter's) included."""
+    manager = _manager([tmp_path / "d"])
+    map_table_filled(40)
+    manager.create_topic("first", 1, {})
+    map_table_filled(20)  # the estimate from the count "first" had made still says ~39 fit
+    with pytest.raises(TooManyPartitions, match=r"Number of partitions 30 is more than this broker can open: "
+                                                r"\d+ more partitions fit, as each maps 2 index files"):
+        manager.create_topic("wide", 30, {})
+    manager.create_topic("narrow", 4, {})  # room for it still, even with the interpreter's maps since
+    with pytest.raises(TooManyPartitions, match="vm.max_map_count"):
+        manager.create_topic("more", 20, {})
+    assert set(manager.topics()) == {"first", "narrow"}
+    manager.shutdown()
+
+
+
+def _log_state(log):
+    return (log.topic_id, log.leader_epoch_cache.entries, log.log_start_offset, log.log_end_offset,
+            log.recovery_point, log.high_watermark, log.producer_state.map_end_offset,
+            log.producer_state.latest_snapshot_offset, sorted(os.listdir(log.dir)))
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_a_new_partitions_log_is_the_one_its_files_load_as(tmp_path, partitions):
+    """A creation opens the logs of the directories it has just made without reading them
+    back: each is what a start would load from a copy of its directory, and takes appends alike."""
+    manager = _manager([tmp_path / "d"])
+    created = manager.create_topic("fresh", partitions, {"segment.bytes": "2048"}, fsync_now=False)
+    loaded = []
+    for log in created:
+        copy = shutil.copytree(log.dir, tmp_path / "copies" / log.dir.name)
+        loaded.append(Log(copy, "fresh", log.partition, log.config, FakeClock(START_MS)))
+    assert [_log_state(log) for log in created] == [_log_state(log) for log in loaded]
+    assert created[0].leader_epoch_cache.entries == [(0, 0)]
+    for log in created + loaded:
+        log.append_as_leader(message_set(3, START_MS))
+    assert [(_log_state(log), all_records(log)) for log in created] == [
+        (_log_state(log), all_records(log)) for log in loaded]
+    for log in loaded:
+        log.close()
+    manager.shutdown()
