@@ -242,7 +242,7 @@ def measure_produce_latency(bootstrap: str, *, rounds: int = 2000, warmup: int =
     (``acks=1``, ``linger.ms=0``) and flushed, after ``warmup`` unmeasured ones that also
     create the topic. With ``broker_pid``, the broker's CPU time over the measured rounds."""
     topic = topic or f"latency-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0, **(client_config or {})})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
     value = b"x" * 100
     failures: list = []
 
