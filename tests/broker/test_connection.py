@@ -230,8 +230,13 @@ async def test_out_of_descriptors_accept_waits_with_one_line_then_serves(broker,
             answer = await sock.recv(65536)
     assert struct.unpack_from(">ii", answer)[1] == 7  # size, then our correlation id
     await wait_for_log(caplog, "accepting connections again")
-    [error] = [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert "Too many open files" in error.getMessage() and error.exc_info is None
+    # One line per stall, no traceback. A descriptor another test's broker frees while the
+    # limit holds (fixtures shut down in the background) can end a stall early and start a
+    # second one (which may end without a client to accept): each stall says so once.
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors and all("Too many open files" in r.getMessage() and r.exc_info is None for r in errors)
+    levels = [r.levelno for r in caplog.records if "accept" in r.getMessage()]
+    assert set(levels[0::2]) == {logging.ERROR} and set(levels[1::2]) == {logging.INFO}, levels
 
 
 async def test_queued_request_bytes_pause_reading_then_resume_losing_nothing(start_broker, connect, message_set):
