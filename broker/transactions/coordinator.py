@@ -16,6 +16,10 @@ partition, and only once it is there does it become the state the coordinator an
   group's ``__consumer_offsets`` partition for AddOffsets).
 * EndTxn writes PrepareCommit/PrepareAbort, answers, then writes the markers to every
   partition of the transaction and, once all are written, CompleteCommit/CompleteAbort.
+* A request's state change runs in the coordinator's own task, not the request's: a client
+  gone while its transition awaits the replicas (its connection's tasks cancelled) must not
+  leave the transition half done, pending for good (Kafka's append callback runs whatever
+  became of the request).
 * Every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, transactions open
   longer than their timeout are aborted with the epoch bumped (the producer is fenced, as in
   Kafka); every ``transaction.remove.expired.transaction.cleanup.interval.ms``, ids idle for
@@ -48,6 +52,7 @@ Where this differs from Kafka 2.8, and why:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 
@@ -83,6 +88,40 @@ MARKER_RETRY_MAX_S = 2.0
 SNAPSHOT_INTERVAL_BYTES = 10 * 1024 * 1024
 # A cluster: how often each replica checks whether its partitions are due for a snapshot.
 REPLAY_SNAPSHOT_CHECK_S = 1.0
+
+
+def _outlives_its_request(stopped):
+    """Run the decorated request method in the coordinator's nursery and await its answer
+    there: a client that leaves (its request's task cancelled) then cannot interrupt a state
+    transition between its append and its completion, which would leave it pending, the id
+    answered CONCURRENT_TRANSACTIONS until the partition moves. ``stopped`` answers a request
+    whose operation the coordinator's shutdown cut short (a retriable error)."""
+    def decorate(method):
+        @functools.wraps(method)
+        async def run(self, *args, **kwargs):
+            nursery = self._nursery
+            if nursery is None:   # not running yet: nothing to outlive
+                return await method(self, *args, **kwargs)
+            finished = trio.Event()
+            answer: list = []
+
+            async def operation() -> None:
+                try:
+                    answer.append(await method(self, *args, **kwargs))
+                except Exception as exc:   # raised to the request, not into the coordinator's nursery
+                    answer.append(exc)
+                finally:
+                    finished.set()
+
+            nursery.start_soon(operation)
+            await finished.wait()
+            if not answer:
+                return stopped
+            if isinstance(answer[0], Exception):
+                raise answer[0]
+            return answer[0]
+        return run
+    return decorate
 
 
 class TransactionCoordinator:
@@ -492,6 +531,7 @@ class TransactionCoordinator:
 
     # ================================================================ requests
 
+    @_outlives_its_request((ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1))
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, expected_producer_id: int = -1,
                                expected_epoch: int = NO_PRODUCER_EPOCH) -> tuple[ErrorCode, int, int]:
         """(error, producer id, epoch) for InitProducerId with a transactional id. ``expected_*``
@@ -569,6 +609,7 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return ErrorCode.NONE
 
+    @_outlives_its_request(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              partitions: set[tuple[str, int]]) -> ErrorCode:
         """AddPartitionsToTxn (and AddOffsetsToTxn, with the group's offsets partition)."""
@@ -588,6 +629,7 @@ class TransactionCoordinator:
                               start_ms=start_ms, now=now)
         return await self._write(txn, transit)
 
+    @_outlives_its_request(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> ErrorCode:
         groups = await self.broker.groups()
         # Kafka's partitionFor: the topic's partition count, not the configured one.
@@ -596,6 +638,7 @@ class TransactionCoordinator:
         return await self.add_partitions(transactional_id, producer_id, epoch,
                                          {(GROUP_METADATA_TOPIC, groups.partition_for(group_id))})
 
+    @_outlives_its_request(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
         error = self._check(transactional_id)
         if error:

@@ -5,12 +5,17 @@ is created through ZooKeeper and the controller, as ``__consumer_offsets`` is, r
 
 from __future__ import annotations
 
+import select
+import socket
 import time
 
 import pytest
 
+from minikafka.broker.transactions.state import TxnState, decode_txn_key, decode_txn_value
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.framing import encode_request
+from minikafka.protocol.records import iter_records
 from minikafka.testing import kafka_request
 
 from .test_admin_cluster import _described
@@ -264,6 +269,59 @@ def test_a_coordinator_paused_or_cut_off_mid_transaction_is_replaced_without_spl
         transactions.run(number, abort=number % 5 == 4)
     check_outcomes(cluster, transactions, 30)
     check_replicas(cluster)
+
+
+def test_a_client_gone_while_its_end_txn_awaits_replicas_leaves_nothing_pending(minikafka_cluster_factory):
+    """The producer's connection closes (the application killed) while its EndTxn's
+    PrepareCommit waits for the followers of ``__transaction_state``: the coordinator still
+    finishes what it logged (markers, then CompleteCommit), as Kafka's append callback runs
+    whatever became of the request. Before: the request's cancellation left the transition
+    pending, and every InitProducerId of the id was answered CONCURRENT_TRANSACTIONS for good."""
+    cluster = txn_cluster(minikafka_cluster_factory)
+    transactional_id = "tx-gone"
+    started = init_producer_id(cluster, transactional_id)
+    assert started.error_code == ErrorCode.NONE
+    producer_id, epoch = started.producer_id, started.producer_epoch
+    coordinator = cluster.broker(txn_coordinator_of(cluster, transactional_id))
+    added = kafka_request(coordinator.bootstrap, ApiKey.ADD_PARTITIONS_TO_TXN, 0, {
+        "v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": producer_id,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": TOPIC, "partitions": list(range(PARTITIONS))}]})
+    assert {r.partition_error_code for t in added.results_by_topic_v3_and_below for r in t.results_by_partition} == {0}
+    followers = [broker_id for broker_id in cluster.ids if cluster.broker(broker_id) is not coordinator]
+    state_log = next(path for path in coordinator.log_dir.glob(f"{TXN_TOPIC}-*")
+                     if any(key == transactional_id for key, _ in txn_states(path)))
+    for follower in followers:
+        cluster.pause(follower)
+    try:
+        with socket.create_connection((coordinator.host, coordinator.port)) as client:
+            client.sendall(encode_request(ApiKey.END_TXN, 0, 1, "gone", {
+                "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": epoch,
+                "committed": True}))
+            deadline = time.monotonic() + 10
+            while (transactional_id, TxnState.PREPARE_COMMIT) not in txn_states(state_log):
+                assert time.monotonic() < deadline, "the coordinator did not log PrepareCommit"
+                time.sleep(0.01)
+            # Logged by the leader, not acknowledged: the followers cannot fetch it.
+            assert not select.select([client], [], [], 0)[0], "EndTxn answered before its replicas had it"
+    finally:
+        for follower in followers:
+            cluster.resume(follower)
+    answer = init_producer_id(cluster, transactional_id, timeout=30)
+    assert answer.error_code == ErrorCode.NONE and answer.producer_epoch == epoch + 1
+    states = [state for key, state in txn_states(state_log) if key == transactional_id]
+    assert states[-3:] == [TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT, TxnState.EMPTY]
+
+
+def txn_states(partition_dir) -> list[tuple[str, TxnState]]:
+    """(transactional id, state) of each event in a ``__transaction_state`` replica's files."""
+    states = []
+    for segment in sorted(partition_dir.glob("*.log")):
+        for record in iter_records(segment.read_bytes()):
+            if record.value is not None:
+                key = decode_txn_key(record.key)
+                states.append((key, decode_txn_value(key, record.value).state))
+    return states
 
 
 def check_outcomes(cluster, transactions: Transactions, count: int) -> None:
