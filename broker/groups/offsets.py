@@ -17,6 +17,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import trio
+
 from minikafka.broker.groups.group import GroupMetadata, GroupState, MemberMetadata
 from minikafka.broker.groups.records import OffsetAndMetadata, group_key, offset_key, offset_value
 from minikafka.broker.groups.store import STORE_ERRORS, TXN_STORE_ERRORS, Write
@@ -118,16 +120,24 @@ class CommittedOffsets:
     async def _answer_when_committed(self, errors: list[ErrorCode], write: Write | None) -> list[ErrorCode]:
         if write is None:
             return errors
-        error = None
-        try:
-            error = await self.store.committed(write)
-        finally:
-            # Cancelled (the connection closed) counts as not committed: the commit stays in
-            # the log, but this process no longer waits for it.
-            if error is ErrorCode.NONE:
+        # Applied (or taken back) by the store's task once the append is committed or failed,
+        # whatever became of the request, as Kafka's append callback: a client gone meanwhile
+        # (its request cancelled) must not leave an offset in the log that this coordinator
+        # does not answer with.
+        settled = trio.Event()
+        outcome: list[ErrorCode] = []
+
+        def settle(error: ErrorCode) -> None:
+            if error == ErrorCode.NONE:
                 write.apply()
             else:
                 write.discard()
+            outcome.append(error)
+            settled.set()
+
+        self.store.when_committed(write, {}, settle)
+        await settled.wait()
+        (error,) = outcome
         if error:
             error = STORE_ERRORS.get(error, error)
             return [error if e == ErrorCode.NONE else e for e in errors]

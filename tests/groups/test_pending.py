@@ -21,6 +21,12 @@ from .test_persistence import ONE_PARTITION, committed, wait_for_snapshot
 RETENTION_MS = 60_000
 
 
+async def answered(answers) -> None:
+    with trio.fail_after(10):
+        while not answers:
+            await trio.sleep(0.01)
+
+
 async def commit_in_background(nursery, harness, group, partition, offset, answers):
     async def run():
         answers.extend(await harness.coordinator.commit(group, "", -1, -1, [
@@ -40,9 +46,7 @@ async def test_a_snapshot_holds_commits_still_waiting_for_the_high_watermark(har
         await commit_in_background(nursery, harness, "g", 0, 7, answers)
         await wait_for_snapshot(partition, 1)
         writer.release()
-        with trio.fail_after(10):
-            while not answers:
-                await trio.sleep(0.01)
+        await answered(answers)
         nursery.cancel_scope.cancel()
     assert answers == [ErrorCode.NONE]
     harness.restart(clean=False)
@@ -56,9 +60,12 @@ async def test_expiry_does_not_remove_a_new_group_whose_first_commit_waits(harne
     writer = harness.hold_commits()
     answers = []
     async with trio.open_nursery() as nursery:
+        await nursery.start(harness.coordinator.run)
         await commit_in_background(nursery, harness, "fresh", 0, 3, answers)
         harness.coordinator.expire_offsets(harness.clock.time_ms())
         writer.release()
+        await answered(answers)
+        nursery.cancel_scope.cancel()
     assert answers == [ErrorCode.NONE]
     assert committed(harness, "fresh") == {("t", 0): (3, "m3")}
     harness.restart(clean=False)
@@ -72,10 +79,13 @@ async def test_expiry_leaves_a_partition_whose_recommit_waits(harness_factory):
     writer = harness.hold_commits()
     answers = []
     async with trio.open_nursery() as nursery:
+        await nursery.start(harness.coordinator.run)
         await commit_in_background(nursery, harness, "g", 0, 2, answers)
         # Kafka expires neither a partition with a pending commit nor its group.
         assert harness.coordinator.expire_offsets(harness.clock.time_ms()) == 0
         writer.release()
+        await answered(answers)
+        nursery.cancel_scope.cancel()
     assert answers == [ErrorCode.NONE]
     assert committed(harness, "g") == {("t", 0): (2, "m2")}
     harness.restart(clean=False)
@@ -113,9 +123,7 @@ async def test_sync_group_is_answered_once_the_group_metadata_is_committed(harne
         assert answers == []
         assert harness.coordinator.group("g").is_(GroupState.COMPLETING_REBALANCE)
         writer.release()
-        with trio.fail_after(10):
-            while not answers:
-                await trio.sleep(0.01)
+        await answered(answers)
         nursery.cancel_scope.cancel()
     assert [(a.error, a.assignment) for a in answers] == [(ErrorCode.NONE, b"all")]
     assert harness.coordinator.group("g").is_(GroupState.STABLE)

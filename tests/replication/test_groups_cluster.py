@@ -9,7 +9,9 @@ offsets, Metadata) and the brokers' logs.
 from __future__ import annotations
 
 import asyncio
+import select
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -22,6 +24,8 @@ from minikafka.broker.groups.store import GROUP_METADATA_TOPIC, load_reports_in
 from minikafka.broker.groups.records import partition_for
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.framing import encode_request
+from minikafka.protocol.records import iter_records
 from minikafka.testing import MinikafkaCluster, kafka_request
 
 from .test_cluster import create_topic
@@ -373,6 +377,43 @@ def test_an_acknowledged_commit_survives_the_coordinator_being_wiped(cluster):
         time.sleep(0.1)
     committed = wait_for_committed(cluster, group, "kept", 2, timeout=60)
     assert committed == {0: 41, 1: 7}
+
+
+def test_a_commit_whose_client_left_before_its_replicas_had_it_is_applied_once_they_do(cluster):
+    """The committing client's connection closes while its OffsetCommit waits for the followers
+    of ``__consumer_offsets``: once they have it, the coordinator answers the offset its log
+    holds, as Kafka's append callback applies it whatever became of the request. Before: the
+    cancelled request dropped it from memory while it stayed in the log (OffsetFetch said -1
+    until a failover loaded the log, which then said 41)."""
+    create_topic(cluster, "left", partitions=1)
+    group = "left-early"
+    coordinator = cluster.broker(coordinator_of(cluster, group))
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    wait_for_offsets_isr(cluster, index, 3)
+    offsets_log = coordinator.log_dir / f"{GROUP_METADATA_TOPIC}-{index}"
+    followers = [broker_id for broker_id in cluster.ids if cluster.broker(broker_id) is not coordinator]
+    for follower in followers:
+        cluster.pause(follower)
+    try:
+        with socket.create_connection((coordinator.host, coordinator.port)) as client:
+            client.sendall(encode_request(ApiKey.OFFSET_COMMIT, 2, 1, "gone", {
+                "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
+                "topics": [{"name": "left", "partitions": [
+                    {"partition_index": 0, "committed_offset": 41, "committed_metadata": ""}]}]}))
+            deadline = time.monotonic() + 10
+            while not any(group.encode() in (record.key or b"") for segment in offsets_log.glob("*.log")
+                          for record in iter_records(segment.read_bytes())):
+                assert time.monotonic() < deadline, "the coordinator did not log the commit"
+                time.sleep(0.01)
+            # Logged by the leader, not acknowledged: the followers cannot fetch it.
+            assert not select.select([client], [], [], 0)[0], "OffsetCommit answered before its replicas had it"
+    finally:
+        for follower in followers:
+            cluster.resume(follower)
+    deadline = time.monotonic() + 10
+    while (committed := fetch_committed(cluster, group, "left", 1)) != {0: 41}:
+        assert time.monotonic() < deadline, f"the commit in the log is not the group's offset: {committed}"
+        time.sleep(0.1)
 
 
 def test_creating_the_existing_offsets_topic_answers_that_it_exists(cluster):
