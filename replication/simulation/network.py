@@ -20,6 +20,7 @@ request handlers (``broker.handlers.HANDLERS``), one request at a time in order,
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from dataclasses import dataclass
@@ -204,17 +205,28 @@ class SimNetwork:
 
 async def serve_connection(broker, stream: SimStream, observe=None) -> None:
     """Answer the requests of one connection with the broker's handlers, in order.
-    ``observe(request, body)`` sees each answer before it is sent."""
+    ``observe(request, body)`` sees each answer before it is sent. As the broker's
+    ``Connection``, the peer closing its end cancels the request being answered (a client
+    killed mid-request): what a handler leaves half done then is the simulation's to find."""
     protocol = ServerConnection(max_frame_size=broker.config.socket_request_max_bytes)
     listener = broker.config.listener.name
-    try:
+    requests_in, requests_out = trio.open_memory_channel(math.inf)
+
+    async def read(cancel_scope: trio.CancelScope) -> None:
         while True:
             data = await stream.receive_some()
             if not data:
+                cancel_scope.cancel()
                 return
             protocol.receive_data(data)
             while (request := protocol.next_request()) is not None:
                 request.listener = listener  # as Connection: answers name this listener's addresses
+                requests_in.send_nowait(request)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read, nursery.cancel_scope)
+            async for request in requests_out:
                 body = await HANDLERS[request.api_key](broker, request)
                 if body is None:
                     continue
@@ -223,7 +235,7 @@ async def serve_connection(broker, stream: SimStream, observe=None) -> None:
                 chunks = protocol.encode_response(request, body)
                 await stream.send_all(b"".join(
                     chunk.read_bytes() if hasattr(chunk, "read_bytes") else bytes(chunk) for chunk in chunks))
-    except (trio.BrokenResourceError, trio.ClosedResourceError, CloseConnection, ProtocolError):
+    except* (trio.BrokenResourceError, trio.ClosedResourceError, CloseConnection, ProtocolError):
         pass
     finally:
         stream.close()

@@ -149,6 +149,9 @@ class Simulation:
                     if not broker.alive:
                         await self.start_broker(broker_id)
                 await trio.sleep(SETTLE_S / 2)
+                for client in transactional:
+                    if isinstance(client, TxnProducer):
+                        self.checker.transactions.check_usable(client)
                 workload.cancel_scope.cancel()
             await trio.sleep(SETTLE_S / 2)
             self.checker.final_check()

@@ -6,7 +6,9 @@ coordinator of its transactional id (FindCoordinator, key type 1), starts each t
 with InitProducerId (an epoch bump, which also fences and aborts whatever an earlier attempt
 left open), adds one or two partitions (AddPartitionsToTxn), writes one transactional batch of
 a few values to each with acks=all, then decides: commit if every batch was acknowledged (and
-at random even then abort), abort otherwise, and sends EndTxn. The coordinator writes the
+at random even then abort), abort otherwise, and sends EndTxn. Some EndTxns are abandoned a
+moment after they are sent (the application killed: its connection closes with the request in
+flight); the next transaction starts over with InitProducerId, which fences what is left. The coordinator writes the
 markers to the partitions' leaders over the simulated network (WriteTxnMarkers), its
 ``__transaction_state`` partition fails over with the brokers, and its requests are retried
 on the coordinator errors a client retries.
@@ -21,6 +23,9 @@ answer, the ABORT markers).
   commit, and lies below the answer's last stable offset, which is at most its high watermark;
 * (``Checker.final_check``) every acknowledged value of a transaction is in its log at its
   offset, committed or aborted (its attempts are acks=all attempts like any other);
+* at the end of the run, the cluster long settled, the transactional id is usable: an
+  InitProducerId was answered NONE in the last few seconds (a coordinator that left a
+  transition pending when a client went away answers CONCURRENT_TRANSACTIONS for good);
 * after the run, the replicas of a partition that hold the leader's whole log agree with it on
   the transactions still open and on the aborted transactions (producer, first and last offset)
   their transaction indexes list.
@@ -47,6 +52,11 @@ TRANSACTION_TIMEOUT_MS = 60000
 COORDINATOR_PATIENCE_S = 30.0
 COORDINATOR_ERRORS = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 RETRIED = COORDINATOR_ERRORS | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS}
+# Of the EndTxns, the share abandoned (virtual seconds) after sending, as a killed application's.
+ABANDON_SHARE = 0.3
+ABANDON_AFTER_S = (0.0, 0.004)
+# At the end of the run, the id's InitProducerId was answered NONE this recently (virtual s).
+USABLE_WITHIN_S = 5.0
 
 
 class TxnProducer(Client):
@@ -55,6 +65,8 @@ class TxnProducer(Client):
         # Its own generator for its choices (a seed still replays: this one is seeded too).
         self.rng = random.Random(f"{sim.seed}-{name}")
         self.coordinator: int | None = None
+        # When an InitProducerId was last answered NONE (virtual time).
+        self.last_initialized = float("-inf")
 
     async def run(self) -> None:
         checker = self.sim.checker.transactions
@@ -68,6 +80,7 @@ class TxnProducer(Client):
                 await trio.sleep(0.2)
                 continue
             producer_id, epoch = answer.producer_id, answer.producer_epoch
+            self.last_initialized = trio.current_time()
             number += 1
             txn = f"{self.name}{number}"
             partitions = self.rng.sample(range(self.sim.partitions), self.rng.randint(1, 2))
@@ -84,21 +97,25 @@ class TxnProducer(Client):
                     acknowledged &= await self.produce(producer_id, epoch, partition, values)
             commit = acknowledged and self.rng.random() < COMMIT_SHARE
             checker.decided(txn, commit)
+            abandon_after = self.rng.uniform(*ABANDON_AFTER_S) if self.rng.random() < ABANDON_SHARE else None
             ended = await self.to_coordinator(ApiKey.END_TXN, 0, {
                 "transactional_id": self.name, "producer_id": producer_id, "producer_epoch": epoch,
-                "committed": commit})
+                "committed": commit}, abandon_after=abandon_after)
             outcome = "no answer" if ended is None else ErrorCode(ended.error_code).name
-            checker.figures[f"EndTxn answered {outcome}"] += 1
+            if ended is None and abandon_after is not None:
+                outcome = "abandoned"
+            checker.figures["EndTxn abandoned" if outcome == "abandoned" else f"EndTxn answered {outcome}"] += 1
             if ended is not None and ended.error_code == ErrorCode.NONE:
                 checker.ended[txn] = producer_id
             self.sim.trace("txn", f"{txn} (producer {producer_id} epoch {epoch}) {'commits' if commit else 'aborts'} "
                                   f"on p{partitions}: {outcome}")
             await trio.sleep(self.rng.uniform(0.05, 0.2))
 
-    async def to_coordinator(self, api_key: int, version: int, body: dict):
+    async def to_coordinator(self, api_key: int, version: int, body: dict, *, abandon_after: float | None = None):
         """The answer of the transactional id's coordinator, looked up again and retried on
         the errors a client retries (a coordinator moving, loading, or busy ending the last
-        transaction); None if there is none within the client's patience."""
+        transaction); None if there is none within the client's patience. ``abandon_after``:
+        the request is sent once and its connection closed if no answer came that soon."""
         deadline = trio.current_time() + COORDINATOR_PATIENCE_S
         while trio.current_time() < deadline:
             if self.coordinator is None:
@@ -115,10 +132,14 @@ class TxnProducer(Client):
                     continue
                 self.coordinator = found.node_id
             try:
-                answer = await self.channel(self.coordinator).request(api_key, version, body)
+                answer = await self.channel(self.coordinator).request(api_key, version, body, timeout_s=abandon_after)
             except ChannelError:
                 self.coordinator = None
+                if abandon_after is not None:
+                    return None
                 continue
+            if abandon_after is not None:
+                return answer
             errors = _error_codes(answer)
             self.sim.trace("txn", f"{self.name} {ApiKey(api_key).name} via {self.coordinator}: "
                                   f"{[ErrorCode(e).name for e in errors]}")
@@ -220,6 +241,17 @@ class TxnChecker:
 
     def violation(self, key: tuple, message: str) -> None:
         self.checker.violation(("txn", *key), message)
+
+    def check_usable(self, producer: TxnProducer) -> None:
+        """At the end of the workload, long after the cluster settled: the id's InitProducerId
+        was answered NONE within the last ``USABLE_WITHIN_S`` (healthy, the producer starts a
+        transaction every few tenths of a second)."""
+        quiet = trio.current_time() - producer.last_initialized
+        if quiet > USABLE_WITHIN_S:
+            last = "never" if producer.last_initialized == float("-inf") else f"at {producer.last_initialized:.1f} s"
+            self.violation(("stuck", producer.name),
+                           f"{producer.name}: no InitProducerId answered NONE for {quiet:.1f} virtual s at the end of "
+                           f"the run, the cluster settled (last {last}): a transition left pending?")
 
     def started(self, txn: str, values: list[bytes]) -> None:
         for value in values:
