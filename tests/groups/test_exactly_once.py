@@ -31,6 +31,9 @@ APP = Path(__file__).with_name("eos_app.py")
 INPUTS = 3000
 PARTITIONS = 3
 RUN_TIMEOUT_S = 60
+# The application's pause in each transaction: 150 transactions then take 3 s or more, which
+# the kills need (the app once finished all the inputs before its fourth kill on one broker).
+PAUSE_S = 0.02
 
 
 class App:
@@ -45,7 +48,7 @@ class App:
 
     def ensure_running(self) -> None:
         if self.process is None or self.process.poll() is not None:
-            self.process = subprocess.Popen([sys.executable, str(APP), self.bootstrap],
+            self.process = subprocess.Popen([sys.executable, str(APP), self.bootstrap, str(PAUSE_S)],
                                             stdout=subprocess.DEVNULL, stderr=self.stderr)
             self.starts += 1
 
