@@ -80,7 +80,6 @@ class ReplicatedPartitions(Partitions):
             session_timeout_ms=session_timeout,
             connection_timeout_ms=config.get("zookeeper.connection.timeout.ms") or session_timeout,
             replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
-            min_insync_replicas=config.get("min.insync.replicas"),
             unclean_leader_election=config.get("unclean.leader.election.enable"),
             fetcher=FetcherSettings(
                 wait_max_ms=config.get("replica.fetch.wait.max.ms"), min_bytes=config.get("replica.fetch.min.bytes"),
