@@ -3,6 +3,7 @@
     python3 bench/bench_topics.py                       # 5,000 partitions, 4 Metadata clients
     python3 bench/bench_topics.py --partitions 2000     # any number
     python3 bench/bench_topics.py --metadata-clients 0  # no other load
+    python3 bench/bench_topics.py --then-topics 500     # then 500 small topics beside the big one
 
 Against a real ``minikafka serve`` process (data directory under ``--dir``, default a fresh
 temporary directory, removed at the end): one connection sends CreateTopics for a topic of N
@@ -14,6 +15,9 @@ apart while it waits for a topic), but not a tight loop that would starve the br
 anything else to do. Printed: the creation rate (partitions / seconds until the CreateTopics
 response), the Metadata answers received during it, their median and slowest. A broker that
 stops serving while it creates shows as a slowest answer close to the whole creation time.
+``--then-topics M`` then creates M one-partition topics, one CreateTopics each, beside the N
+partitions (the Metadata clients stopped), and prints their median and slowest creation: a
+cost that grows with the partitions a broker already holds shows there.
 
 Creating files is what a new partition costs, and its speed swings widely, so the same run
 first measures a reference on the same filesystem with no broker: N directories, each with
@@ -105,11 +109,12 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="work directory (default: a new temporary one, removed at the end)")
     parser.add_argument("--metadata-clients", type=int, default=4)
     parser.add_argument("--metadata-interval-ms", type=float, default=10.0)
+    parser.add_argument("--then-topics", type=int, default=0)
     args = parser.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench-topics-"))
     try:
         bare, per_file = reference(work, args.partitions)
-        elapsed, result, latencies = run(work, args)
+        elapsed, result, latencies, small = run(work, args)
     finally:
         shutil.rmtree(work / "reference", ignore_errors=True)
         if args.dir is None:
@@ -127,9 +132,13 @@ def main() -> None:
               f"median {ordered[len(ordered) // 2] * 1000:.1f} ms, slowest {ordered[-1] * 1000:.1f} ms")
     else:
         print("no Metadata load")
+    if small:
+        small.sort()
+        print(f"then {len(small):,} one-partition topics, one CreateTopics each: median "
+              f"{small[len(small) // 2] * 1000:.2f} ms, slowest {small[-1] * 1000:.1f} ms")
 
 
-def run(work: Path, args) -> tuple[float, object, list[float]]:
+def run(work: Path, args) -> tuple[float, object, list[float], list[float]]:
     with MinikafkaBroker(work) as broker:
         admin = Client(broker.bootstrap)
         assert create_topic(admin, "probe", 1).error_code == 0
@@ -149,8 +158,13 @@ def run(work: Path, args) -> tuple[float, object, list[float]]:
         done.set()
         for thread in threads:
             thread.join(timeout=60)
+        small: list[float] = []
+        for i in range(args.then_topics):
+            sent = time.perf_counter()
+            assert create_topic(admin, f"small-{i}", 1).error_code == 0
+            small.append(time.perf_counter() - sent)
         admin.close()
-    return elapsed, result, answered
+    return elapsed, result, answered, small
 
 
 if __name__ == "__main__":

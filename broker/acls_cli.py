@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minikafka.broker.security.acl import (CLUSTER_NAME, OPERATIONS, Acl, AclError, AclStore, entry_json,
+from minikafka.broker.security.acl import (CLUSTER_NAME, OPERATIONS, Acl, AclError, AclStore, entry_json, keyed,
                                            parse_entries, resource_key, split_key, with_acls,
                                            without_acls)
 from minikafka.broker.users_cli import first_log_dir, log_dir_arguments
@@ -83,7 +83,7 @@ async def _zookeeper_command(args, key: str | None, acls: list[Acl]) -> None:
 
     async with ZkClient(args.zookeeper) as client:
         zk = KafkaZk(client)
-        current = parse_entries(await zk.acls())
+        current = parse_entries(keyed(await zk.acls()))
         if args.action == "list":
             _print(current, key)
             return

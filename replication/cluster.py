@@ -52,7 +52,6 @@ class ClusterSettings:
     session_timeout_ms: int
     connection_timeout_ms: int
     replica_lag_time_max_ms: int
-    min_insync_replicas: int
     unclean_leader_election: bool
     fetcher: FetcherSettings
     controller_socket_timeout_ms: int
@@ -87,8 +86,7 @@ class ClusterMember:
         self.replicas = ReplicaManager(
             node_id=node_id, log_manager=log_manager, clock=clock, zk=self.zk, metadata=self.metadata,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
-            min_insync_replicas=settings.min_insync_replicas, on_readable=on_readable,
-            on_role_change=on_role_change)
+            on_readable=on_readable, on_role_change=on_role_change)
         self.controller: Controller | None = None
         self.cluster_id: str | None = None
         self._endpoint: tuple[str, int] | None = None

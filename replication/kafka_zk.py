@@ -82,8 +82,6 @@ ACL_CHANGES_PATH = "/kafka-acl-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
 PREFIXED_ACL_PATH = "/kafka-acl-extended/prefixed"
 EXTENDED_ACL_CHANGES_PATH = "/kafka-acl-extended-changes"
-# A PREFIXED pattern's resource key ("Prefixed:Topic:orders-"); a literal one is "Topic:orders".
-PREFIXED_KEY = "Prefixed:"
 # Kafka's ResourceType enum names, which ExtendedAclChangeEvent carries.
 _RESOURCE_TYPE_ENUM = {"Topic": "TOPIC", "Group": "GROUP", "Cluster": "CLUSTER", "TransactionalId": "TRANSACTIONAL_ID"}
 DELETE_TOPICS_PATH = "/admin/delete_topics"
@@ -179,21 +177,27 @@ def delete_topic_path(topic: str) -> str:
 
 # -- JSON codecs (pure) -------------------------------------------------------------------------
 
-def _acl_path(resource: str) -> str:
-    root = PREFIXED_ACL_PATH if resource.startswith(PREFIXED_KEY) else ACL_PATH
-    resource_type, _, name = resource.removeprefix(PREFIXED_KEY).partition(":")
-    return f"{root}/{resource_type}/{name}"
+def _acl_path(resource_type: str, name: str, prefixed: bool) -> str:
+    return f"{PREFIXED_ACL_PATH if prefixed else ACL_PATH}/{resource_type}/{name}"
 
 
-def extended_acl_change(data: bytes) -> str:
-    """The resource key an ``/kafka-acl-extended-changes`` event names; MalformedZnode if none."""
+def literal_acl_change(data: bytes) -> tuple[str, str]:
+    """The ``(resource type, name)`` of the literal pattern a ``/kafka-acl-changes`` notification
+    (``<Type>:<name>``) names."""
+    resource_type, _, name = data.decode("utf-8", "replace").partition(":")
+    return resource_type, name
+
+
+def extended_acl_change(data: bytes) -> tuple[str, str]:
+    """The ``(resource type, name)`` of the prefixed pattern an ``/kafka-acl-extended-changes``
+    event names; MalformedZnode if none."""
     try:
         event = json.loads(data)
         resource_type = {enum: name for name, enum in _RESOURCE_TYPE_ENUM.items()}.get(event["resourceType"],
                                                                                       event["resourceType"])
         if event["patternType"] != "PREFIXED":
             raise ValueError(f"pattern type {event['patternType']!r}")
-        return f"{PREFIXED_KEY}{resource_type}:{event['name']}"
+        return resource_type, event["name"]
     except (ValueError, KeyError, TypeError) as exc:
         raise MalformedZnode(f"ACL change event {data!r}: {exc}") from None
 
@@ -723,30 +727,29 @@ class KafkaZk:
 
     # -- ACLs (SimpleAclAuthorizer's nodes) ----------------------------------------------------
 
-    async def acls(self) -> dict[str, dict]:
-        """Every resource's ACL node, as ``{"<Type>:<name>": <its JSON>}`` (a prefixed pattern's
-        key begins with ``PREFIXED_KEY``)."""
-        found: dict[str, dict] = {}
-        for root, key_prefix in ((ACL_PATH, ""), (PREFIXED_ACL_PATH, PREFIXED_KEY)):
+    async def acls(self) -> dict[tuple[bool, str, str], dict]:
+        """Every resource pattern's ACL node, as ``{(prefixed, "<Type>", "<name>"): <its JSON>}``."""
+        found: dict[tuple[bool, str, str], dict] = {}
+        for root, prefixed in ((ACL_PATH, False), (PREFIXED_ACL_PATH, True)):
             if await self.zk.exists(root) is None:
                 continue
             for resource_type in await self.zk.children(root):
                 for name in await self.zk.children(f"{root}/{resource_type}"):
                     node = await self.zk.get_json(f"{root}/{resource_type}/{name}")
                     if node is not None:
-                        found[f"{key_prefix}{resource_type}:{name}"] = node[0]
+                        found[prefixed, resource_type, name] = node[0]
         return found
 
-    async def acl(self, resource: str) -> dict | None:
-        """One resource's ACL node (a key as ``acls`` gives them); None when it has none."""
-        node = await self.zk.get_json(_acl_path(resource))
+    async def acl(self, resource_type: str, name: str, *, prefixed: bool = False) -> dict | None:
+        """One resource pattern's ACL node; None when it has none."""
+        node = await self.zk.get_json(_acl_path(resource_type, name, prefixed))
         return None if node is None else node[0]
 
     async def set_acls(self, resource_type: str, name: str, entry: dict | None, *, prefixed: bool = False) -> None:
         """Write (None: delete) one resource's ACL node and leave Kafka's change notification
         (a literal pattern's in ``/kafka-acl-changes``, a prefixed one's in
         ``/kafka-acl-extended-changes``)."""
-        path = _acl_path(f"{PREFIXED_KEY if prefixed else ''}{resource_type}:{name}")
+        path = _acl_path(resource_type, name, prefixed)
         if entry is None:
             if await self.zk.exists(path) is not None:
                 await self.zk.delete(path)

@@ -87,7 +87,7 @@ class Replica:
 
 class ReplicaManager:
     def __init__(self, *, node_id: int, log_manager: LogManager, clock: Clock, zk: KafkaZk,
-                 metadata: MetadataCache, replica_lag_time_max_ms: int, min_insync_replicas: int,
+                 metadata: MetadataCache, replica_lag_time_max_ms: int,
                  on_readable: Callable[[str, int], None],
                  on_role_change: Callable[[str, int, "Replica | None"], None] | None = None) -> None:
         self.node_id = node_id
@@ -96,7 +96,6 @@ class ReplicaManager:
         self.zk = zk
         self.metadata = metadata
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self.min_insync_replicas = min_insync_replicas
         # Wakes consumers' long polls: a consumer reads below the high watermark, so "new
         # data" for it is a high watermark that moved, not an append.
         self.on_readable = on_readable

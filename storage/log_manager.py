@@ -267,6 +267,9 @@ class LogManager:
         self.on_segment_closed = on_segment_closed
         self.may_delete_segment = may_delete_segment
         self._logs: dict[TopicPartition, Log] = {}
+        # Partitions per log dir, kept as logs come and go, for placing new ones where there
+        # are fewest without a walk over every log at each creation.
+        self._partitions_in_dir = dict.fromkeys(self.log_dirs, 0)
         # The last count of the process's maps: (maps, partitions open then, time.monotonic()).
         self._maps_counted: tuple[int, int, float] | None = None
         self._overrides: dict[str, dict[str, str]] = {}
@@ -416,6 +419,7 @@ class LogManager:
                 marker.touch()
             fsync_all(files=markers, directories=self.log_dirs)
             self._logs.clear()
+            self._partitions_in_dir = dict.fromkeys(self.log_dirs, 0)
 
     # -- topics ------------------------------------------------------------------------------
 
@@ -566,7 +570,7 @@ class LogManager:
             if topic in self._overrides or topic in self._creating:
                 raise TopicAlreadyExists(f"topic {topic!r} already exists")
             self._creating.add(topic)
-            load = self._dir_loads()
+            load = dict(self._partitions_in_dir)
         try:
             self._forget_deleted(topic)
             created = self._make_partitions(topic, partitions, overrides, config, load, fsync_now)
@@ -701,7 +705,8 @@ class LogManager:
             if topic_id is None:
                 siblings = [log for (name, _), log in self._logs.items() if name == topic]
                 topic_id = siblings[0].topic_id if siblings else new_topic_id()
-            directory = self._least_loaded_dir() / partition_dir_name(topic, partition)
+            log_dir = min(self.log_dirs, key=self._partitions_in_dir.__getitem__)
+            directory = log_dir / partition_dir_name(topic, partition)
             directory.mkdir()
             try:
                 write_atomically(directory / TOPIC_CONFIG_FILE, _format_overrides(overrides))
@@ -774,6 +779,7 @@ class LogManager:
         the same name must not start at the deleted one's log start offset."""
         log.dir = self._bury(log.dir, log.topic, log.partition, remove=False)
         del self._logs[(log.topic, log.partition)]
+        self._partitions_in_dir[log.dir.parent] -= 1
         self._unwritten_deletions.add((log.topic, log.partition))
         log.delete()
 
@@ -799,21 +805,10 @@ class LogManager:
             shutil.rmtree(graveyard, ignore_errors=True)
         return graveyard
 
-    def _dir_loads(self) -> dict[Path, int]:
-        """Partitions per log dir, for placing new ones where there are fewest."""
-        load = {d: 0 for d in self.log_dirs}
-        for log in self._logs.values():
-            if log.dir.parent in load:
-                load[log.dir.parent] += 1
-        return load
-
-    def _least_loaded_dir(self) -> Path:
-        load = self._dir_loads()
-        return min(self.log_dirs, key=lambda d: load[d])
-
     def _install(self, log: Log) -> None:
         log.on_segment_closed = self.on_segment_closed
         self._logs[(log.topic, log.partition)] = log
+        self._partitions_in_dir[log.dir.parent] += 1
 
     # -- periodic work -----------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from minikafka.broker.dynamic_configs import DEFAULT_ENTITY
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
 from minikafka.broker.transactions.coordinator import TRANSACTION_STATE_TOPIC, state_topic_configs
 from minikafka.broker.partitions import NO_EPOCH, AcksWait, Partitions, TopicError, leader_epoch_error
-from minikafka.broker.security.acl import AclError
+from minikafka.broker.security.acl import AclError, keyed, pattern_key
 from minikafka.broker.security.inter_broker import channel_security
 from minikafka.broker.server import INTERNAL_TOPICS
 from minikafka.protocol.errors import ErrorCode, RecordError
@@ -32,7 +32,8 @@ from minikafka.replication.controller import ControllerError
 from minikafka.replication.fetcher import FetcherSettings
 from minikafka.replication.kafka_zk import (ACL_CHANGE_PREFIX, ACL_CHANGES_PATH, CONFIG_CHANGE_PREFIX,
                                            CONFIG_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH, MalformedZnode,
-                                           decode_config_change, delete_topic_path, extended_acl_change)
+                                           decode_config_change, delete_topic_path, extended_acl_change,
+                                           literal_acl_change)
 from minikafka.replication.metadata_cache import BrokerEndpoint, PartitionInfo
 from minikafka.replication.notifications import NotificationListener
 from minikafka.replication.replica_manager import LEADER, NotLeader, PartitionStateUpdate, Replica
@@ -79,7 +80,6 @@ class ReplicatedPartitions(Partitions):
             session_timeout_ms=session_timeout,
             connection_timeout_ms=config.get("zookeeper.connection.timeout.ms") or session_timeout,
             replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
-            min_insync_replicas=config.get("min.insync.replicas"),
             unclean_leader_election=config.get("unclean.leader.election.enable"),
             fetcher=FetcherSettings(
                 wait_max_ms=config.get("replica.fetch.wait.max.ms"), min_bytes=config.get("replica.fetch.min.bytes"),
@@ -108,28 +108,29 @@ class ReplicatedPartitions(Partitions):
         (Kafka's AclAuthorizer), re-read by this broker's event task."""
         cluster, store = self.cluster, self.broker.authorizer.store
         try:
-            store.replace(await cluster.zk.acls())
+            store.replace(keyed(await cluster.zk.acls()))
         except (ZooKeeperError, AclError) as exc:
             logger.warning("cannot read the ACLs from ZooKeeper: %s (re-read as changes are notified)", exc)
 
-        async def reread(resource: str) -> None:
+        async def reread(prefixed: bool, resource_type: str, name: str) -> None:
+            resource = pattern_key(prefixed, resource_type, name)
             try:
-                store.update(resource, await cluster.zk.acl(resource))
+                store.update(resource, await cluster.zk.acl(resource_type, name, prefixed=prefixed))
             except AclError as exc:
                 logger.warning("ACLs of %s not applied: %s", resource, exc)
             else:
                 logger.info("ACLs of %s re-read after a change notification", resource)
 
         async def literal_changed(data: bytes) -> None:
-            await reread(data.decode("utf-8", "replace"))
+            await reread(False, *literal_acl_change(data))
 
         async def extended_changed(data: bytes) -> None:
             try:
-                resource = extended_acl_change(data)
+                resource_type, name = extended_acl_change(data)
             except MalformedZnode as exc:
                 logger.warning("%s (ignored)", exc)
                 return
-            await reread(resource)
+            await reread(True, resource_type, name)
 
         for path, changed in ((ACL_CHANGES_PATH, literal_changed), (EXTENDED_ACL_CHANGES_PATH, extended_changed)):
             listener = NotificationListener(cluster.zk_client, path, ACL_CHANGE_PREFIX, changed)

@@ -34,13 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minikafka.broker.security import CLUSTER_NAME
-from minikafka.replication.kafka_zk import PREFIXED_KEY
 
 RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId")
 OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "DescribeConfigs",
               "AlterConfigs", "IdempotentWrite", "All")
 PERMISSIONS = ("Allow", "Deny")
 ACLS_FILE = "acls.json"
+# A PREFIXED pattern's resource key ("Prefixed:Topic:orders-"); a literal one is "Topic:orders".
+PREFIXED_KEY = "Prefixed:"
 _IMPLIES_DESCRIBE = ("Describe", "Read", "Write", "Delete", "Alter")
 # Kafka >= 0.11: ALTER_CONFIGS implies DESCRIBE_CONFIGS.
 _IMPLIES_DESCRIBE_CONFIGS = ("DescribeConfigs", "AlterConfigs")
@@ -84,6 +85,12 @@ def resource_key(resource_type: str, name: str, *, prefixed: bool = False) -> st
     resource_type = _canonical(resource_type, RESOURCE_TYPES, "resource type")
     if not name:
         raise AclError("the resource name is empty")
+    return pattern_key(prefixed, resource_type, name)
+
+
+def pattern_key(prefixed: bool, resource_type: str, name: str) -> str:
+    """The key of a resource pattern as stored (``resource_key`` without its checks: a cluster's
+    ZooKeeper may hold resource types of later Kafka versions, kept as they are)."""
     return f"{PREFIXED_KEY if prefixed else ''}{resource_type}:{name}"
 
 
@@ -92,6 +99,12 @@ def split_key(key: str) -> tuple[bool, str, str]:
     prefixed = key.startswith(PREFIXED_KEY)
     resource_type, _, name = key.removeprefix(PREFIXED_KEY).partition(":")
     return prefixed, resource_type, name
+
+
+def keyed(patterns: dict[tuple[bool, str, str], dict]) -> dict[str, dict]:
+    """ACL nodes by ``(prefixed, resource type, name)``, as ZooKeeper's store reads them -> by
+    resource key."""
+    return {pattern_key(*pattern): entry for pattern, entry in patterns.items()}
 
 
 def applying(acls: dict[str, list[Acl]], resource_type: str, name: str) -> list[Acl]:

@@ -368,12 +368,16 @@ def test_bench_topics_runs_and_leaves_only_the_broker_data(tmp_path):
     answers, and removes its reference directories (the broker's data stays under --dir)."""
     bench = Path(__file__).resolve().parents[2] / "bench" / "bench_topics.py"
     result = subprocess.run([sys.executable, str(bench), "--partitions", "200", "--metadata-clients", "2",
-                             "--dir", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
+                             "--then-topics", "3", "--dir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-    created, metadata = result.stdout.splitlines()
+    created, metadata, small = result.stdout.splitlines()
     assert re.fullmatch(r"created 200 partitions in [\d.]+ s: [\d,]+ partitions/s \(reference on this "
                         r"filesystem: [\d,]+ directories of five files/s, \d+ us per file creation\)", created)
     assert re.fullmatch(r"2 Metadata clients, one request each every 10 ms: answered \d+ times meanwhile "
                         r"\([\d,]+/s\); median ([\d.]+|nan) ms, slowest ([\d.]+|nan) ms", metadata)
+    assert re.fullmatch(r"then 3 one-partition topics, one CreateTopics each: median [\d.]+ ms, slowest [\d.]+ ms",
+                        small)
     assert not (tmp_path / "reference").exists()
     assert len([d for d in (tmp_path / "data").iterdir() if d.name.startswith("big-")]) == 200
+    assert len([d for d in (tmp_path / "data").iterdir() if d.name.startswith("small-")]) == 3

@@ -385,11 +385,12 @@ async def test_zkcli_reads_what_kafka_would(zookeeper, zk_chroot):
     assert obj["endpoints"] == ["PLAINTEXT://127.0.0.1:9005"] and obj["version"] == 4
 
 
-def test_extended_acl_change_events_name_a_prefixed_pattern_as_kafka_2_writes_them():
-    from minikafka.replication.kafka_zk import extended_acl_change
+def test_acl_change_notifications_name_a_pattern_as_kafka_writes_them():
+    from minikafka.replication.kafka_zk import extended_acl_change, literal_acl_change
 
+    assert literal_acl_change(b"Topic:orders:eu") == ("Topic", "orders:eu")
     event = b'{"version":1,"resourceType":"TRANSACTIONAL_ID","name":"app-","patternType":"PREFIXED"}'
-    assert extended_acl_change(event) == "Prefixed:TransactionalId:app-"
+    assert extended_acl_change(event) == ("TransactionalId", "app-")
     for malformed in (b"Topic:orders", b'{"version":1,"resourceType":"TOPIC","name":"x","patternType":"LITERAL"}',
                       b'{"version":1,"name":"x"}'):
         with pytest.raises(MalformedZnode):

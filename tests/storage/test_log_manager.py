@@ -127,6 +127,20 @@ def test_several_log_dirs_balance_and_checkpoint_separately(tmp_path):
     assert [again.get_log("t", p).log_end_offset for p in range(4)] == [1, 2, 3, 4]
 
 
+def test_new_partitions_go_to_the_log_dir_with_fewest_counting_loaded_and_deleted_ones(tmp_path):
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = _manager(dirs)
+    manager.create_topic("three", 3, {})  # a: 0 and 2, b: 1
+    manager.shutdown()
+    manager = _manager(dirs)
+    assert manager.create_log("one", 0, {}).dir.parent.name == "b"
+    manager.delete_topic("three")  # a: none, b: one-0
+    assert [log.dir.parent.name for log in manager.create_topic("two", 2, {})] == ["a", "a"]
+    assert manager.create_log("one", 1, {}).dir.parent.name == "b"
+    manager.delete_log("two", 0)
+    assert manager.create_log("one", 2, {}).dir.parent.name == "a"
+
+
 def test_cleanup_callbacks_and_flush_due(tmp_path):
     clock = FakeClock(START_MS)
     closed, asked = [], []
