@@ -180,11 +180,16 @@ def _healthcheck(bootstrap: str) -> subprocess.CompletedProcess:
 
 
 def _listening_port(broker: MinikafkaBroker) -> int:
-    """The port the broker registered (its ready line, which would tell, has not come yet)."""
+    """The port the broker registered (its ready line, which would tell, has not come yet),
+    from the line it logs right after its registration znode is made (a moment after, on a
+    loaded machine)."""
     import re
 
-    found = re.search(r"registered as broker \d+ at PLAINTEXT://[^:]+:(\d+)", broker.stderr_since_start())
-    assert found, broker.stderr_tail()
+    deadline = time.monotonic() + 30
+    while not (found := re.search(r"registered as broker \d+ at PLAINTEXT://[^:]+:(\d+)",
+                                  broker.stderr_since_start())):
+        assert time.monotonic() < deadline, broker.stderr_tail()
+        time.sleep(0.05)
     return int(found[1])
 
 
