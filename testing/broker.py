@@ -63,6 +63,12 @@ def close_warm_starter() -> None:
         _WARM_STARTER.close()
 
 
+def _fork_ahead() -> None:
+    """A test is done with a broker: the warm parent's moment to fork the next one's spare."""
+    if _WARM_STARTER is not None:
+        _WARM_STARTER.fork_ahead()
+
+
 def finish_stopping() -> None:
     """Wait until every broker closed with ``wait=False`` has stopped and been reaped."""
     while _STOPPING:
@@ -331,6 +337,7 @@ class MinikafkaBroker:
             if self.paused:  # a stopped process would hold SIGTERM until continued
                 self.resume()
             self.process.send_signal(signal.SIGTERM)
+        _fork_ahead()
 
     def _finish_stop(self) -> int | None:
         try:
@@ -346,6 +353,7 @@ class MinikafkaBroker:
         self._note_crash()
         if self.process.poll() is None:
             self.process.kill()
+        _fork_ahead()
         return self._reap()
 
     def create_topic(self, name: str, partitions: int = 1, timeout: float = 10.0, **configs: str) -> None:
