@@ -472,8 +472,7 @@ def _become_broker(request: dict, stdout: int, stderr: int) -> None:
         for fd in (devnull, stdout, stderr):
             os.close(fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.environ.clear()
-        os.environ.update(request["env"])
+        _take_environment(request["env"])
         os.chdir(request["cwd"])
         from minikafka.protocol.records import use_native_as_the_environment_says
 
@@ -498,6 +497,17 @@ def _become_broker(request: dict, stdout: int, stderr: int) -> None:
             except Exception:  # noqa: BLE001
                 pass
         os._exit(code if isinstance(code, int) else 1)
+
+
+def _take_environment(env: dict[str, str]) -> None:
+    """Make ``os.environ`` exactly ``env``, changing only what differs: the test process's
+    environment is mostly the parent's, and clearing and refilling it (a putenv or unsetenv
+    each) took some 0.2 ms of a broker's start."""
+    for key in [key for key in os.environ if key not in env]:
+        del os.environ[key]
+    for key, value in env.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
 
 
 def _write_probe(path: str) -> None:

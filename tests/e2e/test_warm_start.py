@@ -189,3 +189,15 @@ def test_a_spare_takes_its_copy_on_write_faults_before_its_request():
     # A spare has already broken the sharing of its private memory (MADV_POPULATE_WRITE).
     assert _faults_writing_after_fork(
         buffer, lambda: _copy_written_pages(_private_writable_ranges(), threading.Event())) < pages // 10
+
+
+def test_a_forked_broker_takes_exactly_the_environment_of_its_request(monkeypatch):
+    from minikafka.testing.warm import _take_environment
+
+    monkeypatch.setenv("MINIKAFKA_TEST_GONE", "1")
+    monkeypatch.setenv("MINIKAFKA_TEST_CHANGED", "before")
+    monkeypatch.delenv("MINIKAFKA_TEST_ADDED", raising=False)  # restored (unset) after the test
+    wanted = {key: value for key, value in os.environ.items() if key != "MINIKAFKA_TEST_GONE"}
+    wanted |= {"MINIKAFKA_TEST_CHANGED": "after", "MINIKAFKA_TEST_ADDED": "new"}
+    _take_environment(wanted)
+    assert dict(os.environ) == wanted
