@@ -17,7 +17,9 @@ its exit status as for any child (:class:`ForkedProcess` has ``Popen``'s interfa
 the warm parent never touches a running broker.
 
 The parent keeps one broker process forked ahead (a *spare*), which a start request turns into
-the broker at once. The next spare is forked when the test process is done with a broker
+the broker at once: the parent hands the test process the spare's pid and its end of the
+spare's socket, and the request goes straight to the spare. The next spare is forked when the
+test process is done with a broker
 (:meth:`WarmStarter.fork_ahead`, which a broker's stop calls), or on demand when a start finds
 none (a test's second broker, a cluster's). Not right after a start: on two cores the fork and
 the new spare's page copying beside a broker's first requests made them some 5 ms slower.
@@ -49,7 +51,7 @@ ENV_SWITCH = "MINIKAFKA_WARM_START"
 # and trio's) to this file before it starts.
 PROBE_ENV = "MINIKAFKA_WARM_PROBE"
 PR_SET_CHILD_SUBREAPER = 36
-# The test process's message that asks the parent for a spare (any other is a start request).
+# The test process's one message to the parent: fork a spare and hand it over.
 FORK_AHEAD = b"fork"
 _MAX_REQUEST = 1 << 20
 
@@ -100,9 +102,10 @@ class WarmStarter:
     def __init__(self) -> None:
         self._process: subprocess.Popen | None = None
         self._socket: socket.socket | None = None
-        # The spare the parent forked ahead, waiting for a request; None until its pid is read.
-        self._spare: int | None = None
-        # The parent forks a spare (asked for, or the first one) whose pid is still unread.
+        # The spare the parent forked ahead, waiting for a request on its link: (pid, our end of
+        # the link); None until the parent's message that hands it over is read.
+        self._spare: tuple[int, socket.socket] | None = None
+        # The parent forks a spare (asked for, or the first one) whose message is still unread.
         self._spare_coming = False
         # One request and its answer at a time: a cluster's brokers are started from threads.
         self._lock = threading.Lock()
@@ -129,11 +132,13 @@ class WarmStarter:
                 if self._spare is None:
                     if not self._spare_coming:
                         _send_message(self._socket, FORK_AHEAD)
-                    self._spare = _receive_pid(self._socket)
+                    self._spare = _receive_spare(self._socket)
                     self._spare_coming = False
+                broker, link = self._spare
                 request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
-                _send_message(self._socket, request, [stdout, stderr])
-                broker, self._spare = self._spare, None  # the spare takes the request
+                _send_message(link, request, [stdout, stderr])
+                link.close()
+                self._spare = None
                 return ForkedProcess(broker)
             except OSError as exc:
                 self._give_up(f"the warm parent failed ({exc})")
@@ -162,7 +167,7 @@ class WarmStarter:
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
         self._socket = ours
-        # The parent says it is ready (its imports done) with one byte, then its first spare's pid.
+        # The parent says it is ready (its imports done) with one byte, then hands its first spare over.
         if _receive_exactly(ours, 1) != b"R":
             raise OSError("the warm parent did not start")
         self._spare_coming = True
@@ -177,7 +182,7 @@ class WarmStarter:
             if self._spare_coming:  # written already, unless the parent died before forking it
                 self._socket.settimeout(1.0)
                 try:
-                    self._spare = _receive_pid(self._socket)
+                    self._spare = _receive_spare(self._socket)
                 except OSError:
                     pass
             self._socket.close()
@@ -187,10 +192,12 @@ class WarmStarter:
             self._process.wait()
             self._process = None
         if self._spare:
-            # Our child (re-parented, as every broker): it exits on the parent's end of its link
-            # closing; kill it anyway, and reap it.
-            ForkedProcess(self._spare).kill()
-            ForkedProcess(self._spare).wait(5)
+            # Our child (re-parented, as every broker): it exits on its link closing; kill it
+            # anyway, and reap it.
+            pid, link = self._spare
+            link.close()
+            ForkedProcess(pid).kill()
+            ForkedProcess(pid).wait(5)
         self._spare = None
         self._spare_coming = False
 
@@ -199,11 +206,17 @@ def _supported() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "fork")
 
 
-def _receive_pid(sock: socket.socket) -> int:
-    pid = int.from_bytes(_receive_exactly(sock, 4), "big")
-    if pid == 0:
+def _receive_spare(sock: socket.socket) -> tuple[int, socket.socket]:
+    """The spare the parent hands over: its pid and the test process's end of its link."""
+    message = _receive_message(sock)
+    if message is None:
+        raise ConnectionError("the warm parent closed its socket")
+    pid, descriptors = int.from_bytes(message[0], "big"), message[1]
+    if pid == 0 or len(descriptors) != 1:
+        for descriptor in descriptors:
+            os.close(descriptor)
         raise OSError("the warm parent could not fork a spare broker")
-    return pid
+    return pid, socket.socket(fileno=descriptors[0])
 
 
 def _send_message(sock: socket.socket, message: bytes, descriptors: list[int] = ()) -> None:
@@ -273,9 +286,10 @@ def _warm_up() -> None:
 
 def _serve(fd: int) -> None:
     """The warm parent's loop. It keeps one broker forked ahead (a *spare*, as Android's zygote
-    keeps unspecialised app processes): a request goes to the spare, which becomes that broker at
-    once; the next spare is forked when the test process asks (``FORK_AHEAD``). The fork and the
-    copy-on-write faults of a fresh child are off a test's first broker's start-up that way."""
+    keeps unspecialised app processes), handed to the test process, whose request makes it that
+    broker at once; the next spare is forked when the test process asks (``FORK_AHEAD``). The
+    fork and the copy-on-write faults of a fresh child are off a test's first broker's start-up
+    that way."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the test run's Ctrl-C is for the test process
     _warm_up()
     import gc
@@ -284,30 +298,21 @@ def _serve(fd: int) -> None:
     gc.freeze()  # children never walk what the parent made (as serve does at its ready line)
     control = socket.socket(fileno=fd)
     control.sendall(b"R")
-    spare_link: socket.socket | None = None
     message = FORK_AHEAD, []  # the first spare, for the first broker
-    # Ends when the test process is gone; a spare sees its link close and exits.
+    # Ends when the test process is gone; a spare it holds sees its link close and exits.
     while message is not None:
         request, descriptors = message
-        if request == FORK_AHEAD:
-            if spare_link is None:
-                spare_pid, spare_link = _fork_spare(control)
-                try:
-                    control.sendall(spare_pid.to_bytes(4, "big"))
-                except (BrokenPipeError, ConnectionResetError):  # it left while this spare was forked
-                    return
-        else:
-            if spare_link is None or len(descriptors) != 2:
-                raise SystemExit("the warm parent got a start request without a spare, or without "
-                                 "stdout and stderr descriptors")
-            try:
-                _send_message(spare_link, request, descriptors)
-            except OSError:
-                pass  # the spare was killed: the test process sees its broker exit before ready
-            for descriptor in descriptors:
-                os.close(descriptor)
+        for descriptor in descriptors:
+            os.close(descriptor)
+        if request != FORK_AHEAD:
+            raise SystemExit("the warm parent only forks spares; start requests go to them")
+        spare_pid, spare_link = _fork_spare(control)
+        try:
+            _send_message(control, spare_pid.to_bytes(4, "big"), [spare_link.fileno()] if spare_pid else [])
+        except (BrokenPipeError, ConnectionResetError):  # it left while this spare was forked
+            return
+        finally:
             spare_link.close()
-            spare_link = None
         try:
             message = _receive_message(control)
         except ConnectionResetError:
@@ -325,7 +330,7 @@ def _descriptors(ancillary) -> list[int]:
 def _fork_spare(control: socket.socket) -> tuple[int, socket.socket]:
     """Fork a spare broker, re-parented to the test process: an intermediate child forks it and
     exits at once, so the spare is an orphan and the test process (a child subreaper) adopts it.
-    Returns the spare's pid (0 if the fork failed) and the parent's end of its link."""
+    Returns the spare's pid (0 if the fork failed) and the other end of its link."""
     if threading.active_count() != 1:
         raise SystemExit("the warm parent must fork from a single thread")
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
