@@ -9,6 +9,7 @@ project that has minikafka installed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -61,6 +62,12 @@ def close_warm_starter() -> None:
     """Stop the warm parent, if one was started (running brokers are not its children)."""
     if _WARM_STARTER is not None:
         _WARM_STARTER.close()
+
+
+def _fork_ahead() -> None:
+    """A test is done with a broker: the warm parent's moment to fork the next one's spare."""
+    if _WARM_STARTER is not None:
+        _WARM_STARTER.fork_ahead()
 
 
 def finish_stopping() -> None:
@@ -256,7 +263,9 @@ class MinikafkaBroker:
         self.starts += 1
         self.control_address = None
         self.paused = False
-        with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
+        # Writes are watched from before the process can write its ready line.
+        with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err, \
+                _Writes(self.stdout_path) as writes:
             start_of_stdout = out.tell()
             self._start_of_stderr = err.tell()
             err.write(f"--- minikafka start #{self.starts}: {' '.join(self.command(port))}\n".encode())
@@ -272,14 +281,11 @@ class MinikafkaBroker:
             if self.process is None:
                 self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                                 env=env, cwd=self.work_dir)
-        _STARTED.append(self)
-        began = time.monotonic()
-        deadline = began + self.start_timeout
-        # A warm-started broker is ready within milliseconds: look every 0.5 ms (a look is one
-        # small read) for the first 50 ms, so the ready line is seen when it comes, then every
-        # 2 ms at most: a loaded machine's warm starts take longer than 50 ms, and looks 10 ms
-        # apart added 5 ms to each on average.
-        pause = 0.0005
+            _STARTED.append(self)
+            self._wait_until_ready(start_of_stdout, writes)
+
+    def _wait_until_ready(self, start_of_stdout: int, writes: "_Writes") -> None:
+        deadline = time.monotonic() + self.start_timeout
         while True:
             match = self._ready_match(start_of_stdout)
             if match:
@@ -299,9 +305,7 @@ class MinikafkaBroker:
                 self.kill()
                 raise BrokerStartError(
                     f"minikafka printed no ready line within {self.start_timeout}s:\n" + self.stderr_tail())
-            time.sleep(pause)
-            if time.monotonic() - began > 0.05:
-                pause = min(pause * 1.5, 0.002)
+            writes.wait()
 
     def _ready_match(self, start: int) -> re.Match | None:
         return self._stdout_match(start, READY_LINE)
@@ -331,6 +335,7 @@ class MinikafkaBroker:
             if self.paused:  # a stopped process would hold SIGTERM until continued
                 self.resume()
             self.process.send_signal(signal.SIGTERM)
+        _fork_ahead()
 
     def _finish_stop(self) -> int | None:
         try:
@@ -346,6 +351,7 @@ class MinikafkaBroker:
         self._note_crash()
         if self.process.poll() is None:
             self.process.kill()
+        _fork_ahead()
         return self._reap()
 
     def create_topic(self, name: str, partitions: int = 1, timeout: float = 10.0, **configs: str) -> None:
@@ -532,6 +538,73 @@ def close_all(things, **options) -> None:
             crashes.append(crash)
     if crashes:
         raise crashes[0]
+
+
+class _Writes:
+    """Waits for writes to a file: the broker's stdout, for its ready line. Linux tells of them
+    (inotify) as they happen; elsewhere a look at the file every 0.5 ms for the first 50 ms
+    (a warm-started broker is ready within milliseconds), then every 2 ms at most (a loaded
+    machine's starts take longer; looks 10 ms apart added 5 ms to each on average)."""
+
+    # A process can exit without writing: how long a wait lasts at most even with inotify.
+    NOTIFIED_WAIT = 0.005
+    _IN_MODIFY = 0x2
+    # Idle inotify instances, reused: closing one waits for the kernel to release its watches
+    # (an RCU grace period, 10 ms and more), so they stay open for the process's life, one per
+    # start under way at the same time.
+    _idle: list[int] = []
+    _idle_lock = threading.Lock()
+
+    def __init__(self, path: Path) -> None:
+        self._began = time.monotonic()
+        self._pause = 0.0005
+        self._fd = self._watch = None
+        if not sys.platform.startswith("linux"):
+            return
+        import ctypes
+
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        with self._idle_lock:
+            fd = self._idle.pop() if self._idle else self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if fd < 0:
+            return
+        watch = self._libc.inotify_add_watch(fd, os.fsencode(path), self._IN_MODIFY)
+        if watch < 0:  # out of watches (fs.inotify.max_user_watches): looks instead
+            self._release(fd)
+            return
+        self._fd, self._watch = fd, watch
+
+    def wait(self) -> None:
+        """Until the file is written to (or a moment passes)."""
+        if self._fd is None:
+            time.sleep(self._pause)
+            if time.monotonic() - self._began > 0.05:
+                self._pause = min(self._pause * 1.5, 0.002)
+            return
+        import select
+
+        if select.select([self._fd], [], [], self.NOTIFIED_WAIT)[0]:
+            self._drain(self._fd)  # what was written is read from the file
+
+    @staticmethod
+    def _drain(fd: int) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(fd, 4096):
+                pass
+
+    def _release(self, fd: int) -> None:
+        with self._idle_lock:
+            self._idle.append(fd)
+
+    def __enter__(self) -> "_Writes":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._fd is not None:
+            self._libc.inotify_rm_watch(self._fd, self._watch)
+            self._drain(self._fd)  # the last writes' events (a stray one later costs a look, no more)
+            self._release(self._fd)
+            self._fd = None
 
 
 def free_port() -> int:

@@ -16,6 +16,14 @@ orphaned broker is re-parented to it. The test process then waits for it, signal
 its exit status as for any child (:class:`ForkedProcess` has ``Popen``'s interface), and killing
 the warm parent never touches a running broker.
 
+The parent keeps one broker process forked ahead (a *spare*), which a start request turns into
+the broker at once: the parent hands the test process the spare's pid and its end of the
+spare's socket, and the request goes straight to the spare. The next spare is forked when the
+test process is done with a broker
+(:meth:`WarmStarter.fork_ahead`, which a broker's stop calls), or on demand when a start finds
+none (a test's second broker, a cluster's). Not right after a start: on two cores the fork and
+the new spare's page copying beside a broker's first requests made them some 5 ms slower.
+
 Where that cannot work (no ``fork``, not Linux, a parent that would not start), ``start``
 returns None and the caller spawns the process instead; ``MINIKAFKA_WARM_START=0`` turns warm
 starts off.
@@ -43,6 +51,8 @@ ENV_SWITCH = "MINIKAFKA_WARM_START"
 # and trio's) to this file before it starts.
 PROBE_ENV = "MINIKAFKA_WARM_PROBE"
 PR_SET_CHILD_SUBREAPER = 36
+# The test process's one message to the parent: fork a spare and hand it over.
+FORK_AHEAD = b"fork"
 _MAX_REQUEST = 1 << 20
 
 
@@ -92,9 +102,11 @@ class WarmStarter:
     def __init__(self) -> None:
         self._process: subprocess.Popen | None = None
         self._socket: socket.socket | None = None
-        # The spare the parent forked ahead, waiting for a request; None while its pid (which the
-        # parent writes after each request, once it has forked the next) is still unread.
-        self._spare: int | None = None
+        # The spare the parent forked ahead, waiting for a request on its link: (pid, our end of
+        # the link); None until the parent's message that hands it over is read.
+        self._spare: tuple[int, socket.socket] | None = None
+        # The parent forks a spare (asked for, or the first one) whose message is still unread.
+        self._spare_coming = False
         # One request and its answer at a time: a cluster's brokers are started from threads.
         self._lock = threading.Lock()
         self._unavailable: str | None = None
@@ -118,15 +130,31 @@ class WarmStarter:
                 if self._socket is None:
                     self._launch()
                 if self._spare is None:
-                    self._spare = _receive_pid(self._socket)
+                    if not self._spare_coming:
+                        _send_message(self._socket, FORK_AHEAD)
+                    self._spare = _receive_spare(self._socket)
+                    self._spare_coming = False
+                broker, link = self._spare
                 request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
-                _send_request(self._socket, request, stdout, stderr)
-                # The spare takes the request; the parent forks the next one meanwhile.
-                broker, self._spare = self._spare, None
+                _send_message(link, request, [stdout, stderr])
+                link.close()
+                self._spare = None
                 return ForkedProcess(broker)
             except OSError as exc:
                 self._give_up(f"the warm parent failed ({exc})")
                 return None
+
+    def fork_ahead(self) -> None:
+        """Have the next broker's spare forked now, if there is none (a test is done with a
+        broker: nothing is timed), rather than at the next start."""
+        with self._lock:
+            if self._socket is None or self._spare is not None or self._spare_coming:
+                return
+            try:
+                _send_message(self._socket, FORK_AHEAD)
+                self._spare_coming = True
+            except OSError as exc:
+                self._give_up(f"the warm parent failed ({exc})")
 
     def _launch(self) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -139,9 +167,10 @@ class WarmStarter:
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
         self._socket = ours
-        # The parent says it is ready (its imports done) with one byte, then its first spare's pid.
+        # The parent says it is ready (its imports done) with one byte, then hands its first spare over.
         if _receive_exactly(ours, 1) != b"R":
             raise OSError("the warm parent did not start")
+        self._spare_coming = True
 
     def _give_up(self, why: str) -> None:
         self._unavailable = why
@@ -150,10 +179,10 @@ class WarmStarter:
 
     def close(self) -> None:
         if self._socket is not None:
-            if self._spare is None:  # written already, unless the parent died before forking it
+            if self._spare_coming:  # written already, unless the parent died before forking it
                 self._socket.settimeout(1.0)
                 try:
-                    self._spare = _receive_pid(self._socket)
+                    self._spare = _receive_spare(self._socket)
                 except OSError:
                     pass
             self._socket.close()
@@ -163,32 +192,42 @@ class WarmStarter:
             self._process.wait()
             self._process = None
         if self._spare:
-            # Our child (re-parented, as every broker): it exits on the parent's end of its link
-            # closing; kill it anyway, and reap it.
-            ForkedProcess(self._spare).kill()
-            ForkedProcess(self._spare).wait(5)
+            # Our child (re-parented, as every broker): it exits on its link closing; kill it
+            # anyway, and reap it.
+            pid, link = self._spare
+            link.close()
+            ForkedProcess(pid).kill()
+            ForkedProcess(pid).wait(5)
         self._spare = None
+        self._spare_coming = False
 
 
 def _supported() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "fork")
 
 
-def _receive_pid(sock: socket.socket) -> int:
-    pid = int.from_bytes(_receive_exactly(sock, 4), "big")
-    if pid == 0:
+def _receive_spare(sock: socket.socket) -> tuple[int, socket.socket]:
+    """The spare the parent hands over: its pid and the test process's end of its link."""
+    message = _receive_message(sock)
+    if message is None:
+        raise ConnectionError("the warm parent closed its socket")
+    pid, descriptors = int.from_bytes(message[0], "big"), message[1]
+    if pid == 0 or len(descriptors) != 1:
+        for descriptor in descriptors:
+            os.close(descriptor)
         raise OSError("the warm parent could not fork a spare broker")
-    return pid
+    return pid, socket.socket(fileno=descriptors[0])
 
 
-def _send_request(sock: socket.socket, request: bytes, stdout: int, stderr: int) -> None:
-    """A length-prefixed request, with the two descriptors riding on its first bytes."""
-    sock.sendmsg([len(request).to_bytes(4, "big") + request],
-                 [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [stdout, stderr]))])
+def _send_message(sock: socket.socket, message: bytes, descriptors: list[int] = ()) -> None:
+    """A length-prefixed message, with the descriptors (if any) riding on its first bytes."""
+    ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", descriptors))] if descriptors else []
+    sock.sendmsg([len(message).to_bytes(4, "big") + message], ancillary)
 
 
-def _receive_request(sock: socket.socket) -> tuple[bytes, int, int] | None:
-    """The request ``_send_request`` sent and its stdout and stderr; None at end of stream."""
+def _receive_message(sock: socket.socket) -> tuple[bytes, list[int]] | None:
+    """The message ``_send_message`` sent and its descriptors (a start request's are its stdout
+    and stderr); None at end of stream."""
     message, ancillary, _, _ = sock.recvmsg(_MAX_REQUEST, socket.CMSG_SPACE(2 * array.array("i").itemsize))
     if not message:
         return None
@@ -200,8 +239,7 @@ def _receive_request(sock: socket.socket) -> tuple[bytes, int, int] | None:
     message = message[4:]
     while len(message) < size:
         message += _receive_exactly(sock, size - len(message))
-    stdout, stderr = _descriptors(ancillary)
-    return message, stdout, stderr
+    return message, _descriptors(ancillary)
 
 
 def _receive_exactly(sock: socket.socket, n: int) -> bytes:
@@ -248,9 +286,10 @@ def _warm_up() -> None:
 
 def _serve(fd: int) -> None:
     """The warm parent's loop. It keeps one broker forked ahead (a *spare*, as Android's zygote
-    keeps unspecialised app processes): a request goes to the spare, which becomes that broker at
-    once, and the parent then forks the next spare while the broker starts. The fork and the
-    copy-on-write faults of a fresh child are off the start-up path that way."""
+    keeps unspecialised app processes), handed to the test process, whose request makes it that
+    broker at once; the next spare is forked when the test process asks (``FORK_AHEAD``). The
+    fork and the copy-on-write faults of a fresh child are off a test's first broker's start-up
+    that way."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the test run's Ctrl-C is for the test process
     _warm_up()
     import gc
@@ -259,39 +298,39 @@ def _serve(fd: int) -> None:
     gc.freeze()  # children never walk what the parent made (as serve does at its ready line)
     control = socket.socket(fileno=fd)
     control.sendall(b"R")
-    while True:
+    message = FORK_AHEAD, []  # the first spare, for the first broker
+    # Ends when the test process is gone; a spare it holds sees its link close and exits.
+    while message is not None:
+        request, descriptors = message
+        for descriptor in descriptors:
+            os.close(descriptor)
+        if request != FORK_AHEAD:
+            raise SystemExit("the warm parent only forks spares; start requests go to them")
         spare_pid, spare_link = _fork_spare(control)
         try:
-            control.sendall(spare_pid.to_bytes(4, "big"))
-            request = _receive_request(control)
-        except (BrokenPipeError, ConnectionResetError):  # it left while this spare was forked, or its pid unread
-            request = None
-        if request is None:
-            return  # the test process is gone; the spare sees its link close and exits
-        message, stdout, stderr = request
+            _send_message(control, spare_pid.to_bytes(4, "big"), [spare_link.fileno()] if spare_pid else [])
+        except (BrokenPipeError, ConnectionResetError):  # it left while this spare was forked
+            return
+        finally:
+            spare_link.close()
         try:
-            _send_request(spare_link, message, stdout, stderr)
-        except OSError:
-            pass  # the spare was killed: the test process sees its broker exit before ready
-        for descriptor in (stdout, stderr):
-            os.close(descriptor)
-        spare_link.close()
+            message = _receive_message(control)
+        except ConnectionResetError:
+            message = None
 
 
-def _descriptors(ancillary) -> tuple[int, int]:
+def _descriptors(ancillary) -> list[int]:
     fds = array.array("i")
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
-    if len(fds) != 2:
-        raise SystemExit("the warm parent expects stdout and stderr descriptors with each request")
-    return fds[0], fds[1]
+    return list(fds)
 
 
 def _fork_spare(control: socket.socket) -> tuple[int, socket.socket]:
     """Fork a spare broker, re-parented to the test process: an intermediate child forks it and
     exits at once, so the spare is an orphan and the test process (a child subreaper) adopts it.
-    Returns the spare's pid (0 if the fork failed) and the parent's end of its link."""
+    Returns the spare's pid (0 if the fork failed) and the other end of its link."""
     if threading.active_count() != 1:
         raise SystemExit("the warm parent must fork from a single thread")
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -328,7 +367,7 @@ def _wait_as_spare(link: socket.socket) -> None:
     try:
         copier = _PageCopier()
         try:
-            request = _receive_request(link)
+            request = _receive_message(link)
         finally:
             copier.stop()
     except BaseException:  # noqa: BLE001 - a broken link: no broker to be
@@ -336,7 +375,7 @@ def _wait_as_spare(link: socket.socket) -> None:
     if request is None:
         os._exit(0)  # the warm parent is gone
     link.close()
-    message, stdout, stderr = request
+    message, (stdout, stderr) = request
     _become_broker(json.loads(message), stdout, stderr)
 
 
@@ -357,9 +396,9 @@ class _PageCopier:
     from the request to the ready line: 7.3 ms without the copy, 3.1 ms with it).
     ``MADV_POPULATE_WRITE`` breaks the sharing of a range without writing a byte, so it is safe
     beside the interpreter's own use of that memory. Copying all of it costs ~12 ms of CPU,
-    which the spare spends just after its fork, while the broker started before it serves its
-    first requests: at nice 19 it takes only what CPU nobody else wants (run at the default
-    priority it added ~7 ms to that broker's first produced and consumed message). A request
+    which the spare spends just after its fork, while the broker before it shuts down: at nice
+    19 it takes only what CPU nobody else wants (run at the default priority beside a broker's
+    first requests it added ~7 ms to its first produced and consumed message). A request
     that comes before the copy is done stops it; the broker then takes the remaining faults as
     it goes. The price is memory: a spare holds a private copy of the whole heap (tens of MB)
     instead of the part a broker would have touched. Kernels without it (before 5.14) refuse
@@ -438,8 +477,7 @@ def _become_broker(request: dict, stdout: int, stderr: int) -> None:
         for fd in (devnull, stdout, stderr):
             os.close(fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.environ.clear()
-        os.environ.update(request["env"])
+        _take_environment(request["env"])
         os.chdir(request["cwd"])
         from minikafka.protocol.records import use_native_as_the_environment_says
 
@@ -464,6 +502,17 @@ def _become_broker(request: dict, stdout: int, stderr: int) -> None:
             except Exception:  # noqa: BLE001
                 pass
         os._exit(code if isinstance(code, int) else 1)
+
+
+def _take_environment(env: dict[str, str]) -> None:
+    """Make ``os.environ`` exactly ``env``, changing only what differs: the test process's
+    environment is mostly the parent's, and clearing and refilling it (a putenv or unsetenv
+    each) took some 0.2 ms of a broker's start."""
+    for key in [key for key in os.environ if key not in env]:
+        del os.environ[key]
+    for key, value in env.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
 
 
 def _write_probe(path: str) -> None:

@@ -17,6 +17,8 @@ from minikafka.storage.log import Log
 from minikafka.storage.types import TooManyPartitions, TopicAlreadyExists, UnknownTopic
 
 logger = logging.getLogger(__name__)
+# An auto-created topic of up to this many partitions is made on the event loop (see _auto_create).
+INLINE_CREATION_MAX_PARTITIONS = 1
 
 
 def _creation_failed(topic: str, exc: OSError) -> TopicError:
@@ -95,11 +97,17 @@ class LocalPartitions(Partitions):
         async with self.topic_admin:
             if self.topic_exists(topic):  # created by another request while we waited
                 return
+            # Made durable by the next flush pass (LogManager.flush_due), not before the
+            # answer a new producer waits for: see create_topic's fsync_now.
+            create = functools.partial(self.log_manager.create_topic, topic, num_partitions, {}, fsync_now=False)
             try:
-                # Made durable by the next flush pass (LogManager.flush_due), not before the
-                # answer a new producer waits for: see create_topic's fsync_now.
-                await trio.to_thread.run_sync(functools.partial(self.log_manager.create_topic, topic, num_partitions,
-                                                                {}, fsync_now=False))
+                if num_partitions <= INLINE_CREATION_MAX_PARTITIONS:
+                    # A handful of small file operations, as an append makes on the event
+                    # loop: a worker thread's hand-off both ways (and the thread's start, on
+                    # a new broker's first creation) cost more than they do.
+                    create()
+                else:
+                    await trio.to_thread.run_sync(create)
             except TooManyPartitions as exc:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS, str(exc)) from None
             except OSError as exc:

@@ -5,10 +5,14 @@ never imported by the server."""
 from __future__ import annotations
 
 import ast
+import contextlib
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 import minikafka.testing
 from minikafka.broker import pytest_plugin
@@ -62,3 +66,23 @@ def test_no_server_module_imports_the_harness():
             if any(name == "minikafka.testing" or name.startswith("minikafka.testing.") for name in names):
                 importing.append(str(path.relative_to(repo)))
     assert not importing, importing
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
+def test_starts_one_after_another_reuse_one_inotify_instance(tmp_path):
+    # The harness waits for a broker's ready line with inotify; an instance is slow to close
+    # (~10 ms), so a start takes an idle one, and gives it back, rather than closing it.
+    from minikafka.testing import MinikafkaBroker
+
+    def instances() -> int:
+        links = []
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(FileNotFoundError):  # the listing's own descriptor, gone
+                links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return links.count("anon_inode:inotify")
+
+    idle_before = instances()  # kept by the brokers earlier tests of this process started
+    for n in range(3):
+        with MinikafkaBroker(tmp_path / str(n)):
+            pass
+        assert instances() == max(idle_before, 1)

@@ -11,12 +11,13 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from minikafka.testing import MinikafkaBroker
-from minikafka.testing.broker import warm_starter
+from minikafka.testing.broker import finish_stopping, started_brokers, warm_starter
 from minikafka.testing.warm import PROBE_ENV, ForkedProcess
 
 
@@ -69,12 +70,53 @@ def test_two_forked_brokers_share_no_port_file_thread_randomness_or_state(tmp_pa
     assert a.unexpected_exits == b.unexpected_exits == []
 
 
+def spares() -> set[int]:
+    """This process's children forked by the warm parent that are not started brokers: spares."""
+    parent = warm_starter()._process.pid
+    with open(f"/proc/{parent}/cmdline", "rb") as cmdline:
+        forked = cmdline.read()
+    found = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                ppid = int(stat.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                same = cmdline.read() == forked
+        except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
+            continue
+        if ppid == os.getpid() and same:
+            found.add(int(entry))
+    return found - {parent} - {broker.process.pid for broker in started_brokers()}
+
+
+def test_the_next_spare_is_forked_when_a_broker_stops_not_while_one_starts(tmp_path):
+    # On two cores the fork (and its page copying) beside a broker's first requests made
+    # them ~5 ms slower: the parent forks the next spare once a test is done with its broker.
+    finish_stopping()  # earlier tests' brokers, which are forked processes too
+    first = MinikafkaBroker(tmp_path / "first").start()
+    try:
+        assert produce_and_read(first.bootstrap, "t", b"v") == [b"v"]
+        assert spares() == set()
+    finally:
+        first.stop()
+    deadline = time.monotonic() + 10
+    while not spares() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    (spare,) = spares()
+    second = MinikafkaBroker(tmp_path / "second").start()  # takes that spare
+    try:
+        assert second.process.pid == spare and spares() == set()
+        assert produce_and_read(second.bootstrap, "t", b"w") == [b"w"]
+    finally:
+        second.stop()
+
+
 def test_killing_the_warm_parent_leaves_running_brokers_alone_and_later_ones_spawn(tmp_path):
     script = tmp_path / "test_user.py"
     script.write_text(textwrap.dedent("""
         import signal
         from kafka import KafkaProducer
-        from minikafka.testing.broker import warm_starter
+        from minikafka.testing.broker import finish_stopping, started_brokers, warm_starter
         from minikafka.testing.warm import ForkedProcess
 
         def test_parent_killed(minikafka_broker_factory, caplog):
@@ -147,3 +189,15 @@ def test_a_spare_takes_its_copy_on_write_faults_before_its_request():
     # A spare has already broken the sharing of its private memory (MADV_POPULATE_WRITE).
     assert _faults_writing_after_fork(
         buffer, lambda: _copy_written_pages(_private_writable_ranges(), threading.Event())) < pages // 10
+
+
+def test_a_forked_broker_takes_exactly_the_environment_of_its_request(monkeypatch):
+    from minikafka.testing.warm import _take_environment
+
+    monkeypatch.setenv("MINIKAFKA_TEST_GONE", "1")
+    monkeypatch.setenv("MINIKAFKA_TEST_CHANGED", "before")
+    monkeypatch.delenv("MINIKAFKA_TEST_ADDED", raising=False)  # restored (unset) after the test
+    wanted = {key: value for key, value in os.environ.items() if key != "MINIKAFKA_TEST_GONE"}
+    wanted |= {"MINIKAFKA_TEST_CHANGED": "after", "MINIKAFKA_TEST_ADDED": "new"}
+    _take_environment(wanted)
+    assert dict(os.environ) == wanted
