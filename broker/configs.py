@@ -316,15 +316,20 @@ def incremental_overrides(current: dict[str, str], changes) -> dict[str, str]:
     return overrides
 
 
+def _refuse_nulls(configs: dict[str, str | None]) -> None:
+    """Kafka's ConfigException (INVALID_REQUEST) for the configs set to null, if any."""
+    nulls = sorted(name for name, value in configs.items() if value is None)
+    if nulls:
+        raise ConfigError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+
+
 def check_topic_overrides(default_log_config: LogConfig, overrides: dict[str, str | None]) -> dict[str, str]:
     """``overrides`` if a topic may have them, else ConfigError: INVALID_CONFIG for an unknown
     name, INVALID_REQUEST for a null or bad value (Kafka's ConfigException)."""
     unknown = sorted(name for name in overrides if name not in TOPIC_CONFIG_NAMES)
     if unknown:
         raise ConfigError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {unknown[0]}")
-    nulls = sorted(name for name, value in overrides.items() if value is None)
-    if nulls:
-        raise ConfigError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+    _refuse_nulls(overrides)
     try:
         LogConfig.from_topic_configs(default_log_config, overrides)
     except ValueError as exc:
@@ -378,9 +383,7 @@ async def _alter_resource(broker, request, resource, new_overrides) -> None:
         if per_broker:
             raise ConfigError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
                                                          f"broker id must be specified: Set({', '.join(per_broker)})")
-        nulls = sorted(config for config, value in settings.items() if value is None)
-        if nulls:
-            raise ConfigError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+        _refuse_nulls(settings)
         try:
             broker.check_dynamic_configs(entity, settings)
         except BadBrokerConfig as exc:

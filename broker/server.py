@@ -167,6 +167,34 @@ def _close(bound: list[tuple[Listener, list[trio.socket.SocketType]]]) -> None:
             sock.close()
 
 
+class _StartOnFirstUse:
+    """A single broker's group or transaction coordinator, started by the first request that
+    needs it: its state topic is created, or its snapshots and events loaded, in a worker
+    thread while that request (and any other that needs it) waits; other requests go on being
+    served. If the disk refuses, that is logged, ``start`` answers False and the next request
+    tries again."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.running = False
+        self._starting = trio.Lock()
+
+    async def start(self, coordinator, topic_admin: trio.Lock, nursery: trio.Nursery) -> bool:
+        if not self.running:
+            async with self._starting:
+                if not self.running:
+                    try:
+                        # Under the topic lock: a CreateTopics of the state topic must see it.
+                        async with topic_admin:
+                            await trio.to_thread.run_sync(coordinator.startup)
+                    except OSError as exc:
+                        logger.error("cannot start the %s: %s", self.name, exc.strerror or exc)
+                        return False
+                    await nursery.start(coordinator.run)
+                    self.running = True
+        return True
+
+
 class Broker:
     """A single Kafka broker (node ``config.node_id``) serving one PLAINTEXT listener.
 
@@ -278,13 +306,9 @@ class Broker:
             raise ConfigError(str(exc)) from None
         self._group_coordinator = None
         self._txn_coordinator = None
-        self._txns_starting = trio.Lock()
-        self._txns_running = False
+        self._txns_start = _StartOnFirstUse("transaction coordinator")
         self._producer_ids = None
-        # Whether the group coordinator runs (a single broker starts it at the first group
-        # request, Broker.groups; a cluster member when it starts serving).
-        self.groups_running = False
-        self._groups_starting = trio.Lock()
+        self._groups_start = _StartOnFirstUse("group coordinator")
         self._nursery: trio.Nursery | None = None
         # The running log cleaner's; cancelled to restart it under new dynamic settings.
         self._cleaner_scope: trio.CancelScope | None = None
@@ -733,26 +757,19 @@ class Broker:
             self._group_coordinator = GroupCoordinator(self)
         return self._group_coordinator
 
+    @property
+    def groups_running(self) -> bool:
+        """Whether the group coordinator runs (a single broker starts it at the first group
+        request, Broker.groups; a cluster member when it starts serving)."""
+        return self._groups_start.running
+
     async def groups(self):
         """The group coordinator, started. A single broker starts it at the first group
         request other than FindCoordinator (Kafka creates ``__consumer_offsets`` at the first
-        FindCoordinator): the topic is created, or its snapshots and events loaded, in a worker
-        thread while the group requests wait; other requests go on being served. If the disk refuses, that is
-        logged and the coordinator stays stopped, answering COORDINATOR_NOT_AVAILABLE (which
-        clients retry), and the next group request tries again."""
+        FindCoordinator; see _StartOnFirstUse). If the disk refuses, the coordinator stays
+        stopped, answering COORDINATOR_NOT_AVAILABLE (which clients retry)."""
         coordinator = self.group_coordinator
-        if not self.groups_running:
-            async with self._groups_starting:
-                if not self.groups_running:
-                    try:
-                        # Under the topic lock: a CreateTopics of __consumer_offsets must see it.
-                        async with self.partitions.topic_admin:
-                            await trio.to_thread.run_sync(coordinator.startup)
-                    except OSError as exc:
-                        logger.error("cannot start the group coordinator: %s", exc.strerror or exc)
-                        return coordinator
-                    await self._nursery.start(coordinator.run)
-                    self.groups_running = True
+        await self._groups_start.start(coordinator, self.partitions.topic_admin, self._nursery)
         return coordinator
 
     # ------------------------------------------------------------------ transactions
@@ -762,10 +779,10 @@ class Broker:
         each loads the partitions of its state topic this broker comes to lead."""
         self.group_coordinator.startup()
         nursery.start_soon(self.group_coordinator.run)
-        self.groups_running = True
+        self._groups_start.running = True
         self.txn_coordinator.startup()
         await nursery.start(self.txn_coordinator.run)
-        self._txns_running = True
+        self._txns_start.running = True
 
     @property
     def txn_coordinator(self):
@@ -781,22 +798,12 @@ class Broker:
         """The transaction coordinator, started; None while ``__transaction_state`` cannot be
         created or loaded on a single broker (logged; the next transactional request tries
         again). A single broker starts it as the group coordinator, at the first
-        transactional request; a cluster broker at start-up."""
+        transactional request (see _StartOnFirstUse); a cluster broker at start-up."""
+        coordinator = self.txn_coordinator
         if self.cluster is not None:
-            return self.txn_coordinator
-        if not self._txns_running:
-            async with self._txns_starting:
-                if not self._txns_running:
-                    coordinator = self.txn_coordinator
-                    try:
-                        async with self.partitions.topic_admin:
-                            await trio.to_thread.run_sync(coordinator.startup)
-                    except OSError as exc:
-                        logger.error("cannot start the transaction coordinator: %s", exc.strerror or exc)
-                        return None
-                    await self._nursery.start(coordinator.run)
-                    self._txns_running = True
-        return self._txn_coordinator
+            return coordinator
+        started = await self._txns_start.start(coordinator, self.partitions.topic_admin, self._nursery)
+        return coordinator if started else None
 
     # ------------------------------------------------------------------ producers
 

@@ -23,7 +23,7 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.replication.channel import PLAINTEXT, BrokerChannel, ChannelSecurity, Dialer, dial_address
 from minikafka.replication.controller_channel import BrokerSender
 from minikafka.replication.election import controlled_shutdown_leader, offline_leader, preferred_leader
-from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr, broker_path, decode_broker
+from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk, LeaderIsr, broker_path
 from minikafka.replication.zookeeper import BadVersion, NodeExists, ZooKeeperError
 from minikafka.storage.partition_metadata import new_topic_id
 
@@ -143,7 +143,7 @@ class Controller:
     async def _take_over(self) -> None:
         self.epoch = await self.zk.increment_controller_epoch()
         logger.info("broker %d is the controller (controller epoch %d)", self.node_id, self.epoch)
-        self.live = await self._read_live()
+        self.live = await self.zk.broker_registrations()
         for broker_id in self.live:
             self._open_sender(broker_id)
             await self.zk.zk.watch_data(broker_path(broker_id))
@@ -163,16 +163,6 @@ class Controller:
         # has at that leader epoch) and the whole metadata.
         self._send_leader_and_isr(list(self.assignment_keys()), set(self.live))
         self._send_update_metadata(set(self.live))
-
-    async def _read_live(self) -> dict[int, tuple[BrokerInfo, int]]:
-        """Each registered broker with its registration's czxid (Kafka 2.x's broker epoch): a
-        broker registered anew has another, one that rewrote its registration the same."""
-        live = {}
-        for broker_id in await self.zk.live_brokers():
-            found = await self.zk.zk.get_stat(broker_path(broker_id))
-            if found is not None:  # gone since it was listed
-                live[broker_id] = (decode_broker(broker_id, found[0]), found[1].czxid)
-        return live
 
     async def _load_states(self) -> None:
         self.states = {}
@@ -290,7 +280,7 @@ class Controller:
     # ------------------------------------------------------------------ events
 
     async def _on_broker_change(self) -> None:
-        now_live = await self._read_live()
+        now_live = await self.zk.broker_registrations()
         gone = {b for b, (_, czxid) in self.live.items() if now_live.get(b, (None, None))[1] != czxid}
         came = {b for b, (_, czxid) in now_live.items() if self.live.get(b, (None, None))[1] != czxid}
         self.shutting_down &= set(now_live)
@@ -337,7 +327,7 @@ class Controller:
         endpoints (a dynamic advertised.listeners) is named at its new address by every broker.
         The controller's connection to it stays as it was opened, as Kafka's channel manager
         keeps a broker's first address: it is re-dialled when the broker registers anew."""
-        now_live = await self._read_live()
+        now_live = await self.zk.broker_registrations()
         modified = {b for b, (info, czxid) in now_live.items()
                     if b in self.live and self.live[b][1] == czxid and self.live[b][0].endpoints != info.endpoints}
         if not modified:

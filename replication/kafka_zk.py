@@ -548,11 +548,16 @@ class KafkaZk:
                     f"this broker's previous run, wait for ZooKeeper's session timeout")
 
     async def live_brokers(self) -> dict[int, BrokerInfo]:
+        return {broker_id: info for broker_id, (info, _) in (await self.broker_registrations()).items()}
+
+    async def broker_registrations(self) -> dict[int, tuple[BrokerInfo, int]]:
+        """Each registered broker with its registration's czxid (Kafka 2.x's broker epoch): a
+        broker registered anew has another, one that rewrote its registration the same."""
         ids = sorted(int(child) for child in await self.zk.children(BROKER_IDS_PATH)
                      if re.fullmatch(r"-?\d+", child))
-        registrations = await self.zk.get_many([broker_path(broker_id) for broker_id in ids])
+        registrations = await self.zk.get_stat_many([broker_path(broker_id) for broker_id in ids])
         # A node gone between listing and reading is a broker no longer live.
-        return {broker_id: decode_broker(broker_id, found[0])
+        return {broker_id: (decode_broker(broker_id, found[0]), found[1].czxid)
                 for broker_id, found in zip(ids, registrations) if found is not None}
 
     # -- controller ---------------------------------------------------------------------------

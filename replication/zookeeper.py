@@ -300,8 +300,12 @@ class ZkClient:
         return await self._request("get", path, call)
 
     async def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
-        """``get`` of many nodes in one round trip's time: the requests are pipelined on the
-        session instead of waiting for each answer in turn."""
+        """``get`` of many nodes in one round trip's time (see get_stat_many)."""
+        return [None if found is None else (found[0], found[1].version) for found in await self.get_stat_many(paths)]
+
+    async def get_stat_many(self, paths: list[str]) -> list[tuple[bytes, ZkStat] | None]:
+        """``get_stat`` of many nodes in one round trip's time: the requests are pipelined on
+        the session instead of waiting for each answer in turn."""
         if not paths:
             return []
 
@@ -316,7 +320,7 @@ class ZkClient:
                 except NoNodeError:
                     found.append(None)
                 else:
-                    found.append((data, stat.version))
+                    found.append((data, _stat(stat)))
             return found
         return await self._request("get", paths[0] if len(paths) == 1 else f"({len(paths)} nodes)", call)
 

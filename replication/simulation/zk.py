@@ -310,8 +310,11 @@ class SimZkClient:
         return await self._op("get", path, read)
 
     async def get_many(self, paths: list[str]):
+        return [None if found is None else (found[0], found[1].version) for found in await self.get_stat_many(paths)]
+
+    async def get_stat_many(self, paths: list[str]):
         await self._wait_reachable("get", "(many)")
-        return [None if (n := self.server.nodes.get(p)) is None else (n.data, n.version) for p in paths]
+        return [None if (n := self.server.nodes.get(p)) is None else (n.data, self.server.stat(n)) for p in paths]
 
     async def get_json(self, path: str):
         from minikafka.replication.zookeeper import parse_json_object

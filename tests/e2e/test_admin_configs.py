@@ -17,7 +17,9 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient, NewTopic
 
-from minikafka.testing import MinikafkaBroker
+from minikafka.protocol.apis import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from minikafka.testing import MinikafkaBroker, kafka_request
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -159,6 +161,14 @@ def test_refused_resources_change_nothing(broker, confluent, admin, new_topic):
     broker_resource = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
         ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)])
     assert refused(broker_resource) == "INVALID_REQUEST"
+    # A null value (legacy AlterConfigs), of a topic or of the cluster's broker default.
+    for resource_type, name, configs in ((2, topic, {"segment.ms": "600000", "retention.ms": None}),
+                                         (4, "", {"log.retention.ms": None})):
+        answer = kafka_request(broker.bootstrap, ApiKey.ALTER_CONFIGS, 0, {"resources": [
+            {"resource_type": resource_type, "resource_name": name,
+             "configs": [{"name": key, "value": value} for key, value in configs.items()]}], "validate_only": False})
+        assert [(r.error_code, r.error_message) for r in answer.responses] == [
+            (ErrorCode.INVALID_REQUEST, f"Null value not supported for : {list(configs)[-1]}")]
     assert _stored_overrides(broker, topic) == {"retention.ms": "3600000"}
     unknown = ConfigResource(ConfigResource.Type.TOPIC, "no-such-topic")
     with pytest.raises(KafkaException) as caught:

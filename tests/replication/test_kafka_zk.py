@@ -177,6 +177,24 @@ async def test_register_broker_and_read_live_brokers(zk_chroot):
         assert await KafkaZk(two).live_brokers() == {2: second}
 
 
+async def test_a_broker_registration_keeps_its_epoch_when_rewritten_and_gets_another_when_made_anew(zk_chroot):
+    """The controller tells a restarted broker from one that rewrote its endpoints by the
+    registration's czxid (Kafka 2.x's broker epoch)."""
+    async with ZkClient(zk_chroot) as zk:
+        kafka = KafkaZk(zk)
+        first = plaintext_broker(1, "127.0.0.1", 9001)
+        await kafka.register_broker(first, wait_ms=0)
+        ((info, epoch),) = (await kafka.broker_registrations()).values()
+        assert info == first
+        moved = plaintext_broker(1, "127.0.0.1", 9011)
+        await kafka.register_broker(moved, wait_ms=0)
+        assert await kafka.broker_registrations() == {1: (moved, epoch)}
+        await zk.delete("/brokers/ids/1")
+        await kafka.register_broker(first, wait_ms=0)
+        ((info, again),) = (await kafka.broker_registrations()).values()
+        assert info == first and again > epoch
+
+
 _REGISTER_THEN_HANG = """
 import sys, trio
 from minikafka.replication.kafka_zk import BrokerInfo, KafkaZk

@@ -85,6 +85,8 @@ async def test_requests_and_their_errors(zk_chroot):
 
         assert await zk.get_many(["/a/b/c", "/nope", "/a"]) == [(b"three", 2), None, (b"", 0)]
         assert await zk.get_many([]) == []
+        [(data, stat), missing] = await zk.get_stat_many(["/a/b/c", "/nope"])
+        assert (data, stat, missing) == (b"three", (await zk.get_stat("/a/b/c"))[1], None)
 
         first = await zk.create("/seq/n-", sequence=True)
         second = await zk.create("/seq/n-", sequence=True)
