@@ -318,11 +318,18 @@ class Connection:
                 self._frame_reserved = 0
                 self._in_flight += 1
                 return request
-            data = await self._receive(RECEIVE_SIZE)
-            if not data:
-                raise _PeerClosed
+            space = protocol.receive_buffer() if self._tls_context is None else None
+            if space is None:
+                data = await self._receive(RECEIVE_SIZE)
+                if not data:
+                    raise _PeerClosed
+                protocol.receive_data(data)
+            else:
+                received = await self._read_plain(os.readv, [space])
+                if not received:
+                    raise _PeerClosed
+                protocol.buffer_updated(received)
             self._last_activity = trio.current_time()
-            protocol.receive_data(data)
 
     def _discard_unread(self) -> None:
         """Drop what the client sent after a bad size prefix that is still in the socket:
@@ -373,9 +380,14 @@ class Connection:
         is read at once when bytes are waiting, with no trip through the event loop."""
         if self._tls_context is not None:
             return await self.stream.receive_some(max_bytes)
+        return await self._read_plain(os.read, max_bytes)
+
+    async def _read_plain(self, read, argument):
+        """``read(fd, argument)`` on the plain socket (``os.read`` or ``os.readv``), at once
+        when bytes are waiting."""
         while True:
             try:
-                return os.read(self._fd, max_bytes)
+                return read(self._fd, argument)
             except BlockingIOError:
                 await trio.lowlevel.wait_readable(self.socket)
             except OSError as exc:  # a reset or a timed-out connection: the client is gone

@@ -154,26 +154,29 @@ def _gunzip(data, limit: int) -> bytes:
 
 
 def _lz4_decompress(data, limit: int) -> bytes:
-    import lz4.frame
+    # lz4's chunk function, not its LZ4FrameDecompressor, which copies a memoryview (the
+    # produced batch, a view of the request) into bytes before it starts.
+    from lz4.frame import create_decompression_context, decompress_chunk
 
-    decompressor = lz4.frame.LZ4FrameDecompressor()
+    context = create_decompression_context()
+    rest = memoryview(data)
     # lz4 allocates max_length up front: asking for the whole limit at once (128 MiB) doubles
     # the cost of decompressing a producer's batch. Start near the likely size, then go on in
     # growing steps while the frame has more.
-    step = min(limit + 1, max(1 << 20, 8 * len(data)))
-    parts = [decompressor.decompress(data, max_length=step)]
-    total = len(parts[0])
-    while not decompressor.eof and not decompressor.needs_input and total <= limit:
-        part = decompressor.decompress(b"", max_length=min(limit + 1 - total, max(step, total)))
-        if not part:
-            break
+    step = min(limit + 1, max(1 << 20, 8 * len(rest)))
+    parts = []
+    total = 0
+    while True:
+        part, read, end_of_frame = decompress_chunk(context, rest, max_length=min(limit + 1 - total, max(step, total)))
         parts.append(part)
         total += len(part)
-    if total > limit:
-        raise _too_large(limit)
-    if not decompressor.eof:
-        raise RecordError(ErrorCode.CORRUPT_MESSAGE, "LZ4 frame is truncated")
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+        if total > limit:
+            raise _too_large(limit)
+        if end_of_frame:
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+        if not part and not read:  # no progress (every byte taken): the frame stops short
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "LZ4 frame is truncated")
+        rest = rest[read:]
 
 
 def _zstd_decompress(data, limit: int) -> bytes:

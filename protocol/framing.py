@@ -36,6 +36,9 @@ from minikafka.protocol.schema import Struct
 from minikafka.protocol.types import INT16_S, INT32_S, Writer, chunk_length, skip_tagged_fields
 
 DEFAULT_MAX_FRAME_SIZE = 104857600  # socket.request.max.bytes
+# Frames of this many bytes and more are received in place (``_FrameBuffer``): as large as
+# one read of the broker's, so smaller ones, which mostly arrive whole, cost no extra read.
+RECEIVE_IN_PLACE_SIZE = 65536
 
 _REQUEST_HEADER = struct.Struct(">hhi")
 # The one request with header v0 (Kafka's ApiMessageType.requestHeaderVersion).
@@ -117,19 +120,63 @@ class _FrameBuffer:
     empty buffer is kept as it is (immutable, so views of it stay valid), and most requests
     arrive whole in one chunk; only a frame split across chunks is gathered in a bytearray,
     which is then given up, not reused, by the frame that ends it.
+
+    A reader that asks (``receive_buffer``) receives the rest of a large frame
+    (``RECEIVE_IN_PLACE_SIZE`` and over) in place instead, once its prefix is in: the frame is
+    allocated whole, once, and the reader's bytes land straight there (then
+    ``buffer_updated``), as Kafka's NetworkReceive reads into a buffer of the frame's size.
+    Gathered from chunks, a 300 kB produce request was copied out of each chunk, moved as the
+    bytearray grew, and copied out again when the next frame's first bytes came with its last
+    ones. It comes out as a view of its own bytearray, which nothing else holds.
     """
 
-    __slots__ = ("_buf", "_start", "_max", "_error")
+    __slots__ = ("_buf", "_start", "_max", "_error", "_frame", "_filled")
 
     def __init__(self, max_frame_size: int) -> None:
         self._buf: bytes | bytearray = b""
         self._start = 0
         self._max = max_frame_size
         self._error: ProtocolError | None = None
+        # The frame being received in place, and how much of it is in.
+        self._frame: bytearray | None = None
+        self._filled = 0
+
+    def receive_buffer(self) -> memoryview | None:
+        """Where to receive the rest of the frame being assembled, when it is received in
+        place (see the class docstring); None when the next bytes should be ``feed``-ed."""
+        if self._frame is None:
+            if self._error is not None:
+                return None
+            buf, start = self._buf, self._start
+            available = len(buf) - start
+            if available < 4:
+                return None
+            (size,) = INT32_S.unpack_from(buf, start)
+            if size < RECEIVE_IN_PLACE_SIZE or available >= 4 + size:
+                return None
+            self._frame = bytearray(size)
+            self._filled = available - 4
+            self._frame[:self._filled] = memoryview(buf)[start + 4:]
+            self._buf = b""
+            self._start = 0
+        if self._filled == len(self._frame):  # whole: bytes after it are fed
+            return None
+        return memoryview(self._frame)[self._filled:]
+
+    def buffer_updated(self, received: int) -> None:
+        """``received`` bytes were written at the start of ``receive_buffer()``."""
+        self._filled += received
 
     def feed(self, data: bytes) -> None:
         if self._error is not None or not data:
             return
+        if self._frame is not None:  # the rest of the frame first
+            taken = min(len(data), len(self._frame) - self._filled)
+            self._frame[self._filled:self._filled + taken] = memoryview(data)[:taken]
+            self._filled += taken
+            data = data[taken:]
+            if not data:
+                return
         if self._start == len(self._buf) and type(data) is bytes:
             self._buf = data
             self._start = 0
@@ -166,6 +213,11 @@ class _FrameBuffer:
         gathering bytearray, which goes on being appended to."""
         if self._error is not None:
             raise self._error
+        if self._frame is not None:
+            if self._filled < len(self._frame):
+                return None
+            frame, self._frame = self._frame, None
+            return memoryview(frame)
         buf = self._buf
         start = self._start
         available = len(buf) - start
@@ -193,11 +245,14 @@ class _FrameBuffer:
 
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._start
+        in_place = 0 if self._frame is None else 4 + self._filled
+        return in_place + len(self._buf) - self._start
 
     @property
     def frame_length(self) -> int | None:
         """Length (size prefix included) of the frame being assembled, once its prefix is in."""
+        if self._frame is not None:
+            return 4 + len(self._frame)
         if self._error is not None or len(self._buf) - self._start < 4:
             return None
         return 4 + INT32_S.unpack_from(self._buf, self._start)[0]
@@ -304,6 +359,16 @@ class ServerConnection:
 
     def receive_data(self, data: bytes) -> None:
         self._frames.feed(data)
+
+    def receive_buffer(self) -> memoryview | None:
+        """A writable view to receive the next bytes into directly, then call
+        ``buffer_updated`` with how many were written; None when they should be passed to
+        ``receive_data`` instead (as asyncio's ``BufferedProtocol.get_buffer``; only the rest
+        of a large frame is received this way, see ``_FrameBuffer``)."""
+        return self._frames.receive_buffer()
+
+    def buffer_updated(self, received: int) -> None:
+        self._frames.buffer_updated(received)
 
     def next_request(self) -> Request | None:
         frame = self._frames.next_frame()
@@ -456,6 +521,16 @@ class ClientConnection:
 
     def receive_data(self, data: bytes) -> None:
         self._frames.feed(data)
+
+    def receive_buffer(self) -> memoryview | None:
+        """A writable view to receive the next bytes into directly, then call
+        ``buffer_updated`` with how many were written; None when they should be passed to
+        ``receive_data`` instead (as asyncio's ``BufferedProtocol.get_buffer``; only the rest
+        of a large frame is received this way, see ``_FrameBuffer``)."""
+        return self._frames.receive_buffer()
+
+    def buffer_updated(self, received: int) -> None:
+        self._frames.buffer_updated(received)
 
     def next_response(self) -> Response | None:
         frame = self._frames.next_frame()

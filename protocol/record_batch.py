@@ -634,7 +634,7 @@ class AssignedBatches(NamedTuple):
     """``assign_batches``' result: the batches with offsets, epochs and timestamps written in,
     and what the log needs of them (as ``protocol.records.ValidatedSet`` names them)."""
 
-    buffer: bytearray
+    buffer: bytearray | memoryview
     next_offset: int
     max_timestamp: int
     offset_of_max_timestamp: int
@@ -645,7 +645,7 @@ class AssignedBatches(NamedTuple):
 
 def assign_batches(
     buf, next_offset: int, now_ms: int, *, max_message_bytes: int, log_append_time: bool,
-    earliest: int, latest: int, leader_epoch: int,
+    earliest: int, latest: int, leader_epoch: int, in_place: bool = False,
 ) -> AssignedBatches:
     """Validate produced magic 2 batches and assign their offsets from ``next_offset`` in
     place, as Kafka 2.8's LogValidator does for a log of magic 2 (``assignOffsetsNonCompressed``
@@ -671,8 +671,12 @@ def assign_batches(
     Inside it, so the CRC-32C is computed again when they change: under LogAppendTime the
     timestamp-type bit and maxTimestamp ``now_ms``; under CreateTime maxTimestamp becomes the
     largest record timestamp (Kafka's ``setMaxTimestamp``).
+
+    ``in_place``: the caller hands ``buf`` over (a produce request's own frame), so where it is
+    writable it is written in place, as Kafka's LogValidator writes into the request's buffer;
+    else the batches are copied first. A refused set may be left part-written.
     """
-    out = bytearray(buf)
+    out = buf if in_place and not memoryview(buf).readonly else bytearray(buf)
     offset = next_offset
     max_timestamp = -1
     offset_of_max = -1

@@ -153,10 +153,11 @@ class ValidatedSet(NamedTuple):
 
     ``buffer`` is bytes, or, for a set converted from magic 2, the bytearray the conversion
     wrote and offsets were assigned in (no one else holds it; copying a megabyte to make it
-    bytes costs page faults and a copy per produce).
+    bytes costs page faults and a copy per produce), or the view of a request's frame that
+    batches were assigned in place in (``in_place``).
     """
 
-    buffer: bytes | bytearray
+    buffer: bytes | bytearray | memoryview
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -449,7 +450,8 @@ def _append_legacy_set(out: bytearray, records: list, magic: int, codec: Codec, 
 
 
 def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationConfig,
-                        leader_epoch: int = -1, *, inner_sets_out: list | None = None) -> ValidatedSet:
+                        leader_epoch: int = -1, *, inner_sets_out: list | None = None,
+                        in_place: bool = False) -> ValidatedSet:
     """Check a produced message set and assign offsets from ``next_offset`` (leader path).
 
     For a log of magic 2 (``config.magic``) see ``_validate_for_record_batch_log``: batches
@@ -489,12 +491,15 @@ def validate_and_assign(buf, next_offset: int, now_ms: int, config: ValidationCo
     ``inner_sets_out``, for a magic 0/1 set on a log of magic 0/1: a list this appends each
     wrapper's decompressed inner set to, in order (an up-conversion reads them there instead
     of decompressing every wrapper again).
+
+    ``in_place``: ``buf`` is handed over, and record batches for a log of magic 2 may be
+    assigned in it (``record_batch.assign_batches``).
     """
     length = len(buf)
     if length == 0:
         raise _corrupt("empty message set")
     if config.magic == RECORD_BATCH_MAGIC:
-        return _validate_for_record_batch_log(buf, next_offset, now_ms, config, leader_epoch)
+        return _validate_for_record_batch_log(buf, next_offset, now_ms, config, leader_epoch, in_place)
     fresh = False
     assign_wrapper = _assign_wrapper if inner_sets_out is None else functools.partial(
         _assign_wrapper, inner_sets_out=inner_sets_out)
@@ -564,7 +569,7 @@ def _accepted_timestamps(now_ms: int, config: ValidationConfig) -> tuple[int, in
 
 
 def _validate_for_record_batch_log(buf, next_offset: int, now_ms: int, config: ValidationConfig,
-                                   leader_epoch: int) -> ValidatedSet:
+                                   leader_epoch: int, in_place: bool) -> ValidatedSet:
     """``validate_and_assign`` for a log of magic 2: record batches in place
     (``record_batch.assign_batches``), magic 0/1 sets up-converted."""
     log_append_time = config.timestamp_type == LOG_APPEND_TIME
@@ -573,7 +578,7 @@ def _validate_for_record_batch_log(buf, next_offset: int, now_ms: int, config: V
     earliest, latest = _accepted_timestamps(now_ms, config)
     assigned = record_batch.assign_batches(
         buf, next_offset, now_ms, max_message_bytes=config.max_message_bytes, log_append_time=log_append_time,
-        earliest=earliest, latest=latest, leader_epoch=leader_epoch,
+        earliest=earliest, latest=latest, leader_epoch=leader_epoch, in_place=in_place,
     )
     buffer = assigned.buffer
     if config.codec is not None and any(entry.codec != config.codec for entry in iter_entries(buffer)):

@@ -379,17 +379,19 @@ class Log:
     # -- appending ---------------------------------------------------------------------------
 
     def append_as_leader(self, records: bytes, leader_epoch: int = 0,
-                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+                         origin: AppendOrigin = AppendOrigin.CLIENT, *, in_place: bool = False) -> AppendResult:
         """Validate a produced set, assign its offsets from the log end, append it.
 
         Raises ``RecordError`` (nothing is written) for any invalid set. A coordinator's
         set (``origin``: the group coordinator's transactional offsets) carries no sequence
         numbers of its own, so only a client's is checked for duplicates and sequence (Kafka's
-        ``analyzeAndValidateProducerState``).
+        ``analyzeAndValidateProducerState``). ``in_place``: ``records`` is handed over and
+        may be assigned in place (``validate_and_assign``).
         """
         with self._open():
             now = self._clock.time_ms()
-            validated = validate_and_assign(records, self.log_end_offset, now, self._validation_config, leader_epoch)
+            validated = validate_and_assign(records, self.log_end_offset, now, self._validation_config, leader_epoch,
+                                            in_place=in_place)
             self._check_set_size(validated)
             if self.config.compacts:
                 self._check_keys(validated)

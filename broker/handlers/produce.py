@@ -87,7 +87,9 @@ def _produce_topic(broker, name: str, partition_data, acks: int, waits: list, ve
             if version < ZSTD_VERSION and partition.records and uses_zstd(partition.records):
                 raise RecordError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                   f"zstd needs Produce v{ZSTD_VERSION}, not v{version}")
-            appended, acks_wait = partitions.append(name, partition.index, partition.records, acks)
+            # The set is a view of this request's frame, which nothing else reads: offsets are
+            # assigned in it where it is writable (``framing._FrameBuffer``), no copy made.
+            appended, acks_wait = partitions.append(name, partition.index, partition.records, acks, in_place=True)
         except RecordError as exc:
             logger.debug("produce to %s-%d refused: %s", name, partition.index, exc)
             results.append(_refused(partition.index, exc, version))

@@ -114,7 +114,8 @@ class Partitions(ABC):
     # ------------------------------------------------------------------ appends
 
     def append(self, topic: str, partition: int, records: bytes, acks: int,
-               origin: AppendOrigin = AppendOrigin.CLIENT) -> tuple[AppendResult, AcksWait | None]:
+               origin: AppendOrigin = AppendOrigin.CLIENT, *,
+               in_place: bool = False) -> tuple[AppendResult, AcksWait | None]:
         """Append a producer's message set as the partition's leader and wake the fetches
         waiting on it (Kafka's appendRecords; ``origin``: see ``Log.append_as_leader``). Returns
         the result and, when ``acks`` asks for
@@ -123,9 +124,9 @@ class Partitions(ABC):
         def write(log: Log, leader_epoch: int) -> AppendResult:
             if records is None:
                 raise RecordError(ErrorCode.CORRUPT_MESSAGE, "null message set")
-            # No bytes() copy of the request's view: validation copies the set into the buffer
-            # it writes anyway, and a copy of a large set costs a fresh allocation per produce.
-            return log.append_as_leader(records, leader_epoch, origin)
+            # No bytes() copy of the request's view: validation writes the set in place where
+            # ``in_place`` hands it over, and copies it into the buffer it writes otherwise.
+            return log.append_as_leader(records, leader_epoch, origin, in_place=in_place)
 
         return self._append_as_leader(topic, partition, write, acks)
 

@@ -193,6 +193,85 @@ def test_a_mutable_chunk_is_copied_not_kept():
     assert bytes(buffer.next_frame()) == frame[4:]
 
 
+def _large_produce(correlation_id: int, size: int) -> bytes:
+    return encode_request(ApiKey.PRODUCE, 2, correlation_id, "c", {"acks": 1, "timeout_ms": 1, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": bytes([correlation_id]) * size}]}]})
+
+
+def _receive_in_place(conn: ServerConnection, data: bytes, step: int) -> bytes:
+    """Write up to ``step`` bytes of ``data`` into the connection's receive buffer, as a
+    reader's ``readv`` would; the bytes not taken."""
+    space = conn.receive_buffer()
+    taken = min(len(space), step, len(data))
+    space[:taken] = data[:taken]
+    conn.buffer_updated(taken)
+    return data[taken:]
+
+
+def test_a_large_frame_is_received_in_place_into_one_buffer_of_its_size():
+    from minikafka.protocol.framing import RECEIVE_IN_PLACE_SIZE
+
+    frame = _large_produce(7, 3 * RECEIVE_IN_PLACE_SIZE)
+    after = sample_frames()[2]
+    conn = ServerConnection()
+    assert conn.receive_buffer() is None  # nothing known of the frame yet
+    conn.receive_data(frame[:3])
+    assert conn.receive_buffer() is None  # nor its size
+    conn.receive_data(frame[3:1000])
+    space = conn.receive_buffer()
+    assert len(space) == len(frame) - 1000 and not space.readonly
+    rest = frame[1000:]
+    while rest:
+        assert conn.next_request() is None and conn.pending_frame_length == len(frame)
+        rest = _receive_in_place(conn, rest, 100_000)
+    assert conn.buffered == len(frame) and conn.receive_buffer() is None
+    conn.receive_data(after)  # bytes after a whole frame are fed as usual
+    request = conn.next_request()
+    records = request.body.topic_data[0].partition_data[0].records
+    assert records == bytes([7]) * 3 * RECEIVE_IN_PLACE_SIZE and not records.readonly
+    assert conn.next_request().correlation_id == 3 and conn.buffered == 0
+
+
+def test_a_frame_below_the_in_place_size_is_gathered_from_what_is_fed():
+    frame = sample_frames()[0]
+    conn = ServerConnection()
+    conn.receive_data(frame[:10])
+    assert conn.receive_buffer() is None
+    conn.receive_data(frame[10:])
+    assert conn.next_request().correlation_id == 1
+
+
+@settings(max_examples=50, deadline=None)
+@given(steps=st.lists(st.tuples(st.booleans(), st.integers(1, 150_000)), min_size=1, max_size=30))
+def test_receiving_in_place_or_feeding_gives_the_same_requests(steps):
+    """However a reader mixes the two ways of passing bytes (in place wherever it may, or
+    always fed), in chunks of any size."""
+    data = b"".join([_large_produce(1, 70_000), sample_frames()[1], _large_produce(2, 200_000),
+                     _large_produce(3, 65_000), sample_frames()[2]])
+    expected = [_key(r) for r in _parse_all(data)]
+    conn = ServerConnection()
+    got = []
+    index = 0
+    while data:
+        in_place, size = steps[index % len(steps)]
+        index += 1
+        if in_place and conn.receive_buffer() is not None:
+            data = _receive_in_place(conn, data, size)
+        else:
+            conn.receive_data(data[:size])
+            data = data[size:]
+        got.extend(_key(r) for r in drain(conn))
+    assert got == expected and conn.buffered == 0
+
+
+def test_an_oversized_frame_is_refused_not_allocated():
+    conn = ServerConnection(max_frame_size=100_000)
+    conn.receive_data(struct.pack(">i", 200_000) + b"\x00" * 10)
+    assert conn.receive_buffer() is None
+    with pytest.raises(ProtocolError, match="exceeds the maximum"):
+        conn.next_request()
+
+
 # The last sample's body is never read (see the test after these two).
 @pytest.mark.parametrize("index", range(SAMPLE_COUNT - 1))
 def test_truncated_frame_bodies_are_protocol_errors(index):

@@ -68,6 +68,29 @@ def test_log_append_time_is_set_in_place(tmp_path, clock):
     assert [r.timestamp for r in iter_records(stored)] == [START_MS + 5000] * 3
 
 
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.LZ4], ids=lambda c: c.name.lower())
+def test_a_handed_over_writable_set_is_assigned_in_place_and_others_are_left_alone(tmp_path, clock, codec):
+    """A produce request's own frame (``in_place``) gets its offsets, epoch and, under
+    LogAppendTime, timestamps written where it lies, as Kafka's LogValidator writes into the
+    request's buffer; a set not handed over, or read-only, is copied and stays as sent."""
+    log = open_log(tmp_path / "t-0", clock, message_timestamp_type="LogAppendTime")
+    clock.set(START_MS + 5000)
+    produced = batch(3, START_MS, codec=codec)
+    kept = bytearray(produced)
+    log.append_as_leader(memoryview(kept), leader_epoch=4)
+    assert kept == produced
+    read_only = memoryview(produced)
+    log.append_as_leader(read_only, leader_epoch=4, in_place=True)
+    assert read_only == produced
+    frame = bytearray(b"header" + produced)
+    log.append_as_leader(memoryview(frame)[6:], leader_epoch=4, in_place=True)
+    stored = log.read(0, 1 << 20).read_bytes()
+    assert frame[6:] == stored[2 * len(produced):] and frame[:6] == b"header"
+    assert struct.unpack_from(">q", frame, 6)[0] == 6 and struct.unpack_from(">i", frame, 6 + 12)[0] == 4
+    assert [(r.offset, r.timestamp) for r in iter_records(stored)] == [(i, START_MS + 5000) for i in range(9)]
+    assert all(crc_ok(stored, entry) for entry in iter_entries(stored))
+
+
 def test_refused_batches_write_nothing(tmp_path, clock):
     log = open_log(tmp_path / "t-0", clock, message_timestamp_difference_max_ms=1000)
     with pytest.raises(RecordError) as caught:
