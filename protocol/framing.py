@@ -346,16 +346,10 @@ def _field(body: Any, name: str, default: Any) -> Any:
     return getattr(body, name, default)
 
 
-class ServerConnection:
-    """The broker side of one connection: bytes in, :class:`Request` objects out.
+class _FramedInput:
+    """Bytes in, whole frames out (``self._frames``): what both ends of a connection receive."""
 
-    ``next_request`` returns ``None`` when it needs more bytes and raises ``ProtocolError``
-    for a frame it refuses (oversized, negative size, unknown API, unsupported version,
-    malformed body); the connection must then be closed.
-    """
-
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
-        self._frames = _FrameBuffer(max_frame_size)
+    _frames: _FrameBuffer
 
     def receive_data(self, data: bytes) -> None:
         self._frames.feed(data)
@@ -369,6 +363,18 @@ class ServerConnection:
 
     def buffer_updated(self, received: int) -> None:
         self._frames.buffer_updated(received)
+
+
+class ServerConnection(_FramedInput):
+    """The broker side of one connection: bytes in, :class:`Request` objects out.
+
+    ``next_request`` returns ``None`` when it needs more bytes and raises ``ProtocolError``
+    for a frame it refuses (oversized, negative size, unknown API, unsupported version,
+    malformed body); the connection must then be closed.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self._frames = _FrameBuffer(max_frame_size)
 
     def next_request(self) -> Request | None:
         frame = self._frames.next_frame()
@@ -494,7 +500,7 @@ class Response(NamedTuple):
     body: Struct
 
 
-class ClientConnection:
+class ClientConnection(_FramedInput):
     """The client side of one connection: requests out, :class:`Response` objects in.
 
     Correlation ids are assigned in order; responses must arrive in request order (Kafka
@@ -518,19 +524,6 @@ class ClientConnection:
         if expect_response:
             self._pending.append((correlation_id, api_key, version))
         return correlation_id, frame
-
-    def receive_data(self, data: bytes) -> None:
-        self._frames.feed(data)
-
-    def receive_buffer(self) -> memoryview | None:
-        """A writable view to receive the next bytes into directly, then call
-        ``buffer_updated`` with how many were written; None when they should be passed to
-        ``receive_data`` instead (as asyncio's ``BufferedProtocol.get_buffer``; only the rest
-        of a large frame is received this way, see ``_FrameBuffer``)."""
-        return self._frames.receive_buffer()
-
-    def buffer_updated(self, received: int) -> None:
-        self._frames.buffer_updated(received)
 
     def next_response(self) -> Response | None:
         frame = self._frames.next_frame()
