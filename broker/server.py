@@ -27,6 +27,7 @@ import trio
 from minikafka.broker.config import BrokerConfig, ConfigError, Listener, host_port, parse_properties
 from minikafka.broker.dynamic_configs import DEFAULT_ENTITY, DynamicConfigFile
 from minikafka.broker.groups.config import GroupConfig
+from minikafka.broker.outliving import outlive_request
 from minikafka.broker.partitions.local import LocalPartitions
 from minikafka.broker.request_memory import RequestMemory
 from minikafka.broker.security import CLUSTER_NAME
@@ -762,6 +763,11 @@ class Broker:
         """Whether the group coordinator runs (a single broker starts it at the first group
         request, Broker.groups; a cluster member when it starts serving)."""
         return self._groups_start.running
+
+    async def outlive_request(self, operation, stopped):
+        """``operation()`` run to its end in the broker's nursery whatever becomes of the
+        request awaiting it (see ``minikafka.broker.outliving``)."""
+        return await outlive_request(self._nursery, operation, stopped)
 
     async def groups(self):
         """The group coordinator, started. A single broker starts it at the first group

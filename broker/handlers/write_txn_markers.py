@@ -4,7 +4,10 @@ ABORT markers to partitions it leads.
 As Kafka 2.8's ``handleWriteTxnMarkersRequest``: ClusterAction on the cluster, else every
 partition CLUSTER_AUTHORIZATION_FAILED; each marker written as an acks=all append
 (``broker.transactions.markers.write_markers``), a ``__consumer_offsets`` partition's then
-completing the producer's transactional offset commits there.
+completing the producer's transactional offset commits there. The writes outlive the request
+(``Broker.outlive_request``): a coordinator whose connection closes meanwhile (its broker
+killed, its request timed out) must not leave a marker in the log whose offsets were never
+completed, as Kafka's append callback completes them whatever became of the request.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ async def handle(broker, request) -> dict:
         if not allowed:
             errors = dict.fromkeys(partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         else:
-            errors = await write_markers(broker, producer_id=marker.producer_id,
-                                         producer_epoch=marker.producer_epoch,
-                                         coordinator_epoch=marker.coordinator_epoch,
-                                         commit=marker.transaction_result, partitions=partitions)
+            errors = await broker.outlive_request(
+                lambda marker=marker, partitions=partitions: write_markers(
+                    broker, producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
+                    coordinator_epoch=marker.coordinator_epoch, commit=marker.transaction_result,
+                    partitions=partitions),
+                stopped=dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER))
         answers.append(_answer(marker.producer_id, errors))
     return {"markers": answers}

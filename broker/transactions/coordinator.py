@@ -62,6 +62,7 @@ from minikafka.broker.groups.ownership import load_until_done
 from minikafka.broker.groups.records import partition_for
 from minikafka.broker.groups.store import (GROUP_METADATA_TOPIC, SNAPSHOT_DIR_NAME, STORE_ERRORS, OffsetsPartition,
                                            encode_snapshot, remove_unreplicated_snapshots)
+from minikafka.broker.outliving import outlive_request
 from minikafka.broker.transactions.markers import MarkerSender
 from minikafka.broker.transactions.state import (MAX_EPOCH, NO_PRODUCER_EPOCH, TransactionMetadata, Transit,
                                                  TxnRecordError, TxnState, decode_txn_key, decode_txn_value,
@@ -91,35 +92,15 @@ REPLAY_SNAPSHOT_CHECK_S = 1.0
 
 
 def _outlives_its_request(stopped):
-    """Run the decorated request method in the coordinator's nursery and await its answer
-    there: a client that leaves (its request's task cancelled) then cannot interrupt a state
-    transition between its append and its completion, which would leave it pending, the id
-    answered CONCURRENT_TRANSACTIONS until the partition moves. ``stopped`` answers a request
-    whose operation the coordinator's shutdown cut short (a retriable error)."""
+    """Run the decorated request method in the coordinator's nursery (``outlive_request``): a
+    client that leaves then cannot interrupt a state transition between its append and its
+    completion, which would leave it pending, the id answered CONCURRENT_TRANSACTIONS until the
+    partition moves. ``stopped`` answers a request whose operation the coordinator's shutdown
+    cut short (a retriable error)."""
     def decorate(method):
         @functools.wraps(method)
         async def run(self, *args, **kwargs):
-            nursery = self._nursery
-            if nursery is None:   # not running yet: nothing to outlive
-                return await method(self, *args, **kwargs)
-            finished = trio.Event()
-            answer: list = []
-
-            async def operation() -> None:
-                try:
-                    answer.append(await method(self, *args, **kwargs))
-                except Exception as exc:   # raised to the request, not into the coordinator's nursery
-                    answer.append(exc)
-                finally:
-                    finished.set()
-
-            nursery.start_soon(operation)
-            await finished.wait()
-            if not answer:
-                return stopped
-            if isinstance(answer[0], Exception):
-                raise answer[0]
-            return answer[0]
+            return await outlive_request(self._nursery, lambda: method(self, *args, **kwargs), stopped)
         return run
     return decorate
 

@@ -10,6 +10,8 @@ transaction, whichever broker coordinates the transaction itself.
 
 from __future__ import annotations
 
+import select
+import socket
 import time
 
 import pytest
@@ -18,6 +20,7 @@ from minikafka.broker.groups.records import partition_for
 from minikafka.broker.groups.store import GROUP_METADATA_TOPIC
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.framing import encode_request
 from minikafka.testing import kafka_request
 
 from .test_groups_cluster import coordinator_of
@@ -92,3 +95,42 @@ def test_transactional_offsets_survive_their_coordinator_being_killed(minikafka_
     assert stable_offsets(cluster) == {0: 10, 1: -1, 2: ErrorCode.UNSTABLE_OFFSET_COMMIT}
     end_txn(cluster, 103, True)
     assert stable_offsets(cluster) == {0: 10, 1: -1, 2: 30}
+
+
+def test_a_marker_whose_sender_left_before_its_replicas_had_it_still_completes_the_offsets(minikafka_cluster_factory):
+    """The transaction coordinator's connection closes (its broker killed, or its request timed
+    out) while the COMMIT marker it sent waits for the followers of ``__consumer_offsets``: once
+    the marker is committed the offsets become visible, as Kafka's append callback completes
+    them whatever became of the request. Before: the request's cancellation skipped the
+    completion, and the offsets stayed UNSTABLE_OFFSET_COMMIT until a coordinator wrote the
+    marker again (here none does: the marker is sent raw)."""
+    cluster = minikafka_cluster_factory(3, **{"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)})
+    cluster.create_topic("t", 3, 3)
+    txn_commit(cluster, 104, 0, 41)
+    assert stable_offsets(cluster)[0] == ErrorCode.UNSTABLE_OFFSET_COMMIT
+    index = partition_for("g", OFFSETS_PARTITIONS)
+    coordinator = cluster.broker(coordinator_of(cluster, "g"))
+    segments = sorted((coordinator.log_dir / f"{GROUP_METADATA_TOPIC}-{index}").glob("*.log"))
+    written = sum(segment.stat().st_size for segment in segments)
+    followers = [broker_id for broker_id in cluster.ids if cluster.broker(broker_id) is not coordinator]
+    for follower in followers:
+        cluster.pause(follower)
+    try:
+        with socket.create_connection((coordinator.host, coordinator.port)) as sender:
+            sender.sendall(encode_request(ApiKey.WRITE_TXN_MARKERS, 0, 1, "coordinator", {"markers": [{
+                "producer_id": 104, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
+                "topics": [{"name": GROUP_METADATA_TOPIC, "partition_indexes": [index]}]}]}))
+            deadline = time.monotonic() + 10
+            while sum(segment.stat().st_size for segment in segments) == written:
+                assert time.monotonic() < deadline, "the leader did not append the marker"
+                time.sleep(0.01)
+            # Appended by the leader, not acknowledged: the followers cannot fetch it.
+            assert not select.select([sender], [], [], 0)[0], "the marker was answered before its replicas had it"
+    finally:
+        for follower in followers:
+            cluster.resume(follower)
+    deadline = time.monotonic() + 30
+    while (offsets := stable_offsets(cluster))[0] == ErrorCode.UNSTABLE_OFFSET_COMMIT:
+        assert time.monotonic() < deadline, "the committed marker's offsets stayed pending"
+        time.sleep(0.2)
+    assert offsets == {0: 41, 1: -1, 2: -1}
