@@ -496,10 +496,26 @@ class Controller:
         return [k for k, s in self.states.items()
                 if s.leader_isr.leader == broker_id and len(self.assignments[k[0]][k[1]]) > 1]
 
+    async def _reread_state(self, key: tuple[str, int]) -> PartitionState | None:
+        """The partition's state as ZooKeeper has it now, kept (None: not a partition here).
+
+        An election asked for by an administrator decides on it, as Kafka 0.10.2's
+        electLeaderForPartition reads the state before electing: a leader may have changed its
+        ISR since the controller last heard (its notification queued behind this event), and
+        the cached ISR would refuse a replica that is in sync. The events that elect because a
+        broker went away keep deciding on the cache: a stale ISR there only fails the
+        conditional write, which re-reads (see _update_state)."""
+        if key not in self.states:
+            return None
+        found = await self.zk.partition_state(*key)
+        if found is not None:
+            self.states[key] = PartitionState(*found)
+        return self.states[key]
+
     async def _on_preferred_leader(self, topic: str, partition: int, to: int | None) -> ErrorCode:
         """Make ``to`` (default: the preferred replica) the leader, if it is live and in the ISR."""
         key = (topic, partition)
-        state = self.states.get(key)
+        state = await self._reread_state(key)
         if state is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assigned = list(self.assignments[topic][partition])
@@ -535,7 +551,7 @@ class Controller:
         and, with ``unclean``, its offline-partition election with unclean election allowed):
         ELECTION_NOT_NEEDED where the leader already is what the election would give."""
         key = (topic, partition)
-        state = self.states.get(key)
+        state = await self._reread_state(key)
         if state is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assigned = self.assignments[topic][partition]

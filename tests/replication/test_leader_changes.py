@@ -16,7 +16,8 @@ from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import build_message_set
 from minikafka.replication.kafka_zk import (
-    PREFERRED_REPLICA_ELECTION_PATH, decode_leader_isr, encode_preferred_replica_election, partition_state_path,
+    ISR_CHANGE_NOTIFICATION_PATH, PREFERRED_REPLICA_ELECTION_PATH, decode_leader_isr, encode_isr_change,
+    encode_preferred_replica_election, partition_state_path,
 )
 from minikafka.testing import kafka_request
 
@@ -212,3 +213,30 @@ def test_a_leader_that_changed_its_own_isr_and_died_is_replaced(minikafka_cluste
     cluster.wait_until(lambda m: partition_in(m, "i").leader_id == controller, "the ISR's survivor elected", 20)
     produce(cluster.bootstrap, "i", b"after")
     assert read_all(cluster.broker(controller).bootstrap, "i") == [b"before", b"after"]
+
+
+def test_an_election_decides_on_the_isr_in_zookeeper_not_the_controllers_last_view(minikafka_cluster_factory):
+    """A replica back in the ISR, written by its leader, whose notification the controller has
+    not handled yet (Kafka 0.10.2's leaders batch it for up to 5 s; a README example met the
+    window after a restart): a preferred election to it reads the partition's state from
+    ZooKeeper first, as Kafka's electLeaderForPartition does. Before: the controller decided on
+    the ISR it last knew, without the replica, and refused (PREFERRED_LEADER_NOT_AVAILABLE).
+    The test makes the leader's two writes itself: the shrink with its notification, then the
+    expansion without one."""
+    cluster = minikafka_cluster_factory()
+    cluster.create_topic("stale")
+    cluster.wait_for_full_isr(["stale"])
+    leader = cluster.leader("stale", 0)
+    heir = next(b for b in cluster.ids if b != leader)
+    zk = cluster._zk()
+    path = partition_state_path("stale", 0)
+    raw, stat = zk.get(path)
+    full = json.loads(raw)
+    shrunk = dict(full, isr=[r for r in full["isr"] if r != heir])
+    zk.set(path, json.dumps(shrunk).encode(), version=stat.version)
+    zk.create(f"{ISR_CHANGE_NOTIFICATION_PATH}/isr_change_", encode_isr_change([("stale", 0)]), sequence=True)
+    cluster.wait_until(lambda m: heir not in partition_in(m, "stale").isr_nodes, "the controller told of the shrink",
+                       via=cluster.broker(cluster.controller()))
+    zk.set(path, json.dumps(full).encode(), version=zk.get(path)[1].version)
+    cluster.move_leader("stale", 0, to=heir)
+    assert decode_leader_isr("stale", 0, zk.get(path)[0]).leader == heir
