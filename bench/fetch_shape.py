@@ -52,8 +52,9 @@ def _pump(source: socket.socket, sink: socket.socket, frames: list, direction: s
             data = source.recv(1 << 20)
             if not data:
                 break
-            sink.sendall(data)
             buffer += data
+            # A frame is kept before its last bytes go on, so the consumer cannot be done (and
+            # the relay stopped) with an answer not yet kept.
             while len(buffer) >= 4:
                 (size,) = struct.unpack_from(">i", buffer, 0)
                 if len(buffer) < 4 + size:
@@ -62,6 +63,7 @@ def _pump(source: socket.socket, sink: socket.socket, frames: list, direction: s
                     frames.append((direction, id(source) if direction == "req" else id(sink), time.perf_counter(),
                                    bytes(buffer[4:4 + size])))
                 del buffer[:4 + size]
+            sink.sendall(data)
     except OSError:
         pass
     finally:
