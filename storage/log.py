@@ -608,27 +608,29 @@ class Log:
     # -- reading -----------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_message: bool = True) -> FileSlice:
+             min_one_message: bool = True, cut_first_entry: bool = True) -> FileSlice:
         """Stored bytes from the entry holding ``offset`` (a compressed wrapper's start if the
         offset is inside one), at most ``max_bytes`` (but the whole first entry with
         ``min_one_message``), ending before the entry holding ``max_offset`` (the high
         watermark). Length 0 at the log end. The slice ends after the last whole entry within
         ``max_bytes``; only where none fits does it end inside one, at ``max_bytes``, as
-        Kafka's fetch responses always may (see ``LogSegment._whole_entries_within``). Raises
-        OffsetOutOfRange outside [log start, log end].
+        Kafka's fetch responses always may (see ``LogSegment._whole_entries_within``), or,
+        without ``cut_first_entry``, is empty (Kafka's answer to a v3+ fetch then: the
+        consumer moves on to other partitions rather than being sent bytes it must drop).
+        Raises OffsetOutOfRange outside [log start, log end].
         """
         with self._open():
-            return self._read(offset, max_bytes, max_offset, min_one_message)[0]
+            return self._read(offset, max_bytes, max_offset, min_one_message, cut_first_entry)[0]
 
-    def read_committed(self, offset: int, max_bytes: int, max_offset: int,
-                       min_one_message: bool = True) -> tuple[FileSlice, list[AbortedTxn]]:
+    def read_committed(self, offset: int, max_bytes: int, max_offset: int, min_one_message: bool = True,
+                       cut_first_entry: bool = True) -> tuple[FileSlice, list[AbortedTxn]]:
         """:meth:`read` for a READ_COMMITTED consumer, ``max_offset`` its last stable offset,
         with the aborted transactions whose records it may return: those the transaction
         indexes from the segment read on list as overlapping the offsets from ``offset`` to
         the end of what was read (Kafka's Log.read with addAbortedTransactions; its bound is
         the next segment's base, which a read never passes)."""
         with self._open():
-            found, segment = self._read(offset, max_bytes, max_offset, min_one_message)
+            found, segment = self._read(offset, max_bytes, max_offset, min_one_message, cut_first_entry)
             if not found.length:
                 return found, []
             return found, self._collect_aborted_transactions(segment, offset, min(max_offset, segment.next_offset))
@@ -657,8 +659,8 @@ class Log:
         with self._open():
             return [txn for segment in self._segments for txn in segment.txn_index.entries()]
 
-    def _read(self, offset: int, max_bytes: int, max_offset: int | None,
-              min_one_message: bool) -> tuple[FileSlice, LogSegment | None]:
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool,
+              cut_first_entry: bool = True) -> tuple[FileSlice, LogSegment | None]:
         """:meth:`read`'s slice and the segment it lies in (None for none)."""
         end = self.log_end_offset
         active = self._segments.active
@@ -669,7 +671,7 @@ class Log:
                 f"offset {offset} is outside [{self.log_start_offset}, {end}] of {self.topic}-{self.partition}"
             )
         for segment in self._segments.from_offset(offset):
-            found = segment.read(offset, max_bytes, max_offset, min_one_message)
+            found = segment.read(offset, max_bytes, max_offset, min_one_message, cut_first_entry)
             if found is not None:
                 return found, segment
         return FileSlice(active.file, active.size, 0), None

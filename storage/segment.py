@@ -438,12 +438,15 @@ class LogSegment:
                                     base_offset + batch.last_offset_delta, batch.max_timestamp,
                                     batch.is_transactional, batch.is_control, marker)
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> FileSlice | None:
+    def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool,
+             cut_first_entry: bool = True) -> FileSlice | None:
         """Entries from the one holding ``offset``; None if the segment has none that far."""
         first = self.translate_offset(offset)
         if first is None:
             return None
         limit = max(max_bytes, first.size) if min_one_message else max_bytes
+        if not cut_first_entry and limit < first.size:
+            return FileSlice(self.file, first.position, 0)
         end = self.size
         if max_offset is not None:
             if max_offset < offset:

@@ -73,8 +73,11 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
     asks)."""
     response_limit = body.max_bytes if version >= 3 else NO_RESPONSE_LIMIT
     remaining = max(response_limit, 0)
-    # KIP-74 (v3): only until the first partition returns data may a message exceed the limits.
+    # KIP-74 (v3): only until the first partition returns data may a message exceed the limits;
+    # after that a partition whose first message does not fit answers none (Kafka's
+    # readFromLocalLog without hardMaxBytesLimit), while v0-v2 get it cut, to learn it is too large.
     min_one_message = version >= 3
+    cut_first_entry = version < 3
     total = 0
     any_error = False
     topics = []
@@ -107,12 +110,13 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
             stable = source.last_stable_offset(log) if version >= TRANSACTIONS_VERSION else None
             try:
                 if read_committed:
-                    records, aborted = log.read_committed(request.fetch_offset, limit, stable, min_one_message)
+                    records, aborted = log.read_committed(request.fetch_offset, limit, stable, min_one_message,
+                                                          cut_first_entry)
                     aborted = [{"producer_id": txn.producer_id, "first_offset": txn.first_offset} for txn in aborted]
                 else:
                     records = log.read(request.fetch_offset, limit,
                                        max_offset=None if from_follower else high_watermark,
-                                       min_one_message=min_one_message)
+                                       min_one_message=min_one_message, cut_first_entry=cut_first_entry)
                     aborted = None
             except OffsetOutOfRange:
                 any_error = True

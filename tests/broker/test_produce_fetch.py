@@ -204,6 +204,26 @@ async def test_partition_max_bytes_and_v3_response_max_bytes(client, message_set
     assert counts == [4, 0]
 
 
+async def test_v3_partition_whose_first_entry_does_not_fit_what_is_left_is_answered_empty(client, message_set,
+                                                                                          fetch_body):
+    """Kafka's ReplicaManager.readFromLocalLog (v3+, no hard limit): once a partition has
+    returned data, a later one whose first batch exceeds the response bytes left answers no
+    records, not the batch's first bytes (which a consumer could only drop and fetch again)."""
+    for topic in ("first", "second"):
+        await client.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
+        for i in range(3):
+            await client.produce(topic, 0, message_set(b"%03d" % i + b"." * 100))
+    whole = await client.request(ApiKey.FETCH, 11, fetch_body([("first", 0, 0, 1 << 20)]))
+    size = len(bytes(whole.responses[0].partitions[0].records)) // 3  # one stored batch per produce
+    for version in (3, 4, 11):
+        response = await client.request(ApiKey.FETCH, version, fetch_body(
+            [("first", 0, 0, 1 << 20), ("second", 0, 0, 1 << 20)], max_bytes=2 * size + 10))
+        first, second = (t.partitions[0] for t in response.responses)
+        assert len(bytes(first.records)) == 2 * size
+        assert second.error_code == ErrorCode.NONE
+        assert not second.records, (version, len(bytes(second.records)))
+
+
 async def test_offset_out_of_range_and_unknown_partition(client, message_set):
     await client.produce("range", 0, message_set(b"x"))
     assert (await client.fetch("range", 0, 1)).error_code == 0  # the log end offset is in range

@@ -104,6 +104,9 @@ def test_read_max_bytes_and_min_one_message(tmp_path, clock):
     # where none fits, the cut is kept: a consumer before KIP-74 learns from it that the
     # message is larger than its fetch size
     assert log.read(1, 5, min_one_message=False).length == 5
+    # ...and without cut_first_entry (a v3+ fetch's later partitions) nothing is returned
+    assert log.read(1, 5, min_one_message=False, cut_first_entry=False).length == 0
+    assert log.read(1, entry_size + 10, min_one_message=False, cut_first_entry=False).length == entry_size
 
 
 def batch_set(count: int) -> bytes:
