@@ -54,6 +54,13 @@ def run_kafka_python(bootstrap, topic, group, heartbeat_ms, session_ms) -> None:
         extra["session_timeout_ms"] = session_ms
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                              auto_offset_reset="earliest", enable_auto_commit=False, **extra)
+    # The subscribed topic's metadata before the first JoinGroup (the update sets the
+    # coordinator's metadata snapshot): kafka-python 3.0.12 otherwise may join with none,
+    # rejoin as leader once it arrives (its assignment snapshot differs), and if poll()'s
+    # timeout ends while that rejoin's SyncGroup is in flight, the finished join is never
+    # applied (need_rejoin() is False by then): no heartbeats, the member expires and never
+    # returns. Seen with the client's debug log in a loop of the crash tests (~1 run in 10).
+    consumer.partitions_for_topic(topic)
     from kafka.errors import CommitFailedError, RebalanceInProgressError
 
     while not stopping:
