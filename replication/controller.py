@@ -44,6 +44,27 @@ class PartitionState:
     zk_version: int
 
 
+@dataclass
+class Reassignment:
+    """A partition being moved to ``target`` from ``origin`` (KIP-455's ReplicaAssignment):
+    meanwhile its replicas are both, the target's first, so that the target's preferred
+    replica is the partition's."""
+    target: list[int]
+    origin: list[int]
+
+    @property
+    def replicas(self) -> list[int]:
+        return self.target + [r for r in self.origin if r not in self.target]
+
+    @property
+    def adding(self) -> list[int]:
+        return [r for r in self.target if r not in self.origin]
+
+    @property
+    def removing(self) -> list[int]:
+        return [r for r in self.origin if r not in self.target]
+
+
 @dataclass(frozen=True)
 class ControllerSettings:
     unclean_leader_election: bool
@@ -66,6 +87,8 @@ class Controller:
         self.assignments: dict[str, dict[int, list[int]]] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
+        # Partitions being reassigned (AlterPartitionReassignments), kept in their topic znodes.
+        self.reassignments: dict[tuple[str, int], Reassignment] = {}
         self.shutting_down: set[int] = set()
         # One per live broker's registration, opened and closed with it (see controller_channel).
         self._senders: dict[int, BrokerSender] = {}
@@ -136,6 +159,8 @@ class Controller:
             return {key: await self._on_elect_leader(*key, args["unclean"]) for key in args["partitions"]}
         if kind == "partitions_added":
             return await self._on_partitions_added(args["topic"])
+        if kind == "alter_reassignments":
+            return {key: await self._reassign(key, target) for key, target in args["partitions"].items()}
         raise ValueError(f"unknown controller event {kind!r}")
 
     # ------------------------------------------------------------------ take over
@@ -153,6 +178,7 @@ class Controller:
                 self.assignments[topic] = assignment
                 self.topic_configs[topic] = await self.zk.topic_config(topic)
                 await self._give_topic_id(topic)
+                self._resume_reassignments(topic, *await self.zk.topic_reassignment(topic))
         await self._load_states()
         await self._bring_online(list(self.states) + self._partitions_without_state())
         await self._drop_unavailable_from_isrs(list(self.states))
@@ -163,6 +189,7 @@ class Controller:
         # has at that leader epoch) and the whole metadata.
         self._send_leader_and_isr(list(self.assignment_keys()), set(self.live))
         self._send_update_metadata(set(self.live))
+        await self._complete_reassignments(list(self.reassignments))
 
     async def _load_states(self) -> None:
         self.states = {}
@@ -321,6 +348,8 @@ class Controller:
             # (see _move_leaderships).
             await self._await_demotion({b: answered for b, answered in told.items() if b in bounced_leaders})
             self._send_leader_and_isr(changed, self._live_ids() - came)
+        # A reassignment waiting for its target's leader to come back, or for a new leader.
+        await self._complete_reassignments(list(self.reassignments))
 
     async def _on_broker_modified(self) -> None:
         """Kafka 2.x's BrokerModifications: a broker that rewrote its registration with other
@@ -402,6 +431,7 @@ class Controller:
                     self._stop_replicas(broker_id, mine, True)
             for key in keys:
                 self.states.pop(key, None)
+                self.reassignments.pop(key, None)
             self.topic_configs.pop(topic, None)
             await self.zk.delete_topic_nodes(topic)
             self._send_update_metadata(set(self.live), deleted=keys)
@@ -422,6 +452,8 @@ class Controller:
             self._send_update_metadata(set(self.live), keys=keys)
         if shrunk:
             self._send_leader_and_isr(shrunk, self._live_ids())
+        # Kafka 2.4+'s PartitionReassignmentIsrChangeHandler: a target replica caught up.
+        await self._complete_reassignments([k for k in keys if k in self.reassignments])
 
     async def _drop_unavailable_from_isrs(self, keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """Take brokers that are shutting down or not registered out of these partitions' ISRs
@@ -586,6 +618,137 @@ class Controller:
                                "" if leader is None else f" to broker {leader}", code.name)
             results[(topic, partition)] = code
         return results
+
+    # ------------------------------------------------------------------ reassignment (KIP-455)
+
+    def _resume_reassignments(self, topic: str, adding: dict[int, list[int]], removing: dict[int, list[int]]) -> None:
+        """The reassignments a topic znode records (a predecessor's, or one this controller was
+        running before it lost control): target = replicas - removing, origin = replicas -
+        adding, as Kafka 2.8's initializePartitionReassignments reads them."""
+        for partition, replicas in self.assignments[topic].items():
+            added, removed = adding.get(partition, []), removing.get(partition, [])
+            if added or removed:
+                self.reassignments[(topic, partition)] = Reassignment(
+                    target=[r for r in replicas if r not in removed], origin=[r for r in replicas if r not in added])
+
+    async def _reassign(self, key: tuple[str, int], target: list[int] | None) -> tuple[ErrorCode, str | None]:
+        """AlterPartitionReassignments for one partition (Kafka 2.8's onPartitionReassignment,
+        phase A): the partition's replicas become target + origin, recorded with what is added
+        and removed in the topic znode, in a new leader epoch that every replica hears of, so
+        the added ones start fetching; it completes (_complete_reassignments) once every target
+        replica is in the ISR. ``target`` None cancels a reassignment in progress: the
+        partition goes back to its origin the same way (the added replicas are removed once the
+        origin is in sync, as Kafka's cancellation). Returns (error, message)."""
+        topic, partition = key
+        current = self.assignments.get(topic, {}).get(partition)
+        if current is None or key not in self.states:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}"
+        ongoing = self.reassignments.get(key)
+        if target is None:
+            if ongoing is None:
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"no reassignment of {topic}-{partition} is in progress"
+            target = ongoing.origin
+        elif not target:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the replica list is empty"
+        elif len(set(target)) != len(target):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"the replica list {target} names a broker twice"
+        elif any(b < 0 for b in target):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"the replica list {target} names a negative broker id"
+        elif not set(target) <= set(self.live):
+            # Kafka 2.8 checks liveOrShuttingDownBrokerIds, as here (self.live keeps the latter).
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"brokers {sorted(set(target) - set(self.live))} of {target} are not alive")
+        origin = ongoing.origin if ongoing is not None else list(current)
+        reassignment = Reassignment(target=list(target), origin=origin)
+        if ongoing is None and reassignment.target == current:
+            return ErrorCode.NONE, None
+        self.reassignments[key] = reassignment
+        self.assignments[topic][partition] = reassignment.replicas
+        await self._write_reassignments(topic)
+        logger.info("controller: reassigning %s-%d to %s (from %s; adding %s, removing %s)", topic, partition,
+                    reassignment.target, origin, reassignment.adding, reassignment.removing)
+        # A new epoch (Kafka's updateLeaderEpochAndSendRequest): replicas that already hold the
+        # partition take the new replica set; a partition without a leader keeps its state,
+        # which the added replicas get as it is.
+        await self._update_state(key, lambda c: None if c.leader == NO_LEADER else (c.leader, c.isr))
+        self._send_leader_and_isr([key], self._live_ids())
+        self._send_update_metadata(set(self.live), keys=[key])
+        await self._complete_reassignments([key])
+        return ErrorCode.NONE, None
+
+    async def _complete_reassignments(self, keys: list[tuple[str, int]]) -> None:
+        """Phase B of Kafka 2.8's onPartitionReassignment for each of ``keys`` whose target
+        replicas are all in the ISR: a leader outside the target (or not alive) hands over to
+        the first live target replica in the ISR — demoted first when alive (see
+        _move_leaderships) —; then, in one more epoch, the partition's replicas are the target
+        and the removed replicas leave its ISR; they are stopped and their copies deleted, the
+        topic znode no longer records the move, and every broker is told.
+
+        Each state write re-checks, on the state it is written over, that the target is still
+        all in the ISR (a leader may have shrunk it since): otherwise the move waits for the
+        next ISR change. A removed replica is never taken out while a target replica could
+        still be missing acknowledged writes: every ISR member holds everything below the high
+        watermark."""
+        for key in keys:
+            reassignment = self.reassignments.get(key)
+            state = self.states.get(key)
+            if reassignment is None or state is None or not set(reassignment.target) <= set(state.leader_isr.isr):
+                continue
+            await self._complete_reassignment(key, reassignment)
+
+    async def _complete_reassignment(self, key: tuple[str, int], reassignment: Reassignment) -> None:
+        topic, partition = key
+        target = reassignment.target
+        live = self._live_ids()
+        replaced = []
+
+        def lead_from_target(current: LeaderIsr):
+            if not set(target) <= set(current.isr) or (current.leader in target and current.leader in live):
+                return None
+            heir = next((b for b in target if b in current.isr and b in live), None)
+            if heir is None:
+                return None
+            replaced.append(current.leader)
+            return heir, current.isr
+
+        if await self._update_state(key, lead_from_target):
+            # The old leader still holds a replica (the partition's replicas are target + origin
+            # until the next step): it hears first that it follows.
+            await self._move_leaderships([key], replaced[-1], live)
+        leader = self.states[key].leader_isr.leader
+        if leader not in target or leader not in live:
+            return  # no target replica can lead yet
+        self.assignments[topic][partition] = list(target)
+
+        def shrink_to_target(current: LeaderIsr):
+            if not set(target) <= set(current.isr) or current.leader not in target:
+                return None
+            return current.leader, [b for b in current.isr if b in target]
+
+        if not await self._update_state(key, shrink_to_target):
+            self.assignments[topic][partition] = reassignment.replicas
+            return
+        del self.reassignments[key]
+        self._send_leader_and_isr([key], live)
+        for broker_id in reassignment.removing:
+            if broker_id in self.live:
+                self._stop_replicas(broker_id, [key], True)
+        await self._write_reassignments(topic)
+        self._send_update_metadata(set(self.live), keys=[key])
+        logger.info("controller: %s-%d reassigned to %s", topic, partition, target)
+
+    async def _write_reassignments(self, topic: str) -> None:
+        """The topic znode with its partitions' replicas and the moves in progress."""
+        moving = {p: r for (t, p), r in self.reassignments.items() if t == topic}
+        await self.zk.set_reassignment(topic, self.assignments[topic],
+                                       {p: r.adding for p, r in moving.items() if r.adding},
+                                       {p: r.removing for p, r in moving.items() if r.removing})
+
+    def reassignments_of(self, keys: list[tuple[str, int]] | None) -> dict[tuple[str, int], Reassignment]:
+        """ListPartitionReassignments: those in progress (of ``keys``; None: all)."""
+        if keys is None:
+            return dict(self.reassignments)
+        return {key: self.reassignments[key] for key in keys if key in self.reassignments}
 
     async def _move_leaderships(self, keys: list[tuple[str, int]], old_leader: int, brokers: set[int]) -> None:
         """Send the new state of ``keys``, whose leadership the controller just took from

@@ -62,7 +62,8 @@ __all__ = [
     "broker_path", "topic_path", "partition_state_path", "topic_config_path", "delete_topic_path",
     "encode_broker", "decode_broker", "encode_controller", "decode_controller",
     "encode_controller_epoch", "decode_controller_epoch", "encode_cluster_id", "decode_cluster_id",
-    "encode_topic_assignment", "decode_topic_assignment", "decode_topic_id", "encode_topic_config",
+    "encode_topic_assignment", "decode_topic_assignment", "decode_topic_reassignment", "decode_topic_id",
+    "encode_topic_config",
     "decode_topic_config", "encode_leader_isr", "decode_leader_isr", "encode_isr_change",
     "decode_isr_change", "encode_preferred_replica_election", "decode_preferred_replica_election",
 ]
@@ -341,13 +342,41 @@ def decode_cluster_id(raw: bytes) -> str:
     return value
 
 
-def encode_topic_assignment(assignment: dict[int, list[int]], topic_id: str | None = None) -> bytes:
+def encode_topic_assignment(assignment: dict[int, list[int]], topic_id: str | None = None,
+                            adding: dict[int, list[int]] | None = None,
+                            removing: dict[int, list[int]] | None = None) -> bytes:
+    """Kafka 2.8's TopicZNode.encode: each partition's replicas and, while a reassignment runs
+    (KIP-455), the replicas it is adding and removing (the partition's replicas are then the
+    target's and the origin's together)."""
     partitions = {str(partition): list(replicas) for partition, replicas in sorted(assignment.items())}
-    if topic_id is None:
+    if topic_id is None and not adding and not removing:
         return _encode({"version": 1, "partitions": partitions})
-    # Kafka 2.8's TopicZNode.encode: no reassignment runs here, so nothing is being added or removed.
-    return _encode({"version": 3, "partitions": partitions, "adding_replicas": {}, "removing_replicas": {},
-                    "topic_id": topic_id})
+    value = {"version": 3 if topic_id is not None else 2, "partitions": partitions,
+             "adding_replicas": {str(p): list(r) for p, r in sorted((adding or {}).items())},
+             "removing_replicas": {str(p): list(r) for p, r in sorted((removing or {}).items())}}
+    if topic_id is not None:
+        value["topic_id"] = topic_id
+    return _encode(value)
+
+
+def decode_topic_reassignment(topic: str, raw: bytes) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """The replicas being added and removed per partition, as a topic znode of version 2+ holds
+    them; empty for none (and for a version 1 node)."""
+    what = topic_path(topic)
+    value = _object(raw, what)
+    found = []
+    for name in ("adding_replicas", "removing_replicas"):
+        entries = value.get(name) or {}
+        if not isinstance(entries, dict):
+            raise MalformedZnode(f"{what}: {name} is {entries!r}, not an object")
+        by_partition = {}
+        for key, replicas in entries.items():
+            if not re.fullmatch(r"\d+", key):
+                raise MalformedZnode(f"{what}: {name} partition {key!r} is not a number")
+            if replicas:
+                by_partition[int(key)] = _int_list(replicas, f"{what} {name} {key}")
+        found.append(by_partition)
+    return found[0], found[1]
 
 
 def decode_topic_id(topic: str, raw: bytes) -> str | None:
@@ -641,6 +670,19 @@ class KafkaZk:
         _check_assignment(topic, assignment)
         await self.zk.set(topic_path(topic), encode_topic_assignment(assignment, await self.topic_id(topic)))
 
+    async def topic_reassignment(self, topic: str) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+        """(adding, removing) replicas per partition of a reassignment in progress; empty for none."""
+        found = await self.zk.get(topic_path(topic))
+        return ({}, {}) if found is None else decode_topic_reassignment(topic, found[0])
+
+    async def set_reassignment(self, topic: str, assignment: dict[int, list[int]],
+                               adding: dict[int, list[int]], removing: dict[int, list[int]]) -> None:
+        """The controller's write of a topic's replicas while it reassigns partitions (Kafka
+        2.8's updateReplicaAssignmentForPartition): any replica counts (a reassignment may
+        change a partition's replication factor), the topic's id kept."""
+        await self.zk.set(topic_path(topic), encode_topic_assignment(assignment, await self.topic_id(topic),
+                                                                     adding, removing))
+
     async def topic_id(self, topic: str) -> str | None:
         """The topic's id; None if it has none yet (or there is no such topic)."""
         found = await self.zk.get(topic_path(topic))
@@ -658,7 +700,8 @@ class KafkaZk:
         if current is not None:
             return current
         try:
-            await self.zk.set(topic_path(topic), encode_topic_assignment(decode_topic_assignment(topic, raw), topic_id),
+            await self.zk.set(topic_path(topic), encode_topic_assignment(decode_topic_assignment(topic, raw), topic_id,
+                                                                         *decode_topic_reassignment(topic, raw)),
                               version=version)
         except BadVersion:
             return await self.topic_id(topic)

@@ -311,15 +311,17 @@ class MinikafkaCluster:
         return entry.offset
 
     def replicas_below_high_watermark(self, high_watermarks: dict[tuple[str, int], int],
-                                      timeout: float = 30.0) -> dict[tuple[str, int], dict[int, bytes]]:
+                                      timeout: float = 30.0, brokers: list[int] | None = None,
+                                      ) -> dict[tuple[str, int], dict[int, bytes]]:
         """Each broker's bytes of each partition below its high watermark (its stored batches
         whose offset is below it, across its segments in order), once every replica has
         fetched that far or ``timeout`` passed (a follower's fetch is in flight for a moment
-        after the ISR is full). Replicas that agree hold the same bytes."""
+        after the ISR is full). Replicas that agree hold the same bytes. ``brokers``: those to
+        compare (default all), for partitions not on every broker."""
         deadline = time.monotonic() + timeout
         while True:
             replicas = {tp: {broker_id: _stored_bytes_below(self.broker(broker_id).log_dir / f"{tp[0]}-{tp[1]}", hw)
-                             for broker_id in self.ids}
+                             for broker_id in (self.ids if brokers is None else brokers)}
                         for tp, hw in high_watermarks.items()}
             if all(len(set(r.values())) == 1 for r in replicas.values()) or time.monotonic() > deadline:
                 return replicas

@@ -394,6 +394,21 @@ class Partitions(ABC):
         only those an election was needed for are answered, as Kafka does. TopicError for the
         whole request (NOT_CONTROLLER, REQUEST_TIMED_OUT)."""
 
+    @abstractmethod
+    async def alter_reassignments(self, asked: dict[tuple[str, int], list[int] | None],
+                                  timeout_ms: int) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: each partition moved to the replicas given (None: its
+        move in progress cancelled), with each one's (error, message): NONE once the move is
+        under way, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT,
+        NO_REASSIGNMENT_IN_PROGRESS. TopicError for the whole request (NOT_CONTROLLER,
+        REQUEST_TIMED_OUT)."""
+
+    @abstractmethod
+    async def list_reassignments(self, keys: list[tuple[str, int]] | None
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """ListPartitionReassignments: (replicas, adding, removing) of each move in progress
+        (among ``keys``; None: all). TopicError for the whole request (NOT_CONTROLLER)."""
+
     # ------------------------------------------------------------------ metadata
 
     @abstractmethod

@@ -227,6 +227,30 @@ class LocalPartitions(Partitions):
         return {(topic, partition): ErrorCode.ELECTION_NOT_NEEDED if 0 <= partition < topics.get(topic, 0)
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for topic, partition in partitions}
 
+    async def alter_reassignments(self, asked: dict[tuple[str, int], list[int] | None],
+                                  timeout_ms: int) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """A single broker's only possible replica set is itself: moving a partition there is
+        the no-op Kafka answers NONE for; any other broker is not alive; there is never a move
+        to cancel."""
+        topics = self.topics()
+        results = {}
+        for (topic, partition), target in asked.items():
+            if not 0 <= partition < topics.get(topic, 0):
+                results[(topic, partition)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}")
+            elif target is None:
+                results[(topic, partition)] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                               f"no reassignment of {topic}-{partition} is in progress")
+            elif target != [self.broker.node_id]:
+                results[(topic, partition)] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                               f"{target}: broker {self.broker.node_id} is the only one alive")
+            else:
+                results[(topic, partition)] = (ErrorCode.NONE, None)
+        return results
+
+    async def list_reassignments(self, keys: list[tuple[str, int]] | None
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        return {}
+
     # ------------------------------------------------------------------ metadata
 
     async def cluster_view(self) -> None:

@@ -476,6 +476,22 @@ class ReplicatedPartitions(Partitions):
             return {key: code for key, code in results.items() if code != ErrorCode.ELECTION_NOT_NEEDED}
         return results
 
+    async def alter_reassignments(self, asked: dict[tuple[str, int], list[int] | None],
+                                  timeout_ms: int) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Run by the controller (NOT_CONTROLLER at the others), as Kafka 2.8's; answered once
+        each move is under way (recorded and sent to its replicas), not once it completes."""
+        self._require_controller()
+        try:
+            return await self.cluster.controller_request("alter_reassignments", timeout_ms / 1000, partitions=asked)
+        except ControllerError as exc:
+            raise TopicError(exc.code, str(exc)) from None
+
+    async def list_reassignments(self, keys: list[tuple[str, int]] | None
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        self._require_controller()
+        return {key: (r.replicas, r.adding, r.removing)
+                for key, r in self.cluster.controller.reassignments_of(keys).items()}
+
     # ------------------------------------------------------------------ metadata
 
     async def cluster_view(self) -> None:

@@ -29,6 +29,7 @@ from typing import Container
 from minikafka.protocol.apis.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from minikafka.protocol.apis.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from minikafka.protocol.apis.alter_configs import ALTER_CONFIGS
+from minikafka.protocol.apis.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
 from minikafka.protocol.apis.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
 from minikafka.protocol.apis.api_versions import API_VERSIONS
 from minikafka.protocol.apis.controlled_shutdown import CONTROLLED_SHUTDOWN
@@ -60,6 +61,7 @@ from minikafka.protocol.apis.leader_and_isr import LEADER_AND_ISR
 from minikafka.protocol.apis.leave_group import LEAVE_GROUP
 from minikafka.protocol.apis.list_groups import LIST_GROUPS
 from minikafka.protocol.apis.list_offsets import LIST_OFFSETS
+from minikafka.protocol.apis.list_partition_reassignments import LIST_PARTITION_REASSIGNMENTS
 from minikafka.protocol.apis.list_transactions import LIST_TRANSACTIONS
 from minikafka.protocol.apis.metadata import METADATA
 from minikafka.protocol.apis.offset_commit import OFFSET_COMMIT
@@ -117,6 +119,8 @@ APIS: dict[int, Api] = {
         OFFSET_DELETE,
         DESCRIBE_LOG_DIRS,
         ELECT_LEADERS,
+        ALTER_PARTITION_REASSIGNMENTS,
+        LIST_PARTITION_REASSIGNMENTS,
         DESCRIBE_USER_SCRAM_CREDENTIALS,
         ALTER_USER_SCRAM_CREDENTIALS,
         ADD_PARTITIONS_TO_TXN,
