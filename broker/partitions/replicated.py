@@ -388,6 +388,10 @@ class ReplicatedPartitions(Partitions):
         zk = self.cluster.zk
         if await zk.zk.exists(delete_topic_path(topic)) is not None:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
+        if any(await zk.topic_reassignment(topic)):
+            # Kafka 2.8's AdminZkClient.createPartitions refuses too: the partitions being moved
+            # have replicas of other sizes until the move completes.
+            raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"A partition of '{topic}' is being reassigned.")
         return await zk.topic_assignment(topic) or None
 
     def _place_new_partitions(self, current: dict[int, list[int]], added: int) -> dict[int, list[int]]:

@@ -202,6 +202,9 @@ def test_a_cancelled_move_goes_back_and_refused_ones_change_nothing(minikafka_cl
     try:
         assert codes(alter([{"partition_index": 0, "replicas": [other, paused]}])) == [ErrorCode.NONE]
         assert znode(cluster)[1] == ({0: [paused]}, {0: [controller]})
+        grown = kafka_request(bootstrap, ApiKey.CREATE_PARTITIONS, 0, {"topics": [
+            {"name": TOPIC, "count": 2, "assignments": None}], "timeout_ms": 30000, "validate_only": False})
+        assert grown.results[0].error_code == ErrorCode.REASSIGNMENT_IN_PROGRESS
         assert codes(alter([{"partition_index": 0, "replicas": None}])) == [ErrorCode.NONE]
         listed = kafka_request(bootstrap, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 30000, "topics": [
             {"name": TOPIC, "partition_indexes": [0]}]})
