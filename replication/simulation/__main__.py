@@ -1,5 +1,5 @@
 """``python -m minikafka.replication.simulation [--seeds N] [--first F] [--seed S] [--transactions]
-[--slow-demotion] [-v]``."""
+[--slow-demotion] [--reassignments] [-v]``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="add the transactional workload (issue 26): transactions, markers, a READ_COMMITTED reader")
     parser.add_argument("--slow-demotion", action="store_true",
                         help="the controller's requests reach a broker in controlled shutdown late (a loaded process)")
+    parser.add_argument("--reassignments", action="store_true",
+                        help="the faults also move partitions to other replicas (AlterPartitionReassignments)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print the run's trace and broker logs")
     args = parser.parse_args(argv)
     if os.environ.get("PYTHONHASHSEED") != "0":
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_wall is not None and time.perf_counter() - started > args.max_wall:
             break
         result = run_seed(seed, duration_s=duration, verbose=args.verbose, transactions=args.transactions,
-                          slow_demotion=args.slow_demotion)
+                          slow_demotion=args.slow_demotion, reassignments=args.reassignments)
         runs += 1
         failovers += result.failovers
         group_figures += result.group_figures
@@ -56,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {line}")
             print("  replay: " + REPLAY.format(python=sys.executable, seed=seed, duration=duration,
                                                options=" --transactions" * args.transactions
-                                               + " --slow-demotion" * args.slow_demotion), flush=True)
+                                               + " --slow-demotion" * args.slow_demotion
+                                               + " --reassignments" * args.reassignments), flush=True)
         elif args.seed is not None or args.verbose:
             print(f"seed {seed}: ok, digest {result.digest}")
     wall = time.perf_counter() - started

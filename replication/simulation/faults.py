@@ -15,6 +15,7 @@ import functools
 import trio
 
 from minikafka.broker.groups.coordinator import GROUP_METADATA_TOPIC
+from minikafka.protocol.errors import ErrorCode
 from minikafka.replication.kafka_zk import PREFERRED_REPLICA_ELECTION_PATH, encode_preferred_replica_election
 from minikafka.replication.simulation.brokers import REPLICA_LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
 from minikafka.replication.simulation.network import LinkFaults
@@ -25,6 +26,9 @@ KINDS = {
     "zk_expiry": 1, "controlled_shutdown": 3, "preferred_leader": 2, "isr_shrink": 3,
     "crash_after_isr_write": 2, "slow_controller": 3,
 }
+
+# With --reassignments (an option: the seeds without it keep their schedules).
+REASSIGNMENT_KINDS = {"reassign": 3}
 
 
 class Faults:
@@ -46,7 +50,7 @@ class Faults:
     # ------------------------------------------------------------------ schedule
 
     async def run(self, until: float) -> None:
-        kinds, weights = zip(*KINDS.items())
+        kinds, weights = zip(*(KINDS | REASSIGNMENT_KINDS if self.sim.reassignments else KINDS).items())
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             while trio.current_time() < until:
@@ -138,8 +142,13 @@ class Faults:
             self._power_lost = False
 
     def _all_in_sync(self) -> bool:
+        """Every partition's ISR holds all its replicas (as many as the brokers, unless a move
+        changed the partition's replica count: then as the controller assigns them)."""
         states = self.sim.checker.states
-        return all(len(s[-1].isr) == len(self.sim.brokers) for s in states.values())
+        controller = self._controller()
+        assigned = {} if controller is None else \
+            self.sim.brokers[controller].broker.cluster.controller.assignments.get(self.sim.topic, {})
+        return all(len(s[-1].isr) >= len(assigned.get(p, self.sim.brokers)) for p, s in states.items())
 
     async def controlled_shutdown(self) -> None:
         if self._power_lost:
@@ -333,3 +342,28 @@ class Faults:
         except Exception as exc:  # an earlier request still pending
             self.sim.trace("fault", f"move refused: {type(exc).__name__}")
 
+    async def reassign(self) -> None:
+        """Move a partition of the topic to other replicas through the controller (what
+        AlterPartitionReassignments asks): two or three of the brokers in a random order, or,
+        one time in five, cancel the move in progress. The move then races whatever the other
+        faults do: its new replicas may be down, its controller may change mid-move."""
+        controller = self._controller()
+        if controller is None:
+            return
+        partition = self.rng.randrange(self.sim.partitions)
+        if self.rng.random() < 0.2:
+            target, what = None, "cancel the move of"
+        else:
+            target = self.rng.sample(sorted(self.sim.brokers), self.rng.choice([2, 3]))
+            what = f"move to {target}"
+        self.sim.trace("fault", f"{what} p{partition}")
+        self._disturb([], 0)
+        cluster = self.sim.brokers[controller].broker.cluster
+        try:
+            results = await cluster.controller_request("alter_reassignments", 10,
+                                                       partitions={(self.sim.topic, partition): target})
+        except Exception as exc:  # the controller moved meanwhile
+            self.sim.trace("fault", f"move refused: {type(exc).__name__}")
+            return
+        code, _ = results[(self.sim.topic, partition)]
+        self.sim.trace("fault", f"move of p{partition}: {ErrorCode(code).name}")

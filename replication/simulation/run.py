@@ -56,7 +56,7 @@ class Result:
 class Simulation:
     def __init__(self, seed: int, work_dir: str, *, duration_s: float = DURATION_S, brokers: int = 3,
                  partitions: int = 3, verbose: bool = False, transactions: bool = False,
-                 slow_demotion: bool = False) -> None:
+                 slow_demotion: bool = False, reassignments: bool = False) -> None:
         self.seed = seed
         self.work_dir = work_dir
         self.duration_s = duration_s
@@ -68,6 +68,8 @@ class Simulation:
         # Controlled shutdowns of a loaded broker (see Faults.controlled_shutdown): an option,
         # so that the seeds without it keep their schedules.
         self.slow_demotion = slow_demotion
+        # Partition moves among the faults (Faults.reassign): an option for the same reason.
+        self.reassignments = reassignments
         self.partitions = partitions
         self.broker_ids = list(range(1, brokers + 1))
         self.verbose = verbose
@@ -219,14 +221,14 @@ class _TraceLogs(logging.Handler):
 
 
 def run_seed(seed: int, *, duration_s: float = DURATION_S, verbose: bool = False, transactions: bool = False,
-             slow_demotion: bool = False) -> Result:
+             slow_demotion: bool = False, reassignments: bool = False) -> Result:
     started = time.perf_counter()
     # Real files, but in memory where the system has a tmpfs: the brokers fsync on every flush
     # and checkpoint, which on a disk would make the wall time, not the simulation, the cost.
     shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     with tempfile.TemporaryDirectory(prefix=f"minikafka-sim-{seed}-", dir=shm) as work_dir:
         sim = Simulation(seed, work_dir, duration_s=duration_s, verbose=verbose, transactions=transactions,
-                         slow_demotion=slow_demotion)
+                         slow_demotion=slow_demotion, reassignments=reassignments)
         root = logging.getLogger("minikafka")
         handler = _TraceLogs(sim) if verbose else None
         saved_level, saved_propagate = root.level, root.propagate
