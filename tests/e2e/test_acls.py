@@ -493,6 +493,23 @@ def test_alter_on_the_cluster_is_needed_to_elect_leaders(broker):
         ErrorCode.ELECTION_NOT_NEEDED]
 
 
+
+def test_the_cluster_is_needed_to_alter_or_list_reassignments(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    body = {"timeout_ms": 1000, "topics": [{"name": "open", "partitions": [{"partition_index": 0, "replicas": [0]}]}]}
+    refused = _as(broker, "alice", ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, body)
+    assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert [p.error_code for p in refused.responses[0].partitions] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    allowed = _as(broker, "admin", ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, body)
+    assert allowed.error_code == ErrorCode.NONE
+    assert [p.error_code for p in allowed.responses[0].partitions] == [ErrorCode.NONE]
+    listed = _as(broker, "alice", ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": None})
+    assert (listed.error_code, list(listed.topics)) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    listed = _as(broker, "admin", ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": None})
+    assert (listed.error_code, list(listed.topics)) == (ErrorCode.NONE, [])
+
 def test_the_cluster_is_needed_to_describe_or_alter_scram_users(broker):
     from minikafka.protocol.apis import ApiKey
     from minikafka.protocol.errors import ErrorCode
