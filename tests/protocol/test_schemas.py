@@ -381,7 +381,7 @@ def test_every_served_api_is_registered_with_the_issue_versions():
         "SASL_AUTHENTICATE": (0, 2), "DESCRIBE_CONFIGS": (0, 4), "ALTER_CONFIGS": (0, 2),
         "INCREMENTAL_ALTER_CONFIGS": (0, 1), "CREATE_PARTITIONS": (0, 3),
         "DELETE_RECORDS": (0, 2), "DESCRIBE_ACLS": (0, 1), "CREATE_ACLS": (0, 3), "DELETE_ACLS": (0, 3),
-        "DELETE_GROUPS": (0, 2), "OFFSET_DELETE": (0, 0), "DESCRIBE_LOG_DIRS": (0, 4),
+        "DELETE_GROUPS": (0, 2), "OFFSET_DELETE": (0, 0), "ALTER_REPLICA_LOG_DIRS": (0, 2), "DESCRIBE_LOG_DIRS": (0, 4),
         "ELECT_LEADERS": (0, 2), "DESCRIBE_USER_SCRAM_CREDENTIALS": (0, 0), "ALTER_USER_SCRAM_CREDENTIALS": (0, 0),
         "INIT_PRODUCER_ID": (0, 4), "ADD_PARTITIONS_TO_TXN": (0, 3), "ADD_OFFSETS_TO_TXN": (0, 3),
         "END_TXN": (0, 3), "WRITE_TXN_MARKERS": (0, 1), "DESCRIBE_TRANSACTIONS": (0, 0),
