@@ -822,7 +822,15 @@ class Log:
             found = self._read(future.log_end_offset, max_bytes, None, True)[0]
             data = found.read_bytes() if found.length else b""
             if data:
+                first = int.from_bytes(data[:8], "big", signed=True)  # an entry's offset field
+                if first < future.log_end_offset == future.log_start_offset:
+                    # The log start is inside the first batch (DeleteRecords): the future starts
+                    # at the batch's base, then at the same log start, as Kafka's
+                    # Partition.appendRecordsToFollowerOrFutureReplica does.
+                    future.truncate_fully_and_start_at(first)
                 future.append_as_follower(data)
+                if self.log_start_offset > future.log_start_offset:
+                    future.increment_log_start_offset(self.log_start_offset)
                 copied = len(data)
             else:
                 # Nothing left to copy below the end: the cleaner removed the last batches of
