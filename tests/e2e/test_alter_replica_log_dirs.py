@@ -6,6 +6,7 @@ offsets it was given; then back again; the refused cases; a kill -9 in the middl
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -71,10 +72,12 @@ def read_all(bootstrap, topic, partition=0):
     return got
 
 
-def produce_until(bootstrap, topic, stop, acknowledged):
+def produce_until(bootstrap, topic, stop, acknowledged, pause=0.0):
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2)
     seq = 0
     while not stop.is_set():
+        if pause and seq % 50 == 0:
+            time.sleep(pause)
         value = b"v%08d" % seq
         producer.send(topic, value, partition=0).add_callback(
             lambda metadata, value=value: acknowledged.append((metadata.offset, value)))
@@ -156,9 +159,9 @@ def test_refused_moves(two_dirs):
 
 
 def test_kill_9_in_the_middle_of_a_move_then_restart(tmp_path):
-    # The copy is throttled to 64 KiB/s, so the move of ~1.5 MB lasts ~20 s: killed at once.
+    # The copy is throttled to 256 KiB/s, so the move of ~1.5 MB lasts ~6 s: killed after 1 s.
     broker = TwoDirBroker(tmp_path / "broker", {"log.segment.bytes": "262144",
-                                                "replica.alter.log.dirs.io.max.bytes.per.second": "65536"})
+                                                "replica.alter.log.dirs.io.max.bytes.per.second": "262144"})
     with broker:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         admin.create_topics([NewTopic("killed", 1, 1)])
@@ -172,19 +175,30 @@ def test_kill_9_in_the_middle_of_a_move_then_restart(tmp_path):
         (other,) = {str(d) for d in broker.dirs} - {home}
         tpr = TopicPartitionReplica("killed", 0, admin.describe_log_dirs()[0]["broker"])
         assert admin.alter_replica_log_dirs({tpr: other}) == {tpr: NoError}
-        import time
         deadline = time.monotonic() + 30
         while where(admin, "killed").get((0, True)) != other:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        time.sleep(1)  # some of it copied
+        acknowledged: list[tuple[int, bytes]] = []
+        stop = threading.Event()
+        writer = threading.Thread(target=produce_until, args=(broker.bootstrap, "killed", stop, acknowledged, 0.05))
+        writer.start()
+        time.sleep(1)  # some of it copied, and written meanwhile
         admin.close()
         broker.kill()
+        seen = list(acknowledged)
         futures = [p for p in Path(other).iterdir() if p.name.endswith("-future")]
         assert len(futures) == 1 and any(futures[0].iterdir())
         broker.start()
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         # Resumed, as Kafka resumes: one replica served meanwhile, the future listed beside it.
-        assert where(admin, "killed")[(0, False)] == home
-        assert read_all(broker.bootstrap, "killed") == list(zip(offsets, values))
+        assert where(admin, "killed") == {(0, False): home, (0, True): other}
+        stop.set()  # the producer has written to the restarted broker too
+        writer.join()
+        got = read_all(broker.bootstrap, "killed")
+        assert got[:3000] == list(zip(offsets, values)) and seen and set(seen) <= set(acknowledged) <= set(got)
+        assert [offset for offset, _ in got] == list(range(len(got)))
+        wait_moved(admin, "killed", 0, other, timeout=120)
+        assert read_all(broker.bootstrap, "killed") == got
+        assert sorted(p.name for d in broker.dirs for p in d.iterdir() if p.name.startswith("killed")) == ["killed-0"]
         admin.close()
