@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from minikafka.protocol.records import build_message_set
 from minikafka.storage import FakeClock, LogConfig, LogManager
 from minikafka.storage.names import delete_dir_name
 
@@ -99,3 +100,20 @@ def test_moving_back_to_the_current_dir_cancels_the_move(tmp_path):
     assert manager.start_move("m", 0, home)
     assert manager.futures() == [] and log.future is None
     assert [p.name for p in other.iterdir() if p.name.startswith("m-")] == []
+
+
+def test_a_truncation_of_the_replica_is_passed_on_to_its_future(tmp_path):
+    """A follower's replica truncated (a new leader's history) while it moves: the future
+    drops what it copied above the truncation and copies the new records."""
+    dirs, manager, log, home, other = _filled(tmp_path)
+    manager.start_move("m", 0, other)
+    while manager.copy_to_future("m", 0, 3000):
+        pass
+    log.truncate_to(150)
+    log.append_as_follower(build_message_set([(None, b"new-%d" % i, START_MS) for i in range(4)], base_offset=150))
+    assert log.future.log_end_offset == 150
+    while manager.copy_to_future("m", 0, 3000):
+        pass
+    expected = _summary(log)
+    manager.finish_move("m", 0)
+    assert _summary(log) == expected and [r.value[:4] for r in all_records(log)][-4:] == [b"new-"] * 4
