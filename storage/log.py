@@ -875,9 +875,8 @@ class Log:
                 raise RuntimeError(f"{self.topic}-{self.partition} has no future log")
             while self._copy_to_future(future, 1 << 20):
                 pass
-            future.leader_epoch_cache.replace(
-                [(e, o) for e, o in self.leader_epoch_cache.entries if o >= future.log_start_offset]
-                or self.leader_epoch_cache.entries[-1:])
+            # Fitted to the same log start already (truncate_from_start).
+            future.leader_epoch_cache.replace(self.leader_epoch_cache.entries)
             future.flush()
             end, start = future.log_end_offset, future.log_start_offset
             future.close()

@@ -519,6 +519,8 @@ class LogManager:
             logs = [log for (name, _), log in self._logs.items() if name == topic]
             if not logs:
                 raise UnknownTopic(topic)
+            # A replica being moved takes its overrides with it (the future's file is the one kept).
+            logs += [log for (name, _), log in self._futures.items() if name == topic]
             for log in logs:
                 write_atomically(log.dir / TOPIC_CONFIG_FILE, data)
             for log in logs:

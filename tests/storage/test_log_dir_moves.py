@@ -117,3 +117,17 @@ def test_a_truncation_of_the_replica_is_passed_on_to_its_future(tmp_path):
     expected = _summary(log)
     manager.finish_move("m", 0)
     assert _summary(log) == expected and [r.value[:4] for r in all_records(log)][-4:] == [b"new-"] * 4
+
+
+def test_configs_altered_during_a_move_are_those_of_the_moved_replica(tmp_path):
+    dirs, manager, log, home, other = _filled(tmp_path)
+    manager.start_move("m", 0, other)
+    manager.copy_to_future("m", 0, 3000)
+    manager.set_topic_overrides("m", {"retention.ms": "1234"})
+    while manager.copy_to_future("m", 0, 3000):
+        pass
+    manager.finish_move("m", 0)
+    manager.shutdown()
+    again = _manager(dirs)
+    assert again.topic_overrides("m") == {"retention.ms": "1234"}
+    assert again.get_log("m", 0).config.retention_ms == 1234
