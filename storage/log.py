@@ -880,9 +880,17 @@ class Log:
             future.flush()
             end, start = future.log_end_offset, future.log_start_offset
             future.close()
-            directory = publish()
-            moved = Log(directory, self.topic, self.partition, self.config, self._clock, recovery_point=end,
-                        log_start_offset=start, high_watermark=self.high_watermark, topic_id=self.topic_id)
+            try:
+                directory = publish()
+                moved = Log(directory, self.topic, self.partition, self.config, self._clock, recovery_point=end,
+                            log_start_offset=start, high_watermark=self.high_watermark, topic_id=self.topic_id)
+            except BaseException:
+                # Between the renames or after them (a full disk, no descriptor left), this
+                # log's files may be those the next start removes: no append may be taken
+                # (and acknowledged) into them. The replica is served again after a restart,
+                # from whichever directory the renames left (LogManager._load_futures).
+                self._closed = True
+                raise
             self.future = None
             self.dir = moved.dir
             self._segments = moved._segments
