@@ -397,6 +397,9 @@ class LogManager:
                 self._install(self._load_log(final, key, loaded[log_dir], topic_ids.get(topic)))
             else:
                 current = self._logs[key]
+                # The replica's overrides are the ones (a crash may have come before the
+                # future's copy of them was written).
+                write_atomically(directory / TOPIC_CONFIG_FILE, _format_overrides(self._overrides.get(topic, {})))
                 future = Log(directory, topic, partition, current.config, self.clock,
                              recovery_point=loaded[log_dir][1].get(key, 0),
                              log_start_offset=loaded[log_dir][2].get(key, 0),

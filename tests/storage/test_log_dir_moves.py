@@ -131,3 +131,17 @@ def test_configs_altered_during_a_move_are_those_of_the_moved_replica(tmp_path):
     again = _manager(dirs)
     assert again.topic_overrides("m") == {"retention.ms": "1234"}
     assert again.get_log("m", 0).config.retention_ms == 1234
+
+
+def test_a_move_cut_short_before_its_future_had_its_configs_keeps_them(tmp_path):
+    dirs, manager, log, home, other = _filled(tmp_path)
+    manager.set_topic_overrides("m", {"retention.ms": "4321"})
+    manager.start_move("m", 0, other)
+    (future,) = manager.futures()
+    (future.dir / "topic-config.properties").unlink()  # the crash came right after the mkdir
+    again = _manager(dirs)
+    while again.copy_to_future("m", 0, 3000):
+        pass
+    again.finish_move("m", 0)
+    again.shutdown()
+    assert _manager(dirs).get_log("m", 0).config.retention_ms == 4321
