@@ -937,7 +937,7 @@ class LogManager:
         current = self._logs.get((topic, partition))
         return 0 if current is None else current.copy_to_future(max_bytes)
 
-    def finish_move(self, topic: str, partition: int) -> None:
+    def finish_move(self, topic: str, partition: int, expected: Log | None = None) -> bool:
         """Make the future of ``topic-partition`` its replica (Log.replace_with_future, during
         which no append comes in), then remove the old directory.
 
@@ -947,12 +947,14 @@ class LogManager:
         directory is renamed ``-delete`` and that made durable, and only then the future
         renamed to the partition's name. A start finding a future with no replica knows the
         copy was complete (startup's _load_futures); one finding both resumes the move; never
-        are two directories of the partition loaded."""
+        are two directories of the partition loaded. False when there was nothing to finish."""
         key = (topic, partition)
         with self._lock:
             current, future = self._logs.get(key), self._futures.get(key)
-            if current is None or future is None:
-                return
+            # ``expected``: the future the caller saw caught up. Another (the move cancelled
+            # and asked again meanwhile) would be copied whole under the replica's lock.
+            if current is None or future is None or (expected is not None and future is not expected):
+                return False
             graveyard: list[Path] = []
 
             def publish() -> Path:
@@ -973,6 +975,7 @@ class LogManager:
             self._checkpoint_after_deletion()
         for path in graveyard:
             shutil.rmtree(path, ignore_errors=True)
+        return True
 
     # -- periodic work -----------------------------------------------------------------------
 

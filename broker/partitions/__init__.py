@@ -245,8 +245,8 @@ class Partitions(ABC):
                 try:
                     copied = await trio.to_thread.run_sync(self.log_manager.copy_to_future, future.topic,
                                                            future.partition, chunk)
-                    if not copied:
-                        await trio.to_thread.run_sync(self.log_manager.finish_move, future.topic, future.partition)
+                    if not copied and await trio.to_thread.run_sync(self.log_manager.finish_move, future.topic,
+                                                                    future.partition, future):
                         logger.info("%s-%d moved to %s", future.topic, future.partition, future.dir.parent)
                 except UnknownTopic:  # deleted, or the move cancelled, meanwhile
                     pass
