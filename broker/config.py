@@ -276,6 +276,9 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Bytes a follower's fetch returns in all (Fetch v3).", minimum=0),
     ConfigKey("replica.fetch.backoff.ms", "int", 1000,
               "How long a follower waits after a failed fetch before trying again.", minimum=0),
+    ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", "long", 9223372036854775807,
+              "Bytes per second that moving replicas between this broker's log dirs "
+              "(AlterReplicaLogDirs) copies at most, all moves together.", minimum=1),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5000,
               "How often every partition's high watermark is checkpointed "
               "(replication-offset-checkpoint).", minimum=1),
@@ -732,6 +735,12 @@ class BrokerConfig:
     @property
     def connections_max_idle_ms(self) -> int:
         return self._values["connections.max.idle.ms"]
+
+    @property
+    def replica_alter_log_dirs_io_max_bytes_per_second(self) -> int | None:
+        """None for Kafka's default, Long.MaxValue: no limit."""
+        value = self._values["replica.alter.log.dirs.io.max.bytes.per.second"]
+        return None if value >= 2**63 - 1 else value
 
     @property
     def retention_check_interval_ms(self) -> int:

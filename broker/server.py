@@ -344,6 +344,7 @@ class Broker:
                                    self.log_manager.checkpoint, "checkpoint")
                 if self.config.cleaner_enabled:
                     nursery.start_soon(self._run_cleaner)
+                nursery.start_soon(self.partitions.move_replicas)
                 nursery.start_soon(self._every, self.config.producer_id_expiration_check_interval_ms,
                                    self.log_manager.remove_expired_producers, "producer expiry")
                 if self.cluster is not None:

@@ -172,6 +172,12 @@ class LeaderEpochCache:
             self._entries = entries
             self._flush()
 
+    def replace(self, entries: list[tuple[int, int]]) -> None:
+        """Hold exactly ``entries`` (a replica moved to another log dir takes its current
+        log's epochs, the magic 0/1 ones that no batch carries included)."""
+        self._entries = list(entries)
+        self._flush()
+
     def clear_and_flush(self) -> None:
         self._entries = []
         self._flush()

@@ -122,6 +122,9 @@ class Log:
         self._truncations = 0  # tells a flush outside the lock that segments changed under it
         self._lowest_truncation: int | None = None  # since the cleaner last asked (take_truncation)
         self._closed = False
+        # The copy of this replica being made in another log dir (AlterReplicaLogDirs), kept
+        # a prefix of this log: see copy_to_future.
+        self.future: "Log | None" = None
         if just_made:
             assert topic_id is not None, "a just-made directory holds the topic id given"
             self.topic_id = topic_id
@@ -514,14 +517,15 @@ class Log:
         with self._open():
             self._roll(self._clock.time_ms())
 
-    def _roll(self, now: int) -> LogSegment:
+    def _roll(self, now: int, base_offset: int | None = None) -> LogSegment:
         active = self._segments.active
         if active.size == 0:
             return active
         # The new segment first: if its files cannot be made (no inode left, the open-file
         # limit), the active segment is still whole and open for appends, so the partition
         # goes on and the roll is tried again by the next append that needs it.
-        segment = LogSegment.create_for_append(self.dir, active.next_offset, self.config)
+        base = active.next_offset if base_offset is None else max(base_offset, active.next_offset)
+        segment = LogSegment.create_for_append(self.dir, base, self.config)
         try:
             active.finish()
         except BaseException:
@@ -771,6 +775,13 @@ class Log:
         self._after_truncation()
 
     def _truncated_to(self, offset: int) -> None:
+        future = self.future
+        if future is not None and offset < future.log_end_offset:
+            # What the future copied from here above ``offset`` is no longer this log's: a
+            # follower's truncation is followed by other records at the same offsets. Kafka's
+            # ReplicaAlterLogDirsThread finds the divergence by leader epochs; being in the
+            # same process, the truncation itself is passed on, which cannot miss.
+            future.truncate_to(offset)
         self._truncations += 1
         self._lowest_truncation = offset if self._lowest_truncation is None else min(self._lowest_truncation, offset)
 
@@ -782,6 +793,119 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, end)
         self.high_watermark = min(max(self.high_watermark, self.log_start_offset), end)
         self.leader_epoch_cache.truncate_from_end(end)
+
+    # -- moving to another log dir (AlterReplicaLogDirs, KIP-113) -----------------------------
+
+    def copy_to_future(self, max_bytes: int) -> int:
+        """Copy up to ``max_bytes`` of this log, from where :attr:`future` ends, into the
+        future (kept with this log's start offset, and never past this log's end); returns the
+        bytes copied, 0 once the future has caught up (or there is none).
+
+        The record sets are copied as stored, appended as a follower appends them, so the
+        future rebuilds its own indexes, transaction index, producer state and leader epochs
+        from them, as Kafka's ReplicaAlterLogDirsThread does by fetching from the current
+        replica. Done under this log's lock, so no append or truncation comes in between."""
+        with self._open():
+            future = self.future
+            if future is None:
+                return 0
+            return self._copy_to_future(future, max_bytes)
+
+    def _copy_to_future(self, future: "Log", max_bytes: int) -> int:
+        end = self.log_end_offset
+        if future.log_end_offset > end:
+            future.truncate_to(end)
+        if self.log_start_offset > future.log_end_offset:
+            future.truncate_fully_and_start_at(self.log_start_offset)
+        elif self.log_start_offset > future.log_start_offset:
+            future.increment_log_start_offset(self.log_start_offset)
+        copied = 0
+        if future.log_end_offset < end:
+            found = self._read(future.log_end_offset, max_bytes, None, True)[0]
+            data = found.read_bytes() if found.length else b""
+            if data:
+                first = int.from_bytes(data[:8], "big", signed=True)  # an entry's offset field
+                if first < future.log_end_offset == future.log_start_offset:
+                    # The log start is inside the first batch (DeleteRecords): the future starts
+                    # at the batch's base, then at the same log start, as Kafka's
+                    # Partition.appendRecordsToFollowerOrFutureReplica does.
+                    future.truncate_fully_and_start_at(first)
+                future.append_as_follower(data)
+                if self.log_start_offset > future.log_start_offset:
+                    future.increment_log_start_offset(self.log_start_offset)
+                copied = len(data)
+            else:
+                # Nothing left to copy below the end: the cleaner removed the last batches of
+                # a closed segment, and the active one is empty. The future ends there too.
+                future.advance_end_to(end)
+                copied = 1
+        future.high_watermark = min(max(self.high_watermark, future.log_start_offset), future.log_end_offset)
+        return copied
+
+    def detach_future(self) -> "Log | None":
+        """Forget :attr:`future` (a move cancelled) and return it; no copy step is under way
+        once this returns."""
+        with self._lock:
+            future, self.future = self.future, None
+            return future
+
+    def advance_end_to(self, offset: int) -> None:
+        """Start a segment at ``offset`` (above the log end) holding nothing yet, so that the
+        log ends there (see _copy_to_future)."""
+        with self._open():
+            if offset <= self.log_end_offset:
+                return
+            if self._segments.active.size == 0 and len(self._segments) == 1:
+                self._truncate_fully_and_start_at(offset)
+            else:
+                self._roll(self._clock.time_ms(), base_offset=offset)
+
+    def replace_with_future(self, publish: Callable[[], Path]) -> None:
+        """Make :attr:`future`, caught up first, this log (the last step of a move).
+
+        Under this log's lock throughout, so every append lands in the copy before it is
+        published, or after it in the log that replaced it: none is lost or written twice.
+        The future is caught up, given this log's leader epochs and high watermark, flushed
+        and closed; ``publish()`` then renames the directories (LogManager) and returns the
+        future's final directory, which is opened again and taken over by this ``Log``
+        object, so that whoever holds it (fetch sessions, the replica manager, the group
+        coordinator) goes on with the moved replica. The old segments' files stay open for
+        reads under way (their directory goes, their data when the last reader lets go)."""
+        with self._open():
+            future = self.future
+            if future is None:
+                raise RuntimeError(f"{self.topic}-{self.partition} has no future log")
+            while self._copy_to_future(future, 1 << 20):
+                pass
+            # Fitted to the same log start already (truncate_from_start).
+            future.leader_epoch_cache.replace(self.leader_epoch_cache.entries)
+            future.flush()
+            end, start = future.log_end_offset, future.log_start_offset
+            future.close()
+            try:
+                directory = publish()
+                moved = Log(directory, self.topic, self.partition, self.config, self._clock, recovery_point=end,
+                            log_start_offset=start, high_watermark=self.high_watermark, topic_id=self.topic_id)
+            except BaseException:
+                # Between the renames or after them (a full disk, no descriptor left), this
+                # log's files may be those the next start removes: no append may be taken
+                # (and acknowledged) into them. The replica is served again after a restart,
+                # from whichever directory the renames left (LogManager._load_futures).
+                self._closed = True
+                raise
+            self.future = None
+            self.dir = moved.dir
+            self._segments = moved._segments
+            self.log_start_offset, self.recovery_point = moved.log_start_offset, moved.recovery_point
+            self.leader_epoch_cache = LeaderEpochCache(
+                LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT), lambda: self.log_end_offset,
+                entries=moved.leader_epoch_cache.entries)
+            self.producer_state = moved.producer_state
+            self._pending_deletes, self._unflushed_rolled = [], []
+            # A cleaning under way read the old segments: its result must not be swapped in
+            # (what was cleaned stays clean: the cleaner's checkpoint needs no change).
+            self._truncations += 1
+            self.high_watermark = self.high_watermark  # tells the new producer state
 
     # -- cleaning (storage.cleaner) -----------------------------------------------------------
 
@@ -971,6 +1095,7 @@ class Log:
     def delete(self) -> None:
         """Remove the partition's directory and everything in it."""
         with self._lock:
+            self.future = None
             self._closed = True
             for segment in [*self._segments, *(s for _, s in self._pending_deletes)]:
                 segment.delete_files()

@@ -62,8 +62,8 @@ from minikafka.storage.clock import Clock
 from minikafka.storage.config import LogConfig
 from minikafka.storage.log import Log
 from minikafka.storage.segment import newest_segment_magic
-from minikafka.storage.names import (DELETE_DIR_SUFFIX, delete_dir_name, parse_partition_dir_name,
-                           partition_dir_name, validate_topic_name)
+from minikafka.storage.names import (DELETE_DIR_SUFFIX, delete_dir_name, future_dir_name, parse_future_dir_name,
+                                     parse_partition_dir_name, partition_dir_name, validate_topic_name)
 from minikafka.storage.partition_metadata import (PARTITION_METADATA_FILE, format_topic_id, new_topic_id, read_topic_id,
                                                    write_topic_id)
 from minikafka.storage.types import (CorruptPartitionMetadata, SegmentInfo, TooManyPartitions, TopicAlreadyExists,
@@ -267,6 +267,12 @@ class LogManager:
         self.on_segment_closed = on_segment_closed
         self.may_delete_segment = may_delete_segment
         self._logs: dict[TopicPartition, Log] = {}
+        # Replicas being moved to another log dir (AlterReplicaLogDirs): the copy, in its
+        # ``-future`` directory, of the log of the same key in _logs. See start_move.
+        self._futures: dict[TopicPartition, Log] = {}
+        # Where replicas not here yet are to be made when they come (a move asked for before
+        # the replica existed: Kafka's preferredLogDirs).
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
         # Partitions per log dir, kept as logs come and go, for placing new ones where there
         # are fewest without a walk over every log at each creation.
         self._partitions_in_dir = dict.fromkeys(self.log_dirs, 0)
@@ -303,17 +309,24 @@ class LogManager:
             self._finish_intents()
             topic_ids = self._topic_ids()
             recovered = stale = False
+            futures: list[tuple[Path, TopicPartition, Path]] = []  # (log dir, key, directory)
+            loaded: dict[Path, tuple] = {}  # log dir -> (clean, its three checkpoints)
             for log_dir in self.log_dirs:
                 marker = log_dir / CLEAN_SHUTDOWN_FILE
                 clean = marker.exists()
                 recovery_points = _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
                 log_starts = _read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
                 high_watermarks = _read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+                loaded[log_dir] = (clean, recovery_points, log_starts, high_watermarks)
                 for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
                     if not entry.is_dir(follow_symlinks=False):
                         continue
                     if entry.name.endswith(DELETE_DIR_SUFFIX):
                         shutil.rmtree(entry.path, ignore_errors=True)
+                        continue
+                    future_of = parse_future_dir_name(entry.name)
+                    if future_of is not None:
+                        futures.append((log_dir, future_of, Path(entry.path)))
                         continue
                     parsed = parse_partition_dir_name(entry.name)
                     if parsed is None:
@@ -329,14 +342,8 @@ class LogManager:
                     except ValueError as exc:
                         logger.warning("%s: ignoring stored overrides (%s)", entry.path, exc)
                         overrides, config = {}, self.default_config
-                    config = _keeping_old_format(config, overrides, Path(entry.path))
-                    log = Log(Path(entry.path), topic, partition, config, self.clock,
-                              recovery_point=recovery_points.get(parsed, 0),
-                              log_start_offset=log_starts.get(parsed, 0),
-                              high_watermark=high_watermarks.get(parsed, 0),
-                              needs_recovery=not clean, topic_id=topic_ids[topic])
+                    log = self._load_log(Path(entry.path), parsed, loaded[log_dir], topic_ids.get(topic))
                     self._install(log)
-                    self._overrides.setdefault(topic, overrides)
                     recovered = recovered or not clean
                 # Entries of partitions no longer here are a deletion the crash cut short
                 # before its checkpoint rewrite (see _remove): gone before a topic of the same
@@ -347,8 +354,61 @@ class LogManager:
                 if clean:
                     marker.unlink()
                     fsync_dir(log_dir)
+            recovered = self._load_futures(futures, loaded, topic_ids) or recovered
+            stale = stale or bool(futures)
             if recovered or stale:
                 self.checkpoint()
+
+    def _load_log(self, directory: Path, key: TopicPartition, loaded: tuple, topic_id: str | None) -> Log:
+        clean, recovery_points, log_starts, high_watermarks = loaded
+        topic, partition = key
+        overrides = _read_overrides(directory / TOPIC_CONFIG_FILE)
+        try:
+            config = LogConfig.from_topic_configs(self.default_config, overrides)
+        except ValueError as exc:
+            logger.warning("%s: ignoring stored overrides (%s)", directory, exc)
+            overrides, config = {}, self.default_config
+        config = _keeping_old_format(config, overrides, directory)
+        self._overrides.setdefault(topic, overrides)
+        return Log(directory, topic, partition, config, self.clock,
+                   recovery_point=recovery_points.get(key, 0), log_start_offset=log_starts.get(key, 0),
+                   high_watermark=high_watermarks.get(key, 0), needs_recovery=not clean, topic_id=topic_id)
+
+    def _load_futures(self, futures: list[tuple[Path, TopicPartition, Path]], loaded: dict[Path, tuple],
+                      topic_ids: dict[str, str]) -> bool:
+        """The moves a stop interrupted: each is resumed, as Kafka resumes them (its future
+        logs are loaded with the others and their copying goes on). A future whose replica is
+        gone was cut between the two renames of finish_move, after the current directory was
+        buried: the future, flushed before, holds every write, so it is the replica now and is
+        renamed so. Returns whether any was loaded without a clean shutdown."""
+        recovered = False
+        for log_dir, key, directory in futures:
+            topic, partition = key
+            if key in self._futures or (key in self._logs and self._logs[key].dir.parent == log_dir):
+                logger.warning("%s: a second future of %s-%d, removed", directory, topic, partition)
+                self._bury(directory, topic, partition)
+                continue
+            if key not in self._logs:
+                final = log_dir / partition_dir_name(topic, partition)
+                logger.warning("%s: the move of %s-%d was cut short after its copy was complete: "
+                               "the copy is the replica", directory, topic, partition)
+                os.rename(directory, final)
+                fsync_dir(log_dir)
+                self._install(self._load_log(final, key, loaded[log_dir], topic_ids.get(topic)))
+            else:
+                current = self._logs[key]
+                # The replica's overrides are the ones (a crash may have come before the
+                # future's copy of them was written).
+                write_atomically(directory / TOPIC_CONFIG_FILE, _format_overrides(self._overrides.get(topic, {})))
+                future = Log(directory, topic, partition, current.config, self.clock,
+                             recovery_point=loaded[log_dir][1].get(key, 0),
+                             log_start_offset=loaded[log_dir][2].get(key, 0),
+                             high_watermark=loaded[log_dir][3].get(key, 0),
+                             needs_recovery=not loaded[log_dir][0], topic_id=current.topic_id)
+                current.future = future
+                self._futures[key] = future
+            recovered = recovered or not loaded[log_dir][0]
+        return recovered
 
     def _finish_intents(self) -> None:
         """Remove every partition of a topic whose creation or deletion a crash cut short
@@ -366,7 +426,7 @@ class LogManager:
                            "creation" if action == "create" else "deletion", topic)
             for log_dir in self.log_dirs:
                 for entry in os.scandir(log_dir):
-                    parsed = parse_partition_dir_name(entry.name)
+                    parsed = parse_partition_dir_name(entry.name) or parse_future_dir_name(entry.name)
                     if parsed is not None and parsed[0] == topic and entry.is_dir(follow_symlinks=False):
                         self._bury(Path(entry.path), *parsed)
                 fsync_dir(log_dir)
@@ -411,7 +471,7 @@ class LogManager:
         after a power loss vouches for checkpoints that are there."""
         with self._lock:
             self.sync_created_partitions()
-            logs = list(self._logs.values())
+            logs = [*self._logs.values(), *self._futures.values()]
             run_at_once(log.flush for log in logs)
             run_at_once([*self._checkpoint_writes(CHECKPOINTS), *(log.close for log in logs)])
             markers = [log_dir / CLEAN_SHUTDOWN_FILE for log_dir in self.log_dirs]
@@ -419,6 +479,7 @@ class LogManager:
                 marker.touch()
             fsync_all(files=markers, directories=self.log_dirs)
             self._logs.clear()
+            self._futures.clear()
             self._partitions_in_dir = dict.fromkeys(self.log_dirs, 0)
 
     # -- topics ------------------------------------------------------------------------------
@@ -461,6 +522,8 @@ class LogManager:
             logs = [log for (name, _), log in self._logs.items() if name == topic]
             if not logs:
                 raise UnknownTopic(topic)
+            # A replica being moved takes its overrides with it (the future's file is the one kept).
+            logs += [log for (name, _), log in self._futures.items() if name == topic]
             for log in logs:
                 write_atomically(log.dir / TOPIC_CONFIG_FILE, data)
             for log in logs:
@@ -603,7 +666,7 @@ class LogManager:
         written: list[Path] = []  # the staged directories whose files are copies of their own
         try:
             for partition in range(partitions):
-                log_dir = min(self.log_dirs, key=lambda d: load[d])
+                log_dir = self._preferred_dirs.pop((topic, partition), None) or min(self.log_dirs, key=lambda d: load[d])
                 load[log_dir] += 1
                 final = log_dir / partition_dir_name(topic, partition)
                 if final.exists():  # a rename would replace an empty directory silently
@@ -705,7 +768,8 @@ class LogManager:
             if topic_id is None:
                 siblings = [log for (name, _), log in self._logs.items() if name == topic]
                 topic_id = siblings[0].topic_id if siblings else new_topic_id()
-            log_dir = min(self.log_dirs, key=self._partitions_in_dir.__getitem__)
+            log_dir = self._preferred_dirs.pop((topic, partition), None) or \
+                min(self.log_dirs, key=self._partitions_in_dir.__getitem__)
             directory = log_dir / partition_dir_name(topic, partition)
             directory.mkdir()
             try:
@@ -777,6 +841,7 @@ class LogManager:
         the next start removes, never a partition to load. The caller then rewrites the
         checkpoints without it, as Kafka's LogManager.asyncDelete does: a later partition of
         the same name must not start at the deleted one's log start offset."""
+        self._drop_future((log.topic, log.partition))
         log.dir = self._bury(log.dir, log.topic, log.partition, remove=False)
         del self._logs[(log.topic, log.partition)]
         self._partitions_in_dir[log.dir.parent] -= 1
@@ -809,6 +874,108 @@ class LogManager:
         log.on_segment_closed = self.on_segment_closed
         self._logs[(log.topic, log.partition)] = log
         self._partitions_in_dir[log.dir.parent] += 1
+
+    # -- moving replicas between log dirs (AlterReplicaLogDirs, KIP-113) -----------------------
+
+    def log_dir_named(self, path: str) -> Path | None:
+        """The log dir a client names (as DescribeLogDirs lists it, or its absolute path, which
+        Kafka's isLogDirOnline compares), None for a path that is not one of them."""
+        for log_dir in self.log_dirs:
+            if path in (str(log_dir), str(log_dir.absolute())):
+                return log_dir
+        return None
+
+    def start_move(self, topic: str, partition: int, destination: Path) -> bool:
+        """Have the replica of ``topic-partition`` moved to the log dir ``destination`` (one of
+        log_dirs), as Kafka 2.8's ReplicaManager.alterReplicaLogDirs: a move to another dir
+        under way is cancelled (its future removed); the future is made empty in
+        ``destination``, for the mover to fill (copy_to_future) and finish (finish_move),
+        unless the replica is there already or moving there. False when there is no replica
+        here: ``destination`` is then where it is made when it comes."""
+        key = (topic, partition)
+        with self._lock:
+            future = self._futures.get(key)
+            if future is not None and future.dir.parent != destination:
+                self._drop_future(key)
+            current = self._logs.get(key)
+            if current is None:
+                self._preferred_dirs[key] = destination
+                return False
+            if current.dir.parent == destination or key in self._futures:
+                return True
+            directory = destination / future_dir_name(topic, partition, _unique_id())
+            directory.mkdir()
+            try:
+                write_atomically(directory / TOPIC_CONFIG_FILE, _format_overrides(self._overrides.get(topic, {})))
+                future = Log(directory, topic, partition, current.config, self.clock,
+                             log_start_offset=current.log_start_offset, topic_id=current.topic_id)
+                fsync_dir(destination)
+            except BaseException as exc:
+                traceback.clear_frames(exc.__traceback__)
+                self._bury(directory, topic, partition)
+                raise
+            self._futures[key] = future
+            current.future = future
+            return True
+
+    def _drop_future(self, key: TopicPartition) -> None:
+        future = self._futures.pop(key, None)
+        if future is None:
+            return
+        current = self._logs.get(key)
+        if current is not None:
+            current.detach_future()
+        future.dir = self._bury(future.dir, *key, remove=False)
+        future.delete()
+
+    def futures(self) -> list[Log]:
+        """The future logs of the moves under way (event loop: no lock, as logs())."""
+        return list(self._futures.values())
+
+    def copy_to_future(self, topic: str, partition: int, max_bytes: int) -> int:
+        """One step of a move: Log.copy_to_future; 0 once caught up, or without a move."""
+        current = self._logs.get((topic, partition))
+        return 0 if current is None else current.copy_to_future(max_bytes)
+
+    def finish_move(self, topic: str, partition: int, expected: Log | None = None) -> bool:
+        """Make the future of ``topic-partition`` its replica (Log.replace_with_future, during
+        which no append comes in), then remove the old directory.
+
+        Crash-safe by the order of the renames (Kafka 2.8's replaceCurrentWithFutureLog renames
+        the future first, and a crash between its renames leaves two current logs that stop the
+        next start): the checkpoints are written with the future's offsets, the current
+        directory is renamed ``-delete`` and that made durable, and only then the future
+        renamed to the partition's name. A start finding a future with no replica knows the
+        copy was complete (startup's _load_futures); one finding both resumes the move; never
+        are two directories of the partition loaded. False when there was nothing to finish."""
+        key = (topic, partition)
+        with self._lock:
+            current, future = self._logs.get(key), self._futures.get(key)
+            # ``expected``: the future the caller saw caught up. Another (the move cancelled
+            # and asked again meanwhile) would be copied whole under the replica's lock.
+            if current is None or future is None or (expected is not None and future is not expected):
+                return False
+            graveyard: list[Path] = []
+
+            def publish() -> Path:
+                self.checkpoint()
+                old = current.dir
+                graveyard.append(self._bury(old, topic, partition, remove=False))
+                fsync_dir(old.parent)
+                final = future.dir.parent / partition_dir_name(topic, partition)
+                os.rename(future.dir, final)
+                fsync_dir(final.parent)
+                return final
+
+            old_dir = current.dir.parent
+            current.replace_with_future(publish)
+            del self._futures[key]
+            self._partitions_in_dir[old_dir] -= 1
+            self._partitions_in_dir[current.dir.parent] += 1
+            self._checkpoint_after_deletion()
+        for path in graveyard:
+            shutil.rmtree(path, ignore_errors=True)
+        return True
 
     # -- periodic work -----------------------------------------------------------------------
 
@@ -889,7 +1056,9 @@ class LogManager:
         writes = []
         for name in names:
             for log_dir in self.log_dirs:
+                # Futures too, as Kafka's: a move's copy keeps its log start and high watermark
+                # across a restart, and so does the replica it becomes (see finish_move).
                 offsets = {(log.topic, log.partition): CHECKPOINTS[name](log)
-                           for log in self._logs.values() if log.dir.parent == log_dir}
+                           for log in [*self._logs.values(), *self._futures.values()] if log.dir.parent == log_dir}
                 writes.append(functools.partial(OffsetCheckpointFile(log_dir / name).write, offsets))
         return writes

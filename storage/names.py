@@ -19,6 +19,7 @@ MAX_TOPIC_NAME_LENGTH = 249
 # Longest file name on the filesystems a log dir lives on (ext4, xfs, tmpfs, ...).
 MAX_FILE_NAME_LENGTH = 255
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -53,6 +54,28 @@ def delete_dir_name(topic: str, partition: int, unique_id: str) -> str:
     """``<topic>-<partition>.<unique_id>-delete``, the topic cut short to fit a file name."""
     suffix = f"-{partition}.{unique_id}{DELETE_DIR_SUFFIX}"
     return topic[:MAX_FILE_NAME_LENGTH - len(suffix)] + suffix
+
+
+def future_dir_name(topic: str, partition: int, unique_id: str) -> str:
+    """``<topic>-<partition>.<unique_id>-future``: a replica being moved into this log dir
+    (AlterReplicaLogDirs), as Kafka names it. Unlike a -delete name it is not cut short: the
+    future must be named after its whole topic (Kafka refuses such a move with
+    INVALID_TOPIC_EXCEPTION, as the caller does, see fits_future_dir_name)."""
+    return f"{topic}-{partition}.{unique_id}{FUTURE_DIR_SUFFIX}"
+
+
+def fits_future_dir_name(topic: str, partition: int) -> bool:
+    return len(future_dir_name(topic, partition, "0" * 32)) <= MAX_FILE_NAME_LENGTH
+
+
+def parse_future_dir_name(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` for a directory named by :func:`future_dir_name`, else None."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        return None
+    stem, dot, unique_id = name[:-len(FUTURE_DIR_SUFFIX)].rpartition(".")
+    if not dot or not unique_id:
+        return None
+    return parse_partition_dir_name(stem)
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:

@@ -3,8 +3,13 @@
 past the high watermark; v4 adds each dir's total and usable bytes.
 
 As Kafka's KafkaApis: DESCRIBE on the cluster is needed; without it the answer lists no dir
-(and, from v3, says CLUSTER_AUTHORIZATION_FAILED). There are no future replicas here
-(no AlterReplicaLogDirs)."""
+(and, from v3, says CLUSTER_AUTHORIZATION_FAILED).
+
+A replica being moved (AlterReplicaLogDirs) is listed twice, as Kafka lists it: in its dir,
+and as ``is_future_key`` in the dir it is moving to, the future's offset lag being how far
+its log end is behind the replica's (Kafka's getLogEndOffsetLag). The replica's own lag is
+how far its log end is past the high watermark, where Kafka 2.8 answers
+max(high watermark - log end, 0), which is 0 but on a follower truncated below it."""
 
 from __future__ import annotations
 
@@ -30,11 +35,16 @@ async def handle(broker, request) -> dict:
         entry = {"partition_index": log.partition, "partition_size": log.size_in_bytes,
                  "offset_lag": max(0, log.log_end_offset - log.high_watermark)}
         by_dir.setdefault(log.dir.parent, {}).setdefault(log.topic, []).append(entry)
+        future = log.future
+        if future is not None:
+            entry = {"partition_index": log.partition, "partition_size": future.size_in_bytes,
+                     "offset_lag": max(0, log.log_end_offset - future.log_end_offset), "is_future_key": True}
+            by_dir.setdefault(future.dir.parent, {}).setdefault(log.topic, []).append(entry)
     results = []
     for log_dir, topics in by_dir.items():
         usage = await trio.to_thread.run_sync(shutil.disk_usage, log_dir)
         results.append({"error_code": ErrorCode.NONE, "log_dir": str(log_dir),
-                        "topics": [{"name": name, "partitions": sorted(partitions, key=lambda p: p["partition_index"])}
+                        "topics": [{"name": name, "partitions": sorted(partitions, key=lambda p: (p["partition_index"], p.get("is_future_key", False)))}
                                    for name, partitions in sorted(topics.items())],
                         "total_bytes": usage.total, "usable_bytes": usage.free})
     return {"error_code": ErrorCode.NONE, "results": results}

@@ -36,6 +36,10 @@ MARKER_TIMEOUT_MS = 30_000
 
 logger = logging.getLogger(__name__)
 
+# How much of a replica being moved to another log dir is copied per step (Kafka's
+# ReplicaAlterLogDirsThread fetches replica.fetch.max.bytes, 1 MiB by default, per partition).
+MOVE_CHUNK_BYTES = 1 << 20
+
 # A request's current leader epoch when it names none (requests before KIP-320's versions, and
 # clients that have no epoch from Metadata): nothing to check.
 NO_EPOCH = -1
@@ -75,6 +79,8 @@ class Partitions(ABC):
         # coordinator's __consumer_offsets; a cluster's go through ZooKeeper) in a worker
         # thread: one at a time, so "does it exist?" and "create it" cannot interleave.
         self.topic_admin = trio.Lock()
+        # Set when a replica starts moving to another log dir, for move_replicas to wake.
+        self._moves_started = trio.Event()
 
     # ------------------------------------------------------------------ reads
 
@@ -186,6 +192,69 @@ class Partitions(ABC):
         start = await trio.to_thread.run_sync(log.increment_log_start_offset, target)
         await trio.to_thread.run_sync(self.log_manager.checkpoint_log_start_offsets)
         return start
+
+    # ------------------------------------------------------------------ log dirs (KIP-113)
+
+    async def alter_replica_log_dir(self, topic: str, partition: int, path: str) -> ErrorCode:
+        """Move this broker's replica of ``topic-partition`` to its log dir ``path``
+        (AlterReplicaLogDirs; Kafka 2.8's ReplicaManager.alterReplicaLogDirs): NONE once the
+        move is under way, or when the replica is there already; LOG_DIR_NOT_FOUND for a path
+        that is not one of log.dirs; INVALID_TOPIC_EXCEPTION for a name whose future directory
+        cannot be named. Without a replica here, ``path`` is remembered for when it is made
+        (a cluster's LeaderAndIsr, or a topic created later) and the answer is Kafka's:
+        REPLICA_NOT_AVAILABLE for a partition the cluster has, else UNKNOWN_TOPIC_OR_PARTITION.
+        The copying is move_replicas' work."""
+        from minikafka.storage.names import fits_future_dir_name
+
+        try:
+            validate_topic_name(topic)
+        except InvalidTopicName:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        if partition < 0:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not fits_future_dir_name(topic, partition):
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        destination = self.log_manager.log_dir_named(path)
+        if destination is None:
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        if await trio.to_thread.run_sync(self.log_manager.start_move, topic, partition, destination):
+            self._moves_started.set()
+            return ErrorCode.NONE
+        count = self.partition_count(topic)
+        return ErrorCode.REPLICA_NOT_AVAILABLE if count is not None and partition < count \
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    async def move_replicas(self) -> None:
+        """Run the moves between log dirs until cancelled (Kafka's ReplicaAlterLogDirsThread):
+        each future log is filled from its replica, MOVE_CHUNK_BYTES at a time in a worker
+        thread, the moves in turn, at most ``replica.alter.log.dirs.io.max.bytes.per.second``
+        in all (Kafka's quota for this copying); once one has caught up it replaces its
+        replica (LogManager.finish_move). The replica goes on serving meanwhile."""
+        from minikafka.storage.types import UnknownTopic
+
+        rate = self.broker.config.replica_alter_log_dirs_io_max_bytes_per_second
+        chunk = MOVE_CHUNK_BYTES if rate is None else max(1, min(MOVE_CHUNK_BYTES, rate))
+        while True:
+            self._moves_started = trio.Event()
+            futures = self.log_manager.futures()
+            if not futures:
+                await self._moves_started.wait()
+                continue
+            for future in futures:
+                copied = 0
+                try:
+                    copied = await trio.to_thread.run_sync(self.log_manager.copy_to_future, future.topic,
+                                                           future.partition, chunk)
+                    if not copied and await trio.to_thread.run_sync(self.log_manager.finish_move, future.topic,
+                                                                    future.partition, future):
+                        logger.info("%s-%d moved to %s", future.topic, future.partition, future.dir.parent)
+                except UnknownTopic:  # deleted, or the move cancelled, meanwhile
+                    pass
+                except Exception:
+                    logger.exception("moving %s-%d to %s failed; retried", future.topic, future.partition,
+                                     future.dir.parent)
+                    await trio.sleep(1)
+                await trio.sleep(copied / rate if rate else 0)
 
     # ------------------------------------------------------------------ topics
 

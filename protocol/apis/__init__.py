@@ -30,6 +30,7 @@ from minikafka.protocol.apis.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from minikafka.protocol.apis.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from minikafka.protocol.apis.alter_configs import ALTER_CONFIGS
 from minikafka.protocol.apis.alter_partition_reassignments import ALTER_PARTITION_REASSIGNMENTS
+from minikafka.protocol.apis.alter_replica_log_dirs import ALTER_REPLICA_LOG_DIRS
 from minikafka.protocol.apis.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
 from minikafka.protocol.apis.api_versions import API_VERSIONS
 from minikafka.protocol.apis.controlled_shutdown import CONTROLLED_SHUTDOWN
@@ -117,6 +118,7 @@ APIS: dict[int, Api] = {
         DELETE_ACLS,
         DELETE_GROUPS,
         OFFSET_DELETE,
+        ALTER_REPLICA_LOG_DIRS,
         DESCRIBE_LOG_DIRS,
         ELECT_LEADERS,
         ALTER_PARTITION_REASSIGNMENTS,

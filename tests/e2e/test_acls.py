@@ -479,6 +479,19 @@ def test_describe_on_the_cluster_is_needed_to_describe_log_dirs(broker):
     assert allowed.error_code == ErrorCode.NONE and len(allowed.results) == 1
 
 
+def test_alter_on_the_cluster_is_needed_to_alter_replica_log_dirs(broker):
+    from minikafka.protocol.apis import ApiKey
+    from minikafka.protocol.errors import ErrorCode
+
+    body = {"dirs": [{"path": str(broker.log_dir), "topics": [{"name": "open", "partitions": [0, 7]}]}]}
+    refused = _as(broker, "alice", ApiKey.ALTER_REPLICA_LOG_DIRS, 1, body)
+    assert [(r.topic_name, [(p.partition_index, p.error_code) for p in r.partitions]) for r in refused.results] == [
+        ("open", [(0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED), (7, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)])]
+    allowed = _as(broker, "admin", ApiKey.ALTER_REPLICA_LOG_DIRS, 1, body)
+    assert [(p.partition_index, p.error_code) for p in allowed.results[0].partitions] == [
+        (0, ErrorCode.NONE), (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+
+
 def test_alter_on_the_cluster_is_needed_to_elect_leaders(broker):
     from minikafka.protocol.apis import ApiKey
     from minikafka.protocol.errors import ErrorCode
