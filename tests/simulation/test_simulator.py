@@ -121,8 +121,8 @@ def test_partition_moves_amid_the_faults_find_no_violation_and_replay():
     """``--reassignments``: partitions moved through the controller (AlterPartitionReassignments'
     event) and moves cancelled, racing crashes, pauses, cut links and controller changes. A
     controller that completed a move before its target was in sync (the removed replicas taken
-    out, the leadership given to a replica behind) loses acknowledged writes: seeds 5000-5019
-    find it (see the note of that change)."""
+    out, the leadership given to a replica behind) loses acknowledged writes: of seeds
+    5000-5019 with that mutation, 5004 finds it (six values read, then rewritten)."""
     first = simulate("--seed", "0", "--duration", "20", "--reassignments", "-v")
     assert first.returncode == 0, first.stdout[-5000:] + first.stderr
     assert re.search(r"fault +move of p\d: NONE", first.stdout), first.stdout[-5000:]
