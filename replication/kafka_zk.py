@@ -364,19 +364,9 @@ def decode_topic_reassignment(topic: str, raw: bytes) -> tuple[dict[int, list[in
     them; empty for none (and for a version 1 node)."""
     what = topic_path(topic)
     value = _object(raw, what)
-    found = []
-    for name in ("adding_replicas", "removing_replicas"):
-        entries = value.get(name) or {}
-        if not isinstance(entries, dict):
-            raise MalformedZnode(f"{what}: {name} is {entries!r}, not an object")
-        by_partition = {}
-        for key, replicas in entries.items():
-            if not re.fullmatch(r"\d+", key):
-                raise MalformedZnode(f"{what}: {name} partition {key!r} is not a number")
-            if replicas:
-                by_partition[int(key)] = _int_list(replicas, f"{what} {name} {key}")
-        found.append(by_partition)
-    return found[0], found[1]
+    adding, removing = (_replicas_by_partition(value.get(name) or {}, f"{what} {name}")
+                        for name in ("adding_replicas", "removing_replicas"))
+    return ({p: r for p, r in adding.items() if r}, {p: r for p, r in removing.items() if r})
 
 
 def decode_topic_id(topic: str, raw: bytes) -> str | None:
@@ -393,15 +383,19 @@ def decode_topic_id(topic: str, raw: bytes) -> str | None:
 
 def decode_topic_assignment(topic: str, raw: bytes) -> dict[int, list[int]]:
     what = topic_path(topic)
-    partitions = _field(_object(raw, what), "partitions", what)
-    if not isinstance(partitions, dict):
-        raise MalformedZnode(f"{what}: partitions is {partitions!r}, not an object")
-    assignment = {}
-    for key, replicas in partitions.items():
+    return _replicas_by_partition(_field(_object(raw, what), "partitions", what), f"{what} partitions")
+
+
+def _replicas_by_partition(entries, what: str) -> dict[int, list[int]]:
+    """A topic znode's object of partition number -> broker ids, by partition."""
+    if not isinstance(entries, dict):
+        raise MalformedZnode(f"{what} is {entries!r}, not an object")
+    by_partition = {}
+    for key, replicas in entries.items():
         if not re.fullmatch(r"\d+", key):
             raise MalformedZnode(f"{what}: partition {key!r} is not a number")
-        assignment[int(key)] = _int_list(replicas, f"{what} partition {key} replicas")
-    return dict(sorted(assignment.items()))
+        by_partition[int(key)] = _int_list(replicas, f"{what} {key}")
+    return dict(sorted(by_partition.items()))
 
 
 def encode_topic_config(config: dict[str, str]) -> bytes:
