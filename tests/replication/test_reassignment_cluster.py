@@ -152,15 +152,16 @@ def test_a_move_waits_for_its_paused_replica_and_outlives_its_controller(minikaf
         writer.wait_for(30)
         cluster.pause(paused)
         try:
-            admin = admin_of(cluster, via=kept)
-            try:
-                tp = TopicPartition(TOPIC, 0)
-                assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
-                assert admin.list_partition_reassignments() == {tp: {
-                    "replicas": [kept, paused, controller], "adding_replicas": [paused],
-                    "removing_replicas": [controller]}}
-            finally:
-                admin.close()
+            # Raw requests to the controller: an admin client may pick the paused broker for its
+            # metadata (any broker it knows) and wait out its request timeout there.
+            at = cluster.broker(controller).bootstrap
+            answer = kafka_request(at, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 30000, "topics": [
+                {"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": target}]}]})
+            assert [p.error_code for t in answer.responses for p in t.partitions] == [ErrorCode.NONE]
+            listed = kafka_request(at, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 30000, "topics": None})
+            assert [(t.name, [(p.partition_index, list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+                              for p in t.partitions]) for t in listed.topics] == [
+                (TOPIC, [(0, [kept, paused, controller], [paused], [controller])])]
             assert znode(cluster) == ({0: [kept, paused, controller]}, ({0: [paused]}, {0: [controller]}))
             writer.wait_for(30)
             assert (cluster.broker(controller).log_dir / f"{TOPIC}-0").exists()
