@@ -173,12 +173,12 @@ class Controller:
             self._open_sender(broker_id)
             await self.zk.zk.watch_data(broker_path(broker_id))
         for topic in await self.zk.topics():
-            assignment = await self.zk.topic_assignment(topic)
+            assignment, adding, removing = await self.zk.topic_replicas(topic) or ({}, {}, {})
             if assignment:
                 self.assignments[topic] = assignment
                 self.topic_configs[topic] = await self.zk.topic_config(topic)
                 await self._give_topic_id(topic)
-                self._resume_reassignments(topic, *await self.zk.topic_reassignment(topic))
+                self._resume_reassignments(topic, adding, removing)
         await self._load_states()
         await self._bring_online(list(self.states) + self._partitions_without_state())
         await self._drop_unavailable_from_isrs(list(self.states))

@@ -664,6 +664,14 @@ class KafkaZk:
         _check_assignment(topic, assignment)
         await self.zk.set(topic_path(topic), encode_topic_assignment(assignment, await self.topic_id(topic)))
 
+    async def topic_replicas(self, topic: str) -> tuple[dict[int, list[int]], dict[int, list[int]],
+                                                        dict[int, list[int]]] | None:
+        """(assignment, adding, removing) from one read of the topic znode; None: no such topic."""
+        found = await self.zk.get(topic_path(topic))
+        if found is None:
+            return None
+        return decode_topic_assignment(topic, found[0]), *decode_topic_reassignment(topic, found[0])
+
     async def topic_reassignment(self, topic: str) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
         """(adding, removing) replicas per partition of a reassignment in progress; empty for none."""
         found = await self.zk.get(topic_path(topic))
