@@ -609,14 +609,21 @@ class Controller:
 
     async def _on_preferred_elections(self) -> dict[tuple[str, int], ErrorCode]:
         """Run the elections /admin/preferred_replica_election asks for, then delete it (so the
-        next request can be written); one partition's failure does not stop the others."""
+        next request can be written); one partition's failure does not stop the others.
+
+        Deleted only once every election is written and its leaders told, as Kafka 0.10.2's
+        onPreferredReplicaElection removes it in its finally: whoever wrote the request takes
+        its disappearance for the answer (kafka-preferred-replica-election.sh, the test
+        fixture's move_leader), and a controller that loses control half-way leaves it for its
+        successor to finish. Deleted first (before), a reader saw the old leader still there."""
         results = {}
-        for topic, partition, leader in await self.zk.take_preferred_replica_election():
+        for topic, partition, leader in await self.zk.preferred_replica_election():
             code = await self._on_preferred_leader(topic, partition, leader)
             if code != ErrorCode.NONE:
                 logger.warning("controller: preferred replica election of %s-%d%s: %s", topic, partition,
                                "" if leader is None else f" to broker {leader}", code.name)
             results[(topic, partition)] = code
+        await self.zk.delete_preferred_replica_election()
         return results
 
     # ------------------------------------------------------------------ reassignment (KIP-455)

@@ -909,21 +909,22 @@ class KafkaZk:
         has not finished the previous one (Kafka refuses a second election meanwhile too)."""
         await self.zk.create(PREFERRED_REPLICA_ELECTION_PATH, encode_preferred_replica_election(elections))
 
-    async def take_preferred_replica_election(self) -> list[tuple[str, int, int | None]]:
-        """The controller reads and deletes the pending request ([] when there is none); a
-        malformed one is deleted and ignored, as Kafka's controller does."""
+    async def preferred_replica_election(self) -> list[tuple[str, int, int | None]]:
+        """The pending request ([] when there is none or it is malformed: a malformed one is
+        deleted and ignored, as Kafka's controller does, by delete_preferred_replica_election)."""
         found = await self.zk.get(PREFERRED_REPLICA_ELECTION_PATH)
         if found is None:
             return []
         try:
-            elections = decode_preferred_replica_election(found[0])
+            return decode_preferred_replica_election(found[0])
         except MalformedZnode:
-            elections = []
+            return []
+
+    async def delete_preferred_replica_election(self) -> None:
         try:
             await self.zk.delete(PREFERRED_REPLICA_ELECTION_PATH)
         except NoNode:
             pass
-        return elections
 
 
 def _hosts(info: BrokerInfo) -> set[str]:

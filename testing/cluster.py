@@ -346,13 +346,19 @@ class MinikafkaCluster:
                 raise ControlError(f"CreateTopics {name}: {ErrorCode(code).name}")
             time.sleep(0.1)
         self.wait_for_full_isr([name], timeout=timeout)
-        # The controller delivers to each broker on its own (its own metadata may come first),
-        # and a test may ask any broker next.
+        self.wait_for_leaders(name, partitions, max(deadline - time.monotonic(), 1.0))
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
+        """Wait until every running broker's metadata has a leader for partitions 0 ..
+        ``partitions`` - 1 of ``topic``. The controller delivers to each broker on its own, and
+        Kafka answers CreateTopics and CreatePartitions once the broker that took the request
+        knows the leaders: a client's next request may go to a broker that does not yet."""
+        deadline = time.monotonic() + timeout
         for broker_id in self._registered():
             broker = self.broker(broker_id)
             if broker.running and not broker.paused:
-                self.wait_until(lambda m: all(_leader_in(m, name, p) not in (None, -1) for p in range(partitions)),
-                                f"{name} led as broker {broker_id} sees it", max(deadline - time.monotonic(), 1.0),
+                self.wait_until(lambda m: all(_leader_in(m, topic, p) not in (None, -1) for p in range(partitions)),
+                                f"{topic} led as broker {broker_id} sees it", max(deadline - time.monotonic(), 1.0),
                                 via=broker)
 
     def wait_for_full_isr(self, topics: list[str] | None = None, timeout: float | None = None):

@@ -107,6 +107,8 @@ def test_added_partitions_get_leaders_and_replicas(cluster):
     cluster.create_topic("growing", 1, 2)
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
     admin.create_partitions({"growing": 3})
+    # Kafka answers once the controller knows the leaders; describe_topics asks any broker.
+    cluster.wait_for_leaders("growing", 3)
     (described,) = admin.describe_topics(["growing"])
     admin.close()
     partitions = sorted(described["partitions"], key=lambda p: p["partition_index"])
