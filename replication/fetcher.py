@@ -278,6 +278,13 @@ class ReplicaFetcher:
                     self.remove(replica.topic, replica.partition)
                     continue
                 await self._apply(replica, entry)
+                if entry.records and self.partitions.get(key) is replica:
+                    # To the back of the next request, as Kafka's fetcher moves a partition
+                    # that got data (PartitionStates.updateAndMoveToEnd): only the first
+                    # partition with data may exceed the answer's budget (KIP-74), so in a fixed
+                    # order one that always has more would starve those after it, and they
+                    # would fall out of the ISR behind it.
+                    self.partitions[key] = self.partitions.pop(key)
         if self._failed_round:
             await trio.sleep(self.settings.backoff_ms / 1000)
 

@@ -97,3 +97,38 @@ async def test_channel_refuses_a_response_no_broker_sends(nursery, answer):
     with pytest.raises(ChannelError):
         await channel.request(ApiKey.API_VERSIONS, 0, {})
     await channel.aclose()
+
+
+@pytest.mark.zookeeper
+def test_a_partition_with_a_backlog_does_not_starve_the_ones_after_it(tmp_path, zookeeper):
+    """A follower asks for its partitions in one Fetch whose answer only the first partition
+    with data may overrun (KIP-74). Asked in a fixed order, a partition with a long backlog
+    took every answer, and the one after it waited for the whole backlog before it could
+    rejoin the ISR. As Kafka's fetcher, a partition that got data goes to the back of the next
+    request. Here every answer holds one message (magic 1: a message is an entry), partition 0
+    has 20,000 to catch up and partition 1 one: partition 1 must be back in the ISR first."""
+    overrides = {"replica.fetch.max.bytes": "1", "replica.fetch.response.max.bytes": "1"}
+    with MinikafkaCluster(tmp_path / "c", 2, overrides, zookeeper=zookeeper.connect_string) as cluster:
+        cluster.create_topic("rotating", 2, 2, message_format_version="0.10.2")
+        leader = cluster.leader("rotating", 0)
+        follower = next(b for b in cluster.ids if b != leader)
+        if cluster.leader("rotating", 1) != leader:
+            cluster.move_leader("rotating", 1, to=leader)
+        cluster.stop(follower)
+        address = cluster.broker(leader).bootstrap
+        for start in (0, 10_000):
+            records = build_message_set([(None, b"%d" % i, 1) for i in range(start, start + 10_000)])
+            answer = kafka_request(address, ApiKey.PRODUCE, 2, _produce_body("rotating", records, 1, 5000), timeout=30)
+            assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        body = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": "rotating", "partition_data": [
+            {"index": 1, "records": build_message_set([(None, b"one", 1)])}]}]}
+        assert kafka_request(address, ApiKey.PRODUCE, 2, body).responses[0].partition_responses[0].error_code == 0
+        cluster.restart(follower)
+
+        def isr(metadata, partition: int) -> list[int]:
+            topic = next(t for t in metadata.topics if t.name == "rotating")
+            return next(p.isr_nodes for p in topic.partitions if p.partition_index == partition)
+
+        metadata = cluster.wait_until(lambda m: follower in isr(m, 1) or follower in isr(m, 0),
+                                      "the follower back in an ISR", 120, via=cluster.broker(leader))
+        assert follower in isr(metadata, 1) and follower not in isr(metadata, 0), (isr(metadata, 0), isr(metadata, 1))
