@@ -152,6 +152,14 @@ class ReplicaManager:
             if self.node_id not in state.replicas:
                 results.append((state.topic, state.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
+            if state.leader == self.node_id and self.node_id not in state.isr:
+                # No controller elects a leader outside the ISR (election.py); the high
+                # watermark and acks=all are counted over an ISR that holds the leader. Refused
+                # before anything is applied; the request's other partitions still are.
+                logger.error("%s-%d: refusing LeaderAndIsr at epoch %d making this broker leader outside "
+                             "the ISR %s", state.topic, state.partition, state.leader_epoch, list(state.isr))
+                results.append((state.topic, state.partition, ErrorCode.INVALID_REQUEST))
+                continue
             try:
                 log = await self._local_log(state.topic, state.partition, topic_ids)
             except (OSError, ValueError, ZooKeeperError) as exc:

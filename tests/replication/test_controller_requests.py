@@ -74,3 +74,38 @@ def test_a_paused_broker_does_not_hold_the_controllers_other_work(minikafka_clus
         cluster.resume(paused)
     cluster.wait_for_full_isr(["waits"], timeout=30)
 
+
+
+def test_a_leadership_outside_the_isr_is_refused_and_the_rest_of_the_request_applied(minikafka_cluster_factory):
+    """A LeaderAndIsr making a broker leader of a partition whose ISR lacks it (no controller
+    sends one) is answered INVALID_REQUEST for that partition, with nothing of it applied; the
+    request's other partitions are. Before, the broker's metadata took the new state, then the
+    leader state's own check raised and the request, and the partitions after it, were lost."""
+    from minikafka.replication.kafka_zk import CONTROLLER_EPOCH_PATH
+
+    cluster = minikafka_cluster_factory()
+    controller = cluster.controller()
+    target = next(b for b in cluster.ids if b != controller)
+    others = [b for b in cluster.ids if b != target]
+    odd = create_topic(cluster, "odd", [others[0], target, others[1]])
+    plain = create_topic(cluster, "plain", [others[0], target, others[1]])
+    cluster.wait_for_full_isr(["odd", "plain"])
+    epoch = int(cluster._zk().get(CONTROLLER_EPOCH_PATH)[0])
+
+    def state(topic, leader_isr, leader, isr):
+        return {"topic_name": topic, "partition_index": 0, "controller_epoch": epoch, "leader": leader,
+                "leader_epoch": leader_isr.leader_epoch + 1, "isr": isr, "zk_version": 0,
+                "replicas": [others[0], target, others[1]]}
+
+    leader = cluster.broker(others[0])
+    body = {"controller_id": controller, "controller_epoch": epoch,
+            "ungrouped_partition_states": [state("odd", odd, target, others), state("plain", plain, others[0], cluster.ids)],
+            "live_leaders": [{"broker_id": others[0], "host_name": leader.host, "port": leader.port},
+                             {"broker_id": target, "host_name": cluster.broker(target).host,
+                              "port": cluster.broker(target).port}]}
+    answer = kafka_request(cluster.broker(target).bootstrap, ApiKey.LEADER_AND_ISR, 0, body)
+    assert answer.error_code == ErrorCode.NONE
+    assert sorted((p.topic_name, p.error_code) for p in answer.partition_errors) == [
+        ("odd", ErrorCode.INVALID_REQUEST), ("plain", ErrorCode.NONE)]
+    seen = {t.name: t.partitions[0] for t in cluster.metadata(["odd", "plain"], via=cluster.broker(target)).topics}
+    assert seen["odd"].leader_id == others[0]
