@@ -7,9 +7,9 @@ As Kafka's KafkaApis: DESCRIBE on the cluster is needed; without it the answer l
 
 A replica being moved (AlterReplicaLogDirs) is listed twice, as Kafka lists it: in its dir,
 and as ``is_future_key`` in the dir it is moving to, the future's offset lag being how far
-its log end is behind the replica's (Kafka's getLogEndOffsetLag). The replica's own lag is
-how far its log end is past the high watermark, where Kafka 2.8 answers
-max(high watermark - log end, 0), which is 0 but on a follower truncated below it."""
+its log end is behind the replica's. The replica's own lag is how far its log end is behind
+its high watermark, max(high watermark - log end, 0): 0 but on a follower truncated below
+it. Both as Kafka 2.8's ReplicaManager.getLogEndOffsetLag."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ async def handle(broker, request) -> dict:
         if wanted is not None and (log.topic, log.partition) not in wanted:
             continue
         entry = {"partition_index": log.partition, "partition_size": log.size_in_bytes,
-                 "offset_lag": max(0, log.log_end_offset - log.high_watermark)}
+                 "offset_lag": max(0, log.high_watermark - log.log_end_offset)}
         by_dir.setdefault(log.dir.parent, {}).setdefault(log.topic, []).append(entry)
         future = log.future
         if future is not None:

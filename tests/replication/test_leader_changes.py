@@ -270,3 +270,23 @@ def test_a_preferred_election_request_is_deleted_only_once_its_election_is_done(
         cluster.resume(old)
     wait_for(lambda: zk.exists(PREFERRED_REPLICA_ELECTION_PATH) is None, "the request deleted")
     cluster.wait_until(lambda m: partition_in(m, "asked").leader_id == heir, "the heir leading")
+
+
+def test_describe_log_dirs_answers_a_leaders_offset_lag_as_kafka(minikafka_cluster_factory):
+    """DescribeLogDirs' offset_lag of a current replica is max(high watermark - log end, 0),
+    Kafka 2.8's getLogEndOffsetLag: 0 on a leader whose follower has not fetched its last
+    write yet (minikafka answered log end - high watermark, 1 here)."""
+    cluster = minikafka_cluster_factory(**{"zookeeper.session.timeout.ms": "30000",
+                                           "replica.lag.time.max.ms": "60000"})
+    cluster.create_topic("lagged")
+    leader = cluster.leader("lagged", 0)
+    follower = next(b for b in cluster.ids if b != leader)
+    cluster.pause(follower)
+    try:
+        assert raw_produce(cluster.broker(leader).bootstrap, "lagged", b"unreplicated", acks=1) == ErrorCode.NONE
+        answer = kafka_request(cluster.broker(leader).bootstrap, ApiKey.DESCRIBE_LOG_DIRS, 1, {"topics": None})
+    finally:
+        cluster.resume(follower)
+    lags = [p.offset_lag for d in answer.results for t in d.topics if t.name == "lagged" for p in t.partitions]
+    assert lags == [0]
+    assert cluster.high_watermark("lagged", 0) == 1  # the follower fetched it once resumed
