@@ -367,3 +367,25 @@ class Faults:
             return
         code, _ = results[(self.sim.topic, partition)]
         self.sim.trace("fault", f"move of p{partition}: {ErrorCode(code).name}")
+        if code == ErrorCode.NONE and target is not None and self.rng.random() < 0.5:
+            await self._crash_leader_once_moved(partition)
+
+    async def _crash_leader_once_moved(self, partition: int) -> None:
+        """The partition's leader dies as soon as its move has completed: the ISR the move left
+        (its new replicas only, the removed ones stopped) must already hold every acknowledged
+        write, so the next leader is elected from replicas that were in sync when the answer
+        went out, not ones the move added and the ISR named too early."""
+        key = (self.sim.topic, partition)
+        deadline = trio.current_time() + 30
+        while True:
+            controller = self._controller()
+            if controller is not None and key not in self.sim.brokers[controller].broker.cluster.controller.reassignments:
+                break
+            if trio.current_time() > deadline:
+                return
+            await trio.sleep(0.05)
+        leader = self._leader_of(partition)
+        if leader is None or leader not in self._live() or self._power_lost or len(self._live()) < 2:
+            return
+        self.sim.trace("fault", f"crash p{partition}'s leader {leader} once its move completed")
+        await self._down_for(leader, self.rng.uniform(0.5, 4), how="crash of")
