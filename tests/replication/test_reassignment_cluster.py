@@ -2,7 +2,8 @@
 3-broker cluster with a real ZooKeeper: a partition moves while a producer writes acks=all, its
 leader among the replicas removed or not, and no acknowledged value is lost; a move whose new
 replica is paused stays in progress, removes nothing, and survives its controller's kill -9; a
-cancelled move goes back to where it came from; refused requests change nothing."""
+cancelled move goes back to where it came from; refused requests change nothing; a topic
+deleted mid-move is deleted with its move."""
 
 from __future__ import annotations
 
@@ -218,3 +219,52 @@ def test_a_cancelled_move_goes_back_and_refused_ones_change_nothing(minikafka_cl
     while (cluster.broker(paused).log_dir / f"{TOPIC}-0").exists():
         assert time.monotonic() < deadline, "the cancelled replica's copy was not deleted"
         time.sleep(0.2)
+
+
+def test_a_topic_deleted_mid_move_is_gone_with_its_move_and_comes_back_clean(minikafka_cluster_factory):
+    """A topic deleted while a partition moves (its new replica paused, so the move cannot
+    complete) is deleted at once, its move with it: nothing listed, the replicas' copies gone,
+    the paused broker's too once it runs. Kafka 2.8 instead holds the deletion until the move
+    completes (markTopicIneligibleForDeletion): here DeleteTopics would wait out its timeout on a
+    move that may never end, so minikafka lets the deletion win. The topic created again under
+    the same name starts with no move and no stale copy."""
+    cluster = minikafka_cluster_factory(**{"zookeeper.session.timeout.ms": "30000"})
+    controller = cluster.controller()
+    kept, paused = sorted(b for b in cluster.ids if b != controller)
+    create_assigned(cluster, [controller, kept])
+    at = cluster.broker(controller).bootstrap
+    cluster.pause(paused)
+    try:
+        answer = kafka_request(at, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 30000, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": [kept, paused]}]}]})
+        assert [p.error_code for t in answer.responses for p in t.partitions] == [ErrorCode.NONE]
+        deleted = kafka_request(at, ApiKey.DELETE_TOPICS, 0, {"topic_names": [TOPIC], "timeout_ms": 30000})
+        assert [r.error_code for r in deleted.responses] == [ErrorCode.NONE]
+        listed = kafka_request(at, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 30000, "topics": None})
+        assert list(listed.topics) == []
+        for broker_id in (controller, kept):
+            deadline = time.monotonic() + 30
+            while (cluster.broker(broker_id).log_dir / f"{TOPIC}-0").exists():
+                assert time.monotonic() < deadline, f"broker {broker_id} kept its copy"
+                time.sleep(0.1)
+        created = kafka_request(at, ApiKey.CREATE_TOPICS, 0, {
+            "topics": [{"name": TOPIC, "num_partitions": -1, "replication_factor": -1,
+                        "assignments": [{"partition_index": 0, "broker_ids": [controller, kept]}], "configs": []}],
+            "timeout_ms": 30000})
+        assert created.topics[0].error_code == ErrorCode.NONE
+        cluster.wait_for_full_isr([TOPIC])
+        assert znode(cluster) == ({0: [controller, kept]}, ({}, {}))
+    finally:
+        cluster.resume(paused)
+    # The paused broker hears, in order, of the move, then of the deletion; nothing of the
+    # topic's new incarnation is its.
+    deadline = time.monotonic() + 30
+    while (cluster.broker(paused).log_dir / f"{TOPIC}-0").exists():
+        assert time.monotonic() < deadline, "the paused broker kept a copy"
+        time.sleep(0.1)
+    producer = KafkaProducer(bootstrap_servers=at, acks="all")
+    producer.send(TOPIC, b"again", partition=0).get(timeout=30)
+    producer.close()
+    assert read_all(cluster.broker(kept).bootstrap, TOPIC) == [b"again"]
+    cluster.wait_until(lambda m: [p.replica_nodes for t in m.topics if t.name == TOPIC for p in t.partitions]
+                       == [[controller, kept]], "the paused broker told of the new topic", via=cluster.broker(paused))
