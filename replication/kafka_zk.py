@@ -909,21 +909,22 @@ class KafkaZk:
         has not finished the previous one (Kafka refuses a second election meanwhile too)."""
         await self.zk.create(PREFERRED_REPLICA_ELECTION_PATH, encode_preferred_replica_election(elections))
 
-    async def preferred_replica_election(self) -> list[tuple[str, int, int | None]]:
-        """The pending request ([] when there is none or it is malformed: a malformed one is
-        deleted and ignored, as Kafka's controller does, by delete_preferred_replica_election)."""
+    async def preferred_replica_election(self) -> tuple[list[tuple[str, int, int | None]], int | None]:
+        """The pending request and its znode's version: ([], None) when there is none; ([],
+        version) when it is malformed, to be deleted and ignored as Kafka's controller does."""
         found = await self.zk.get(PREFERRED_REPLICA_ELECTION_PATH)
         if found is None:
-            return []
+            return [], None
         try:
-            return decode_preferred_replica_election(found[0])
+            return decode_preferred_replica_election(found[0]), found[1]
         except MalformedZnode:
-            return []
+            return [], found[1]
 
-    async def delete_preferred_replica_election(self) -> None:
+    async def delete_preferred_replica_election(self, version: int) -> None:
+        """Delete the request read at ``version``; one written since is left for its own event."""
         try:
-            await self.zk.delete(PREFERRED_REPLICA_ELECTION_PATH)
-        except NoNode:
+            await self.zk.delete(PREFERRED_REPLICA_ELECTION_PATH, version=version)
+        except (NoNode, BadVersion):
             pass
 
 
