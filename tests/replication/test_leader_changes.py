@@ -51,6 +51,20 @@ def wait_for(condition, what: str, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def led_by_a_broker_to_pause(minikafka_cluster_factory, topic: str):
+    """(cluster, old, heir): ``topic`` led by ``old``, neither broker the controller, on a
+    cluster where neither a paused broker's session nor the controller's request to it runs out."""
+    cluster = minikafka_cluster_factory(**{"zookeeper.session.timeout.ms": "30000",
+                                           "controller.socket.timeout.ms": "120000"})
+    controller = cluster.controller()
+    old, heir = [b for b in cluster.ids if b != controller]
+    cluster.create_topic(topic)
+    if cluster.leader(topic, 0) != old:
+        cluster.move_leader(topic, 0, to=old)
+    cluster.wait_for_full_isr([topic])
+    return cluster, old, heir
+
+
 def test_a_new_epoch_of_the_same_leader_does_not_truncate_its_follower(minikafka_cluster_factory):
     """A follower that fetched records written under the new epoch before its own LeaderAndIsr
     came keeps them (Kafka's makeFollower: same leader, no truncation), so when it is elected
@@ -150,15 +164,7 @@ def test_a_moved_leadership_waits_for_the_old_leader_to_answer_its_demotion(mini
     the LeaderAndIsr that demotes it. Told at the same time (Kafka 0.10.2's order), the heir led
     at once while the old leader, once it ran again, could still acknowledge acks=1 writes in
     the old epoch (the nemesis run's stale_producer finding)."""
-    # Neither the paused broker's session nor the controller's request to it may run out here.
-    cluster = minikafka_cluster_factory(**{"zookeeper.session.timeout.ms": "30000",
-                                           "controller.socket.timeout.ms": "120000"})
-    controller = cluster.controller()
-    old, heir = [b for b in cluster.ids if b != controller]
-    cluster.create_topic("slow")
-    if cluster.leader("slow", 0) != old:
-        cluster.move_leader("slow", 0, to=old)
-    cluster.wait_for_full_isr(["slow"])
+    cluster, old, heir = led_by_a_broker_to_pause(minikafka_cluster_factory, "slow")
     zk = cluster._zk()
     cluster.pause(old)
     try:
@@ -249,14 +255,7 @@ def test_a_preferred_election_request_is_deleted_only_once_its_election_is_done(
     deletes it once the elections are done; minikafka's deleted it first. Here the election
     cannot finish while the old leader, paused, has not answered its demotion: the request
     must still be there after the new leader is written, and gone once it is told."""
-    cluster = minikafka_cluster_factory(**{"zookeeper.session.timeout.ms": "30000",
-                                           "controller.socket.timeout.ms": "120000"})
-    controller = cluster.controller()
-    old, heir = [b for b in cluster.ids if b != controller]
-    cluster.create_topic("asked")
-    if cluster.leader("asked", 0) != old:
-        cluster.move_leader("asked", 0, to=old)
-    cluster.wait_for_full_isr(["asked"])
+    cluster, old, heir = led_by_a_broker_to_pause(minikafka_cluster_factory, "asked")
     zk = cluster._zk()
     path = partition_state_path("asked", 0)
     cluster.pause(old)
