@@ -51,6 +51,11 @@ Then, per process, one of:
   single-client rows can hardly tell brokers apart; with clients on every core the broker
   competes with them for CPU, and one that spends less per message leaves more to them (on a
   laptop or a CI runner the clients share the broker's machine too).
+- kcat (when on PATH; ``--no-kcat`` leaves it out): one C client, kcat run on confluent-kafka's
+  own librdkafka, producing 1,000,000 of the same values from a file (none, then lz4, acks=1),
+  then reading the uncompressed ones back from offset 0; msg/s from its spawn to its exit, its
+  CPU and the broker's per message. Without a Python thread in the way, these rows show
+  whether a figure the Python client bounds moves when the client is several times faster.
 - latency: one 100 B message, ``flush()``, acks=1, linger.ms=0, 2,000 round trips after 200
   warm-up ones; p50 and p99. Then one produce whose message CRC is wrong, in the format
   confluent-kafka uses with that broker: does the broker check checksums at all (Tansu 0.6
@@ -353,6 +358,92 @@ def measure_clients(running: Running, clients: int, count: int) -> dict[str, flo
             "clients consume": consumed, "clients consume cpu": consume_cpu}
 
 
+@dataclass
+class Kcat:
+    """kcat, with the environment that makes it use confluent-kafka's own librdkafka: the C
+    client beside the Python one, so a figure bounded by the Python thread can be told from
+    one bounded by the broker. Debian's kcat links librdkafka 2.0.2, whose ApiVersions
+    exchange Tansu 0.6 breaks ("Read underflow"); the same librdkafka as the Python rows also
+    keeps the two kinds of rows comparable."""
+    binary: str
+    env: dict[str, str]
+    librdkafka: str
+    supports_fetch_backoff: bool
+
+
+def find_kcat(workdir: Path) -> Kcat | None:
+    binary = shutil.which("kcat")
+    if binary is None:
+        return None
+    import confluent_kafka
+
+    env = dict(os.environ)
+    libs = Path(confluent_kafka.__file__).resolve().parent.parent / "confluent_kafka.libs"
+    bundled = sorted(libs.glob("librdkafka*.so.1"))
+    if bundled:
+        linked = workdir / "kcat-lib"
+        linked.mkdir(exist_ok=True)
+        (linked / "librdkafka.so.1").unlink(missing_ok=True)
+        (linked / "librdkafka.so.1").symlink_to(bundled[0])
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(linked), env.get("LD_LIBRARY_PATH")]))
+    version = subprocess.run([binary, "-V"], capture_output=True, text=True, env=env, timeout=10).stdout
+    librdkafka = version.split("librdkafka ", 1)[1].split()[0] if "librdkafka " in version else "?"
+    # fetch.queue.backoff.ms is librdkafka 2.4's (see CONSUMER_SETTINGS)
+    parts = tuple(int(x) for x in librdkafka.split(".")[:2] if x.isdigit())
+    return Kcat(binary, env, librdkafka, parts >= (2, 4))
+
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure_kcat(running: Running, kcat: Kcat, values_file: Path, count: int) -> dict[str, float]:
+    """One kcat process producing ``count`` values from a file (none, then lz4, acks=1, each
+    to a new topic of 3 partitions), then one reading the uncompressed ones back from offset 0,
+    printing each offset to a file (counted, so every message is known to have arrived). Timed
+    from spawn to exit; kcat's CPU and the broker's per message."""
+    figures: dict[str, float] = {}
+    consume_topic = None
+    for codec in ("none", "lz4"):
+        topic = create_topic(running.bootstrap, PARTITIONS)
+        command = [kcat.binary, "-P", "-b", running.bootstrap, "-t", topic, "-z", codec, "-X", "acks=1",
+                   "-l", str(values_file)]
+        seconds, broker, client = _run_kcat(running, kcat, command, None)
+        figures.update({f"kcat produce {codec}": count / seconds, f"kcat cpu {codec}": broker / count * 1e6,
+                        f"kcat client {codec}": client / count * 1e6})
+        consume_topic = consume_topic or topic
+    offsets = values_file.with_suffix(".offsets")
+    command = [kcat.binary, "-C", "-b", running.bootstrap, "-t", consume_topic, "-o", "beginning",
+               "-c", str(count), "-e", "-q", "-f", "%o\n"]
+    if kcat.supports_fetch_backoff:
+        command += ["-X", f"fetch.queue.backoff.ms={CONSUMER_SETTINGS['fetch.queue.backoff.ms']}"]
+    seconds, broker, client = _run_kcat(running, kcat, command, offsets)
+    with open(offsets, "rb") as read:
+        got = sum(chunk.count(b"\n") for chunk in iter(lambda: read.read(1 << 20), b""))
+    offsets.unlink()
+    if got != count:
+        raise RuntimeError(f"kcat read {got:,} of {count:,} messages")
+    figures.update({"kcat consume": count / seconds, "kcat consume cpu": broker / count * 1e6,
+                    "kcat consume client": client / count * 1e6})
+    return figures
+
+
+def _run_kcat(running: Running, kcat: Kcat, command: list[str], stdout: Path | None) -> tuple[float, float, float]:
+    """(wall seconds, broker CPU seconds, kcat CPU seconds) of one kcat run, which must succeed."""
+    broker_before, client_before = cpu_seconds(running.process.pid), _children_cpu()
+    began = time.perf_counter()
+    with open(stdout or os.devnull, "wb") as out:
+        result = subprocess.run(command, stdout=out, stderr=subprocess.PIPE, env=kcat.env, timeout=300)
+    seconds = time.perf_counter() - began
+    if result.returncode != 0:
+        lines = result.stderr.decode(errors="replace").strip().splitlines()
+        raise RuntimeError(f"kcat exit {result.returncode}: {lines[-1] if lines else ''}")
+    return seconds, cpu_seconds(running.process.pid) - broker_before, _children_cpu() - client_before
+
+
 def measure_latency(running: Running, magic: int, count: int, warmup: int) -> dict[str, float]:
     topic = create_topic(running.bootstrap, 1)
     latency = measure_produce_latency(running.bootstrap, rounds=count, warmup=warmup, topic=topic)
@@ -383,6 +474,15 @@ ROWS = [
     ("broker CPU per produced message, {clients} producers, µs", "clients produce cpu", "{:.2f}"),
     ("consume from offset 0, {clients} consumer processes at once, msg/s of all", "clients consume", "{:,.0f}"),
     ("broker CPU per consumed message, {clients} consumers, µs", "clients consume cpu", "{:.2f}"),
+    ("one C client (kcat {kcat}): produce acks=1, none, msg/s", "kcat produce none", "{:,.0f}"),
+    ("one C client (kcat): produce acks=1, lz4, msg/s", "kcat produce lz4", "{:,.0f}"),
+    ("  broker CPU per message, none, µs", "kcat cpu none", "{:.2f}"),
+    ("  broker CPU per message, lz4, µs", "kcat cpu lz4", "{:.2f}"),
+    ("  kcat's CPU per message, none, µs", "kcat client none", "{:.2f}"),
+    ("  kcat's CPU per message, lz4, µs", "kcat client lz4", "{:.2f}"),
+    ("one C client (kcat): consume from offset 0, msg/s", "kcat consume", "{:,.0f}"),
+    ("  broker CPU per consumed message, µs", "kcat consume cpu", "{:.2f}"),
+    ("  kcat's CPU per consumed message, µs", "kcat consume client", "{:.2f}"),
     ("spawn -> first message consumed back, ms", "spawn", "{:.1f}"),
     ("port open -> first message, ms", "open", "{:.1f}"),
     ("produce latency p50 (one message, flush), ms", "p50", "{:.3f}"),
@@ -393,7 +493,8 @@ NO_RATIO = {"crc"}
 
 
 def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latency: tuple[int, int],
-               settle: float, clients: int = 0, startup_only: bool = False):
+               settle: float, clients: int = 0, startup_only: bool = False, kcat: Kcat | None = None,
+               kcat_count: int = 0):
     """Interleaved runs; returns {peer: {metric: [values]}}, with the Python floor's samples,
     taken beside the spawns so they share the machine's load, under "python". With
     ``startup_only`` each process is stopped once its first message is back."""
@@ -406,6 +507,10 @@ def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latenc
                 ("latency", lambda r, peer: measure_latency(r, peer.magic, *latency))]
         if clients:
             jobs.append(("clients", lambda r, _peer: measure_clients(r, clients, count)))
+        if kcat is not None:
+            values_file = workdir / "kcat-values.txt"
+            values_file.write_bytes(b"\n".join(make_values(kcat_count, VALUE_SIZE)) + b"\n")
+            jobs.append(("kcat", lambda r, _peer: measure_kcat(r, kcat, values_file, kcat_count)))
     results: dict[str, dict[str, list[float]]] = {p.name: {} for p in peers}
     results["python"] = {"floor": [], "floor trio": []}
     skipped: dict[str, str] = {}
@@ -443,7 +548,8 @@ def run_rounds(peers: list[Peer], workdir: Path, rounds: int, count: int, latenc
     return results
 
 
-def format_table(results, names: list[str], ceiling_msgs: float | None, settle: float, clients: int) -> str:
+def format_table(results, names: list[str], ceiling_msgs: float | None, settle: float, clients: int,
+                 kcat: str = "") -> str:
     """The table; without ``ceiling_msgs`` (a start-up-only run) only the rows measured."""
     medians = {name: {key: statistics.median(v) for key, v in results[name].items()} for name in results}
     floor = medians["python"]["floor"], medians["python"]["floor trio"]
@@ -463,9 +569,11 @@ def format_table(results, names: list[str], ceiling_msgs: float | None, settle: 
 
     blank = [""] * (len(header) - 2)
     for label, key, fmt in ROWS:
-        if (ceiling_msgs is None or key.startswith("clients")) and not any(key in medians.get(n, {}) for n in names):
+        optional = ceiling_msgs is None or key.startswith(("clients", "kcat"))
+        if optional and not any(key in medians.get(n, {}) for n in names):
             continue
-        lines.append("| " + " | ".join([label.format(settle=settle, clients=clients), *(cell(n, key, fmt) for n in names),
+        lines.append("| " + " | ".join([label.format(settle=settle, clients=clients, kcat=kcat),
+                                        *(cell(n, key, fmt) for n in names),
                                         *(ratio(key, p) for p in peers)]) + " |")
         if key == "open":  # the start-up figures' floor goes right under them
             lines.append("| " + " | ".join(["Python floor: interpreter alone / + import trio, ms",
@@ -494,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=2,
                         help="client processes at once for the rows that load the machine: that many "
                              "producers, then that many consumers (default 2, one per core here; 0: no such rows)")
+    parser.add_argument("--no-kcat", action="store_true",
+                        help="leave out the rows of one C client (kcat), run when kcat is on PATH")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "minikafka-bench",
                         help="where the peers are installed (default ~/.cache/minikafka-bench)")
     args = parser.parse_args(argv)
@@ -515,9 +625,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skip {name}: cannot install: {exc}", flush=True)
 
     workdir = Path(tempfile.mkdtemp(prefix="minikafka-bench-peers-"))
+    kcat = None if args.no_kcat or args.startup_only else find_kcat(workdir)
+    if kcat is None and not (args.no_kcat or args.startup_only):
+        print("skip the kcat rows: no kcat on PATH", flush=True)
+    # kcat sends several times as fast as the Python producer: more messages keep its
+    # start-up and connect (counted in its time) a small part of each run
+    kcat_count = 100_000 if args.quick else 1_000_000
     try:
         ceiling_msgs = None if args.startup_only else count / ceiling(make_values(count, VALUE_SIZE), str(workdir))
-        results = run_rounds(peers, workdir, rounds, count, latency, settle, args.clients, args.startup_only)
+        results = run_rounds(peers, workdir, rounds, count, latency, settle, args.clients, args.startup_only,
+                             kcat, kcat_count)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     names = [p.name for p in peers if results[p.name]]  # a peer that failed later keeps its rounds
@@ -529,7 +646,8 @@ def main(argv: list[str] | None = None) -> int:
               f"latency: {latency[0]:,} round trips after {latency[1]} warm-up; "
               "ratios are minikafka / peer (above 1: more msg/s, or more time/CPU); "
               f"CPU is counted in clock ticks, {1e6 / os.sysconf('SC_CLK_TCK') / count:.2f} µs per message here")
-    print(format_table(results, names, ceiling_msgs, settle, args.clients))
+    print(format_table(results, names, ceiling_msgs, settle, args.clients,
+                       f"{kcat_count:,} messages, librdkafka {kcat.librdkafka}" if kcat else ""))
     return 0
 
 
