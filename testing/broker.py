@@ -101,7 +101,9 @@ class BrokerCrashed(RuntimeError):
 class MinikafkaBroker:
     """One ``minikafka serve`` subprocess with a data directory that outlives restarts.
 
-    ``bootstrap`` is ``"127.0.0.1:PORT"``; ``log_dir`` is the broker's data directory.
+    ``bootstrap`` is ``"127.0.0.1:PORT"``; ``log_dir`` is the broker's data directory. With
+    ``log_dirs=N`` it has N (Kafka's ``log.dirs``, JBOD): ``log_dirs`` lists them, ``log_dir``
+    first.
     ``stop()`` sends SIGTERM (clean shutdown), ``kill()`` SIGKILL (no shutdown at all);
     ``restart()`` starts the process again on the same data directory and, if it is still free,
     the same port, so connected clients find it again. The process's stdout and stderr go to
@@ -132,11 +134,13 @@ class MinikafkaBroker:
         users: dict[str, str] | None = None,
         ssl_client_auth: str = "none",
         ca=None,
+        log_dirs: int = 1,
     ) -> None:
         self._own_work_dir = work_dir is None
         self.work_dir = Path(tempfile.mkdtemp(prefix="minikafka-")) if work_dir is None else Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = self.work_dir / "data"
+        self.log_dirs = [self.log_dir, *(self.work_dir / f"data-{n}" for n in range(2, log_dirs + 1))]
         self.stdout_path = self.work_dir / "broker.stdout"
         self.stderr_path = self.work_dir / "broker.stderr"
         self.overrides = {str(k): str(v) for k, v in (overrides or {}).items()}
@@ -230,7 +234,7 @@ class MinikafkaBroker:
 
     def command(self, port: int) -> list[str]:
         cmd = [sys.executable, "-c", _LAUNCHER, "serve",
-               "--host", self.host, "--port", str(port), "--log-dir", str(self.log_dir)]
+               "--host", self.host, "--port", str(port), "--log-dir", ",".join(map(str, self.log_dirs))]
         if self.config_path is not None:
             cmd += ["--config", str(self.config_path)]
         for key, value in self.overrides.items():

@@ -22,19 +22,6 @@ from minikafka.testing import MinikafkaBroker, kafka_request
 pytestmark = pytest.mark.timeout(240)
 
 
-class TwoDirBroker(MinikafkaBroker):
-    """A broker whose log.dirs are two directories of its work dir."""
-
-    def __init__(self, work_dir: Path, overrides: dict[str, str] | None = None) -> None:
-        super().__init__(work_dir, overrides)
-        self.dirs = [self.work_dir / "dir-a", self.work_dir / "dir-b"]
-
-    def command(self, port: int) -> list[str]:
-        cmd = super().command(port)
-        cmd[cmd.index("--log-dir") + 1] = ",".join(map(str, self.dirs))
-        return cmd
-
-
 def where(admin: KafkaAdminClient, topic: str) -> dict[tuple[int, bool], str]:
     """(partition, is future) -> the log dir DescribeLogDirs lists it in."""
     (described,) = admin.describe_log_dirs()
@@ -90,7 +77,7 @@ def produce_until(bootstrap, topic, stop, acknowledged, pause=0.0):
 
 @pytest.fixture
 def two_dirs(tmp_path):
-    with TwoDirBroker(tmp_path / "broker", {"log.segment.bytes": "65536"}) as broker:
+    with MinikafkaBroker(tmp_path / "broker", {"log.segment.bytes": "65536"}, log_dirs=2) as broker:
         yield broker
 
 
@@ -105,7 +92,7 @@ def test_a_replica_moves_and_back_while_a_producer_writes(two_dirs):
     producer.flush()
     producer.close()
     home = where(admin, topic)[(0, False)]
-    (other,) = {str(d) for d in broker.dirs} - {home}
+    (other,) = {str(d) for d in broker.log_dirs} - {home}
     broker_id = admin.describe_log_dirs()[0]["broker"]
     tpr = TopicPartitionReplica(topic, 0, broker_id)
 
@@ -131,7 +118,7 @@ def test_a_replica_moves_and_back_while_a_producer_writes(two_dirs):
     assert sorted(acknowledged) == [entry for entry in got[3000:] if entry in set(acknowledged)]
     assert set(acknowledged) <= set(got) and len(acknowledged) > 0
     # Exactly one directory of the partition is left, in the dir it was moved back to.
-    assert sorted(p.name for d in broker.dirs for p in d.iterdir() if p.name.startswith(topic)) == [f"{topic}-0"]
+    assert sorted(p.name for d in broker.log_dirs for p in d.iterdir() if p.name.startswith(topic)) == [f"{topic}-0"]
     assert (Path(home) / f"{topic}-0").is_dir()
     admin.close()
 
@@ -141,7 +128,7 @@ def test_refused_moves(two_dirs):
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     admin.create_topics([NewTopic("stays", 1, 1)])
     home = where(admin, "stays")[(0, False)]
-    (other,) = {str(d) for d in broker.dirs} - {home}
+    (other,) = {str(d) for d in broker.log_dirs} - {home}
     answer = kafka_request(broker.bootstrap, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, {"dirs": [
         {"path": str(broker.work_dir / "nowhere"), "topics": [{"name": "stays", "partitions": [0]}]},
         {"path": other, "topics": [{"name": "stays", "partitions": [5]}, {"name": "absent", "partitions": [0]}]},
@@ -160,8 +147,9 @@ def test_refused_moves(two_dirs):
 
 def test_kill_9_in_the_middle_of_a_move_then_restart(tmp_path):
     # The copy is throttled to 256 KiB/s, so the move of ~1.5 MB lasts ~6 s: killed after 1 s.
-    broker = TwoDirBroker(tmp_path / "broker", {"log.segment.bytes": "262144",
-                                                "replica.alter.log.dirs.io.max.bytes.per.second": "262144"})
+    broker = MinikafkaBroker(tmp_path / "broker", {"log.segment.bytes": "262144",
+                                                   "replica.alter.log.dirs.io.max.bytes.per.second": "262144"},
+                             log_dirs=2)
     with broker:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         admin.create_topics([NewTopic("killed", 1, 1)])
@@ -172,7 +160,7 @@ def test_kill_9_in_the_middle_of_a_move_then_restart(tmp_path):
         offsets = [future.get().offset for future in offsets]
         producer.close()
         home = where(admin, "killed")[(0, False)]
-        (other,) = {str(d) for d in broker.dirs} - {home}
+        (other,) = {str(d) for d in broker.log_dirs} - {home}
         tpr = TopicPartitionReplica("killed", 0, admin.describe_log_dirs()[0]["broker"])
         assert admin.alter_replica_log_dirs({tpr: other}) == {tpr: NoError}
         deadline = time.monotonic() + 30
@@ -200,5 +188,5 @@ def test_kill_9_in_the_middle_of_a_move_then_restart(tmp_path):
         assert [offset for offset, _ in got] == list(range(len(got)))
         wait_moved(admin, "killed", 0, other, timeout=120)
         assert read_all(broker.bootstrap, "killed") == got
-        assert sorted(p.name for d in broker.dirs for p in d.iterdir() if p.name.startswith("killed")) == ["killed-0"]
+        assert sorted(p.name for d in broker.log_dirs for p in d.iterdir() if p.name.startswith("killed")) == ["killed-0"]
         admin.close()

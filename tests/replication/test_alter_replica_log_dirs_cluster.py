@@ -70,7 +70,7 @@ def _two_dir_member(tmp_path, zookeeper, overrides: dict[str, str]):
         first = member.log_dir
         second = Path(f"{first}-second")
         cluster.stop(1)
-        member.log_dir = Path(f"{first},{second}")  # log.dirs of two (the harness passes --log-dir)
+        member.log_dirs = [first, second]
         cluster.restart(1)
         yield cluster, first, second
     finally:
