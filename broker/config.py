@@ -279,6 +279,14 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", "long", 9223372036854775807,
               "Bytes per second that moving replicas between this broker's log dirs "
               "(AlterReplicaLogDirs) copies at most, all moves together.", minimum=1),
+    ConfigKey("leader.replication.throttled.rate", "long", 9223372036854775807,
+              "Bytes per second this broker serves at most, as leader, to the follower replicas its "
+              "topics' leader.replication.throttled.replicas list that are not in the ISR (KIP-73; "
+              "dynamic, as kafka-reassign-partitions.sh --throttle sets it).", minimum=0),
+    ConfigKey("follower.replication.throttled.rate", "long", 9223372036854775807,
+              "Bytes per second this broker fetches at most, as follower, for its replicas that their "
+              "topics' follower.replication.throttled.replicas list and that are not in the ISR (KIP-73).",
+              minimum=0),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5000,
               "How often every partition's high watermark is checkpointed "
               "(replication-offset-checkpoint).", minimum=1),
@@ -741,6 +749,14 @@ class BrokerConfig:
         """None for Kafka's default, Long.MaxValue: no limit."""
         value = self._values["replica.alter.log.dirs.io.max.bytes.per.second"]
         return None if value >= 2**63 - 1 else value
+
+    @property
+    def leader_replication_throttled_rate(self) -> int:
+        return self._values["leader.replication.throttled.rate"]
+
+    @property
+    def follower_replication_throttled_rate(self) -> int:
+        return self._values["follower.replication.throttled.rate"]
 
     @property
     def retention_check_interval_ms(self) -> int:

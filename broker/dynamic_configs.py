@@ -6,7 +6,8 @@ Only the settings Kafka marks dynamic per broker and this broker applies live ar
 the defaults of the topic configs (``log.retention.ms``, ``log.segment.bytes``,
 ``message.max.bytes``, ...; Kafka's DynamicLogConfig), which every log without an override of
 its own runs with at once, and the log cleaner's (``log.cleaner.backoff.ms``,
-``log.cleaner.io.max.bytes.per.second``, ...), which restart the cleaner, and a broker's
+``log.cleaner.io.max.bytes.per.second``, ...), which restart the cleaner, the replication
+throttles' rates (KIP-73, read at each fetch and each chunk of a move), and a broker's
 ``advertised.listeners``, which Metadata answers at once (in a cluster, once the controller has
 seen the broker's registration change). A cluster keeps them where Kafka does, in ``/config/brokers/<id>``
 and ``/config/brokers/<default>`` with a ``/config/changes`` notification each broker follows;
@@ -43,6 +44,13 @@ DYNAMIC_CONFIGS = frozenset({
     # this broker has no such settings.
     "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
     "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms",
+}) | frozenset({
+    # Kafka 2.8's DynamicConfig.Broker (the replication quotas, applied by its
+    # BrokerConfigHandler): read at each use (replication.quota, move_replicas), so live at once.
+    # kafka-reassign-partitions.sh sets them with --throttle / --replica-alter-log-dirs-throttle
+    # and deletes them with --verify.
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
 })
 
 

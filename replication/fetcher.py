@@ -36,6 +36,7 @@ from minikafka.replication.channel import (
     dial_address,
 )
 from minikafka.replication.metadata_cache import BrokerEndpoint
+from minikafka.replication.quota import ReplicationQuota, is_throttled
 from minikafka.replication.truncation import (
     epochs_to_query,
     epochs_to_query_below,
@@ -43,6 +44,7 @@ from minikafka.replication.truncation import (
     leader_epochs_from_answers,
     truncation_offset_from_answers,
 )
+from minikafka.storage.types import UnknownTopic
 
 if TYPE_CHECKING:
     from minikafka.replication.replica_manager import Replica, ReplicaManager
@@ -58,8 +60,11 @@ class FetcherSettings:
     def __init__(self, *, wait_max_ms: int, min_bytes: int, max_bytes: int, response_max_bytes: int,
                  backoff_ms: int, socket_timeout_ms: int,
                  dial: dict[int, tuple[str, int]] | None = None, security: ChannelSecurity = PLAINTEXT,
-                 dialer: Dialer | None = None, snapshot_trimmed_topics: frozenset[str] = frozenset()) -> None:
+                 dialer: Dialer | None = None, snapshot_trimmed_topics: frozenset[str] = frozenset(),
+                 quota: ReplicationQuota | None = None) -> None:
         self.security = security
+        # follower.replication.throttled.rate (KIP-73); None: never throttled
+        self.quota = quota
         # The coordinators' state logs: each replica deletes their segments only below its own
         # snapshots, so a follower keeps its log start there (see ReplicaFetcher._process).
         self.snapshot_trimmed_topics = snapshot_trimmed_topics
@@ -253,6 +258,16 @@ class ReplicaFetcher:
     async def _fetch_once(self) -> None:
         self._failed_round = False
         requested = dict(self.partitions)
+        throttled = self._throttled(requested)
+        if throttled and self.settings.quota.exceeded():
+            # Kafka's ReplicaFetcherThread.shouldFollowerThrottle: over the rate, a throttled
+            # replica that has not caught up is left out of the fetch until the rate falls.
+            for key in throttled:
+                if requested[key].fetch_lag != 0:
+                    del requested[key]
+            if not requested:
+                await trio.sleep(self.settings.backoff_ms / 1000)
+                return
         topics: dict[str, list[dict]] = {}
         for (topic, partition), replica in requested.items():
             topics.setdefault(topic, []).append({
@@ -278,6 +293,8 @@ class ReplicaFetcher:
                     self.remove(replica.topic, replica.partition)
                     continue
                 await self._apply(replica, entry)
+                if key in throttled and entry.records:
+                    self.settings.quota.record(len(entry.records))
                 if entry.records and self.partitions.get(key) is replica:
                     # To the back of the next request, as Kafka's fetcher moves a partition
                     # that got data (PartitionStates.updateAndMoveToEnd): only the first
@@ -287,6 +304,22 @@ class ReplicaFetcher:
                     self.partitions[key] = self.partitions.pop(key)
         if self._failed_round:
             await trio.sleep(self.settings.backoff_ms / 1000)
+
+    def _throttled(self, replicas: dict[tuple[str, int], "Replica"]) -> set[tuple[str, int]]:
+        """Those of ``replicas`` their topic's follower.replication.throttled.replicas lists as
+        this broker's; none while this broker's rate is unlimited."""
+        quota = self.settings.quota
+        if quota is None or not quota.limited():
+            return set()
+        listed = {}
+        for topic in {topic for topic, _ in replicas}:
+            try:
+                listed[topic] = self.replicas.log_manager.topic_overrides(topic).get(
+                    "follower.replication.throttled.replicas")
+            except UnknownTopic:
+                pass
+        return {(topic, partition) for topic, partition in replicas
+                if is_throttled(listed.get(topic), partition, self.node_id)}
 
     async def _apply(self, replica: "Replica", entry) -> None:
         code = entry.error_code
@@ -312,6 +345,7 @@ class ReplicaFetcher:
                 self.remove(replica.topic, replica.partition)
                 return
         self.replicas.follower_appended(replica, entry.high_watermark)
+        replica.fetch_lag = max(0, entry.high_watermark - replica.log.log_end_offset)
         # The leader's log start offset (Fetch v5+; absent from older answers): records it
         # deleted (DeleteRecords, retention) go here too, as Kafka's follower does.
         # Not for the coordinators' state logs (__consumer_offsets, __transaction_state): a leader

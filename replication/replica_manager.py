@@ -79,6 +79,9 @@ class Replica:
     # same leader, only to learn from it where the epochs it does not know yet start.
     needs_truncation: bool = False
     needs_epochs: bool = False
+    # Follower: the leader's high watermark less our log end after the last answer applied
+    # (Kafka's fetcher lag); 0 counts as in sync for the replication throttle, None: not yet.
+    fetch_lag: int | None = None
 
     def signal(self) -> None:
         self.changed.set()

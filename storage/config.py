@@ -11,6 +11,7 @@ enforced; see ``_ACCEPTED_ONLY``.
 
 from __future__ import annotations
 
+import re
 from typing import Callable, NamedTuple
 
 from minikafka.protocol import records
@@ -202,6 +203,16 @@ def _text(value: str, name: str) -> str:
     return value
 
 
+def _throttled_replicas(value: str, name: str) -> str:
+    """Kafka's ThrottledReplicaListValidator: ``*``, or ``partition:broker`` entries (empty
+    ones allowed, as in Kafka's list). The replication throttles read it (replication.quota)."""
+    entries = [entry.strip() for entry in value.split(",")]
+    if entries == ["*"] or all(not entry or re.fullmatch(r"\d+:\d+", entry) for entry in entries):
+        return value
+    raise ValueError(f"{name} must be the literal '*' or a list of replicas in the following format: "
+                     "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
 # compression.type's values and the codec each stores records in (producer: the producer's)
 _COMPRESSION_TYPES = {"uncompressed": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4,
                       "zstd": Codec.ZSTD, "producer": None}
@@ -229,15 +240,16 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable]] = {
     "compression.type": ("compression_type", _one_of(*_COMPRESSION_TYPES)),
 }
 
-# Kafka topic configs that clients commonly set but that change nothing here (the broker
-# stores what producers send). Validated and persisted only.
+# Kafka topic configs the log does not apply: validated and persisted here, and read from the
+# topic's overrides where the broker applies them (min.insync.replicas, the replication
+# throttles' replica lists) or changing nothing (the broker stores what producers send).
 _ACCEPTED_ONLY: dict[str, Callable] = {
     "min.insync.replicas": _int(1),
     "unclean.leader.election.enable": _boolean,
     "preallocate": _boolean,
     "segment.jitter.ms": _long_at_least(0),
-    "leader.replication.throttled.replicas": _text,
-    "follower.replication.throttled.replicas": _text,
+    "leader.replication.throttled.replicas": _throttled_replicas,
+    "follower.replication.throttled.replicas": _throttled_replicas,
     "message.downconversion.enable": _boolean,
 }
 

@@ -66,11 +66,12 @@ TRANSACTIONS_VERSION = 4  # KIP-98: the isolation level, last stable offset and 
 INITIAL_SESSION_EPOCH, FINAL_SESSION_EPOCH = 0, -1
 
 
-def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[list[dict], int, bool]:
+def _read_partitions(broker, body, version: int, unreadable: set[str],
+                     held_back: set[tuple[str, int]]) -> tuple[list[dict], int, bool]:
     """One pass over the requested partitions: (response topics, bytes found, any error).
     From v4 each answers its last stable offset and, READ_COMMITTED, reads up to it with the
     aborted transactions among what it returns (a follower reads to the log end whatever it
-    asks)."""
+    asks). The ``held_back`` ones answer no records (a follower's replication throttle)."""
     response_limit = body.max_bytes if version >= 3 else NO_RESPONSE_LIMIT
     remaining = max(response_limit, 0)
     # KIP-74 (v3): only until the first partition returns data may a message exceed the limits;
@@ -109,7 +110,9 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
             limit = max(min(request.partition_max_bytes, remaining), 0)
             stable = source.last_stable_offset(log) if version >= TRANSACTIONS_VERSION else None
             try:
-                if read_committed:
+                if (topic.topic, request.partition) in held_back:
+                    records, aborted = b"", None
+                elif read_committed:
                     records, aborted = log.read_committed(request.fetch_offset, limit, stable, min_one_message,
                                                           cut_first_entry)
                     aborted = [{"producer_id": txn.producer_id, "first_offset": txn.first_offset} for txn in aborted]
@@ -124,13 +127,13 @@ def _read_partitions(broker, body, version: int, unreadable: set[str]) -> tuple[
                                    "error_code": ErrorCode.OFFSET_OUT_OF_RANGE,
                                    "high_watermark": -1, "records": b""})
                 continue
-            if records.length:
+            if records and records.length:
                 min_one_message = False
                 total += records.length
                 remaining -= records.length
             partitions.append({"partition_index": request.partition, "error_code": ErrorCode.NONE,
                                "high_watermark": high_watermark, "log_start_offset": log.log_start_offset,
-                               "records": records if records.length else b""})
+                               "records": records if records and records.length else b""})
             if stable is not None:
                 partitions[-1].update(last_stable_offset=stable, aborted_transactions=aborted)
         topics.append({"topic": topic.topic, "partitions": partitions})
@@ -197,14 +200,22 @@ async def handle(broker, request) -> dict:
     if body.replica_id >= 0:
         await _record_follower_positions(broker, body, unreadable)
     watched = {(topic.topic, p.partition) for topic in body.topics for p in topic.partitions}
+    # KIP-73: the partitions whose replicas here the leader's replication throttle covers
+    throttled = broker.partitions.leader_throttled(
+        key for key in watched if key[0] not in unreadable) if body.replica_id >= 0 else set()
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:
         with broker.append_waiters.watch(watched) as appended:
-            topics, total, any_error = _read_partitions(broker, body, version, unreadable)
+            held_back = broker.partitions.held_back_from(body.replica_id, throttled) if throttled else set()
+            topics, total, any_error = _read_partitions(broker, body, version, unreadable, held_back)
             if total >= body.min_bytes or any_error or trio.current_time() >= deadline:
                 break
             with trio.move_on_at(deadline):
                 await appended.wait()
+    if throttled:
+        broker.partitions.record_leader_throttled(sum(
+            partition["records"].length for topic in topics for partition in topic["partitions"]
+            if (topic["topic"], partition["partition_index"]) in throttled and partition["records"]))
     if version < TRANSACTIONS_VERSION:
         _down_convert(broker, topics, body, 0 if version < 2 else 1)
     return {"throttle_time_ms": 0, "responses": topics}

@@ -117,6 +117,19 @@ class Partitions(ABC):
         ``fetch_offset``, its log end. An error, a fenced epoch included, is left for the
         fetch's read of the partition to answer."""
 
+    def leader_throttled(self, topics: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Those of ``topics``' partitions whose replica here, as leader, its topic lists in
+        ``leader.replication.throttled.replicas`` (KIP-73): a single broker has no followers."""
+        return set()
+
+    def held_back_from(self, replica_id: int, throttled: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Of the ``throttled`` partitions, those a fetch by follower ``replica_id`` gets no
+        records of now: the leader's throttle is over its rate and the follower is not in the ISR."""
+        return set()
+
+    def record_leader_throttled(self, nbytes: int) -> None:
+        """Bytes of throttled partitions a follower's fetch was answered with."""
+
     # ------------------------------------------------------------------ appends
 
     def append(self, topic: str, partition: int, records: bytes, acks: int,
@@ -232,8 +245,6 @@ class Partitions(ABC):
         replica (LogManager.finish_move). The replica goes on serving meanwhile."""
         from minikafka.storage.types import UnknownTopic
 
-        rate = self.broker.config.replica_alter_log_dirs_io_max_bytes_per_second
-        chunk = MOVE_CHUNK_BYTES if rate is None else max(1, min(MOVE_CHUNK_BYTES, rate))
         while True:
             self._moves_started = trio.Event()
             futures = self.log_manager.futures()
@@ -241,6 +252,10 @@ class Partitions(ABC):
                 await self._moves_started.wait()
                 continue
             for future in futures:
+                # read at each chunk: a dynamic config (kafka-reassign-partitions.sh
+                # --replica-alter-log-dirs-throttle sets it, --verify deletes it)
+                rate = self.broker.config.replica_alter_log_dirs_io_max_bytes_per_second
+                chunk = MOVE_CHUNK_BYTES if rate is None else max(1, min(MOVE_CHUNK_BYTES, rate))
                 copied = 0
                 try:
                     copied = await trio.to_thread.run_sync(self.log_manager.copy_to_future, future.topic,

@@ -36,12 +36,14 @@ from minikafka.replication.kafka_zk import (ACL_CHANGE_PREFIX, ACL_CHANGES_PATH,
                                            literal_acl_change)
 from minikafka.replication.metadata_cache import BrokerEndpoint, PartitionInfo
 from minikafka.replication.notifications import NotificationListener
+from minikafka.replication.quota import ReplicationQuota, is_throttled
 from minikafka.replication.replica_manager import LEADER, NotLeader, PartitionStateUpdate, Replica
 from minikafka.replication.zookeeper import NodeExists, ZooKeeperError
 from minikafka.storage.config import AppendResult
 from minikafka.storage.log import Log
 from minikafka.storage.partition_metadata import new_topic_id
 from minikafka.storage.producer_state import AppendOrigin
+from minikafka.storage.types import UnknownTopic
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,11 @@ class ReplicatedPartitions(Partitions):
     def __init__(self, broker) -> None:
         super().__init__(broker)
         self.default_replication_factor = broker.config.get("default.replication.factor")
+        # Both read the broker's rate at each check: a dynamic config (KIP-73).
+        self.leader_quota = ReplicationQuota(lambda: self.broker.config.leader_replication_throttled_rate,
+                                             lambda: self.broker.clock.time_ms() / 1000)
+        self.follower_quota = ReplicationQuota(lambda: self.broker.config.follower_replication_throttled_rate,
+                                               lambda: self.broker.clock.time_ms() / 1000)
 
     @property
     def cluster(self) -> ClusterMember:
@@ -87,7 +94,7 @@ class ReplicatedPartitions(Partitions):
                 response_max_bytes=config.get("replica.fetch.response.max.bytes"),
                 backoff_ms=config.get("replica.fetch.backoff.ms"),
                 socket_timeout_ms=config.get("controller.socket.timeout.ms"), dial=config.test_broker_dial,
-                security=security, snapshot_trimmed_topics=INTERNAL_TOPICS),
+                security=security, snapshot_trimmed_topics=INTERNAL_TOPICS, quota=self.follower_quota),
             controller_socket_timeout_ms=config.get("controller.socket.timeout.ms"),
             hw_checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
             controlled_shutdown_enable=config.get("controlled.shutdown.enable"),
@@ -224,6 +231,39 @@ class ReplicatedPartitions(Partitions):
 
     def last_stable_offset(self, log: Log) -> int:
         return log.last_stable_offset
+
+    def leader_throttled(self, topics: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+        # Nothing to look up while this broker has no rate (the default): every follower's
+        # fetch asks. Unlike Kafka's, no bytes are counted meanwhile, so a rate set after the
+        # lists starts from an empty window.
+        if not self.leader_quota.limited():
+            return set()
+        throttled = set()
+        for topic, partition in topics:
+            try:
+                listed = self.log_manager.topic_overrides(topic).get("leader.replication.throttled.replicas")
+            except UnknownTopic:
+                continue
+            if is_throttled(listed, partition, self.broker.node_id):
+                throttled.add((topic, partition))
+        return throttled
+
+    def held_back_from(self, replica_id: int, throttled: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        # Kafka's ReplicaManager.shouldLeaderThrottle: the quota checked before the read and
+        # recorded after the answer, so one answer may overrun it (by its size, at most).
+        if not throttled or not self.leader_quota.exceeded():
+            return set()
+        replicas = self.cluster.replicas.replicas
+        held = set()
+        for key in throttled:
+            replica = replicas.get(key)
+            state = replica.leader_state if replica is not None else None
+            if state is not None and replica_id not in state.isr:
+                held.add(key)
+        return held
+
+    def record_leader_throttled(self, nbytes: int) -> None:
+        self.leader_quota.record(nbytes)
 
     async def follower_fetched(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
                                current_leader_epoch: int = NO_EPOCH) -> None:
