@@ -252,9 +252,7 @@ class Partitions(ABC):
                 await self._moves_started.wait()
                 continue
             for future in futures:
-                # read at each chunk: a dynamic config (kafka-reassign-partitions.sh
-                # --replica-alter-log-dirs-throttle sets it, --verify deletes it)
-                rate = self.broker.config.replica_alter_log_dirs_io_max_bytes_per_second
+                rate = self._move_rate()
                 chunk = MOVE_CHUNK_BYTES if rate is None else max(1, min(MOVE_CHUNK_BYTES, rate))
                 copied = 0
                 try:
@@ -269,7 +267,25 @@ class Partitions(ABC):
                     logger.exception("moving %s-%d to %s failed; retried", future.topic, future.partition,
                                      future.dir.parent)
                     await trio.sleep(1)
-                await trio.sleep(copied / rate if rate else 0)
+                await self._pace_move(copied)
+
+    def _move_rate(self) -> int | None:
+        # A dynamic config, read at each use: kafka-reassign-partitions.sh
+        # --replica-alter-log-dirs-throttle sets it and --verify deletes it.
+        return self.broker.config.replica_alter_log_dirs_io_max_bytes_per_second
+
+    async def _pace_move(self, copied: int) -> None:
+        """Wait as long as ``copied`` bytes take at the moves' rate, re-read every half second:
+        one chunk holds whole batches, so may be far above the rate, and a throttle changed
+        or deleted meanwhile applies to the rest of the wait."""
+        owed = float(copied)
+        while owed > 0:
+            rate = self._move_rate()
+            if rate is None:
+                return
+            step = min(owed / rate, 0.5)
+            await trio.sleep(step)
+            owed -= step * rate
 
     # ------------------------------------------------------------------ topics
 

@@ -123,6 +123,49 @@ def test_a_replica_moves_and_back_while_a_producer_writes(two_dirs):
     admin.close()
 
 
+def _set_move_rate(broker, broker_id: int, rate: int | None) -> None:
+    """IncrementalAlterConfigs of this broker's replica.alter.log.dirs.io.max.bytes.per.second:
+    SET, or DELETE for None (as kafka-reassign-partitions.sh --verify clears it)."""
+    answer = kafka_request(broker.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, {"validate_only": False, "resources": [{
+        "resource_type": 4, "resource_name": str(broker_id), "configs": [{
+            "name": "replica.alter.log.dirs.io.max.bytes.per.second", "config_operation": 1 if rate is None else 0,
+            "value": None if rate is None else str(rate)}]}]})
+    assert answer.responses[0].error_code == ErrorCode.NONE, answer.responses[0].error_message
+
+
+def test_the_copy_rate_is_a_dynamic_config(two_dirs):
+    """Set while the broker runs, the rate holds a move back: its future stays a fraction of
+    the replica, within what the rate allows for the time passed. Deleted, the move completes."""
+    broker = two_dirs
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic("paced", 1, 1)])
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, batch_size=4096)
+    for i in range(3000):
+        producer.send("paced", b"p%06d" % i + b"." * 500, partition=0)
+    producer.flush()
+    producer.close()
+    home = where(admin, "paced")[(0, False)]
+    (other,) = {str(d) for d in broker.log_dirs} - {home}
+    size = sum(p.stat().st_size for p in (Path(home) / "paced-0").glob("*.log"))
+    broker_id = admin.describe_log_dirs()[0]["broker"]
+    rate = 2048
+    _set_move_rate(broker, broker_id, rate)
+    tpr = TopicPartitionReplica("paced", 0, broker_id)
+    began = time.monotonic()
+    assert admin.alter_replica_log_dirs({tpr: other}) == {tpr: NoError}
+    time.sleep(2)
+    futures = [d for d in Path(other).iterdir() if d.name.endswith("-future")]
+    copied = sum(p.stat().st_size for d in futures for p in d.glob("*.log"))
+    elapsed = time.monotonic() - began
+    # One chunk is whole batches (4 kB here) and is paid for after it is copied.
+    assert len(futures) == 1 and copied <= rate * elapsed + 2 * 4096 + 1024 < size, (copied, size)
+    assert where(admin, "paced") == {(0, False): home, (0, True): other}
+    _set_move_rate(broker, broker_id, None)
+    wait_moved(admin, "paced", 0, other)
+    assert [offset for offset, _ in read_all(broker.bootstrap, "paced")] == list(range(3000))
+    admin.close()
+
+
 def test_refused_moves(two_dirs):
     broker = two_dirs
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
