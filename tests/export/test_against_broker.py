@@ -29,7 +29,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka.admin import NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.errors import NoError
+from kafka.structs import TopicPartitionReplica
 
 from minikafka.export.exporter import export
 from minikafka.export.progress import ExportProgress
@@ -433,3 +435,58 @@ def test_v2_topics_with_headers_and_a_format_change_export_and_replay_whole(spar
     replayed = consume_with_headers(target.bootstrap, "with-headers", len(exported))
     assert [(r[1], r[2], r[3], r[5]) for r in replayed] == [
         (r[1], r[2], r[3], r[5]) for r in consumed["with-headers"][:len(exported)]]
+
+
+def _move_rate(admin: KafkaAdminClient, broker_id: int, rate: int | None) -> None:
+    """This broker's dynamic replica.alter.log.dirs.io.max.bytes.per.second (AlterConfigs
+    replaces the broker's dynamic settings: None leaves it none)."""
+    configs = {} if rate is None else {"replica.alter.log.dirs.io.max.bytes.per.second": str(rate)}
+    admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, str(broker_id), configs=configs)])
+
+
+def _log_dir_of(admin: KafkaAdminClient, topic: str) -> dict[bool, str]:
+    """is future -> the log dir DescribeLogDirs lists partition 0 of ``topic`` in."""
+    (described,) = admin.describe_log_dirs()
+    return {p["is_future_key"]: result["log_dir"] for result in described["log_dirs"]
+            for entry in result["topics"] if entry["name"] == topic for p in entry["partitions"]}
+
+
+def test_a_replica_moved_to_another_log_dir_exports_on_from_where_it_was(spark, tmp_path):
+    """Exports of a broker's two log dirs while AlterReplicaLogDirs moves a partition between
+    them: mid-move (the copy held back by its rate) the export reads the replica being served,
+    never its future; once moved, with its topic id, the next export goes on from the progress
+    of the one before under the same generation. Every record is exported once, at its offset."""
+    out = tmp_path / "export"
+    with MinikafkaBroker(tmp_path / "broker", {"log.segment.bytes": "2048"}, log_dirs=2) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        create_topic(broker.bootstrap, "moved", 1)
+        produce(broker.bootstrap, "moved", magic=1, codec=None, count=150)
+        home = _log_dir_of(admin, "moved")[False]
+        (other,) = {str(d) for d in broker.log_dirs} - {home}
+        topic_id = read_topic_id(Path(home) / "moved-0")
+        first = export(lambda: spark, broker.log_dirs, out).records
+        assert first > 0
+
+        broker_id = admin.describe_log_dirs()[0]["broker"]
+        _move_rate(admin, broker_id, 512)
+        replica = TopicPartitionReplica("moved", 0, broker_id)
+        assert admin.alter_replica_log_dirs({replica: other}) == {replica: NoError}
+        produce(broker.bootstrap, "moved", magic=1, codec=None, count=50, tag=b"during-")
+        second = export(lambda: spark, broker.log_dirs, out).records
+        assert second > 0
+        assert _log_dir_of(admin, "moved") == {False: home, True: other}  # still moving after it
+
+        _move_rate(admin, broker_id, None)
+        deadline = time.monotonic() + 60
+        while _log_dir_of(admin, "moved") != {False: other}:
+            assert time.monotonic() < deadline, _log_dir_of(admin, "moved")
+            time.sleep(0.1)
+        assert read_topic_id(Path(other) / "moved-0") == topic_id
+        produce(broker.bootstrap, "moved", magic=1, codec=None, count=50, tag=b"after-")
+        third = export(lambda: spark, broker.log_dirs, out).records
+        admin.close()
+    assert third > 0
+    exported_to = ExportProgress(out).state().progress[("moved", 0)].next_offset
+    assert first + second + third == exported_to
+    assert [offset for offset, _ in exported_rows(out, "moved", 1)] == list(range(exported_to))
+    assert generations(out, "moved") == {1: topic_id}
