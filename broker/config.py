@@ -280,12 +280,12 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Bytes per second that moving replicas between this broker's log dirs "
               "(AlterReplicaLogDirs) copies at most, all moves together.", minimum=1),
     ConfigKey("leader.replication.throttled.rate", "long", 9223372036854775807,
-              "Bytes per second this broker serves at most, as leader, to the follower replicas its "
-              "topics' leader.replication.throttled.replicas list that are not in the ISR (KIP-73; "
-              "dynamic, as kafka-reassign-partitions.sh --throttle sets it).", minimum=0),
+              "Bytes per second this broker, as leader, serves at most to followers outside the ISR "
+              "of the partitions whose replica here their topic's leader.replication.throttled.replicas "
+              "lists (KIP-73; dynamic, as kafka-reassign-partitions.sh --throttle sets it).", minimum=0),
     ConfigKey("follower.replication.throttled.rate", "long", 9223372036854775807,
-              "Bytes per second this broker fetches at most, as follower, for its replicas that their "
-              "topics' follower.replication.throttled.replicas list and that are not in the ISR (KIP-73).",
+              "Bytes per second this broker, as follower, fetches at most for its replicas outside the "
+              "ISR that their topic's follower.replication.throttled.replicas lists (KIP-73; dynamic).",
               minimum=0),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5000,
               "How often every partition's high watermark is checkpointed "
