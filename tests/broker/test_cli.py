@@ -404,6 +404,6 @@ def test_users_add_without_a_terminal_or_interrupted_is_one_line(tmp_path):
         time.sleep(0.01)
     waiting.send_signal(signal.SIGINT)
     stdout, stderr = waiting.communicate(timeout=30)
-    assert waiting.returncode == 130
+    assert waiting.returncode == 130, stderr
     assert "Traceback" not in stderr and stderr.strip() == "minikafka users: interrupted", stderr
     assert run_cli("users", "list", "--log-dir", str(tmp_path)).stdout == ""

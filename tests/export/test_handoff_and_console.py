@@ -194,10 +194,13 @@ def test_ctrl_c_stops_a_replay_and_says_what_was_produced(tmp_path, minikafka_br
         "timestamp": [1_763_769_600_000_000 + i * 1000 for i in range(total)], "timestampType": [0] * total,
     }, ARROW_SCHEMA), day / f"1_0_{0:020d}.parquet")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    # Connected before the replay starts: a watcher that first connects meanwhile took over 2 s
+    # on a loaded CI machine, and the replay had produced all of it by then.
+    watcher = Consumer({"bootstrap.servers": minikafka_broker.bootstrap, "group.id": "watcher"})
+    watcher.list_topics(timeout=30)
     replaying = subprocess.Popen([sys.executable, "-c", LAUNCHER, "replay", "--from", str(tmp_path), "--topic", "t",
                                   "--bootstrap", minikafka_broker.bootstrap], stderr=subprocess.PIPE, text=True,
                                  env=env)
-    watcher = Consumer({"bootstrap.servers": minikafka_broker.bootstrap, "group.id": "watcher"})
     broker_pid = minikafka_broker.process.pid
     try:
         deadline = time.monotonic() + 60
