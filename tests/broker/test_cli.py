@@ -403,6 +403,10 @@ def test_users_add_without_a_terminal_or_interrupted_is_one_line(tmp_path):
         assert time.monotonic() < deadline, "minikafka users add never waited on its standard input"
         time.sleep(0.01)
     waiting.send_signal(signal.SIGINT)
+    # Its standard input stays open until it has exited: communicate() closes it at once, and on
+    # a loaded machine the end of input reached the read before the signal did ("the password
+    # is empty", exit 1).
+    waiting.wait(timeout=30)
     stdout, stderr = waiting.communicate(timeout=30)
     assert waiting.returncode == 130, stderr
     assert "Traceback" not in stderr and stderr.strip() == "minikafka users: interrupted", stderr

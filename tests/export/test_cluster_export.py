@@ -28,7 +28,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from minikafka.testing import MinikafkaCluster
 
-pytestmark = [pytest.mark.spark, pytest.mark.zookeeper, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.spark, pytest.mark.zookeeper, pytest.mark.timeout(600)]
 
 TOPIC = "events"
 PARTITIONS = 2
@@ -207,7 +207,7 @@ def test_leader_moves_during_export_keep_it_exactly_once(tmp_path, zookeeper):
             for partition in range(PARTITIONS):
                 wait_for(lambda: (lambda p: p is not None and not p["pending"]
                                   and p["next_offset"] == active_base(cluster, partition))(
-                    zk_progress(cluster, partition)), f"partition {partition} exported", 150)
+                    zk_progress(cluster, partition)), f"partition {partition} exported", 300)
             ends = {p: active_base(cluster, p) for p in range(PARTITIONS)}
         finally:
             watcher.stop()

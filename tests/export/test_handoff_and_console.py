@@ -174,7 +174,9 @@ def test_ctrl_c_stops_a_replay_and_says_what_was_produced(tmp_path, minikafka_br
 
     from minikafka.export.segment_reader import ARROW_SCHEMA
 
-    total = 300_000  # far more than one replay can produce before the broker is paused below
+    # Far more than one replay can produce before the broker is paused below: 300,000 were all
+    # produced before a loaded CI machine's test process saw the first of them.
+    total = 3_000_000
     day = tmp_path / "t" / "dt=2025-11-22"
     day.mkdir(parents=True)
     pq.write_table(pa.Table.from_pydict({
@@ -205,7 +207,7 @@ def test_ctrl_c_stops_a_replay_and_says_what_was_produced(tmp_path, minikafka_br
     _, err = replaying.communicate(timeout=60)
     assert replaying.returncode == 130, err
     assert "Traceback" not in err
-    line = re.fullmatch(r"minikafka replay: interrupted: (\d+) of 300000 records were produced to 't'; "
+    line = re.fullmatch(r"minikafka replay: interrupted: (\d+) of 3000000 records were produced to 't'; "
                         r"a new replay starts again from the first record", err.strip().splitlines()[-1])
     assert line, err
     produced = int(line.group(1))
