@@ -674,6 +674,14 @@ class Controller:
         reassignment = Reassignment(target=list(target), origin=origin)
         if ongoing is None and reassignment.target == current:
             return ErrorCode.NONE, None
+        # Replicas a move in progress was adding that neither the new target nor the origin
+        # keeps (a cancel, or a new target): Kafka 2.8's updateCurrentReassignment stops them
+        # and deletes their copies at once. Before that they leave the leadership and the ISR.
+        dropped = [b for b in current if b not in reassignment.replicas]
+        if dropped:
+            refused = await self._hand_over_from(key, dropped, reassignment.replicas)
+            if refused is not None:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, refused
         self.reassignments[key] = reassignment
         self.assignments[topic][partition] = reassignment.replicas
         await self._write_reassignments(topic)
@@ -682,11 +690,45 @@ class Controller:
         # A new epoch (Kafka's updateLeaderEpochAndSendRequest): replicas that already hold the
         # partition take the new replica set; a partition without a leader keeps its state,
         # which the added replicas get as it is.
-        await self._update_state(key, lambda c: None if c.leader == NO_LEADER else (c.leader, c.isr))
-        self._send_leader_and_isr([key], self._live_ids())
+        await self._update_state(key, lambda c: None if c.leader == NO_LEADER else
+                                 (c.leader, [b for b in c.isr if b not in dropped]))
+        live = self._live_ids()
+        self._send_leader_and_isr([key], live)
+        for broker_id in dropped:
+            if broker_id in self.live:
+                self._stop_replicas(broker_id, [key], True)
         self._send_update_metadata(set(self.live), keys=[key])
         await self._complete_reassignments([key])
         return ErrorCode.NONE, None
+
+    async def _hand_over_from(self, key: tuple[str, int], dropped: list[int], kept: list[int]) -> str | None:
+        """Before the replicas ``dropped`` leave the partition: a leader among them hands over to
+        a live in-sync replica of ``kept`` (demoted first, see _move_leaderships). Returns why
+        they cannot leave, if so: they are the only in-sync replicas (every copy kept may lack
+        acknowledged writes), or lead with no in-sync replica alive to take over. Kafka 2.8
+        takes them out all the same, leaving the partition without a leader, or with none but
+        an unclean one; minikafka refuses the request instead, as it never loses an
+        acknowledged write."""
+        state = await self._reread_state(key)
+        live = self._live_ids()
+        replaced = []
+
+        def heir_of(current: LeaderIsr) -> int | None:
+            return next((b for b in kept if b in current.isr and b in live), None)
+
+        def lead_from_kept(current: LeaderIsr):
+            if current.leader not in dropped or heir_of(current) is None:
+                return None
+            replaced.append(current.leader)
+            return heir_of(current), current.isr
+
+        if state.leader_isr.isr and not any(b in kept for b in state.leader_isr.isr):
+            return f"replicas {dropped} are the only in-sync ones: the replicas kept may lack acknowledged writes"
+        if await self._update_state(key, lead_from_kept):
+            await self._move_leaderships([key], replaced[-1], live)
+        if self.states[key].leader_isr.leader in dropped:
+            return f"replicas {dropped} include the leader and no in-sync replica kept is alive to take over"
+        return None
 
     async def _complete_reassignments(self, keys: list[tuple[str, int]]) -> None:
         """Phase B of Kafka 2.8's onPartitionReassignment for each of ``keys`` whose target

@@ -535,7 +535,7 @@ class Partitions(ABC):
         """StopReplica: the error and each partition's."""
 
     @abstractmethod
-    def update_metadata(self, body, version: int) -> ErrorCode:
+    async def update_metadata(self, body, version: int) -> ErrorCode:
         """UpdateMetadata: take the controller's view of the cluster."""
 
     @abstractmethod

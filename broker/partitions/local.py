@@ -273,7 +273,7 @@ class LocalPartitions(Partitions):
     async def stop_replicas(self, body) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
         return ErrorCode.STALE_CONTROLLER_EPOCH, []
 
-    def update_metadata(self, body, version: int) -> ErrorCode:
+    async def update_metadata(self, body, version: int) -> ErrorCode:
         return ErrorCode.STALE_CONTROLLER_EPOCH
 
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:

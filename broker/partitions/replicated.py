@@ -577,7 +577,7 @@ class ReplicatedPartitions(Partitions):
             body.controller_epoch, body.delete_partitions,
             [(p.topic_name, p.partition_index) for p in body.ungrouped_partitions])
 
-    def update_metadata(self, body, version: int) -> ErrorCode:
+    async def update_metadata(self, body, version: int) -> ErrorCode:
         cluster = self.cluster
         if cluster.replicas.stale_controller(body.controller_epoch):
             return ErrorCode.STALE_CONTROLLER_EPOCH
@@ -597,7 +597,35 @@ class ReplicatedPartitions(Partitions):
             # Kafka 0.10.2's handleUpdateMetadataRequest: offsets of deleted partitions go from
             # the groups this broker coordinates.
             self.broker.group_coordinator.remove_deleted_partitions(deleted)
+        strays = self._strays(partitions)
+        if strays:
+            logger.info("deleting replicas the controller no longer assigns here: %s",
+                        ", ".join(f"{t}-{p}" for t, p in strays))
+            await cluster.replicas.stop_replica(body.controller_epoch, True, strays)
         return ErrorCode.NONE
+
+    def _strays(self, partitions: dict[tuple[str, int], PartitionInfo | None]) -> list[tuple[str, int]]:
+        """The replicas held here of partitions whose replicas, as the controller now has them,
+        do not include this broker: a partition moved away while this broker was down, or
+        whose StopReplica was lost with the controller that queued it (it died right after
+        the move). The controller of Kafka's ZooKeeper mode never tells such a broker again,
+        and the copy stays, a follower fetching at an epoch its leader fences; KRaft brokers
+        delete them from the metadata they replay (findStrayPartitions), as this does from
+        the controller's UpdateMetadata. Safe: a replica leaves a partition only once it is
+        out of the ISR, so the replicas kept hold every acknowledged write. A leader is never
+        one: the controller moves the leadership first (kept, and logged, should it be)."""
+        node_id, replicas = self.cluster.node_id, self.cluster.replicas
+        strays = []
+        for key, info in partitions.items():
+            if info is None or not info.replicas or node_id in info.replicas:
+                continue
+            replica = replicas.replicas.get(key)
+            if replica is not None and replica.role == LEADER:
+                logger.warning("%s-%d: led here but not among its replicas %s; kept", *key, list(info.replicas))
+                continue
+            if replica is not None or replicas.log_manager.get_log(*key) is not None:
+                strays.append(key)
+        return strays
 
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         try:

@@ -291,6 +291,7 @@ class Checker:
                                        f"high watermark {hw}, the leader {leader.name} {leader_log.get(offset)!r}")
                         break
             self.transactions.final_check(partition, replica, leader_log, followers)
+        self._check_no_stray_replicas()
         where: dict[int, dict[bytes, list[int]]] = {}
         for partition, log in logs.items():
             index = where[partition] = defaultdict(list)
@@ -309,6 +310,23 @@ class Checker:
                 self.violation(("read-lost", value), f"p{partition}@{offset}: {value!r} read from broker {broker} "
                                                      f"is now {logs[partition].get(offset)!r}")
         self._check_not_leader_duplicates(where)
+
+    def _check_no_stray_replicas(self) -> None:
+        """A live broker replicates only partitions assigned to it: one a move dropped (the
+        move cancelled, or a new target given) was told to stop and delete its copy. (One down
+        when its replica was removed keeps the copy on disk, as in Kafka's ZooKeeper mode,
+        but is never told to replicate it again.)"""
+        controller = next((b.broker.cluster.controller for b in self.sim.brokers.values()
+                           if b.alive and b.broker.cluster.controller is not None), None)
+        if controller is None:
+            return
+        for partition in range(self.sim.partitions):
+            assigned = controller.assignments.get(self.sim.topic, {}).get(partition, [])
+            for other in self.sim.brokers.values():
+                if other.alive and other.node_id not in assigned and \
+                        (self.sim.topic, partition) in other.broker.cluster.replicas.replicas:
+                    self.violation(("stray", other.name, partition),
+                                   f"p{partition}: {other.name} still replicates it, not among its replicas {assigned}")
 
     def _check_not_leader_duplicates(self, where) -> None:
         for attempt in self.attempts:

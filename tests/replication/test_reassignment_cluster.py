@@ -178,6 +178,13 @@ def test_a_move_waits_for_its_paused_replica_and_outlives_its_controller(minikaf
     check_nothing_lost(cluster, writer, target)
 
 
+def leader_epoch(bootstrap: str) -> int:
+    """The leader epoch of TOPIC-0 as the broker at ``bootstrap`` knows it (Metadata v7)."""
+    answer = kafka_request(bootstrap, ApiKey.METADATA, 7, {"topics": [{"name": TOPIC}],
+                                                            "allow_auto_topic_creation": False})
+    return answer.topics[0].partitions[0].leader_epoch
+
+
 def test_a_cancelled_move_goes_back_and_refused_ones_change_nothing(minikafka_cluster_factory):
     cluster = minikafka_cluster_factory(**{"zookeeper.session.timeout.ms": "30000"})
     controller = cluster.controller()
@@ -212,13 +219,49 @@ def test_a_cancelled_move_goes_back_and_refused_ones_change_nothing(minikafka_cl
             {"name": TOPIC, "partition_indexes": [0]}]})
         assert (listed.error_code, list(listed.topics)) == (ErrorCode.NONE, [])
         assert znode(cluster) == ({0: [controller, other]}, ({}, {}))
+        cancelled_epoch = leader_epoch(cluster.broker(controller).bootstrap)
     finally:
         cluster.resume(paused)
     cluster.wait_for_full_isr([TOPIC])
-    deadline = time.monotonic() + 30
-    while (cluster.broker(paused).log_dir / f"{TOPIC}-0").exists():
-        assert time.monotonic() < deadline, "the cancelled replica's copy was not deleted"
-        time.sleep(0.2)
+    # The paused broker's requests from the controller arrive in order once it runs: the move's
+    # LeaderAndIsr (it creates its copy), then what the cancel sent it, the StopReplica that
+    # deletes the copy before the metadata of the cancel's epoch. Seeing that epoch there, the
+    # copy is gone: polling the directory instead may look before the copy was even created.
+    deadline = time.monotonic() + 60
+    while leader_epoch(cluster.broker(paused).bootstrap) < cancelled_epoch:
+        assert time.monotonic() < deadline, f"broker {paused} never heard of the cancel's epoch {cancelled_epoch}"
+        time.sleep(0.1)
+    assert not (cluster.broker(paused).log_dir / f"{TOPIC}-0").exists(), "the cancelled replica's copy was kept"
+
+
+def test_a_replica_removed_while_its_broker_was_down_is_deleted_when_it_returns(minikafka_cluster_factory):
+    """A move that completes while one of its removed replicas is down cannot stop it: the
+    broker, back, is never sent anything about the partition again (Kafka 2.8's ZooKeeper
+    mode keeps such a stray copy for good). It deletes the copy once the controller's
+    UpdateMetadata names the partition without it."""
+    cluster = minikafka_cluster_factory(**{"zookeeper.session.timeout.ms": "30000"})
+    controller = cluster.controller()
+    other, removed = sorted(b for b in cluster.ids if b != controller)
+    create_assigned(cluster, [controller, other, removed])
+    bootstrap = cluster.broker(controller).bootstrap
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for number in range(20):
+        producer.send(TOPIC, f"v{number}".encode(), partition=0).get(timeout=30)
+    producer.close(timeout=10)
+    cluster.kill(removed)
+    answer = kafka_request(bootstrap, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 30000, "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": [controller, other]}]}]})
+    assert [p.error_code for t in answer.responses for p in t.partitions] == [ErrorCode.NONE]
+    wait_moved(cluster, [controller, other])
+    moved_epoch = leader_epoch(bootstrap)
+    copy = cluster.broker(removed).log_dir / f"{TOPIC}-0"
+    assert copy.exists()
+    cluster.restart(removed)
+    deadline = time.monotonic() + 60
+    while leader_epoch(cluster.broker(removed).bootstrap) < moved_epoch or copy.exists():
+        assert time.monotonic() < deadline, f"broker {removed} kept the copy the move removed"
+        time.sleep(0.1)
+    assert sorted(read_all(bootstrap, TOPIC, timeout=60)) == sorted(f"v{n}".encode() for n in range(20))
 
 
 def test_a_topic_deleted_mid_move_is_gone_with_its_move_and_comes_back_clean(minikafka_cluster_factory):
