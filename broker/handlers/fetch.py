@@ -131,9 +131,11 @@ def _read_partitions(broker, body, version: int, unreadable: set[str],
                 min_one_message = False
                 total += records.length
                 remaining -= records.length
+            else:
+                records = b""
             partitions.append({"partition_index": request.partition, "error_code": ErrorCode.NONE,
                                "high_watermark": high_watermark, "log_start_offset": log.log_start_offset,
-                               "records": records if records and records.length else b""})
+                               "records": records})
             if stable is not None:
                 partitions[-1].update(last_stable_offset=stable, aborted_transactions=aborted)
         topics.append({"topic": topic.topic, "partitions": partitions})

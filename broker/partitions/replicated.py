@@ -65,10 +65,11 @@ class ReplicatedPartitions(Partitions):
         super().__init__(broker)
         self.default_replication_factor = broker.config.get("default.replication.factor")
         # Both read the broker's rate at each check: a dynamic config (KIP-73).
-        self.leader_quota = ReplicationQuota(lambda: self.broker.config.leader_replication_throttled_rate,
-                                             lambda: self.broker.clock.time_ms() / 1000)
-        self.follower_quota = ReplicationQuota(lambda: self.broker.config.follower_replication_throttled_rate,
-                                               lambda: self.broker.clock.time_ms() / 1000)
+        def now_s() -> float:
+            return self.broker.clock.time_ms() / 1000
+
+        self.leader_quota = ReplicationQuota(lambda: self.broker.config.leader_replication_throttled_rate, now_s)
+        self.follower_quota = ReplicationQuota(lambda: self.broker.config.follower_replication_throttled_rate, now_s)
 
     @property
     def cluster(self) -> ClusterMember:
