@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 
-from minikafka.protocol.records import build_message_set
+from minikafka.protocol.records import build_message_set, iter_records
 from minikafka.storage import FakeClock, LogConfig, LogManager
+from minikafka.storage.cleaner import CleanerConfig, LogCleaner
 from minikafka.storage.names import delete_dir_name
 
 from .conftest import START_MS, all_records, message_set
@@ -145,3 +146,44 @@ def test_a_move_cut_short_before_its_future_had_its_configs_keeps_them(tmp_path)
     again.finish_move("m", 0)
     again.shutdown()
     assert _manager(dirs).get_log("m", 0).config.retention_ms == 4321
+
+
+def kept(log) -> list[tuple[int, bytes | None]]:
+    """(offset, key) of every record, read from the log start on as a consumer reads, until
+    a read finds none (the conftest's all_records expects records up to the log end)."""
+    found, offset = [], log.log_start_offset
+    while records := [r for r in iter_records(log.read(offset, 1 << 20).read_bytes()) if r.offset >= offset]:
+        found += [(r.offset, r.key) for r in records]
+        offset = records[-1].offset + 1
+    return found
+
+
+def test_a_compacted_log_whose_cleaned_tail_is_empty_moves_with_its_end(tmp_path):
+    """The cleaner removed the last records of the closed segments (here an old record
+    without a key) and the active segment is empty: nothing is left to copy below the log
+    end, and the future ends where the log does (advance_end_to), so the next append after
+    the move takes the next offset, not one the log had already given out."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = _manager(dirs)
+    (log,) = manager.create_topic("c", 1, {"message.format.version": "0.10.2"})
+    # Magic 1 (a 0.10.2 format): a cleaned v2 batch keeps its last offset, however few
+    # records it keeps, so it never leaves such a tail.
+    log.append_as_leader(build_message_set([(b"k", b"v", START_MS), (None, b"no key", START_MS)], magic=1))
+    log.roll()
+    log.high_watermark = log.log_end_offset
+    manager.set_topic_overrides("c", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"})
+    LogCleaner(lambda: [log], CleanerConfig(), FakeClock(START_MS)).clean_filthiest()
+    assert kept(log) == [(0, b"k")] and log.log_end_offset == 2
+    (other,) = set(dirs) - {log.dir.parent}
+    assert manager.start_move("c", 0, other)
+    while manager.copy_to_future("c", 0, 3000):
+        pass
+    manager.finish_move("c", 0)
+    assert log.dir == other / "c-0" and log.log_end_offset == 2
+    assert kept(log) == [(0, b"k")]
+    log.append_as_leader(build_message_set([(b"k2", b"v", START_MS)]))
+    assert [o for o, _ in kept(log)] == [0, 2]
+    manager.shutdown()
+    again = _manager(dirs).get_log("c", 0)
+    assert again.dir == other / "c-0" and again.log_end_offset == 3
+    assert [o for o, _ in kept(again)] == [0, 2]
