@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import subprocess
 import uuid
 from pathlib import Path
@@ -21,12 +22,30 @@ import pytest
 from minikafka.replication.zk_server import ZooKeeperServer
 
 
+
 def pytest_collection_modifyitems(items):
     # `-m "not zookeeper"` leaves out every test that needs a ZooKeeper (and so Java).
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if {"zookeeper", "private_zookeeper", "minikafka_zookeeper"} & set(fixtures):
             item.add_marker(pytest.mark.zookeeper)
+
+
+@pytest.fixture(autouse=True)
+def _children_take_ctrl_c():
+    """SIGINT neither ignored nor blocked in the test process, so that the children it starts
+    take a Ctrl-C: both are inherited through exec (a handler is not), and Python installs no
+    KeyboardInterrupt handler where SIGINT starts ignored. A suite started in the background by
+    a shell without job control (``nohup bash .ci/run &`` in a script) starts with it ignored
+    (xdist's workers install Python's handler again, a plain ``pytest`` does not); a mask left
+    by code that held SIGINT back would do the same. On three clean clones of 2026-11-29 the
+    tests that press Ctrl-C on a replay or ``minikafka users add`` saw their child run on to the
+    end (exit 0, or 1 at the end of its input) instead of stopping with 130, as a child that
+    starts with SIGINT ignored does; the replay test now has its child say how it started."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    yield
 
 
 @pytest.fixture(scope="module", params=["native", "python"])

@@ -174,9 +174,9 @@ def test_ctrl_c_stops_a_replay_and_says_what_was_produced(tmp_path, minikafka_br
 
     from minikafka.export.segment_reader import ARROW_SCHEMA
 
-    # Far more than one replay can produce before the broker is paused below: 300,000 were all
-    # produced before a loaded CI machine's test process saw the first of them.
-    total = 3_000_000
+    # Far more than one replay can produce before the broker is paused below (300,000 take
+    # about 2 s).
+    total = 1_000_000
     day = tmp_path / "t" / "dt=2025-11-22"
     day.mkdir(parents=True)
     pq.write_table(pa.Table.from_pydict({
@@ -186,9 +186,12 @@ def test_ctrl_c_stops_a_replay_and_says_what_was_produced(tmp_path, minikafka_br
     }, ARROW_SCHEMA), day / f"1_0_{0:020d}.parquet")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     watcher = Consumer({"bootstrap.servers": minikafka_broker.bootstrap, "group.id": "watcher"})
-    replaying = subprocess.Popen([sys.executable, "-c", LAUNCHER, "replay", "--from", str(tmp_path), "--topic", "t",
-                                  "--bootstrap", minikafka_broker.bootstrap], stderr=subprocess.PIPE, text=True,
-                                 env=env)
+    # The child first says how SIGINT stands in it (see conftest's _children_take_ctrl_c).
+    says_sigint = ("import signal, sys; print('SIGINT:', signal.getsignal(signal.SIGINT), 'blocked:', "
+                   "signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []), file=sys.stderr); ")
+    replaying = subprocess.Popen([sys.executable, "-c", says_sigint + LAUNCHER, "replay", "--from", str(tmp_path),
+                                  "--topic", "t", "--bootstrap", minikafka_broker.bootstrap],
+                                 stderr=subprocess.PIPE, text=True, env=env)
     broker_pid = minikafka_broker.process.pid
     try:
         deadline = time.monotonic() + 60
@@ -207,7 +210,7 @@ def test_ctrl_c_stops_a_replay_and_says_what_was_produced(tmp_path, minikafka_br
     _, err = replaying.communicate(timeout=60)
     assert replaying.returncode == 130, err
     assert "Traceback" not in err
-    line = re.fullmatch(r"minikafka replay: interrupted: (\d+) of 3000000 records were produced to 't'; "
+    line = re.fullmatch(r"minikafka replay: interrupted: (\d+) of 1000000 records were produced to 't'; "
                         r"a new replay starts again from the first record", err.strip().splitlines()[-1])
     assert line, err
     produced = int(line.group(1))
