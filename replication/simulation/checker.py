@@ -312,10 +312,11 @@ class Checker:
         self._check_not_leader_duplicates(where)
 
     def _check_no_stray_replicas(self) -> None:
-        """A live broker replicates only partitions assigned to it: one a move dropped (the
-        move cancelled, or a new target given) was told to stop and delete its copy. (One down
-        when its replica was removed keeps the copy on disk, as in Kafka's ZooKeeper mode,
-        but is never told to replicate it again.)"""
+        """A live broker holds replicas only of partitions assigned to it, neither following
+        nor on disk: one a move dropped (the move cancelled, or a new target given) was told to
+        stop and delete its copy, and one not told (down when it was removed, or its
+        StopReplica lost with its controller) deleted the copy on the controller's next
+        UpdateMetadata."""
         controller = next((b.broker.cluster.controller for b in self.sim.brokers.values()
                            if b.alive and b.broker.cluster.controller is not None), None)
         if controller is None:
@@ -323,10 +324,14 @@ class Checker:
         for partition in range(self.sim.partitions):
             assigned = controller.assignments.get(self.sim.topic, {}).get(partition, [])
             for other in self.sim.brokers.values():
-                if other.alive and other.node_id not in assigned and \
-                        (self.sim.topic, partition) in other.broker.cluster.replicas.replicas:
+                if not other.alive or other.node_id in assigned:
+                    continue
+                if (self.sim.topic, partition) in other.broker.cluster.replicas.replicas:
                     self.violation(("stray", other.name, partition),
                                    f"p{partition}: {other.name} still replicates it, not among its replicas {assigned}")
+                elif other.broker.log_manager.get_log(self.sim.topic, partition) is not None:
+                    self.violation(("stray-copy", other.name, partition),
+                                   f"p{partition}: {other.name} still holds a copy, not among its replicas {assigned}")
 
     def _check_not_leader_duplicates(self, where) -> None:
         for attempt in self.attempts:
