@@ -694,9 +694,7 @@ class Controller:
                                  (c.leader, [b for b in c.isr if b not in dropped]))
         live = self._live_ids()
         self._send_leader_and_isr([key], live)
-        for broker_id in dropped:
-            if broker_id in self.live:
-                self._stop_replicas(broker_id, [key], True)
+        self._delete_replicas(key, dropped)
         self._send_update_metadata(set(self.live), keys=[key])
         await self._complete_reassignments([key])
         return ErrorCode.NONE, None
@@ -717,10 +715,11 @@ class Controller:
             return next((b for b in kept if b in current.isr and b in live), None)
 
         def lead_from_kept(current: LeaderIsr):
-            if current.leader not in dropped or heir_of(current) is None:
+            heir = heir_of(current)
+            if current.leader not in dropped or heir is None:
                 return None
             replaced.append(current.leader)
-            return heir_of(current), current.isr
+            return heir, current.isr
 
         if state.leader_isr.isr and not any(b in kept for b in state.leader_isr.isr):
             return f"replicas {dropped} are the only in-sync ones: the replicas kept may lack acknowledged writes"
@@ -784,9 +783,7 @@ class Controller:
             return
         del self.reassignments[key]
         self._send_leader_and_isr([key], live)
-        for broker_id in reassignment.removing:
-            if broker_id in self.live:
-                self._stop_replicas(broker_id, [key], True)
+        self._delete_replicas(key, reassignment.removing)
         await self._write_reassignments(topic)
         self._send_update_metadata(set(self.live), keys=[key])
         logger.info("controller: %s-%d reassigned to %s", topic, partition, target)
@@ -904,6 +901,13 @@ class Controller:
                 "ungrouped_partition_states": states, "live_brokers": self._live_broker_entries()}
         for broker_id in brokers:
             self._send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, body)
+
+    def _delete_replicas(self, key: tuple[str, int], brokers: list[int]) -> None:
+        """Stop the replicas of ``key`` that a move took off ``brokers`` and delete their copies
+        (a broker not registered deletes its copy at its next UpdateMetadata instead)."""
+        for broker_id in brokers:
+            if broker_id in self.live:
+                self._stop_replicas(broker_id, [key], True)
 
     def _stop_replicas(self, broker_id: int, keys: list[tuple[str, int]], delete: bool) -> None:
         body = {"controller_id": self.node_id, "controller_epoch": self.epoch, "delete_partitions": delete,
